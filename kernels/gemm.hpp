@@ -1,0 +1,23 @@
+// Dense single-precision GEMM on row-major matrices, CPU (OpenBLAS) and CUDA (cuBLAS) behind
+// one call: C = alpha * op(A) * op(B) + beta * C with op(X) = X or X^T. A is m x k after op,
+// B is k x n after op, C is m x n; ld* are row strides in elements.
+#pragma once
+#include "lib/core/tensor.hpp"
+
+namespace skew::kernels {
+
+struct GemmShape {
+  bool trans_a = false, trans_b = false;
+  int m = 0, n = 0, k = 0;
+  int lda = 0, ldb = 0, ldc = 0;  // 0 = packed (the natural row stride)
+};
+
+void gemm(Device device, const GemmShape& shape, float alpha, const float* a, const float* b, float beta, float* c);
+// Float64 reference (naive triple loop) used by tests to check both backends.
+void gemm_reference(const GemmShape& shape, double alpha, const float* a, const float* b, double beta, double* c);
+
+namespace cuda {
+void gemm(const GemmShape& shape, float alpha, const float* a, const float* b, float beta, float* c);
+}  // namespace cuda
+
+}  // namespace skew::kernels

@@ -1,0 +1,83 @@
+#include "lib/core/checkpoint.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fileio.hpp"
+
+namespace fs = std::filesystem;
+
+namespace skew {
+
+CheckpointDir::CheckpointDir(std::string dir, int rank, int world_size, int keep)
+    : dir_(std::move(dir)), rank_(rank), world_size_(world_size), keep_(keep) {
+  SKEW_CHECK(keep_ >= 1, "checkpoint retention must keep at least 1 step, got " << keep_);
+}
+
+std::string CheckpointDir::step_dir(std::int64_t step) const {
+  char name[32];
+  std::snprintf(name, sizeof name, "step_%08lld", static_cast<long long>(step));
+  return (fs::path(dir_) / name).string();
+}
+
+std::string CheckpointDir::rank_file(std::int64_t step) const {
+  char name[32];
+  std::snprintf(name, sizeof name, "rank_%05d.safetensors", rank_);
+  return (fs::path(step_dir(step)) / name).string();
+}
+
+void CheckpointDir::write_shard(std::int64_t step, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                std::map<std::string, std::string> metadata) const {
+  metadata["step"] = std::to_string(step);
+  metadata["rank"] = std::to_string(rank_);
+  metadata["world_size"] = std::to_string(world_size_);
+  save_safetensors(rank_file(step), tensors, metadata);
+}
+
+void CheckpointDir::commit(std::int64_t step) const {
+  for (int r = 0; r < world_size_; ++r) {
+    char name[32];
+    std::snprintf(name, sizeof name, "rank_%05d.safetensors", r);
+    SKEW_CHECK(fs::exists(fs::path(step_dir(step)) / name), "checkpoint step " << step << " is missing the shard of rank " << r);
+  }
+  write_file_atomic((fs::path(step_dir(step)) / "COMPLETE").string(), "world_size=" + std::to_string(world_size_) + "\n");
+  auto steps = complete_steps();
+  while (static_cast<int>(steps.size()) > keep_) {
+    fs::remove_all(step_dir(steps.front()));
+    steps.erase(steps.begin());
+  }
+}
+
+std::vector<std::int64_t> CheckpointDir::complete_steps() const {
+  std::vector<std::int64_t> steps;
+  if (!fs::is_directory(dir_)) return steps;
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step_", 0) != 0 || !fs::exists(e.path() / "COMPLETE")) continue;
+    try {
+      steps.push_back(std::stoll(name.substr(5)));
+    } catch (const std::logic_error&) {
+    }
+  }
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::int64_t CheckpointDir::latest_complete() const {
+  const auto steps = complete_steps();
+  if (steps.empty()) return -1;
+  const std::int64_t step = steps.back();
+  const std::string marker = read_file((fs::path(step_dir(step)) / "COMPLETE").string());
+  const std::string want = "world_size=" + std::to_string(world_size_) + "\n";
+  SKEW_CHECK(marker == want, "checkpoint " << step_dir(step) << " was written by a job with "
+                                           << marker.substr(0, marker.find('\n'))
+                                           << " but this job has world_size=" << world_size_
+                                           << "; resume with the same number of ranks or start a new checkpoint directory");
+  return step;
+}
+
+TensorFile CheckpointDir::read_shard(std::int64_t step) const { return load_safetensors(rank_file(step)); }
+
+}  // namespace skew

@@ -1,0 +1,89 @@
+// Configuration: one Schema per app (key, type, default, help) on Boost.Program_options, filled
+// from defaults < INI file (--config FILE; [section] key = value becomes section.key) <
+// command line (--section.key=value or --section.key value). Every error names the key and
+// where its value came from (file:line or the command line).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace boost::program_options {
+class options_description;
+class variables_map;
+}  // namespace boost::program_options
+
+namespace skew {
+
+class Schema {
+ public:
+  Schema(std::string app, std::string summary);
+  ~Schema();
+  Schema(Schema&&) noexcept;
+
+  Schema& add_string(const std::string& key, const std::string& def, const std::string& help);
+  Schema& add_int(const std::string& key, std::int64_t def, const std::string& help);
+  Schema& add_float(const std::string& key, double def, const std::string& help);
+  Schema& add_bool(const std::string& key, bool def, const std::string& help);
+  // A string restricted to `choices`; anything else is an error naming the key.
+  Schema& add_choice(const std::string& key, const std::string& def,
+                     const std::vector<std::string>& choices, const std::string& help);
+
+  const std::string& app() const { return app_; }
+  std::string help_text() const;  // what --help prints: every key, its type, default and help
+
+  struct Key {
+    std::string name, type, default_text, help;
+    std::vector<std::string> choices;
+  };
+  const std::vector<Key>& keys() const { return keys_; }
+  const Key* find(const std::string& key) const;
+  std::vector<std::string> close_spellings(const std::string& key) const;
+  boost::program_options::options_description& description() const { return *desc_; }
+
+ private:
+  void add(Key key);
+  std::string app_, summary_;
+  std::vector<Key> keys_;
+  std::unique_ptr<boost::program_options::options_description> desc_;
+};
+
+class Config {
+ public:
+  // Parses argv against the schema. Besides the schema's keys it understands --config FILE,
+  // --help and --print-config (reported by help_requested()/print_config_requested()).
+  static Config parse(const Schema& schema, int argc, const char* const* argv);
+  // Same, from an INI text (tests, presets) plus optional command-line style overrides.
+  static Config parse_ini_text(const Schema& schema, const std::string& ini_text,
+                               const std::string& origin,
+                               const std::vector<std::string>& overrides = {});
+
+  bool help_requested() const { return help_; }
+  bool print_config_requested() const { return print_config_; }
+
+  std::string get_string(const std::string& key) const;
+  std::int64_t get_int(const std::string& key) const;
+  double get_float(const std::string& key) const;
+  bool get_bool(const std::string& key) const;
+  // Comma-separated lists stored in string keys ("1,1,1,4"); empty string -> empty list.
+  std::vector<double> get_float_list(const std::string& key) const;
+  std::vector<std::int64_t> get_int_list(const std::string& key) const;
+
+  // "default", "FILE:LINE" or "command line".
+  std::string source(const std::string& key) const;
+  // The effective configuration as INI text, grouped by section, reproducible as --config.
+  std::string to_ini() const;
+  const Schema& schema() const { return *schema_; }
+
+ private:
+  void store(const std::string& key, const std::string& value, const std::string& where);
+  void finish();
+  const Schema* schema_ = nullptr;
+  std::shared_ptr<boost::program_options::variables_map> vm_;
+  std::map<std::string, std::string> raw_;     // key -> value text as given
+  std::map<std::string, std::string> source_;  // key -> where it was set
+  bool help_ = false, print_config_ = false;
+};
+
+}  // namespace skew

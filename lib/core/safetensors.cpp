@@ -1,0 +1,91 @@
+#include "lib/core/safetensors.hpp"
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fileio.hpp"
+
+namespace skew {
+
+const Tensor& TensorFile::get(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return t;
+  SKEW_THROW("tensor '" << name << "' not found in checkpoint");
+}
+
+bool TensorFile::has(const std::string& name) const {
+  for (const auto& [n, t] : tensors)
+    if (n == name) return true;
+  return false;
+}
+
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::size_t offset = 0;
+  std::vector<Tensor> host;
+  for (const auto& [name, t] : tensors) {
+    SKEW_CHECK(name != "__metadata__", "tensor name __metadata__ is reserved");
+    SKEW_CHECK(!header.contains(name), "duplicate tensor name '" << name << "' writing " << path);
+    host.push_back(t.device() == Device::Host ? t : t.to(Device::Host));
+    header[name] = {{"dtype", dtype_name(t.dtype())}, {"shape", t.shape()},
+                    {"data_offsets", {offset, offset + t.nbytes()}}};
+    offset += t.nbytes();
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
+  std::string bytes(8, '\0');
+  const std::uint64_t n = text.size();
+  for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  bytes += text;
+  bytes.reserve(bytes.size() + offset);
+  for (const auto& t : host) bytes.append(static_cast<const char*>(t.raw()), t.nbytes());
+  write_file_atomic(path, bytes);
+}
+
+TensorFile load_safetensors(const std::string& path) {
+  const std::string bytes = read_file(path);
+  const auto fail = [&](const std::string& why) -> void { throw Error("corrupt safetensors file '" + path + "': " + why); };
+  if (bytes.size() < 8) fail("shorter than the 8-byte header length (" + std::to_string(bytes.size()) + " bytes)");
+  std::uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)])) << (8 * i);
+  if (n > bytes.size() - 8) fail("header length " + std::to_string(n) + " exceeds the file (" + std::to_string(bytes.size()) + " bytes): truncated?");
+  nlohmann::ordered_json header;
+  try {
+    header = nlohmann::ordered_json::parse(bytes.substr(8, n));
+  } catch (const nlohmann::json::exception& e) {
+    fail(std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!header.is_object()) fail("header is not a JSON object");
+  const std::size_t data_begin = 8 + n, data_size = bytes.size() - data_begin;
+  TensorFile out;
+  for (const auto& [name, info] : header.items()) {
+    if (name == "__metadata__") {
+      for (const auto& [k, v] : info.items()) {
+        if (!v.is_string()) fail("metadata value of '" + k + "' is not a string");
+        out.metadata[k] = v.get<std::string>();
+      }
+      continue;
+    }
+    try {
+      const DType dtype = dtype_from_name(info.at("dtype").get<std::string>());
+      const auto shape = info.at("shape").get<std::vector<std::int64_t>>();
+      const auto offsets = info.at("data_offsets").get<std::vector<std::size_t>>();
+      if (offsets.size() != 2 || offsets[0] > offsets[1]) fail("tensor '" + name + "' has bad data_offsets");
+      if (offsets[1] > data_size)
+        fail("tensor '" + name + "' ends at byte " + std::to_string(offsets[1]) + " of a " + std::to_string(data_size) + "-byte data section: truncated?");
+      Tensor t = Tensor::empty(shape, dtype);
+      if (t.nbytes() != offsets[1] - offsets[0])
+        fail("tensor '" + name + "' has " + std::to_string(offsets[1] - offsets[0]) + " bytes but its shape and dtype need " + std::to_string(t.nbytes()));
+      std::memcpy(t.raw(), bytes.data() + data_begin + offsets[0], t.nbytes());
+      out.tensors.emplace_back(name, std::move(t));
+    } catch (const nlohmann::json::exception& e) {
+      fail("tensor '" + name + "' entry is malformed: " + e.what());
+    }
+  }
+  return out;
+}
+
+}  // namespace skew

@@ -1,0 +1,50 @@
+// MPI backend on host buffers. Owns its communicator (freed on destruction unless it is
+// MPI_COMM_WORLD). Errors return as skew::Error (MPI_ERRORS_RETURN is set on the communicator).
+#pragma once
+#include <mpi.h>
+
+#include "mpi/process_group.hpp"
+
+namespace skew::comm {
+
+class MpiProcessGroup : public ProcessGroup {
+ public:
+  // Wraps `comm` (takes ownership unless it is MPI_COMM_WORLD).
+  explicit MpiProcessGroup(MPI_Comm comm);
+  ~MpiProcessGroup() override;
+  MpiProcessGroup(const MpiProcessGroup&) = delete;
+  MpiProcessGroup& operator=(const MpiProcessGroup&) = delete;
+
+  std::string backend() const override { return "mpi"; }
+  MPI_Comm comm() const { return comm_; }
+
+  void allreduce(Buffer buf, ReduceOp op) override;
+  void broadcast(Buffer buf, int root) override;
+  void allgather(Buffer send, Buffer recv) override;
+  void allgatherv(Buffer send, Buffer recv, const std::vector<std::size_t>& recv_counts) override;
+  void alltoall(Buffer send, Buffer recv) override;
+  void alltoallv(Buffer send, const std::vector<std::size_t>& send_counts, Buffer recv,
+                 const std::vector<std::size_t>& recv_counts) override;
+  void send(Buffer buf, int dst, int tag) override;
+  void recv(Buffer buf, int src, int tag) override;
+  void barrier() override;
+
+  std::unique_ptr<Work> iallreduce(Buffer buf, ReduceOp op) override;
+  std::unique_ptr<Work> ialltoallv(Buffer send, const std::vector<std::size_t>& send_counts, Buffer recv,
+                                   const std::vector<std::size_t>& recv_counts) override;
+  std::unique_ptr<Work> isend(Buffer buf, int dst, int tag) override;
+  std::unique_ptr<Work> irecv(Buffer buf, int src, int tag) override;
+
+  std::shared_ptr<ProcessGroup> split(int color, int key) override;
+
+ protected:
+  std::shared_ptr<ProcessGroup> create_subgroup(const std::vector<int>& ranks) override;
+
+ private:
+  MPI_Comm comm_;
+};
+
+// Divides each element by `divisor` (ReduceOp::Avg after a sum); host buffers.
+void divide_in_place(Buffer buf, int divisor);
+
+}  // namespace skew::comm

@@ -1,0 +1,188 @@
+#include "mpi/nccl_process_group.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "lib/core/cuda_check.hpp"
+#include "mpi/mpi_check.hpp"
+#include "mpi/mpi_process_group.hpp"
+
+namespace skew::comm {
+namespace {
+
+ncclDataType_t nccl_type(DType d) {
+  switch (d) {
+    case DType::F32: return ncclFloat32;
+    case DType::F64: return ncclFloat64;
+    case DType::F16: return ncclFloat16;
+    case DType::BF16: return ncclBfloat16;
+    case DType::I32: return ncclInt32;
+    case DType::I64: return ncclInt64;
+    case DType::U8: return ncclUint8;
+  }
+  SKEW_THROW("no NCCL datatype for " << dtype_name(d));
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Avg: return ncclAvg;
+    case ReduceOp::Max: return ncclMax;
+    case ReduceOp::Min: return ncclMin;
+  }
+  return ncclSum;
+}
+
+std::size_t bytes_of(const Buffer& b, std::size_t count) { return count * dtype_size(b.dtype); }
+void* at(const Buffer& b, std::size_t offset) { return static_cast<char*>(b.data) + bytes_of(b, offset); }
+
+class CudaEventWork : public Work {
+ public:
+  explicit CudaEventWork(cudaStream_t stream) {
+    SKEW_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    SKEW_CUDA_CHECK(cudaEventRecord(event_, stream));
+  }
+  ~CudaEventWork() override {
+    cudaEventSynchronize(event_);
+    cudaEventDestroy(event_);
+  }
+  void wait() override { SKEW_CUDA_CHECK(cudaEventSynchronize(event_)); }
+  bool test() override {
+    const cudaError_t e = cudaEventQuery(event_);
+    if (e == cudaErrorNotReady) return false;
+    SKEW_CUDA_CHECK(e);
+    return true;
+  }
+
+ private:
+  cudaEvent_t event_{};
+};
+
+class NcclProcessGroup : public ProcessGroup {
+ public:
+  explicit NcclProcessGroup(MPI_Comm comm) : bootstrap_(std::make_shared<MpiProcessGroup>(comm)) {
+    rank_ = bootstrap_->rank();
+    size_ = bootstrap_->size();
+    world_ranks_ = bootstrap_->world_ranks();
+    ncclUniqueId id;
+    if (rank_ == 0) SKEW_NCCL_CHECK(ncclGetUniqueId(&id));
+    SKEW_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
+    SKEW_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+    SKEW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~NcclProcessGroup() override {
+    cudaStreamSynchronize(stream_);
+    ncclCommDestroy(comm_);
+    cudaStreamDestroy(stream_);
+  }
+  std::string backend() const override { return "nccl"; }
+
+  void allreduce(Buffer b, ReduceOp op) override { iallreduce(b, op)->wait(); }
+  void broadcast(Buffer b, int root) override {
+    check_buffer(b, Device::Cuda, "broadcast");
+    SKEW_NCCL_CHECK(ncclBroadcast(b.data, b.data, b.count, nccl_type(b.dtype), root, comm_, stream_));
+    sync();
+  }
+  void allgather(Buffer s, Buffer r) override {
+    check_buffer(s, Device::Cuda, "allgather");
+    check_buffer(r, Device::Cuda, "allgather");
+    SKEW_CHECK(r.count == s.count * static_cast<std::size_t>(size_), "allgather: receive buffer holds " << r.count << ", needs " << s.count * size_);
+    SKEW_NCCL_CHECK(ncclAllGather(s.data, r.data, s.count, nccl_type(s.dtype), comm_, stream_));
+    sync();
+  }
+  void allgatherv(Buffer s, Buffer r, const std::vector<std::size_t>& rc) override {
+    check_buffer(s, Device::Cuda, "allgatherv");
+    check_buffer(r, Device::Cuda, "allgatherv");
+    SKEW_CHECK(rc.size() == static_cast<std::size_t>(size_), "allgatherv: counts size mismatch");
+    SKEW_CHECK(r.count >= sum_counts(rc), "allgatherv: receive buffer too small");
+    // Every rank broadcasts its slice: NCCL has no v-variant of allgather.
+    SKEW_NCCL_CHECK(ncclGroupStart());
+    std::size_t offset = 0;
+    for (int p = 0; p < size_; ++p) {
+      const std::size_t n = rc[static_cast<std::size_t>(p)];
+      SKEW_NCCL_CHECK(ncclBroadcast(p == rank_ ? s.data : at(r, offset), at(r, offset), n, nccl_type(r.dtype), p, comm_, stream_));
+      offset += n;
+    }
+    SKEW_NCCL_CHECK(ncclGroupEnd());
+    sync();
+  }
+  void alltoall(Buffer s, Buffer r) override {
+    SKEW_CHECK(s.count % static_cast<std::size_t>(size_) == 0 && r.count == s.count, "alltoall: buffers must hold size()*n elements each");
+    std::vector<std::size_t> counts(static_cast<std::size_t>(size_), s.count / static_cast<std::size_t>(size_));
+    alltoallv(s, counts, r, counts);
+  }
+  void alltoallv(Buffer s, const std::vector<std::size_t>& sc, Buffer r, const std::vector<std::size_t>& rc) override {
+    ialltoallv(s, sc, r, rc)->wait();
+  }
+  void send(Buffer b, int dst, int tag) override { isend(b, dst, tag)->wait(); }
+  void recv(Buffer b, int src, int tag) override { irecv(b, src, tag)->wait(); }
+  void barrier() override {
+    sync();
+    bootstrap_->barrier();
+  }
+
+  std::unique_ptr<Work> iallreduce(Buffer b, ReduceOp op) override {
+    check_buffer(b, Device::Cuda, "allreduce");
+    SKEW_NCCL_CHECK(ncclAllReduce(b.data, b.data, b.count, nccl_type(b.dtype), nccl_op(op), comm_, stream_));
+    return std::make_unique<CudaEventWork>(stream_);
+  }
+  std::unique_ptr<Work> ialltoallv(Buffer s, const std::vector<std::size_t>& sc, Buffer r, const std::vector<std::size_t>& rc) override {
+    check_buffer(s, Device::Cuda, "alltoallv");
+    check_buffer(r, Device::Cuda, "alltoallv");
+    SKEW_CHECK(sc.size() == static_cast<std::size_t>(size_) && rc.size() == static_cast<std::size_t>(size_), "alltoallv: counts size mismatch");
+    SKEW_CHECK(s.count >= sum_counts(sc) && r.count >= sum_counts(rc), "alltoallv: buffer smaller than its counts");
+    SKEW_NCCL_CHECK(ncclGroupStart());
+    std::size_t so = 0, ro = 0;
+    for (int p = 0; p < size_; ++p) {
+      const std::size_t ns = sc[static_cast<std::size_t>(p)], nr = rc[static_cast<std::size_t>(p)];
+      if (ns) SKEW_NCCL_CHECK(ncclSend(at(s, so), ns, nccl_type(s.dtype), p, comm_, stream_));
+      if (nr) SKEW_NCCL_CHECK(ncclRecv(at(r, ro), nr, nccl_type(r.dtype), p, comm_, stream_));
+      so += ns;
+      ro += nr;
+    }
+    SKEW_NCCL_CHECK(ncclGroupEnd());
+    return std::make_unique<CudaEventWork>(stream_);
+  }
+  // NCCL point-to-point has no tags: messages between a pair are matched in issue order.
+  std::unique_ptr<Work> isend(Buffer b, int dst, int /*tag*/) override {
+    check_buffer(b, Device::Cuda, "send");
+    SKEW_NCCL_CHECK(ncclSend(b.data, b.count, nccl_type(b.dtype), dst, comm_, stream_));
+    return std::make_unique<CudaEventWork>(stream_);
+  }
+  std::unique_ptr<Work> irecv(Buffer b, int src, int /*tag*/) override {
+    check_buffer(b, Device::Cuda, "recv");
+    SKEW_NCCL_CHECK(ncclRecv(b.data, b.count, nccl_type(b.dtype), src, comm_, stream_));
+    return std::make_unique<CudaEventWork>(stream_);
+  }
+
+  std::shared_ptr<ProcessGroup> split(int color, int key) override {
+    MPI_Comm out;
+    SKEW_MPI_CHECK(MPI_Comm_split(bootstrap_->comm(), color < 0 ? MPI_UNDEFINED : color, key, &out));
+    if (out == MPI_COMM_NULL) return nullptr;
+    return std::make_shared<NcclProcessGroup>(out);
+  }
+
+ protected:
+  std::shared_ptr<ProcessGroup> create_subgroup(const std::vector<int>& ranks) override {
+    auto mpi_sub = std::dynamic_pointer_cast<MpiProcessGroup>(bootstrap_->subgroup(ranks));
+    MPI_Comm dup;
+    SKEW_MPI_CHECK(MPI_Comm_dup(mpi_sub->comm(), &dup));
+    return std::make_shared<NcclProcessGroup>(dup);
+  }
+
+ private:
+  void sync() { SKEW_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  std::shared_ptr<MpiProcessGroup> bootstrap_;
+  ncclComm_t comm_{};
+  cudaStream_t stream_{};
+};
+
+}  // namespace
+
+std::shared_ptr<ProcessGroup> make_nccl_group(MPI_Comm comm) {
+  MPI_Comm own = comm;
+  if (comm == MPI_COMM_WORLD) SKEW_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &own));
+  return std::make_shared<NcclProcessGroup>(own);
+}
+
+}  // namespace skew::comm

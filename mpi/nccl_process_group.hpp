@@ -1,0 +1,19 @@
+// NCCL backend on device buffers (built only with CUDA). Bootstraps over an MPI communicator:
+// rank 0 makes the unique id and broadcasts it; subgroups and splits create their MPI
+// communicator first and a NCCL communicator over it. Operations are enqueued on the group's
+// stream; blocking calls synchronise it, non-blocking ones return a Work that waits on an event.
+#pragma once
+#include <mpi.h>
+
+#include <memory>
+
+#include "mpi/process_group.hpp"
+
+namespace skew::comm {
+
+#ifdef SKEW_WITH_CUDA
+// Collective over `comm`; takes ownership of `comm` unless it is MPI_COMM_WORLD.
+std::shared_ptr<ProcessGroup> make_nccl_group(MPI_Comm comm);
+#endif
+
+}  // namespace skew::comm

@@ -1,0 +1,79 @@
+#include "mpi/runtime.hpp"
+
+#include <cstdio>
+#include <exception>
+
+#include "lib/core/log.hpp"
+#include "mpi/mpi_check.hpp"
+#include "mpi/mpi_process_group.hpp"
+#include "mpi/nccl_process_group.hpp"
+
+#ifdef SKEW_WITH_CUDA
+#include <cuda_runtime.h>
+#endif
+
+namespace skew::comm {
+
+void abort_job(const std::string& message, int code) {
+  int rank = 0, initialized = 0, finalized = 0, size = 1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+  }
+  std::fprintf(stderr, "rank %d: error: %s\n", rank, message.c_str());
+  std::fflush(stderr);
+  if (initialized && !finalized && size > 1) MPI_Abort(MPI_COMM_WORLD, code);
+  if (initialized && !finalized) MPI_Finalize();
+  std::exit(code);
+}
+
+std::shared_ptr<ProcessGroup> make_world_group(const Runtime& rt, Backend backend) {
+  if (backend == Backend::Mpi) return rt.world;
+  SKEW_CHECK(rt.cuda_device >= 0, "the NCCL backend needs a GPU on every rank; rank " << rt.world_rank << " has none"
+                                   << (cuda_built() ? "" : " (this build has no CUDA support)"));
+#ifdef SKEW_WITH_CUDA
+  return make_nccl_group(MPI_COMM_WORLD);
+#else
+  SKEW_THROW("the NCCL backend is not in this build (configure with -DSKEW_CUDA=ON)");
+#endif
+}
+
+int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runtime&)>& body) {
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
+    std::fprintf(stderr, "error: MPI_Init_thread failed\n");
+    return 1;
+  }
+  int code = 1;
+  try {
+    SKEW_CHECK(provided >= MPI_THREAD_MULTIPLE, "MPI library provides thread level " << provided << " < MPI_THREAD_MULTIPLE");
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    Runtime rt;
+    SKEW_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rt.world_rank));
+    SKEW_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &rt.world_size));
+    MPI_Comm local;
+    SKEW_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt.world_rank, MPI_INFO_NULL, &local));
+    SKEW_MPI_CHECK(MPI_Comm_rank(local, &rt.local_rank));
+    SKEW_MPI_CHECK(MPI_Comm_size(local, &rt.local_size));
+    MPI_Comm_free(&local);
+    log::set_rank(rt.world_rank, rt.world_size);
+    const int devices = cuda_device_count();
+    if (bind_gpu && devices > 0) {
+      rt.cuda_device = rt.local_rank % devices;
+#ifdef SKEW_WITH_CUDA
+      if (cudaSetDevice(rt.cuda_device) != cudaSuccess) SKEW_THROW("cudaSetDevice(" << rt.cuda_device << ") failed");
+#endif
+    }
+    rt.world = std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD);
+    code = body(rt);
+    rt.world.reset();
+  } catch (const std::exception& e) {
+    abort_job(e.what());
+  }
+  MPI_Finalize();
+  return code;
+}
+
+}  // namespace skew::comm

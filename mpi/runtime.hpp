@@ -1,0 +1,33 @@
+// Process start-up shared by every executable: MPI_Init_thread (MPI_THREAD_MULTIPLE, which
+// the partial-reduce controller thread needs), local rank via MPI_Comm_split_type (works under
+// mpirun and srun alike), GPU binding local_rank % device_count, and the failure rule: a rank
+// that throws prints its message and calls MPI_Abort so the job ends instead of hanging.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "mpi/process_group.hpp"
+
+namespace skew::comm {
+
+enum class Backend { Mpi, Nccl };
+
+struct Runtime {
+  int world_rank = 0, world_size = 1;
+  int local_rank = 0, local_size = 1;
+  int cuda_device = -1;  // bound device, or -1 on the CPU path
+  std::shared_ptr<ProcessGroup> world;  // MPI backend over MPI_COMM_WORLD
+};
+
+// Creates the world group for `backend` (NCCL needs a bound GPU; throws saying so otherwise).
+std::shared_ptr<ProcessGroup> make_world_group(const Runtime& rt, Backend backend);
+
+// Runs `body` between MPI_Init and MPI_Finalize; returns its exit code. Exceptions become
+// "rank R: error: ..." on stderr and MPI_Abort(1) when more than one rank runs.
+// `bind_gpu`: bind local_rank % device_count when a GPU is visible.
+int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runtime&)>& body);
+
+[[noreturn]] void abort_job(const std::string& message, int code = 1);
+
+}  // namespace skew::comm

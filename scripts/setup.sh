@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs, only when missing, every Debian package that the build, the tests and quickstart
+# need. Idempotent: a machine that has everything runs no apt-get at all.
+#   scripts/setup.sh            build + test + quickstart packages
+#   scripts/setup.sh --bench    also what the reproduce/bench scripts use (plots, liblinear)
+set -euo pipefail
+packages=(cmake ninja-build g++ pkg-config libopenmpi-dev openmpi-bin libboost-program-options-dev
+          libopenblas-dev catch2 nlohmann-json3-dev)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(python3-numpy python3-matplotlib liblinear-tools nodejs npm)
+fi
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all ${#packages[@]} packages present"
+fi
