@@ -1,0 +1,62 @@
+// The interface between the MoE trainer (lib/moe) and FlexMoE's dynamic placement
+// (lib/placement). The trainer owns the experts; the policy decides where replicas live; the
+// executor moves expert state to realise a decision. All calls are collective over the world
+// group and every rank passes identical counts, so every rank computes the same plan.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "lib/core/tensor.hpp"
+#include "lib/placement/placement.hpp"
+
+namespace skew {
+class Schema;
+class Config;
+namespace comm {
+class ProcessGroup;
+}
+}  // namespace skew
+
+namespace skew::placement {
+
+// Tokens routed to each expert of each MoE layer in one iteration, summed over all ranks:
+// counts[layer][expert].
+using RoutingCounts = std::vector<std::vector<std::int64_t>>;
+
+class PlacementPolicy {
+ public:
+  virtual ~PlacementPolicy() = default;
+  // After every iteration: the global routing counts and the measured step time.
+  virtual void observe(std::int64_t iteration, const RoutingCounts& counts, double step_seconds) = 0;
+  // Before every iteration: the placement per layer to use from now on (return `current`
+  // unchanged for no change). Deterministic given the observed history.
+  virtual std::vector<LayerPlacement> plan(std::int64_t iteration, const std::vector<LayerPlacement>& current) = 0;
+};
+
+// What the executor needs from the runtime: the state (parameters, gradients' optimiser moments)
+// of the replica of (layer, expert) held on this rank, as a list of host tensors whose shapes
+// are the same for every expert of a layer.
+class ExpertStateStore {
+ public:
+  virtual ~ExpertStateStore() = default;
+  virtual std::vector<Tensor*> replica_state(int layer, int expert) = 0;
+  // Allocate state for a replica this rank is about to receive (contents are then overwritten).
+  virtual void create_replica(int layer, int expert) = 0;
+  // Free the state of a replica this rank no longer holds.
+  virtual void drop_replica(int layer, int expert) = 0;
+};
+
+// Moves expert state from `before` to `after` for every layer: each new replica receives the
+// state of an existing replica point-to-point; dropped replicas are freed. Then checks that all
+// ranks agree on `after` (throws naming the first rank that differs).
+void apply_placement(comm::ProcessGroup& world, ExpertStateStore& store, const std::vector<LayerPlacement>& before,
+                     const std::vector<LayerPlacement>& after);
+
+// Config keys of the [placement] section (slots_per_rank, threshold, interval, cost-model
+// overrides, ...) and the FlexMoE policy built from them.
+void add_placement_keys(Schema& schema);
+std::unique_ptr<PlacementPolicy> make_flexmoe_policy(const Config& config, comm::ProcessGroup& world, int num_layers,
+                                                     int num_experts, std::int64_t expert_params, int hidden_dim);
+
+}  // namespace skew::placement
