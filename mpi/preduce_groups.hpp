@@ -1,0 +1,89 @@
+// Partial-reduce group formation, as a pure class (no MPI, no clock of its own) so the same
+// logic drives the MPI controller, the discrete-event simulator and the tests.
+//
+// Workers report "ready (worker, version)" into a FIFO. A group closes when
+//   - P = group_size workers are queued (the first P in FIFO order), or
+//   - a deadline has passed since the oldest queued worker arrived and at least min_group are
+//     queued (deadline_s > 0; the eager-SGD style partial collective), or
+//   - every still-active worker is queued (so the last workers never wait for finished ones).
+// Two constraints delay a group:
+//   - isolation bound: after `isolation_bound` groups since the last reset, a group may not
+//     close until it connects every component of the union-find over recent groups' members
+//     (it takes one queued worker per component first); then the union-find resets. So every
+//     worker's update reaches every other worker within isolation_bound + 1 groups.
+//   - full sync: every `full_sync_every`-th group waits for all active workers (eager's forced
+//     synchronous round).
+#pragma once
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+namespace skew::comm {
+
+struct GroupOptions {
+  int num_workers = 1;
+  int group_size = 2;          // P
+  double alpha = 0.9;          // staleness decay; 1 disables staleness weighting (equal weights)
+  int isolation_bound = 0;     // groups between forced connecting groups; 0 = off
+  double deadline_s = 0.0;     // 0 = close only at P members
+  int min_group = 1;           // members needed to close at the deadline
+  int full_sync_every = 0;     // every n-th group waits for all active workers; 0 = never
+};
+
+struct Group {
+  std::vector<int> members;        // sorted worker ids
+  std::vector<double> weights;     // staleness-aware weight per member (same order), sum 1
+  std::int64_t max_version = 0;
+  bool full_sync = false;          // all active workers take part
+  bool connecting = false;         // formed under the isolation bound
+};
+
+// Staleness weights of reference/preduce.md: s_j = max_version - version_j + 1, T = max s;
+// each level i with members gets (1 - alpha) alpha^(i-1), the mass of empty levels goes to
+// level 1, members of one level share it, and all is divided by (1 - alpha^T).
+std::vector<double> staleness_weights(const std::vector<std::int64_t>& versions, double alpha);
+
+// Member update with S = sum_j w_j x_j: x_i <- (x_i + (k-1) (S - w_i x_i) / (1 - w_i)) / k.
+// A group of one (k = 1) leaves x unchanged.
+void apply_member_update(float* x, const float* weighted_sum, std::size_t n, double w_self, int k);
+
+class GroupFormer {
+ public:
+  explicit GroupFormer(const GroupOptions& options);
+
+  void ready(int worker, std::int64_t version, double now);
+  void finished(int worker);
+  // Returns the next group that may close at `now` (call until it returns nothing).
+  std::optional<Group> poll(double now);
+  // When a queued group would close by deadline, if nothing else happens first.
+  std::optional<double> next_deadline() const;
+
+  bool all_finished() const { return active_ == 0; }
+  int active() const { return active_; }
+  std::size_t queued() const { return fifo_.size(); }
+  std::int64_t groups_formed() const { return groups_formed_; }
+  std::int64_t connecting_groups() const { return connecting_groups_; }
+  // Number of union-find components among active workers (1 = all connected).
+  int components() const;
+
+ private:
+  struct Entry {
+    int worker;
+    std::int64_t version;
+    double since;
+  };
+  int find(int w) const;
+  void unite(int a, int b);
+  void reset_union();
+  Group close(std::vector<std::size_t> picks, bool full_sync, bool connecting);
+
+  GroupOptions opt_;
+  std::deque<Entry> fifo_;
+  std::vector<char> done_, queued_;
+  mutable std::vector<int> parent_;
+  int active_;
+  std::int64_t groups_formed_ = 0, groups_since_reset_ = 0, connecting_groups_ = 0;
+};
+
+}  // namespace skew::comm
