@@ -1,0 +1,117 @@
+// The flow schema (cuWide): a mini-batch is a bigraph of sample and feature vertices, and one
+// training step is three passes over it, written as small vertex programs:
+//   gather  (feature -> sample)  each feature column adds its contribution to the partial sums
+//                                 of the samples it touches (the Aggregate phase),
+//   apply   (sample)              turns a sample's partial sums into its logit and loss gradient,
+//   scatter (sample -> feature)  each feature column collects the gradient of its row from the
+//                                 samples it touches (the Apply phase).
+// Layout: the batch is cut into tiles of `tile_samples` samples; each tile is re-sorted by
+// feature id (LSD radix sort; CUB DeviceSegmentedRadixSort on the GPU) into a feature-oriented
+// CSC, so a feature's row is read once per tile and its gradient written once per tile. Features
+// are renumbered by frequency beforehand (the trainer does it), so ids below `hot_features` are
+// the hottest: the CSC's leading columns. Their gradients accumulate in a per-thread cache (the
+// replicated accumulators: one copy per thread, on the GPU several per block in shared memory)
+// across the whole stage and reach the global array in one reduction; colder columns are written
+// with one atomic add per weight per tile. Tile x {hot, cold} columns is the 2D partition.
+// FFM's pairwise term does not factor into per-feature partial sums: its flow kernel keeps the
+// per-sample pair loops inside a tile and routes gradients through the same hot cache.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/wide_model.hpp"
+#include "kernels/wide_pool.hpp"
+
+#if defined(__CUDACC__)
+#define SKEW_WIDE_HD __host__ __device__
+#else
+#define SKEW_WIDE_HD
+#endif
+
+namespace skew::kernels {
+
+// Vertex programs. `acc` is one sample's partial sums (acc_len floats); `row` a feature's
+// parameter row; `grad_row` its gradient row (row_len floats).
+struct LrProgram {
+  int k;
+  SKEW_WIDE_HD int acc_len() const { return 1; }
+  SKEW_WIDE_HD void gather(const float* row, float x, float* acc) const { acc[0] += row[0] * x; }
+  SKEW_WIDE_HD float apply(const float* acc, float bias) const { return bias + acc[0]; }
+  SKEW_WIDE_HD void scatter(const float*, float x, const float*, float g, float* grad_row) const {
+    grad_row[0] += g * x;
+  }
+};
+
+// acc = [linear sum, sum of squares, s_1..s_k] with s_f = sum_j v_jf x_j.
+struct FmProgram {
+  int k;
+  SKEW_WIDE_HD int acc_len() const { return 2 + k; }
+  SKEW_WIDE_HD void gather(const float* row, float x, float* acc) const {
+    acc[0] += row[0] * x;
+    float squares = 0.0f;
+    for (int f = 0; f < k; ++f) {
+      const float vx = row[1 + f] * x;
+      acc[2 + f] += vx;
+      squares += vx * vx;
+    }
+    acc[1] += squares;
+  }
+  SKEW_WIDE_HD float apply(const float* acc, float bias) const {
+    float interaction = -acc[1];
+    for (int f = 0; f < k; ++f) interaction += acc[2 + f] * acc[2 + f];
+    return bias + acc[0] + 0.5f * interaction;
+  }
+  SKEW_WIDE_HD void scatter(const float* row, float x, const float* acc, float g, float* grad_row) const {
+    const float gx = g * x;
+    grad_row[0] += gx;
+    for (int f = 0; f < k; ++f) grad_row[1 + f] += gx * (acc[2 + f] - row[1 + f] * x);
+  }
+};
+
+struct WideFlowOptions {
+  int tile_samples = 256;            // samples per tile (the sample side of the 2D partition)
+  std::int64_t hot_features = 4096;  // ids below this get cached, replicated accumulators
+};
+
+struct WideFlowStats {
+  std::int64_t tiles = 0, entries = 0, columns = 0, hot_columns = 0;
+};
+
+// Per-tile scratch: the tile's CSC and per-sample partial sums.
+struct WideTileScratch {
+  std::vector<std::uint32_t> keys, keys_tmp, order, order_tmp, counts;
+  std::vector<std::uint32_t> col_feature, col_begin;
+  std::vector<float> acc, sample_grad, row_grad;
+};
+
+class WideFlow {
+ public:
+  WideFlow(const WideShape& shape, const WideFlowOptions& options, int threads);
+  // Same contract as wide_classical_gradient: grad += batch gradient, logits filled.
+  void gradient(const WideBatch& batch, const float* params, float* grad, float* logits, WidePool& pool);
+  const WideFlowStats& last_stats() const { return stats_; }
+  std::int64_t hot_features() const { return hot_; }
+
+ private:
+  void build_tile_csc(const WideBatch& batch, std::int64_t first, std::int64_t last, WideTileScratch& t) const;
+  WideShape shape_;
+  WideFlowOptions options_;
+  std::int64_t hot_;
+  std::vector<WideTileScratch> scratch_;   // one per thread
+  std::vector<std::vector<float>> hot_cache_;  // one replica per thread: hot_ * row_len floats
+  WideFlowStats stats_;
+};
+
+// LSD radix sort of (key, value) pairs on the low `bits` bits of key, 11 bits a pass.
+void wide_radix_sort_pairs(std::uint32_t* keys, std::uint32_t* values, std::size_t n, int bits,
+                           std::uint32_t* keys_tmp, std::uint32_t* values_tmp, std::uint32_t* counts);
+
+#if defined(SKEW_WITH_CUDA)
+// CUDA twin of WideFlow::gradient for LR and FM: device pointers; the batch's hot/cold
+// segmented CSC is built with cub::DeviceSegmentedRadixSort, hot gradients accumulate in
+// shared memory (replicated) and are written with one atomic per weight per tile.
+void wide_flow_gradient_cuda(const WideShape& shape, const WideFlowOptions& options, const WideBatch& batch,
+                             const float* params, float* grad, float* logits, void* stream);
+#endif
+
+}  // namespace skew::kernels

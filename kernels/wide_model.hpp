@@ -1,0 +1,47 @@
+// Sparse wide models (LR, FM, FFM) as seen by the kernels: the parameter layout, a CSR view of
+// a mini-batch, and the per-batch gradient in the two schemas (classical per-sample loop and
+// cuWide's flow over the sample/feature bigraph). CPU twins live in kernels/cpu/wide_*.cpp,
+// CUDA twins in kernels/cuda/wide_*.cu; both fill the same outputs for the same inputs.
+//
+// Parameter layout (one flat float array, the model's "flat parameter vector"):
+//   params[0]                      global bias
+//   params[1 + f*row_len + 0]      linear weight w_f
+//   params[1 + f*row_len + 1 ...]  latent part of feature f: v_f (FM, k floats) or
+//                                  v_{f,field} (FFM, num_fields*k floats, field-major)
+// so everything a feature owns is one contiguous row.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace skew::kernels {
+
+enum class WideKind { LR, FM, FFM };
+WideKind wide_kind_from_name(const std::string& name);  // "lr" | "fm" | "ffm"
+const char* wide_kind_name(WideKind kind);
+
+struct WideShape {
+  WideKind kind = WideKind::LR;
+  std::int64_t num_features = 0;
+  int num_fields = 1;
+  int k = 0;
+  int latent_len() const { return kind == WideKind::LR ? 0 : kind == WideKind::FM ? k : num_fields * k; }
+  int row_len() const { return 1 + latent_len(); }
+  std::size_t num_params() const { return 1 + static_cast<std::size_t>(num_features) * static_cast<std::size_t>(row_len()); }
+};
+
+// Rows [0, rows) of a CSR mini-batch. row_ptr holds absolute offsets into index/field/value
+// (a batch is a window into a larger dataset). field may be null for LR/FM.
+struct WideBatch {
+  std::int64_t rows = 0;
+  const std::int64_t* row_ptr = nullptr;
+  const std::uint32_t* index = nullptr;
+  const std::uint16_t* field = nullptr;
+  const float* value = nullptr;
+  const float* label = nullptr;  // 0/1
+  std::int64_t nnz() const { return rows == 0 ? 0 : row_ptr[rows] - row_ptr[0]; }
+};
+
+inline float wide_sigmoid(float z) { return 1.0f / (1.0f + __builtin_expf(-z)); }
+
+}  // namespace skew::kernels

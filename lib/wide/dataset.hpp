@@ -1,0 +1,72 @@
+// Sparse CTR data in CSR form and how it is loaded: libsvm ("label idx:val ...") and libffm
+// ("label field:idx:val ...") text, parsed in parallel, with a binary cache beside the text file
+// (FILE.skewbin) so the next run skips parsing; the built-in synthetic Criteo-like generator
+// ("synthetic:criteo?rows=..."); and rank sharding (each rank loads only its slice of rows).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/wide_model.hpp"
+
+namespace skew::wide {
+
+struct SparseDataset {
+  std::vector<std::int64_t> row_ptr{0};
+  std::vector<std::uint32_t> index;
+  std::vector<std::uint16_t> field;  // one per nonzero (all zero for libsvm)
+  std::vector<float> value;
+  std::vector<float> label;          // 0 or 1
+  std::int64_t num_features = 0;     // max index + 1 over the whole source (all ranks agree)
+  int num_fields = 1;                // max field + 1 over the whole source
+  std::int64_t first_row = 0;        // global row number of this slice's first row
+
+  std::int64_t rows() const { return static_cast<std::int64_t>(label.size()); }
+  std::int64_t nnz() const { return static_cast<std::int64_t>(index.size()); }
+  kernels::WideBatch batch(std::int64_t begin, std::int64_t end) const;
+  void append_row(const std::uint32_t* idx, const std::uint16_t* fld, const float* val, std::size_t n, float y);
+};
+
+enum class TextFormat { Libsvm, Libffm };
+
+struct ReadOptions {
+  std::string format = "auto";  // auto (by extension: .libffm/.ffm, else libsvm) | libsvm | libffm
+  bool skip_bad_lines = false;  // count and report malformed lines instead of failing
+  bool use_cache = true;        // read/write FILE.skewbin beside the text file
+  int threads = 1;              // parser threads
+  int rank = 0, world = 1;      // this rank's slice: rows [rank*N/world, (rank+1)*N/world)
+};
+
+struct ReadReport {
+  std::int64_t lines = 0, skipped_lines = 0;  // over the whole file
+  std::string first_bad_line;                 // "FILE:LINE:COL: why" of the first skipped line
+  bool from_cache = false;
+  double seconds = 0.0, megabytes = 0.0;
+};
+
+// Parses text (the whole file) into one dataset; `origin` names it in errors (FILE:LINE:COL).
+SparseDataset parse_text(std::string_view text, const std::string& origin, TextFormat format,
+                         const ReadOptions& options, ReadReport* report);
+
+// Loads `spec`: a libsvm/libffm file path or "synthetic:criteo?...". Returns this rank's slice.
+SparseDataset load_dataset(const std::string& spec, const ReadOptions& options, ReadReport* report = nullptr);
+
+// Rows [begin, end) of `data` as a standalone dataset (num_features/num_fields kept).
+SparseDataset slice_rows(const SparseDataset& data, std::int64_t begin, std::int64_t end);
+
+// The synthetic generator, "synthetic:criteo?rows=N&features=F&alpha=A&seed=S&first_row=R&k=K":
+// 13 bucketised numeric + 26 categorical fields (Criteo's cardinality profile scaled to F
+// features), Zipf(alpha) value frequencies in each field, labels drawn from a hidden FM with
+// latent dimension K so that the signal is learnable. Row r is a pure function of (seed, r):
+// rank slices and train/validation splits (first_row) never overlap or disagree.
+struct SyntheticSpec {
+  std::int64_t rows = 10000, features = 1 << 20, first_row = 0;
+  double alpha = 1.1;
+  std::uint64_t seed = 1;
+  int k = 4;
+};
+SyntheticSpec parse_synthetic_spec(const std::string& spec);
+SparseDataset generate_synthetic(const SyntheticSpec& spec, std::int64_t begin, std::int64_t end);
+
+}  // namespace skew::wide

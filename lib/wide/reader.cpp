@@ -1,0 +1,337 @@
+// libsvm/libffm text parsing (parallel over newline-aligned chunks), the binary cache beside
+// the text file, and rank slicing.
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fileio.hpp"
+#include "lib/core/log.hpp"
+#include "lib/core/timer.hpp"
+#include "lib/wide/dataset.hpp"
+
+namespace skew::wide {
+
+kernels::WideBatch SparseDataset::batch(std::int64_t begin, std::int64_t end) const {
+  kernels::WideBatch b;
+  b.rows = end - begin;
+  b.row_ptr = row_ptr.data() + begin;
+  b.index = index.data();
+  b.field = field.data();
+  b.value = value.data();
+  b.label = label.data() + begin;
+  return b;
+}
+
+void SparseDataset::append_row(const std::uint32_t* idx, const std::uint16_t* fld, const float* val, std::size_t n,
+                               float y) {
+  index.insert(index.end(), idx, idx + n);
+  field.insert(field.end(), fld, fld + n);
+  value.insert(value.end(), val, val + n);
+  row_ptr.push_back(static_cast<std::int64_t>(index.size()));
+  label.push_back(y);
+}
+
+SparseDataset slice_rows(const SparseDataset& d, std::int64_t begin, std::int64_t end) {
+  SparseDataset out;
+  out.num_features = d.num_features;
+  out.num_fields = d.num_fields;
+  out.first_row = d.first_row + begin;
+  const std::int64_t a = d.row_ptr[std::size_t(begin)], z = d.row_ptr[std::size_t(end)];
+  out.index.assign(d.index.begin() + a, d.index.begin() + z);
+  out.field.assign(d.field.begin() + a, d.field.begin() + z);
+  out.value.assign(d.value.begin() + a, d.value.begin() + z);
+  out.label.assign(d.label.begin() + begin, d.label.begin() + end);
+  out.row_ptr.resize(std::size_t(end - begin + 1));
+  for (std::int64_t r = begin; r <= end; ++r) out.row_ptr[std::size_t(r - begin)] = d.row_ptr[std::size_t(r)] - a;
+  return out;
+}
+
+namespace {
+
+struct LineError {
+  std::int64_t line = -1;  // local to the chunk, 1-based
+  std::int64_t column = 0;
+  std::string why;
+};
+
+struct ChunkResult {
+  SparseDataset data;
+  std::int64_t lines = 0, skipped = 0, max_index = -1;
+  int max_field = 0;
+  LineError first_error;
+};
+
+bool is_space(char c) { return c == ' ' || c == '\t'; }
+
+template <typename T>
+bool parse_number(const char*& p, const char* end, T& out) {
+  if (p < end && *p == '+') ++p;
+  const auto [next, ec] = std::from_chars(p, end, out);
+  if (ec != std::errc() || next == p) return false;
+  p = next;
+  return true;
+}
+
+// Parses one line (no newline, no '\r', comment cut off) into `row`. Returns false with `err`.
+bool parse_line(const char* begin, const char* end, TextFormat format, std::vector<std::uint32_t>& idx,
+                std::vector<std::uint16_t>& fld, std::vector<float>& val, float& y, ChunkResult& res, LineError& err) {
+  idx.clear();
+  fld.clear();
+  val.clear();
+  const char* p = begin;
+  while (p < end && is_space(*p)) ++p;
+  const auto fail = [&](const char* at, std::string why) {
+    err.column = (at - begin) + 1;
+    err.why = std::move(why);
+    return false;
+  };
+  const auto token_text = [&](const char* at) {
+    const char* e = at;
+    while (e < end && !is_space(*e)) ++e;
+    return std::string(at, std::size_t(e - at));
+  };
+  double label = 0;
+  const char* label_at = p;
+  if (!parse_number(p, end, label) || (p < end && !is_space(*p)))
+    return fail(label_at, "bad label '" + token_text(label_at) + "' (expected a number: 0/1 or -1/+1)");
+  y = label > 0 ? 1.0f : 0.0f;
+  for (;;) {
+    while (p < end && is_space(*p)) ++p;
+    if (p == end) return true;
+    const char* tok = p;
+    std::uint64_t f = 0, i = 0;
+    if (format == TextFormat::Libffm) {
+      if (!parse_number(p, end, f) || p == end || *p != ':')
+        return fail(tok, "bad token '" + token_text(tok) + "' (expected field:index:value)");
+      if (f > 65535) return fail(tok, "field " + std::to_string(f) + " exceeds 65535");
+      ++p;
+    }
+    const char* idx_at = p;
+    if (!parse_number(p, end, i) || p == end || *p != ':')
+      return fail(tok, "bad token '" + token_text(tok) + "' (expected " +
+                           (format == TextFormat::Libffm ? "field:index:value)" : "index:value)"));
+    if (i > 0xFFFFFFFEull) return fail(idx_at, "feature index " + token_text(idx_at).substr(0, std::size_t(p - idx_at)) + " exceeds 4294967294");
+    ++p;
+    float v = 0;
+    const char* val_at = p;
+    if (!parse_number(p, end, v) || (p < end && !is_space(*p)))
+      return fail(val_at, "bad value in token '" + token_text(tok) + "'");
+    idx.push_back(static_cast<std::uint32_t>(i));
+    fld.push_back(static_cast<std::uint16_t>(f));
+    val.push_back(v);
+    res.max_index = std::max<std::int64_t>(res.max_index, static_cast<std::int64_t>(i));
+    res.max_field = std::max(res.max_field, static_cast<int>(f));
+  }
+}
+
+void parse_chunk(const char* begin, const char* end, TextFormat format, bool skip_bad, ChunkResult& res) {
+  std::vector<std::uint32_t> idx;
+  std::vector<std::uint16_t> fld;
+  std::vector<float> val;
+  for (const char* line = begin; line < end;) {
+    const char* nl = static_cast<const char*>(std::memchr(line, '\n', std::size_t(end - line)));
+    const char* line_end = nl ? nl : end;
+    ++res.lines;
+    const char* stop = line_end;
+    if (stop > line && stop[-1] == '\r') --stop;
+    stop = std::find(line, stop, '#');
+    const char* first = line;
+    while (first < stop && is_space(*first)) ++first;
+    if (first < stop) {
+      float y = 0;
+      LineError err;
+      if (parse_line(line, stop, format, idx, fld, val, y, res, err)) {
+        res.data.append_row(idx.data(), fld.data(), val.data(), idx.size(), y);
+      } else {
+        err.line = res.lines;
+        if (res.first_error.line < 0) res.first_error = err;
+        if (!skip_bad) return;
+        ++res.skipped;
+      }
+    }
+    line = nl ? nl + 1 : end;
+  }
+}
+
+TextFormat format_for(const std::string& path, const std::string& option) {
+  if (option == "libsvm") return TextFormat::Libsvm;
+  if (option == "libffm") return TextFormat::Libffm;
+  SKEW_CHECK(option == "auto", "data.format must be auto, libsvm or libffm, got '" << option << "'");
+  const auto ext = std::filesystem::path(path).extension().string();
+  return ext == ".libffm" || ext == ".ffm" ? TextFormat::Libffm : TextFormat::Libsvm;
+}
+
+// ---- binary cache -------------------------------------------------------------------------
+constexpr char kMagic[8] = {'S', 'K', 'W', 'I', 'D', 'E', '0', '1'};
+
+struct CacheHeader {
+  char magic[8];
+  std::uint64_t source_size;
+  std::int64_t source_mtime;
+  std::uint32_t format, skip_bad;
+  std::int64_t rows, nnz, num_features, num_fields, lines, skipped;
+};
+
+std::int64_t mtime_of(const std::string& path) {
+  return static_cast<std::int64_t>(std::filesystem::last_write_time(path).time_since_epoch().count());
+}
+
+template <typename T>
+void put(std::string& out, const std::vector<T>& v) {
+  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
+}
+
+void write_cache(const std::string& cache, const CacheHeader& h, const SparseDataset& d) {
+  std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
+  put(bytes, d.row_ptr);
+  put(bytes, d.label);
+  put(bytes, d.index);
+  put(bytes, d.field);
+  put(bytes, d.value);
+  try {
+    write_file_atomic(cache, bytes);
+  } catch (const Error& e) {
+    SKEW_WARN("could not write the data cache " << cache << " (" << e.what() << "); continuing without it");
+  }
+}
+
+template <typename T>
+void get(std::ifstream& in, std::int64_t offset, std::vector<T>& v, std::int64_t count, const std::string& cache) {
+  v.resize(std::size_t(count));
+  in.seekg(offset);
+  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(count * std::int64_t(sizeof(T))));
+  SKEW_CHECK(in.good() || count == 0, "truncated data cache " << cache << " (delete it to re-parse)");
+}
+
+// Reads rows [r0, r1) from the cache when it matches the source; false when it does not.
+bool read_cache_slice(const std::string& cache, const CacheHeader& want, const ReadOptions& o, SparseDataset& d,
+                      ReadReport& report) {
+  std::ifstream in(cache, std::ios::binary);
+  if (!in) return false;
+  CacheHeader h{};
+  in.read(reinterpret_cast<char*>(&h), sizeof h);
+  if (!in || std::memcmp(h.magic, kMagic, 8) != 0 || h.source_size != want.source_size ||
+      h.source_mtime != want.source_mtime || h.format != want.format || h.skip_bad != want.skip_bad)
+    return false;
+  const std::int64_t r0 = h.rows * o.rank / o.world, r1 = h.rows * (o.rank + 1) / o.world;
+  std::int64_t off = sizeof h;
+  get(in, off + r0 * 8, d.row_ptr, r1 - r0 + 1, cache);
+  off += (h.rows + 1) * 8;
+  get(in, off + r0 * 4, d.label, r1 - r0, cache);
+  off += h.rows * 4;
+  const std::int64_t a = d.row_ptr.front(), n = d.row_ptr.back() - a;
+  get(in, off + a * 4, d.index, n, cache);
+  off += h.nnz * 4;
+  get(in, off + a * 2, d.field, n, cache);
+  off += h.nnz * 2;
+  get(in, off + a * 4, d.value, n, cache);
+  for (auto& p : d.row_ptr) p -= a;
+  d.num_features = h.num_features;
+  d.num_fields = static_cast<int>(h.num_fields);
+  d.first_row = r0;
+  report.lines = h.lines;
+  report.skipped_lines = h.skipped;
+  report.from_cache = true;
+  return true;
+}
+
+}  // namespace
+
+SparseDataset parse_text(std::string_view text, const std::string& origin, TextFormat format,
+                         const ReadOptions& options, ReadReport* report) {
+  const int threads = std::max(1, std::min<int>(options.threads, int(text.size() / (1 << 20)) + 1));
+  std::vector<const char*> cuts{text.data()};
+  for (int t = 1; t < threads; ++t) {
+    const char* guess = std::max(cuts.back(), text.data() + text.size() * std::size_t(t) / std::size_t(threads));
+    const char* text_end = text.data() + text.size();
+    const char* nl = std::find(guess, text_end, '\n');
+    cuts.push_back(nl == text_end ? text_end : nl + 1);
+  }
+  cuts.push_back(text.data() + text.size());
+  std::vector<ChunkResult> parts(static_cast<std::size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t)
+    pool.emplace_back([&, t] { parse_chunk(cuts[std::size_t(t)], cuts[std::size_t(t) + 1], format, options.skip_bad_lines, parts[std::size_t(t)]); });
+  parse_chunk(cuts[0], cuts[1], format, options.skip_bad_lines, parts[0]);
+  for (auto& th : pool) th.join();
+
+  SparseDataset out;
+  std::int64_t line_base = 0, max_index = -1;
+  ReadReport local;
+  for (auto& part : parts) {
+    if (part.first_error.line >= 0) {
+      const std::string where = origin + ":" + std::to_string(line_base + part.first_error.line) + ":" +
+                                std::to_string(part.first_error.column) + ": " + part.first_error.why;
+      if (!options.skip_bad_lines) SKEW_THROW(where << " (set data.skip_bad_lines = true to skip such lines)");
+      if (local.first_bad_line.empty()) local.first_bad_line = where;
+    }
+    line_base += part.lines;
+    local.skipped_lines += part.skipped;
+    max_index = std::max(max_index, part.max_index);
+    out.num_fields = std::max(out.num_fields, part.max_field + 1);
+    const std::int64_t base = static_cast<std::int64_t>(out.index.size());
+    for (std::size_t r = 1; r < part.data.row_ptr.size(); ++r) out.row_ptr.push_back(base + part.data.row_ptr[r]);
+    out.index.insert(out.index.end(), part.data.index.begin(), part.data.index.end());
+    out.field.insert(out.field.end(), part.data.field.begin(), part.data.field.end());
+    out.value.insert(out.value.end(), part.data.value.begin(), part.data.value.end());
+    out.label.insert(out.label.end(), part.data.label.begin(), part.data.label.end());
+  }
+  out.num_features = max_index + 1;
+  local.lines = line_base;
+  if (report) {
+    report->lines = local.lines;
+    report->skipped_lines = local.skipped_lines;
+    report->first_bad_line = local.first_bad_line;
+  }
+  return out;
+}
+
+SparseDataset load_dataset(const std::string& spec, const ReadOptions& o, ReadReport* report_out) {
+  SKEW_CHECK(o.world >= 1 && o.rank >= 0 && o.rank < o.world, "bad rank " << o.rank << " of " << o.world);
+  Timer timer;
+  ReadReport report;
+  SparseDataset d;
+  if (spec.rfind("synthetic:", 0) == 0) {
+    const SyntheticSpec s = parse_synthetic_spec(spec);
+    d = generate_synthetic(s, s.rows * o.rank / o.world, s.rows * (o.rank + 1) / o.world);
+    report.lines = s.rows;
+  } else {
+    SKEW_CHECK(std::filesystem::exists(spec), "data file not found: " << spec);
+    const TextFormat format = format_for(spec, o.format);
+    CacheHeader want{};
+    std::memcpy(want.magic, kMagic, 8);
+    want.source_size = std::filesystem::file_size(spec);
+    want.source_mtime = mtime_of(spec);
+    want.format = static_cast<std::uint32_t>(format);
+    want.skip_bad = o.skip_bad_lines ? 1 : 0;
+    const std::string cache = spec + ".skewbin";
+    if (!(o.use_cache && read_cache_slice(cache, want, o, d, report))) {
+      const std::string text = read_file(spec);
+      report.megabytes = double(text.size()) / 1e6;
+      SparseDataset all = parse_text(text, spec, format, o, &report);
+      if (o.use_cache) {
+        CacheHeader h = want;
+        h.rows = all.rows();
+        h.nnz = all.nnz();
+        h.num_features = all.num_features;
+        h.num_fields = all.num_fields;
+        h.lines = report.lines;
+        h.skipped = report.skipped_lines;
+        write_cache(cache, h, all);
+      }
+      d = slice_rows(all, all.rows() * o.rank / o.world, all.rows() * (o.rank + 1) / o.world);
+    }
+    if (report.skipped_lines > 0)
+      SKEW_WARN(spec << ": skipped " << report.skipped_lines << " malformed line(s) of " << report.lines
+                     << (report.first_bad_line.empty() ? "" : "; first: " + report.first_bad_line));
+  }
+  report.seconds = timer.seconds();
+  if (report_out) *report_out = report;
+  return d;
+}
+
+}  // namespace skew::wide
