@@ -39,6 +39,13 @@ bool parse_bool_text(const std::string& text, bool* out) {
   return false;
 }
 
+// Quotes a value whose text the INI reader would otherwise alter (surrounding spaces, comment
+// markers, a leading quote), so --print-config output parses back to the same value.
+std::string ini_value_text(const std::string& v) {
+  const bool needs_quotes = !v.empty() && (v != trim(v) || v.find_first_of("#;") != std::string::npos || v.front() == '"');
+  return needs_quotes ? "\"" + v + "\"" : v;
+}
+
 std::string format_double(double v) {
   std::ostringstream oss;
   oss.precision(10);
@@ -203,13 +210,22 @@ std::vector<IniEntry> read_ini(std::istream& in, const std::string& origin) {
       throw Error(where + ": malformed line '" + t + "' (expected key = value)");
     std::string key = trim(t.substr(0, eq));
     std::string value = trim(t.substr(eq + 1));
-    // Trailing comments after whitespace: "key = 3   # why".
-    for (const char* marker : {" #", "\t#", " ;", "\t;"}) {
-      const auto c = value.find(marker);
-      if (c != std::string::npos) value = trim(value.substr(0, c));
-    }
     if (key.empty()) throw Error(where + ": malformed line '" + t + "' (empty key)");
-    if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+    if (!value.empty() && value.front() == '"') {
+      // A quoted value runs to the last quote and is taken verbatim (spaces, '#', ';' and
+      // inner quotes included); only a comment may follow it.
+      const auto close = value.rfind('"');
+      const std::string rest = trim(value.substr(close + 1));
+      if (close == 0 || !(rest.empty() || rest[0] == '#' || rest[0] == ';'))
+        throw Error(where + ": malformed line '" + t + "' (unterminated quoted value)");
+      value = value.substr(1, close - 1);
+    } else {
+      // Trailing comments after whitespace: "key = 3   # why".
+      for (const char* marker : {" #", "\t#", " ;", "\t;"}) {
+        const auto c = value.find(marker);
+        if (c != std::string::npos) value = trim(value.substr(0, c));
+      }
+    }
     out.push_back({section.empty() ? key : section + "." + key, value, where});
   }
   return out;
@@ -376,7 +392,7 @@ std::string Config::to_ini() const {
       section = sec;
       if (!sec.empty()) os << "\n[" << sec << "]\n";
     }
-    os << leaf << " = " << raw_.at(k.name);
+    os << leaf << " = " << ini_value_text(raw_.at(k.name));
     if (source_.at(k.name) != "default") os << "  # from " << source_.at(k.name);
     os << "\n";
   }

@@ -37,7 +37,7 @@ CsvWriter::CsvWriter(const std::string& path, const std::vector<std::string>& co
 void CsvWriter::row(const std::vector<std::string>& cells) {
   SKEW_CHECK(cells.size() == columns_, "CSV row for '" << path_ << "' has " << cells.size() << " cells, header has " << columns_);
   for (std::size_t i = 0; i < cells.size(); ++i) {
-    const bool quote = cells[i].find_first_of(",\"\n") != std::string::npos;
+    const bool quote = cells[i].find_first_of(",\"\n\r") != std::string::npos;
     if (i) out_ << ',';
     if (quote) {
       out_ << '"';

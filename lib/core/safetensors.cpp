@@ -59,6 +59,7 @@ TensorFile load_safetensors(const std::string& path) {
     fail(std::string("header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) fail("header is not a JSON object");
+  if (header.contains("__metadata__") && !header["__metadata__"].is_object()) fail("__metadata__ is not a JSON object");
   const std::size_t data_begin = 8 + n, data_size = bytes.size() - data_begin;
   TensorFile out;
   for (const auto& [name, info] : header.items()) {
@@ -70,16 +71,33 @@ TensorFile load_safetensors(const std::string& path) {
       continue;
     }
     try {
-      const DType dtype = dtype_from_name(info.at("dtype").get<std::string>());
+      if (!info.is_object()) fail("tensor '" + name + "' entry is not a JSON object");
+      const std::string dtype_text = info.at("dtype").get<std::string>();
+      DType dtype = DType::F32;
+      try {
+        dtype = dtype_from_name(dtype_text);
+      } catch (const Error& e) {
+        fail("tensor '" + name + "': " + e.what());
+      }
       const auto shape = info.at("shape").get<std::vector<std::int64_t>>();
-      const auto offsets = info.at("data_offsets").get<std::vector<std::size_t>>();
-      if (offsets.size() != 2 || offsets[0] > offsets[1]) fail("tensor '" + name + "' has bad data_offsets");
-      if (offsets[1] > data_size)
-        fail("tensor '" + name + "' ends at byte " + std::to_string(offsets[1]) + " of a " + std::to_string(data_size) + "-byte data section: truncated?");
+      const auto offsets = info.at("data_offsets").get<std::vector<std::int64_t>>();
+      if (offsets.size() != 2 || offsets[0] < 0 || offsets[0] > offsets[1]) fail("tensor '" + name + "' has bad data_offsets");
+      const auto begin = static_cast<std::uint64_t>(offsets[0]), end = static_cast<std::uint64_t>(offsets[1]);
+      if (end > data_size)
+        fail("tensor '" + name + "' ends at byte " + std::to_string(end) + " of a " + std::to_string(data_size) + "-byte data section: truncated?");
+      // Size from the shape, checked before allocating so a corrupt shape cannot ask for
+      // more memory than the file holds (or overflow).
+      std::uint64_t need = dtype_size(dtype);
+      for (const std::int64_t d : shape) {
+        if (d < 0) fail("tensor '" + name + "' has a negative dimension " + std::to_string(d) + " in its shape");
+        if (d != 0 && need > data_size / static_cast<std::uint64_t>(d))
+          fail("tensor '" + name + "' has a shape larger than the file's data section");
+        need *= static_cast<std::uint64_t>(d);
+      }
+      if (need != end - begin)
+        fail("tensor '" + name + "' has " + std::to_string(end - begin) + " bytes but its shape and dtype need " + std::to_string(need));
       Tensor t = Tensor::empty(shape, dtype);
-      if (t.nbytes() != offsets[1] - offsets[0])
-        fail("tensor '" + name + "' has " + std::to_string(offsets[1] - offsets[0]) + " bytes but its shape and dtype need " + std::to_string(t.nbytes()));
-      std::memcpy(t.raw(), bytes.data() + data_begin + offsets[0], t.nbytes());
+      std::memcpy(t.raw(), bytes.data() + data_begin + begin, t.nbytes());
       out.tensors.emplace_back(name, std::move(t));
     } catch (const nlohmann::json::exception& e) {
       fail("tensor '" + name + "' entry is malformed: " + e.what());

@@ -1,0 +1,26 @@
+# Process-group tests under mpirun with 1, 2 and 4 ranks, and the failure rule of run_main.
+skew_mpi_test(skew_comm_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_comm_collectives.cpp ${CMAKE_CURRENT_LIST_DIR}/test_comm_groups.cpp
+  LIBS skew_comm
+  NP 1 2 4)
+
+# run_main: a throwing rank prints "rank R: error: ..." and the job exits non-zero promptly
+# (timeout 20 s: a hang shows up as exit 124 and fails the test); a body's return code
+# becomes the exit code; the runtime fields are consistent.
+add_executable(skew_comm_abort_helper ${CMAKE_CURRENT_LIST_DIR}/test_comm_abort_helper.cpp)
+target_link_libraries(skew_comm_abort_helper PRIVATE skew_comm skew_warnings)
+set(skew_mpirun ${MPIEXEC_EXECUTABLE} ${MPIEXEC_PREFLAGS} --oversubscribe ${MPIEXEC_NUMPROC_FLAG})
+foreach(np 1 2)
+  math(EXPR last_rank "${np} - 1")
+  add_test(NAME skew_comm_rank_failure_np${np}
+           COMMAND sh -c "out=$(timeout 20 \"$0\" \"$@\" 2>&1); rc=$?; echo \"$out\"; echo \"exit code $rc\"; [ $rc -ne 0 ] && [ $rc -ne 124 ] && echo \"$out\" | grep -q 'rank ${last_rank}: error: deliberate failure on the last rank'"
+                   ${skew_mpirun} ${np} $<TARGET_FILE:skew_comm_abort_helper> throw)
+  add_test(NAME skew_comm_exit_code_np${np}
+           COMMAND sh -c "timeout 20 \"$0\" \"$@\"; rc=$?; echo \"exit code $rc\"; [ $rc -eq 3 ]"
+                   ${skew_mpirun} ${np} $<TARGET_FILE:skew_comm_abort_helper> exit3)
+  add_test(NAME skew_comm_runtime_np${np} COMMAND ${skew_mpirun} ${np} $<TARGET_FILE:skew_comm_abort_helper> ok)
+  set_tests_properties(skew_comm_rank_failure_np${np} skew_comm_exit_code_np${np} skew_comm_runtime_np${np} PROPERTIES
+    TIMEOUT 60 PROCESSORS ${np}
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+endforeach()
+set_tests_properties(skew_comm_runtime_np2 PROPERTIES PASS_REGULAR_EXPRESSION "rank 1 of 2, local 1 of 2")

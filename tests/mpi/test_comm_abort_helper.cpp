@@ -1,0 +1,25 @@
+// Helper for the failure tests: run under mpirun by ctest. Modes:
+//   ok      every rank reports its runtime and returns 0
+//   throw   the last rank throws while the others wait in a barrier; run_main must print
+//           "rank R: error: ..." and end the job (MPI_Abort) instead of hanging
+//   exit3   the body returns 3 on every rank; that becomes the process exit code
+#include <cstdio>
+#include <string>
+
+#include "lib/core/error.hpp"
+#include "mpi/runtime.hpp"
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "ok";
+  return skew::comm::run_main(argc, argv, /*bind_gpu=*/false, [&](skew::comm::Runtime& rt) {
+    if (mode == "throw") {
+      if (rt.world_rank == rt.world_size - 1) SKEW_THROW("deliberate failure on the last rank");
+      rt.world->barrier();  // never completes: the failing rank does not join
+      return 0;
+    }
+    if (mode == "exit3") return 3;
+    std::printf("rank %d of %d, local %d of %d, device %d, world group size %d\n", rt.world_rank, rt.world_size,
+                rt.local_rank, rt.local_size, rt.cuda_device, rt.world->size());
+    return rt.world->size() == rt.world_size && rt.local_rank < rt.local_size ? 0 : 1;
+  });
+}

@@ -1,0 +1,10 @@
+# Foundation tests: config, tensor, rng, safetensors, checkpoints, metrics, gemm.
+skew_unit_test(skew_core_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_core_config.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_core_tensor.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_core_rng.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_core_safetensors.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_core_checkpoint.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_core_metrics.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_core_gemm.cpp
+  LIBS skew_core skew_kernels)

@@ -1,0 +1,231 @@
+// Config: precedence defaults < INI file < command line, every error path and its message,
+// --help and --print-config.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "lib/core/config.hpp"
+#include "lib/core/error.hpp"
+
+namespace {
+
+skew::Schema test_schema() {
+  skew::Schema s("demo_app", "A demo application for the config tests.");
+  s.add_string("data.path", "data/train.txt", "training data file")
+      .add_int("train.steps", 100, "number of optimizer steps")
+      .add_float("train.lr", 0.01, "learning rate")
+      .add_bool("train.shuffle", true, "shuffle every epoch")
+      .add_choice("train.device", "cpu", {"cpu", "cuda"}, "where to compute")
+      .add_string("train.weights", "1,1,1,4", "per-worker speed weights")
+      .add_string("output.dir", "", "output directory (empty: none)")
+      .add_int("seed", 7, "global seed");
+  return s;
+}
+
+skew::Config parse_args(const skew::Schema& s, std::vector<std::string> args) {
+  args.insert(args.begin(), "demo_app");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return skew::Config::parse(s, static_cast<int>(argv.size()), argv.data());
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const skew::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+struct TempFile {
+  std::string path;
+  TempFile(const std::string& name, const std::string& text) : path("/tmp/skew_core_test_" + name) {
+    std::ofstream(path) << text;
+  }
+  ~TempFile() { std::remove(path.c_str()); }
+};
+
+}  // namespace
+
+TEST_CASE("config: defaults apply when nothing is given", "[config]") {
+  const auto s = test_schema();
+  const auto c = parse_args(s, {});
+  CHECK(c.get_string("data.path") == "data/train.txt");
+  CHECK(c.get_int("train.steps") == 100);
+  CHECK(c.get_float("train.lr") == Approx(0.01));
+  CHECK(c.get_bool("train.shuffle"));
+  CHECK(c.get_string("train.device") == "cpu");
+  CHECK(c.get_string("output.dir").empty());
+  CHECK(c.get_int("seed") == 7);
+  CHECK(c.source("train.steps") == "default");
+  CHECK_FALSE(c.help_requested());
+  CHECK_FALSE(c.print_config_requested());
+}
+
+TEST_CASE("config: precedence defaults < file < command line", "[config]") {
+  const auto s = test_schema();
+  TempFile ini("prec.ini",
+               "# comment line\n"
+               "seed = 11\n"
+               "[train]\n"
+               "steps = 200   # trailing comment\n"
+               "lr = 0.5\n"
+               "device = cuda\n"
+               "\n"
+               "; another comment\n"
+               "[data]\n"
+               "path = \"quoted/path.txt\"\n");
+  const auto c = parse_args(s, {"--config", ini.path, "--train.steps=300", "--train.shuffle", "false"});
+  CHECK(c.get_int("train.steps") == 300);
+  CHECK(c.source("train.steps") == "command line");
+  CHECK(c.get_float("train.lr") == Approx(0.5));
+  CHECK(c.source("train.lr") == ini.path + ":5");
+  CHECK(c.get_string("train.device") == "cuda");
+  CHECK(c.get_string("data.path") == "quoted/path.txt");
+  CHECK(c.get_int("seed") == 11);
+  CHECK(c.source("seed") == ini.path + ":2");
+  CHECK_FALSE(c.get_bool("train.shuffle"));
+  CHECK(c.get_string("output.dir").empty());
+  CHECK(c.source("output.dir") == "default");
+
+  // --config=FILE form, and a bare bool flag meaning true.
+  const auto c2 = parse_args(s, {"--train.shuffle", "--config=" + ini.path});
+  CHECK(c2.get_bool("train.shuffle"));
+  CHECK(c2.get_int("train.steps") == 200);
+}
+
+TEST_CASE("config: lists", "[config]") {
+  const auto s = test_schema();
+  const auto c = parse_args(s, {"--train.weights= 1, 2.5 ,3"});
+  CHECK(c.get_float_list("train.weights") == std::vector<double>{1, 2.5, 3});
+  CHECK_THROWS_WITH(c.get_int_list("train.weights"),
+                    Catch::Contains("list item 2.5 in key 'train.weights' is not an integer"));
+  const auto d = parse_args(s, {});
+  CHECK(d.get_int_list("train.weights") == std::vector<std::int64_t>{1, 1, 1, 4});
+  const auto bad = parse_args(s, {"--train.weights=1,x"});
+  CHECK_THROWS_WITH(bad.get_float_list("train.weights"),
+                    Catch::Contains("command line: bad list item 'x' in key 'train.weights'"));
+}
+
+TEST_CASE("config: unknown key suggests close spellings", "[config]") {
+  const auto s = test_schema();
+  const std::string cli = error_of([&] { parse_args(s, {"--train.stpes=5"}); });
+  CHECK_THAT(cli, Catch::Contains("command line: unknown key 'train.stpes'"));
+  CHECK_THAT(cli, Catch::Contains("did you mean 'train.steps'"));
+  CHECK_THAT(cli, Catch::Contains("demo_app --help"));
+
+  TempFile ini("unknown.ini", "[train]\nsteps = 3\nshufle = true\n");
+  const std::string file = error_of([&] { parse_args(s, {"--config", ini.path}); });
+  CHECK_THAT(file, Catch::Contains(ini.path + ":3: unknown key 'train.shufle'"));
+  CHECK_THAT(file, Catch::Contains("'train.shuffle'"));
+
+  // Nothing close: no suggestion.
+  const std::string far = error_of([&] { parse_args(s, {"--completely.unrelated=1"}); });
+  CHECK_THAT(far, Catch::Contains("unknown key 'completely.unrelated'"));
+  CHECK_THAT(far, !Catch::Contains("did you mean"));
+}
+
+TEST_CASE("config: malformed lines name file and line", "[config]") {
+  const auto s = test_schema();
+  TempFile no_eq("noeq.ini", "[train]\nsteps 3\n");
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config", no_eq.path}); }),
+             Catch::Contains(no_eq.path + ":2: malformed line 'steps 3' (expected key = value)"));
+  TempFile bad_section("section.ini", "seed = 1\n[train\n");
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config", bad_section.path}); }),
+             Catch::Contains(bad_section.path + ":2: malformed section header '[train'"));
+  TempFile empty_key("emptykey.ini", "\n\n = 4\n");
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config", empty_key.path}); }),
+             Catch::Contains(empty_key.path + ":3: malformed line '= 4' (empty key)"));
+  TempFile open_quote("openquote.ini", "[data]\npath = \"no end\n");
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config", open_quote.path}); }),
+             Catch::Contains(open_quote.path + ":2: malformed line 'path = \"no end' (unterminated quoted value)"));
+  TempFile after_quote("afterquote.ini", "[data]\npath = \"a\" b\n");
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config", after_quote.path}); }),
+             Catch::Contains(after_quote.path + ":2: malformed line"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config", "/nonexistent/dir/x.ini"}); }),
+             Catch::Contains("cannot open config file '/nonexistent/dir/x.ini'"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config"}); }), Catch::Contains("--config needs a file name"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"stray"}); }), Catch::Contains("command line: unexpected argument 'stray'"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.steps"}); }),
+             Catch::Contains("command line: key 'train.steps' has no value"));
+}
+
+TEST_CASE("config: bad values name key, source and what was expected", "[config]") {
+  const auto s = test_schema();
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.steps=3.5"}); }),
+             Catch::Contains("command line: bad value '3.5' for key 'train.steps': expected an integer"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.steps=99999999999999999999999"}); }),
+             Catch::Contains("expected an integer"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.lr", "fast"}); }),
+             Catch::Contains("command line: bad value 'fast' for key 'train.lr': expected a number"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.shuffle=maybe"}); }),
+             Catch::Contains("bad value 'maybe' for key 'train.shuffle': expected true/false"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.device=tpu"}); }),
+             Catch::Contains("bad value 'tpu' for key 'train.device': expected one of cpu, cuda"));
+  TempFile ini("badvalue.ini", "[train]\n\nlr = 1e-3x\n");
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config", ini.path}); }),
+             Catch::Contains(ini.path + ":3: bad value '1e-3x' for key 'train.lr': expected a number"));
+  // Accepted spellings of bools and numbers.
+  const auto c = parse_args(s, {"--train.shuffle=OFF", "--train.lr=-2.5e-3", "--train.steps=-4"});
+  CHECK_FALSE(c.get_bool("train.shuffle"));
+  CHECK(c.get_float("train.lr") == Approx(-2.5e-3));
+  CHECK(c.get_int("train.steps") == -4);
+}
+
+TEST_CASE("config: program errors reading keys", "[config]") {
+  const auto s = test_schema();
+  const auto c = parse_args(s, {});
+  CHECK_THROWS_WITH(c.get_int("train.nothing"), Catch::Contains("config key 'train.nothing' is not in the schema"));
+  CHECK_THROWS_WITH(c.get_string("train.steps"), Catch::Contains("'train.steps' is int, read as string"));
+  skew::Schema dup("x", "y");
+  dup.add_int("a.b", 1, "h");
+  CHECK_THROWS_WITH(dup.add_float("a.b", 1, "h"), Catch::Contains("duplicate config key 'a.b'"));
+  CHECK_THROWS_WITH(dup.add_choice("a.c", "z", {"x", "y"}, "h"), Catch::Contains("default 'z' of key 'a.c'"));
+}
+
+TEST_CASE("config: --help lists every key with its default", "[config]") {
+  const auto s = test_schema();
+  const auto c = parse_args(s, {"--help", "--train.steps=notanumber"});
+  CHECK(c.help_requested());
+  const std::string help = s.help_text();
+  CHECK_THAT(help, Catch::Contains("usage: demo_app"));
+  CHECK_THAT(help, Catch::Contains("A demo application"));
+  for (const auto& k : s.keys()) {
+    CHECK_THAT(help, Catch::Contains("--" + k.name + " (" + k.type));
+    CHECK_THAT(help, Catch::Contains(k.help));
+  }
+  CHECK_THAT(help, Catch::Contains("--train.steps (int, default 100)"));
+  CHECK_THAT(help, Catch::Contains("--train.device (choice: cpu|cuda, default cpu)"));
+  CHECK_THAT(help, Catch::Contains("--output.dir (string, default \"\")"));
+  CHECK_THAT(help, Catch::Contains("[train]"));
+  CHECK_THAT(help, Catch::Contains("[general]"));
+}
+
+TEST_CASE("config: --print-config output parses back to the same config", "[config]") {
+  const auto s = test_schema();
+  TempFile ini("print.ini", "[train]\nlr = 0.25\n");
+  const auto c = parse_args(s, {"--config", ini.path, "--print-config", "--train.steps=42",
+                                "--output.dir=out dir # with hash; and semicolon",
+                                "--data.path=\"literally quoted\"", "--train.weights=  padded "});
+  REQUIRE(c.print_config_requested());
+  const std::string text = c.to_ini();
+  CHECK_THAT(text, Catch::Contains("# effective configuration of demo_app"));
+  CHECK_THAT(text, Catch::Contains("steps = 42  # from command line"));
+  CHECK_THAT(text, Catch::Contains("# from " + ini.path + ":2"));
+  const auto back = skew::Config::parse_ini_text(s, text, "printed.ini");
+  for (const auto& k : s.keys()) {
+    INFO("key " << k.name);
+    if (k.type == "int") CHECK(back.get_int(k.name) == c.get_int(k.name));
+    if (k.type == "float") CHECK(back.get_float(k.name) == c.get_float(k.name));
+    if (k.type == "bool") CHECK(back.get_bool(k.name) == c.get_bool(k.name));
+    if (k.type == "string" || k.type == "choice") CHECK(back.get_string(k.name) == c.get_string(k.name));
+  }
+  CHECK(back.get_string("output.dir") == "out dir # with hash; and semicolon");
+  CHECK(back.get_string("data.path") == "\"literally quoted\"");
+  CHECK(back.get_string("train.weights") == "  padded ");
+  // Printing the re-parsed config gives the same values again (sources differ).
+  CHECK(back.to_ini().find("lr = 0.25") != std::string::npos);
+}
