@@ -1,0 +1,37 @@
+// preduce_train: data-parallel training under skewed worker speed. Real workers under mpirun,
+// or --simulate for N virtual workers on a virtual clock. See configs/preduce.ini.
+#include <iostream>
+
+#include "lib/core/config.hpp"
+#include "lib/core/log.hpp"
+#include "lib/core/metrics.hpp"
+#include "lib/preduce/options.hpp"
+#include "lib/preduce/trainer.hpp"
+#include "mpi/runtime.hpp"
+
+int main(int argc, char** argv) {
+  return skew::comm::run_main(argc, argv, false, [&](skew::comm::Runtime& rt) {
+    const skew::Schema schema = skew::preduce::make_schema();
+    const skew::Config config = skew::Config::parse(schema, argc, argv);
+    if (config.help_requested()) {
+      if (rt.world_rank == 0) std::cout << schema.help_text();
+      return 0;
+    }
+    if (config.print_config_requested()) {
+      if (rt.world_rank == 0) std::cout << config.to_ini();
+      return 0;
+    }
+    const skew::preduce::TrainOptions opt = skew::preduce::read_options(config);
+    std::optional<skew::preduce::RunResult> result;
+    if (opt.simulate) {
+      if (rt.world_rank == 0) result = skew::preduce::simulate(opt);
+    } else {
+      result = skew::preduce::train_mpi(rt.world, opt);
+    }
+    if (result) {
+      if (!opt.curve.empty()) skew::preduce::write_curve(opt.curve, result->curve);
+      skew::print_summary(result->summary);
+    }
+    return 0;
+  });
+}

@@ -1,0 +1,147 @@
+#include "lib/preduce/options.hpp"
+
+#include <cmath>
+
+#include "lib/core/error.hpp"
+
+namespace skew::preduce {
+
+SyncMode parse_sync_mode(const std::string& name) {
+  if (name == "allreduce") return SyncMode::Allreduce;
+  if (name == "preduce") return SyncMode::Preduce;
+  if (name == "adpsgd") return SyncMode::Adpsgd;
+  if (name == "eager") return SyncMode::Eager;
+  if (name == "local") return SyncMode::Local;
+  SKEW_THROW("sync.mode: unknown mode '" << name << "' (allreduce, preduce, adpsgd, eager, local)");
+}
+
+const char* sync_mode_name(SyncMode mode) {
+  switch (mode) {
+    case SyncMode::Allreduce: return "allreduce";
+    case SyncMode::Preduce: return "preduce";
+    case SyncMode::Adpsgd: return "adpsgd";
+    case SyncMode::Eager: return "eager";
+    case SyncMode::Local: return "local";
+  }
+  return "?";
+}
+
+Schema make_schema() {
+  Schema s("preduce_train", "Data-parallel training that tolerates stragglers: partial-reduce (any P ready workers "
+                            "average with staleness-aware weights) against all-reduce, AD-PSGD, eager-SGD and local SGD.");
+  s.add_bool("simulate", false, "run N virtual workers in one process on a virtual clock (sim.*) instead of MPI ranks");
+  s.add_choice("data.source", "clusters", {"clusters", "mnist"}, "generated Gaussian clusters, or MNIST from data.mnist_dir");
+  s.add_string("data.mnist_dir", "data/mnist", "directory with train.csv and test.csv (scripts/fetch/mnist.sh data/mnist)");
+  s.add_int("data.rows", 4000, "generated training rows");
+  s.add_int("data.test_rows", 1000, "generated test rows");
+  s.add_int("data.dim", 32, "generated feature dimension");
+  s.add_int("data.classes", 4, "generated classes");
+  s.add_float("data.separation", 4.0, "generated cluster-center spread (larger = easier)");
+  s.add_string("model.hidden", "64", "hidden layer widths of the MLP, comma-separated; empty = logistic regression");
+  s.add_int("train.steps", 200, "local steps per worker");
+  s.add_int("train.batch", 32, "minibatch per worker and step");
+  s.add_float("train.lr", 0.1, "SGD learning rate");
+  s.add_int("train.seed", 1, "seed of the model, data and delays");
+  s.add_float("train.eval_interval_s", 0.25, "test accuracy every this many (wall or virtual) seconds");
+  s.add_float("train.target_accuracy", 0.9, "time to this mean worker test accuracy is reported");
+  s.add_int("train.log_interval", 50, "progress line every this many steps (rank 0)");
+  s.add_choice("sync.mode", "preduce", {"allreduce", "preduce", "adpsgd", "eager", "local"},
+               "allreduce: synchronous gradient average each step; preduce: partial reduce; adpsgd: pairwise "
+               "averaging on a seeded random matching; eager: partial collective with a deadline; local: none");
+  s.add_int("preduce.group_size", 2, "P: workers per partial-reduce group");
+  s.add_choice("preduce.reduce", "model", {"model", "gradient"}, "what a group averages");
+  s.add_float("preduce.alpha", 0.9, "staleness decay: level i (s = max version - version + 1) gets (1-alpha) alpha^(i-1); 1 = equal weights");
+  s.add_int("preduce.isolation_bound", 8, "after this many groups a group must connect every worker (union-find); 0 = off");
+  s.add_choice("preduce.controller", "thread", {"thread", "rank"}, "controller as a thread on rank 0, or rank 0 dedicated to it");
+  s.add_float("preduce.deadline_ms", 0.0, "close a group below P members this long after its first member; 0 = wait for P");
+  s.add_float("eager.deadline_ms", 5.0, "a round closes this long after its first arrival; late workers join the next");
+  s.add_choice("eager.quorum", "solo", {"solo", "majority"}, "members needed at the deadline: one, or half the workers");
+  s.add_int("eager.sync_every", 10, "every n-th round is a synchronous model average over all workers");
+  s.add_string("hetero.slowdown", "", "per-worker step-time multipliers, repeated over workers (1,1,1,4)");
+  s.add_float("hetero.base_ms", 0.0, "nominal device step time added before the slowdown (ms)");
+  s.add_choice("hetero.jitter", "none", {"none", "exp", "uniform", "spike"}, "random extra delay per step");
+  s.add_float("hetero.jitter_ms", 0.0, "jitter scale: exp mean, uniform half-range, spike size (ms)");
+  s.add_float("hetero.jitter_prob", 0.1, "spike probability per step");
+  s.add_string("hetero.trace", "", "file of per-step delays in ms: line s, one comma-separated value per worker");
+  s.add_int("sim.workers", 4, "virtual workers (--simulate)");
+  s.add_float("sim.compute_ms", 1.0, "virtual compute time of one step (ms), before hetero");
+  s.add_float("sim.latency_ms", 0.05, "virtual latency of one reduction (ms)");
+  s.add_float("sim.bandwidth_gbs", 10.0, "virtual reduction bandwidth (GB/s)");
+  s.add_int("sim.eval_workers", 8, "workers whose models are evaluated (evenly spaced)");
+  s.add_string("output.metrics", "", "per-step JSONL; '%r' is replaced by the rank");
+  s.add_string("output.curve", "", "CSV of time and mean worker test accuracy (rank 0)");
+  return s;
+}
+
+TrainOptions read_options(const Config& c) {
+  TrainOptions o;
+  o.simulate = c.get_bool("simulate");
+  o.source = c.get_string("data.source");
+  o.mnist_dir = c.get_string("data.mnist_dir");
+  o.rows = static_cast<int>(c.get_int("data.rows"));
+  o.test_rows = static_cast<int>(c.get_int("data.test_rows"));
+  o.dim = static_cast<int>(c.get_int("data.dim"));
+  o.classes = static_cast<int>(c.get_int("data.classes"));
+  o.separation = c.get_float("data.separation");
+  for (auto w : c.get_int_list("model.hidden")) o.hidden.push_back(static_cast<int>(w));
+  o.steps = c.get_int("train.steps");
+  o.batch = static_cast<int>(c.get_int("train.batch"));
+  o.lr = c.get_float("train.lr");
+  o.seed = static_cast<std::uint64_t>(c.get_int("train.seed"));
+  o.eval_interval_s = c.get_float("train.eval_interval_s");
+  o.target_accuracy = c.get_float("train.target_accuracy");
+  o.log_interval = c.get_int("train.log_interval");
+  o.mode = parse_sync_mode(c.get_string("sync.mode"));
+  o.group_size = static_cast<int>(c.get_int("preduce.group_size"));
+  o.reduce_gradient = c.get_string("preduce.reduce") == "gradient";
+  o.alpha = c.get_float("preduce.alpha");
+  o.isolation_bound = static_cast<int>(c.get_int("preduce.isolation_bound"));
+  o.dedicated_controller = c.get_string("preduce.controller") == "rank";
+  o.preduce_deadline_ms = c.get_float("preduce.deadline_ms");
+  o.eager_deadline_ms = c.get_float("eager.deadline_ms");
+  o.eager_majority = c.get_string("eager.quorum") == "majority";
+  o.eager_sync_every = static_cast<int>(c.get_int("eager.sync_every"));
+  o.hetero.slowdown = c.get_float_list("hetero.slowdown");
+  o.hetero.base_ms = c.get_float("hetero.base_ms");
+  o.hetero.jitter = c.get_string("hetero.jitter");
+  o.hetero.jitter_ms = c.get_float("hetero.jitter_ms");
+  o.hetero.jitter_prob = c.get_float("hetero.jitter_prob");
+  o.hetero.trace = c.get_string("hetero.trace");
+  o.hetero.seed = o.seed;
+  o.sim_workers = static_cast<int>(c.get_int("sim.workers"));
+  o.sim_compute_ms = c.get_float("sim.compute_ms");
+  o.sim_latency_ms = c.get_float("sim.latency_ms");
+  o.sim_bandwidth_gbs = c.get_float("sim.bandwidth_gbs");
+  o.sim_eval_workers = static_cast<int>(c.get_int("sim.eval_workers"));
+  o.metrics = c.get_string("output.metrics");
+  o.curve = c.get_string("output.curve");
+  SKEW_CHECK(o.steps >= 1, "train.steps must be >= 1, got " << o.steps);
+  SKEW_CHECK(o.lr > 0.0, "train.lr must be > 0, got " << o.lr);
+  SKEW_CHECK(o.eval_interval_s > 0.0, "train.eval_interval_s must be > 0");
+  SKEW_CHECK(o.sim_workers >= 1, "sim.workers must be >= 1, got " << o.sim_workers);
+  SKEW_CHECK(o.sim_bandwidth_gbs > 0.0, "sim.bandwidth_gbs must be > 0");
+  SKEW_CHECK(o.eager_sync_every >= 0, "eager.sync_every must be >= 0");
+  return o;
+}
+
+comm::GroupOptions group_options(const TrainOptions& opt, int num_workers) {
+  comm::GroupOptions g;
+  g.num_workers = num_workers;
+  if (opt.mode == SyncMode::Eager) {
+    // Everyone is invited to each round; the deadline decides who makes it. Equal weights.
+    g.group_size = num_workers;
+    g.alpha = 1.0;
+    g.deadline_s = opt.eager_deadline_ms * 1e-3;
+    g.min_group = opt.eager_majority ? (num_workers + 1) / 2 : 1;
+    g.full_sync_every = opt.eager_sync_every;
+    return g;
+  }
+  g.group_size = opt.group_size;
+  g.alpha = opt.alpha;
+  g.isolation_bound = opt.isolation_bound;
+  g.deadline_s = opt.preduce_deadline_ms * 1e-3;
+  g.min_group = 2;
+  return g;
+}
+
+}  // namespace skew::preduce

@@ -1,0 +1,56 @@
+// preduce_train's configuration: the schema (every key with default, type and help) and the
+// typed options the trainer and the simulator read.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/core/config.hpp"
+#include "lib/preduce/hetero.hpp"
+#include "mpi/preduce_groups.hpp"
+
+namespace skew::preduce {
+
+enum class SyncMode { Allreduce, Preduce, Adpsgd, Eager, Local };
+SyncMode parse_sync_mode(const std::string& name);
+const char* sync_mode_name(SyncMode mode);
+
+struct TrainOptions {
+  // data
+  std::string source = "clusters", mnist_dir = "data/mnist";
+  int rows = 4000, test_rows = 1000, dim = 32, classes = 4;
+  double separation = 4.0;
+  // model: hidden widths (empty = logistic regression)
+  std::vector<int> hidden;
+  // train
+  std::int64_t steps = 200;
+  int batch = 32;
+  double lr = 0.1;
+  std::uint64_t seed = 1;
+  double eval_interval_s = 0.25, target_accuracy = 0.9;
+  std::int64_t log_interval = 50;
+  // sync
+  SyncMode mode = SyncMode::Preduce;
+  bool reduce_gradient = false;  // preduce.reduce = gradient
+  bool dedicated_controller = false;
+  int group_size = 2, isolation_bound = 8;
+  double alpha = 0.9, preduce_deadline_ms = 0.0;
+  double eager_deadline_ms = 5.0;
+  bool eager_majority = false;
+  int eager_sync_every = 10;
+  HeteroOptions hetero;
+  // simulator
+  bool simulate = false;
+  int sim_workers = 4, sim_eval_workers = 8;
+  double sim_compute_ms = 1.0, sim_latency_ms = 0.05, sim_bandwidth_gbs = 10.0;
+  // output
+  std::string metrics, curve;
+};
+
+Schema make_schema();
+TrainOptions read_options(const Config& config);
+
+// Group-formation options for the sync mode (preduce and eager use the controller).
+comm::GroupOptions group_options(const TrainOptions& opt, int num_workers);
+
+}  // namespace skew::preduce

@@ -1,0 +1,247 @@
+// The discrete-event simulator: N virtual workers in one process on a virtual clock. Each
+// worker's step takes sim.compute_ms plus its injected heterogeneity; reductions cost
+// latency + ring all-reduce bytes / bandwidth. Groups come from the same GroupFormer as the
+// MPI controller, and the model arithmetic is the same Worker code, so a run is a pure
+// function of the configuration (deterministic for a seed).
+#include <algorithm>
+#include <deque>
+#include <queue>
+
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+#include "lib/preduce/trainer.hpp"
+#include "mpi/preduce_groups.hpp"
+
+namespace skew::preduce {
+namespace {
+
+struct Event {
+  double time;
+  std::uint64_t seq;
+  int worker;  // -1: a group deadline
+  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
+};
+
+class Simulation {
+ public:
+  explicit Simulation(const TrainOptions& opt)
+      : opt_(opt), problem_(load_problem(opt)), mlp_(problem_.widths), n_(opt.sim_workers),
+        former_(group_options(opt, opt.sim_workers)) {
+    for (int w = 0; w < n_; ++w) workers_.emplace_back(opt, problem_, w, n_);
+    const int e = std::min(opt.sim_eval_workers, n_);
+    for (int i = 0; i < e; ++i) eval_ids_.push_back(i * n_ / e);
+    series_.resize(eval_ids_.size());
+    bytes_ = static_cast<double>(workers_[0].params().size()) * sizeof(float);
+    ready_at_.assign(static_cast<std::size_t>(n_), 0.0);
+    wait_.assign(static_cast<std::size_t>(n_), 0.0);
+    end_.assign(static_cast<std::size_t>(n_), 0.0);
+    waiting_round_.assign(static_cast<std::size_t>(n_), -1);
+  }
+
+  RunResult run();
+
+ private:
+  double comm_cost(std::size_t k) const {
+    if (k <= 1) return 0.0;
+    const double kk = static_cast<double>(k);
+    return opt_.sim_latency_ms * 1e-3 + 2.0 * (kk - 1.0) / kk * bytes_ / (opt_.sim_bandwidth_gbs * 1e9);
+  }
+  double step_time(Worker& w) const {
+    const double compute = opt_.sim_compute_ms * 1e-3;
+    return compute + w.hetero().injected_s(w.step(), compute);
+  }
+  double accuracy(const std::vector<float>& params) {
+    return mlp_.accuracy(params, problem_.test.x.data(), problem_.test.y.data(), problem_.test.rows());
+  }
+  // Records the accuracy of the evaluated workers for every grid point up to `t`.
+  void evaluate_until(double t) {
+    if (next_eval_ > t) return;
+    std::vector<double> acc;
+    for (int id : eval_ids_) acc.push_back(accuracy(workers_[static_cast<std::size_t>(id)].params()));
+    for (; next_eval_ <= t; next_eval_ += opt_.eval_interval_s)
+      for (std::size_t i = 0; i < acc.size(); ++i) series_[i].push_back(acc[i]);
+  }
+  void schedule(int w, double t) { queue_.push({t + step_time(workers_[static_cast<std::size_t>(w)]), seq_++, w}); }
+  // After a worker's synchronisation ends at t: next step, or finished.
+  void continue_or_finish(int w, double t) {
+    Worker& me = workers_[static_cast<std::size_t>(w)];
+    me.finish_step();
+    end_[static_cast<std::size_t>(w)] = t;
+    if (me.step() < opt_.steps) schedule(w, t);
+    else if (opt_.mode == SyncMode::Preduce || opt_.mode == SyncMode::Eager) former_.finished(w);
+  }
+  void close_groups(double t);
+  void on_step_done(int w, double t);
+  void run_allreduce();
+  void average_in_group(const comm::Group& g, bool equal_weights_gradient);
+
+  const TrainOptions& opt_;
+  Problem problem_;
+  Mlp mlp_;
+  int n_;
+  comm::GroupFormer former_;
+  std::deque<Worker> workers_;  // a deque never moves its elements
+  std::vector<int> eval_ids_;
+  std::vector<std::vector<double>> series_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
+  std::uint64_t seq_ = 0;
+  double bytes_ = 0.0, next_eval_ = 0.0;
+  std::vector<double> ready_at_, wait_, end_;
+  std::vector<std::int64_t> waiting_round_;
+  std::int64_t groups_ = 0, members_ = 0;
+  std::vector<float> sum_;
+};
+
+// S = sum_j w_j v_j over the members' models (or gradients / accumulators), then each member
+// takes the update rule (models) or S itself (gradients).
+void Simulation::average_in_group(const comm::Group& g, bool gradients) {
+  const std::size_t k = g.members.size();
+  if (k <= 1) return;
+  const bool eager = opt_.mode == SyncMode::Eager;
+  auto vec = [&](int m) -> std::vector<float>& {
+    Worker& w = workers_[static_cast<std::size_t>(m)];
+    return !gradients ? w.params() : eager ? w.accum() : w.grad();
+  };
+  sum_.assign(vec(g.members[0]).size(), 0.0f);
+  for (std::size_t j = 0; j < k; ++j) {
+    const auto& v = vec(g.members[j]);
+    const auto wj = static_cast<float>(g.weights[j]);
+    for (std::size_t i = 0; i < v.size(); ++i) sum_[i] += wj * v[i];
+  }
+  for (std::size_t j = 0; j < k; ++j) {
+    auto& v = vec(g.members[j]);
+    if (gradients) std::copy(sum_.begin(), sum_.end(), v.begin());
+    else comm::apply_member_update(v.data(), sum_.data(), v.size(), g.weights[j], static_cast<int>(k));
+  }
+}
+
+void Simulation::close_groups(double t) {
+  while (auto g = former_.poll(t)) {
+    const double done = t + comm_cost(g->members.size());
+    ++groups_;
+    members_ += static_cast<std::int64_t>(g->members.size());
+    for (int m : g->members) wait_[static_cast<std::size_t>(m)] += t - ready_at_[static_cast<std::size_t>(m)];
+    if (opt_.mode == SyncMode::Eager) {
+      average_in_group(*g, true);
+      for (int m : g->members) workers_[static_cast<std::size_t>(m)].apply_reduced(true);
+      if (g->full_sync) average_in_group(*g, false);
+    } else if (opt_.reduce_gradient) {
+      average_in_group(*g, true);
+      for (int m : g->members) workers_[static_cast<std::size_t>(m)].apply_reduced(false);
+    } else {
+      average_in_group(*g, false);
+    }
+    const bool models = opt_.mode == SyncMode::Preduce && !opt_.reduce_gradient;
+    for (int m : g->members) {
+      workers_[static_cast<std::size_t>(m)].set_version(g->max_version + (models ? 0 : 1));
+      continue_or_finish(m, done);
+    }
+  }
+  if (auto d = former_.next_deadline(); d && *d > t) queue_.push({*d, seq_++, -1});
+}
+
+void Simulation::on_step_done(int w, double t) {
+  Worker& me = workers_[static_cast<std::size_t>(w)];
+  me.local_step(mlp_);
+  switch (opt_.mode) {
+    case SyncMode::Local:
+      continue_or_finish(w, t);
+      break;
+    case SyncMode::Adpsgd: {
+      const int partner = random_matching(n_, opt_.seed, me.step())[static_cast<std::size_t>(w)];
+      if (partner < 0) {
+        continue_or_finish(w, t);
+      } else if (waiting_round_[static_cast<std::size_t>(partner)] == me.step()) {
+        Worker& other = workers_[static_cast<std::size_t>(partner)];
+        wait_[static_cast<std::size_t>(partner)] += t - ready_at_[static_cast<std::size_t>(partner)];
+        for (std::size_t i = 0; i < me.params().size(); ++i)
+          me.params()[i] = other.params()[i] = 0.5f * (me.params()[i] + other.params()[i]);
+        const std::int64_t v = std::max(me.version(), other.version());
+        me.set_version(v);
+        other.set_version(v);
+        waiting_round_[static_cast<std::size_t>(partner)] = -1;
+        const double done = t + comm_cost(2);
+        continue_or_finish(w, done);
+        continue_or_finish(partner, done);
+      } else {
+        waiting_round_[static_cast<std::size_t>(w)] = me.step();
+        ready_at_[static_cast<std::size_t>(w)] = t;
+      }
+      break;
+    }
+    case SyncMode::Preduce:
+    case SyncMode::Eager:
+      ready_at_[static_cast<std::size_t>(w)] = t;
+      former_.ready(w, me.version(), t);
+      close_groups(t);
+      break;
+    case SyncMode::Allreduce:
+      SKEW_THROW("all-reduce is simulated in rounds");
+  }
+}
+
+void Simulation::run_allreduce() {
+  double t = 0.0;
+  for (std::int64_t step = 0; step < opt_.steps; ++step) {
+    double slowest = 0.0;
+    std::vector<double> took(static_cast<std::size_t>(n_));
+    for (int w = 0; w < n_; ++w) slowest = std::max(slowest, took[static_cast<std::size_t>(w)] = step_time(workers_[static_cast<std::size_t>(w)]));
+    const double done = t + slowest + comm_cost(static_cast<std::size_t>(n_));
+    evaluate_until(done);
+    sum_.assign(workers_[0].params().size(), 0.0f);
+    for (auto& w : workers_) {
+      w.local_step(mlp_);
+      for (std::size_t i = 0; i < sum_.size(); ++i) sum_[i] += w.grad()[i] / static_cast<float>(n_);
+    }
+    for (int w = 0; w < n_; ++w) {
+      Worker& me = workers_[static_cast<std::size_t>(w)];
+      std::copy(sum_.begin(), sum_.end(), me.grad().begin());
+      me.apply_reduced(false);
+      me.finish_step();
+      wait_[static_cast<std::size_t>(w)] += slowest - took[static_cast<std::size_t>(w)];
+      end_[static_cast<std::size_t>(w)] = done;
+    }
+    t = done;
+  }
+}
+
+RunResult Simulation::run() {
+  if (opt_.mode == SyncMode::Allreduce) {
+    run_allreduce();
+  } else {
+    for (int w = 0; w < n_; ++w) schedule(w, 0.0);
+    while (!queue_.empty()) {
+      const Event e = queue_.top();
+      queue_.pop();
+      evaluate_until(e.time);
+      if (e.worker < 0) close_groups(e.time);
+      else on_step_done(e.worker, e.time);
+    }
+    SKEW_CHECK(opt_.mode != SyncMode::Preduce && opt_.mode != SyncMode::Eager ? true : former_.all_finished(),
+               "simulation ended with " << former_.active() << " workers still active");
+  }
+  const double wall = *std::max_element(end_.begin(), end_.end());
+  std::vector<double> finals;
+  for (int id : eval_ids_) finals.push_back(accuracy(workers_[static_cast<std::size_t>(id)].params()));
+  RunResult r;
+  r.curve = mean_curve(opt_.eval_interval_s, series_, finals);
+  r.average_model.assign(workers_[0].params().size(), 0.0f);
+  for (auto& w : workers_)
+    for (std::size_t i = 0; i < r.average_model.size(); ++i) r.average_model[i] += w.params()[i] / static_cast<float>(n_);
+  double mean_final = 0.0, idle = 0.0;
+  for (double a : finals) mean_final += a / static_cast<double>(finals.size());
+  for (int w = 0; w < n_; ++w) idle += wait_[static_cast<std::size_t>(w)] / std::max(end_[static_cast<std::size_t>(w)], 1e-12) / n_;
+  r.summary = Json{{"app", "preduce_train"}, {"simulate", true}, {"mode", sync_mode_name(opt_.mode)},
+                   {"workers", n_}, {"steps", opt_.steps}, {"wall_s", wall},
+                   {"target_accuracy", opt_.target_accuracy}, {"time_to_target_s", r.curve.time_to(opt_.target_accuracy)},
+                   {"final_accuracy_mean", mean_final}, {"average_model_accuracy", accuracy(r.average_model)},
+                   {"mean_idle_fraction", idle}, {"groups", groups_},
+                   {"mean_group_size", groups_ ? static_cast<double>(members_) / static_cast<double>(groups_) : 0.0}};
+  return r;
+}
+
+}  // namespace
+
+RunResult simulate(const TrainOptions& opt) { return Simulation(opt).run(); }
+
+}  // namespace skew::preduce

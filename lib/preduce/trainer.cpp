@@ -1,0 +1,212 @@
+// The MPI driver: one worker per rank, sync modes over skew::comm.
+#include "lib/preduce/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+#include "lib/core/rng.hpp"
+#include "lib/core/timer.hpp"
+#include "mpi/preduce_controller.hpp"
+
+namespace skew::preduce {
+
+std::vector<int> random_matching(int n, std::uint64_t seed, std::int64_t round) {
+  std::vector<int> perm(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) perm[static_cast<std::size_t>(i)] = i;
+  Rng rng(seed, 0xad95d, static_cast<std::uint64_t>(round) * 2 * static_cast<std::uint64_t>(n));
+  for (int i = n - 1; i > 0; --i)
+    std::swap(perm[static_cast<std::size_t>(i)], perm[rng.below(static_cast<std::uint64_t>(i) + 1)]);
+  std::vector<int> partner(static_cast<std::size_t>(n), -1);
+  for (int j = 0; j + 1 < n; j += 2) {
+    partner[static_cast<std::size_t>(perm[static_cast<std::size_t>(j)])] = perm[static_cast<std::size_t>(j + 1)];
+    partner[static_cast<std::size_t>(perm[static_cast<std::size_t>(j + 1)])] = perm[static_cast<std::size_t>(j)];
+  }
+  return partner;
+}
+
+void write_curve(const std::string& path, const Curve& curve) {
+  CsvWriter csv(path, {"time_s", "mean_accuracy"});
+  for (std::size_t k = 0; k < curve.mean_accuracy.size(); ++k)
+    csv.row({csv_number(static_cast<double>(k) * curve.interval), csv_number(curve.mean_accuracy[k])});
+}
+
+namespace {
+
+std::string metrics_path(std::string path, int rank) {
+  const auto at = path.find("%r");
+  if (at != std::string::npos) path.replace(at, 2, std::to_string(rank));
+  return path;
+}
+
+constexpr int kVersionTag = 101, kParamsTag = 102;
+
+// AD-PSGD round: exchange versions (the wait), then models (the communication); average.
+void pairwise_average(comm::ProcessGroup& workers, Worker& me, int partner, std::vector<float>& peer, double& wait_s,
+                      double& comm_s) {
+  Timer t;
+  std::int64_t mine = me.version(), theirs = 0;
+  {
+    auto s = workers.isend(comm::view(&mine, 1), partner, kVersionTag);
+    auto r = workers.irecv(comm::view(&theirs, 1), partner, kVersionTag);
+    r->wait();
+    s->wait();
+  }
+  wait_s = t.seconds();
+  t.reset();
+  peer.resize(me.params().size());
+  auto s = workers.isend(comm::view(me.params()), partner, kParamsTag);
+  auto r = workers.irecv(comm::view(peer), partner, kParamsTag);
+  r->wait();
+  s->wait();
+  for (std::size_t i = 0; i < peer.size(); ++i) me.params()[i] = 0.5f * (me.params()[i] + peer[i]);
+  me.set_version(std::max(mine, theirs));
+  comm_s = t.seconds();
+}
+
+}  // namespace
+
+std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& world, const TrainOptions& opt) {
+  const Problem problem = load_problem(opt);
+  const bool controlled = opt.mode == SyncMode::Preduce || opt.mode == SyncMode::Eager;
+  const bool dedicated = controlled && opt.dedicated_controller;
+  std::unique_ptr<comm::PartialReduce> pr;
+  std::shared_ptr<comm::ProcessGroup> workers = world;
+  if (controlled) {
+    pr = std::make_unique<comm::PartialReduce>(world, group_options(opt, world->size() - (dedicated ? 1 : 0)), dedicated);
+    if (!pr->is_worker()) {
+      pr->serve();
+      return std::nullopt;
+    }
+    workers = pr->workers();
+  }
+  const int n = workers->size(), id = workers->rank();
+  Worker me(opt, problem, id, n);
+  Mlp mlp(problem.widths);
+  JsonlWriter metrics(metrics_path(opt.metrics, world->rank()));
+  const auto evaluate = [&] { return mlp.accuracy(me.params(), problem.test.x.data(), problem.test.y.data(), problem.test.rows()); };
+  std::vector<double> series;
+  std::vector<float> scratch;
+  double next_eval = 0.0, sum_compute = 0.0, sum_injected = 0.0, sum_wait = 0.0, sum_comm = 0.0;
+  std::int64_t groups_joined = 0, members_seen = 0;
+  workers->barrier();
+  const Timer clock;
+  for (std::int64_t step = 0; step < opt.steps; ++step) {
+    Timer t;
+    const double loss = me.local_step(mlp);
+    const double compute = t.seconds();
+    const double injected = me.hetero().injected_s(step, compute);
+    std::this_thread::sleep_for(std::chrono::duration<double>(injected));
+    double wait = 0.0, comm_time = 0.0;
+    std::vector<int> members;
+    switch (opt.mode) {
+      case SyncMode::Allreduce:
+        t.reset();
+        workers->allreduce(comm::view(me.grad()), comm::ReduceOp::Avg);
+        comm_time = t.seconds();
+        me.apply_reduced(false);
+        break;
+      case SyncMode::Local:
+        break;
+      case SyncMode::Adpsgd: {
+        const int partner = random_matching(n, opt.seed, step)[static_cast<std::size_t>(id)];
+        if (partner >= 0) {
+          pairwise_average(*workers, me, partner, scratch, wait, comm_time);
+          members = {std::min(id, partner), std::max(id, partner)};
+        }
+        break;
+      }
+      case SyncMode::Preduce:
+      case SyncMode::Eager: {
+        t.reset();
+        const comm::Group g = pr->ready(me.version());
+        wait = t.seconds();
+        t.reset();
+        if (opt.mode == SyncMode::Eager) {
+          pr->average_gradient(me.accum(), g);
+          me.apply_reduced(true);
+          if (g.full_sync) pr->average_model(me.params(), g, scratch);
+          me.set_version(g.max_version + 1);
+        } else if (opt.reduce_gradient) {
+          pr->average_gradient(me.grad(), g);
+          me.apply_reduced(false);
+          me.set_version(g.max_version + 1);
+        } else {
+          pr->average_model(me.params(), g, scratch);
+          me.set_version(g.max_version);
+        }
+        comm_time = t.seconds();
+        members = g.members;
+        ++groups_joined;
+        members_seen += static_cast<std::int64_t>(g.members.size());
+        break;
+      }
+    }
+    me.finish_step();
+    sum_compute += compute;
+    sum_injected += injected;
+    sum_wait += wait;
+    sum_comm += comm_time;
+    const double now = clock.seconds();
+    if (now >= next_eval) {
+      const double acc = evaluate();
+      for (; next_eval <= now; next_eval += opt.eval_interval_s) series.push_back(acc);
+    }
+    if (metrics.enabled())
+      metrics.write(Json{{"step", step}, {"time_s", now}, {"loss", loss}, {"version", me.version()},
+                         {"members", members}, {"compute_s", compute}, {"injected_s", injected}, {"wait_s", wait},
+                         {"comm_s", comm_time}});
+    if (opt.log_interval > 0 && (step + 1) % opt.log_interval == 0)
+      SKEW_INFO("step " << step + 1 << "/" << opt.steps << " loss " << loss << " version " << me.version() << " t "
+                        << now << "s");
+  }
+  if (pr) pr->finish();
+  const double end_time = clock.seconds();
+  const double final_acc = evaluate();
+
+  // Mean accuracy curve: pad every worker's series to the longest with its final accuracy.
+  std::int64_t length = static_cast<std::int64_t>(series.size());
+  workers->allreduce(comm::view(&length, 1), comm::ReduceOp::Max);
+  series.resize(static_cast<std::size_t>(length), final_acc);
+  workers->allreduce(comm::view(series), comm::ReduceOp::Avg);
+  Curve curve{opt.eval_interval_s, series};
+  // Per-worker totals, gathered: compute, injected, wait, comm, end time, steps/s, final accuracy.
+  std::vector<double> mine{sum_compute, sum_injected, sum_wait, sum_comm, end_time, static_cast<double>(opt.steps) / end_time, final_acc};
+  std::vector<double> all(mine.size() * static_cast<std::size_t>(n));
+  workers->allgather(comm::view(mine), comm::view(all));
+  std::vector<float> average = me.params();
+  workers->allreduce(comm::view(average), comm::ReduceOp::Avg);
+  const double average_acc = mlp.accuracy(average, problem.test.x.data(), problem.test.y.data(), problem.test.rows());
+  std::int64_t created = static_cast<std::int64_t>(workers->subgroups_created());
+  workers->allreduce(comm::view(&created, 1), comm::ReduceOp::Max);
+  if (id != 0) return std::nullopt;
+
+  RunResult result;
+  result.curve = curve;
+  result.average_model = std::move(average);
+  Json per_worker = Json::array();
+  double wall = 0.0, mean_final = 0.0;
+  for (int w = 0; w < n; ++w) {
+    const double* v = all.data() + static_cast<std::size_t>(w) * mine.size();
+    wall = std::max(wall, v[4]);
+    mean_final += v[6] / n;
+    per_worker.push_back(Json{{"worker", w}, {"compute_s", v[0]}, {"injected_s", v[1]}, {"wait_s", v[2]},
+                              {"comm_s", v[3]}, {"end_s", v[4]}, {"steps_per_s", v[5]}, {"idle_fraction", v[2] / v[4]},
+                              {"final_accuracy", v[6]}});
+  }
+  result.summary = Json{{"app", "preduce_train"}, {"simulate", false}, {"mode", sync_mode_name(opt.mode)},
+                        {"workers", n}, {"steps", opt.steps}, {"wall_s", wall},
+                        {"target_accuracy", opt.target_accuracy}, {"time_to_target_s", curve.time_to(opt.target_accuracy)},
+                        {"final_accuracy_mean", mean_final}, {"average_model_accuracy", average_acc},
+                        {"subgroups_created", created}};
+  if (controlled) {
+    result.summary["groups_joined_worker0"] = groups_joined;
+    result.summary["mean_group_size_worker0"] = groups_joined ? static_cast<double>(members_seen) / groups_joined : 0.0;
+  }
+  result.summary["per_worker"] = per_worker;
+  return result;
+}
+
+}  // namespace skew::preduce

@@ -1,0 +1,36 @@
+// preduce_train's two drivers: real MPI workers (one per rank) and the discrete-event
+// simulator (N virtual workers in one process, virtual clock, same group logic and model
+// arithmetic). Both return the run summary (one JSON object) and the accuracy curve.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lib/core/metrics.hpp"
+#include "lib/preduce/options.hpp"
+#include "lib/preduce/worker.hpp"
+#include "mpi/process_group.hpp"
+
+namespace skew::preduce {
+
+struct RunResult {
+  Json summary;
+  Curve curve;
+  std::vector<float> average_model;  // mean of the workers' final models
+};
+
+// Collective over `world`. Returns the result on the first worker (world rank 0, or 1 with a
+// dedicated controller rank), nothing elsewhere.
+std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& world, const TrainOptions& opt);
+
+RunResult simulate(const TrainOptions& opt);
+
+// A seeded random perfect matching of `n` workers for round `round`: partner[w], or -1 for the
+// worker left out when n is odd. Symmetric: partner[partner[w]] == w.
+std::vector<int> random_matching(int n, std::uint64_t seed, std::int64_t round);
+
+// Writes "time_s,mean_accuracy" rows.
+void write_curve(const std::string& path, const Curve& curve);
+
+}  // namespace skew::preduce

@@ -1,0 +1,67 @@
+// What a worker does between synchronisations, shared by the MPI trainer and the simulator so
+// both run the same arithmetic: its data shard, its minibatches, its model, version and
+// gradient, and its injected delays.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "lib/preduce/data.hpp"
+#include "lib/preduce/hetero.hpp"
+#include "lib/preduce/mlp.hpp"
+#include "lib/preduce/options.hpp"
+
+namespace skew::preduce {
+
+struct Problem {
+  Dataset train, test;
+  std::vector<int> widths;  // inputs, hidden..., classes
+};
+Problem load_problem(const TrainOptions& opt);
+
+class Worker {
+ public:
+  Worker(const TrainOptions& opt, const Problem& problem, int worker, int num_workers);
+  // The sampler points into the shard: a worker stays where it was built.
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // Computes the gradient of this step's minibatch into grad() and, by the mode's rule, applies
+  // it locally before synchronising (model averaging modes) or accumulates it (eager).
+  // Returns the minibatch loss.
+  double local_step(Mlp& mlp);
+  // After a gradient reduction: apply grad() (or accum(), eager) and clear the accumulator.
+  void apply_reduced(bool from_accumulator);
+  void finish_step() { ++step_; }
+
+  std::vector<float>& params() { return params_; }
+  std::vector<float>& grad() { return grad_; }
+  std::vector<float>& accum() { return accum_; }
+  std::int64_t version() const { return version_; }
+  void set_version(std::int64_t v) { version_ = v; }
+  std::int64_t step() const { return step_; }
+  const Hetero& hetero() const { return hetero_; }
+  int id() const { return id_; }
+
+ private:
+  const TrainOptions* opt_;
+  int id_;
+  Dataset shard_;
+  BatchSampler sampler_;
+  Hetero hetero_;
+  std::vector<float> params_, grad_, accum_, batch_x_;
+  std::vector<int> batch_y_;
+  std::int64_t version_ = 0, step_ = 0;
+};
+
+// Test accuracy on a time grid (k * interval): each worker appends its accuracy for every grid
+// point it has passed; the mean over workers gives the curve and the time to target.
+struct Curve {
+  double interval = 0.0;
+  std::vector<double> mean_accuracy;
+  // Grid time of the first point at or above `target`, or -1 when never reached.
+  double time_to(double target) const;
+};
+// `series[w]` may be shorter than the others: it is padded with `final_accuracy[w]`.
+Curve mean_curve(double interval, const std::vector<std::vector<double>>& series, const std::vector<double>& final_accuracy);
+
+}  // namespace skew::preduce
