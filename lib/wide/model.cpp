@@ -1,0 +1,118 @@
+#include "lib/wide/model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "lib/core/error.hpp"
+#include "lib/core/rng.hpp"
+#include "lib/core/safetensors.hpp"
+
+namespace skew::wide {
+
+WideModel WideModel::create(const kernels::WideShape& shape, std::uint64_t seed, float init_std) {
+  SKEW_CHECK(shape.num_features > 0, "a wide model needs at least one feature");
+  SKEW_CHECK(shape.kind == kernels::WideKind::LR || shape.k > 0, "model.k must be positive for FM/FFM");
+  WideModel m;
+  m.shape = shape;
+  m.params.assign(shape.num_params(), 0.0f);
+  const int row_len = shape.row_len();
+  for (std::int64_t f = 0; f < shape.num_features; ++f) {
+    Rng rng(seed, std::uint64_t(f));
+    float* row = m.params.data() + 1 + f * row_len;
+    for (int j = 1; j < row_len; ++j) row[j] = init_std * rng.normal();
+  }
+  return m;
+}
+
+void WideModel::save(const std::string& path, const std::map<std::string, std::string>& metadata) const {
+  std::map<std::string, std::string> meta = metadata;
+  meta["kind"] = kernels::wide_kind_name(shape.kind);
+  meta["features"] = std::to_string(shape.num_features);
+  meta["fields"] = std::to_string(shape.num_fields);
+  meta["k"] = std::to_string(shape.k);
+  save_safetensors(path, {{"params", Tensor::from_vector(params, {std::int64_t(params.size())})}}, meta);
+}
+
+WideModel WideModel::load(const std::string& path) {
+  const TensorFile file = load_safetensors(path);
+  const auto meta = [&](const char* key) {
+    const auto it = file.metadata.find(key);
+    SKEW_CHECK(it != file.metadata.end(), path << ": not a wide model (metadata '" << key << "' missing)");
+    return it->second;
+  };
+  WideModel m;
+  m.shape.kind = kernels::wide_kind_from_name(meta("kind"));
+  m.shape.num_features = std::stoll(meta("features"));
+  m.shape.num_fields = std::stoi(meta("fields"));
+  m.shape.k = std::stoi(meta("k"));
+  const Tensor& t = file.get("params");
+  SKEW_CHECK(t.numel() == m.shape.num_params(),
+             path << ": params has " << t.numel() << " values, the shape needs " << m.shape.num_params());
+  m.params.assign(t.data<float>(), t.data<float>() + t.numel());
+  return m;
+}
+
+std::vector<std::int64_t> feature_counts(const SparseDataset& data, std::int64_t num_features) {
+  std::vector<std::int64_t> counts(std::size_t(num_features), 0);
+  for (std::uint32_t i : data.index) ++counts[i];
+  return counts;
+}
+
+FeatureOrder FeatureOrder::by_frequency(const std::vector<std::int64_t>& counts) {
+  std::vector<std::uint32_t> order(counts.size());
+  std::iota(order.begin(), order.end(), 0u);
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return counts[a] > counts[b]; });
+  FeatureOrder fo;
+  fo.new_of_old.resize(counts.size());
+  for (std::size_t rank = 0; rank < order.size(); ++rank) fo.new_of_old[order[rank]] = std::uint32_t(rank);
+  return fo;
+}
+
+void FeatureOrder::apply(SparseDataset& data) const {
+  for (auto& i : data.index) {
+    SKEW_CHECK(i < new_of_old.size(), "feature " << i << " beyond the renumbering table (" << new_of_old.size() << ")");
+    i = new_of_old[i];
+  }
+}
+
+std::vector<float> FeatureOrder::to_original(const kernels::WideShape& shape, const std::vector<float>& params) const {
+  std::vector<float> out(params.size());
+  const std::size_t row_len = std::size_t(shape.row_len());
+  out[0] = params[0];
+  for (std::size_t old = 0; old < new_of_old.size(); ++old)
+    std::copy_n(params.begin() + 1 + std::ptrdiff_t(new_of_old[old] * row_len), row_len, out.begin() + 1 + std::ptrdiff_t(old * row_len));
+  return out;
+}
+
+double logloss_sum(const float* logits, const float* labels, std::size_t n) {
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double z = labels[i] > 0.5f ? -double(logits[i]) : double(logits[i]);  // loss = softplus(z)
+    sum += z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
+  }
+  return sum;
+}
+
+double roc_auc(const std::vector<float>& scores, const std::vector<float>& labels) {
+  std::vector<std::size_t> order(scores.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return scores[a] < scores[b]; });
+  double positives = 0, rank_sum = 0;
+  for (std::size_t i = 0; i < order.size();) {
+    std::size_t j = i;
+    while (j < order.size() && scores[order[j]] == scores[order[i]]) ++j;
+    const double mid_rank = 0.5 * double(i + j + 1);  // 1-based average rank of the tie group
+    for (std::size_t t = i; t < j; ++t)
+      if (labels[order[t]] > 0.5f) {
+        positives += 1;
+        rank_sum += mid_rank;
+      }
+    i = j;
+  }
+  const double negatives = double(scores.size()) - positives;
+  if (positives == 0 || negatives == 0) return 0.5;
+  return (rank_sum - positives * (positives + 1) / 2) / (positives * negatives);
+}
+
+}  // namespace skew::wide

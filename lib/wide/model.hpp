@@ -1,0 +1,39 @@
+// A wide model's parameters (LR/FM/FFM, layout in kernels/wide_model.hpp), its initialisation,
+// safetensors save/load, frequency renumbering of feature ids, and the validation metrics.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/wide_model.hpp"
+#include "lib/wide/dataset.hpp"
+
+namespace skew::wide {
+
+struct WideModel {
+  kernels::WideShape shape;
+  std::vector<float> params;  // the flat parameter vector
+
+  // Bias and linear weights zero, latent factors N(0, init_std^2) from (seed, feature).
+  static WideModel create(const kernels::WideShape& shape, std::uint64_t seed, float init_std = 0.01f);
+  // safetensors: tensor "params" (F32, flat) plus metadata kind/features/fields/k.
+  void save(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
+  static WideModel load(const std::string& path);
+};
+
+// Feature ids renumbered by descending frequency (ties by id), so the hottest get small ids.
+struct FeatureOrder {
+  std::vector<std::uint32_t> new_of_old;
+  static FeatureOrder by_frequency(const std::vector<std::int64_t>& counts);
+  void apply(SparseDataset& data) const;  // rewrites data.index in place
+  // Parameters of a model trained on renumbered ids, laid out for the original ids.
+  std::vector<float> to_original(const kernels::WideShape& shape, const std::vector<float>& params) const;
+};
+std::vector<std::int64_t> feature_counts(const SparseDataset& data, std::int64_t num_features);
+
+// Mean logloss of sigmoid(logits) against 0/1 labels, and the ROC AUC (ties averaged).
+double logloss_sum(const float* logits, const float* labels, std::size_t n);
+double roc_auc(const std::vector<float>& scores, const std::vector<float>& labels);
+
+}  // namespace skew::wide

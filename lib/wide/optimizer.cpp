@@ -1,0 +1,69 @@
+#include "lib/wide/optimizer.hpp"
+
+#include <cmath>
+
+#include "lib/core/error.hpp"
+
+namespace skew::wide {
+
+OptimizerKind optimizer_from_name(const std::string& name) {
+  if (name == "sgd") return OptimizerKind::Sgd;
+  if (name == "adagrad") return OptimizerKind::AdaGrad;
+  if (name == "ftrl") return OptimizerKind::Ftrl;
+  SKEW_THROW("unknown optimizer '" << name << "' (expected sgd, adagrad or ftrl)");
+}
+
+Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& shape, const std::vector<float>& params)
+    : options_(options), shape_(shape) {
+  SKEW_CHECK(options.lr > 0, "train.lr must be positive, got " << options.lr);
+  if (options.kind == OptimizerKind::AdaGrad) n_.assign(params.size(), options.eps);
+  if (options.kind == OptimizerKind::Ftrl) {
+    n_.assign(params.size(), 0.0f);
+    z_.resize(params.size());
+    // With n = 0 FTRL's weight is -z * alpha / beta: start from the given parameters.
+    for (std::size_t i = 0; i < params.size(); ++i) z_[i] = -params[i] * options.beta / options.lr;
+  }
+}
+
+void Optimizer::update(float* w, float* g, std::size_t offset, std::size_t count, float scale) {
+  const OptimizerOptions& o = options_;
+  for (std::size_t j = offset; j < offset + count; ++j) {
+    float grad = g[j] * scale;
+    g[j] = 0.0f;
+    switch (o.kind) {
+      case OptimizerKind::Sgd:
+        w[j] -= o.lr * (grad + o.l2 * w[j]);
+        break;
+      case OptimizerKind::AdaGrad:
+        grad += o.l2 * w[j];
+        n_[j] += grad * grad;
+        w[j] -= o.lr * grad / std::sqrt(n_[j]);
+        break;
+      case OptimizerKind::Ftrl: {
+        const float n_new = n_[j] + grad * grad;
+        const float sigma = (std::sqrt(n_new) - std::sqrt(n_[j])) / o.lr;
+        z_[j] += grad - sigma * w[j];
+        n_[j] = n_new;
+        const float z = z_[j];
+        w[j] = std::fabs(z) <= o.l1 ? 0.0f
+                                     : -(z - std::copysign(o.l1, z)) / ((o.beta + std::sqrt(n_new)) / o.lr + o.l2);
+        break;
+      }
+    }
+  }
+}
+
+void Optimizer::step(float* params, float* grad, const std::vector<std::uint32_t>& features, float scale,
+                     kernels::WidePool& pool) {
+  update(params, grad, 0, 1, scale);
+  const std::size_t row_len = std::size_t(shape_.row_len());
+  constexpr std::int64_t kRowsPerTask = 2048;
+  const std::int64_t n = std::int64_t(features.size());
+  pool.run((n + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t task, int) {
+    const std::int64_t end = std::min(n, (task + 1) * kRowsPerTask);
+    for (std::int64_t i = task * kRowsPerTask; i < end; ++i)
+      update(params, grad, 1 + features[std::size_t(i)] * row_len, row_len, scale);
+  });
+}
+
+}  // namespace skew::wide

@@ -1,0 +1,40 @@
+// Sparse optimisers for wide models: only the bias and the rows of the features a batch touched
+// are updated (lazy L2 on those rows), with per-coordinate state for AdaGrad and FTRL-proximal.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/wide_model.hpp"
+#include "kernels/wide_pool.hpp"
+
+namespace skew::wide {
+
+enum class OptimizerKind { Sgd, AdaGrad, Ftrl };
+OptimizerKind optimizer_from_name(const std::string& name);  // sgd | adagrad | ftrl
+
+struct OptimizerOptions {
+  OptimizerKind kind = OptimizerKind::AdaGrad;
+  float lr = 0.05f;     // SGD/AdaGrad step; FTRL's alpha
+  float l2 = 0.0f;      // L2 strength (added to the gradient; FTRL: in the proximal term)
+  float l1 = 0.0f;      // FTRL only
+  float beta = 1.0f;    // FTRL only
+  float eps = 1e-6f;    // AdaGrad's initial accumulator
+};
+
+class Optimizer {
+ public:
+  // `params` is the starting point (FTRL derives its z state from it).
+  Optimizer(const OptimizerOptions& options, const kernels::WideShape& shape, const std::vector<float>& params);
+  // params -= update(grad * scale) on the bias and the rows of `features`; zeroes those grads.
+  void step(float* params, float* grad, const std::vector<std::uint32_t>& features, float scale, kernels::WidePool& pool);
+  const OptimizerOptions& options() const { return options_; }
+
+ private:
+  void update(float* w, float* g, std::size_t offset, std::size_t count, float scale);
+  OptimizerOptions options_;
+  kernels::WideShape shape_;
+  std::vector<float> n_, z_;  // AdaGrad: n_ = sum g^2; FTRL: z_, n_
+};
+
+}  // namespace skew::wide

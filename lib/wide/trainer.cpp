@@ -1,0 +1,129 @@
+#include "lib/wide/trainer.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/wide_classical.hpp"
+#include "lib/core/error.hpp"
+
+namespace skew::wide {
+
+Schema schema_from_name(const std::string& name) {
+  if (name == "classical") return Schema::Classical;
+  if (name == "flow") return Schema::Flow;
+  SKEW_THROW("unknown train.schema '" << name << "' (expected classical or flow)");
+}
+
+WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shared_ptr<comm::ProcessGroup> group)
+    : model_(std::move(model)), options_(options), group_(std::move(group)) {
+  pool_ = std::make_unique<kernels::WidePool>(options.threads);
+  if (options.schema == Schema::Flow) flow_ = std::make_unique<kernels::WideFlow>(model_.shape, options.flow, pool_->threads());
+  optimizer_ = std::make_unique<Optimizer>(options.optimizer, model_.shape, model_.params);
+  grad_.assign(model_.params.size(), 0.0f);
+  stamp_.assign(std::size_t(model_.shape.num_features), 0u);
+}
+
+void WideTrainer::compute(const kernels::WideBatch& b, float* grad, float* logits) {
+  if (flow_)
+    flow_->gradient(b, model_.params.data(), grad, logits, *pool_);
+  else
+    kernels::wide_classical_gradient(model_.shape, b, model_.params.data(), grad, logits, *pool_);
+}
+
+// The batch's distinct feature ids, sorted (stamps avoid clearing a table per batch).
+void WideTrainer::touched_features(const kernels::WideBatch& b) {
+  if (++stamp_value_ == 0) {
+    std::fill(stamp_.begin(), stamp_.end(), 0u);
+    stamp_value_ = 1;
+  }
+  touched_.clear();
+  for (std::int64_t e = b.row_ptr[0]; e < b.row_ptr[b.rows]; ++e) {
+    const std::uint32_t f = b.index[e];
+    if (stamp_[f] != stamp_value_) {
+      stamp_[f] = stamp_value_;
+      touched_.push_back(f);
+    }
+  }
+  std::sort(touched_.begin(), touched_.end());
+}
+
+// Sums the gradient over the group. Only rows some rank touched travel: the union of the
+// ranks' feature lists is gathered, those rows packed and all-reduced with the loss totals.
+void WideTrainer::synchronise(double& loss_sum, std::int64_t& samples, std::int64_t& nonzeros) {
+  if (!group_ || group_->size() == 1) return;
+  comm::ProcessGroup& g = *group_;
+  std::vector<std::int64_t> count{std::int64_t(touched_.size())}, counts(std::size_t(g.size()));
+  g.allgather(comm::view(count), comm::view(counts));
+  std::vector<std::size_t> recv_counts(counts.begin(), counts.end());
+  std::vector<std::int32_t> mine(touched_.begin(), touched_.end()), all(comm::sum_counts(recv_counts));
+  g.allgatherv(comm::view(mine), comm::view(all), recv_counts);
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  const std::size_t row_len = std::size_t(model_.shape.row_len());
+  std::vector<double> packed(4 + all.size() * row_len);
+  packed[0] = grad_[0];
+  packed[1] = loss_sum;
+  packed[2] = double(samples);
+  packed[3] = double(nonzeros);
+  for (std::size_t r = 0; r < all.size(); ++r)
+    std::copy_n(grad_.begin() + std::ptrdiff_t(1 + std::size_t(all[r]) * row_len), row_len, packed.begin() + std::ptrdiff_t(4 + r * row_len));
+  g.allreduce(comm::view(packed), comm::ReduceOp::Sum);
+  grad_[0] = float(packed[0]);
+  loss_sum = packed[1];
+  samples = std::llround(packed[2]);
+  nonzeros = std::llround(packed[3]);
+  touched_.assign(all.begin(), all.end());
+  for (std::size_t r = 0; r < all.size(); ++r)
+    for (std::size_t j = 0; j < row_len; ++j) grad_[1 + std::size_t(all[r]) * row_len + j] = float(packed[4 + r * row_len + j]);
+}
+
+StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std::int64_t end) {
+  const kernels::WideBatch b = data.batch(begin, end);
+  logits_.resize(std::size_t(b.rows));
+  touched_features(b);
+  compute(b, grad_.data(), logits_.data());
+  double loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
+  std::int64_t samples = b.rows, nonzeros = b.nnz();
+  synchronise(loss, samples, nonzeros);
+  if (samples > 0) optimizer_->step(model_.params.data(), grad_.data(), touched_, 1.0f / float(samples), *pool_);
+  return StepResult{samples > 0 ? loss / double(samples) : 0.0, samples, nonzeros};
+}
+
+void WideTrainer::gradient(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::vector<float>& grad,
+                           std::vector<float>& logits) {
+  const kernels::WideBatch b = data.batch(begin, end);
+  grad.assign(model_.params.size(), 0.0f);
+  logits.assign(std::size_t(b.rows), 0.0f);
+  compute(b, grad.data(), logits.data());
+}
+
+std::vector<float> WideTrainer::predict(const SparseDataset& data) {
+  std::vector<float> out(std::size_t(data.rows()));
+  kernels::wide_forward(model_.shape, data.batch(0, data.rows()), model_.params.data(), out.data(), *pool_);
+  for (auto& z : out) z = kernels::wide_sigmoid(z);
+  return out;
+}
+
+Evaluation WideTrainer::evaluate(const SparseDataset& data) {
+  std::vector<float> logits(std::size_t(data.rows()));
+  kernels::wide_forward(model_.shape, data.batch(0, data.rows()), model_.params.data(), logits.data(), *pool_);
+  std::vector<double> totals{logloss_sum(logits.data(), data.label.data(), logits.size()), double(data.rows())};
+  std::vector<float> scores = logits, labels = data.label;
+  if (group_ && group_->size() > 1) {
+    group_->allreduce(comm::view(totals), comm::ReduceOp::Sum);
+    std::vector<std::int64_t> n{data.rows()}, all_n(std::size_t(group_->size()));
+    group_->allgather(comm::view(n), comm::view(all_n));
+    std::vector<std::size_t> counts(all_n.begin(), all_n.end());
+    scores.resize(comm::sum_counts(counts));
+    labels.resize(scores.size());
+    group_->allgatherv(comm::view(logits), comm::view(scores), counts);
+    group_->allgatherv(comm::cview(data.label), comm::view(labels), counts);
+  }
+  Evaluation e;
+  e.samples = std::llround(totals[1]);
+  e.logloss = e.samples > 0 ? totals[0] / totals[1] : 0.0;
+  e.auc = roc_auc(scores, labels);
+  return e;
+}
+
+}  // namespace skew::wide

@@ -1,0 +1,80 @@
+// WideTrainer: one synchronous data-parallel training step on a mini-batch with either schema,
+// and evaluation (logloss, AUC) over a dataset, both across the ranks of a process group.
+//
+// It is also the small API other trainers use (preduce_train):
+//   WideTrainer t(WideModel::create({WideKind::FM, features, fields, k}, seed), options);
+//   t.step(data, begin, end);              // local step when constructed without a group
+//   std::vector<float>& p = t.parameters(); // the flat parameter vector (get or overwrite)
+//   Evaluation e = t.evaluate(valid);       // logloss, AUC
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/wide_flow.hpp"
+#include "kernels/wide_pool.hpp"
+#include "lib/wide/dataset.hpp"
+#include "lib/wide/model.hpp"
+#include "lib/wide/optimizer.hpp"
+#include "mpi/process_group.hpp"
+
+namespace skew::wide {
+
+enum class Schema { Classical, Flow };
+Schema schema_from_name(const std::string& name);  // classical | flow
+
+struct TrainOptions {
+  Schema schema = Schema::Flow;
+  int threads = 1;
+  OptimizerOptions optimizer;
+  kernels::WideFlowOptions flow;
+};
+
+struct StepResult {
+  double loss = 0;             // mean logloss of the global batch (before the update)
+  std::int64_t samples = 0;    // global batch size
+  std::int64_t nonzeros = 0;   // global nonzeros
+};
+
+struct Evaluation {
+  double logloss = 0, auc = 0.5;
+  std::int64_t samples = 0;
+};
+
+class WideTrainer {
+ public:
+  // `group` may be null (single process); with allreduce sync every rank applies the same
+  // update from the gradient summed over the group, so models stay identical.
+  WideTrainer(WideModel model, const TrainOptions& options, std::shared_ptr<comm::ProcessGroup> group = nullptr);
+
+  // Rows [begin, end) of `data` are this rank's share of the global mini-batch.
+  StepResult step(const SparseDataset& data, std::int64_t begin, std::int64_t end);
+  // The batch gradient only (sum over samples, not applied): for tests and for callers that
+  // synchronise gradients themselves. `grad` is resized to the number of parameters.
+  void gradient(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::vector<float>& grad,
+                std::vector<float>& logits);
+  Evaluation evaluate(const SparseDataset& data);
+  std::vector<float> predict(const SparseDataset& data);  // probabilities
+
+  WideModel& model() { return model_; }
+  std::vector<float>& parameters() { return model_.params; }
+  const TrainOptions& options() const { return options_; }
+  const kernels::WideFlow* flow() const { return flow_.get(); }
+
+ private:
+  void compute(const kernels::WideBatch& batch, float* grad, float* logits);
+  void touched_features(const kernels::WideBatch& batch);
+  void synchronise(double& loss_sum, std::int64_t& samples, std::int64_t& nonzeros);
+
+  WideModel model_;
+  TrainOptions options_;
+  std::shared_ptr<comm::ProcessGroup> group_;
+  std::unique_ptr<kernels::WidePool> pool_;
+  std::unique_ptr<kernels::WideFlow> flow_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::vector<float> grad_, logits_;
+  std::vector<std::uint32_t> stamp_, touched_;
+  std::uint32_t stamp_value_ = 0;
+};
+
+}  // namespace skew::wide

@@ -1,0 +1,143 @@
+// Reader edge cases, the binary cache, rank slices and the synthetic generator.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+
+#include "lib/core/error.hpp"
+#include "lib/wide/dataset.hpp"
+
+using namespace skew::wide;
+
+namespace {
+SparseDataset parse(const std::string& text, TextFormat format = TextFormat::Libsvm, bool skip = false,
+                    ReadReport* report = nullptr) {
+  ReadOptions o;
+  o.skip_bad_lines = skip;
+  return parse_text(text, "mem.txt", format, o, report);
+}
+std::string error_of(const std::string& text, TextFormat format = TextFormat::Libsvm) {
+  try {
+    parse(text, format);
+  } catch (const skew::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("libsvm: labels, comments, empty lines, CRLF") {
+  const auto d = parse("# header comment\n+1 3:0.5 7:2\r\n\n   \n-1 1:1 # trailing\n0 2:1.5e1\n1\n");
+  REQUIRE(d.rows() == 4);
+  CHECK(d.label == std::vector<float>{1, 0, 0, 1});
+  CHECK(d.row_ptr == std::vector<std::int64_t>{0, 2, 3, 4, 4});
+  CHECK(d.index == std::vector<std::uint32_t>{3, 7, 1, 2});
+  CHECK(d.value == std::vector<float>{0.5f, 2.0f, 1.0f, 15.0f});
+  CHECK(d.num_features == 8);
+}
+
+TEST_CASE("libffm: fields and sizes") {
+  const auto d = parse("1 0:5:1 2:9:0.5\n0 1:3:1\n", TextFormat::Libffm);
+  REQUIRE(d.rows() == 2);
+  CHECK(d.field == std::vector<std::uint16_t>{0, 2, 1});
+  CHECK(d.index == std::vector<std::uint32_t>{5, 9, 3});
+  CHECK(d.num_fields == 3);
+  CHECK(d.num_features == 10);
+}
+
+TEST_CASE("malformed lines name file, line and column") {
+  CHECK_THAT(error_of("1 1:1\n1 2:x\n"), Catch::Contains("mem.txt:2:5") && Catch::Contains("bad value"));
+  CHECK_THAT(error_of("1 1:1\n\nabc 1:1\n"), Catch::Contains("mem.txt:3:1") && Catch::Contains("bad label"));
+  CHECK_THAT(error_of("1 1:1 7\n"), Catch::Contains("mem.txt:1:7") && Catch::Contains("index:value"));
+  CHECK_THAT(error_of("1 1:1\n", TextFormat::Libffm), Catch::Contains("mem.txt:1:3"));
+  CHECK_THAT(error_of("1 99999999999:1\n"), Catch::Contains("exceeds 4294967294") && Catch::Contains("mem.txt:1:3"));
+}
+
+TEST_CASE("huge but valid indices are kept") {
+  const auto d = parse("1 4294967294:1\n");
+  CHECK(d.index[0] == 4294967294u);
+  CHECK(d.num_features == 4294967295ll);
+}
+
+TEST_CASE("skip_bad_lines counts and reports") {
+  ReadReport report;
+  const auto d = parse("1 1:1\nbad\n0 2:1\n1 3:q\n", TextFormat::Libsvm, true, &report);
+  CHECK(d.rows() == 2);
+  CHECK(report.skipped_lines == 2);
+  CHECK(report.lines == 4);
+  CHECK_THAT(report.first_bad_line, Catch::Contains("mem.txt:2:1"));
+}
+
+TEST_CASE("parallel parse equals serial parse, line numbers stay global") {
+  std::string text;
+  for (int i = 0; i < 300000; ++i) text += std::to_string(i % 2) + " " + std::to_string(i % 977) + ":1 " + std::to_string(1000 + i % 13) + ":0.5\n";
+  ReadOptions serial, parallel;
+  parallel.threads = 3;
+  const auto a = parse_text(text, "big", TextFormat::Libsvm, serial, nullptr);
+  const auto b = parse_text(text, "big", TextFormat::Libsvm, parallel, nullptr);
+  CHECK(a.row_ptr == b.row_ptr);
+  CHECK(a.index == b.index);
+  CHECK(a.label == b.label);
+  text += "1 5:zz\n";
+  try {
+    parse_text(text, "big", TextFormat::Libsvm, parallel, nullptr);
+    FAIL("no error");
+  } catch (const skew::Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("big:300001:5"));
+  }
+}
+
+TEST_CASE("binary cache round trip and rank slices") {
+  const auto dir = std::filesystem::temp_directory_path() / "skew_wide_cache_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "d.libsvm").string();
+  std::filesystem::remove(path + ".skewbin");
+  {
+    std::ofstream out(path);
+    for (int i = 0; i < 101; ++i) out << (i % 3 == 0 ? "+1" : "-1") << " " << i << ":1 " << (i * 7) % 50 + 200 << ":2\n";
+  }
+  ReadOptions o;
+  ReadReport first, second;
+  const auto full = load_dataset(path, o, &first);
+  CHECK_FALSE(first.from_cache);
+  CHECK(std::filesystem::exists(path + ".skewbin"));
+  const auto again = load_dataset(path, o, &second);
+  CHECK(second.from_cache);
+  CHECK(again.index == full.index);
+  CHECK(again.label == full.label);
+  std::vector<std::uint32_t> joined;
+  std::int64_t rows = 0;
+  for (int r = 0; r < 3; ++r) {
+    o.rank = r;
+    o.world = 3;
+    const auto part = load_dataset(path, o);
+    CHECK(part.first_row == rows);
+    CHECK(part.num_features == full.num_features);
+    rows += part.rows();
+    joined.insert(joined.end(), part.index.begin(), part.index.end());
+  }
+  CHECK(rows == 101);
+  CHECK(joined == full.index);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("synthetic criteo: fields, determinism, slices, zipf skew") {
+  const auto spec = parse_synthetic_spec("synthetic:criteo?rows=4000&features=20000&alpha=1.2&seed=3");
+  CHECK(spec.rows == 4000);
+  const auto all = generate_synthetic(spec, 0, 4000);
+  CHECK(all.nnz() == 4000 * 39);
+  CHECK(all.num_fields == 39);
+  const auto tail = generate_synthetic(spec, 3000, 4000);
+  CHECK(std::equal(tail.index.begin(), tail.index.end(), all.index.begin() + 3000 * 39));
+  std::vector<int> counts(20000, 0);
+  for (auto i : all.index) {
+    REQUIRE(i < 20000u);
+    ++counts[i];
+  }
+  std::sort(counts.rbegin(), counts.rend());
+  CHECK(counts[0] > 100 * std::max(1, counts[5000]));  // heavy head, light tail
+  double positives = 0;
+  for (float y : all.label) positives += y;
+  CHECK(positives > 200);
+  CHECK(positives < 3800);
+  CHECK_THROWS_WITH(parse_synthetic_spec("synthetic:criteo?rows=10&bogus=1"), Catch::Contains("bogus"));
+}

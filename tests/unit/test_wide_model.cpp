@@ -1,0 +1,195 @@
+// Models against a float64 reference: the reference's gradients against finite differences,
+// then both schemas (classical, flow; 1 and 2 threads) against the reference on one batch.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+
+#include "kernels/wide_classical.hpp"
+#include "kernels/wide_flow.hpp"
+#include "lib/core/rng.hpp"
+#include "lib/wide/model.hpp"
+#include "lib/wide/trainer.hpp"
+
+using namespace skew;
+using namespace skew::wide;
+using kernels::WideKind;
+using kernels::WideShape;
+
+namespace {
+
+double ref_logit(const WideShape& s, const SparseDataset& d, std::int64_t i, const std::vector<double>& p) {
+  const std::int64_t L = s.row_len();
+  double z = p[0];
+  for (std::int64_t a = d.row_ptr[i]; a < d.row_ptr[i + 1]; ++a) {
+    const double xa = d.value[a];
+    z += p[1 + d.index[a] * L] * xa;
+    if (s.kind == WideKind::LR) continue;
+    for (std::int64_t b = a + 1; b < d.row_ptr[i + 1]; ++b) {
+      const double xb = d.value[b];
+      const double* va = &p[std::size_t(1 + d.index[a] * L + 1 + (s.kind == WideKind::FFM ? d.field[b] * s.k : 0))];
+      const double* vb = &p[std::size_t(1 + d.index[b] * L + 1 + (s.kind == WideKind::FFM ? d.field[a] * s.k : 0))];
+      double dot = 0;
+      for (int f = 0; f < s.k; ++f) dot += va[f] * vb[f];
+      z += dot * xa * xb;
+    }
+  }
+  return z;
+}
+
+double ref_loss(const WideShape& s, const SparseDataset& d, const std::vector<double>& p) {
+  double sum = 0;
+  for (std::int64_t i = 0; i < d.rows(); ++i) {
+    const double z = ref_logit(s, d, i, p), y = d.label[std::size_t(i)];
+    sum += std::log1p(std::exp(-z)) + (1 - y) * z;
+  }
+  return sum;
+}
+
+// Analytic gradient of the summed logloss, straight from the pairwise definition.
+std::vector<double> ref_grad(const WideShape& s, const SparseDataset& d, const std::vector<double>& p) {
+  const std::int64_t L = s.row_len();
+  std::vector<double> g(p.size(), 0.0);
+  for (std::int64_t i = 0; i < d.rows(); ++i) {
+    const double r = 1.0 / (1.0 + std::exp(-ref_logit(s, d, i, p))) - d.label[std::size_t(i)];
+    g[0] += r;
+    for (std::int64_t a = d.row_ptr[i]; a < d.row_ptr[i + 1]; ++a) {
+      g[std::size_t(1 + d.index[a] * L)] += r * d.value[a];
+      if (s.kind == WideKind::LR) continue;
+      for (std::int64_t b = d.row_ptr[i]; b < d.row_ptr[i + 1]; ++b) {
+        if (b == a) continue;
+        const std::int64_t ga = 1 + d.index[a] * L + 1 + (s.kind == WideKind::FFM ? d.field[b] * s.k : 0);
+        const std::int64_t vb = 1 + d.index[b] * L + 1 + (s.kind == WideKind::FFM ? d.field[a] * s.k : 0);
+        for (int f = 0; f < s.k; ++f) g[std::size_t(ga + f)] += r * p[std::size_t(vb + f)] * d.value[a] * d.value[b];
+      }
+    }
+  }
+  return g;
+}
+
+struct Setup {
+  WideShape shape;
+  SparseDataset data;
+  WideModel model;
+};
+
+Setup make_setup(WideKind kind, std::int64_t rows) {
+  Setup s;
+  s.data = generate_synthetic(parse_synthetic_spec("synthetic:criteo?features=2000&alpha=1.3&seed=7"), 0, rows);
+  for (std::size_t e = 0; e < s.data.value.size(); ++e) s.data.value[e] = 0.5f + 0.25f * float(e % 5);
+  FeatureOrder::by_frequency(feature_counts(s.data, 2000)).apply(s.data);
+  s.shape = WideShape{kind, 2000, 39, kind == WideKind::LR ? 0 : 4};
+  s.model = WideModel::create(s.shape, 11, 0.2f);
+  Rng rng(5, 0);
+  for (std::int64_t f = 0; f < 2000; ++f) s.model.params[std::size_t(1 + f * s.shape.row_len())] = 0.3f * rng.normal();
+  s.model.params[0] = 0.1f;
+  return s;
+}
+
+double max_abs(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("float64 reference gradients match finite differences") {
+  for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
+    Setup s = make_setup(kind, 6);
+    std::vector<double> p(s.model.params.begin(), s.model.params.end());
+    const auto g = ref_grad(s.shape, s.data, p);
+    // Probe the bias and every coordinate of the first sample's first two features.
+    std::vector<std::size_t> probes{0};
+    for (int a = 0; a < 2; ++a)
+      for (int j = 0; j < s.shape.row_len(); ++j) probes.push_back(std::size_t(1 + s.data.index[std::size_t(a)] * s.shape.row_len() + j));
+    for (std::size_t c : probes) {
+      const double h = 1e-6, keep = p[c];
+      p[c] = keep + h;
+      const double up = ref_loss(s.shape, s.data, p);
+      p[c] = keep - h;
+      const double down = ref_loss(s.shape, s.data, p);
+      p[c] = keep;
+      INFO(kernels::wide_kind_name(kind) << " coordinate " << c);
+      CHECK((up - down) / (2 * h) == Approx(g[c]).margin(1e-7).epsilon(1e-5));
+    }
+  }
+}
+
+TEST_CASE("classical == flow == float64 reference on one batch (logits and gradients)") {
+  for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
+    Setup s = make_setup(kind, 300);
+    std::vector<double> p(s.model.params.begin(), s.model.params.end());
+    const auto g_ref = ref_grad(s.shape, s.data, p);
+    const double scale = max_abs(g_ref);
+    REQUIRE(scale > 0.1);
+    for (const char* schema : {"classical", "flow"}) {
+      for (int threads : {1, 2}) {
+        TrainOptions o;
+        o.schema = schema_from_name(schema);
+        o.threads = threads;
+        o.flow.tile_samples = 32;
+        o.flow.hot_features = 64;
+        WideTrainer t(s.model, o);
+        std::vector<float> g, logits;
+        t.gradient(s.data, 0, s.data.rows(), g, logits);
+        INFO(kernels::wide_kind_name(kind) << " " << schema << " threads=" << threads);
+        for (std::int64_t i = 0; i < s.data.rows(); ++i)
+          REQUIRE(logits[std::size_t(i)] == Approx(ref_logit(s.shape, s.data, i, p)).margin(1e-4));
+        double worst = 0;
+        for (std::size_t c = 0; c < g.size(); ++c) worst = std::max(worst, std::fabs(double(g[c]) - g_ref[c]));
+        CHECK(worst < 1e-4 * scale);
+        if (o.schema == Schema::Flow && kind != WideKind::FFM) CHECK(t.flow()->last_stats().hot_columns > 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("radix sort orders pairs stably") {
+  std::vector<std::uint32_t> keys{5000, 3, 70000, 3, 0, 5000, 1 << 21}, vals{0, 1, 2, 3, 4, 5, 6};
+  std::vector<std::uint32_t> kt(keys.size()), vt(keys.size()), counts(1 << 11);
+  kernels::wide_radix_sort_pairs(keys.data(), vals.data(), keys.size(), 22, kt.data(), vt.data(), counts.data());
+  CHECK(keys == std::vector<std::uint32_t>{0, 3, 3, 5000, 5000, 70000, 1 << 21});
+  CHECK(vals == std::vector<std::uint32_t>{4, 1, 3, 0, 5, 2, 6});
+}
+
+TEST_CASE("AUC and logloss closed forms") {
+  CHECK(roc_auc({0.1f, 0.4f, 0.35f, 0.8f}, {0, 0, 1, 1}) == Approx(0.75));
+  CHECK(roc_auc({0.5f, 0.5f}, {0, 1}) == Approx(0.5));
+  const float z[2] = {0.0f, 2.0f}, y[2] = {1.0f, 0.0f};
+  CHECK(logloss_sum(z, y, 2) == Approx(std::log(2.0) + std::log1p(std::exp(2.0))));
+}
+
+TEST_CASE("optimizers lower the training loss; FTRL starts from the given weights") {
+  for (const char* opt : {"sgd", "adagrad", "ftrl"}) {
+    Setup s = make_setup(WideKind::FM, 512);
+    TrainOptions o;
+    o.optimizer.kind = optimizer_from_name(opt);
+    o.optimizer.lr = 0.1f;
+    o.optimizer.l2 = 1e-4f;
+    const std::vector<float> start = s.model.params;
+    WideTrainer t(s.model, o);
+    const double before = t.evaluate(s.data).logloss;
+    for (int epoch = 0; epoch < 5; ++epoch)
+      for (std::int64_t b = 0; b < 512; b += 64) t.step(s.data, b, b + 64);
+    INFO(opt);
+    CHECK(t.evaluate(s.data).logloss < before - 0.02);
+    // A feature no batch touched keeps its exact starting row.
+    const std::size_t last = 1 + 1999 * std::size_t(s.shape.row_len());
+    CHECK(t.parameters()[last + 1] == start[last + 1]);
+  }
+}
+
+TEST_CASE("save / load round trip and renumbering back to original ids") {
+  Setup s = make_setup(WideKind::FFM, 10);
+  const auto path = (std::filesystem::temp_directory_path() / "skew_wide_model.safetensors").string();
+  s.model.save(path);
+  const WideModel back = WideModel::load(path);
+  CHECK(back.shape.kind == WideKind::FFM);
+  CHECK(back.shape.num_fields == 39);
+  CHECK(back.params == s.model.params);
+  std::filesystem::remove(path);
+  const FeatureOrder order = FeatureOrder::by_frequency({1, 5, 3});
+  CHECK(order.new_of_old == std::vector<std::uint32_t>{2, 0, 1});
+  const WideShape lr{WideKind::LR, 3, 1, 0};
+  CHECK(order.to_original(lr, {9, 10, 11, 12}) == std::vector<float>{9, 12, 10, 11});
+}

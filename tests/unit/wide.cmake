@@ -1,0 +1,5 @@
+# wide_train: data readers and generator, models, gradients, both schemas.
+skew_unit_test(skew_wide_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_wide_data.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_wide_model.cpp
+  LIBS skew_wide)
