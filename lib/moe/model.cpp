@@ -1,0 +1,206 @@
+#include "lib/moe/model.hpp"
+
+#include <algorithm>
+
+#include "lib/core/error.hpp"
+#include "lib/core/rng.hpp"
+#include "lib/core/timer.hpp"
+#include "lib/moe/ops.hpp"
+
+namespace skew::moe {
+
+int ModelOptions::moe_layers() const {
+  int count = 0;
+  for (int l = 0; l < layers; ++l) count += is_moe_block(l) ? 1 : 0;
+  return count;
+}
+
+namespace {
+// Parameter names of block l ("h3.attn.w_o"); appended piecewise, which sidesteps a GCC 12
+// -Wrestrict false positive on chained std::string operator+.
+struct BlockNames {
+  explicit BlockNames(int l) : prefix("h") { prefix.append(std::to_string(l)).append("."); }
+  std::string operator()(const char* name) const { return std::string(prefix).append(name); }
+  std::string prefix;
+};
+}  // namespace
+
+template <class T>
+std::size_t GptMoe<T>::add(const std::string& name, std::size_t size) {
+  const std::size_t off = dense_w_.size();
+  segments_.push_back({name, off, size});
+  offset_of_[name] = off;
+  dense_w_.resize(off + size, T(0));
+  return off;
+}
+
+template <class T>
+T* GptMoe<T>::param(const std::string& name) {
+  auto it = offset_of_.find(name);
+  SKEW_CHECK(it != offset_of_.end(), "model has no parameter '" << name << "'");
+  return dense_w_.data() + it->second;
+}
+
+template <class T>
+GptMoe<T>::GptMoe(const ModelOptions& opt, comm::ProcessGroup& world, const std::vector<placement::LayerPlacement>& placements)
+    : opt_(opt), world_(world) {
+  const std::size_t D = static_cast<std::size_t>(opt.d_model), F = static_cast<std::size_t>(opt.d_ff);
+  SKEW_CHECK(opt.d_model % opt.heads == 0, "model.d_model " << opt.d_model << " is not a multiple of model.heads " << opt.heads);
+  SKEW_CHECK(static_cast<int>(placements.size()) == opt.moe_layers(), "need one placement per MoE layer");
+  opt_.moe.d_model = opt.d_model;
+  add("wte", static_cast<std::size_t>(opt.vocab) * D);
+  add("wpe", static_cast<std::size_t>(opt.seq_len) * D);
+  for (int l = 0; l < opt.layers; ++l) {
+    const BlockNames p(l);
+    add(p("ln1.g"), D), add(p("ln1.b"), D), add(p("attn.w_qkv"), D * 3 * D), add(p("attn.b_qkv"), 3 * D);
+    add(p("attn.w_o"), D * D), add(p("attn.b_o"), D), add(p("ln2.g"), D), add(p("ln2.b"), D);
+    if (opt.is_moe_block(l)) {
+      add(p("gate.w"), D * static_cast<std::size_t>(opt.moe.gate.num_experts));
+      moe_index_.push_back(static_cast<int>(moe_.size()));
+      moe_.push_back(std::make_unique<MoeLayer<T>>(opt_.moe, world, placements[moe_.size()]));
+    } else {
+      add(p("ffn.w1"), D * F), add(p("ffn.b1"), F), add(p("ffn.w2"), F * D), add(p("ffn.b2"), D);
+      moe_index_.push_back(-1);
+    }
+  }
+  add("lnf.g", D), add("lnf.b", D);
+  dense_g_.assign(dense_w_.size(), T(0));
+  acts_.resize(static_cast<std::size_t>(opt.layers));
+}
+
+// Normal(0, init_std) matrices, LayerNorm gains 1, biases 0; residual output projections scaled
+// by 1/sqrt(2 * layers) as in GPT-2. The same seed gives the same model on every rank.
+template <class T>
+void GptMoe<T>::init(std::uint64_t seed) {
+  Rng rng(seed, 1);
+  const double resid = opt_.init_std / std::sqrt(2.0 * opt_.layers);
+  for (const auto& s : segments_) {
+    T* w = dense_w_.data() + s.offset;
+    const bool gain = s.name.ends_with(".g");
+    const bool bias = s.name.find(".b") != std::string::npos && !s.name.ends_with("w_qkv");
+    const double std = (s.name.ends_with("w_o") || s.name.ends_with("ffn.w2")) ? resid : opt_.init_std;
+    for (std::size_t i = 0; i < s.size; ++i) w[i] = gain ? T(1) : bias ? T(0) : static_cast<T>(std * rng.normal());
+  }
+  for (std::size_t i = 0; i < moe_.size(); ++i) moe_[i]->init_experts(seed, static_cast<int>(i), opt_.init_std);
+}
+
+template <class T>
+void GptMoe<T>::zero_grads() {
+  std::fill(dense_g_.begin(), dense_g_.end(), T(0));
+  for (auto& layer : moe_)
+    for (auto& [e, s] : layer->experts()) std::fill(s.g.begin(), s.g.end(), T(0));
+}
+
+template <class T>
+void GptMoe<T>::sync_grads() {
+  Timer timer;
+  world_.allreduce(comm::view(dense_g_), comm::ReduceOp::Sum);
+  for (auto& layer : moe_) layer->reduce_replica_grads();
+  sync_seconds_ = timer.seconds();
+}
+
+template <class T>
+double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, int batch, const StepInputs& in, bool backward) {
+  const int D = opt_.d_model, S = opt_.seq_len, V = opt_.vocab, F = opt_.d_ff, H = opt_.heads;
+  const int n = batch * S;
+  const std::size_t nD = static_cast<std::size_t>(n) * D;
+  std::vector<double> global = {static_cast<double>(n)};
+  world_.allreduce(comm::view(global), comm::ReduceOp::Sum);
+  std::vector<T> x(nD), tmp(nD), f(nD);
+  const T* wte = param("wte");
+  const T* wpe = param("wpe");
+  for (int t = 0; t < n; ++t) {
+    SKEW_CHECK(tokens[t] >= 0 && tokens[t] < V, "token " << tokens[t] << " outside the vocabulary of " << V);
+    for (int c = 0; c < D; ++c) x[static_cast<std::size_t>(t) * D + c] = wte[static_cast<std::size_t>(tokens[t]) * D + c] + wpe[static_cast<std::size_t>(t % S) * D + c];
+  }
+  double aux = 0;
+  for (int l = 0; l < opt_.layers; ++l) {
+    const BlockNames p(l);
+    BlockActs& A = acts_[static_cast<std::size_t>(l)];
+    A.x_in = x;
+    A.ln1.resize(nD), A.mean1.resize(static_cast<std::size_t>(n)), A.rstd1.resize(static_cast<std::size_t>(n));
+    layernorm_forward<T>(n, D, x.data(), param(p("ln1.g")), param(p("ln1.b")), A.ln1.data(), A.mean1.data(), A.rstd1.data());
+    A.qkv.resize(nD * 3), A.att.resize(nD), A.probs.resize(static_cast<std::size_t>(batch) * H * S * S);
+    linear_forward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), param(p("attn.b_qkv")), A.qkv.data());
+    attention_forward<T>(batch, S, D, H, A.qkv.data(), A.att.data(), A.probs.data());
+    linear_forward<T>(n, D, D, A.att.data(), param(p("attn.w_o")), param(p("attn.b_o")), tmp.data());
+    for (std::size_t i = 0; i < nD; ++i) x[i] += tmp[i];
+    A.x_mid = x;
+    A.ln2.resize(nD), A.mean2.resize(static_cast<std::size_t>(n)), A.rstd2.resize(static_cast<std::size_t>(n));
+    layernorm_forward<T>(n, D, x.data(), param(p("ln2.g")), param(p("ln2.b")), A.ln2.data(), A.mean2.data(), A.rstd2.data());
+    const int mi = moe_index_[static_cast<std::size_t>(l)];
+    if (mi >= 0) {
+      StepContext ctx;
+      ctx.training = in.training;
+      if (mi < static_cast<int>(in.forced.size())) ctx.forced = in.forced[static_cast<std::size_t>(mi)];
+      std::vector<T> noise;
+      if (in.training && opt_.jitter > 0) {
+        // Keyed by (iteration, layer, global token), so it does not depend on the world size.
+        Rng rng(in.seed, (static_cast<std::uint64_t>(in.iteration) << 8) + static_cast<std::uint64_t>(mi) + 7,
+                static_cast<std::uint64_t>(world_.rank()) * nD);
+        noise.resize(nD);
+        for (auto& v : noise) v = static_cast<T>(1.0 - opt_.jitter + 2.0 * opt_.jitter * rng.uniform());
+        ctx.jitter = noise.data();
+      }
+      moe_[static_cast<std::size_t>(mi)]->forward(n, A.ln2.data(), param(p("gate.w")), ctx, f.data());
+      aux += moe_[static_cast<std::size_t>(mi)]->gate_state().aux_loss + moe_[static_cast<std::size_t>(mi)]->gate_state().z_loss;
+    } else {
+      A.hpre.resize(static_cast<std::size_t>(n) * F), A.h.resize(static_cast<std::size_t>(n) * F);
+      linear_forward<T>(n, D, F, A.ln2.data(), param(p("ffn.w1")), param(p("ffn.b1")), A.hpre.data());
+      gelu_forward<T>(A.h.size(), A.hpre.data(), A.h.data());
+      linear_forward<T>(n, F, D, A.h.data(), param(p("ffn.w2")), param(p("ffn.b2")), f.data());
+    }
+    for (std::size_t i = 0; i < nD; ++i) x[i] += f[i];
+  }
+  x_final_ = x;
+  lnf_.resize(nD), meanf_.resize(static_cast<std::size_t>(n)), rstdf_.resize(static_cast<std::size_t>(n));
+  layernorm_forward<T>(n, D, x.data(), param("lnf.g"), param("lnf.b"), lnf_.data(), meanf_.data(), rstdf_.data());
+  logits_.resize(static_cast<std::size_t>(n) * V);
+  matmul<T>(false, true, n, V, D, T(1), lnf_.data(), wte, T(0), logits_.data());
+  std::vector<T> dlogits(logits_.size());
+  std::vector<double> ce = {cross_entropy<T>(n, V, logits_.data(), targets, static_cast<T>(1.0 / global[0]), dlogits.data())};
+  world_.allreduce(comm::view(ce), comm::ReduceOp::Sum);
+  last_ce_ = ce[0];
+  if (!backward) return ce[0] + aux;
+
+  // Backward.
+  std::vector<T> dx(nD), dln(nD);
+  matmul<T>(false, false, n, D, V, T(1), dlogits.data(), wte, T(0), dln.data());
+  matmul<T>(true, false, V, D, n, T(1), dlogits.data(), lnf_.data(), T(1), dense_g_.data() + offset_of_["wte"]);
+  auto grad = [&](const std::string& name) { return dense_g_.data() + offset_of_.at(name); };
+  layernorm_backward<T>(n, D, x_final_.data(), param("lnf.g"), meanf_.data(), rstdf_.data(), dln.data(), dx.data(), grad("lnf.g"), grad("lnf.b"));
+  for (int l = opt_.layers - 1; l >= 0; --l) {
+    const BlockNames p(l);
+    BlockActs& A = acts_[static_cast<std::size_t>(l)];
+    const int mi = moe_index_[static_cast<std::size_t>(l)];
+    if (mi >= 0) {
+      moe_[static_cast<std::size_t>(mi)]->backward(dx.data(), param(p("gate.w")), dln.data(), grad(p("gate.w")));
+    } else {
+      std::vector<T> dh(static_cast<std::size_t>(n) * F);
+      linear_backward<T>(n, F, D, A.h.data(), param(p("ffn.w2")), dx.data(), dh.data(), grad(p("ffn.w2")), grad(p("ffn.b2")));
+      gelu_backward<T>(dh.size(), A.hpre.data(), dh.data(), dh.data());
+      linear_backward<T>(n, D, F, A.ln2.data(), param(p("ffn.w1")), dh.data(), dln.data(), grad(p("ffn.w1")), grad(p("ffn.b1")));
+    }
+    layernorm_backward<T>(n, D, A.x_mid.data(), param(p("ln2.g")), A.mean2.data(), A.rstd2.data(), dln.data(), tmp.data(), grad(p("ln2.g")), grad(p("ln2.b")));
+    for (std::size_t i = 0; i < nD; ++i) dx[i] += tmp[i];
+    std::vector<T> datt(nD), dqkv(nD * 3);
+    linear_backward<T>(n, D, D, A.att.data(), param(p("attn.w_o")), dx.data(), datt.data(), grad(p("attn.w_o")), grad(p("attn.b_o")));
+    attention_backward<T>(batch, S, D, H, A.qkv.data(), A.probs.data(), datt.data(), dqkv.data());
+    linear_backward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), dqkv.data(), dln.data(), grad(p("attn.w_qkv")), grad(p("attn.b_qkv")));
+    layernorm_backward<T>(n, D, A.x_in.data(), param(p("ln1.g")), A.mean1.data(), A.rstd1.data(), dln.data(), tmp.data(), grad(p("ln1.g")), grad(p("ln1.b")));
+    for (std::size_t i = 0; i < nD; ++i) dx[i] += tmp[i];
+  }
+  T* dwte = grad("wte");
+  T* dwpe = grad("wpe");
+  for (int t = 0; t < n; ++t)
+    for (int c = 0; c < D; ++c) {
+      dwte[static_cast<std::size_t>(tokens[t]) * D + c] += dx[static_cast<std::size_t>(t) * D + c];
+      dwpe[static_cast<std::size_t>(t % S) * D + c] += dx[static_cast<std::size_t>(t) * D + c];
+    }
+  return ce[0] + aux;
+}
+
+template class GptMoe<float>;
+template class GptMoe<double>;
+
+}  // namespace skew::moe

@@ -1,0 +1,413 @@
+#include "lib/moe/moe_layer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/moe_dispatch.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/rng.hpp"
+#include "lib/core/timer.hpp"
+#include "lib/moe/ops.hpp"
+
+namespace skew::moe {
+
+namespace km = kernels::moe;
+
+Policy parse_policy(const std::string& name) {
+  if (name == "static") return Policy::Static;
+  if (name == "deepspeed") return Policy::DeepSpeed;
+  if (name == "fastermoe") return Policy::FasterMoE;
+  if (name == "flexmoe") return Policy::FlexMoE;
+  SKEW_THROW("moe.policy: unknown policy '" << name << "' (static, deepspeed, fastermoe, flexmoe)");
+}
+
+template <class T>
+MoeLayer<T>::MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placement::LayerPlacement placement)
+    : opt_(opt), world_(world), placement_(std::move(placement)) {
+  placement_.validate();
+  SKEW_CHECK(placement_.world_size == world.size(), "placement is for " << placement_.world_size << " ranks, world has " << world.size());
+  SKEW_CHECK(placement_.num_experts() == opt.gate.num_experts, "placement has " << placement_.num_experts() << " experts, moe.num_experts is " << opt.gate.num_experts);
+  for (int e : placement_.experts_on(world.rank())) create_expert(e);
+}
+
+template <class T>
+ExpertState<T>& MoeLayer<T>::create_expert(int e) {
+  const std::int64_t p = opt_.expert_params();
+  ExpertState<T>& s = experts_[e];
+  s.w = Tensor::zeros({p}, dtype_of<T>());
+  s.m = Tensor::zeros({p}, dtype_of<T>());
+  s.v = Tensor::zeros({p}, dtype_of<T>());
+  s.g.assign(static_cast<std::size_t>(p), T(0));
+  return s;
+}
+
+template <class T>
+void MoeLayer<T>::init_experts(std::uint64_t seed, int layer, double stddev) {
+  const int D = opt_.d_model, F = opt_.d_ff;
+  for (auto& [e, s] : experts_) {
+    Rng rng(seed, 1000003ULL + static_cast<std::uint64_t>(layer) * 65536 + static_cast<std::uint64_t>(e));
+    T* w = s.w.template data<T>();
+    std::fill(w, w + s.w.numel(), T(0));
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(D) * F; ++i) w[i] = static_cast<T>(stddev * rng.normal());
+    T* w2 = w + static_cast<std::size_t>(D) * F + F;
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(D) * F; ++i) w2[i] = static_cast<T>(stddev * rng.normal());
+  }
+}
+
+template <class T>
+T* MoeLayer<T>::params_of(int e) {
+  auto it = experts_.find(e);
+  if (it != experts_.end()) return it->second.w.template data<T>();
+  auto sh = shadow_w_.find(e);
+  SKEW_CHECK(sh != shadow_w_.end(), "rank " << world_.rank() << " received tokens for expert " << e << " it does not hold");
+  return sh->second.data();
+}
+
+template <class T>
+T* MoeLayer<T>::grads_of(int e) {
+  auto it = experts_.find(e);
+  return it != experts_.end() ? it->second.g.data() : shadow_g_.at(e).data();
+}
+
+template <class T>
+void MoeLayer<T>::expert_forward(int e, int rows, const T* x, T* hpre, T* h, T* y) {
+  const int D = opt_.d_model, F = opt_.d_ff;
+  const T* w = params_of(e);
+  linear_forward<T>(rows, D, F, x, w, w + static_cast<std::size_t>(D) * F, hpre);
+  gelu_forward<T>(static_cast<std::size_t>(rows) * F, hpre, h);
+  const T* w2 = w + static_cast<std::size_t>(D) * F + F;
+  linear_forward<T>(rows, F, D, h, w2, w2 + static_cast<std::size_t>(D) * F, y);
+}
+
+template <class T>
+void MoeLayer<T>::expert_backward(int e, int rows, const T* x, const T* hpre, const T* h, const T* dy, T* dx) {
+  const int D = opt_.d_model, F = opt_.d_ff;
+  const T* w = params_of(e);
+  T* g = grads_of(e);
+  const std::size_t off2 = static_cast<std::size_t>(D) * F + F;
+  std::vector<T> dh(static_cast<std::size_t>(rows) * F);
+  linear_backward<T>(rows, F, D, h, w + off2, dy, dh.data(), g + off2, g + off2 + static_cast<std::size_t>(D) * F);
+  gelu_backward<T>(dh.size(), hpre, dh.data(), dh.data());
+  linear_backward<T>(rows, D, F, x, w, dh.data(), dx, g, g + static_cast<std::size_t>(D) * F);
+}
+
+// Deepspeed: capacity C = ceil(n / E * factor) * k per expert on this rank; assignments beyond
+// it are dropped, first choices before second ones and earlier tokens first (position), or the
+// most probable first (probability). Other policies keep everything.
+template <class T>
+void MoeLayer<T>::choose_kept(bool training) {
+  const int E = opt_.gate.num_experts, k = opt_.gate.top_k;
+  kept_.assign(static_cast<std::size_t>(n_) * k, 1);
+  if (opt_.policy != Policy::DeepSpeed || !opt_.drop_tokens) return;
+  const double factor = training ? opt_.capacity_factor_train : opt_.capacity_factor_eval;
+  const std::int64_t capacity = static_cast<std::int64_t>(std::ceil(static_cast<double>(n_) / E * factor)) * k;
+  std::vector<std::vector<std::int64_t>> by_expert(static_cast<std::size_t>(E));
+  for (int j = 0; j < k; ++j)
+    for (int t = 0; t < n_; ++t) {
+      const std::int64_t a = static_cast<std::int64_t>(t) * k + j;
+      by_expert[static_cast<std::size_t>(gate_.expert[static_cast<std::size_t>(a)])].push_back(a);
+    }
+  for (auto& list : by_expert) {
+    if (opt_.drop_by_probability)
+      std::stable_sort(list.begin(), list.end(), [&](std::int64_t a, std::int64_t b) {
+        return gate_.weight[static_cast<std::size_t>(a)] > gate_.weight[static_cast<std::size_t>(b)];
+      });
+    for (std::size_t i = static_cast<std::size_t>(capacity); i < list.size(); ++i) kept_[static_cast<std::size_t>(list[i])] = 0;
+  }
+}
+
+// FasterMoE: shadow (replicate on every rank, tokens computed where they come from) the hottest
+// experts while the modelled step time falls: max over ranks of expert work plus token traffic,
+// plus broadcasting the parameters and reducing their gradients for every shadow.
+template <class T>
+void MoeLayer<T>::choose_shadows() {
+  const int E = opt_.gate.num_experts, N = world_.size();
+  shadowed_.assign(static_cast<std::size_t>(E), 0);
+  shadow_list_.clear();
+  if (opt_.policy != Policy::FasterMoE || N == 1) return;
+  std::vector<std::int64_t> local(static_cast<std::size_t>(N) * E);
+  world_.allgather(comm::cview(gate_.local_counts), comm::view(local));
+  const double flop_per_token = 3.0 * 4.0 * opt_.d_model * opt_.d_ff;  // forward + backward
+  const double sec_per_token = flop_per_token / (opt_.fastermoe_gflops * 1e9);
+  const double sec_per_row_moved = 2.0 * 2.0 * opt_.d_model * sizeof(T) / (opt_.fastermoe_gbps * 1e9);
+  const double sec_per_shadow = 2.0 * static_cast<double>(opt_.expert_params()) * sizeof(T) / (opt_.fastermoe_gbps * 1e9);
+  auto predicted = [&]() {
+    double worst = 0;
+    for (int r = 0; r < N; ++r) {
+      double work = 0, moved = 0;
+      for (int e = 0; e < E; ++e) {
+        const int owner = placement_.experts[static_cast<std::size_t>(e)][0].rank;
+        const double mine = static_cast<double>(local[static_cast<std::size_t>(r) * E + e]);
+        if (shadowed_[static_cast<std::size_t>(e)]) work += mine;
+        else {
+          if (owner == r) work += static_cast<double>(gate_.global_counts[static_cast<std::size_t>(e)]);
+          if (owner != r) moved += mine;
+        }
+      }
+      worst = std::max(worst, work * sec_per_token + moved * sec_per_row_moved);
+    }
+    return worst + static_cast<double>(shadow_list_.size()) * sec_per_shadow;
+  };
+  std::vector<int> hot(static_cast<std::size_t>(E));
+  std::iota(hot.begin(), hot.end(), 0);
+  std::stable_sort(hot.begin(), hot.end(), [&](int a, int b) {
+    return gate_.global_counts[static_cast<std::size_t>(a)] > gate_.global_counts[static_cast<std::size_t>(b)];
+  });
+  double best = predicted();
+  for (int e : hot) {
+    shadowed_[static_cast<std::size_t>(e)] = 1;
+    shadow_list_.push_back(e);
+    const double t = predicted();
+    if (t >= best) {
+      shadowed_[static_cast<std::size_t>(e)] = 0;
+      shadow_list_.pop_back();
+      break;
+    }
+    best = t;
+  }
+  std::sort(shadow_list_.begin(), shadow_list_.end());
+  for (int e : shadow_list_) {
+    const int owner = placement_.experts[static_cast<std::size_t>(e)][0].rank;
+    if (owner == world_.rank()) {
+      world_.broadcast(comm::view(experts_.at(e).w), owner);
+    } else {
+      auto& w = shadow_w_[e];
+      w.assign(static_cast<std::size_t>(opt_.expert_params()), T(0));
+      shadow_g_[e].assign(w.size(), T(0));
+      world_.broadcast(comm::view(w), owner);
+    }
+  }
+}
+
+// Decides the destination (rank, expert) block of every kept assignment and its row there.
+template <class T>
+void MoeLayer<T>::route() {
+  const int E = opt_.gate.num_experts, k = opt_.gate.top_k, N = world_.size();
+  const std::size_t nk = static_cast<std::size_t>(n_) * k;
+  std::vector<std::int64_t> kept_count(static_cast<std::size_t>(E), 0);
+  for (std::size_t a = 0; a < nk; ++a)
+    if (kept_[a]) ++kept_count[static_cast<std::size_t>(gate_.expert[a])];
+  // Replica split: this rank's tokens of expert e go to its replicas by the placement shares.
+  std::vector<std::vector<std::int64_t>> split(static_cast<std::size_t>(E));
+  for (int e = 0; e < E; ++e)
+    if (!shadowed_[static_cast<std::size_t>(e)])
+      split[static_cast<std::size_t>(e)] = placement::split_tokens(kept_count[static_cast<std::size_t>(e)], placement_.experts[static_cast<std::size_t>(e)]);
+  std::vector<std::int32_t> keys;
+  std::vector<std::size_t> key_of;  // assignment index of each key
+  std::vector<std::size_t> replica_at(static_cast<std::size_t>(E), 0);
+  std::vector<std::int64_t> left(static_cast<std::size_t>(E), 0);
+  for (int e = 0; e < E; ++e)
+    if (!shadowed_[static_cast<std::size_t>(e)]) left[static_cast<std::size_t>(e)] = split[static_cast<std::size_t>(e)][0];
+  for (std::size_t a = 0; a < nk; ++a) {
+    if (!kept_[a]) continue;
+    const int e = gate_.expert[a];
+    int dest = world_.rank();
+    if (!shadowed_[static_cast<std::size_t>(e)]) {
+      auto& r = replica_at[static_cast<std::size_t>(e)];
+      while (left[static_cast<std::size_t>(e)] == 0) left[static_cast<std::size_t>(e)] = split[static_cast<std::size_t>(e)][++r];
+      --left[static_cast<std::size_t>(e)];
+      dest = placement_.experts[static_cast<std::size_t>(e)][r].rank;
+    }
+    keys.push_back(dest * E + e);
+    key_of.push_back(a);
+  }
+  const int bins = N * E;
+  std::vector<std::int64_t> block(static_cast<std::size_t>(bins)), offsets(static_cast<std::size_t>(bins));
+  km::histogram(Device::Host, keys.data(), static_cast<std::int64_t>(keys.size()), bins, block.data());
+  std::vector<double> totals = {static_cast<double>(nk - keys.size()), 0.0};
+  if (opt_.policy == Policy::DeepSpeed && !opt_.drop_tokens) {
+    // Pad every expert's block to the largest block over all ranks and experts.
+    std::vector<std::int64_t> mx = {*std::max_element(block.begin(), block.end())};
+    world_.allreduce(comm::view(mx), comm::ReduceOp::Max);
+    for (int e = 0; e < E; ++e) {
+      const int owner = placement_.experts[static_cast<std::size_t>(e)][0].rank;
+      totals[1] += static_cast<double>(mx[0] - block[static_cast<std::size_t>(owner * E + e)]);
+      block[static_cast<std::size_t>(owner * E + e)] = mx[0];
+    }
+  }
+  world_.allreduce(comm::view(totals), comm::ReduceOp::Sum);
+  dropped_ = std::llround(totals[0]);
+  padded_ = std::llround(totals[1]);
+  km::exclusive_scan(Device::Host, block.data(), bins, offsets.data());
+  std::vector<std::int64_t> pos(keys.size());
+  km::stable_positions(Device::Host, keys.data(), static_cast<std::int64_t>(keys.size()), bins, offsets.data(), pos.data());
+  pos_.assign(nk, -1);
+  for (std::size_t i = 0; i < keys.size(); ++i) pos_[key_of[i]] = pos[i];
+  send_rows_.assign(static_cast<std::size_t>(N), 0);
+  for (int r = 0; r < N; ++r)
+    for (int e = 0; e < E; ++e) send_rows_[static_cast<std::size_t>(r)] += static_cast<std::size_t>(block[static_cast<std::size_t>(r * E + e)]);
+  recv_expert_rows_.assign(static_cast<std::size_t>(bins), 0);
+  world_.alltoall(comm::view(block), comm::view(recv_expert_rows_));
+  recv_rows_.assign(static_cast<std::size_t>(N), 0);
+  std::vector<std::int64_t> per_expert(static_cast<std::size_t>(E), 0);
+  for (int r = 0; r < N; ++r)
+    for (int e = 0; e < E; ++e) {
+      recv_rows_[static_cast<std::size_t>(r)] += static_cast<std::size_t>(recv_expert_rows_[static_cast<std::size_t>(r * E + e)]);
+      per_expert[static_cast<std::size_t>(e)] += recv_expert_rows_[static_cast<std::size_t>(r * E + e)];
+    }
+  // Received rows arrive grouped by (source, expert); regroup them expert-contiguously.
+  local_experts_.clear();
+  std::vector<std::int32_t> local_index(static_cast<std::size_t>(E), -1);
+  for (int e = 0; e < E; ++e)
+    if (per_expert[static_cast<std::size_t>(e)] > 0) {
+      local_index[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(local_experts_.size());
+      local_experts_.push_back(e);
+    }
+  const int L = static_cast<int>(local_experts_.size());
+  std::vector<std::int32_t> recv_keys;
+  for (int r = 0; r < N; ++r)
+    for (int e = 0; e < E; ++e)
+      recv_keys.insert(recv_keys.end(), static_cast<std::size_t>(recv_expert_rows_[static_cast<std::size_t>(r * E + e)]), local_index[static_cast<std::size_t>(e)]);
+  std::vector<std::int64_t> local_counts(static_cast<std::size_t>(L));
+  local_offset_.assign(static_cast<std::size_t>(L) + 1, 0);
+  km::histogram(Device::Host, recv_keys.data(), static_cast<std::int64_t>(recv_keys.size()), L, local_counts.data());
+  km::exclusive_scan(Device::Host, local_counts.data(), L, local_offset_.data());
+  local_offset_[static_cast<std::size_t>(L)] = static_cast<std::int64_t>(recv_keys.size());
+  local_pos_.assign(recv_keys.size(), 0);
+  km::stable_positions(Device::Host, recv_keys.data(), static_cast<std::int64_t>(recv_keys.size()), L, local_offset_.data(), local_pos_.data());
+}
+
+namespace {
+template <class T>
+void scatter(const T* in, const std::int64_t* pos, std::size_t n, int width, T* out) {
+  if constexpr (std::is_same_v<T, float>) {
+    km::scatter_rows(Device::Host, in, pos, static_cast<std::int64_t>(n), width, out);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) std::copy(in + i * width, in + (i + 1) * width, out + pos[i] * width);
+  }
+}
+template <class T>
+void gather(const T* in, const std::int64_t* pos, std::size_t n, int width, T* out) {  // out[i] = in[pos[i]]
+  for (std::size_t i = 0; i < n; ++i) std::copy(in + pos[i] * width, in + (pos[i] + 1) * width, out + i * width);
+}
+std::vector<std::size_t> times_width(const std::vector<std::size_t>& rows, int d) {
+  std::vector<std::size_t> out(rows);
+  for (auto& v : out) v *= static_cast<std::size_t>(d);
+  return out;
+}
+}  // namespace
+
+template <class T>
+void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx, T* y) {
+  const int D = opt_.d_model, F = opt_.d_ff, k = opt_.gate.top_k;
+  n_ = n;
+  Timer timer;
+  gate_forward<T>(opt_.gate, n, D, x, wg, static_cast<const T*>(ctx.jitter), ctx.forced,
+                  [&](std::vector<double>& v) { world_.allreduce(comm::view(v), comm::ReduceOp::Sum); }, gate_);
+  times_.gate += timer.seconds();
+  timer.reset();
+  choose_kept(ctx.training);
+  choose_shadows();
+  route();
+  const std::size_t send_total = std::accumulate(send_rows_.begin(), send_rows_.end(), std::size_t{0});
+  const std::size_t recv_total = std::accumulate(recv_rows_.begin(), recv_rows_.end(), std::size_t{0});
+  std::vector<T> send(send_total * D, T(0)), recv(recv_total * D);
+  for (std::size_t a = 0; a < pos_.size(); ++a)
+    if (pos_[a] >= 0) std::copy(x + (a / k) * D, x + (a / k + 1) * D, send.data() + pos_[a] * D);
+  times_.dispatch += timer.seconds();
+  timer.reset();
+  world_.alltoallv(comm::view(send), times_width(send_rows_, D), comm::view(recv), times_width(recv_rows_, D));
+  times_.alltoall += timer.seconds();
+  timer.reset();
+  xe_.assign(recv_total * D, T(0));
+  scatter(recv.data(), local_pos_.data(), recv_total, D, xe_.data());
+  hpre_.assign(recv_total * F, T(0));
+  h_.assign(recv_total * F, T(0));
+  std::vector<T> ye(recv_total * D);
+  for (std::size_t i = 0; i < local_experts_.size(); ++i) {
+    const std::int64_t o = local_offset_[i], rows = local_offset_[i + 1] - o;
+    expert_forward(local_experts_[i], static_cast<int>(rows), xe_.data() + o * D, hpre_.data() + o * F, h_.data() + o * F, ye.data() + o * D);
+  }
+  gather(ye.data(), local_pos_.data(), recv_total, D, recv.data());
+  times_.expert += timer.seconds();
+  timer.reset();
+  back_.assign(send_total * D, T(0));
+  world_.alltoallv(comm::view(recv), times_width(recv_rows_, D), comm::view(back_), times_width(send_rows_, D));
+  times_.alltoall += timer.seconds();
+  timer.reset();
+  std::fill(y, y + static_cast<std::size_t>(n) * D, T(0));
+  for (std::size_t a = 0; a < pos_.size(); ++a)
+    if (pos_[a] >= 0) {
+      const T w = gate_.weight[a];
+      const T* src = back_.data() + pos_[a] * D;
+      T* dst = y + (a / k) * D;
+      for (int c = 0; c < D; ++c) dst[c] += w * src[c];
+    }
+  times_.combine += timer.seconds();
+}
+
+template <class T>
+void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
+  const int D = opt_.d_model, k = opt_.gate.top_k;
+  Timer timer;
+  const std::size_t send_total = back_.size() / D, recv_total = xe_.size() / D;
+  std::vector<T> dsend(send_total * D, T(0)), drecv(recv_total * D);
+  std::vector<T> dweight(pos_.size(), T(0));
+  for (std::size_t a = 0; a < pos_.size(); ++a)
+    if (pos_[a] >= 0) {
+      const T* g = dy + (a / k) * D;
+      const T* out = back_.data() + pos_[a] * D;
+      T* d = dsend.data() + pos_[a] * D;
+      double dot = 0;
+      for (int c = 0; c < D; ++c) {
+        dot += g[c] * out[c];
+        d[c] = gate_.weight[a] * g[c];
+      }
+      dweight[a] = static_cast<T>(dot);
+    }
+  times_.combine += timer.seconds();
+  timer.reset();
+  world_.alltoallv(comm::view(dsend), times_width(send_rows_, D), comm::view(drecv), times_width(recv_rows_, D));
+  times_.alltoall += timer.seconds();
+  timer.reset();
+  std::vector<T> dye(recv_total * D), dxe(recv_total * D);
+  scatter(drecv.data(), local_pos_.data(), recv_total, D, dye.data());
+  for (std::size_t i = 0; i < local_experts_.size(); ++i) {
+    const std::int64_t o = local_offset_[i], rows = local_offset_[i + 1] - o;
+    const int F = opt_.d_ff;
+    expert_backward(local_experts_[i], static_cast<int>(rows), xe_.data() + o * D, hpre_.data() + o * F, h_.data() + o * F, dye.data() + o * D, dxe.data() + o * D);
+  }
+  gather(dxe.data(), local_pos_.data(), recv_total, D, drecv.data());
+  times_.expert += timer.seconds();
+  timer.reset();
+  world_.alltoallv(comm::view(drecv), times_width(recv_rows_, D), comm::view(dsend), times_width(send_rows_, D));
+  times_.alltoall += timer.seconds();
+  timer.reset();
+  gate_backward<T>(opt_.gate, gate_, wg, dweight.data(), dx, dwg);
+  for (std::size_t a = 0; a < pos_.size(); ++a)
+    if (pos_[a] >= 0) {
+      const T* src = dsend.data() + pos_[a] * D;
+      T* dst = dx + (a / k) * D;
+      for (int c = 0; c < D; ++c) dst[c] += src[c];
+    }
+  times_.gate += timer.seconds();
+}
+
+template <class T>
+void MoeLayer<T>::reduce_replica_grads() {
+  Timer timer;
+  const int E = opt_.gate.num_experts;
+  for (int e = 0; e < E; ++e) {
+    const auto& reps = placement_.experts[static_cast<std::size_t>(e)];
+    if (!shadowed_.empty() && shadowed_[static_cast<std::size_t>(e)]) {
+      std::vector<T> g(grads_of(e), grads_of(e) + opt_.expert_params());
+      world_.allreduce(comm::view(g), comm::ReduceOp::Sum);
+      if (experts_.count(e)) experts_.at(e).g = std::move(g);
+      continue;
+    }
+    if (reps.size() < 2 || !experts_.count(e)) continue;
+    std::vector<int> ranks;
+    for (const auto& r : reps) ranks.push_back(r.rank);
+    std::sort(ranks.begin(), ranks.end());
+    world_.subgroup(ranks)->allreduce(comm::view(experts_.at(e).g), comm::ReduceOp::Sum);
+  }
+  shadow_w_.clear();
+  shadow_g_.clear();
+  times_.sync += timer.seconds();
+}
+
+template class MoeLayer<float>;
+template class MoeLayer<double>;
+
+}  // namespace skew::moe

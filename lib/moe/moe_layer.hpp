@@ -1,0 +1,106 @@
+// One MoE feed-forward layer, expert-parallel over the world group: gate -> capacity/drop
+// policy -> per-source split among each expert's replicas -> permute into (rank, expert)
+// blocks -> all-to-all-v -> local experts' FFN (GEMM) -> all-to-all-v back -> weighted
+// combine; and the backward through all of it. Expert e's FFN: y = gelu(x W1 + b1) W2 + b2, its
+// parameters packed flat [W1 | b1 | W2 | b2] so replicas and shadows move as one buffer.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/core/tensor.hpp"
+#include "lib/moe/gate.hpp"
+#include "lib/placement/placement.hpp"
+#include "mpi/process_group.hpp"
+
+namespace skew::moe {
+
+enum class Policy { Static, DeepSpeed, FasterMoE, FlexMoE };
+Policy parse_policy(const std::string& name);
+
+struct MoeOptions {
+  int d_model = 16, d_ff = 32;
+  GateOptions gate;
+  Policy policy = Policy::Static;
+  double capacity_factor_train = 1.0, capacity_factor_eval = 2.0;  // deepspeed
+  bool drop_tokens = true;                                          // deepspeed: false pads to max load
+  bool drop_by_probability = false;                                 // deepspeed: keep the most probable
+  double fastermoe_gflops = 20.0, fastermoe_gbps = 5.0;             // fastermoe cost model constants
+  std::int64_t expert_params() const { return 2LL * d_model * d_ff + d_ff + d_model; }
+};
+
+// What one forward pass of every layer shares.
+struct StepContext {
+  bool training = true;
+  const std::int32_t* forced = nullptr;  // replayed expert choices [n * k], or null
+  const void* jitter = nullptr;          // gate input noise [n * d] of the layer's scalar type, or null
+};
+
+struct LayerTimes {
+  double gate = 0, dispatch = 0, expert = 0, combine = 0, alltoall = 0, sync = 0;
+};
+
+template <class T>
+struct ExpertState {
+  Tensor w, m, v;  // parameters and AdamW moments, flat
+  std::vector<T> g;
+};
+
+template <class T>
+class MoeLayer {
+ public:
+  MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placement::LayerPlacement placement);
+  // Initialises the replicas this rank holds from a generator keyed by (seed, layer, expert),
+  // so every replica of an expert and every world size get the same weights.
+  void init_experts(std::uint64_t seed, int layer, double stddev);
+
+  void forward(int n, const T* x, const T* wg, const StepContext& ctx, T* y);
+  // dy -> dx (written); accumulates dwg and local expert gradients.
+  void backward(const T* dy, const T* wg, T* dx, T* dwg);
+  // All-reduces expert gradients within each replica group (and shadows back to their owner).
+  void reduce_replica_grads();
+
+  const placement::LayerPlacement& placement() const { return placement_; }
+  void set_placement(placement::LayerPlacement p) { placement_ = std::move(p); }
+  std::map<int, ExpertState<T>>& experts() { return experts_; }
+  ExpertState<T>& create_expert(int e);
+  const GateState<T>& gate_state() const { return gate_; }
+  std::int64_t dropped() const { return dropped_; }  // assignments dropped this step, global
+  std::int64_t padded() const { return padded_; }    // zero rows computed this step, global
+  const std::vector<int>& shadowed() const { return shadow_list_; }
+  LayerTimes& times() { return times_; }
+
+ private:
+  void choose_kept(bool training);
+  void choose_shadows();
+  void route();
+  T* params_of(int e);
+  T* grads_of(int e);
+  void expert_forward(int e, int rows, const T* x, T* hpre, T* h, T* y);
+  void expert_backward(int e, int rows, const T* x, const T* hpre, const T* h, const T* dy, T* dx);
+
+  MoeOptions opt_;
+  comm::ProcessGroup& world_;
+  placement::LayerPlacement placement_;
+  std::map<int, ExpertState<T>> experts_;
+  std::map<int, std::vector<T>> shadow_w_, shadow_g_;  // fastermoe: broadcast copies
+  std::vector<int> shadow_list_;
+  std::vector<char> shadowed_;
+
+  GateState<T> gate_;
+  int n_ = 0;
+  std::vector<char> kept_;                // [n*k]
+  std::vector<std::int64_t> pos_;         // [n*k] row in the send buffer, -1 when dropped
+  std::vector<std::size_t> send_rows_, recv_rows_;  // per peer
+  std::vector<std::int64_t> recv_expert_rows_;      // [N * E] rows of expert e from source r
+  std::vector<std::int64_t> local_pos_;   // received row -> row in expert-contiguous order
+  std::vector<int> local_experts_;        // experts computed here this step, ascending
+  std::vector<std::int64_t> local_offset_;  // rows before each local expert's block
+  std::vector<T> back_, xe_, hpre_, h_;   // activations kept for the backward
+  std::int64_t dropped_ = 0, padded_ = 0;
+  LayerTimes times_;
+};
+
+}  // namespace skew::moe

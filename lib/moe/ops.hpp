@@ -1,0 +1,47 @@
+// Dense building blocks of the GPT-MoE model with hand-written backward passes, templated on
+// the scalar type: float for training, double for the finite-difference tests. Row-major
+// matrices; every backward *accumulates* into parameter gradients and writes input gradients.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace skew::moe {
+
+// C = alpha * op(A) op(B) + beta * C; float goes to kernels::gemm (OpenBLAS/cuBLAS), double to
+// a plain loop (tests only).
+template <class T>
+void matmul(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, const T* b, T beta, T* c);
+
+// y[n,out] = x[n,in] w[in,out] + b[out]
+template <class T>
+void linear_forward(int n, int in, int out, const T* x, const T* w, const T* b, T* y);
+// dx = dy w^T (overwritten, skipped when dx is null); dw += x^T dy; db += colsum(dy)
+template <class T>
+void linear_backward(int n, int in, int out, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db);
+
+// Per-row LayerNorm with gain g and bias b; keeps mean and 1/std per row for the backward.
+template <class T>
+void layernorm_forward(int n, int d, const T* x, const T* g, const T* b, T* y, T* mean, T* rstd);
+template <class T>
+void layernorm_backward(int n, int d, const T* x, const T* g, const T* mean, const T* rstd, const T* dy, T* dx, T* dg,
+                        T* db);
+
+// GELU, tanh approximation (GPT-2).
+template <class T>
+void gelu_forward(std::size_t n, const T* x, T* y);
+template <class T>
+void gelu_backward(std::size_t n, const T* x, const T* dy, T* dx);  // dx = dy * gelu'(x)
+
+// Causal multi-head self-attention on qkv[b, s, 3d] (q, k, v blocks of d = heads * head_dim):
+// out[b, s, d]; probs[b, h, s, s] is kept for the backward.
+template <class T>
+void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* out, T* probs);
+template <class T>
+void attention_backward(int batch, int seq, int d, int heads, const T* qkv, const T* probs, const T* dout, T* dqkv);
+
+// Mean cross-entropy of logits[n, v] against targets, times `scale` (so callers can normalise
+// by a global token count); writes dlogits = scale * (softmax - onehot). Returns the scaled sum.
+template <class T>
+double cross_entropy(int n, int v, const T* logits, const std::int32_t* targets, T scale, T* dlogits);
+
+}  // namespace skew::moe

@@ -1,0 +1,5 @@
+# MoE runtime on 1, 2 and 4 ranks: finite differences, expert parallelism, replicas, policies.
+skew_mpi_test(skew_moe_mpi_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_layer.cpp
+  LIBS skew_moe
+  NP 1 2 4)
