@@ -1,0 +1,170 @@
+#include "lib/placement/cost_model.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "kernels/gemm.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/rng.hpp"
+#include "lib/core/timer.hpp"
+#include "mpi/process_group.hpp"
+
+namespace skew::placement {
+
+CostModel::CostModel(CostConstants constants, ExpertShape shape) : c_(constants), s_(shape) {
+  SKEW_CHECK(c_.gemm_flops > 0 && c_.intra_bandwidth > 0 && c_.inter_bandwidth > 0 && c_.allreduce_bandwidth > 0,
+             "cost model constants must be positive (gemm_flops " << c_.gemm_flops << ", bandwidths " << c_.intra_bandwidth
+                                                                  << ", " << c_.inter_bandwidth << ", "
+                                                                  << c_.allreduce_bandwidth << ")");
+  SKEW_CHECK(c_.gpus_per_node >= 1, "gpus_per_node must be >= 1, got " << c_.gpus_per_node);
+  SKEW_CHECK(s_.params > 0 && s_.hidden_dim > 0, "expert shape needs params > 0 and hidden_dim > 0");
+}
+
+double CostModel::compute_seconds(double tokens) const { return tokens * flops_per_token() / c_.gemm_flops; }
+
+double CostModel::pair_bandwidth(int a, int b) const {
+  return a / c_.gpus_per_node == b / c_.gpus_per_node ? c_.intra_bandwidth : c_.inter_bandwidth;
+}
+
+double CostModel::alltoall_seconds(const std::vector<double>& recv_tokens) const {
+  const int n = static_cast<int>(recv_tokens.size());
+  if (n <= 1) return 0.0;
+  const int g = c_.gpus_per_node;
+  const double token_bytes = static_cast<double>(s_.hidden_dim) * s_.activation_bytes;
+  const double all = std::accumulate(recv_tokens.begin(), recv_tokens.end(), 0.0);
+  double round = 0;
+  for (int node_begin = 0; node_begin < n; node_begin += g) {
+    const int node_end = std::min(n, node_begin + g);
+    const double node_tokens = std::accumulate(recv_tokens.begin() + node_begin, recv_tokens.begin() + node_end, 0.0);
+    const int node_size = node_end - node_begin;
+    for (int r = node_begin; r < node_end; ++r) {
+      const double part = recv_tokens[static_cast<std::size_t>(r)] / n * token_bytes;  // from one source
+      const double recv = std::max(part * (node_size - 1) / c_.intra_bandwidth, part * (n - node_size) / c_.inter_bandwidth);
+      const double own = recv_tokens[static_cast<std::size_t>(r)];
+      const double send = std::max((node_tokens - own) / n * token_bytes / c_.intra_bandwidth,
+                                   (all - node_tokens) / n * token_bytes / c_.inter_bandwidth);
+      round = std::max({round, recv, send});
+    }
+  }
+  return 4.0 * round;
+}
+
+double CostModel::allreduce_seconds(double bytes, const std::vector<int>& ranks) const {
+  const auto n = static_cast<double>(ranks.size());
+  if (ranks.size() <= 1) return 0.0;
+  bool one_node = true;
+  for (int r : ranks) one_node = one_node && r / c_.gpus_per_node == ranks.front() / c_.gpus_per_node;
+  return 2.0 * (n - 1) / n * bytes / (one_node ? c_.intra_bandwidth : c_.allreduce_bandwidth);
+}
+
+double CostModel::expert_grad_bytes() const { return static_cast<double>(s_.params) * s_.grad_bytes_per_param; }
+double CostModel::expert_state_bytes() const { return static_cast<double>(s_.params) * s_.state_bytes_per_param; }
+
+std::vector<double> CostModel::rank_loads(const LayerPlacement& p, const std::vector<double>& load) const {
+  SKEW_CHECK(load.size() == p.experts.size(), "load has " << load.size() << " experts, placement " << p.num_experts());
+  std::vector<double> out(static_cast<std::size_t>(p.world_size), 0.0);
+  for (std::size_t e = 0; e < p.experts.size(); ++e)
+    for (const auto& r : p.experts[e]) out[static_cast<std::size_t>(r.rank)] += r.share * load[e];
+  return out;
+}
+
+StepCost CostModel::predict(const LayerPlacement& p, const std::vector<double>& load) const {
+  const auto loads = rank_loads(p, load);
+  StepCost cost;
+  cost.compute = compute_seconds(*std::max_element(loads.begin(), loads.end()));
+  cost.alltoall = alltoall_seconds(loads);
+  std::vector<double> sync(loads.size(), 0.0);
+  for (const auto& reps : p.experts) {
+    if (reps.size() <= 1) continue;
+    std::vector<int> ranks;
+    for (const auto& r : reps) ranks.push_back(r.rank);
+    const double t = allreduce_seconds(expert_grad_bytes(), ranks);
+    for (int r : ranks) sync[static_cast<std::size_t>(r)] += t;
+  }
+  cost.sync = *std::max_element(sync.begin(), sync.end());
+  return cost;
+}
+
+double CostModel::change_seconds(const LayerPlacement& before, const LayerPlacement& after) const {
+  std::vector<double> per_receiver(static_cast<std::size_t>(after.world_size), 0.0);
+  for (const auto& t : plan_transfers(before, after))
+    per_receiver[static_cast<std::size_t>(t.dst)] += expert_state_bytes() / pair_bandwidth(t.src, t.dst);
+  return per_receiver.empty() ? 0.0 : *std::max_element(per_receiver.begin(), per_receiver.end());
+}
+
+std::vector<Transfer> plan_transfers(const LayerPlacement& before, const LayerPlacement& after) {
+  SKEW_CHECK(before.num_experts() == after.num_experts() && before.world_size == after.world_size,
+             "placements differ in shape: " << before.num_experts() << " experts on " << before.world_size << " ranks vs "
+                                            << after.num_experts() << " on " << after.world_size);
+  std::vector<Transfer> out;
+  for (int e = 0; e < after.num_experts(); ++e) {
+    const auto& old_reps = before.experts[static_cast<std::size_t>(e)];
+    SKEW_CHECK(!old_reps.empty(), "expert " << e << " has no replica to copy from");
+    std::size_t k = 0;
+    for (const auto& r : after.experts[static_cast<std::size_t>(e)]) {
+      const bool held = std::any_of(old_reps.begin(), old_reps.end(), [&](const Replica& o) { return o.rank == r.rank; });
+      if (!held) out.push_back({e, old_reps[k++ % old_reps.size()].rank, r.rank});
+    }
+  }
+  return out;
+}
+
+double balance_ratio(const std::vector<double>& rank_loads) {
+  if (rank_loads.empty()) return 1.0;
+  const double total = std::accumulate(rank_loads.begin(), rank_loads.end(), 0.0);
+  if (total <= 0) return 1.0;
+  return *std::max_element(rank_loads.begin(), rank_loads.end()) / (total / static_cast<double>(rank_loads.size()));
+}
+
+namespace {
+
+double measure_gemm_flops() {
+  constexpr int n = 256;
+  const Device device = cuda_device_count() > 0 ? Device::Cuda : Device::Host;
+  Tensor a = Tensor::empty({n, n}, DType::F32), b = Tensor::empty({n, n}, DType::F32);
+  Rng rng(7, 0, 0);
+  for (int i = 0; i < n * n; ++i) a.data<float>()[i] = static_cast<float>(rng.normal()), b.data<float>()[i] = static_cast<float>(rng.normal());
+  Tensor da = a.to(device), db = b.to(device), dc = Tensor::zeros({n, n}, DType::F32, device);
+  kernels::GemmShape shape;
+  shape.m = shape.n = shape.k = n;
+  kernels::gemm(device, shape, 1.0f, da.data<float>(), db.data<float>(), 0.0f, dc.data<float>());  // warm-up
+  (void)dc.to(Device::Host);
+  constexpr int reps = 8;
+  Timer timer;
+  for (int i = 0; i < reps; ++i) kernels::gemm(device, shape, 1.0f, da.data<float>(), db.data<float>(), 0.0f, dc.data<float>());
+  (void)dc.to(Device::Host);  // waits for the device
+  return 2.0 * n * n * n * reps / std::max(timer.seconds(), 1e-9);
+}
+
+double measure_alltoall_bandwidth(comm::ProcessGroup& world) {
+  const int n = world.size();
+  constexpr std::size_t per_peer = 1 << 16;  // floats: 256 KiB to each peer
+  std::vector<float> send(per_peer * static_cast<std::size_t>(n), 1.0f), recv(send.size());
+  world.alltoall(comm::view(send), comm::view(recv));  // warm-up
+  constexpr int reps = 4;
+  world.barrier();
+  Timer timer;
+  for (int i = 0; i < reps; ++i) world.alltoall(comm::view(send), comm::view(recv));
+  const double bytes = static_cast<double>(per_peer * sizeof(float)) * (n - 1) * reps;
+  return bytes / std::max(timer.seconds(), 1e-9);
+}
+
+}  // namespace
+
+CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& overrides) {
+  CostConstants c = overrides;
+  std::vector<double> measured{c.gemm_flops, c.inter_bandwidth, c.intra_bandwidth, c.allreduce_bandwidth};
+  if (measured[0] <= 0) measured[0] = measure_gemm_flops();
+  const bool need_bw = measured[1] <= 0 || measured[2] <= 0 || measured[3] <= 0;
+  const double bw = need_bw && world.size() > 1 ? measure_alltoall_bandwidth(world) : 10e9;
+  for (std::size_t i = 1; i < measured.size(); ++i)
+    if (measured[i] <= 0) measured[i] = bw;
+  world.broadcast(comm::view(measured), 0);
+  c.gemm_flops = measured[0];
+  c.inter_bandwidth = measured[1];
+  c.intra_bandwidth = measured[2];
+  c.allreduce_bandwidth = measured[3];
+  return c;
+}
+
+}  // namespace skew::placement

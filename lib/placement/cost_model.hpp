@@ -1,0 +1,87 @@
+// FlexMoE's cost model: the predicted time of one MoE layer's expert work under a placement,
+// and the one-off cost of changing placement. All times in seconds, per training step (forward
+// and backward). Tokens are assumed to come from every rank in equal parts (each rank runs the
+// same micro-batch size) and each source splits an expert's tokens among its replicas by share.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "lib/placement/placement.hpp"
+
+namespace skew::comm {
+class ProcessGroup;
+}
+
+namespace skew::placement {
+
+struct CostConstants {
+  double gemm_flops = 1e12;            // sustained expert GEMM throughput of one rank, FLOP/s
+  double intra_bandwidth = 100e9;      // bytes/s a rank sends (or receives) inside its node (NVLink)
+  double inter_bandwidth = 10e9;       // bytes/s a rank sends (or receives) to other nodes (network)
+  double allreduce_bandwidth = 10e9;   // bus bytes/s of a gradient all-reduce spanning nodes
+  int gpus_per_node = 8;               // ranks r and q share a node when r / G == q / G
+};
+
+// The expert being placed: its size drives compute, activation traffic and state movement.
+struct ExpertShape {
+  std::int64_t params = 0;             // parameters of one expert
+  int hidden_dim = 0;                  // width of a token's activation
+  int activation_bytes = 4;            // bytes per activation element on the wire
+  int grad_bytes_per_param = 4;        // gradient element size in the replica all-reduce
+  int state_bytes_per_param = 12;      // parameter + optimiser moments moved with a replica
+};
+
+struct StepCost {
+  double compute = 0, alltoall = 0, sync = 0;
+  double total() const { return compute + alltoall + sync; }
+};
+
+class CostModel {
+ public:
+  CostModel(CostConstants constants, ExpertShape shape);
+  const CostConstants& constants() const { return c_; }
+  const ExpertShape& shape() const { return s_; }
+
+  // Forward + backward FLOPs of one token through one expert: 2 per parameter forward, 4 back.
+  double flops_per_token() const { return 6.0 * static_cast<double>(s_.params); }
+  double compute_seconds(double tokens) const;
+  // Four all-to-all rounds per step (dispatch, combine, and both again in backward); each
+  // round lasts as long as the busiest rank's sends or receives. recv_tokens[r] = tokens that
+  // rank r computes and that arrive in equal parts from every rank (its own part stays local).
+  double alltoall_seconds(const std::vector<double>& recv_tokens) const;
+  // Ring all-reduce of `bytes` among `ranks`: 2 (n-1)/n bytes at the bus bandwidth, which is
+  // intra_bandwidth when all ranks share a node and allreduce_bandwidth otherwise.
+  double allreduce_seconds(double bytes, const std::vector<int>& ranks) const;
+  double pair_bandwidth(int a, int b) const;
+  double expert_grad_bytes() const;
+  double expert_state_bytes() const;
+
+  // Tokens each rank computes: sum over its replicas of share x expert load.
+  std::vector<double> rank_loads(const LayerPlacement& p, const std::vector<double>& load) const;
+  StepCost predict(const LayerPlacement& p, const std::vector<double>& load) const;
+  // Moving state to every new replica; receivers work in parallel, each serially.
+  double change_seconds(const LayerPlacement& before, const LayerPlacement& after) const;
+
+ private:
+  CostConstants c_;
+  ExpertShape s_;
+};
+
+// One state transfer of the executor: the replica of `expert` new on `dst` copies `src`'s.
+struct Transfer {
+  int expert = 0, src = 0, dst = 0;
+};
+// Every new replica of `after` (a rank not holding the expert in `before`) receives from the
+// before-replica at index k mod |before| where k counts the expert's new ranks in order, so
+// several new replicas of one hot expert draw from different sources.
+std::vector<Transfer> plan_transfers(const LayerPlacement& before, const LayerPlacement& after);
+
+// Max rank load / mean rank load (1 when there is no load).
+double balance_ratio(const std::vector<double>& rank_loads);
+
+// Measures gemm_flops (a 256^3 SGEMM on this rank's device) and the per-pair all-to-all
+// bandwidth over `world`, and broadcasts rank 0's values so every rank plans identically.
+// Values in `overrides` that are > 0 are kept instead of being measured.
+CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& overrides);
+
+}  // namespace skew::placement

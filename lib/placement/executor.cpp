@@ -1,0 +1,85 @@
+// apply_placement: checks that all ranks hold the same placements (before anything moves, so
+// a disagreement throws on every rank instead of deadlocking), then realises the new placement
+// by copying expert state point-to-point from an existing replica to each new one and freeing
+// dropped replicas.
+#include <functional>
+#include <memory>
+#include <sstream>
+
+#include "lib/core/error.hpp"
+#include "lib/placement/cost_model.hpp"
+#include "lib/placement/policy.hpp"
+#include "mpi/process_group.hpp"
+
+namespace skew::placement {
+
+namespace {
+
+// Messages between one pair of ranks match in posting order (MPI's non-overtaking rule), and
+// both sides post in the same order, so a tag that wraps below the guaranteed MPI_TAG_UB is safe.
+constexpr int kTagBase = 7000;
+constexpr int kTagSpan = 20000;
+
+std::string placement_text(const std::vector<LayerPlacement>& layers) {
+  std::ostringstream text;
+  for (std::size_t l = 0; l < layers.size(); ++l) text << "L" << l << " " << layers[l].to_string() << "\n";
+  return text.str();
+}
+
+// Every rank must hold the same before/after placements: the transfers are derived from them,
+// so a rank that disagrees would otherwise wait forever for a message nobody sends.
+void check_agreement(comm::ProcessGroup& world, const std::vector<LayerPlacement>& before,
+                     const std::vector<LayerPlacement>& after) {
+  const std::string text = placement_text(before).append("->\n").append(placement_text(after));
+  std::vector<std::int64_t> mine{static_cast<std::int64_t>(std::hash<std::string>{}(text)), static_cast<std::int64_t>(text.size())};
+  std::vector<std::int64_t> all(2 * static_cast<std::size_t>(world.size()));
+  world.allgather(comm::view(mine), comm::view(all));
+  for (int r = 0; r < world.size(); ++r)
+    SKEW_CHECK(all[2 * static_cast<std::size_t>(r)] == all[0] && all[2 * static_cast<std::size_t>(r) + 1] == all[1],
+               "placement disagreement: rank " << r << " holds a different placement than rank 0 (this is rank "
+                                               << world.rank() << ", placement text " << text.size() << " bytes)");
+}
+
+}  // namespace
+
+void apply_placement(comm::ProcessGroup& world, ExpertStateStore& store, const std::vector<LayerPlacement>& before,
+                     const std::vector<LayerPlacement>& after) {
+  SKEW_CHECK(before.size() == after.size(), "apply_placement: " << before.size() << " layers before, " << after.size() << " after");
+  check_agreement(world, before, after);
+  const int me = world.rank();
+  std::vector<std::unique_ptr<comm::Work>> pending;
+  std::vector<std::pair<int, int>> dropped;
+  int message = 0;
+  for (std::size_t l = 0; l < after.size(); ++l) {
+    const int layer = static_cast<int>(l);
+    SKEW_CHECK(after[l].world_size == world.size(), "layer " << l << " placement is for " << after[l].world_size << " ranks, world has " << world.size());
+    after[l].validate();
+    for (const auto& t : plan_transfers(before[l], after[l])) {
+      if (t.dst == me) store.create_replica(layer, t.expert);
+      if (t.dst != me && t.src != me) {
+        ++message;
+        continue;
+      }
+      const int tag = kTagBase + message++ % kTagSpan;
+      std::vector<Tensor*> state = store.replica_state(layer, t.expert);
+      for (Tensor* tensor : state) {
+        SKEW_CHECK(tensor != nullptr && tensor->device() == Device::Host,
+                   "replica state of layer " << layer << " expert " << t.expert << " must be host tensors");
+        if (t.dst == me) pending.push_back(world.irecv(comm::view(*tensor), t.src, tag));
+        else pending.push_back(world.isend(comm::view(*tensor), t.dst, tag));
+      }
+    }
+    for (int e = 0; e < after[l].num_experts(); ++e) {
+      const auto& now = after[l].experts[static_cast<std::size_t>(e)];
+      bool held_before = false, held_after = false;
+      for (const auto& r : before[l].experts[static_cast<std::size_t>(e)]) held_before = held_before || r.rank == me;
+      for (const auto& r : now) held_after = held_after || r.rank == me;
+      if (held_before && !held_after) dropped.push_back({layer, e});
+    }
+  }
+  for (auto& w : pending) w->wait();
+  for (const auto& [layer, expert] : dropped) store.drop_replica(layer, expert);
+
+}
+
+}  // namespace skew::placement

@@ -1,0 +1,59 @@
+// The FlexMoE placement policy: monitor -> trigger (balance ratio above threshold, or every
+// interval iterations) -> greedy planner per layer -> change log. The trainer applies the
+// returned placements with apply_placement.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "lib/core/metrics.hpp"
+#include "lib/placement/monitor.hpp"
+#include "lib/placement/planner.hpp"
+#include "lib/placement/policy.hpp"
+
+namespace skew::placement {
+
+struct FlexMoeOptions {
+  double threshold = 1.2;   // plan when a layer's predicted max/mean rank load exceeds this
+  int interval = 50;        // also plan every `interval` iterations (0 = only on threshold)
+  double smoothing = 0.5;   // load monitor's exponential smoothing
+  PlannerOptions planner;
+};
+
+// A change with the measured step time around it: `step_seconds_before` is the last step
+// observed before the change, `step_seconds_after` the first one after (negative until seen).
+struct LoggedChange {
+  PlacementChange change;
+  double step_seconds_before = -1, step_seconds_after = -1;
+  Json to_json() const;
+};
+
+class FlexMoePolicy : public PlacementPolicy {
+ public:
+  FlexMoePolicy(CostModel model, int num_layers, int num_experts, FlexMoeOptions options);
+  void observe(std::int64_t iteration, const RoutingCounts& counts, double step_seconds) override;
+  std::vector<LayerPlacement> plan(std::int64_t iteration, const std::vector<LayerPlacement>& current) override;
+
+  // Changes whose step time after is known (call after observe), removed from the queue.
+  std::vector<LoggedChange> take_changes();
+  const CostModel& model() const { return model_; }
+  const LoadMonitor& monitor() const { return monitor_; }
+  const FlexMoeOptions& options() const { return options_; }
+  std::int64_t plans_run() const { return plans_run_; }
+
+ private:
+  CostModel model_;
+  LoadMonitor monitor_;
+  FlexMoeOptions options_;
+  double last_step_seconds_ = -1;
+  std::int64_t plans_run_ = 0;
+  std::vector<LoggedChange> waiting_, done_;
+};
+
+// [placement] values read from a config holding add_placement_keys: constants (0 = measure),
+// expert shape, planner options, and slots per rank (0 = experts per rank + 1).
+CostConstants cost_overrides_from_config(const Config& config);
+ExpertShape expert_shape_from_config(const Config& config, std::int64_t expert_params, int hidden_dim);
+FlexMoeOptions flexmoe_options_from_config(const Config& config);
+int slots_per_rank_from_config(const Config& config, int num_experts, int world_size);
+
+}  // namespace skew::placement

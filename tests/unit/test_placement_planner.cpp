@@ -1,0 +1,154 @@
+// Planner on constructed loads, load monitor, and the FlexMoE policy's trigger and change log.
+#include <catch2/catch.hpp>
+
+#include "lib/core/config.hpp"
+#include "lib/core/rng.hpp"
+#include "lib/placement/flexmoe.hpp"
+
+using namespace skew::placement;
+
+namespace {
+
+// Fast links so that compute dominates: 1 ms per token, state moves in microseconds.
+CostModel compute_bound_model(double bandwidth = 1e12, int state_bytes_per_param = 12) {
+  CostConstants c;
+  c.gemm_flops = 6e6;
+  c.intra_bandwidth = c.inter_bandwidth = c.allreduce_bandwidth = bandwidth;
+  c.gpus_per_node = 4;
+  ExpertShape s;
+  s.params = 1000;
+  s.hidden_dim = 10;
+  s.state_bytes_per_param = state_bytes_per_param;
+  return CostModel(c, s);
+}
+
+}  // namespace
+
+TEST_CASE("planner: a hot expert gets replicas until the ranks are balanced", "[placement][planner]") {
+  const CostModel m = compute_bound_model();
+  const auto current = LayerPlacement::block(4, 4, 2);
+  const std::vector<double> load{1000, 100, 100, 100};
+  PlannerOptions o;
+  const LayerPlan plan = plan_layer(m, current, load, o);
+  plan.placement.validate();
+  CHECK(plan.placement.experts[0].size() == 4);
+  const auto loads = m.rank_loads(plan.placement, load);
+  CHECK(balance_ratio(loads) == Approx(1.0).epsilon(1e-6));  // water-filled: 325 tokens each
+  CHECK(plan.predicted_after < plan.predicted_before / 3);
+  REQUIRE(!plan.changes.empty());
+  CHECK(plan.changes.front().op == "expand");
+  CHECK(plan.changes.front().expert == 0);
+  CHECK(plan.changes.front().predicted_gain > 0);
+}
+
+TEST_CASE("planner: a hot expert stops expanding when the slots run out", "[placement][planner]") {
+  const CostModel m = compute_bound_model();
+  // 8 experts on 4 ranks with 3 slots: one free slot per rank, even shares.
+  const auto current = LayerPlacement::block(8, 4, 3);
+  std::vector<double> load(8, 100.0);
+  load[0] = 10000;
+  PlannerOptions o;
+  o.balanced_shares = false;
+  const LayerPlan plan = plan_layer(m, current, load, o);
+  plan.placement.validate();
+  CHECK(plan.placement.experts[0].size() == 4);  // one replica on every rank: nowhere else to go
+  for (const auto& r : plan.placement.experts[0]) CHECK(r.share == Approx(0.25));
+  CHECK(plan.predicted_after < plan.predicted_before);
+}
+
+TEST_CASE("planner: a change whose gain is below its amortised cost is not taken", "[placement][planner]") {
+  // Moving a replica carries 2e12 state bytes at 1e11 B/s = 20 s; the gain is about 0.15 s
+  // per iteration (compute of the hot rank), so 50 iterations (7.5 s) never pay for it.
+  const CostModel slow = compute_bound_model(1e11, 2'000'000'000);
+  const auto current = LayerPlacement::block(4, 4, 2);
+  const std::vector<double> load{300, 100, 100, 100};
+  PlannerOptions o;
+  o.interval = 50;
+  const LayerPlan plan = plan_layer(slow, current, load, o);
+  CHECK(plan.changes.empty());
+  CHECK(plan.placement == current);
+  CHECK(plan.change_seconds == 0.0);
+  // The same loads over a horizon long enough to amortise it: the planner expands.
+  o.interval = 1000000;
+  CHECK(!plan_layer(slow, current, load, o).changes.empty());
+}
+
+TEST_CASE("planner: every plan on random loads validates and never predicts a slower step", "[placement][planner]") {
+  skew::Rng rng(42, 0);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int ranks = 1 << static_cast<int>(rng.below(4));  // 1..8
+    const int per_rank = 1 + static_cast<int>(rng.below(3));
+    const int slots = per_rank + static_cast<int>(rng.below(3));
+    const CostModel m = compute_bound_model(trial % 2 ? 1e12 : 1e6);
+    const auto current = LayerPlacement::block(ranks * per_rank, ranks, slots);
+    std::vector<double> load(static_cast<std::size_t>(ranks * per_rank));
+    for (auto& l : load) l = std::floor(1000 * std::pow(rng.uniform(), 3.0f));
+    PlannerOptions o;
+    o.balanced_shares = trial % 3 != 0;
+    const LayerPlan plan = plan_layer(m, current, load, o);
+    CHECK_NOTHROW(plan.placement.validate());
+    CHECK(plan.predicted_after <= plan.predicted_before * (1 + 1e-12));
+    // A second plan from the result starts from its own placement and also validates.
+    CHECK_NOTHROW(plan_layer(m, plan.placement, load, o).placement.validate());
+  }
+}
+
+TEST_CASE("load monitor: exponential smoothing of the routing counts", "[placement][monitor]") {
+  LoadMonitor mon(2, 2, 0.5);
+  CHECK(mon.empty());
+  mon.observe({{100, 10}, {0, 4}});
+  CHECK(mon.estimate(0) == std::vector<double>{100, 10});
+  mon.observe({{200, 30}, {8, 4}});
+  CHECK(mon.estimate(0) == std::vector<double>{150, 20});
+  mon.observe({{300, 20}, {0, 4}});
+  CHECK(mon.estimate(0) == std::vector<double>{225, 20});
+  CHECK(mon.estimate(1) == std::vector<double>{2, 4});
+  CHECK(mon.last(0) == std::vector<std::int64_t>{300, 20});
+  CHECK_THROWS_WITH(mon.observe({{1, 2, 3}, {1, 2}}), Catch::Contains("layer 0 has counts for 3 experts"));
+  CHECK_THROWS(LoadMonitor(1, 1, 1.0));
+}
+
+TEST_CASE("flexmoe policy: plans on imbalance, keeps a balanced placement, logs changes", "[placement][policy]") {
+  FlexMoeOptions o;
+  o.threshold = 1.2;
+  o.interval = 100;
+  o.smoothing = 0.0;
+  FlexMoePolicy policy(compute_bound_model(), 1, 4, o);
+  const std::vector<LayerPlacement> current{LayerPlacement::block(4, 4, 2)};
+  CHECK(policy.plan(1, current) == current);  // nothing observed yet
+  policy.observe(1, {{100, 100, 100, 100}}, 0.5);
+  CHECK(policy.plan(2, current) == current);  // balanced and not on the interval
+  CHECK(policy.plans_run() == 0);
+  policy.observe(2, {{1000, 100, 100, 100}}, 0.9);
+  const auto next = policy.plan(3, current);
+  CHECK(policy.plans_run() == 1);
+  REQUIRE(next.size() == 1);
+  CHECK(next[0].experts[0].size() == 4);
+  CHECK(policy.take_changes().empty());  // step time after the change not seen yet
+  policy.observe(3, {{1000, 100, 100, 100}}, 0.4);
+  const auto log = policy.take_changes();
+  REQUIRE(log.size() == 3);
+  CHECK(log[0].change.iteration == 3);
+  CHECK(log[0].step_seconds_before == 0.9);
+  CHECK(log[0].step_seconds_after == 0.4);
+  const auto j = log[0].to_json();
+  CHECK(j["op"] == "expand");
+  CHECK(j["expert"] == 0);
+  CHECK(policy.plan(4, next) == next);  // balanced now
+}
+
+TEST_CASE("placement config keys: defaults, overrides and derived values", "[placement][config]") {
+  skew::Schema schema("t", "test");
+  add_placement_keys(schema);
+  const auto cfg = skew::Config::parse_ini_text(schema, "[placement]\nthreshold = 1.5\ngemm_flops = 2e12\n", "test.ini",
+                                                {"--placement.shares=even"});
+  const auto o = flexmoe_options_from_config(cfg);
+  CHECK(o.threshold == 1.5);
+  CHECK(o.interval == 50);
+  CHECK(!o.planner.balanced_shares);
+  CHECK(cost_overrides_from_config(cfg).gemm_flops == 2e12);
+  CHECK(cost_overrides_from_config(cfg).inter_bandwidth == 0.0);  // measured at start-up
+  CHECK(slots_per_rank_from_config(cfg, 8, 4) == 3);
+  CHECK(expert_shape_from_config(cfg, 4096, 64).state_bytes_per_param == 12);
+  CHECK_THROWS_WITH(skew::Config::parse_ini_text(schema, "", "x", {"--placement.shares=odd"}), Catch::Contains("placement.shares"));
+}
