@@ -1,0 +1,3 @@
+skew_unit_test(skew_preduce_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_preduce_groups.cpp ${CMAKE_CURRENT_LIST_DIR}/test_preduce_model.cpp
+  LIBS skew_preduce)

@@ -1,0 +1,151 @@
+// preduce_train's model, data, heterogeneity and simulator.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include "lib/core/error.hpp"
+#include "lib/preduce/trainer.hpp"
+
+using namespace skew::preduce;
+
+TEST_CASE("MLP backward matches central finite differences", "[preduce]") {
+  Mlp mlp({5, 7, 4, 3});
+  std::vector<float> params = mlp.init(3);
+  for (std::size_t i = 0; i < params.size(); ++i) params[i] += 0.05f * std::sin(static_cast<float>(i));  // non-zero biases
+  const Dataset d = make_clusters(6, 5, 3, 2.0, 9, 0);
+  std::vector<float> grad;
+  const double loss = mlp.loss_and_grad(params, d.x.data(), d.y.data(), 6, grad);
+  REQUIRE(loss > 0.0);
+  REQUIRE(grad.size() == mlp.num_params());
+  double max_err = 0.0, max_grad = 0.0;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    std::vector<float> p = params;
+    const float h = 1e-2f;
+    p[i] = params[i] + h;
+    const double up = mlp.loss(p, d.x.data(), d.y.data(), 6);
+    p[i] = params[i] - h;
+    const double down = mlp.loss(p, d.x.data(), d.y.data(), 6);
+    const double numeric = (up - down) / (2.0 * h);
+    max_err = std::max(max_err, std::abs(numeric - grad[i]));
+    max_grad = std::max(max_grad, std::abs(numeric));
+  }
+  REQUIRE(max_grad > 1e-2);
+  CHECK(max_err < 2e-2 * max_grad);
+}
+
+TEST_CASE("random matching is a symmetric pairing, fixed by seed and round", "[preduce]") {
+  for (int n : {2, 5, 8}) {
+    const auto m = random_matching(n, 7, 3);
+    int alone = 0;
+    for (int w = 0; w < n; ++w) {
+      const int p = m[static_cast<std::size_t>(w)];
+      if (p < 0) ++alone;
+      else CHECK(m[static_cast<std::size_t>(p)] == w);
+      CHECK(p != w);
+    }
+    CHECK(alone == n % 2);
+    CHECK(random_matching(n, 7, 3) == m);
+  }
+  CHECK(random_matching(8, 7, 3) != random_matching(8, 7, 4));
+}
+
+TEST_CASE("heterogeneity: slowdown repeats over workers, trace rows add per step", "[preduce]") {
+  const std::string trace = "test_preduce_trace.csv";
+  std::ofstream(trace) << "1,2\n# comment\n3,4\n";
+  HeteroOptions o;
+  o.slowdown = {1.0, 4.0};
+  o.base_ms = 2.0;
+  o.trace = trace;
+  Hetero w3(o, 3);
+  CHECK(w3.slowdown() == 4.0);
+  // (compute + base) * 4 - compute + trace[step % 2][3 % 2]
+  CHECK(w3.injected_s(0, 0.001) == Approx((0.001 + 0.002) * 4 - 0.001 + 0.002));
+  CHECK(w3.injected_s(1, 0.001) == Approx((0.001 + 0.002) * 4 - 0.001 + 0.004));
+  o.trace.clear();
+  o.jitter = "exp";
+  o.jitter_ms = 1.0;
+  Hetero w0(o, 0);
+  double mean = 0.0;
+  for (int s = 0; s < 4000; ++s) mean += (w0.injected_s(s, 0.0) - 0.002) / 4000;
+  CHECK(mean == Approx(0.001).epsilon(0.1));
+  CHECK(w0.injected_s(5, 0.0) == w0.injected_s(5, 0.0));
+  o.jitter = "pareto";
+  CHECK_THROWS_AS(Hetero(o, 0), skew::Error);
+  std::remove(trace.c_str());
+}
+
+TEST_CASE("CSV loader names the file and line of bad input", "[preduce]") {
+  const std::string path = "test_preduce_bad.csv";
+  std::ofstream(path) << "1,0.5,0.25\n0,0.1\n";
+  try {
+    load_csv(path);
+    FAIL("no error");
+  } catch (const skew::Error& e) {
+    CHECK(std::string(e.what()).find(path + ":2") != std::string::npos);
+  }
+  std::remove(path.c_str());
+}
+
+namespace {
+TrainOptions convex_problem(SyncMode mode) {
+  TrainOptions o;
+  o.simulate = true;
+  o.mode = mode;
+  o.hidden = {};  // multinomial logistic regression: convex
+  o.rows = 1200;
+  o.test_rows = 400;
+  o.dim = 8;
+  o.classes = 3;
+  o.separation = 5.0;
+  o.steps = 120;
+  o.lr = 0.2;
+  o.eval_interval_s = 0.01;
+  o.sim_workers = 6;
+  o.group_size = 3;
+  o.hetero.slowdown = {1, 1, 1, 1, 1, 4};
+  o.hetero.jitter = "exp";
+  o.hetero.jitter_ms = 0.3;
+  return o;
+}
+}  // namespace
+
+TEST_CASE("every sync mode converges on a convex problem in the simulator", "[preduce]") {
+  for (SyncMode mode : {SyncMode::Allreduce, SyncMode::Preduce, SyncMode::Adpsgd, SyncMode::Eager, SyncMode::Local}) {
+    for (bool gradient : {false, true}) {
+      if (gradient && mode != SyncMode::Preduce) continue;
+      TrainOptions o = convex_problem(mode);
+      o.reduce_gradient = gradient;
+      const RunResult r = simulate(o);
+      INFO(sync_mode_name(mode) << (gradient ? " (gradient)" : ""));
+      CHECK(r.summary["final_accuracy_mean"].get<double>() > 0.9);
+      CHECK(r.summary["average_model_accuracy"].get<double>() > 0.9);
+      REQUIRE(r.curve.mean_accuracy.size() > 2);
+      CHECK(r.curve.mean_accuracy.front() < r.curve.mean_accuracy.back());
+    }
+  }
+}
+
+TEST_CASE("the simulator is deterministic for a seed and partial reduce beats all-reduce under a straggler", "[preduce]") {
+  TrainOptions o = convex_problem(SyncMode::Preduce);
+  o.isolation_bound = 4;
+  const RunResult a = simulate(o), b = simulate(o);
+  CHECK(a.summary.dump() == b.summary.dump());
+  CHECK(a.average_model == b.average_model);
+  o.seed = 2;
+  CHECK(simulate(o).average_model != a.average_model);
+  // With one worker 4x slower, all-reduce waits for it every step; partial reduce does not.
+  o.seed = 1;
+  o.mode = SyncMode::Allreduce;
+  const RunResult sync = simulate(o);
+  CHECK(a.summary["groups"].get<std::int64_t>() > 0);
+  CHECK(a.summary["mean_idle_fraction"].get<double>() < sync.summary["mean_idle_fraction"].get<double>());
+}
+
+TEST_CASE("mean curve pads shorter series with the final accuracy", "[preduce]") {
+  const Curve c = mean_curve(0.5, {{0.1, 0.5, 0.9}, {0.3}}, {0.9, 0.7});
+  REQUIRE(c.mean_accuracy.size() == 3);
+  CHECK(c.mean_accuracy[1] == Approx(0.6));
+  CHECK(c.time_to(0.8) == Approx(1.0));
+  CHECK(c.time_to(0.95) == -1.0);
+}
