@@ -8,16 +8,16 @@
 
 namespace skew::wide {
 
-Schema schema_from_name(const std::string& name) {
-  if (name == "classical") return Schema::Classical;
-  if (name == "flow") return Schema::Flow;
+TrainSchema schema_from_name(const std::string& name) {
+  if (name == "classical") return TrainSchema::Classical;
+  if (name == "flow") return TrainSchema::Flow;
   SKEW_THROW("unknown train.schema '" << name << "' (expected classical or flow)");
 }
 
 WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shared_ptr<comm::ProcessGroup> group)
     : model_(std::move(model)), options_(options), group_(std::move(group)) {
   pool_ = std::make_unique<kernels::WidePool>(options.threads);
-  if (options.schema == Schema::Flow) flow_ = std::make_unique<kernels::WideFlow>(model_.shape, options.flow, pool_->threads());
+  if (options.schema == TrainSchema::Flow) flow_ = std::make_unique<kernels::WideFlow>(model_.shape, options.flow, pool_->threads());
   optimizer_ = std::make_unique<Optimizer>(options.optimizer, model_.shape, model_.params);
   grad_.assign(model_.params.size(), 0.0f);
   stamp_.assign(std::size_t(model_.shape.num_features), 0u);

@@ -20,11 +20,11 @@
 
 namespace skew::wide {
 
-enum class Schema { Classical, Flow };
-Schema schema_from_name(const std::string& name);  // classical | flow
+enum class TrainSchema { Classical, Flow };
+TrainSchema schema_from_name(const std::string& name);  // classical | flow
 
 struct TrainOptions {
-  Schema schema = Schema::Flow;
+  TrainSchema schema = TrainSchema::Flow;
   int threads = 1;
   OptimizerOptions optimizer;
   kernels::WideFlowOptions flow;
