@@ -24,3 +24,16 @@ foreach(np 1 2)
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 endforeach()
 set_tests_properties(skew_comm_runtime_np2 PROPERTIES PASS_REGULAR_EXPRESSION "rank 1 of 2, local 1 of 2")
+
+# skew_commbench end to end: every row's result matches the closed form, for each backend that
+# runs here (MPI), at 2 ranks and 3 ranks (uneven alltoallv shares), with a JSONL copy.
+foreach(np 2 3)
+  add_test(NAME skew_commbench_np${np}
+           COMMAND ${skew_mpirun} ${np} $<TARGET_FILE:skew_commbench> --config ${PROJECT_SOURCE_DIR}/configs/commbench.ini
+                   --bench.max_bytes=4096 --bench.iters=3 --bench.warmup=1 --bench.dtype=int64 --bench.redop=avg
+                   --output.csv=${CMAKE_CURRENT_BINARY_DIR}/commbench_np${np}.csv
+                   --output.metrics=${CMAKE_CURRENT_BINARY_DIR}/commbench_np${np}.jsonl)
+  set_tests_properties(skew_commbench_np${np} PROPERTIES TIMEOUT 60 PROCESSORS ${np}
+    PASS_REGULAR_EXPRESSION "# Out of bounds values : 0 OK"
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+endforeach()

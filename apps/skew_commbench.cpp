@@ -1,0 +1,279 @@
+// skew_commbench: nccl-tests-style bandwidth table for allreduce and alltoallv over a
+// ProcessGroup (MPI on host buffers, or NCCL on device buffers), sizes doubling from
+// bench.min_bytes to bench.max_bytes. Every size is first run once on rank-dependent data and
+// checked against the closed form (#wrong), then timed. algbw = size / time; busbw scales it
+// by the nccl-tests factors: allreduce 2(n-1)/n, alltoall(v) (n-1)/n.
+//   mpirun -np 2 skew_commbench [--config configs/commbench.ini] [--bench.backend=nccl] ...
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "lib/core/config.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/metrics.hpp"
+#include "lib/core/tensor.hpp"
+#include "lib/core/timer.hpp"
+#include "mpi/runtime.hpp"
+
+namespace {
+
+using skew::comm::ProcessGroup;
+using skew::comm::ReduceOp;
+
+skew::Schema make_schema() {
+  skew::Schema s("skew_commbench", "Bandwidth of allreduce and alltoallv over a process group (nccl-tests style table).");
+  s.add_choice("bench.op", "all", {"all", "allreduce", "alltoallv"}, "collective(s) to measure")
+      .add_choice("bench.backend", "mpi", {"mpi", "nccl"}, "process group: mpi (host buffers) or nccl (GPU buffers)")
+      .add_choice("bench.dtype", "float", {"float", "double", "int32", "int64"}, "element type")
+      .add_choice("bench.redop", "sum", {"sum", "avg", "max", "min"}, "reduction of allreduce")
+      .add_int("bench.min_bytes", 8, "smallest message size in bytes (rounded down to whole elements)")
+      .add_int("bench.max_bytes", 64 << 20, "largest message size in bytes")
+      .add_int("bench.step_factor", 2, "size multiplier between rows")
+      .add_int("bench.iters", 20, "timed iterations per size")
+      .add_int("bench.warmup", 5, "untimed iterations per size before timing")
+      .add_bool("bench.check", true, "check each size's result against the closed form (#wrong)")
+      .add_string("output.csv", "results/comm/commbench_np{ranks}_{device}.csv",
+                  "CSV of the table ({ranks}, {backend}, {device} are substituted; empty: none)")
+      .add_string("output.metrics", "", "JSONL file with one object per row (empty: none)");
+  return s;
+}
+
+struct Row {
+  std::string collective;
+  std::size_t bytes = 0, count = 0;
+  double time_us = 0, algbw = 0, busbw = 0;
+  std::int64_t wrong = 0;
+};
+
+struct Bench {
+  std::shared_ptr<ProcessGroup> group;  // the measured backend
+  std::shared_ptr<ProcessGroup> world;  // MPI world, for bookkeeping (times, wrong counts)
+  skew::Device device = skew::Device::Host;
+  skew::DType dtype = skew::DType::F32;
+  ReduceOp redop = ReduceOp::Sum;
+  std::int64_t iters = 0, warmup = 0;
+  bool check = true;
+};
+
+// Element i of rank r's allreduce input, and the closed-form result over n ranks.
+double allreduce_input(int r, std::size_t i) { return (r + 1) + static_cast<double>(i % 13); }
+double allreduce_expected(ReduceOp op, int n, std::size_t i, bool integer) {
+  const double m = static_cast<double>(i % 13);
+  const double sum = n * (n + 1) / 2.0 + n * m;
+  switch (op) {
+    case ReduceOp::Sum: return sum;
+    case ReduceOp::Avg: return integer ? std::floor(sum / n) : sum / n;
+    case ReduceOp::Max: return n + m;
+    case ReduceOp::Min: return 1 + m;
+  }
+  return sum;
+}
+// Element j of the block rank `from` sends to rank `to` (small integers: exact in every dtype).
+double alltoall_value(int from, int to, std::size_t j) { return static_cast<double>((from * 7 + to * 3 + j) % 1024); }
+
+skew::Tensor host_tensor(std::size_t count, skew::DType dtype, const std::vector<double>& values) {
+  skew::Tensor t = skew::Tensor::empty({static_cast<std::int64_t>(std::max<std::size_t>(count, 1))}, dtype);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    switch (dtype) {
+      case skew::DType::F32: t.data<float>()[i] = static_cast<float>(values[i]); break;
+      case skew::DType::F64: t.data<double>()[i] = values[i]; break;
+      case skew::DType::I32: t.data<std::int32_t>()[i] = static_cast<std::int32_t>(values[i]); break;
+      case skew::DType::I64: t.data<std::int64_t>()[i] = static_cast<std::int64_t>(values[i]); break;
+      default: SKEW_THROW("bench.dtype " << skew::dtype_name(dtype) << " is not supported");
+    }
+  }
+  return t;
+}
+
+std::int64_t count_wrong(const skew::Tensor& device_result, std::size_t count, const std::vector<double>& expected) {
+  const std::vector<float> got = device_result.to(skew::Device::Host).to_float_vector();
+  std::int64_t wrong = 0;
+  for (std::size_t i = 0; i < count; ++i)
+    if (std::fabs(got[i] - expected[i]) > 1e-6 * std::max(1.0, std::fabs(expected[i]))) ++wrong;
+  return wrong;
+}
+
+// Mean time per iteration of `op` on this rank, then averaged over ranks (as nccl-tests does).
+template <typename Op>
+double time_us(const Bench& b, const Op& op) {
+  for (std::int64_t i = 0; i < b.warmup; ++i) op();
+  b.group->barrier();
+  skew::Timer timer;
+  for (std::int64_t i = 0; i < b.iters; ++i) op();
+  std::vector<double> t{timer.seconds() * 1e6 / static_cast<double>(b.iters)};
+  b.world->allreduce(skew::comm::view(t), ReduceOp::Avg);
+  return t[0];
+}
+
+std::int64_t total_wrong(const Bench& b, std::int64_t mine) {
+  std::vector<std::int64_t> w{mine};
+  b.world->allreduce(skew::comm::view(w), ReduceOp::Sum);
+  return w[0];
+}
+
+Row run_allreduce(const Bench& b, std::size_t count) {
+  const int n = b.group->size(), r = b.group->rank();
+  const bool integer = b.dtype == skew::DType::I32 || b.dtype == skew::DType::I64;
+  Row row{"allreduce", count * skew::dtype_size(b.dtype), count};
+  if (b.check) {
+    std::vector<double> input(count), expected(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      input[i] = allreduce_input(r, i);
+      expected[i] = allreduce_expected(b.redop, n, i, integer);
+    }
+    skew::Tensor buf = host_tensor(count, b.dtype, input).to(b.device);
+    skew::comm::Buffer v = skew::comm::view(buf);
+    v.count = count;
+    b.group->allreduce(v, b.redop);
+    row.wrong = total_wrong(b, count_wrong(buf, count, expected));
+  }
+  // Timed runs reduce in place over and over, so they use a fixed point of the reduction (0 for
+  // sums, 1 otherwise): values neither overflow nor turn denormal however many iterations run.
+  const double fixed = b.redop == ReduceOp::Sum ? 0.0 : 1.0;
+  skew::Tensor buf = host_tensor(count, b.dtype, std::vector<double>(count, fixed)).to(b.device);
+  skew::comm::Buffer v = skew::comm::view(buf);
+  v.count = count;
+  row.time_us = time_us(b, [&] { b.group->allreduce(v, b.redop); });
+  row.algbw = static_cast<double>(row.bytes) / (row.time_us * 1e3);
+  row.busbw = row.algbw * 2.0 * (n - 1) / n;
+  return row;
+}
+
+Row run_alltoallv(const Bench& b, std::size_t count) {
+  const int n = b.group->size(), r = b.group->rank();
+  // `count` elements per rank in total, split as evenly as possible (the first peers get the
+  // remainder); when count < n some peers exchange nothing, which the v-form allows.
+  const auto share = [&](int peer) { return count / n + (static_cast<std::size_t>(peer) < count % n ? 1 : 0); };
+  std::vector<std::size_t> counts(static_cast<std::size_t>(n));
+  for (int p = 0; p < n; ++p) counts[static_cast<std::size_t>(p)] = share(p);
+  // Rank r sends share(p) to p and receives share(r) from everyone.
+  std::vector<std::size_t> recv_counts(static_cast<std::size_t>(n), share(r));
+  const std::size_t recv_total = skew::comm::sum_counts(recv_counts);
+  std::vector<double> input, expected;
+  for (int p = 0; p < n; ++p)
+    for (std::size_t j = 0; j < share(p); ++j) input.push_back(alltoall_value(r, p, j));
+  for (int p = 0; p < n; ++p)
+    for (std::size_t j = 0; j < share(r); ++j) expected.push_back(alltoall_value(p, r, j));
+  skew::Tensor send = host_tensor(count, b.dtype, input).to(b.device);
+  skew::Tensor recv = skew::Tensor::zeros({static_cast<std::int64_t>(std::max<std::size_t>(recv_total, 1))}, b.dtype, b.device);
+  const skew::comm::Buffer sv = skew::comm::view(send), rv = skew::comm::view(recv);
+  Row row{"alltoallv", count * skew::dtype_size(b.dtype), count};
+  if (b.check) {
+    b.group->alltoallv(sv, counts, rv, recv_counts);
+    row.wrong = total_wrong(b, count_wrong(recv, recv_total, expected));
+  }
+  row.time_us = time_us(b, [&] { b.group->alltoallv(sv, counts, rv, recv_counts); });
+  row.algbw = static_cast<double>(row.bytes) / (row.time_us * 1e3);
+  row.busbw = row.algbw * (n - 1) / n;
+  return row;
+}
+
+std::string substitute(std::string text, const std::string& key, const std::string& value) {
+  for (auto at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size()))
+    text.replace(at, key.size(), value);
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return skew::comm::run_main(argc, argv, /*bind_gpu=*/true, [&](skew::comm::Runtime& rt) {
+    const skew::Schema schema = make_schema();
+    const skew::Config config = skew::Config::parse(schema, argc, argv);
+    if (config.help_requested() || config.print_config_requested()) {
+      if (rt.world_rank == 0) std::cout << (config.help_requested() ? schema.help_text() : config.to_ini());
+      return 0;
+    }
+    const std::string backend = config.get_string("bench.backend"), dtype_text = config.get_string("bench.dtype");
+    const std::string redop_text = config.get_string("bench.redop"), which = config.get_string("bench.op");
+    const std::int64_t min_bytes = config.get_int("bench.min_bytes"), max_bytes = config.get_int("bench.max_bytes");
+    const std::int64_t step = config.get_int("bench.step_factor");
+    Bench b;
+    b.iters = config.get_int("bench.iters");
+    b.warmup = config.get_int("bench.warmup");
+    b.check = config.get_bool("bench.check");
+    SKEW_CHECK(min_bytes >= 1 && max_bytes >= min_bytes,
+               "bench.min_bytes (" << min_bytes << ") must be >= 1 and <= bench.max_bytes (" << max_bytes << ")");
+    SKEW_CHECK(step >= 2, "bench.step_factor must be >= 2, got " << step);
+    SKEW_CHECK(b.iters >= 1 && b.warmup >= 0, "bench.iters must be >= 1 and bench.warmup >= 0");
+    b.dtype = dtype_text == "float" ? skew::DType::F32 : dtype_text == "double" ? skew::DType::F64
+            : dtype_text == "int32" ? skew::DType::I32 : skew::DType::I64;
+    b.redop = redop_text == "sum" ? ReduceOp::Sum : redop_text == "avg" ? ReduceOp::Avg
+            : redop_text == "max" ? ReduceOp::Max : ReduceOp::Min;
+    b.world = rt.world;
+    b.group = skew::comm::make_world_group(rt, backend == "nccl" ? skew::comm::Backend::Nccl : skew::comm::Backend::Mpi);
+    b.device = backend == "nccl" ? skew::Device::Cuda : skew::Device::Host;
+    const int n = b.group->size();
+    const std::string device_tag = backend == "nccl" ? "gpu" : "cpu";
+    std::string csv_path = config.get_string("output.csv");
+    csv_path = substitute(substitute(substitute(csv_path, "{ranks}", std::to_string(n)), "{backend}", backend), "{device}", device_tag);
+
+    std::vector<std::string> collectives;
+    if (which != "alltoallv") collectives.push_back("allreduce");
+    if (which != "allreduce") collectives.push_back("alltoallv");
+    const bool root = rt.world_rank == 0;
+    if (root) {
+      std::printf("# skew_commbench: %s backend, %d ranks, dtype %s, redop %s\n", backend.c_str(), n, dtype_text.c_str(), redop_text.c_str());
+      std::printf("# sizes %lld..%lld B (x%lld), %lld warmup + %lld timed iterations; time = mean per iteration, averaged over ranks\n",
+                  static_cast<long long>(min_bytes), static_cast<long long>(max_bytes), static_cast<long long>(step),
+                  static_cast<long long>(b.warmup), static_cast<long long>(b.iters));
+      std::printf("# busbw = algbw * 2(n-1)/n for allreduce, * (n-1)/n for alltoallv; #wrong: elements off the closed form%s\n",
+                  b.check ? "" : " (check disabled: -1)");
+      for (int r = 0; r < n; ++r) std::printf("#  rank %2d  world rank %2d\n", r, b.group->world_rank_of(r));
+    }
+    std::unique_ptr<skew::CsvWriter> csv;
+    if (root && !csv_path.empty())
+      csv = std::make_unique<skew::CsvWriter>(csv_path, std::vector<std::string>{"collective", "backend", "ranks", "size_bytes", "count",
+                                                                                  "type", "redop", "time_us", "algbw_gbps", "busbw_gbps", "wrong"});
+    skew::JsonlWriter metrics(root ? config.get_string("output.metrics") : "");
+    skew::Json summary{{"app", "skew_commbench"}, {"backend", backend}, {"ranks", n}, {"dtype", dtype_text}};
+    double busbw_sum = 0;
+    int rows = 0;
+    std::int64_t wrong_total = 0;
+    for (const std::string& collective : collectives) {
+      const std::string redop = collective == "allreduce" ? redop_text : "none";
+      if (root) {
+        std::printf("#\n# %s\n#%12s %12s %8s %6s %10s %8s %8s %7s\n", collective.c_str(), "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong");
+        std::printf("#%12s %12s %8s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+      }
+      double coll_busbw = 0;
+      int coll_rows = 0;
+      std::size_t last_count = 0;
+      for (std::int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= step) {
+        const std::size_t count = std::max<std::size_t>(1, static_cast<std::size_t>(bytes) / skew::dtype_size(b.dtype));
+        if (count == last_count) continue;  // several sizes below one element round to the same row
+        last_count = count;
+        const Row row = collective == "allreduce" ? run_allreduce(b, count) : run_alltoallv(b, count);
+        const std::int64_t wrong = b.check ? row.wrong : -1;
+        wrong_total += std::max<std::int64_t>(wrong, 0);
+        coll_busbw += row.busbw;
+        ++coll_rows;
+        if (!root) continue;
+        std::printf(" %12zu %12zu %8s %6s %10.2f %8.3f %8.3f %7lld\n", row.bytes, row.count, dtype_text.c_str(), redop.c_str(),
+                    row.time_us, row.algbw, row.busbw, static_cast<long long>(wrong));
+        std::fflush(stdout);
+        if (csv)
+          csv->row({collective, backend, std::to_string(n), std::to_string(row.bytes), std::to_string(row.count), dtype_text, redop,
+                    skew::csv_number(row.time_us), skew::csv_number(row.algbw), skew::csv_number(row.busbw), std::to_string(wrong)});
+        metrics.write(skew::Json{{"collective", collective}, {"size_bytes", row.bytes}, {"count", row.count}, {"time_us", row.time_us},
+                                 {"algbw_gbps", row.algbw}, {"busbw_gbps", row.busbw}, {"wrong", wrong}});
+      }
+      if (root) std::printf("#   %s avg bus bandwidth: %.3f GB/s\n", collective.c_str(), coll_busbw / std::max(coll_rows, 1));
+      summary[collective + "_avg_busbw_gbps"] = coll_busbw / std::max(coll_rows, 1);
+      busbw_sum += coll_busbw;
+      rows += coll_rows;
+    }
+    if (root) {
+      std::printf("#\n# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total), wrong_total ? "FAILED" : "OK");
+      std::printf("# Avg bus bandwidth    : %.3f\n#\n", busbw_sum / std::max(rows, 1));
+      summary["avg_busbw_gbps"] = busbw_sum / std::max(rows, 1);
+      summary["wrong"] = wrong_total;
+      summary["csv"] = csv_path;
+      skew::print_summary(summary);
+    }
+    return wrong_total == 0 ? 0 : 2;
+  });
+}
