@@ -229,9 +229,11 @@ int main(int argc, char** argv) {
   const auto it = std::find_if(args.begin(), args.end(), [](char* a) { return std::strcmp(a, "--predict") == 0; });
   const bool predict_mode = it != args.end();
   if (predict_mode) args.erase(it);
+  const int count = int(args.size());
+  args.push_back(nullptr);  // MPI_Init expects argv[argc] == NULL
   const Schema schema = make_schema();
-  return comm::run_main(int(args.size()), args.data(), false, [&](comm::Runtime& rt) {
-    const Config c = Config::parse(schema, int(args.size()), args.data());
+  return comm::run_main(count, args.data(), false, [&](comm::Runtime& rt) {
+    const Config c = Config::parse(schema, count, args.data());
     if (c.help_requested()) {
       if (rt.world_rank == 0) std::cout << schema.help_text();
       return 0;
