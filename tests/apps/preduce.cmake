@@ -1,0 +1,15 @@
+# End-to-end: the quickstart command, and the simulator on the same config.
+add_test(NAME preduce_train_quickstart_np2
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS} --oversubscribe
+                 $<TARGET_FILE:preduce_train> --config ${PROJECT_SOURCE_DIR}/configs/preduce.ini ${MPIEXEC_POSTFLAGS})
+set_tests_properties(preduce_train_quickstart_np2 PROPERTIES TIMEOUT 120 PROCESSORS 2
+  PASS_REGULAR_EXPRESSION "\"mode\":\"preduce\".*\"final_accuracy_mean\":0\\.9"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+add_test(NAME preduce_train_simulate
+         COMMAND $<TARGET_FILE:preduce_train> --config ${PROJECT_SOURCE_DIR}/configs/preduce.ini --simulate --sim.workers=16)
+set_tests_properties(preduce_train_simulate PROPERTIES TIMEOUT 120
+  PASS_REGULAR_EXPRESSION "\"simulate\":true.*\"workers\":16.*\"final_accuracy_mean\":0\\.9"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+add_test(NAME preduce_train_bad_key COMMAND $<TARGET_FILE:preduce_train> --preduce.group_sise=2)
+set_tests_properties(preduce_train_bad_key PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "group_sise"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")

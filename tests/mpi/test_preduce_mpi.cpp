@@ -1,0 +1,115 @@
+// The partial-reduce primitive and preduce_train's sync modes under mpirun.
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+
+#include "lib/preduce/trainer.hpp"
+#include "mpi/mpi_process_group.hpp"
+#include "mpi/preduce_controller.hpp"
+
+using namespace skew;
+
+namespace {
+std::shared_ptr<comm::ProcessGroup> world() { return std::make_shared<comm::MpiProcessGroup>(MPI_COMM_WORLD); }
+// Worker w's model in round r: distinct per worker, element and round.
+float model_value(int w, int round, std::size_t i) {
+  return static_cast<float>(w + 1) * 0.5f + 0.01f * static_cast<float>(i) - 0.1f * static_cast<float>(round);
+}
+}  // namespace
+
+TEST_CASE("group averaging matches the closed form; communicators are cached", "[preduce]") {
+  for (bool dedicated : {false, true}) {
+    auto w = world();
+    if (dedicated && w->size() < 2) continue;
+    // Rounds are kept in lockstep (a barrier each) so every member's model and version are
+    // known here; an odd number of workers then forms one group of all.
+    const int workers = w->size() - (dedicated ? 1 : 0);
+    comm::GroupOptions o;
+    o.group_size = workers % 2 == 0 ? 2 : workers;
+    o.alpha = 0.8;
+    comm::PartialReduce pr(w, o, dedicated);
+    if (!pr.is_worker()) {
+      pr.serve();
+      continue;
+    }
+    const int me = pr.workers()->rank(), n = pr.num_workers();
+    std::vector<float> x, scratch;
+    constexpr int kRounds = 30;
+    for (int round = 0; round < kRounds; ++round) {
+      x.resize(5);
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] = model_value(me, round, i);
+      const std::int64_t version = 3 * round + (me % 3);  // members differ in staleness
+      const comm::Group g = pr.ready(version);
+      REQUIRE(std::find(g.members.begin(), g.members.end(), me) != g.members.end());
+      CHECK(static_cast<int>(g.members.size()) == std::min(o.group_size, n));
+      // Versions of the members are known here, so the weights can be checked too.
+      std::vector<std::int64_t> versions;
+      for (int m : g.members) versions.push_back(3 * round + (m % 3));
+      const auto expected_w = comm::staleness_weights(versions, 0.8);
+      for (std::size_t j = 0; j < g.members.size(); ++j) CHECK(g.weights[j] == Approx(expected_w[j]));
+      pr.average_model(x, g, scratch);
+      const std::size_t k = g.members.size();
+      const std::size_t mine = static_cast<std::size_t>(std::find(g.members.begin(), g.members.end(), me) - g.members.begin());
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        double others = 0.0;
+        for (std::size_t j = 0; j < k; ++j)
+          if (j != mine) others += g.weights[j] * model_value(g.members[j], round, i);
+        const double own = model_value(me, round, i);
+        const double expected = k == 1 ? own : own / k + (k - 1.0) / k * others / (1.0 - g.weights[mine]);
+        CHECK(x[i] == Approx(expected).epsilon(1e-5));
+      }
+      pr.workers()->barrier();
+    }
+    // Pairs of n workers: at most n(n-1)/2 communicators, ever (one for an odd group of all).
+    CHECK(pr.workers()->subgroups_created() <= static_cast<std::size_t>(std::max(1, n * (n - 1) / 2)));
+    CHECK(pr.workers()->subgroup_cache_size() == pr.workers()->subgroups_created());
+  }
+}
+
+TEST_CASE("workers that finish at different steps do not hang", "[preduce]") {
+  auto w = world();
+  comm::GroupOptions o;
+  o.group_size = 3;
+  o.isolation_bound = 2;
+  comm::PartialReduce pr(w, o, false);
+  const int me = pr.workers()->rank();
+  std::vector<float> x(3, static_cast<float>(me)), scratch;
+  std::int64_t version = 0;
+  for (int step = 0; step < 4 + 5 * me; ++step) {
+    ++version;
+    const comm::Group g = pr.ready(version);
+    pr.average_model(x, g, scratch);
+    version = g.max_version;
+  }
+  pr.finish();
+  SUCCEED("finished");
+}
+
+TEST_CASE("every sync mode converges on a convex problem under mpirun", "[preduce]") {
+  auto w = world();
+  for (const char* mode : {"allreduce", "preduce", "adpsgd", "eager", "local"}) {
+    preduce::TrainOptions o;
+    o.mode = preduce::parse_sync_mode(mode);
+    o.hidden = {};
+    o.rows = 1200;
+    o.test_rows = 400;
+    o.dim = 8;
+    o.classes = 3;
+    o.separation = 5.0;
+    o.steps = 80;
+    o.lr = 0.2;
+    o.eval_interval_s = 0.02;
+    o.group_size = 2;
+    o.eager_deadline_ms = 1.0;
+    o.hetero.slowdown = {1, 3};
+    o.hetero.base_ms = 0.5;
+    const auto r = preduce::train_mpi(w, o);
+    INFO(mode);
+    CHECK(r.has_value() == (w->rank() == 0));
+    if (r) {
+      CHECK(r->summary["final_accuracy_mean"].get<double>() > 0.9);
+      CHECK(r->summary["average_model_accuracy"].get<double>() > 0.9);
+    }
+  }
+}
