@@ -43,6 +43,9 @@ void CheckpointDir::commit(std::int64_t step) const {
     SKEW_CHECK(fs::exists(fs::path(step_dir(step)) / name), "checkpoint step " << step << " is missing the shard of rank " << r);
   }
   write_file_atomic((fs::path(step_dir(step)) / "COMPLETE").string(), "world_size=" + std::to_string(world_size_) + "\n");
+  // Steps older than this one that never completed are leftovers of a crashed run: drop them.
+  for (const std::int64_t old : step_numbers(false))
+    if (old < step && !fs::exists(fs::path(step_dir(old)) / "COMPLETE")) fs::remove_all(step_dir(old));
   auto steps = complete_steps();
   while (static_cast<int>(steps.size()) > keep_) {
     fs::remove_all(step_dir(steps.front()));
@@ -50,20 +53,22 @@ void CheckpointDir::commit(std::int64_t step) const {
   }
 }
 
-std::vector<std::int64_t> CheckpointDir::complete_steps() const {
+std::vector<std::int64_t> CheckpointDir::step_numbers(bool complete_only) const {
   std::vector<std::int64_t> steps;
   if (!fs::is_directory(dir_)) return steps;
   for (const auto& e : fs::directory_iterator(dir_)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind("step_", 0) != 0 || !fs::exists(e.path() / "COMPLETE")) continue;
-    try {
-      steps.push_back(std::stoll(name.substr(5)));
-    } catch (const std::logic_error&) {
-    }
+    if (name.rfind("step_", 0) != 0 || (complete_only && !fs::exists(e.path() / "COMPLETE"))) continue;
+    // Only names this class writes: "step_" and digits.
+    const std::string digits = name.substr(5);
+    if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    steps.push_back(std::stoll(digits));
   }
   std::sort(steps.begin(), steps.end());
   return steps;
 }
+
+std::vector<std::int64_t> CheckpointDir::complete_steps() const { return step_numbers(true); }
 
 std::int64_t CheckpointDir::latest_complete() const {
   const auto steps = complete_steps();

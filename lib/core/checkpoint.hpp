@@ -31,6 +31,7 @@ class CheckpointDir {
  private:
   std::string step_dir(std::int64_t step) const;
   std::vector<std::int64_t> complete_steps() const;
+  std::vector<std::int64_t> step_numbers(bool complete_only) const;
   std::string dir_;
   int rank_, world_size_, keep_;
 };

@@ -66,6 +66,12 @@ TEST_CASE("checkpoint: only steps with a COMPLETE marker count", "[checkpoint]")
   fs::create_directories(dir + "/step_abc");
   std::ofstream(dir + "/step_abc/COMPLETE") << "world_size=2\n";
   CHECK(rank0.latest_complete() == 1);
+  // Committing a later step clears the torn step 2 but leaves complete and unrelated entries.
+  write_step(dir, 2, 5, 3);
+  CHECK_FALSE(fs::exists(dir + "/step_00000002"));
+  CHECK(fs::exists(dir + "/step_00000001/COMPLETE"));
+  CHECK(fs::exists(dir + "/step_abc"));
+  CHECK(rank0.latest_complete() == 3);
 }
 
 TEST_CASE("checkpoint: retention keeps the newest complete steps", "[checkpoint]") {
