@@ -82,6 +82,7 @@ StepCost CostModel::predict(const LayerPlacement& p, const std::vector<double>& 
     for (int r : ranks) sync[static_cast<std::size_t>(r)] += t;
   }
   cost.sync = *std::max_element(sync.begin(), sync.end());
+  for (std::size_t r = 0; r < loads.size(); ++r) cost.busiest = std::max(cost.busiest, compute_seconds(loads[r]) + sync[r]);
   return cost;
 }
 

@@ -31,9 +31,14 @@ struct ExpertShape {
   int state_bytes_per_param = 12;      // parameter + optimiser moments moved with a replica
 };
 
+// A rank's replica all-reduces follow its own expert compute (they overlap other ranks'
+// compute), so the critical path is the busiest rank's compute + sync, plus the all-to-all.
 struct StepCost {
-  double compute = 0, alltoall = 0, sync = 0;
-  double total() const { return compute + alltoall + sync; }
+  double compute = 0;   // max over ranks of expert compute
+  double sync = 0;      // max over ranks of replica gradient all-reduce
+  double busiest = 0;   // max over ranks of compute + sync
+  double alltoall = 0;
+  double total() const { return busiest + alltoall; }
 };
 
 class CostModel {

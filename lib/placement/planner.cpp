@@ -104,18 +104,24 @@ class Search {
         push(std::move(shifted), {0, 0, "shift", hot, freest, freest, cold, 0, 0});
       }
     }
-    // migrate: a replica on the most loaded rank moves to the least loaded rank with room.
+    // The experts of the most loaded rank: each may gain a replica where there is room, or
+    // move its replica there (migrate).
     int busiest_rank = 0;
     for (int r = 1; r < p.world_size; ++r)
       if (loads[static_cast<std::size_t>(r)] > loads[static_cast<std::size_t>(busiest_rank)]) busiest_rank = r;
-    if (const int to = least_loaded(free_slot); to >= 0 && to != busiest_rank) {
-      for (int e : p.experts_on(busiest_rank)) {
-        if (holds(p.experts[static_cast<std::size_t>(e)], to)) continue;
+    for (int e : p.experts_on(busiest_rank)) {
+      const Reps& reps = p.experts[static_cast<std::size_t>(e)];
+      const int to = least_loaded([&](int r) { return free_slot(r) && !holds(reps, r); });
+      if (to < 0) continue;
+      if (e != hot) {
         LayerPlacement next = p;
-        remove_replica(next, e, busiest_rank);
         add_replica(next, e, to);
-        push(std::move(next), {0, 0, "migrate", e, busiest_rank, to, -1, 0, 0});
+        push(std::move(next), {0, 0, "expand", e, -1, to, -1, 0, 0});
       }
+      LayerPlacement moved = p;
+      remove_replica(moved, e, busiest_rank);
+      add_replica(moved, e, to);
+      push(std::move(moved), {0, 0, "migrate", e, busiest_rank, to, -1, 0, 0});
     }
     return out;
   }

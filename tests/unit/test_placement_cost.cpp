@@ -61,7 +61,13 @@ TEST_CASE("cost model: replica gradient all-reduce and balance ratio", "[placeme
   CHECK(m.rank_loads(p, {400, 200, 200, 200}) == std::vector<double>{200, 400, 200, 200});
   CHECK(cost.compute == Approx(0.4));
   CHECK(cost.sync == Approx(1.0));
+  CHECK(cost.busiest == Approx(1.4));  // rank 1: 0.4 s compute + 1 s all-reduce
   CHECK(cost.total() == Approx(33.4));
+  // Replicas on ranks 0 and 2 (two nodes): 2 s all-reduce; rank 2 computes 0.4 s.
+  p.experts[0] = {{0, 0.5}, {2, 0.5}};
+  const StepCost spread = m.predict(p, {400, 200, 200, 200});
+  CHECK(spread.busiest == Approx(2.4));
+  CHECK(spread.total() == Approx(2.4 + 32.0));
   CHECK(balance_ratio({200, 400, 200, 200}) == Approx(1.6));
   CHECK(balance_ratio({0, 0}) == 1.0);
 }

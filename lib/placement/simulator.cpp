@@ -1,0 +1,155 @@
+#include "lib/placement/simulator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "lib/core/error.hpp"
+
+namespace skew::placement {
+
+namespace {
+
+std::vector<double> to_double(const std::vector<std::int64_t>& counts) { return {counts.begin(), counts.end()}; }
+
+// Rank loads and time when the experts in `shadowed` are computed where their tokens are
+// (each rank takes 1/N of them, no all-to-all) and the rest by their block owner.
+double shadowed_time(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus,
+                     const std::vector<char>& shadowed, int num_shadowed, double* balance) {
+  const int per_rank = static_cast<int>(counts.size()) / gpus;
+  std::vector<double> owned(static_cast<std::size_t>(gpus), 0.0);
+  double local = 0;
+  for (std::size_t e = 0; e < counts.size(); ++e) {
+    if (shadowed[e]) local += static_cast<double>(counts[e]) / gpus;
+    else owned[e / static_cast<std::size_t>(per_rank)] += static_cast<double>(counts[e]);
+  }
+  std::vector<double> loads = owned;
+  for (auto& l : loads) l += local;
+  if (balance) *balance = balance_ratio(loads);
+  std::vector<int> all(static_cast<std::size_t>(gpus));
+  std::iota(all.begin(), all.end(), 0);
+  // Broadcasting a shadow's parameters and reducing its gradient back: the volume of one ring all-reduce.
+  const double shadow_sync = num_shadowed * model.allreduce_seconds(model.expert_grad_bytes(), all);
+  return model.compute_seconds(*std::max_element(loads.begin(), loads.end())) + model.alltoall_seconds(owned) + shadow_sync;
+}
+
+void check_counts(const std::vector<std::int64_t>& counts, int gpus) {
+  SKEW_CHECK(gpus >= 1 && !counts.empty() && counts.size() % static_cast<std::size_t>(gpus) == 0,
+             counts.size() << " experts cannot be spread over " << gpus << " GPUs in equal blocks");
+}
+
+}  // namespace
+
+double PolicySeries::mean_step() const {
+  return step_seconds.empty() ? 0.0 : std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0) / static_cast<double>(step_seconds.size());
+}
+
+double static_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus) {
+  check_counts(counts, gpus);
+  const auto p = LayerPlacement::block(static_cast<int>(counts.size()), gpus, static_cast<int>(counts.size()) / gpus);
+  return model.predict(p, to_double(counts)).total();
+}
+
+double deepspeed_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, double capacity_factor,
+                      std::int64_t* dropped) {
+  check_counts(counts, gpus);
+  const double experts = static_cast<double>(counts.size());
+  const double assignments = static_cast<double>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0}));
+  const std::int64_t capacity = capacity_factor > 0 ? static_cast<std::int64_t>(std::ceil(assignments / experts * capacity_factor))
+                                                    : *std::max_element(counts.begin(), counts.end());
+  if (dropped) {
+    *dropped = 0;
+    for (auto c : counts) *dropped += std::max<std::int64_t>(0, c - capacity);
+  }
+  // The fixed [E, C, M] buffer: every expert computes and ships C rows, real or padding.
+  const double per_rank = experts / gpus * static_cast<double>(capacity);
+  return model.compute_seconds(per_rank) + model.alltoall_seconds(std::vector<double>(static_cast<std::size_t>(gpus), per_rank));
+}
+
+double fastermoe_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, int* shadows,
+                      double* balance) {
+  check_counts(counts, gpus);
+  std::vector<std::size_t> hottest(counts.size());
+  std::iota(hottest.begin(), hottest.end(), 0);
+  std::stable_sort(hottest.begin(), hottest.end(), [&](std::size_t a, std::size_t b) { return counts[a] > counts[b]; });
+  std::vector<char> shadowed(counts.size(), 0);
+  int n = 0;
+  double best = shadowed_time(model, counts, gpus, shadowed, 0, nullptr);
+  for (std::size_t e : hottest) {
+    if (gpus == 1) break;
+    shadowed[e] = 1;
+    const double t = shadowed_time(model, counts, gpus, shadowed, n + 1, nullptr);
+    if (t >= best) {
+      shadowed[e] = 0;
+      break;
+    }
+    best = t;
+    ++n;
+  }
+  if (shadows) *shadows = n;
+  if (balance) shadowed_time(model, counts, gpus, shadowed, n, balance);
+  return best;
+}
+
+double ideal_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus) {
+  const double per_rank = static_cast<double>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0})) / gpus;
+  return model.compute_seconds(per_rank) + model.alltoall_seconds(std::vector<double>(static_cast<std::size_t>(gpus), per_rank));
+}
+
+std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& setup) {
+  SKEW_CHECK(!trace.empty(), "simulate: empty routing trace");
+  const int layers = static_cast<int>(trace.front().size());
+  const int experts = static_cast<int>(trace.front().front().size());
+  check_counts(trace.front().front(), setup.gpus);
+  const CostModel model(setup.constants, setup.shape);
+  const int slots = setup.slots_per_rank > 0 ? setup.slots_per_rank : experts / setup.gpus + 1;
+  std::vector<PolicySeries> out;
+  for (const char* name : {"static", "deepspeed", "fastermoe", "flexmoe", "ideal"}) {
+    out.emplace_back();
+    out.back().policy = name;
+  }
+  FlexMoePolicy flex(model, layers, experts, setup.flexmoe);
+  std::vector<LayerPlacement> placement(static_cast<std::size_t>(layers), LayerPlacement::block(experts, setup.gpus, slots));
+  std::int64_t dropped_total = 0, assignments_total = 0;
+  for (std::size_t it = 0; it < trace.size(); ++it) {
+    const auto& counts = trace[it];
+    SKEW_CHECK(static_cast<int>(counts.size()) == layers, "trace iteration " << it << " has " << counts.size() << " layers, expected " << layers);
+    std::vector<LayerPlacement> next = flex.plan(static_cast<std::int64_t>(it), placement);
+    double flex_time = 0;
+    for (int l = 0; l < layers; ++l) flex_time += model.change_seconds(placement[static_cast<std::size_t>(l)], next[static_cast<std::size_t>(l)]);
+    placement = std::move(next);
+    std::vector<double> time(out.size(), 0.0), balance(out.size(), 0.0);
+    time[3] = flex_time;
+    for (int l = 0; l < layers; ++l) {
+      const auto& c = counts[static_cast<std::size_t>(l)];
+      const auto load = to_double(c);
+      std::int64_t dropped = 0;
+      int shadows = 0;
+      time[0] += static_step(model, c, setup.gpus);
+      balance[0] += balance_ratio(model.rank_loads(LayerPlacement::block(experts, setup.gpus, slots), load));
+      time[1] += deepspeed_step(model, c, setup.gpus, setup.capacity_factor, &dropped);
+      balance[1] += 1.0;  // padded: every rank computes the same number of rows
+      dropped_total += dropped;
+      assignments_total += std::accumulate(c.begin(), c.end(), std::int64_t{0});
+      double shadow_balance = 1;
+      time[2] += fastermoe_step(model, c, setup.gpus, &shadows, &shadow_balance);
+      balance[2] += shadow_balance;
+      out[2].changes += shadows;
+      const auto& p = placement[static_cast<std::size_t>(l)];
+      time[3] += model.predict(p, load).total();
+      balance[3] += balance_ratio(model.rank_loads(p, load));
+      time[4] += ideal_step(model, c, setup.gpus);
+      balance[4] += 1.0;
+    }
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      out[k].step_seconds.push_back(time[k]);
+      out[k].balance.push_back(balance[k] / layers);
+    }
+    flex.observe(static_cast<std::int64_t>(it), counts, time[3]);
+    out[3].changes += static_cast<std::int64_t>(flex.take_changes().size());
+  }
+  out[1].dropped_fraction = assignments_total ? static_cast<double>(dropped_total) / static_cast<double>(assignments_total) : 0.0;
+  return out;
+}
+
+}  // namespace skew::placement

@@ -1,0 +1,50 @@
+// Trace-driven cluster simulator: replays routing counts through the cost model and reports
+// each policy's step time (expert part of a step: compute, all-to-all, replica/shadow sync).
+//   static      one replica per expert, block placement, dropless, no padding
+//   deepspeed   DeepSpeed-MoE: every expert padded to a capacity; capacity_factor 0 = dropless
+//               (pad to the max count, drop_tokens=false), > 0 = ceil(assignments / E x cf) and
+//               tokens beyond it dropped
+//   fastermoe   FasterMoE shadowing: the hottest experts are broadcast to every rank and computed
+//               where their tokens are, chosen greedily while the predicted time falls
+//   flexmoe     FlexMoePolicy: replicas planned between iterations, change cost charged
+//   ideal       total expert work spread evenly, no sync
+#pragma once
+#include <string>
+#include <vector>
+
+#include "lib/placement/flexmoe.hpp"
+#include "lib/placement/trace.hpp"
+
+namespace skew::placement {
+
+struct SimSetup {
+  CostConstants constants;
+  ExpertShape shape;
+  int gpus = 8;
+  int slots_per_rank = 0;         // 0 = experts per rank + 1
+  double capacity_factor = 0.0;   // deepspeed: 0 = dropless padding to the max count
+  FlexMoeOptions flexmoe;
+};
+
+struct PolicySeries {
+  std::string policy;
+  std::vector<double> step_seconds;   // per iteration, summed over layers
+  std::vector<double> balance;        // per iteration, mean over layers of max/mean rank load
+  double dropped_fraction = 0;        // of all assignments (deepspeed with a capacity factor)
+  std::int64_t changes = 0;           // flexmoe: placement steps taken; fastermoe: shadowed experts
+  double mean_step() const;
+};
+
+// Single-layer step times of the baselines under the uniform-source all-to-all model.
+double static_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus);
+double deepspeed_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, double capacity_factor,
+                      std::int64_t* dropped);
+// `shadows` receives how many experts were shadowed, `balance` the resulting max/mean rank load.
+double fastermoe_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, int* shadows,
+                      double* balance = nullptr);
+double ideal_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus);
+
+// All policies over the trace, in the order static, deepspeed, fastermoe, flexmoe, ideal.
+std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& setup);
+
+}  // namespace skew::placement

@@ -1,0 +1,98 @@
+#include "lib/placement/trace.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "lib/core/error.hpp"
+#include "lib/core/rng.hpp"
+#include "lib/placement/cost_model.hpp"
+
+namespace skew::placement {
+
+RoutingTrace generate_trace(const TraceSpec& spec) {
+  SKEW_CHECK(spec.iterations >= 1 && spec.layers >= 1 && spec.experts >= 1 && spec.assignments >= 0,
+             "trace needs iterations, layers and experts >= 1");
+  SKEW_CHECK(spec.zipf >= 0 && spec.drift >= 0 && spec.drift <= 1, "trace zipf must be >= 0 and drift in [0, 1]");
+  const auto experts = static_cast<std::size_t>(spec.experts);
+  std::vector<double> weight(experts);
+  for (std::size_t i = 0; i < experts; ++i) weight[i] = std::pow(static_cast<double>(i + 1), -spec.zipf);
+  const double total_weight = std::accumulate(weight.begin(), weight.end(), 0.0);
+  Rng rng(spec.seed, 0x7ace);
+  // order[l][i] = the expert holding popularity rank i in layer l; layers start shuffled.
+  std::vector<std::vector<int>> order(static_cast<std::size_t>(spec.layers), std::vector<int>(experts));
+  for (auto& o : order) {
+    std::iota(o.begin(), o.end(), 0);
+    for (std::size_t i = experts; i-- > 1;) std::swap(o[i], o[rng.below(i + 1)]);
+  }
+  RoutingTrace trace;
+  for (int it = 0; it < spec.iterations; ++it) {
+    RoutingCounts counts(static_cast<std::size_t>(spec.layers), std::vector<std::int64_t>(experts, 0));
+    for (std::size_t l = 0; l < order.size(); ++l) {
+      auto& o = order[l];
+      if (it > 0)
+        for (std::size_t i = 0; i + 1 < experts; ++i)
+          if (rng.uniform() < spec.drift) std::swap(o[i], o[i + 1]);
+      for (std::size_t i = 0; i < experts; ++i) {
+        const double expect = static_cast<double>(spec.assignments) * weight[i] / total_weight;
+        const double sample = expect + spec.noise * std::sqrt(expect) * rng.normal();
+        counts[l][static_cast<std::size_t>(o[i])] = std::max<std::int64_t>(0, std::llround(sample));
+      }
+    }
+    trace.push_back(std::move(counts));
+  }
+  return trace;
+}
+
+RoutingTrace read_trace_jsonl(const std::string& path, const std::string& key) {
+  std::ifstream in(path);
+  SKEW_CHECK(in, "cannot open routing trace " << path);
+  RoutingTrace trace;
+  std::string line;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception& e) {
+      SKEW_THROW(path << ":" << lineno << ": not JSON: " << e.what());
+    }
+    if (!j.is_object() || !j.contains(key)) continue;
+    const auto& v = j.at(key);
+    SKEW_CHECK(v.is_array() && !v.empty(), path << ":" << lineno << ": '" << key << "' must be a non-empty array");
+    RoutingCounts counts;
+    try {
+      if (v.front().is_array()) counts = v.get<RoutingCounts>();
+      else counts.push_back(v.get<std::vector<std::int64_t>>());
+    } catch (const std::exception& e) {
+      SKEW_THROW(path << ":" << lineno << ": '" << key << "' must hold integer counts per expert: " << e.what());
+    }
+    if (!trace.empty())
+      SKEW_CHECK(counts.size() == trace.front().size() && counts.front().size() == trace.front().front().size(),
+                 path << ":" << lineno << ": " << counts.size() << " layers x " << counts.front().size()
+                      << " experts, earlier lines had " << trace.front().size() << " x " << trace.front().front().size());
+    trace.push_back(std::move(counts));
+  }
+  SKEW_CHECK(!trace.empty(), "routing trace " << path << " has no line with key '" << key << "'");
+  return trace;
+}
+
+double trace_balance_ratio(const RoutingTrace& trace, int world_size) {
+  double sum = 0;
+  std::int64_t n = 0;
+  for (const auto& it : trace)
+    for (const auto& layer : it) {
+      SKEW_CHECK(world_size >= 1 && layer.size() % static_cast<std::size_t>(world_size) == 0,
+                 "trace has " << layer.size() << " experts, not a multiple of " << world_size << " ranks");
+      const int per_rank = static_cast<int>(layer.size()) / world_size;
+      std::vector<double> loads(static_cast<std::size_t>(world_size), 0.0);
+      for (std::size_t e = 0; e < layer.size(); ++e) loads[e / static_cast<std::size_t>(per_rank)] += static_cast<double>(layer[e]);
+      sum += balance_ratio(loads);
+      ++n;
+    }
+  return n ? sum / static_cast<double>(n) : 1.0;
+}
+
+}  // namespace skew::placement

@@ -1,0 +1,106 @@
+// Simulator: each policy's step time on a tiny hand-computed case, traces from JSONL and from
+// the generator.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+
+#include "lib/placement/simulator.hpp"
+
+using namespace skew::placement;
+
+namespace {
+
+// 2 GPUs on one node; 1 ms of compute per token; 40-byte tokens at 4000 B/s; 4000 gradient
+// bytes and 12000 state bytes per expert.
+SimSetup tiny_setup() {
+  SimSetup s;
+  s.constants.gemm_flops = 6e6;
+  s.constants.intra_bandwidth = 4000;
+  s.constants.inter_bandwidth = 1000;
+  s.constants.allreduce_bandwidth = 2000;
+  s.constants.gpus_per_node = 2;
+  s.shape.params = 1000;
+  s.shape.hidden_dim = 10;
+  s.gpus = 2;
+  s.flexmoe.smoothing = 0;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("simulator: baselines on a hand-computed two-GPU case", "[placement][sim]") {
+  const SimSetup s = tiny_setup();
+  const CostModel m(s.constants, s.shape);
+  const std::vector<std::int64_t> counts{300, 100};
+  // Rank 0 computes 300 tokens (0.3 s) and receives 150 x 40 B from rank 1 (1.5 s a round, 4 rounds).
+  CHECK(static_step(m, counts, 2) == Approx(6.3));
+  std::int64_t dropped = -1;
+  CHECK(deepspeed_step(m, counts, 2, 0.0, &dropped) == Approx(6.3));  // both padded to 300
+  CHECK(dropped == 0);
+  CHECK(deepspeed_step(m, counts, 2, 1.0, &dropped) == Approx(4.2));  // capacity 200: 0.2 s + 4 x 1 s
+  CHECK(dropped == 100);
+  CHECK(ideal_step(m, counts, 2) == Approx(4.2));
+  // Shadowing expert 0: loads 150 + 100 on rank 1 (0.25 s), 100 tokens cross (4 x 0.5 s), one
+  // 4000-byte all-reduce on NVLink (1 s) = 3.25 s; shadowing expert 1 too: 0.2 + 0 + 2 = 2.2 s.
+  int shadows = 0;
+  double balance = 0;
+  CHECK(fastermoe_step(m, counts, 2, &shadows, &balance) == Approx(2.2));
+  CHECK(shadows == 2);
+  CHECK(balance == Approx(1.0));
+}
+
+TEST_CASE("simulator: flexmoe replicates the hot expert once and pays the move", "[placement][sim]") {
+  const SimSetup s = tiny_setup();
+  const RoutingTrace trace(3, RoutingCounts{{300, 100}});
+  const auto r = simulate(trace, s);
+  REQUIRE(r.size() == 5);
+  const auto& flex = r[3];
+  CHECK(flex.policy == "flexmoe");
+  // Iteration 0: nothing observed, static placement (6.3 s). Iteration 1: expert 0 gains a
+  // replica on rank 1 with share 1/3: loads 200/200 (0.2 s) + all-reduce 1 s + all-to-all 4 s,
+  // plus 12000 state bytes over NVLink (3 s). Iteration 2: balanced, no change: 5.2 s.
+  REQUIRE(flex.step_seconds.size() == 3);
+  CHECK(flex.step_seconds[0] == Approx(6.3));
+  CHECK(flex.step_seconds[1] == Approx(8.2));
+  CHECK(flex.step_seconds[2] == Approx(5.2));
+  CHECK(flex.balance[2] == Approx(1.0));
+  CHECK(flex.changes == 1);
+  CHECK(r[0].mean_step() == Approx(6.3));
+  CHECK(r[4].mean_step() == Approx(4.2));
+}
+
+TEST_CASE("traces: generated counts and JSONL round trip", "[placement][trace]") {
+  TraceSpec spec;
+  spec.iterations = 20;
+  spec.layers = 2;
+  spec.experts = 16;
+  spec.assignments = 100000;
+  spec.zipf = 0.5;
+  const auto a = generate_trace(spec), b = generate_trace(spec);
+  CHECK(a == b);  // deterministic in the seed
+  REQUIRE(a.size() == 20);
+  std::int64_t total = 0;
+  for (auto c : a[0][1]) total += c;
+  CHECK(std::abs(total - 100000) < 2000);
+  CHECK(trace_balance_ratio(a, 16) > 1.5);  // 1 / i^0.5 over 16 experts: max/mean = 16 / 6.9 ~ 2.3
+  spec.zipf = 0;
+  spec.noise = 0;
+  CHECK(trace_balance_ratio(generate_trace(spec), 4) == Approx(1.0));
+
+  const std::string path = "test_placement_trace.jsonl";
+  {
+    std::ofstream out(path);
+    out << R"({"step": 0, "tokens_per_expert": [[5, 7], [1, 2]]})" << "\n"
+        << R"({"summary": true})" << "\n"
+        << R"({"step": 1, "tokens_per_expert": [[6, 6], [0, 3]]})" << "\n";
+  }
+  const auto t = read_trace_jsonl(path, "tokens_per_expert");
+  REQUIRE(t.size() == 2);
+  CHECK(t[1] == RoutingCounts{{6, 6}, {0, 3}});
+  {
+    std::ofstream out(path);
+    out << R"({"tokens_per_expert": [[5, 7]]})" << "\n" << R"({"tokens_per_expert": [[5, 7, 1]]})" << "\n";
+  }
+  CHECK_THROWS_WITH(read_trace_jsonl(path, "tokens_per_expert"), Catch::Contains(path + ":2"));
+  std::remove(path.c_str());
+}
