@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Benchmarks for wide_train (results in results/wide/):
+#   1. wide_bench: classical vs flow in one run on synthetic Criteo-like data (1M rows, 2^22
+#      features; LR and FM k=16), samples/s, nonzeros/s, flow/classical ratio and the fraction
+#      of the memory-bandwidth bound -> bench_criteo.csv, bench_criteo.txt
+#   2. time-to-AUC for LR on the SpamAssassin split (scripts/fetch_data.sh spam): wide_train
+#      (classical and flow) vs liblinear-train -> spam_liblinear.csv
+# Usage: scripts/bench_wide.sh [BUILD_DIR] (default build); ROWS=... THREADS=... override.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+out=results/wide
+rows=${ROWS:-1000000}
+threads=${THREADS:-2}
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+"$build/apps/wide_bench" --bench.data="synthetic:criteo?rows=$rows&features=4194304&alpha=1.1&seed=1" \
+  --bench.models=lr,fm --bench.k=16 --bench.threads="$threads" --bench.csv="$out/bench_criteo.csv" \
+  2>&1 | tee "$out/bench_criteo.txt"
+
+if [[ -f data/spam/train.libsvm && -x "$(command -v liblinear-train)" ]]; then
+  tmp=$(mktemp -d)
+  echo "tool,schema,seconds,test_auc" > "$out/spam_liblinear.csv"
+  for schema in classical flow; do
+    start=$(date +%s.%N)
+    "$build/apps/wide_train" --data.train=data/spam/train.libsvm --data.valid=data/spam/test.libsvm \
+      --data.cache=false --model.type=lr --train.schema=$schema --train.optimizer=adagrad --train.lr=0.1 \
+      --train.epochs=10 --train.patience=2 --train.batch_size=64 --train.threads="$threads" > "$tmp/$schema.log" 2>&1
+    end=$(date +%s.%N)
+    auc=$(tail -1 "$tmp/$schema.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["valid_auc"])')
+    echo "wide_train,$schema,$(python3 -c "print(round($end-$start,3))"),$auc" >> "$out/spam_liblinear.csv"
+  done
+  start=$(date +%s.%N)
+  liblinear-train -q -s 0 -c 1 data/spam/train.libsvm "$tmp/ll.model"
+  liblinear-predict -q -b 1 data/spam/test.libsvm "$tmp/ll.model" "$tmp/ll.pred"
+  end=$(date +%s.%N)
+  auc=$(python3 - "$tmp/ll.pred" data/spam/test.libsvm <<'PY'
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+col = lines[0].split()[1:].index("1") + 1          # probability column of label 1
+scores = [float(l.split()[col]) for l in lines[1:] if l.strip()]
+labels = [1 if float(l.split()[0]) > 0 else 0 for l in open(sys.argv[2]) if l.strip()]
+pairs = sorted(zip(scores, labels))
+pos = sum(labels); neg = len(labels) - pos; rank_sum = 0.0; i = 0
+while i < len(pairs):
+    j = i
+    while j < len(pairs) and pairs[j][0] == pairs[i][0]: j += 1
+    rank_sum += sum(l for _, l in pairs[i:j]) * (i + j + 1) / 2.0
+    i = j
+print((rank_sum - pos * (pos + 1) / 2) / (pos * neg))
+PY
+)
+  echo "liblinear,s0_c1,$(python3 -c "print(round($end-$start,3))"),$auc" >> "$out/spam_liblinear.csv"
+  cat "$out/spam_liblinear.csv"
+  rm -rf "$tmp"
+else
+  echo "bench_wide: data/spam missing (scripts/fetch_data.sh spam) or liblinear-train not installed; skipping time-to-AUC"
+fi
