@@ -69,6 +69,7 @@ class MoeLayer {
   const GateState<T>& gate_state() const { return gate_; }
   std::int64_t dropped() const { return dropped_; }  // assignments dropped this step, global
   std::int64_t padded() const { return padded_; }    // zero rows computed this step, global
+  std::int64_t computed_rows() const { return static_cast<std::int64_t>(xe_.size()) / opt_.d_model; }  // on this rank
   const std::vector<int>& shadowed() const { return shadow_list_; }
   LayerTimes& times() { return times_; }
 

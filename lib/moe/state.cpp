@@ -1,0 +1,78 @@
+#include "lib/moe/state.hpp"
+
+#include "lib/core/error.hpp"
+
+namespace skew::moe {
+
+namespace {
+std::string expert_key(std::size_t layer, int e, const char* what) {
+  std::string key = "moe";
+  key.append(std::to_string(layer)).append(".e").append(std::to_string(e)).append(".").append(what);
+  return key;
+}
+std::string placement_key(std::size_t layer) { return std::string("moe").append(std::to_string(layer)).append(".placement"); }
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> save_state(GptMoe<float>& model, AdamW& adam) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  const std::int64_t n = static_cast<std::int64_t>(model.dense_w().size());
+  out.emplace_back("dense.w", Tensor::from_vector(model.dense_w(), {n}));
+  out.emplace_back("dense.m", Tensor::from_vector(adam.m(), {n}));
+  out.emplace_back("dense.v", Tensor::from_vector(adam.v(), {n}));
+  for (std::size_t l = 0; l < model.moe().size(); ++l) {
+    auto& layer = *model.moe()[l];
+    std::vector<double> rows;
+    for (int e = 0; e < layer.placement().num_experts(); ++e)
+      for (const auto& r : layer.placement().experts[static_cast<std::size_t>(e)]) rows.insert(rows.end(), {double(e), double(r.rank), r.share});
+    out.emplace_back(placement_key(l), Tensor::from_vector(rows, {static_cast<std::int64_t>(rows.size() / 3), 3}));
+    for (auto& [e, s] : layer.experts()) {
+      out.emplace_back(expert_key(l, e, "w"), s.w.clone());
+      out.emplace_back(expert_key(l, e, "m"), s.m.clone());
+      out.emplace_back(expert_key(l, e, "v"), s.v.clone());
+    }
+  }
+  return out;
+}
+
+void load_state(const TensorFile& file, GptMoe<float>& model, AdamW& adam, int rank) {
+  auto copy_into = [&](const std::string& name, std::vector<float>& dst) {
+    const Tensor& t = file.get(name);
+    SKEW_CHECK(t.numel() == dst.size(), "checkpoint tensor " << name << " has " << t.numel() << " values, the model needs " << dst.size());
+    std::copy(t.data<float>(), t.data<float>() + t.numel(), dst.begin());
+  };
+  copy_into("dense.w", model.dense_w());
+  copy_into("dense.m", adam.m());
+  copy_into("dense.v", adam.v());
+  for (std::size_t l = 0; l < model.moe().size(); ++l) {
+    auto& layer = *model.moe()[l];
+    placement::LayerPlacement p = layer.placement();
+    for (auto& reps : p.experts) reps.clear();
+    const Tensor& rows = file.get(placement_key(l));
+    for (std::int64_t i = 0; i < rows.dim(0); ++i) {
+      const double* r = rows.data<double>() + i * 3;
+      p.experts.at(static_cast<std::size_t>(r[0])).push_back({static_cast<int>(r[1]), r[2]});
+    }
+    p.validate();
+    layer.set_placement(p);
+    layer.experts().clear();
+    for (int e : p.experts_on(rank)) {
+      ExpertState<float>& s = layer.create_expert(e);
+      for (auto [what, t] : {std::pair{"w", &s.w}, std::pair{"m", &s.m}, std::pair{"v", &s.v}}) {
+        const Tensor& src = file.get(expert_key(l, e, what));
+        SKEW_CHECK(src.numel() == t->numel(), "checkpoint tensor " << expert_key(l, e, what) << " has the wrong size");
+        t->copy_from(src);
+      }
+    }
+  }
+}
+
+std::vector<Tensor*> ModelExpertStore::replica_state(int layer, int expert) {
+  auto& s = model_.moe().at(static_cast<std::size_t>(layer))->experts().at(expert);
+  return {&s.w, &s.m, &s.v};
+}
+
+void ModelExpertStore::create_replica(int layer, int expert) { model_.moe().at(static_cast<std::size_t>(layer))->create_expert(expert); }
+
+void ModelExpertStore::drop_replica(int layer, int expert) { model_.moe().at(static_cast<std::size_t>(layer))->experts().erase(expert); }
+
+}  // namespace skew::moe

@@ -1,0 +1,19 @@
+// moe_train's training loop: data, model, policy, AdamW, evaluation, JSONL metrics with the
+// routing trace, trace save/replay, checkpoint/resume. The app is a thin main around it so tests
+// can run short trainings in-process.
+#pragma once
+#include <memory>
+
+#include "lib/core/config.hpp"
+#include "lib/core/metrics.hpp"
+#include "mpi/process_group.hpp"
+
+namespace skew::moe {
+
+Schema moe_train_schema();
+
+// Runs the configured training on `world`; returns the summary (final loss, validation loss,
+// throughput, balance, drops, the unigram entropy of the training text, ...).
+Json train(const Config& config, comm::ProcessGroup& world);
+
+}  // namespace skew::moe
