@@ -10,6 +10,7 @@
 
 #include "lib/core/config.hpp"
 #include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
 #include "lib/core/metrics.hpp"
 #include "lib/placement/simulator.hpp"
 
@@ -36,8 +37,11 @@ Schema make_schema() {
       .add_string("sim.trace", "", "routing trace JSONL to replay instead of generating (moe_train metrics)")
       .add_string("sim.trace_key", "tokens_per_expert", "JSONL key holding [layer][expert] counts")
       .add_float("sim.capacity_factor", 0.0, "deepspeed capacity factor; 0 = drop_tokens=false, padding to the max count")
+      .add_int("sim.fastermoe_groups", 4, "fastermoe smart scheduling: chunks overlapping all-to-all with compute (1 = none)")
       .add_string("sim.scaling", "", "comma-separated GPU counts for scaling rows (generated traces), e.g. 8,64,1024")
       .add_int("sim.scaling_iterations", 60, "iterations per scaling row")
+      .add_bool("sim.verbose", false, "log every flexmoe placement change on stdout")
+      .add_string("output.changes", "", "flexmoe placement changes of the headline run (JSONL: iteration, op, expert, ranks, gains)")
       .add_string("output.steps_csv", "", "per-iteration step time and balance ratio per policy (CSV)")
       .add_string("output.summary_csv", "", "mean step time per policy, headline size and scaling rows (CSV)")
       .add_string("output.table", "", "markdown table of the results beside the paper's headline");
@@ -65,6 +69,7 @@ SimSetup make_setup(const Config& cfg, int gpus) {
   s.gpus = gpus;
   s.slots_per_rank = static_cast<int>(cfg.get_int("placement.slots_per_rank"));
   s.capacity_factor = cfg.get_float("sim.capacity_factor");
+  s.fastermoe_groups = static_cast<int>(cfg.get_int("sim.fastermoe_groups"));
   s.flexmoe = flexmoe_options_from_config(cfg);
   return s;
 }
@@ -116,7 +121,11 @@ int main(int argc, char** argv) {
     const RoutingTrace trace = trace_path.empty() ? generated(cfg, gpus, static_cast<int>(cfg.get_int("sim.iterations")))
                                                   : read_trace_jsonl(trace_path, cfg.get_string("sim.trace_key"));
     const double trace_balance = trace_balance_ratio(trace, gpus);
-    const auto results = simulate(trace, make_setup(cfg, gpus));
+    log::set_level(cfg.get_bool("sim.verbose") ? log::Level::Info : log::Level::Warn);
+    JsonlWriter changes(cfg.get_string("output.changes"));
+    SimSetup setup = make_setup(cfg, gpus);
+    setup.change_log = &changes;
+    const auto results = simulate(trace, setup);
 
     const double ds = find(results, "deepspeed").mean_step(), fm = find(results, "fastermoe").mean_step();
     const double fx = find(results, "flexmoe").mean_step(), ideal = find(results, "ideal").mean_step();

@@ -14,7 +14,7 @@ std::vector<double> to_double(const std::vector<std::int64_t>& counts) { return 
 
 // Rank loads and time when the experts in `shadowed` are computed where their tokens are
 // (each rank takes 1/N of them, no all-to-all) and the rest by their block owner.
-double shadowed_time(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus,
+double shadowed_time(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, int groups,
                      const std::vector<char>& shadowed, int num_shadowed, double* balance) {
   const int per_rank = static_cast<int>(counts.size()) / gpus;
   std::vector<double> owned(static_cast<std::size_t>(gpus), 0.0);
@@ -30,7 +30,11 @@ double shadowed_time(const CostModel& model, const std::vector<std::int64_t>& co
   std::iota(all.begin(), all.end(), 0);
   // Broadcasting a shadow's parameters and reducing its gradient back: the volume of one ring all-reduce.
   const double shadow_sync = num_shadowed * model.allreduce_seconds(model.expert_grad_bytes(), all);
-  return model.compute_seconds(*std::max_element(loads.begin(), loads.end())) + model.alltoall_seconds(owned) + shadow_sync;
+  // Smart scheduling: `groups` chunks pipeline all-to-all with compute, so only 1/groups of the
+  // shorter phase stays exposed.
+  const double compute = model.compute_seconds(*std::max_element(loads.begin(), loads.end()));
+  const double alltoall = model.alltoall_seconds(owned);
+  return std::max(compute, alltoall) + std::min(compute, alltoall) / groups + shadow_sync;
 }
 
 void check_counts(const std::vector<std::int64_t>& counts, int gpus) {
@@ -66,19 +70,20 @@ double deepspeed_step(const CostModel& model, const std::vector<std::int64_t>& c
   return model.compute_seconds(per_rank) + model.alltoall_seconds(std::vector<double>(static_cast<std::size_t>(gpus), per_rank));
 }
 
-double fastermoe_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, int* shadows,
-                      double* balance) {
+double fastermoe_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, int pipeline_groups,
+                      int* shadows, double* balance) {
   check_counts(counts, gpus);
+  SKEW_CHECK(pipeline_groups >= 1, "fastermoe pipeline groups must be >= 1, got " << pipeline_groups);
   std::vector<std::size_t> hottest(counts.size());
   std::iota(hottest.begin(), hottest.end(), 0);
   std::stable_sort(hottest.begin(), hottest.end(), [&](std::size_t a, std::size_t b) { return counts[a] > counts[b]; });
   std::vector<char> shadowed(counts.size(), 0);
   int n = 0;
-  double best = shadowed_time(model, counts, gpus, shadowed, 0, nullptr);
+  double best = shadowed_time(model, counts, gpus, pipeline_groups, shadowed, 0, nullptr);
   for (std::size_t e : hottest) {
     if (gpus == 1) break;
     shadowed[e] = 1;
-    const double t = shadowed_time(model, counts, gpus, shadowed, n + 1, nullptr);
+    const double t = shadowed_time(model, counts, gpus, pipeline_groups, shadowed, n + 1, nullptr);
     if (t >= best) {
       shadowed[e] = 0;
       break;
@@ -87,7 +92,7 @@ double fastermoe_step(const CostModel& model, const std::vector<std::int64_t>& c
     ++n;
   }
   if (shadows) *shadows = n;
-  if (balance) shadowed_time(model, counts, gpus, shadowed, n, balance);
+  if (balance) shadowed_time(model, counts, gpus, pipeline_groups, shadowed, n, balance);
   return best;
 }
 
@@ -132,7 +137,7 @@ std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& se
       dropped_total += dropped;
       assignments_total += std::accumulate(c.begin(), c.end(), std::int64_t{0});
       double shadow_balance = 1;
-      time[2] += fastermoe_step(model, c, setup.gpus, &shadows, &shadow_balance);
+      time[2] += fastermoe_step(model, c, setup.gpus, setup.fastermoe_groups, &shadows, &shadow_balance);
       balance[2] += shadow_balance;
       out[2].changes += shadows;
       const auto& p = placement[static_cast<std::size_t>(l)];
@@ -146,7 +151,10 @@ std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& se
       out[k].balance.push_back(balance[k] / layers);
     }
     flex.observe(static_cast<std::int64_t>(it), counts, time[3]);
-    out[3].changes += static_cast<std::int64_t>(flex.take_changes().size());
+    for (const auto& change : flex.take_changes()) {
+      ++out[3].changes;
+      if (setup.change_log) setup.change_log->write(change.to_json());
+    }
   }
   out[1].dropped_fraction = assignments_total ? static_cast<double>(dropped_total) / static_cast<double>(assignments_total) : 0.0;
   return out;

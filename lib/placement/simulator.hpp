@@ -5,7 +5,8 @@
 //               (pad to the max count, drop_tokens=false), > 0 = ceil(assignments / E x cf) and
 //               tokens beyond it dropped
 //   fastermoe   FasterMoE shadowing: the hottest experts are broadcast to every rank and computed
-//               where their tokens are, chosen greedily while the predicted time falls
+//               where their tokens are, chosen greedily while the predicted time falls; with
+//               smart scheduling overlapping all-to-all and compute in fastermoe_groups chunks
 //   flexmoe     FlexMoePolicy: replicas planned between iterations, change cost charged
 //   ideal       total expert work spread evenly, no sync
 #pragma once
@@ -23,6 +24,8 @@ struct SimSetup {
   int gpus = 8;
   int slots_per_rank = 0;         // 0 = experts per rank + 1
   double capacity_factor = 0.0;   // deepspeed: 0 = dropless padding to the max count
+  int fastermoe_groups = 1;       // fastermoe smart-scheduling chunks (1 = no overlap)
+  JsonlWriter* change_log = nullptr;  // receives flexmoe's placement changes when set
   FlexMoeOptions flexmoe;
 };
 
@@ -39,9 +42,11 @@ struct PolicySeries {
 double static_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus);
 double deepspeed_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, double capacity_factor,
                       std::int64_t* dropped);
-// `shadows` receives how many experts were shadowed, `balance` the resulting max/mean rank load.
-double fastermoe_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, int* shadows,
-                      double* balance = nullptr);
+// `pipeline_groups` chunks overlap all-to-all with compute (FasterMoE's smart scheduling; 1 =
+// no overlap). `shadows` receives how many experts were shadowed, `balance` the resulting
+// max/mean rank load.
+double fastermoe_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, int pipeline_groups,
+                      int* shadows, double* balance = nullptr);
 double ideal_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus);
 
 // All policies over the trace, in the order static, deepspeed, fastermoe, flexmoe, ideal.
