@@ -3,3 +3,7 @@ skew_mpi_test(skew_moe_mpi_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_layer.cpp
   LIBS skew_moe
   NP 1 2 4)
+skew_mpi_test(skew_moe_train_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_train.cpp
+  LIBS skew_moe
+  NP 2)
