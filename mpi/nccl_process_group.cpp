@@ -80,6 +80,7 @@ class NcclProcessGroup : public ProcessGroup {
   void allreduce(Buffer b, ReduceOp op) override { iallreduce(b, op)->wait(); }
   void broadcast(Buffer b, int root) override {
     check_buffer(b, Device::Cuda, "broadcast");
+    SKEW_CHECK(root >= 0 && root < size_, "broadcast root " << root << " out of range");
     SKEW_NCCL_CHECK(ncclBroadcast(b.data, b.data, b.count, nccl_type(b.dtype), root, comm_, stream_));
     sync();
   }
