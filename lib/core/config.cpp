@@ -226,7 +226,10 @@ std::vector<IniEntry> read_ini(std::istream& in, const std::string& origin) {
         if (c != std::string::npos) value = trim(value.substr(0, c));
       }
     }
-    out.push_back({section.empty() ? key : section + "." + key, value, where});
+    const std::string full = section.empty() ? key : section + "." + key;
+    for (const auto& e : out)
+      if (e.key == full) throw Error(where + ": key '" + full + "' is set twice in the file (first at " + e.where + ")");
+    out.push_back({full, value, where});
   }
   return out;
 }
@@ -237,12 +240,10 @@ Config Config::parse_ini_text(const Schema& schema, const std::string& ini_text,
                               const std::string& origin, const std::vector<std::string>& overrides) {
   std::vector<std::string> args = {schema.app()};
   args.insert(args.end(), overrides.begin(), overrides.end());
-  std::vector<const char*> argv;
-  for (const auto& a : args) argv.push_back(a.c_str());
   Config c;
   c.schema_ = &schema;
   c.vm_ = std::make_shared<po::variables_map>();
-  // Command line first: first stored value wins.
+  std::vector<std::pair<std::string, std::string>> cli;
   for (std::size_t i = 1; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a.rfind("--", 0) != 0) throw Error("command line: unexpected argument '" + a + "'");
@@ -262,8 +263,11 @@ Config Config::parse_ini_text(const Schema& schema, const std::string& ini_text,
         value = args[++i];
       }
     }
-    c.store(key, value, "command line");
+    cli.emplace_back(key, value);
   }
+  // The first stored value wins, so the command line is stored before the file, and in reverse
+  // so that a key given twice takes its last value (appended overrides win, as in most tools).
+  for (auto it = cli.rbegin(); it != cli.rend(); ++it) c.store(it->first, it->second, "command line");
   std::istringstream in(ini_text);
   for (const auto& e : read_ini(in, origin)) c.store(e.key, e.value, e.where);
   c.finish();

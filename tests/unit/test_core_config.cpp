@@ -91,6 +91,10 @@ TEST_CASE("config: precedence defaults < file < command line", "[config]") {
   CHECK(c.get_string("output.dir").empty());
   CHECK(c.source("output.dir") == "default");
 
+  // A key given twice on the command line takes its last value.
+  const auto twice = parse_args(s, {"--train.steps=1", "--config", ini.path, "--train.steps", "2"});
+  CHECK(twice.get_int("train.steps") == 2);
+
   // --config=FILE form, and a bare bool flag meaning true.
   const auto c2 = parse_args(s, {"--train.shuffle", "--config=" + ini.path});
   CHECK(c2.get_bool("train.shuffle"));
@@ -145,6 +149,9 @@ TEST_CASE("config: malformed lines name file and line", "[config]") {
   TempFile after_quote("afterquote.ini", "[data]\npath = \"a\" b\n");
   CHECK_THAT(error_of([&] { parse_args(s, {"--config", after_quote.path}); }),
              Catch::Contains(after_quote.path + ":2: malformed line"));
+  TempFile twice("twice.ini", "[train]\nsteps = 3\nlr = 0.1\nsteps = 4\n");
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config", twice.path}); }),
+             Catch::Contains(twice.path + ":4: key 'train.steps' is set twice in the file (first at " + twice.path + ":2)"));
   CHECK_THAT(error_of([&] { parse_args(s, {"--config", "/nonexistent/dir/x.ini"}); }),
              Catch::Contains("cannot open config file '/nonexistent/dir/x.ini'"));
   CHECK_THAT(error_of([&] { parse_args(s, {"--config"}); }), Catch::Contains("--config needs a file name"));
