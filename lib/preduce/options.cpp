@@ -39,6 +39,8 @@ Schema make_schema() {
   s.add_float("data.separation", 4.0, "generated cluster-center spread (larger = easier)");
   s.add_string("model.hidden", "64", "hidden layer widths of the MLP, comma-separated; empty = logistic regression");
   s.add_int("train.steps", 200, "local steps per worker");
+  s.add_float("train.max_seconds", 0.0, "stop a worker after this many (wall or virtual) seconds; 0 = none; "
+                                        "preduce, eager and local only (allreduce and adpsgd stop by steps)");
   s.add_int("train.batch", 32, "minibatch per worker and step");
   s.add_float("train.lr", 0.1, "SGD learning rate");
   s.add_int("train.seed", 1, "seed of the model, data and delays");
@@ -85,6 +87,7 @@ TrainOptions read_options(const Config& c) {
   o.separation = c.get_float("data.separation");
   for (auto w : c.get_int_list("model.hidden")) o.hidden.push_back(static_cast<int>(w));
   o.steps = c.get_int("train.steps");
+  o.max_seconds = c.get_float("train.max_seconds");
   o.batch = static_cast<int>(c.get_int("train.batch"));
   o.lr = c.get_float("train.lr");
   o.seed = static_cast<std::uint64_t>(c.get_int("train.seed"));
@@ -122,6 +125,10 @@ TrainOptions read_options(const Config& c) {
   SKEW_CHECK(o.sim_bandwidth_gbs > 0.0, "sim.bandwidth_gbs must be > 0");
   SKEW_CHECK(o.eager_sync_every >= 0, "eager.sync_every must be >= 0");
   return o;
+}
+
+bool time_limited(const TrainOptions& opt) {
+  return opt.max_seconds > 0.0 && opt.mode != SyncMode::Allreduce && opt.mode != SyncMode::Adpsgd;
 }
 
 comm::GroupOptions group_options(const TrainOptions& opt, int num_workers) {

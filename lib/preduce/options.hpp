@@ -24,6 +24,7 @@ struct TrainOptions {
   std::vector<int> hidden;
   // train
   std::int64_t steps = 200;
+  double max_seconds = 0.0;  // 0 = none; honoured by preduce, eager and local (see time_limited)
   int batch = 32;
   double lr = 0.1;
   std::uint64_t seed = 1;
@@ -46,6 +47,10 @@ struct TrainOptions {
   // output
   std::string metrics, curve;
 };
+
+// Modes whose workers may stop independently: all but allreduce and adpsgd, whose rounds need
+// every worker (or its partner), so they stop by train.steps only.
+bool time_limited(const TrainOptions& opt);
 
 Schema make_schema();
 TrainOptions read_options(const Config& config);

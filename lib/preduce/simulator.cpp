@@ -67,7 +67,7 @@ class Simulation {
     Worker& me = workers_[static_cast<std::size_t>(w)];
     me.finish_step();
     end_[static_cast<std::size_t>(w)] = t;
-    if (me.step() < opt_.steps) schedule(w, t);
+    if (me.step() < opt_.steps && !(time_limited(opt_) && t >= opt_.max_seconds)) schedule(w, t);
     else if (opt_.mode == SyncMode::Preduce || opt_.mode == SyncMode::Eager) former_.finished(w);
   }
   void close_groups(double t);

@@ -161,6 +161,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     if (opt.log_interval > 0 && (step + 1) % opt.log_interval == 0)
       SKEW_INFO("step " << step + 1 << "/" << opt.steps << " loss " << loss << " version " << me.version() << " t "
                         << now << "s");
+    if (time_limited(opt) && now >= opt.max_seconds) break;
   }
   if (pr) pr->finish();
   const double end_time = clock.seconds();
@@ -173,7 +174,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   workers->allreduce(comm::view(series), comm::ReduceOp::Avg);
   Curve curve{opt.eval_interval_s, series};
   // Per-worker totals, gathered: compute, injected, wait, comm, end time, steps/s, final accuracy.
-  std::vector<double> mine{sum_compute, sum_injected, sum_wait, sum_comm, end_time, static_cast<double>(opt.steps) / end_time, final_acc};
+  std::vector<double> mine{sum_compute, sum_injected, sum_wait, sum_comm, end_time, static_cast<double>(me.step()) / end_time, final_acc};
   std::vector<double> all(mine.size() * static_cast<std::size_t>(n));
   workers->allgather(comm::view(mine), comm::view(all));
   std::vector<float> average = me.params();
