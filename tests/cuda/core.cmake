@@ -1,6 +1,6 @@
 # Foundation tests on the GPU (CUDA builds only; every case skips when no GPU is visible).
 skew_cuda_test(skew_cuda_core_test
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_core.cpp
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_cuda_core.cpp ${CMAKE_CURRENT_LIST_DIR}/test_cuda_rng.cu
   LIBS skew_core skew_kernels)
 
 # NCCL process group under mpirun; a case skips unless every rank can have its own GPU.
