@@ -147,6 +147,7 @@ void MpiProcessGroup::allgather(Buffer s, Buffer r) {
 void MpiProcessGroup::allgatherv(Buffer s, Buffer r, const std::vector<std::size_t>& recv_counts) {
   check_buffer(s, Device::Host, "allgatherv");
   check_buffer(r, Device::Host, "allgatherv");
+  SKEW_CHECK(s.dtype == r.dtype, "allgatherv: dtype mismatch " << dtype_name(s.dtype) << " -> " << dtype_name(r.dtype));
   const Layout l = layout(recv_counts, size_, "allgatherv");
   SKEW_CHECK(recv_counts[static_cast<std::size_t>(rank_)] == s.count, "allgatherv: my count " << s.count << " differs from recv_counts[" << rank_ << "]");
   SKEW_CHECK(r.count >= sum_counts(recv_counts), "allgatherv: receive buffer too small");
@@ -157,6 +158,7 @@ void MpiProcessGroup::alltoall(Buffer s, Buffer r) {
   check_buffer(s, Device::Host, "alltoall");
   check_buffer(r, Device::Host, "alltoall");
   SKEW_CHECK(s.count % static_cast<std::size_t>(size_) == 0 && r.count == s.count, "alltoall: buffers must hold size()*n elements each");
+  SKEW_CHECK(s.dtype == r.dtype, "alltoall: dtype mismatch " << dtype_name(s.dtype) << " -> " << dtype_name(r.dtype));
   const int n = as_int(s.count / static_cast<std::size_t>(size_), "alltoall");
   SKEW_MPI_CHECK(MPI_Alltoall(s.data, n, mpi_type(s.dtype), r.data, n, mpi_type(r.dtype), comm_));
 }

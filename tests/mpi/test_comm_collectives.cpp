@@ -98,6 +98,8 @@ TEST_CASE("mpi group: allgather and allgatherv with uneven and zero counts", "[m
   std::vector<float> wrong(send.size() + 1);
   CHECK_THROWS_WITH(g->allgatherv(skew::comm::view(wrong), skew::comm::view(recv), counts),
                     Catch::Contains("differs from recv_counts"));
+  std::vector<double> recv_f64(recv.size());
+  CHECK_THROWS_WITH(g->allgatherv(skew::comm::view(send), skew::comm::view(recv_f64), counts), Catch::Contains("dtype mismatch"));
   std::vector<std::int32_t> small(1);
   CHECK_THROWS_WITH(g->allgather(skew::comm::view(mine), skew::comm::view(small)), Catch::Contains("receive buffer holds 1"));
 }
@@ -144,6 +146,8 @@ TEST_CASE("mpi group: alltoall and uneven alltoallv with zero-length peers", "[m
   std::vector<std::size_t> short_counts(static_cast<std::size_t>(n) + 1, 0);
   CHECK_THROWS_WITH(g->alltoallv(skew::comm::view(vs), short_counts, skew::comm::view(vr), rc),
                     Catch::Contains("counts for a group of"));
+  std::vector<double> other_type(send.size());
+  CHECK_THROWS_WITH(g->alltoall(skew::comm::view(send), skew::comm::view(other_type)), Catch::Contains("dtype mismatch I64 -> F64"));
   std::vector<std::int64_t> longer(static_cast<std::size_t>(2 * n + 1));
   CHECK_THROWS_WITH(g->alltoall(skew::comm::view(send), skew::comm::view(longer)), Catch::Contains("size()*n"));
 }
