@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "kernels/moe_gate.hpp"
+#include "lib/core/error.hpp"
 #include "lib/moe/ops.hpp"
 
 namespace skew::moe {
@@ -21,29 +24,28 @@ void gate_forward(const GateOptions& opt, int n, int d, const T* x, const T* wg,
   }
   s.probs.assign(static_cast<std::size_t>(n) * E, T(0));
   matmul<T>(false, false, n, E, d, T(1), s.input.data(), wg, T(0), s.probs.data());
-  s.lse.assign(static_cast<std::size_t>(n), 0.0);
+  s.lse.assign(static_cast<std::size_t>(n), T(0));
   s.expert.assign(static_cast<std::size_t>(n) * k, 0);
   s.weight.assign(static_cast<std::size_t>(n) * k, T(0));
+  if constexpr (std::is_same_v<T, float>) {
+    kernels::moe::softmax_topk(Device::Host, n, E, k, s.probs.data(), s.probs.data(), s.lse.data(), s.expert.data(), s.weight.data());
+  } else {
+    kernels::moe::softmax_topk(n, E, k, s.probs.data(), s.probs.data(), s.lse.data(), s.expert.data(), s.weight.data());
+  }
   s.local_counts.assign(static_cast<std::size_t>(E), 0);
   std::vector<double> stats(2 * static_cast<std::size_t>(E) + 2, 0.0);  // [sum p | counts | tokens | sum lse^2]
-  std::vector<int> order(static_cast<std::size_t>(E));
   for (int t = 0; t < n; ++t) {
-    T* p = s.probs.data() + static_cast<std::size_t>(t) * E;
-    const double mx = *std::max_element(p, p + E);
-    double z = 0;
-    for (int e = 0; e < E; ++e) z += std::exp(p[e] - mx);
-    s.lse[static_cast<std::size_t>(t)] = mx + std::log(z);
-    for (int e = 0; e < E; ++e) p[e] = static_cast<T>(std::exp(p[e] - s.lse[static_cast<std::size_t>(t)]));
-    for (int e = 0; e < E; ++e) order[static_cast<std::size_t>(e)] = e;
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+    const T* p = s.probs.data() + static_cast<std::size_t>(t) * E;
     for (int j = 0; j < k; ++j) {
-      const int e = forced ? forced[static_cast<std::size_t>(t) * k + j] : order[static_cast<std::size_t>(j)];
-      s.expert[static_cast<std::size_t>(t) * k + j] = e;
-      s.weight[static_cast<std::size_t>(t) * k + j] = p[e];
-      ++s.local_counts[static_cast<std::size_t>(e)];
+      const std::size_t a = static_cast<std::size_t>(t) * k + j;
+      if (forced) {  // a replayed trace
+        SKEW_CHECK(forced[a] >= 0 && forced[a] < E, "replayed expert " << forced[a] << " outside [0, " << E << ")");
+        s.expert[a] = forced[a], s.weight[a] = p[forced[a]];
+      }
+      ++s.local_counts[static_cast<std::size_t>(s.expert[a])];
     }
     for (int e = 0; e < E; ++e) stats[static_cast<std::size_t>(e)] += p[e];
-    stats[2 * static_cast<std::size_t>(E) + 1] += s.lse[static_cast<std::size_t>(t)] * s.lse[static_cast<std::size_t>(t)];
+    stats[2 * static_cast<std::size_t>(E) + 1] += static_cast<double>(s.lse[static_cast<std::size_t>(t)]) * s.lse[static_cast<std::size_t>(t)];
   }
   for (int e = 0; e < E; ++e) stats[static_cast<std::size_t>(E + e)] = static_cast<double>(s.local_counts[static_cast<std::size_t>(e)]);
   stats[2 * static_cast<std::size_t>(E)] = n;

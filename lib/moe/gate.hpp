@@ -26,7 +26,7 @@ struct GateState {
   std::vector<T> input;              // [n * d] gate input after jitter
   std::vector<T> jitter;             // [n * d] multiplicative noise, empty when off
   std::vector<T> probs;              // [n * E]
-  std::vector<double> lse;           // [n] logsumexp of the logits
+  std::vector<T> lse;                // [n] logsumexp of the logits
   std::vector<double> ce;            // [E] global fraction of assignments per expert
   std::vector<std::int64_t> local_counts;   // [E] this rank's assignments per expert
   std::vector<std::int64_t> global_counts;  // [E] all ranks' assignments per expert

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "kernels/moe_dispatch.hpp"
+#include "kernels/moe_expert.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/moe/gate.hpp"
 #include "lib/moe/ops.hpp"
@@ -164,4 +165,23 @@ TEST_CASE("dispatch kernels: histogram, scan and stable expert-contiguous permut
   for (int i = 0; i < 16; ++i) rows[i] = static_cast<float>(i) + 0.5f;
   kernels::moe::scatter_rows(Device::Host, rows.data(), pos.data(), 8, 2, out.data());
   for (int i = 0; i < 8; ++i) REQUIRE(out[pos[i] * 2 + 1] == rows[i * 2 + 1]);
+}
+
+TEST_CASE("grouped bf16 expert GEMM matches a float64 reference on bf16-rounded inputs", "[moe]") {
+  const int n = 5, k = 7;
+  const std::vector<std::int64_t> offsets = {0, 3, 3, 8};  // the middle expert receives no rows
+  auto ad = randn(8 * k, 30), b0 = randn(k * n, 31), b1 = randn(k * n, 32), b2 = randn(k * n, 33);
+  std::vector<float> a(ad.begin(), ad.end());
+  std::vector<std::vector<float>> bs = {{b0.begin(), b0.end()}, {b1.begin(), b1.end()}, {b2.begin(), b2.end()}};
+  const float* bp[3] = {bs[0].data(), bs[1].data(), bs[2].data()};
+  std::vector<float> c(8 * n, 0.f);
+  kernels::moe::grouped_gemm_bf16(Device::Host, 3, offsets.data(), n, k, a.data(), bp, c.data());
+  auto r = [](float v) { return static_cast<double>(bf16_to_float(float_to_bf16(v))); };
+  for (int g = 0; g < 3; ++g)
+    for (std::int64_t i = offsets[g]; i < offsets[g + 1]; ++i)
+      for (int j = 0; j < n; ++j) {
+        double want = 0;
+        for (int p = 0; p < k; ++p) want += r(a[i * k + p]) * r(bs[g][p * n + j]);
+        REQUIRE(c[i * n + j] == Approx(want).margin(1e-5));
+      }
 }

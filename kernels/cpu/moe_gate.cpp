@@ -1,0 +1,80 @@
+#include "kernels/moe_gate.hpp"
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/gemm.hpp"
+#include "kernels/moe_expert.hpp"
+#include "lib/core/error.hpp"
+
+namespace skew::kernels::moe {
+
+namespace {
+template <class T>
+void softmax_topk_host(int n, int E, int k, const T* logits, T* probs, T* lse, std::int32_t* expert, T* weight) {
+  SKEW_CHECK(k >= 1 && k <= E, "softmax_topk: k " << k << " outside [1, " << E << "]");
+  for (int t = 0; t < n; ++t) {
+    const T* l = logits + static_cast<std::size_t>(t) * E;
+    T* p = probs + static_cast<std::size_t>(t) * E;
+    double mx = l[0];
+    for (int e = 1; e < E; ++e) mx = std::max(mx, static_cast<double>(l[e]));
+    double z = 0;
+    for (int e = 0; e < E; ++e) z += std::exp(l[e] - mx);
+    const double s = mx + std::log(z);
+    lse[t] = static_cast<T>(s);
+    for (int e = 0; e < E; ++e) p[e] = static_cast<T>(std::exp(l[e] - s));
+    for (int j = 0; j < k; ++j) {
+      int best = -1;
+      for (int e = 0; e < E; ++e) {
+        bool taken = false;
+        for (int i = 0; i < j; ++i) taken |= expert[static_cast<std::size_t>(t) * k + i] == e;
+        if (!taken && (best < 0 || p[e] > p[best])) best = e;
+      }
+      expert[static_cast<std::size_t>(t) * k + j] = best;
+      weight[static_cast<std::size_t>(t) * k + j] = p[best];
+    }
+  }
+}
+}  // namespace
+
+void softmax_topk(Device device, int n, int E, int k, const float* logits, float* probs, float* lse, std::int32_t* expert,
+                  float* weight) {
+  if (device == Device::Cuda) return cuda::softmax_topk(n, E, k, logits, probs, lse, expert, weight);
+  softmax_topk_host(n, E, k, logits, probs, lse, expert, weight);
+}
+
+void softmax_topk(int n, int E, int k, const double* logits, double* probs, double* lse, std::int32_t* expert, double* weight) {
+  softmax_topk_host(n, E, k, logits, probs, lse, expert, weight);
+}
+
+void grouped_gemm_bf16(Device device, int groups, const std::int64_t* offsets, int n, int k, const float* a,
+                       const float* const* b, float* c) {
+  if (device == Device::Cuda) return cuda::grouped_gemm_bf16(groups, offsets, n, k, a, b, c);
+  auto round = [](const float* src, std::size_t count) {
+    std::vector<float> out(count);
+    for (std::size_t i = 0; i < count; ++i) out[i] = bf16_to_float(float_to_bf16(src[i]));
+    return out;
+  };
+  for (int g = 0; g < groups; ++g) {
+    const std::int64_t rows = offsets[g + 1] - offsets[g];
+    if (rows == 0) continue;
+    const auto ag = round(a + offsets[g] * k, static_cast<std::size_t>(rows) * k);
+    const auto bg = round(b[g], static_cast<std::size_t>(k) * n);
+    GemmShape s;
+    s.m = static_cast<int>(rows), s.n = n, s.k = k;
+    gemm(Device::Host, s, 1.f, ag.data(), bg.data(), 0.f, c + offsets[g] * n);
+  }
+}
+
+#ifndef SKEW_WITH_CUDA
+namespace cuda {
+void softmax_topk(int, int, int, const float*, float*, float*, std::int32_t*, float*) {
+  SKEW_THROW("moe gate on CUDA in a build without CUDA");
+}
+void grouped_gemm_bf16(int, const std::int64_t*, int, int, const float*, const float* const*, float*) {
+  SKEW_THROW("moe expert GEMM on CUDA in a build without CUDA");
+}
+}  // namespace cuda
+#endif
+
+}  // namespace skew::kernels::moe
