@@ -1,8 +1,9 @@
 // placement_sim: replays a routing trace (recorded JSONL or generated with Zipf skew and drift)
 // through the FlexMoE cost model for a simulated cluster and prints each policy's step time:
 // static, deepspeed, fastermoe, flexmoe and the balanced ideal, at one size and optionally at a
-// list of sizes (scaling rows). Single process, no MPI collectives.
-#include <cstdio>
+// list of sizes (scaling rows). With sim.validate = moe_train metrics JSONL, run under mpirun
+// with the recorded run's rank count instead: measures the cost-model constants here and
+// compares predicted with measured expert compute and all-to-all time.
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -13,6 +14,8 @@
 #include "lib/core/log.hpp"
 #include "lib/core/metrics.hpp"
 #include "lib/placement/simulator.hpp"
+#include "lib/placement/validate.hpp"
+#include "mpi/runtime.hpp"
 
 using namespace skew;
 using namespace skew::placement;
@@ -40,6 +43,8 @@ Schema make_schema() {
       .add_int("sim.fastermoe_groups", 4, "fastermoe smart scheduling: chunks overlapping all-to-all with compute (1 = none)")
       .add_string("sim.scaling", "", "comma-separated GPU counts for scaling rows (generated traces), e.g. 8,64,1024")
       .add_int("sim.scaling_iterations", 60, "iterations per scaling row")
+      .add_string("sim.validate", "", "moe_train metrics JSONL to check the cost model against (run with its rank count)")
+      .add_string("output.validation", "", "validation result as one JSON line")
       .add_bool("sim.verbose", false, "log every flexmoe placement change on stdout")
       .add_string("output.changes", "", "flexmoe placement changes of the headline run (JSONL: iteration, op, expert, ranks, gains)")
       .add_string("output.steps_csv", "", "per-iteration step time and balance ratio per policy (CSV)")
@@ -109,12 +114,8 @@ void summary_rows(CsvWriter* csv, int gpus, double trace_balance, const std::vec
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    const Schema schema = make_schema();
-    const Config cfg = Config::parse(schema, argc, argv);
-    if (cfg.help_requested()) return std::cout << schema.help_text(), 0;
-    if (cfg.print_config_requested()) return std::cout << cfg.to_ini(), 0;
+int simulate_main(const Config& cfg) {
+  {
     const int gpus = static_cast<int>(cfg.get_int("sim.gpus"));
     SKEW_CHECK(gpus >= 1, "sim.gpus must be >= 1, got " << gpus);
     const std::string trace_path = cfg.get_string("sim.trace");
@@ -184,8 +185,42 @@ int main(int argc, char** argv) {
     j["scaling"] = scaling;
     print_summary(j);
     return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "placement_sim: error: %s\n", e.what());
-    return 1;
   }
+}
+
+// Measured constants of this machine against a recorded moe_train run at world.size() ranks.
+int validate_main(const Config& cfg, comm::ProcessGroup& world) {
+  const MeasuredRun run = read_measured_jsonl(cfg.get_string("sim.validate"));
+  const CostConstants constants = measure_constants(world, cost_overrides_from_config(cfg));
+  if (world.rank() != 0) return 0;
+  const std::int64_t hidden = cfg.get_int("sim.hidden"), ffn = cfg.get_int("sim.ffn_hidden");
+  const CostModel model(constants, expert_shape_from_config(cfg, 2 * hidden * ffn, static_cast<int>(hidden)));
+  const Validation v = validate_cost_model(model, run, world.size());
+  std::cout << std::fixed << std::setprecision(3) << "cost model vs " << cfg.get_string("sim.validate") << " at " << world.size()
+            << " ranks, " << v.iterations << " iterations (measured here: gemm " << constants.gemm_flops / 1e9
+            << " GFLOP/s, all-to-all " << constants.inter_bandwidth / 1e9 << " GB/s)\n"
+            << "  expert compute: predicted " << v.predicted_expert * 1e3 << " ms, measured " << v.measured_expert * 1e3
+            << " ms, error " << v.expert_error() * 100 << "%\n"
+            << "  all-to-all:     predicted " << v.predicted_alltoall * 1e3 << " ms, measured " << v.measured_alltoall * 1e3
+            << " ms, error " << v.alltoall_error() * 100 << "%\n";
+  Json j{{"app", "placement_sim"}, {"validate", cfg.get_string("sim.validate")}, {"ranks", world.size()}, {"iterations", v.iterations},
+         {"gemm_flops", constants.gemm_flops}, {"alltoall_bandwidth", constants.inter_bandwidth},
+         {"expert_ms", {{"predicted", v.predicted_expert * 1e3}, {"measured", v.measured_expert * 1e3}, {"error", v.expert_error()}}},
+         {"alltoall_ms", {{"predicted", v.predicted_alltoall * 1e3}, {"measured", v.measured_alltoall * 1e3}, {"error", v.alltoall_error()}}}};
+  if (!cfg.get_string("output.validation").empty()) std::ofstream(cfg.get_string("output.validation")) << j.dump() << "\n";
+  print_summary(j);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  return comm::run_main(argc, argv, false, [&](comm::Runtime& rt) {
+    const Schema schema = make_schema();
+    const Config cfg = Config::parse(schema, argc, argv);
+    if (cfg.help_requested() || cfg.print_config_requested()) {
+      if (rt.world_rank == 0) std::cout << (cfg.help_requested() ? schema.help_text() : cfg.to_ini());
+      return 0;
+    }
+    if (!cfg.get_string("sim.validate").empty()) return validate_main(cfg, *rt.world);
+    return rt.world_rank == 0 ? simulate_main(cfg) : 0;
+  });
 }

@@ -32,6 +32,17 @@ mkdir -p "$out"
 } >>"$out/sim_table.md"
 cat "$out/sim_table.md"
 
+# Cost model against a measured 2-rank moe_train run (static policy, configs/moe.ini): the
+# constants are measured on this machine, then predicted and measured expert compute and
+# all-to-all times are compared.
+if [[ -x "$build_dir/apps/moe_train" ]] && command -v mpirun >/dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  mpirun --oversubscribe -np 2 "$build_dir/apps/moe_train" --config configs/moe.ini \
+    --output.metrics="$out/sim_validation_moe_static.jsonl" >/dev/null
+  mpirun --oversubscribe -np 2 "$sim" --sim.validate="$out/sim_validation_moe_static.jsonl" --sim.hidden=64 --sim.ffn_hidden=128 \
+    --output.validation="$out/sim_validation.json" | head -n 3
+fi
+
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
   /usr/bin/python3 - "$out" <<'PY'
 import csv, sys
