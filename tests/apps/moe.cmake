@@ -1,0 +1,13 @@
+# moe_train end to end: the quickstart config (shortened), and clear errors for bad input.
+add_test(NAME moe_train_quickstart_np2
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS} --oversubscribe
+                 $<TARGET_FILE:moe_train> --config ${PROJECT_SOURCE_DIR}/configs/moe.ini --train.iterations=20 ${MPIEXEC_POSTFLAGS})
+set_tests_properties(moe_train_quickstart_np2 PROPERTIES TIMEOUT 120 PROCESSORS 2
+  PASS_REGULAR_EXPRESSION "\"app\":\"moe_train\",\"ranks\":2,\"policy\":\"static\".*\"dropped\":0"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+add_test(NAME moe_train_bad_policy COMMAND $<TARGET_FILE:moe_train> --moe.policy=tutel)
+set_tests_properties(moe_train_bad_policy PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "moe.policy"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+add_test(NAME moe_train_missing_text COMMAND $<TARGET_FILE:moe_train> --data.train=/nonexistent/corpus.txt)
+set_tests_properties(moe_train_missing_text PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "/nonexistent/corpus.txt"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
