@@ -23,9 +23,12 @@ variants=(
   "adpsgd|--sync.mode=adpsgd"
   "eager|--sync.mode=eager"
 )
+# allreduce and adpsgd stop by steps (every round needs every worker); the others stop by time.
+sync_steps=1300
 run() {  # run KIND N NAME ARGS...
   local kind=$1 n=$2 name=$3
   shift 3
+  [[ $name == allreduce || $name == adpsgd ]] && set -- "$@" --train.steps="$sync_steps"
   local tag="${kind}_${n}_${name}"
   echo "bench_preduce: $tag" >&2
   if [[ $kind == real ]]; then
@@ -55,7 +58,8 @@ for v in "${variants[@]}"; do
   # shellcheck disable=SC2086
   run sim 4 "${v%%|*}" ${v#*|} --sim.compute_ms="$compute_ms"
 done
-scale=(--model.hidden=32 --train.steps=250 --train.max_seconds=6 --train.eval_interval_s=0.1 --train.target_accuracy=0.9)
+sync_steps=250
+scale=(--model.hidden=32 --train.max_seconds=6 --train.eval_interval_s=0.1 --train.target_accuracy=0.9)
 for n in 32 256; do
   for v in "${variants[@]}"; do
     # shellcheck disable=SC2086

@@ -1,5 +1,6 @@
 #include "lib/preduce/options.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "lib/core/error.hpp"
@@ -53,7 +54,8 @@ Schema make_schema() {
   s.add_int("preduce.group_size", 2, "P: workers per partial-reduce group");
   s.add_choice("preduce.reduce", "model", {"model", "gradient"}, "what a group averages");
   s.add_float("preduce.alpha", 0.9, "staleness decay: level i (s = max version - version + 1) gets (1-alpha) alpha^(i-1); 1 = equal weights");
-  s.add_int("preduce.isolation_bound", 8, "after this many groups a group must connect every worker (union-find); 0 = off");
+  s.add_int("preduce.isolation_bound", 10, "ssp bound b: after b*N/P groups (about b updates per worker) a group must "
+                                             "connect every worker (union-find over recent groups); 0 = off");
   s.add_choice("preduce.controller", "thread", {"thread", "rank"}, "controller as a thread on rank 0, or rank 0 dedicated to it");
   s.add_float("preduce.deadline_ms", 0.0, "close a group below P members this long after its first member; 0 = wait for P");
   s.add_float("eager.deadline_ms", 5.0, "a round closes this long after its first arrival; late workers join the next");
@@ -145,7 +147,8 @@ comm::GroupOptions group_options(const TrainOptions& opt, int num_workers) {
   }
   g.group_size = opt.group_size;
   g.alpha = opt.alpha;
-  g.isolation_bound = opt.isolation_bound;
+  // The reference's bound counts worker updates (b * N); a group carries about P of them.
+  g.isolation_bound = opt.isolation_bound > 0 ? std::max(1, opt.isolation_bound * num_workers / std::max(1, opt.group_size)) : 0;
   g.deadline_s = opt.preduce_deadline_ms * 1e-3;
   g.min_group = 2;
   return g;

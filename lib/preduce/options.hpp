@@ -34,7 +34,7 @@ struct TrainOptions {
   SyncMode mode = SyncMode::Preduce;
   bool reduce_gradient = false;  // preduce.reduce = gradient
   bool dedicated_controller = false;
-  int group_size = 2, isolation_bound = 8;
+  int group_size = 2, isolation_bound = 10;
   double alpha = 0.9, preduce_deadline_ms = 0.0;
   double eager_deadline_ms = 5.0;
   bool eager_majority = false;
