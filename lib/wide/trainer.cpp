@@ -44,7 +44,8 @@ void WideTrainer::touched_features(const kernels::WideBatch& b) {
       touched_.push_back(f);
     }
   }
-  std::sort(touched_.begin(), touched_.end());
+  // Only the multi-rank union merge needs the list sorted.
+  if (group_ && group_->size() > 1) std::sort(touched_.begin(), touched_.end());
 }
 
 // Sums the gradient over the group. Only rows some rank touched travel: the union of the
@@ -81,12 +82,14 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
   const kernels::WideBatch b = data.batch(begin, end);
   logits_.resize(std::size_t(b.rows));
   touched_features(b);
+  Timer kernel_timer;
   compute(b, grad_.data(), logits_.data());
+  const double kernel_seconds = kernel_timer.seconds();
   double loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
   std::int64_t samples = b.rows, nonzeros = b.nnz();
   synchronise(loss, samples, nonzeros);
   if (samples > 0) optimizer_->step(model_.params.data(), grad_.data(), touched_, 1.0f / float(samples), *pool_);
-  return StepResult{samples > 0 ? loss / double(samples) : 0.0, samples, nonzeros};
+  return StepResult{samples > 0 ? loss / double(samples) : 0.0, samples, nonzeros, kernel_seconds};
 }
 
 void WideTrainer::gradient(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::vector<float>& grad,
