@@ -87,7 +87,10 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   Mlp mlp(problem.widths);
   JsonlWriter metrics(metrics_path(opt.metrics, world->rank()));
   const auto evaluate = [&] { return mlp.accuracy(me.params(), problem.test.x.data(), problem.test.y.data(), problem.test.rows()); };
-  std::vector<double> series;
+  // Models are snapshotted on the time grid and evaluated after training, so evaluation never
+  // stalls a worker (or, through the reductions, its peers) inside the timed loop.
+  std::vector<std::vector<float>> snapshots;
+  std::vector<std::size_t> snapshot_of_point;
   std::vector<float> scratch;
   double next_eval = 0.0, sum_compute = 0.0, sum_injected = 0.0, sum_wait = 0.0, sum_comm = 0.0;
   std::int64_t groups_joined = 0, members_seen = 0;
@@ -151,8 +154,8 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     sum_comm += comm_time;
     const double now = clock.seconds();
     if (now >= next_eval) {
-      const double acc = evaluate();
-      for (; next_eval <= now; next_eval += opt.eval_interval_s) series.push_back(acc);
+      snapshots.push_back(me.params());
+      for (; next_eval <= now; next_eval += opt.eval_interval_s) snapshot_of_point.push_back(snapshots.size() - 1);
     }
     if (metrics.enabled())
       metrics.write(Json{{"step", step}, {"time_s", now}, {"loss", loss}, {"version", me.version()},
@@ -166,6 +169,11 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   if (pr) pr->finish();
   const double end_time = clock.seconds();
   const double final_acc = evaluate();
+  std::vector<double> snapshot_acc;
+  for (const auto& snapshot : snapshots)
+    snapshot_acc.push_back(mlp.accuracy(snapshot, problem.test.x.data(), problem.test.y.data(), problem.test.rows()));
+  std::vector<double> series;
+  for (std::size_t s : snapshot_of_point) series.push_back(snapshot_acc[s]);
 
   // Mean accuracy curve: pad every worker's series to the longest with its final accuracy.
   std::int64_t length = static_cast<std::int64_t>(series.size());
