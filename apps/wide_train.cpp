@@ -213,6 +213,7 @@ int train(const Config& c, comm::Runtime& rt) {
                {"valid_logloss", has_valid ? best_loss : 0.0}, {"valid_auc", best_auc},
                {"train_samples_per_s", double(total_samples) / std::max(1e-9, train_seconds)},
                {"train_nonzeros_per_s", double(total_nnz) / std::max(1e-9, train_seconds)},
+               {"train_rows_skipped", train_report.skipped_lines}, {"data_seconds", train_report.seconds},
                {"seconds", total.seconds()}, {"model_path", model_path}};
   if (rt.world_rank == 0) {
     if (!dir.empty()) write_file_atomic(dir + "/summary.json", summary.dump() + "\n");
