@@ -34,19 +34,24 @@ Schema make_schema() {
       .add_int("sim.hidden", 1024, "model width (token activation size)")
       .add_int("sim.ffn_hidden", 4096, "expert FFN inner width; an expert has 2 x hidden x ffn_hidden parameters")
       .add_float("sim.zipf", 0.3, "generated trace: popularity of the i-th hottest expert ~ 1 / i^zipf")
-      .add_float("sim.drift", 0.05, "generated trace: per-iteration probability that two experts adjacent in popularity order swap")
+      .add_float("sim.drift", 0.05,
+                 "generated trace: per-iteration probability that two experts adjacent in popularity order swap")
       .add_float("sim.noise", 1.0, "generated trace: multiplier of the sqrt(count) sampling noise")
       .add_int("sim.seed", 1, "generated trace seed")
       .add_string("sim.trace", "", "routing trace JSONL to replay instead of generating (moe_train metrics)")
       .add_string("sim.trace_key", "tokens_per_expert", "JSONL key holding [layer][expert] counts")
-      .add_float("sim.capacity_factor", 0.0, "deepspeed capacity factor; 0 = drop_tokens=false, padding to the max count")
-      .add_int("sim.fastermoe_groups", 4, "fastermoe smart scheduling: chunks overlapping all-to-all with compute (1 = none)")
+      .add_float("sim.capacity_factor", 0.0,
+                 "deepspeed capacity factor; 0 = drop_tokens=false, padding to the max count")
+      .add_int("sim.fastermoe_groups", 4,
+               "fastermoe smart scheduling: chunks overlapping all-to-all with compute (1 = none)")
       .add_string("sim.scaling", "", "comma-separated GPU counts for scaling rows (generated traces), e.g. 8,64,1024")
       .add_int("sim.scaling_iterations", 60, "iterations per scaling row")
-      .add_string("sim.validate", "", "moe_train metrics JSONL to check the cost model against (run with its rank count)")
+      .add_string("sim.validate", "",
+                  "moe_train metrics JSONL to check the cost model against (run with its rank count)")
       .add_string("output.validation", "", "validation result as one JSON line")
       .add_bool("sim.verbose", false, "log every flexmoe placement change on stdout")
-      .add_string("output.changes", "", "flexmoe placement changes of the headline run (JSONL: iteration, op, expert, ranks, gains)")
+      .add_string("output.changes", "",
+                  "flexmoe placement changes of the headline run (JSONL: iteration, op, expert, ranks, gains)")
       .add_string("output.steps_csv", "", "per-iteration step time and balance ratio per policy (CSV)")
       .add_string("output.summary_csv", "", "mean step time per policy, headline size and scaling rows (CSV)")
       .add_string("output.table", "", "markdown table of the results beside the paper's headline");
@@ -108,8 +113,9 @@ void summary_rows(CsvWriter* csv, int gpus, double trace_balance, const std::vec
   const double ideal = find(r, "ideal").mean_step();
   for (const auto& s : r)
     if (csv)
-      csv->row({std::to_string(gpus), s.policy, csv_number(s.mean_step() * 1e3), csv_number(mean(s.balance)), csv_number(trace_balance),
-                csv_number(s.mean_step() / ideal), csv_number(s.dropped_fraction), std::to_string(s.changes)});
+      csv->row({std::to_string(gpus), s.policy, csv_number(s.mean_step() * 1e3), csv_number(mean(s.balance)),
+                csv_number(trace_balance), csv_number(s.mean_step() / ideal), csv_number(s.dropped_fraction),
+                std::to_string(s.changes)});
 }
 
 }  // namespace
@@ -119,8 +125,9 @@ int simulate_main(const Config& cfg) {
     const int gpus = static_cast<int>(cfg.get_int("sim.gpus"));
     SKEW_CHECK(gpus >= 1, "sim.gpus must be >= 1, got " << gpus);
     const std::string trace_path = cfg.get_string("sim.trace");
-    const RoutingTrace trace = trace_path.empty() ? generated(cfg, gpus, static_cast<int>(cfg.get_int("sim.iterations")))
-                                                  : read_trace_jsonl(trace_path, cfg.get_string("sim.trace_key"));
+    const RoutingTrace trace = trace_path.empty()
+                                   ? generated(cfg, gpus, static_cast<int>(cfg.get_int("sim.iterations")))
+                                   : read_trace_jsonl(trace_path, cfg.get_string("sim.trace_key"));
     const double trace_balance = trace_balance_ratio(trace, gpus);
     log::set_level(cfg.get_bool("sim.verbose") ? log::Level::Info : log::Level::Warn);
     JsonlWriter changes(cfg.get_string("output.changes"));
@@ -131,19 +138,21 @@ int simulate_main(const Config& cfg) {
     const double ds = find(results, "deepspeed").mean_step(), fm = find(results, "fastermoe").mean_step();
     const double fx = find(results, "flexmoe").mean_step(), ideal = find(results, "ideal").mean_step();
     std::ostringstream table;
-    table << "| policy | step ms | balance max/mean | vs ideal | flexmoe speedup |\n|---|---|---|---|---|\n" << std::fixed;
+    table << "| policy | step ms | balance max/mean | vs ideal | flexmoe speedup |\n|---|---|---|---|---|\n"
+          << std::fixed;
     for (const auto& s : results)
-      table << "| " << s.policy << " | " << std::setprecision(3) << s.mean_step() * 1e3 << " | " << mean(s.balance) << " | "
-            << s.mean_step() / ideal << " | " << std::setprecision(2) << s.mean_step() / fx << "x |\n";
-    table << "\nflexmoe over deepspeed " << std::setprecision(2) << ds / fx << "x (paper: 1.70x avg), over fastermoe " << fm / fx
-          << "x (paper: 1.30x avg); " << gpus << " GPUs, " << trace.size() << " iterations, trace balance ratio "
-          << trace_balance << " (static placement)\n";
+      table << "| " << s.policy << " | " << std::setprecision(3) << s.mean_step() * 1e3 << " | " << mean(s.balance)
+            << " | " << s.mean_step() / ideal << " | " << std::setprecision(2) << s.mean_step() / fx << "x |\n";
+    table << "\nflexmoe over deepspeed " << std::setprecision(2) << ds / fx << "x (paper: 1.70x avg), over fastermoe "
+          << fm / fx << "x (paper: 1.30x avg); " << gpus << " GPUs, " << trace.size()
+          << " iterations, trace balance ratio " << trace_balance << " (static placement)\n";
 
     std::unique_ptr<CsvWriter> summary;
     if (!cfg.get_string("output.summary_csv").empty())
-      summary = std::make_unique<CsvWriter>(cfg.get_string("output.summary_csv"),
-                                            std::vector<std::string>{"gpus", "policy", "step_ms", "balance", "trace_balance",
-                                                                     "vs_ideal", "dropped_fraction", "changes"});
+      summary =
+          std::make_unique<CsvWriter>(cfg.get_string("output.summary_csv"),
+                                      std::vector<std::string>{"gpus", "policy", "step_ms", "balance", "trace_balance",
+                                                               "vs_ideal", "dropped_fraction", "changes"});
     summary_rows(summary.get(), gpus, trace_balance, results);
     if (!cfg.get_string("output.steps_csv").empty()) {
       CsvWriter steps(cfg.get_string("output.steps_csv"), {"iteration", "policy", "step_ms", "balance"});
@@ -154,7 +163,8 @@ int simulate_main(const Config& cfg) {
     Json scaling = Json::array();
     const auto sizes = cfg.get_int_list("sim.scaling");
     if (!sizes.empty()) {
-      table << "\n| GPUs | trace balance | static ms | deepspeed ms | fastermoe ms | flexmoe ms | ideal ms | vs deepspeed | vs fastermoe | flexmoe/ideal |\n"
+      table << "\n| GPUs | trace balance | static ms | deepspeed ms | fastermoe ms | flexmoe ms | ideal ms | vs "
+               "deepspeed | vs fastermoe | flexmoe/ideal |\n"
             << "|---|---|---|---|---|---|---|---|---|---|\n";
       for (auto g : sizes) {
         const auto t = generated(cfg, static_cast<int>(g), static_cast<int>(cfg.get_int("sim.scaling_iterations")));
@@ -163,10 +173,12 @@ int simulate_main(const Config& cfg) {
         summary_rows(summary.get(), static_cast<int>(g), tb, r);
         const double f = find(r, "flexmoe").mean_step();
         table << "| " << g << " | " << std::setprecision(2) << tb << std::setprecision(3);
-        for (const char* p : {"static", "deepspeed", "fastermoe", "flexmoe", "ideal"}) table << " | " << find(r, p).mean_step() * 1e3;
-        table << std::setprecision(2) << " | " << find(r, "deepspeed").mean_step() / f << "x | " << find(r, "fastermoe").mean_step() / f
-              << "x | " << f / find(r, "ideal").mean_step() << " |\n";
-        scaling.push_back({{"gpus", g}, {"flexmoe_vs_deepspeed", find(r, "deepspeed").mean_step() / f},
+        for (const char* p : {"static", "deepspeed", "fastermoe", "flexmoe", "ideal"})
+          table << " | " << find(r, p).mean_step() * 1e3;
+        table << std::setprecision(2) << " | " << find(r, "deepspeed").mean_step() / f << "x | "
+              << find(r, "fastermoe").mean_step() / f << "x | " << f / find(r, "ideal").mean_step() << " |\n";
+        scaling.push_back({{"gpus", g},
+                           {"flexmoe_vs_deepspeed", find(r, "deepspeed").mean_step() / f},
                            {"flexmoe_vs_fastermoe", find(r, "fastermoe").mean_step() / f}});
       }
     }
@@ -196,18 +208,28 @@ int validate_main(const Config& cfg, comm::ProcessGroup& world) {
   const std::int64_t hidden = cfg.get_int("sim.hidden"), ffn = cfg.get_int("sim.ffn_hidden");
   const CostModel model(constants, expert_shape_from_config(cfg, 2 * hidden * ffn, static_cast<int>(hidden)));
   const Validation v = validate_cost_model(model, run, world.size());
-  std::cout << std::fixed << std::setprecision(3) << "cost model vs " << cfg.get_string("sim.validate") << " at " << world.size()
-            << " ranks, " << v.iterations << " iterations (measured here: gemm " << constants.gemm_flops / 1e9
-            << " GFLOP/s, all-to-all " << constants.inter_bandwidth / 1e9 << " GB/s)\n"
+  std::cout << std::fixed << std::setprecision(3) << "cost model vs " << cfg.get_string("sim.validate") << " at "
+            << world.size() << " ranks, " << v.iterations << " iterations (measured here: gemm "
+            << constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all " << constants.inter_bandwidth / 1e9 << " GB/s)\n"
             << "  expert compute: predicted " << v.predicted_expert * 1e3 << " ms, measured " << v.measured_expert * 1e3
             << " ms, error " << v.expert_error() * 100 << "%\n"
-            << "  all-to-all:     predicted " << v.predicted_alltoall * 1e3 << " ms, measured " << v.measured_alltoall * 1e3
-            << " ms, error " << v.alltoall_error() * 100 << "%\n";
-  Json j{{"app", "placement_sim"}, {"validate", cfg.get_string("sim.validate")}, {"ranks", world.size()}, {"iterations", v.iterations},
-         {"gemm_flops", constants.gemm_flops}, {"alltoall_bandwidth", constants.inter_bandwidth},
-         {"expert_ms", {{"predicted", v.predicted_expert * 1e3}, {"measured", v.measured_expert * 1e3}, {"error", v.expert_error()}}},
-         {"alltoall_ms", {{"predicted", v.predicted_alltoall * 1e3}, {"measured", v.measured_alltoall * 1e3}, {"error", v.alltoall_error()}}}};
-  if (!cfg.get_string("output.validation").empty()) std::ofstream(cfg.get_string("output.validation")) << j.dump() << "\n";
+            << "  all-to-all:     predicted " << v.predicted_alltoall * 1e3 << " ms, measured "
+            << v.measured_alltoall * 1e3 << " ms, error " << v.alltoall_error() * 100 << "%\n";
+  Json j{
+      {"app", "placement_sim"},
+      {"validate", cfg.get_string("sim.validate")},
+      {"ranks", world.size()},
+      {"iterations", v.iterations},
+      {"gemm_flops", constants.gemm_flops},
+      {"alltoall_bandwidth", constants.inter_bandwidth},
+      {"expert_ms",
+       {{"predicted", v.predicted_expert * 1e3}, {"measured", v.measured_expert * 1e3}, {"error", v.expert_error()}}},
+      {"alltoall_ms",
+       {{"predicted", v.predicted_alltoall * 1e3},
+        {"measured", v.measured_alltoall * 1e3},
+        {"error", v.alltoall_error()}}}};
+  if (!cfg.get_string("output.validation").empty())
+    std::ofstream(cfg.get_string("output.validation")) << j.dump() << "\n";
   print_summary(j);
   return 0;
 }

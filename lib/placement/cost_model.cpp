@@ -13,14 +13,16 @@ namespace skew::placement {
 
 CostModel::CostModel(CostConstants constants, ExpertShape shape) : c_(constants), s_(shape) {
   SKEW_CHECK(c_.gemm_flops > 0 && c_.intra_bandwidth > 0 && c_.inter_bandwidth > 0 && c_.allreduce_bandwidth > 0,
-             "cost model constants must be positive (gemm_flops " << c_.gemm_flops << ", bandwidths " << c_.intra_bandwidth
-                                                                  << ", " << c_.inter_bandwidth << ", "
-                                                                  << c_.allreduce_bandwidth << ")");
+             "cost model constants must be positive (gemm_flops "
+                 << c_.gemm_flops << ", bandwidths " << c_.intra_bandwidth << ", " << c_.inter_bandwidth << ", "
+                 << c_.allreduce_bandwidth << ")");
   SKEW_CHECK(c_.gpus_per_node >= 1, "gpus_per_node must be >= 1, got " << c_.gpus_per_node);
   SKEW_CHECK(s_.params > 0 && s_.hidden_dim > 0, "expert shape needs params > 0 and hidden_dim > 0");
 }
 
-double CostModel::compute_seconds(double tokens) const { return tokens * flops_per_token() / c_.gemm_flops; }
+double CostModel::compute_seconds(double tokens) const {
+  return tokens * flops_per_token() / c_.gemm_flops;
+}
 
 double CostModel::pair_bandwidth(int a, int b) const {
   return a / c_.gpus_per_node == b / c_.gpus_per_node ? c_.intra_bandwidth : c_.inter_bandwidth;
@@ -39,7 +41,8 @@ double CostModel::alltoall_seconds(const std::vector<double>& recv_tokens) const
     const int node_size = node_end - node_begin;
     for (int r = node_begin; r < node_end; ++r) {
       const double part = recv_tokens[static_cast<std::size_t>(r)] / n * token_bytes;  // from one source
-      const double recv = std::max(part * (node_size - 1) / c_.intra_bandwidth, part * (n - node_size) / c_.inter_bandwidth);
+      const double recv =
+          std::max(part * (node_size - 1) / c_.intra_bandwidth, part * (n - node_size) / c_.inter_bandwidth);
       const double own = recv_tokens[static_cast<std::size_t>(r)];
       const double send = std::max((node_tokens - own) / n * token_bytes / c_.intra_bandwidth,
                                    (all - node_tokens) / n * token_bytes / c_.inter_bandwidth);
@@ -57,8 +60,12 @@ double CostModel::allreduce_seconds(double bytes, const std::vector<int>& ranks)
   return 2.0 * (n - 1) / n * bytes / (one_node ? c_.intra_bandwidth : c_.allreduce_bandwidth);
 }
 
-double CostModel::expert_grad_bytes() const { return static_cast<double>(s_.params) * s_.grad_bytes_per_param; }
-double CostModel::expert_state_bytes() const { return static_cast<double>(s_.params) * s_.state_bytes_per_param; }
+double CostModel::expert_grad_bytes() const {
+  return static_cast<double>(s_.params) * s_.grad_bytes_per_param;
+}
+double CostModel::expert_state_bytes() const {
+  return static_cast<double>(s_.params) * s_.state_bytes_per_param;
+}
 
 std::vector<double> CostModel::rank_loads(const LayerPlacement& p, const std::vector<double>& load) const {
   SKEW_CHECK(load.size() == p.experts.size(), "load has " << load.size() << " experts, placement " << p.num_experts());
@@ -82,7 +89,8 @@ StepCost CostModel::predict(const LayerPlacement& p, const std::vector<double>& 
     for (int r : ranks) sync[static_cast<std::size_t>(r)] += t;
   }
   cost.sync = *std::max_element(sync.begin(), sync.end());
-  for (std::size_t r = 0; r < loads.size(); ++r) cost.busiest = std::max(cost.busiest, compute_seconds(loads[r]) + sync[r]);
+  for (std::size_t r = 0; r < loads.size(); ++r)
+    cost.busiest = std::max(cost.busiest, compute_seconds(loads[r]) + sync[r]);
   return cost;
 }
 
@@ -95,15 +103,16 @@ double CostModel::change_seconds(const LayerPlacement& before, const LayerPlacem
 
 std::vector<Transfer> plan_transfers(const LayerPlacement& before, const LayerPlacement& after) {
   SKEW_CHECK(before.num_experts() == after.num_experts() && before.world_size == after.world_size,
-             "placements differ in shape: " << before.num_experts() << " experts on " << before.world_size << " ranks vs "
-                                            << after.num_experts() << " on " << after.world_size);
+             "placements differ in shape: " << before.num_experts() << " experts on " << before.world_size
+                                            << " ranks vs " << after.num_experts() << " on " << after.world_size);
   std::vector<Transfer> out;
   for (int e = 0; e < after.num_experts(); ++e) {
     const auto& old_reps = before.experts[static_cast<std::size_t>(e)];
     SKEW_CHECK(!old_reps.empty(), "expert " << e << " has no replica to copy from");
     std::size_t k = 0;
     for (const auto& r : after.experts[static_cast<std::size_t>(e)]) {
-      const bool held = std::any_of(old_reps.begin(), old_reps.end(), [&](const Replica& o) { return o.rank == r.rank; });
+      const bool held =
+          std::any_of(old_reps.begin(), old_reps.end(), [&](const Replica& o) { return o.rank == r.rank; });
       if (!held) out.push_back({e, old_reps[k++ % old_reps.size()].rank, r.rank});
     }
   }
@@ -124,7 +133,8 @@ double measure_gemm_flops() {
   const Device device = cuda_device_count() > 0 ? Device::Cuda : Device::Host;
   Tensor a = Tensor::empty({n, n}, DType::F32), b = Tensor::empty({n, n}, DType::F32);
   Rng rng(7, 0, 0);
-  for (int i = 0; i < n * n; ++i) a.data<float>()[i] = static_cast<float>(rng.normal()), b.data<float>()[i] = static_cast<float>(rng.normal());
+  for (int i = 0; i < n * n; ++i)
+    a.data<float>()[i] = static_cast<float>(rng.normal()), b.data<float>()[i] = static_cast<float>(rng.normal());
   Tensor da = a.to(device), db = b.to(device), dc = Tensor::zeros({n, n}, DType::F32, device);
   kernels::GemmShape shape;
   shape.m = shape.n = shape.k = n;
@@ -132,7 +142,8 @@ double measure_gemm_flops() {
   (void)dc.to(Device::Host);
   constexpr int reps = 8;
   Timer timer;
-  for (int i = 0; i < reps; ++i) kernels::gemm(device, shape, 1.0f, da.data<float>(), db.data<float>(), 0.0f, dc.data<float>());
+  for (int i = 0; i < reps; ++i)
+    kernels::gemm(device, shape, 1.0f, da.data<float>(), db.data<float>(), 0.0f, dc.data<float>());
   (void)dc.to(Device::Host);  // waits for the device
   return 2.0 * n * n * n * reps / std::max(timer.seconds(), 1e-9);
 }

@@ -15,28 +15,28 @@ class ProcessGroup;
 namespace skew::placement {
 
 struct CostConstants {
-  double gemm_flops = 1e12;            // sustained expert GEMM throughput of one rank, FLOP/s
-  double intra_bandwidth = 100e9;      // bytes/s a rank sends (or receives) inside its node (NVLink)
-  double inter_bandwidth = 10e9;       // bytes/s a rank sends (or receives) to other nodes (network)
-  double allreduce_bandwidth = 10e9;   // bus bytes/s of a gradient all-reduce spanning nodes
-  int gpus_per_node = 8;               // ranks r and q share a node when r / G == q / G
+  double gemm_flops = 1e12;           // sustained expert GEMM throughput of one rank, FLOP/s
+  double intra_bandwidth = 100e9;     // bytes/s a rank sends (or receives) inside its node (NVLink)
+  double inter_bandwidth = 10e9;      // bytes/s a rank sends (or receives) to other nodes (network)
+  double allreduce_bandwidth = 10e9;  // bus bytes/s of a gradient all-reduce spanning nodes
+  int gpus_per_node = 8;              // ranks r and q share a node when r / G == q / G
 };
 
 // The expert being placed: its size drives compute, activation traffic and state movement.
 struct ExpertShape {
-  std::int64_t params = 0;             // parameters of one expert
-  int hidden_dim = 0;                  // width of a token's activation
-  int activation_bytes = 4;            // bytes per activation element on the wire
-  int grad_bytes_per_param = 4;        // gradient element size in the replica all-reduce
-  int state_bytes_per_param = 12;      // parameter + optimiser moments moved with a replica
+  std::int64_t params = 0;         // parameters of one expert
+  int hidden_dim = 0;              // width of a token's activation
+  int activation_bytes = 4;        // bytes per activation element on the wire
+  int grad_bytes_per_param = 4;    // gradient element size in the replica all-reduce
+  int state_bytes_per_param = 12;  // parameter + optimiser moments moved with a replica
 };
 
 // A rank's replica all-reduces follow its own expert compute (they overlap other ranks'
 // compute), so the critical path is the busiest rank's compute + sync, plus the all-to-all.
 struct StepCost {
-  double compute = 0;   // max over ranks of expert compute
-  double sync = 0;      // max over ranks of replica gradient all-reduce
-  double busiest = 0;   // max over ranks of compute + sync
+  double compute = 0;  // max over ranks of expert compute
+  double sync = 0;     // max over ranks of replica gradient all-reduce
+  double busiest = 0;  // max over ranks of compute + sync
   double alltoall = 0;
   double total() const { return busiest + alltoall; }
 };

@@ -31,7 +31,8 @@ std::string placement_text(const std::vector<LayerPlacement>& layers) {
 void check_agreement(comm::ProcessGroup& world, const std::vector<LayerPlacement>& before,
                      const std::vector<LayerPlacement>& after) {
   const std::string text = placement_text(before).append("->\n").append(placement_text(after));
-  std::vector<std::int64_t> mine{static_cast<std::int64_t>(std::hash<std::string>{}(text)), static_cast<std::int64_t>(text.size())};
+  std::vector<std::int64_t> mine{static_cast<std::int64_t>(std::hash<std::string>{}(text)),
+                                 static_cast<std::int64_t>(text.size())};
   std::vector<std::int64_t> all(2 * static_cast<std::size_t>(world.size()));
   world.allgather(comm::view(mine), comm::view(all));
   for (int r = 0; r < world.size(); ++r)
@@ -44,7 +45,8 @@ void check_agreement(comm::ProcessGroup& world, const std::vector<LayerPlacement
 
 void apply_placement(comm::ProcessGroup& world, ExpertStateStore& store, const std::vector<LayerPlacement>& before,
                      const std::vector<LayerPlacement>& after) {
-  SKEW_CHECK(before.size() == after.size(), "apply_placement: " << before.size() << " layers before, " << after.size() << " after");
+  SKEW_CHECK(before.size() == after.size(),
+             "apply_placement: " << before.size() << " layers before, " << after.size() << " after");
   check_agreement(world, before, after);
   const int me = world.rank();
   std::vector<std::unique_ptr<comm::Work>> pending;
@@ -52,7 +54,8 @@ void apply_placement(comm::ProcessGroup& world, ExpertStateStore& store, const s
   int message = 0;
   for (std::size_t l = 0; l < after.size(); ++l) {
     const int layer = static_cast<int>(l);
-    SKEW_CHECK(after[l].world_size == world.size(), "layer " << l << " placement is for " << after[l].world_size << " ranks, world has " << world.size());
+    SKEW_CHECK(after[l].world_size == world.size(),
+               "layer " << l << " placement is for " << after[l].world_size << " ranks, world has " << world.size());
     after[l].validate();
     for (const auto& t : plan_transfers(before[l], after[l])) {
       if (t.dst == me) store.create_replica(layer, t.expert);
@@ -65,8 +68,10 @@ void apply_placement(comm::ProcessGroup& world, ExpertStateStore& store, const s
       for (Tensor* tensor : state) {
         SKEW_CHECK(tensor != nullptr && tensor->device() == Device::Host,
                    "replica state of layer " << layer << " expert " << t.expert << " must be host tensors");
-        if (t.dst == me) pending.push_back(world.irecv(comm::view(*tensor), t.src, tag));
-        else pending.push_back(world.isend(comm::view(*tensor), t.dst, tag));
+        if (t.dst == me)
+          pending.push_back(world.irecv(comm::view(*tensor), t.src, tag));
+        else
+          pending.push_back(world.isend(comm::view(*tensor), t.dst, tag));
       }
     }
     for (int e = 0; e < after[l].num_experts(); ++e) {
@@ -79,7 +84,6 @@ void apply_placement(comm::ProcessGroup& world, ExpertStateStore& store, const s
   }
   for (auto& w : pending) w->wait();
   for (const auto& [layer, expert] : dropped) store.drop_replica(layer, expert);
-
 }
 
 }  // namespace skew::placement

@@ -25,7 +25,8 @@ Json LoggedChange::to_json() const {
 
 FlexMoePolicy::FlexMoePolicy(CostModel model, int num_layers, int num_experts, FlexMoeOptions options)
     : model_(std::move(model)), monitor_(num_layers, num_experts, options.smoothing), options_(options) {
-  SKEW_CHECK(options_.threshold >= 1.0, "placement.threshold must be >= 1 (a balance ratio), got " << options_.threshold);
+  SKEW_CHECK(options_.threshold >= 1.0,
+             "placement.threshold must be >= 1 (a balance ratio), got " << options_.threshold);
   SKEW_CHECK(options_.interval >= 0, "placement.interval must be >= 0, got " << options_.interval);
 }
 
@@ -56,7 +57,8 @@ std::vector<LayerPlacement> FlexMoePolicy::plan(std::int64_t iteration, const st
       c.iteration = iteration;
       c.layer = static_cast<int>(l);
       SKEW_INFO("placement it " << iteration << " layer " << l << ": " << c.op << " expert " << c.expert << " ranks "
-                                << c.from_rank << " -> " << c.to_rank << (c.other_expert >= 0 ? " (slot of expert " : "")
+                                << c.from_rank << " -> " << c.to_rank
+                                << (c.other_expert >= 0 ? " (slot of expert " : "")
                                 << (c.other_expert >= 0 ? std::to_string(c.other_expert) + ")" : "") << " gain "
                                 << c.predicted_gain * 1e3 << " ms/it, cost " << c.change_seconds * 1e3 << " ms");
       waiting_.push_back({c, last_step_seconds_, -1});
@@ -75,7 +77,8 @@ std::vector<LoggedChange> FlexMoePolicy::take_changes() {
 void add_placement_keys(Schema& schema) {
   schema.add_int("placement.slots_per_rank", 0, "expert slots per rank (memory budget); 0 = experts per rank + 1")
       .add_float("placement.threshold", 1.2, "re-plan when a layer's predicted max/mean rank load exceeds this")
-      .add_int("placement.interval", 50, "also re-plan every this many iterations; amortisation horizon of a change (0 = threshold only)")
+      .add_int("placement.interval", 50,
+               "also re-plan every this many iterations; amortisation horizon of a change (0 = threshold only)")
       .add_float("placement.smoothing", 0.5, "exponential smoothing of the per-expert load estimate, in [0, 1)")
       .add_int("placement.max_ops", 0, "greedy expand/shrink/migrate steps per layer per plan; 0 = until none pays off")
       .add_choice("placement.shares", "balanced", {"balanced", "even"},
@@ -83,11 +86,13 @@ void add_placement_keys(Schema& schema) {
       .add_float("placement.gemm_flops", 0, "expert GEMM throughput per rank, FLOP/s; 0 = measure at start-up")
       .add_float("placement.alltoall_bandwidth", 0, "per-rank all-to-all bandwidth across nodes, bytes/s; 0 = measure")
       .add_float("placement.nvlink_bandwidth", 0, "per-rank bandwidth inside a node, bytes/s; 0 = measure")
-      .add_float("placement.allreduce_bandwidth", 0, "bus bandwidth of replica gradient all-reduce across nodes, bytes/s; 0 = measure")
+      .add_float("placement.allreduce_bandwidth", 0,
+                 "bus bandwidth of replica gradient all-reduce across nodes, bytes/s; 0 = measure")
       .add_int("placement.gpus_per_node", 8, "ranks per node: pairs inside one node use nvlink_bandwidth")
       .add_int("placement.activation_bytes", 4, "bytes per activation element sent in the all-to-all")
       .add_int("placement.grad_bytes_per_param", 4, "bytes per gradient element in the replica all-reduce")
-      .add_int("placement.state_bytes_per_param", 12, "bytes moved per parameter with a replica (parameter + optimiser moments)");
+      .add_int("placement.state_bytes_per_param", 12,
+               "bytes moved per parameter with a replica (parameter + optimiser moments)");
 }
 
 CostConstants cost_overrides_from_config(const Config& config) {
@@ -133,11 +138,13 @@ int slots_per_rank_from_config(const Config& config, int num_experts, int world_
 std::unique_ptr<PlacementPolicy> make_flexmoe_policy(const Config& config, comm::ProcessGroup& world, int num_layers,
                                                      int num_experts, std::int64_t expert_params, int hidden_dim) {
   const CostConstants constants = measure_constants(world, cost_overrides_from_config(config));
-  SKEW_INFO("placement cost model: gemm " << constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all " << constants.inter_bandwidth / 1e9
-                                          << " GB/s, intra-node " << constants.intra_bandwidth / 1e9 << " GB/s, all-reduce "
+  SKEW_INFO("placement cost model: gemm " << constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all "
+                                          << constants.inter_bandwidth / 1e9 << " GB/s, intra-node "
+                                          << constants.intra_bandwidth / 1e9 << " GB/s, all-reduce "
                                           << constants.allreduce_bandwidth / 1e9 << " GB/s");
-  return std::make_unique<FlexMoePolicy>(CostModel(constants, expert_shape_from_config(config, expert_params, hidden_dim)),
-                                         num_layers, num_experts, flexmoe_options_from_config(config));
+  return std::make_unique<FlexMoePolicy>(
+      CostModel(constants, expert_shape_from_config(config, expert_params, hidden_dim)), num_layers, num_experts,
+      flexmoe_options_from_config(config));
 }
 
 }  // namespace skew::placement

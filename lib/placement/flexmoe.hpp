@@ -13,9 +13,9 @@
 namespace skew::placement {
 
 struct FlexMoeOptions {
-  double threshold = 1.2;   // plan when a layer's predicted max/mean rank load exceeds this
-  int interval = 50;        // also plan every `interval` iterations (0 = only on threshold)
-  double smoothing = 0.5;   // load monitor's exponential smoothing
+  double threshold = 1.2;  // plan when a layer's predicted max/mean rank load exceeds this
+  int interval = 50;       // also plan every `interval` iterations (0 = only on threshold)
+  double smoothing = 0.5;  // load monitor's exponential smoothing
   PlannerOptions planner;
 };
 

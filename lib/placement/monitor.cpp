@@ -14,7 +14,8 @@ LoadMonitor::LoadMonitor(int num_layers, int num_experts, double smoothing)
 }
 
 void LoadMonitor::observe(const std::vector<std::vector<std::int64_t>>& counts) {
-  SKEW_CHECK(counts.size() == estimate_.size(), "routing counts for " << counts.size() << " layers, expected " << estimate_.size());
+  SKEW_CHECK(counts.size() == estimate_.size(),
+             "routing counts for " << counts.size() << " layers, expected " << estimate_.size());
   for (std::size_t l = 0; l < counts.size(); ++l) {
     SKEW_CHECK(counts[l].size() == static_cast<std::size_t>(num_experts_),
                "layer " << l << " has counts for " << counts[l].size() << " experts, expected " << num_experts_);

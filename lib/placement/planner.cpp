@@ -51,7 +51,8 @@ struct Candidate {
 
 class Search {
  public:
-  Search(const CostModel& model, const LayerPlacement& current, const std::vector<double>& load, const PlannerOptions& o)
+  Search(const CostModel& model, const LayerPlacement& current, const std::vector<double>& load,
+         const PlannerOptions& o)
       : model_(model), current_(current), load_(load), options_(o) {}
 
   std::vector<Candidate> candidates(const LayerPlacement& p) const {
@@ -63,14 +64,17 @@ class Search {
     const auto least_loaded = [&](auto&& allowed) {
       int best = -1;
       for (int r = 0; r < p.world_size; ++r)
-        if (allowed(r) && (best < 0 || loads[static_cast<std::size_t>(r)] < loads[static_cast<std::size_t>(best)])) best = r;
+        if (allowed(r) && (best < 0 || loads[static_cast<std::size_t>(r)] < loads[static_cast<std::size_t>(best)]))
+          best = r;
       return best;
     };
     const auto per_replica = [&](int e) {
       return load_[static_cast<std::size_t>(e)] / static_cast<double>(p.experts[static_cast<std::size_t>(e)].size());
     };
     std::vector<Candidate> out;
-    const auto push = [&](LayerPlacement next, PlacementChange change) { out.push_back({std::move(next), std::move(change)}); };
+    const auto push = [&](LayerPlacement next, PlacementChange change) {
+      out.push_back({std::move(next), std::move(change)});
+    };
 
     int hot = 0;
     for (int e = 1; e < p.num_experts(); ++e)
@@ -85,13 +89,16 @@ class Search {
     // shrink and shift: the coldest replicated expert (per replica) gives up a replica.
     int cold = -1;
     for (int e = 0; e < p.num_experts(); ++e)
-      if (e != hot && p.experts[static_cast<std::size_t>(e)].size() >= 2 && (cold < 0 || per_replica(e) < per_replica(cold))) cold = e;
+      if (e != hot && p.experts[static_cast<std::size_t>(e)].size() >= 2 &&
+          (cold < 0 || per_replica(e) < per_replica(cold)))
+        cold = e;
     if (cold >= 0) {
       const Reps& cold_reps = p.experts[static_cast<std::size_t>(cold)];
       int busiest = cold_reps.front().rank, freest = -1;
       for (const auto& r : cold_reps) {
         if (loads[static_cast<std::size_t>(r.rank)] > loads[static_cast<std::size_t>(busiest)]) busiest = r.rank;
-        if (!holds(hot_reps, r.rank) && (freest < 0 || loads[static_cast<std::size_t>(r.rank)] < loads[static_cast<std::size_t>(freest)]))
+        if (!holds(hot_reps, r.rank) &&
+            (freest < 0 || loads[static_cast<std::size_t>(r.rank)] < loads[static_cast<std::size_t>(freest)]))
           freest = r.rank;
       }
       LayerPlacement shrunk = p;
@@ -181,7 +188,8 @@ void assign_shares(LayerPlacement& p, const std::vector<double>& load, bool bala
   std::vector<int> order;
   for (int e = 0; e < p.num_experts(); ++e)
     if (p.experts[static_cast<std::size_t>(e)].size() >= 2 && load[static_cast<std::size_t>(e)] > 0) order.push_back(e);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return load[static_cast<std::size_t>(a)] > load[static_cast<std::size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return load[static_cast<std::size_t>(a)] > load[static_cast<std::size_t>(b)]; });
   std::vector<double> rank_load(static_cast<std::size_t>(p.world_size), 0.0);
   for (std::size_t e = 0; e < p.experts.size(); ++e)
     for (const auto& r : p.experts[e]) rank_load[static_cast<std::size_t>(r.rank)] += r.share * load[e];

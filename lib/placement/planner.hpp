@@ -11,29 +11,29 @@
 namespace skew::placement {
 
 struct PlannerOptions {
-  int interval = 50;             // iterations a new placement is expected to live: amortises its cost
-  int max_ops = 0;               // greedy steps per layer per plan; 0 = until no step pays off
-  bool balanced_shares = true;   // false: each replica takes 1/n of its expert's tokens
+  int interval = 50;            // iterations a new placement is expected to live: amortises its cost
+  int max_ops = 0;              // greedy steps per layer per plan; 0 = until no step pays off
+  bool balanced_shares = true;  // false: each replica takes 1/n of its expert's tokens
 };
 
 // One accepted greedy step, for the change log.
 struct PlacementChange {
   std::int64_t iteration = 0;
   int layer = 0;
-  std::string op;          // "expand", "shrink", "migrate" or "shift" (shrink one expert to expand another)
-  int expert = 0;          // the expert gaining (expand, shift) or losing (shrink) a replica, or moved (migrate)
-  int from_rank = -1;      // replica removed there (shrink, migrate, shift), else -1
-  int to_rank = -1;        // replica added there (expand, migrate, shift), else -1
-  int other_expert = -1;   // shift: the expert that gave up its slot
-  double predicted_gain = 0;   // seconds per iteration the step saves
-  double change_seconds = 0;   // extra one-off cost of the step
+  std::string op;             // "expand", "shrink", "migrate" or "shift" (shrink one expert to expand another)
+  int expert = 0;             // the expert gaining (expand, shift) or losing (shrink) a replica, or moved (migrate)
+  int from_rank = -1;         // replica removed there (shrink, migrate, shift), else -1
+  int to_rank = -1;           // replica added there (expand, migrate, shift), else -1
+  int other_expert = -1;      // shift: the expert that gave up its slot
+  double predicted_gain = 0;  // seconds per iteration the step saves
+  double change_seconds = 0;  // extra one-off cost of the step
 };
 
 struct LayerPlan {
   LayerPlacement placement;
   std::vector<PlacementChange> changes;
   double predicted_before = 0, predicted_after = 0;  // per-iteration seconds under `load`
-  double change_seconds = 0;                        // one-off cost of going from current to placement
+  double change_seconds = 0;                         // one-off cost of going from current to placement
 };
 
 // Sets every expert's replica shares for `load`: even, or water-filled so each replica set

@@ -10,7 +10,9 @@ namespace skew::placement {
 
 namespace {
 
-std::vector<double> to_double(const std::vector<std::int64_t>& counts) { return {counts.begin(), counts.end()}; }
+std::vector<double> to_double(const std::vector<std::int64_t>& counts) {
+  return {counts.begin(), counts.end()};
+}
 
 // Rank loads and time when the experts in `shadowed` are computed where their tokens are
 // (each rank takes 1/N of them, no all-to-all) and the rest by their block owner.
@@ -20,8 +22,10 @@ double shadowed_time(const CostModel& model, const std::vector<std::int64_t>& co
   std::vector<double> owned(static_cast<std::size_t>(gpus), 0.0);
   double local = 0;
   for (std::size_t e = 0; e < counts.size(); ++e) {
-    if (shadowed[e]) local += static_cast<double>(counts[e]) / gpus;
-    else owned[e / static_cast<std::size_t>(per_rank)] += static_cast<double>(counts[e]);
+    if (shadowed[e])
+      local += static_cast<double>(counts[e]) / gpus;
+    else
+      owned[e / static_cast<std::size_t>(per_rank)] += static_cast<double>(counts[e]);
   }
   std::vector<double> loads = owned;
   for (auto& l : loads) l += local;
@@ -45,7 +49,9 @@ void check_counts(const std::vector<std::int64_t>& counts, int gpus) {
 }  // namespace
 
 double PolicySeries::mean_step() const {
-  return step_seconds.empty() ? 0.0 : std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0) / static_cast<double>(step_seconds.size());
+  return step_seconds.empty() ? 0.0
+                              : std::accumulate(step_seconds.begin(), step_seconds.end(), 0.0) /
+                                    static_cast<double>(step_seconds.size());
 }
 
 double static_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus) {
@@ -59,15 +65,17 @@ double deepspeed_step(const CostModel& model, const std::vector<std::int64_t>& c
   check_counts(counts, gpus);
   const double experts = static_cast<double>(counts.size());
   const double assignments = static_cast<double>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0}));
-  const std::int64_t capacity = capacity_factor > 0 ? static_cast<std::int64_t>(std::ceil(assignments / experts * capacity_factor))
-                                                    : *std::max_element(counts.begin(), counts.end());
+  const std::int64_t capacity = capacity_factor > 0
+                                    ? static_cast<std::int64_t>(std::ceil(assignments / experts * capacity_factor))
+                                    : *std::max_element(counts.begin(), counts.end());
   if (dropped) {
     *dropped = 0;
     for (auto c : counts) *dropped += std::max<std::int64_t>(0, c - capacity);
   }
   // The fixed [E, C, M] buffer: every expert computes and ships C rows, real or padding.
   const double per_rank = experts / gpus * static_cast<double>(capacity);
-  return model.compute_seconds(per_rank) + model.alltoall_seconds(std::vector<double>(static_cast<std::size_t>(gpus), per_rank));
+  return model.compute_seconds(per_rank) +
+         model.alltoall_seconds(std::vector<double>(static_cast<std::size_t>(gpus), per_rank));
 }
 
 double fastermoe_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, int pipeline_groups,
@@ -98,7 +106,8 @@ double fastermoe_step(const CostModel& model, const std::vector<std::int64_t>& c
 
 double ideal_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus) {
   const double per_rank = static_cast<double>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0})) / gpus;
-  return model.compute_seconds(per_rank) + model.alltoall_seconds(std::vector<double>(static_cast<std::size_t>(gpus), per_rank));
+  return model.compute_seconds(per_rank) +
+         model.alltoall_seconds(std::vector<double>(static_cast<std::size_t>(gpus), per_rank));
 }
 
 std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& setup) {
@@ -114,14 +123,17 @@ std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& se
     out.back().policy = name;
   }
   FlexMoePolicy flex(model, layers, experts, setup.flexmoe);
-  std::vector<LayerPlacement> placement(static_cast<std::size_t>(layers), LayerPlacement::block(experts, setup.gpus, slots));
+  std::vector<LayerPlacement> placement(static_cast<std::size_t>(layers),
+                                        LayerPlacement::block(experts, setup.gpus, slots));
   std::int64_t dropped_total = 0, assignments_total = 0;
   for (std::size_t it = 0; it < trace.size(); ++it) {
     const auto& counts = trace[it];
-    SKEW_CHECK(static_cast<int>(counts.size()) == layers, "trace iteration " << it << " has " << counts.size() << " layers, expected " << layers);
+    SKEW_CHECK(static_cast<int>(counts.size()) == layers,
+               "trace iteration " << it << " has " << counts.size() << " layers, expected " << layers);
     std::vector<LayerPlacement> next = flex.plan(static_cast<std::int64_t>(it), placement);
     double flex_time = 0;
-    for (int l = 0; l < layers; ++l) flex_time += model.change_seconds(placement[static_cast<std::size_t>(l)], next[static_cast<std::size_t>(l)]);
+    for (int l = 0; l < layers; ++l)
+      flex_time += model.change_seconds(placement[static_cast<std::size_t>(l)], next[static_cast<std::size_t>(l)]);
     placement = std::move(next);
     std::vector<double> time(out.size(), 0.0), balance(out.size(), 0.0);
     time[3] = flex_time;
@@ -156,7 +168,8 @@ std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& se
       if (setup.change_log) setup.change_log->write(change.to_json());
     }
   }
-  out[1].dropped_fraction = assignments_total ? static_cast<double>(dropped_total) / static_cast<double>(assignments_total) : 0.0;
+  out[1].dropped_fraction =
+      assignments_total ? static_cast<double>(dropped_total) / static_cast<double>(assignments_total) : 0.0;
   return out;
 }
 

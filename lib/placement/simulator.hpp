@@ -22,19 +22,19 @@ struct SimSetup {
   CostConstants constants;
   ExpertShape shape;
   int gpus = 8;
-  int slots_per_rank = 0;         // 0 = experts per rank + 1
-  double capacity_factor = 0.0;   // deepspeed: 0 = dropless padding to the max count
-  int fastermoe_groups = 1;       // fastermoe smart-scheduling chunks (1 = no overlap)
+  int slots_per_rank = 0;             // 0 = experts per rank + 1
+  double capacity_factor = 0.0;       // deepspeed: 0 = dropless padding to the max count
+  int fastermoe_groups = 1;           // fastermoe smart-scheduling chunks (1 = no overlap)
   JsonlWriter* change_log = nullptr;  // receives flexmoe's placement changes when set
   FlexMoeOptions flexmoe;
 };
 
 struct PolicySeries {
   std::string policy;
-  std::vector<double> step_seconds;   // per iteration, summed over layers
-  std::vector<double> balance;        // per iteration, mean over layers of max/mean rank load
-  double dropped_fraction = 0;        // of all assignments (deepspeed with a capacity factor)
-  std::int64_t changes = 0;           // flexmoe: placement steps taken; fastermoe: shadowed experts
+  std::vector<double> step_seconds;  // per iteration, summed over layers
+  std::vector<double> balance;       // per iteration, mean over layers of max/mean rank load
+  double dropped_fraction = 0;       // of all assignments (deepspeed with a capacity factor)
+  std::int64_t changes = 0;          // flexmoe: placement steps taken; fastermoe: shadowed experts
   double mean_step() const;
 };
 

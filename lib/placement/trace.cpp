@@ -64,15 +64,18 @@ RoutingTrace read_trace_jsonl(const std::string& path, const std::string& key) {
     SKEW_CHECK(v.is_array() && !v.empty(), path << ":" << lineno << ": '" << key << "' must be a non-empty array");
     RoutingCounts counts;
     try {
-      if (v.front().is_array()) counts = v.get<RoutingCounts>();
-      else counts.push_back(v.get<std::vector<std::int64_t>>());
+      if (v.front().is_array())
+        counts = v.get<RoutingCounts>();
+      else
+        counts.push_back(v.get<std::vector<std::int64_t>>());
     } catch (const std::exception& e) {
       SKEW_THROW(path << ":" << lineno << ": '" << key << "' must hold integer counts per expert: " << e.what());
     }
     if (!trace.empty())
       SKEW_CHECK(counts.size() == trace.front().size() && counts.front().size() == trace.front().front().size(),
                  path << ":" << lineno << ": " << counts.size() << " layers x " << counts.front().size()
-                      << " experts, earlier lines had " << trace.front().size() << " x " << trace.front().front().size());
+                      << " experts, earlier lines had " << trace.front().size() << " x "
+                      << trace.front().front().size());
     trace.push_back(std::move(counts));
   }
   SKEW_CHECK(!trace.empty(), "routing trace " << path << " has no line with key '" << key << "'");
@@ -88,7 +91,8 @@ double trace_balance_ratio(const RoutingTrace& trace, int world_size) {
                  "trace has " << layer.size() << " experts, not a multiple of " << world_size << " ranks");
       const int per_rank = static_cast<int>(layer.size()) / world_size;
       std::vector<double> loads(static_cast<std::size_t>(world_size), 0.0);
-      for (std::size_t e = 0; e < layer.size(); ++e) loads[e / static_cast<std::size_t>(per_rank)] += static_cast<double>(layer[e]);
+      for (std::size_t e = 0; e < layer.size(); ++e)
+        loads[e / static_cast<std::size_t>(per_rank)] += static_cast<double>(layer[e]);
       sum += balance_ratio(loads);
       ++n;
     }

@@ -18,8 +18,8 @@ struct TraceSpec {
   int experts = 64;
   std::int64_t assignments = 65536;  // tokens x top-k routed per layer per iteration
   double zipf = 0.3;                 // popularity of the i-th hottest expert ~ 1 / i^zipf
-  double drift = 0.05;               // per iteration, each pair of neighbours in popularity order swaps with this probability
-  double noise = 1.0;                // multiplier of the sqrt(count) sampling noise (0 = exact expectations)
+  double drift = 0.05;  // per iteration, each pair of neighbours in popularity order swaps with this probability
+  double noise = 1.0;   // multiplier of the sqrt(count) sampling noise (0 = exact expectations)
   std::uint64_t seed = 1;
 };
 

@@ -22,10 +22,12 @@ MeasuredRun read_measured_jsonl(const std::string& path) {
       run.expert_seconds.push_back(j.at("time").at("expert").get<double>());
       run.alltoall_seconds.push_back(j.at("time").at("alltoall").get<double>());
     } catch (const std::exception& e) {
-      SKEW_THROW(path << ":" << lineno << ": expected tokens_per_expert [layer][expert] and time.expert/time.alltoall: " << e.what());
+      SKEW_THROW(path << ":" << lineno
+                      << ": expected tokens_per_expert [layer][expert] and time.expert/time.alltoall: " << e.what());
     }
   }
-  SKEW_CHECK(run.trace.size() >= 2, path << " has " << run.trace.size() << " iterations with tokens_per_expert and time; need 2 or more");
+  SKEW_CHECK(run.trace.size() >= 2,
+             path << " has " << run.trace.size() << " iterations with tokens_per_expert and time; need 2 or more");
   return run;
 }
 
@@ -44,7 +46,8 @@ Validation validate_cost_model(const CostModel& model, const MeasuredRun& run, i
     v.measured_alltoall += run.alltoall_seconds[it];
     ++v.iterations;
   }
-  for (double* x : {&v.predicted_expert, &v.measured_expert, &v.predicted_alltoall, &v.measured_alltoall}) *x /= v.iterations;
+  for (double* x : {&v.predicted_expert, &v.measured_expert, &v.predicted_alltoall, &v.measured_alltoall})
+    *x /= v.iterations;
   return v;
 }
 

@@ -18,8 +18,8 @@ struct MeasuredRun {
 MeasuredRun read_measured_jsonl(const std::string& path);
 
 struct Validation {
-  int iterations = 0;  // compared (the first, warm-up iteration is skipped)
-  double predicted_expert = 0, measured_expert = 0;      // mean seconds per iteration
+  int iterations = 0;                                // compared (the first, warm-up iteration is skipped)
+  double predicted_expert = 0, measured_expert = 0;  // mean seconds per iteration
   double predicted_alltoall = 0, measured_alltoall = 0;
   double expert_error() const { return (predicted_expert - measured_expert) / measured_expert; }
   double alltoall_error() const { return (predicted_alltoall - measured_alltoall) / measured_alltoall; }

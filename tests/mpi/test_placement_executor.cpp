@@ -29,7 +29,8 @@ class FakeStore : public ExpertStateStore {
         auto& state = held_[{static_cast<int>(l), e}];
         for (int i = 0; i < 2; ++i)
           for (std::size_t j = 0; j < state[static_cast<std::size_t>(i)].numel(); ++j)
-            state[static_cast<std::size_t>(i)].data<float>()[j] = state_value(static_cast<int>(l), e, i, static_cast<int>(j));
+            state[static_cast<std::size_t>(i)].data<float>()[j] =
+                state_value(static_cast<int>(l), e, i, static_cast<int>(j));
       }
     created_ = 0;
   }

@@ -150,5 +150,6 @@ TEST_CASE("placement config keys: defaults, overrides and derived values", "[pla
   CHECK(cost_overrides_from_config(cfg).inter_bandwidth == 0.0);  // measured at start-up
   CHECK(slots_per_rank_from_config(cfg, 8, 4) == 3);
   CHECK(expert_shape_from_config(cfg, 4096, 64).state_bytes_per_param == 12);
-  CHECK_THROWS_WITH(skew::Config::parse_ini_text(schema, "", "x", {"--placement.shares=odd"}), Catch::Contains("placement.shares"));
+  CHECK_THROWS_WITH(skew::Config::parse_ini_text(schema, "", "x", {"--placement.shares=odd"}),
+                    Catch::Contains("placement.shares"));
 }

@@ -99,16 +99,22 @@ TEST_CASE("traces: generated counts and JSONL round trip", "[placement][trace]")
   const std::string path = "test_placement_trace.jsonl";
   {
     std::ofstream out(path);
-    out << R"({"step": 0, "tokens_per_expert": [[5, 7], [1, 2]]})" << "\n"
-        << R"({"summary": true})" << "\n"
-        << R"({"step": 1, "tokens_per_expert": [[6, 6], [0, 3]]})" << "\n";
+    out << R"({"step": 0, "tokens_per_expert": [[5, 7], [1, 2]]})"
+        << "\n"
+        << R"({"summary": true})"
+        << "\n"
+        << R"({"step": 1, "tokens_per_expert": [[6, 6], [0, 3]]})"
+        << "\n";
   }
   const auto t = read_trace_jsonl(path, "tokens_per_expert");
   REQUIRE(t.size() == 2);
   CHECK(t[1] == RoutingCounts{{6, 6}, {0, 3}});
   {
     std::ofstream out(path);
-    out << R"({"tokens_per_expert": [[5, 7]]})" << "\n" << R"({"tokens_per_expert": [[5, 7, 1]]})" << "\n";
+    out << R"({"tokens_per_expert": [[5, 7]]})"
+        << "\n"
+        << R"({"tokens_per_expert": [[5, 7, 1]]})"
+        << "\n";
   }
   CHECK_THROWS_WITH(read_trace_jsonl(path, "tokens_per_expert"), Catch::Contains(path + ":2"));
   std::remove(path.c_str());
