@@ -104,71 +104,86 @@ void gelu_backward(std::size_t n, const T* x, const T* dy, T* dx) {
   }
 }
 
+namespace {
+// Copies head h's block (q, k or v: which = 0, 1, 2) of sequence b out of qkv into [seq, hd].
+template <class T>
+void gather_head(const T* qkv, int b, int h, int which, int seq, int d, int hd, T* out) {
+  for (int i = 0; i < seq; ++i) {
+    const T* src = qkv + (static_cast<std::size_t>(b) * seq + i) * 3 * d + which * d + h * hd;
+    std::copy(src, src + hd, out + static_cast<std::size_t>(i) * hd);
+  }
+}
+// Adds [seq, hd] into head h's columns of a row-major [batch * seq, stride] buffer.
+template <class T>
+void add_head(const T* in, int b, int h, int seq, int stride, int column, int hd, T* out) {
+  for (int i = 0; i < seq; ++i) {
+    T* dst = out + (static_cast<std::size_t>(b) * seq + i) * stride + column + h * hd;
+    for (int c = 0; c < hd; ++c) dst[c] += in[static_cast<std::size_t>(i) * hd + c];
+  }
+}
+}  // namespace
+
+// Per (sequence, head): scores = q k^T / sqrt(hd) as one GEMM, causal softmax per row, then
+// out = probs v as another.
 template <class T>
 void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* out, T* probs) {
   const int hd = d / heads;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const std::size_t block = static_cast<std::size_t>(seq) * hd;
+  std::vector<T> q(block), k(block), v(block), o(block);
+  std::fill(out, out + static_cast<std::size_t>(batch) * seq * d, T(0));
   for (int b = 0; b < batch; ++b)
-    for (int h = 0; h < heads; ++h)
+    for (int h = 0; h < heads; ++h) {
+      gather_head(qkv, b, h, 0, seq, d, hd, q.data());
+      gather_head(qkv, b, h, 1, seq, d, hd, k.data());
+      gather_head(qkv, b, h, 2, seq, d, hd, v.data());
+      T* p = probs + (static_cast<std::size_t>(b) * heads + h) * seq * seq;
+      matmul<T>(false, true, seq, seq, hd, scale, q.data(), k.data(), T(0), p);
       for (int i = 0; i < seq; ++i) {
-        const T* q = qkv + (static_cast<std::size_t>(b) * seq + i) * 3 * d + h * hd;
-        T* p = probs + ((static_cast<std::size_t>(b) * heads + h) * seq + i) * seq;
-        double mx = -1e300;
-        for (int j = 0; j < seq; ++j) {
-          if (j > i) {
-            p[j] = 0;
-            continue;
-          }
-          const T* k = qkv + (static_cast<std::size_t>(b) * seq + j) * 3 * d + d + h * hd;
-          double s = 0;
-          for (int c = 0; c < hd; ++c) s += q[c] * k[c];
-          p[j] = static_cast<T>(s * scale);
-          mx = std::max(mx, static_cast<double>(p[j]));
-        }
+        T* row = p + static_cast<std::size_t>(i) * seq;
+        const double mx = *std::max_element(row, row + i + 1);
         double z = 0;
-        for (int j = 0; j <= i; ++j) z += std::exp(p[j] - mx);
-        for (int j = 0; j <= i; ++j) p[j] = static_cast<T>(std::exp(p[j] - mx) / z);
-        T* o = out + (static_cast<std::size_t>(b) * seq + i) * d + h * hd;
-        for (int c = 0; c < hd; ++c) {
-          double acc = 0;
-          for (int j = 0; j <= i; ++j) acc += p[j] * qkv[(static_cast<std::size_t>(b) * seq + j) * 3 * d + 2 * d + h * hd + c];
-          o[c] = static_cast<T>(acc);
-        }
+        for (int j = 0; j <= i; ++j) z += std::exp(row[j] - mx);
+        for (int j = 0; j <= i; ++j) row[j] = static_cast<T>(std::exp(row[j] - mx) / z);
+        std::fill(row + i + 1, row + seq, T(0));
       }
+      matmul<T>(false, false, seq, hd, seq, T(1), p, v.data(), T(0), o.data());
+      add_head(o.data(), b, h, seq, d, 0, hd, out);
+    }
 }
 
 template <class T>
 void attention_backward(int batch, int seq, int d, int heads, const T* qkv, const T* probs, const T* dout, T* dqkv) {
   const int hd = d / heads;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
+  const std::size_t block = static_cast<std::size_t>(seq) * hd;
+  std::vector<T> q(block), k(block), v(block), dout_h(block), grad(block), ds(static_cast<std::size_t>(seq) * seq);
   std::fill(dqkv, dqkv + static_cast<std::size_t>(batch) * seq * 3 * d, T(0));
-  std::vector<double> dp(static_cast<std::size_t>(seq));
   for (int b = 0; b < batch; ++b)
-    for (int h = 0; h < heads; ++h)
+    for (int h = 0; h < heads; ++h) {
+      gather_head(qkv, b, h, 0, seq, d, hd, q.data());
+      gather_head(qkv, b, h, 1, seq, d, hd, k.data());
+      gather_head(qkv, b, h, 2, seq, d, hd, v.data());
       for (int i = 0; i < seq; ++i) {
-        const std::size_t row_i = (static_cast<std::size_t>(b) * seq + i) * 3 * d;
-        const T* p = probs + ((static_cast<std::size_t>(b) * heads + h) * seq + i) * seq;
-        const T* doi = dout + (static_cast<std::size_t>(b) * seq + i) * d + h * hd;
-        double dot = 0;
-        for (int j = 0; j <= i; ++j) {
-          const std::size_t row_j = (static_cast<std::size_t>(b) * seq + j) * 3 * d;
-          double s = 0;
-          for (int c = 0; c < hd; ++c) {
-            s += doi[c] * qkv[row_j + 2 * d + h * hd + c];
-            dqkv[row_j + 2 * d + h * hd + c] += static_cast<T>(p[j] * doi[c]);  // dv
-          }
-          dp[static_cast<std::size_t>(j)] = s;
-          dot += s * p[j];
-        }
-        for (int j = 0; j <= i; ++j) {
-          const std::size_t row_j = (static_cast<std::size_t>(b) * seq + j) * 3 * d;
-          const double ds = p[j] * (dp[static_cast<std::size_t>(j)] - dot) * scale;
-          for (int c = 0; c < hd; ++c) {
-            dqkv[row_i + h * hd + c] += static_cast<T>(ds * qkv[row_j + d + h * hd + c]);      // dq
-            dqkv[row_j + d + h * hd + c] += static_cast<T>(ds * qkv[row_i + h * hd + c]);      // dk
-          }
-        }
+        const T* src = dout + (static_cast<std::size_t>(b) * seq + i) * d + h * hd;
+        std::copy(src, src + hd, dout_h.data() + static_cast<std::size_t>(i) * hd);
       }
+      const T* p = probs + (static_cast<std::size_t>(b) * heads + h) * seq * seq;
+      matmul<T>(true, false, seq, hd, seq, T(1), p, dout_h.data(), T(0), grad.data());  // dv = p^T dout
+      add_head(grad.data(), b, h, seq, 3 * d, 2 * d, hd, dqkv);
+      matmul<T>(false, true, seq, seq, hd, T(1), dout_h.data(), v.data(), T(0), ds.data());  // dp = dout v^T
+      for (int i = 0; i < seq; ++i) {
+        T* row = ds.data() + static_cast<std::size_t>(i) * seq;
+        const T* pr = p + static_cast<std::size_t>(i) * seq;
+        double dot = 0;
+        for (int j = 0; j <= i; ++j) dot += static_cast<double>(pr[j]) * row[j];
+        for (int j = 0; j < seq; ++j) row[j] = j <= i ? static_cast<T>(pr[j] * (row[j] - dot) * scale) : T(0);
+      }
+      matmul<T>(false, false, seq, hd, seq, T(1), ds.data(), k.data(), T(0), grad.data());  // dq = ds k
+      add_head(grad.data(), b, h, seq, 3 * d, 0, hd, dqkv);
+      matmul<T>(true, false, seq, hd, seq, T(1), ds.data(), q.data(), T(0), grad.data());  // dk = ds^T q
+      add_head(grad.data(), b, h, seq, 3 * d, d, hd, dqkv);
+    }
 }
 
 template <class T>
