@@ -78,7 +78,7 @@ bool parse_number(const char*& p, const char* end, T& out) {
 
 // Parses one line (no newline, no '\r', comment cut off) into `row`. Returns false with `err`.
 bool parse_line(const char* begin, const char* end, TextFormat format, std::vector<std::uint32_t>& idx,
-                std::vector<std::uint16_t>& fld, std::vector<float>& val, float& y, ChunkResult& res, LineError& err) {
+                std::vector<std::uint16_t>& fld, std::vector<float>& val, float& y, LineError& err) {
   idx.clear();
   fld.clear();
   val.clear();
@@ -123,8 +123,6 @@ bool parse_line(const char* begin, const char* end, TextFormat format, std::vect
     idx.push_back(static_cast<std::uint32_t>(i));
     fld.push_back(static_cast<std::uint16_t>(f));
     val.push_back(v);
-    res.max_index = std::max<std::int64_t>(res.max_index, static_cast<std::int64_t>(i));
-    res.max_field = std::max(res.max_field, static_cast<int>(f));
   }
 }
 
@@ -149,7 +147,11 @@ void parse_chunk(const char* begin, const char* end, TextFormat format, bool ski
     if (first < stop) {
       float y = 0;
       LineError err;
-      if (parse_line(line, stop, format, idx, fld, val, y, res, err)) {
+      if (parse_line(line, stop, format, idx, fld, val, y, err)) {
+        for (std::size_t j = 0; j < idx.size(); ++j) {
+          res.max_index = std::max<std::int64_t>(res.max_index, idx[j]);
+          res.max_field = std::max<int>(res.max_field, fld[j]);
+        }
         res.data.append_row(idx.data(), fld.data(), val.data(), idx.size(), y);
       } else {
         err.line = res.lines;

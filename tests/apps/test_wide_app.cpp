@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <unistd.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -25,7 +26,7 @@ int run(const std::string& command) {
 
 TEST_CASE("wide_train learns, saves, and --predict round-trips") {
   for (const char* schema : {"classical", "flow"}) {
-    const auto dir = std::filesystem::temp_directory_path() / (std::string("skew_wide_app_") + schema);
+    const auto dir = std::filesystem::temp_directory_path() / (std::string("skew_wide_app_") + std::to_string(getpid()) + "_" + schema);
     std::filesystem::remove_all(dir);
     const std::string cmd = std::string(SKEW_MPIEXEC) + " --oversubscribe -np 2 " + SKEW_WIDE_TRAIN + " --config " +
                             SKEW_SOURCE_DIR + "/configs/wide.ini --data.train='" + kTrain + "' --data.valid='" + kValid +

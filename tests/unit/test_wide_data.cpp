@@ -1,6 +1,7 @@
 // Reader edge cases, the binary cache, rank slices and the synthetic generator.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <unistd.h>
 #include <fstream>
 
 #include "lib/core/error.hpp"
@@ -87,7 +88,7 @@ TEST_CASE("parallel parse equals serial parse, line numbers stay global") {
 }
 
 TEST_CASE("binary cache round trip and rank slices") {
-  const auto dir = std::filesystem::temp_directory_path() / "skew_wide_cache_test";
+  const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_cache_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "d.libsvm").string();
   std::filesystem::remove(path + ".skewbin");

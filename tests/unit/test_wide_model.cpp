@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <unistd.h>
 
 #include "kernels/wide_classical.hpp"
 #include "kernels/wide_flow.hpp"
@@ -181,7 +182,7 @@ TEST_CASE("optimizers lower the training loss; FTRL starts from the given weight
 
 TEST_CASE("save / load round trip and renumbering back to original ids") {
   Setup s = make_setup(WideKind::FFM, 10);
-  const auto path = (std::filesystem::temp_directory_path() / "skew_wide_model.safetensors").string();
+  const auto path = (std::filesystem::temp_directory_path() / ("skew_wide_model_" + std::to_string(getpid()) + ".safetensors")).string();
   s.model.save(path);
   const WideModel back = WideModel::load(path);
   CHECK(back.shape.kind == WideKind::FFM);
