@@ -2,10 +2,13 @@
 # Partial reduce against all-reduce, AD-PSGD and eager-SGD under a straggler (MLP on MNIST,
 # configs/preduce_mnist.ini: 4 workers, one 4x slower, exponential jitter on all).
 #   1. real: mpirun -np 4 (on 2 cores the ranks share CPUs; the injected delays are real sleep)
-#   2. the simulator at N = 4 with the per-step compute measured in step 1: its error against 1
+#   2. the simulator at N = 4, given the per-step costs measured in step 1 for the same mode
+#      (compute per step; one reduction plus the per-step overhead: sleep overshoot, loop), and
+#      its time-to-accuracy error against step 1
 #   3. the simulator at N = 32 and 256 (a smaller MLP, 784-32-10, to fit this machine)
 # Writes results/preduce/{results.csv,curve_*.csv,summary_*.json,tta.png}.
 #   scripts/bench_preduce.sh [BUILD_DIR]     (default build; about 10 minutes on 2 cores)
+#   BENCH_REUSE_REAL=1 scripts/bench_preduce.sh ...   keeps existing real-run results
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build}"
@@ -13,6 +16,7 @@ app="$build/apps/preduce_train"
 [[ -x "$app" ]] || { echo "bench_preduce: $app not built"; exit 2; }
 out=results/preduce
 mkdir -p "$out"
+rm -f "$out/calibration.txt"
 scripts/fetch/mnist.sh data/mnist
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cfg=configs/preduce_mnist.ini
@@ -32,6 +36,7 @@ run() {  # run KIND N NAME ARGS...
   local tag="${kind}_${n}_${name}"
   echo "bench_preduce: $tag" >&2
   if [[ $kind == real ]]; then
+    [[ ${BENCH_REUSE_REAL:-0} == 1 && -s "$out/summary_$tag.json" ]] && return
     mpirun --oversubscribe -np "$n" "$app" --config "$cfg" "$@" --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
   else
     "$app" --config "$cfg" --simulate --sim.workers="$n" "$@" --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
@@ -41,22 +46,27 @@ for v in "${variants[@]}"; do
   # shellcheck disable=SC2086
   run real 4 "${v%%|*}" ${v#*|}
 done
-# Per-step compute measured on the real ranks (mean over workers and modes) drives the simulator.
-compute_ms=$(python3 - "$out" <<'PY'
-import glob, json, sys
-steps = total = 0.0
-for path in glob.glob(f"{sys.argv[1]}/summary_real_4_*.json"):
-    for w in json.load(open(path))["per_worker"]:
-        n = w["steps_per_s"] * w["end_s"]
-        steps += n
-        total += w["compute_s"]
-print(f"{1e3 * total / steps:.4f}")
+# Costs measured on the real ranks of each mode drive its N = 4 simulation: compute per step,
+# mean over workers; one reduction = min over workers of comm / steps (the rank that waits
+# least) plus the mean unaccounted time per step (end - compute - injected - wait - comm: sleep
+# overshoot and loop overhead on shared cores), which the simulator charges per reduction.
+calibrate() {
+  python3 - "$out/summary_real_4_$1.json" <<'PY'
+import json, sys
+ws = json.load(open(sys.argv[1]))["per_worker"]
+steps = [w["steps_per_s"] * w["end_s"] for w in ws]
+compute = sum(w["compute_s"] / n for w, n in zip(ws, steps)) / len(ws)
+other = sum((w["end_s"] - w["compute_s"] - w["injected_s"] - w["wait_s"] - w["comm_s"]) / n for w, n in zip(ws, steps)) / len(ws)
+comm = min(w["comm_s"] / n for w, n in zip(ws, steps)) + other
+print(f"--sim.compute_ms={1e3 * compute:.4f} --sim.latency_ms={1e3 * comm:.4f}")
 PY
-)
-echo "bench_preduce: measured compute ${compute_ms} ms per step" >&2
+}
 for v in "${variants[@]}"; do
+  cal=$(calibrate "${v%%|*}")
+  echo "bench_preduce: ${v%%|*} measured $cal" >&2
+  echo "${v%%|*} $cal" >>"$out/calibration.txt"
   # shellcheck disable=SC2086
-  run sim 4 "${v%%|*}" ${v#*|} --sim.compute_ms="$compute_ms"
+  run sim 4 "${v%%|*}" ${v#*|} $cal
 done
 sync_steps=250
 scale=(--model.hidden=32 --train.max_seconds=6 --train.eval_interval_s=0.1 --train.target_accuracy=0.9)
@@ -66,9 +76,9 @@ for n in 32 256; do
     run sim "$n" "${v%%|*}" ${v#*|} "${scale[@]}"
   done
 done
-python3 - "$out" "$compute_ms" <<'PY'
+python3 - "$out" <<'PY'
 import csv, glob, json, os, sys
-out, compute_ms = sys.argv[1], float(sys.argv[2])
+out = sys.argv[1]
 def curve(tag):
     rows = list(csv.reader(open(f"{out}/curve_{tag}.csv")))[1:]
     return [(float(t), float(a)) for t, a in rows]
@@ -108,7 +118,9 @@ with open(f"{out}/results.csv", "w") as f:
     w = csv.DictWriter(f, cols)
     w.writeheader()
     w.writerows(rows)
-print(f"# measured compute per step on the real ranks: {compute_ms} ms (drives the N=4 simulation)")
+print("# N=4 simulation costs measured per mode on the real ranks:")
+for line in open(f"{out}/calibration.txt"):
+    print("#   " + line.strip())
 print(" ".join(f"{c:>22}" for c in cols))
 for r in rows:
     print(" ".join(f"{str(r[c]):>22}" for c in cols))
