@@ -58,15 +58,16 @@ Schema make_schema() {
   return s;
 }
 
-// Unset (0) cluster constants take these simulated-cluster defaults (A100-class GPU, NVLink,
-// 200 Gb/s network per GPU) instead of being measured: the simulator describes a cluster it
-// does not run on.
+// Unset cluster constants (0; latency -1) take these simulated-cluster defaults (A100-class GPU,
+// NVLink, 200 Gb/s network per GPU, 20 us per all-to-all round) instead of being measured: the simulator describes a
+// cluster it does not run on.
 CostConstants cluster_constants(const Config& cfg) {
   CostConstants c = cost_overrides_from_config(cfg);
   if (c.gemm_flops <= 0) c.gemm_flops = 100e12;
   if (c.intra_bandwidth <= 0) c.intra_bandwidth = 150e9;
   if (c.inter_bandwidth <= 0) c.inter_bandwidth = 25e9;
   if (c.allreduce_bandwidth <= 0) c.allreduce_bandwidth = 25e9;
+  if (c.alltoall_latency < 0) c.alltoall_latency = 20e-6;
   return c;
 }
 
@@ -203,14 +204,16 @@ int simulate_main(const Config& cfg) {
 // Measured constants of this machine against a recorded moe_train run at world.size() ranks.
 int validate_main(const Config& cfg, comm::ProcessGroup& world) {
   const MeasuredRun run = read_measured_jsonl(cfg.get_string("sim.validate"));
-  const CostConstants constants = measure_constants(world, cost_overrides_from_config(cfg));
-  if (world.rank() != 0) return 0;
   const std::int64_t hidden = cfg.get_int("sim.hidden"), ffn = cfg.get_int("sim.ffn_hidden");
-  const CostModel model(constants, expert_shape_from_config(cfg, 2 * hidden * ffn, static_cast<int>(hidden)));
+  const ExpertShape shape = expert_shape_from_config(cfg, 2 * hidden * ffn, static_cast<int>(hidden));
+  const CostConstants constants = measure_constants(world, cost_overrides_from_config(cfg), shape);
+  if (world.rank() != 0) return 0;
+  const CostModel model(constants, shape);
   const Validation v = validate_cost_model(model, run, world.size());
   std::cout << std::fixed << std::setprecision(3) << "cost model vs " << cfg.get_string("sim.validate") << " at "
             << world.size() << " ranks, " << v.iterations << " iterations (measured here: gemm "
-            << constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all " << constants.inter_bandwidth / 1e9 << " GB/s)\n"
+            << constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all " << constants.inter_bandwidth / 1e9 << " GB/s + "
+            << constants.alltoall_latency * 1e6 << " us a round)\n"
             << "  expert compute: predicted " << v.predicted_expert * 1e3 << " ms, measured " << v.measured_expert * 1e3
             << " ms, error " << v.expert_error() * 100 << "%\n"
             << "  all-to-all:     predicted " << v.predicted_alltoall * 1e3 << " ms, measured "
@@ -222,6 +225,7 @@ int validate_main(const Config& cfg, comm::ProcessGroup& world) {
       {"iterations", v.iterations},
       {"gemm_flops", constants.gemm_flops},
       {"alltoall_bandwidth", constants.inter_bandwidth},
+      {"alltoall_latency", constants.alltoall_latency},
       {"expert_ms",
        {{"predicted", v.predicted_expert * 1e3}, {"measured", v.measured_expert * 1e3}, {"error", v.expert_error()}}},
       {"alltoall_ms",

@@ -16,6 +16,7 @@ CostModel::CostModel(CostConstants constants, ExpertShape shape) : c_(constants)
              "cost model constants must be positive (gemm_flops "
                  << c_.gemm_flops << ", bandwidths " << c_.intra_bandwidth << ", " << c_.inter_bandwidth << ", "
                  << c_.allreduce_bandwidth << ")");
+  SKEW_CHECK(c_.alltoall_latency >= 0, "all-to-all latency must be >= 0, got " << c_.alltoall_latency);
   SKEW_CHECK(c_.gpus_per_node >= 1, "gpus_per_node must be >= 1, got " << c_.gpus_per_node);
   SKEW_CHECK(s_.params > 0 && s_.hidden_dim > 0, "expert shape needs params > 0 and hidden_dim > 0");
 }
@@ -49,7 +50,7 @@ double CostModel::alltoall_seconds(const std::vector<double>& recv_tokens) const
       round = std::max({round, recv, send});
     }
   }
-  return 4.0 * round;
+  return 4.0 * (round + c_.alltoall_latency);
 }
 
 double CostModel::allreduce_seconds(double bytes, const std::vector<int>& ranks) const {
@@ -128,54 +129,77 @@ double balance_ratio(const std::vector<double>& rank_loads) {
 
 namespace {
 
-double measure_gemm_flops() {
-  constexpr int n = 256;
-  const Device device = cuda_device_count() > 0 ? Device::Cuda : Device::Host;
-  Tensor a = Tensor::empty({n, n}, DType::F32), b = Tensor::empty({n, n}, DType::F32);
-  Rng rng(7, 0, 0);
-  for (int i = 0; i < n * n; ++i)
-    a.data<float>()[i] = static_cast<float>(rng.normal()), b.data<float>()[i] = static_cast<float>(rng.normal());
-  Tensor da = a.to(device), db = b.to(device), dc = Tensor::zeros({n, n}, DType::F32, device);
-  kernels::GemmShape shape;
-  shape.m = shape.n = shape.k = n;
-  kernels::gemm(device, shape, 1.0f, da.data<float>(), db.data<float>(), 0.0f, dc.data<float>());  // warm-up
-  (void)dc.to(Device::Host);
-  constexpr int reps = 8;
-  Timer timer;
-  for (int i = 0; i < reps; ++i)
-    kernels::gemm(device, shape, 1.0f, da.data<float>(), db.data<float>(), 0.0f, dc.data<float>());
-  (void)dc.to(Device::Host);  // waits for the device
-  return 2.0 * n * n * n * reps / std::max(timer.seconds(), 1e-9);
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
-double measure_alltoall_bandwidth(comm::ProcessGroup& world) {
-  const int n = world.size();
-  constexpr std::size_t per_peer = 1 << 16;  // floats: 256 KiB to each peer
-  std::vector<float> send(per_peer * static_cast<std::size_t>(n), 1.0f), recv(send.size());
+double measure_gemm_flops(const ExpertShape& expert) {
+  kernels::GemmShape shape;
+  shape.m = 256;
+  shape.k = std::max(1, expert.hidden_dim);
+  shape.n = static_cast<int>(std::max<std::int64_t>(1, expert.params / (2 * shape.k)));
+  const Device device = cuda_device_count() > 0 ? Device::Cuda : Device::Host;
+  Tensor a = Tensor::empty({shape.m, shape.k}, DType::F32), b = Tensor::empty({shape.k, shape.n}, DType::F32);
+  Rng rng(7, 0, 0);
+  for (std::size_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = rng.normal();
+  for (std::size_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = rng.normal();
+  Tensor da = a.to(device), db = b.to(device), dc = Tensor::zeros({shape.m, shape.n}, DType::F32, device);
+  const auto run = [&] {
+    kernels::gemm(device, shape, 1.0f, da.data<float>(), db.data<float>(), 0.0f, dc.data<float>());
+  };
+  run();  // warm-up
+  (void)dc.to(Device::Host);
+  constexpr int reps = 8;
+  std::vector<double> seconds;
+  for (int trial = 0; trial < 5; ++trial) {
+    Timer timer;
+    for (int i = 0; i < reps; ++i) run();
+    (void)dc.to(Device::Host);  // waits for the device
+    seconds.push_back(timer.seconds() / reps);
+  }
+  return 2.0 * shape.m * shape.n * shape.k / std::max(median(seconds), 1e-12);
+}
+
+// Median seconds of an all-to-all sending `per_peer` floats to every rank.
+double time_alltoall(comm::ProcessGroup& world, std::size_t per_peer) {
+  std::vector<float> send(per_peer * static_cast<std::size_t>(world.size()), 1.0f), recv(send.size());
   world.alltoall(comm::view(send), comm::view(recv));  // warm-up
-  constexpr int reps = 4;
-  world.barrier();
-  Timer timer;
-  for (int i = 0; i < reps; ++i) world.alltoall(comm::view(send), comm::view(recv));
-  const double bytes = static_cast<double>(per_peer * sizeof(float)) * (n - 1) * reps;
-  return bytes / std::max(timer.seconds(), 1e-9);
+  std::vector<double> seconds;
+  for (int trial = 0; trial < 7; ++trial) {
+    world.barrier();
+    Timer timer;
+    world.alltoall(comm::view(send), comm::view(recv));
+    seconds.push_back(timer.seconds());
+  }
+  return median(seconds);
 }
 
 }  // namespace
 
-CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& overrides) {
+CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& overrides, const ExpertShape& shape) {
   CostConstants c = overrides;
-  std::vector<double> measured{c.gemm_flops, c.inter_bandwidth, c.intra_bandwidth, c.allreduce_bandwidth};
-  if (measured[0] <= 0) measured[0] = measure_gemm_flops();
+  std::vector<double> measured{c.gemm_flops, c.inter_bandwidth, c.intra_bandwidth, c.allreduce_bandwidth,
+                               c.alltoall_latency};
+  if (measured[0] <= 0) measured[0] = measure_gemm_flops(shape);
   const bool need_bw = measured[1] <= 0 || measured[2] <= 0 || measured[3] <= 0;
-  const double bw = need_bw && world.size() > 1 ? measure_alltoall_bandwidth(world) : 10e9;
-  for (std::size_t i = 1; i < measured.size(); ++i)
-    if (measured[i] <= 0) measured[i] = bw;
+  // Every rank takes the same branches: the overrides come from the same config everywhere.
+  double latency = 0, bandwidth = 10e9;
+  if (world.size() > 1 && (need_bw || measured[4] < 0)) {
+    latency = time_alltoall(world, 1);
+    constexpr std::size_t per_peer = 1 << 16;  // 256 KiB to each peer
+    const double bytes = static_cast<double>(per_peer * sizeof(float)) * (world.size() - 1);
+    bandwidth = bytes / std::max(time_alltoall(world, per_peer) - latency, 1e-9);
+  }
+  for (std::size_t i = 1; i < 4; ++i)
+    if (measured[i] <= 0) measured[i] = bandwidth;
+  if (measured[4] < 0) measured[4] = latency;
   world.broadcast(comm::view(measured), 0);
   c.gemm_flops = measured[0];
   c.inter_bandwidth = measured[1];
   c.intra_bandwidth = measured[2];
   c.allreduce_bandwidth = measured[3];
+  c.alltoall_latency = measured[4];
   return c;
 }
 

@@ -20,6 +20,7 @@ struct CostConstants {
   double inter_bandwidth = 10e9;      // bytes/s a rank sends (or receives) to other nodes (network)
   double allreduce_bandwidth = 10e9;  // bus bytes/s of a gradient all-reduce spanning nodes
   int gpus_per_node = 8;              // ranks r and q share a node when r / G == q / G
+  double alltoall_latency = 0;        // fixed seconds per all-to-all round (start-up, synchronisation)
 };
 
 // The expert being placed: its size drives compute, activation traffic and state movement.
@@ -51,7 +52,7 @@ class CostModel {
   double flops_per_token() const { return 6.0 * static_cast<double>(s_.params); }
   double compute_seconds(double tokens) const;
   // Four all-to-all rounds per step (dispatch, combine, and both again in backward); each
-  // round lasts as long as the busiest rank's sends or receives. recv_tokens[r] = tokens that
+  // round lasts alltoall_latency plus as long as the busiest rank's sends or receives. recv_tokens[r] = tokens that
   // rank r computes and that arrive in equal parts from every rank (its own part stays local).
   double alltoall_seconds(const std::vector<double>& recv_tokens) const;
   // Ring all-reduce of `bytes` among `ranks`: 2 (n-1)/n bytes at the bus bandwidth, which is
@@ -84,9 +85,10 @@ std::vector<Transfer> plan_transfers(const LayerPlacement& before, const LayerPl
 // Max rank load / mean rank load (1 when there is no load).
 double balance_ratio(const std::vector<double>& rank_loads);
 
-// Measures gemm_flops (a 256^3 SGEMM on this rank's device) and the per-pair all-to-all
-// bandwidth over `world`, and broadcasts rank 0's values so every rank plans identically.
-// Values in `overrides` that are > 0 are kept instead of being measured.
-CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& overrides);
+// Measures gemm_flops (the expert's first GEMM, 256 tokens x hidden x params / (2 hidden), on
+// this rank's device), the all-to-all latency (1 float per peer) and bandwidth (256 KiB per
+// peer) over `world`, each the median of several runs, and broadcasts rank 0's values so every
+// rank plans identically. Values in `overrides` that are > 0 (latency: >= 0) are kept.
+CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& overrides, const ExpertShape& shape);
 
 }  // namespace skew::placement

@@ -88,6 +88,7 @@ void add_placement_keys(Schema& schema) {
       .add_float("placement.nvlink_bandwidth", 0, "per-rank bandwidth inside a node, bytes/s; 0 = measure")
       .add_float("placement.allreduce_bandwidth", 0,
                  "bus bandwidth of replica gradient all-reduce across nodes, bytes/s; 0 = measure")
+      .add_float("placement.alltoall_latency", -1, "fixed seconds per all-to-all round; -1 = measure at start-up")
       .add_int("placement.gpus_per_node", 8, "ranks per node: pairs inside one node use nvlink_bandwidth")
       .add_int("placement.activation_bytes", 4, "bytes per activation element sent in the all-to-all")
       .add_int("placement.grad_bytes_per_param", 4, "bytes per gradient element in the replica all-reduce")
@@ -102,6 +103,7 @@ CostConstants cost_overrides_from_config(const Config& config) {
   c.intra_bandwidth = config.get_float("placement.nvlink_bandwidth");
   c.allreduce_bandwidth = config.get_float("placement.allreduce_bandwidth");
   c.gpus_per_node = static_cast<int>(config.get_int("placement.gpus_per_node"));
+  c.alltoall_latency = config.get_float("placement.alltoall_latency");
   SKEW_CHECK(c.gpus_per_node >= 1, "placement.gpus_per_node must be >= 1, got " << c.gpus_per_node);
   return c;
 }
@@ -137,14 +139,14 @@ int slots_per_rank_from_config(const Config& config, int num_experts, int world_
 
 std::unique_ptr<PlacementPolicy> make_flexmoe_policy(const Config& config, comm::ProcessGroup& world, int num_layers,
                                                      int num_experts, std::int64_t expert_params, int hidden_dim) {
-  const CostConstants constants = measure_constants(world, cost_overrides_from_config(config));
+  const ExpertShape shape = expert_shape_from_config(config, expert_params, hidden_dim);
+  const CostConstants constants = measure_constants(world, cost_overrides_from_config(config), shape);
   SKEW_INFO("placement cost model: gemm " << constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all "
                                           << constants.inter_bandwidth / 1e9 << " GB/s, intra-node "
                                           << constants.intra_bandwidth / 1e9 << " GB/s, all-reduce "
                                           << constants.allreduce_bandwidth / 1e9 << " GB/s");
-  return std::make_unique<FlexMoePolicy>(
-      CostModel(constants, expert_shape_from_config(config, expert_params, hidden_dim)), num_layers, num_experts,
-      flexmoe_options_from_config(config));
+  return std::make_unique<FlexMoePolicy>(CostModel(constants, shape), num_layers, num_experts,
+                                         flexmoe_options_from_config(config));
 }
 
 }  // namespace skew::placement

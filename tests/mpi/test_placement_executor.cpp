@@ -121,8 +121,10 @@ TEST_CASE("make_flexmoe_policy: measured cost constants are identical on every r
   CHECK(c.gemm_flops > 1e6);
   CHECK(c.inter_bandwidth > 1e3);
   CHECK(c.intra_bandwidth == 5e10);  // overridden, not measured
+  CHECK(c.alltoall_latency >= 0.0);
+  CHECK(c.alltoall_latency < 1.0);
   CHECK(c.gpus_per_node == 2);
-  std::vector<double> mine{c.gemm_flops, c.inter_bandwidth, c.allreduce_bandwidth};
+  std::vector<double> mine{c.gemm_flops, c.inter_bandwidth, c.allreduce_bandwidth, c.alltoall_latency};
   std::vector<double> all(mine.size() * static_cast<std::size_t>(world.size()));
   world.allgather(comm::view(mine), comm::view(all));
   for (std::size_t i = 0; i < all.size(); ++i) CHECK(all[i] == mine[i % mine.size()]);

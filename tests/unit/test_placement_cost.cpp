@@ -45,6 +45,10 @@ TEST_CASE("cost model: compute, all-to-all and step time of a block placement", 
   // Node 1 computes nothing: rank 2 sends 2 x 2000 B off-node (4 s), rank 0 receives as much.
   CHECK(m.alltoall_seconds({200, 200, 0, 0}) == Approx(16.0));
   CHECK(m.alltoall_seconds({500}) == 0.0);
+  // A fixed 0.5 s per round on top of the bandwidth term.
+  CostConstants slow_start = m.constants();
+  slow_start.alltoall_latency = 0.5;
+  CHECK(CostModel(slow_start, m.shape()).alltoall_seconds({400, 200, 200, 200}) == Approx(4 * (8.0 + 0.5)));
 }
 
 TEST_CASE("cost model: replica gradient all-reduce and balance ratio", "[placement][cost]") {

@@ -147,7 +147,8 @@ TEST_CASE("placement config keys: defaults, overrides and derived values", "[pla
   CHECK(o.interval == 50);
   CHECK(!o.planner.balanced_shares);
   CHECK(cost_overrides_from_config(cfg).gemm_flops == 2e12);
-  CHECK(cost_overrides_from_config(cfg).inter_bandwidth == 0.0);  // measured at start-up
+  CHECK(cost_overrides_from_config(cfg).inter_bandwidth == 0.0);    // measured at start-up
+  CHECK(cost_overrides_from_config(cfg).alltoall_latency == -1.0);  // measured at start-up
   CHECK(slots_per_rank_from_config(cfg, 8, 4) == 3);
   CHECK(expert_shape_from_config(cfg, 4096, 64).state_bytes_per_param == 12);
   CHECK_THROWS_WITH(skew::Config::parse_ini_text(schema, "", "x", {"--placement.shares=odd"}),
