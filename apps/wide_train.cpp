@@ -185,6 +185,7 @@ int train(const Config& c, comm::Runtime& rt) {
     const Evaluation e = trainer.evaluate(valid);
     record["valid_logloss"] = e.logloss;
     record["valid_auc"] = e.auc;
+    record["elapsed_s"] = total.seconds();  // since start, data loading included: time-to-AUC
     metrics.write(record);
     SKEW_INFO("epoch " << epoch << " train logloss " << record["train_logloss"].get<double>() << " valid logloss " << e.logloss
                        << " auc " << e.auc << " (" << epoch_timer.seconds() << " s)");
