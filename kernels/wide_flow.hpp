@@ -13,8 +13,9 @@
 // replicated accumulators: one copy per thread, on the GPU several per block in shared memory)
 // across the whole stage and reach the global array in one reduction; colder columns are written
 // with one atomic add per weight per tile. Tile x {hot, cold} columns is the 2D partition.
-// FFM's pairwise term does not factor into per-feature partial sums: its flow kernel keeps the
-// per-sample pair loops inside a tile and routes gradients through the same hot cache.
+// On the CPU, LR (one weight per row: the tile sort costs more than it saves) and FFM (the
+// pairwise term does not factor into per-feature partial sums) keep sample order inside a tile
+// and route gradients through the same hot cache. The CUDA twin sorts for LR too.
 #pragma once
 #include <cstdint>
 #include <vector>

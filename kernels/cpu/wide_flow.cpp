@@ -147,6 +147,38 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
   stats.hot_columns += hot_columns;
 }
 
+// LR: a feature row is a single weight, so re-sorting the tile costs more than reading each
+// row once per tile saves (measured: results/wide/README.md). The tile keeps sample order; hot
+// gradients still go through the per-thread replicas, cold ones take one atomic add each.
+template <typename Program, bool Atomic>
+void flow_tile_sample_order(const Program& prog, const WideShape& s, const WideBatch& b, std::int64_t first,
+                            std::int64_t last, const float* params, float* grad, float* logits, std::int64_t hot,
+                            float* hot_cache, WideTileScratch& t, float& bias_grad) {
+  const int row_len = s.row_len(), acc_len = prog.acc_len();
+  t.acc.resize(static_cast<std::size_t>(acc_len));
+  t.row_grad.resize(static_cast<std::size_t>(row_len));
+  for (std::int64_t i = first; i < last; ++i) {
+    std::fill(t.acc.begin(), t.acc.end(), 0.0f);
+    for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e)
+      prog.gather(params + 1 + std::int64_t(b.index[e]) * row_len, b.value[e], t.acc.data());
+    const float z = prog.apply(t.acc.data(), params[0]);
+    logits[i] = z;
+    const float g = wide_sigmoid(z) - b.label[i];
+    bias_grad += g;
+    for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
+      const std::int64_t feature = b.index[e];
+      std::fill(t.row_grad.begin(), t.row_grad.end(), 0.0f);
+      prog.scatter(params + 1 + feature * row_len, b.value[e], t.acc.data(), g, t.row_grad.data());
+      if (feature < hot) {
+        float* cached = hot_cache + feature * row_len;
+        for (int j = 0; j < row_len; ++j) cached[j] += t.row_grad[std::size_t(j)];
+      } else {
+        for (int j = 0; j < row_len; ++j) add_to<Atomic>(grad + 1 + feature * row_len + j, t.row_grad[std::size_t(j)]);
+      }
+    }
+  }
+}
+
 // FFM: per-sample pairwise loops within the tile, gradients through the hot cache.
 template <bool Atomic>
 void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last, const float* params,
@@ -212,14 +244,18 @@ void WideFlow::gradient(const WideBatch& b, const float* params, float* grad, fl
       else flow_tile_ffm<false>(shape_, b, first, last, params, grad, logits, hot_, cache, bias_grads[t]);
       return;
     }
+    if (shape_.kind == WideKind::LR) {
+      if (atomic) flow_tile_sample_order<LrProgram, true>(LrProgram{0}, shape_, b, first, last, params, grad, logits, hot_, cache, scratch_[t], bias_grads[t]);
+      else flow_tile_sample_order<LrProgram, false>(LrProgram{0}, shape_, b, first, last, params, grad, logits, hot_, cache, scratch_[t], bias_grads[t]);
+      return;
+    }
     build_tile_csc(b, first, last, scratch_[t]);
     stats[t].entries += b.row_ptr[last] - b.row_ptr[first];
     const auto run = [&](const auto& prog) {
       if (atomic) flow_tile<std::decay_t<decltype(prog)>, true>(prog, shape_, b, first, last, params, grad, logits, hot_, cache, scratch_[t], sample_of[t], bias_grads[t], stats[t]);
       else flow_tile<std::decay_t<decltype(prog)>, false>(prog, shape_, b, first, last, params, grad, logits, hot_, cache, scratch_[t], sample_of[t], bias_grads[t], stats[t]);
     };
-    if (shape_.kind == WideKind::LR) run(LrProgram{shape_.k});
-    else run(FmProgram{shape_.k});
+    run(FmProgram{shape_.k});
   });
   // Reduce the per-thread replicas of the hot rows into the global gradient, in slices.
   const std::int64_t hot_floats = hot_ * shape_.row_len();
