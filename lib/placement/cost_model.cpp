@@ -189,7 +189,10 @@ CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& 
     latency = time_alltoall(world, 1);
     constexpr std::size_t per_peer = 1 << 16;  // 256 KiB to each peer
     const double bytes = static_cast<double>(per_peer * sizeof(float)) * (world.size() - 1);
-    bandwidth = bytes / std::max(time_alltoall(world, per_peer) - latency, 1e-9);
+    // On a busy machine the small message can take nearly as long as the large one; the
+    // bandwidth term then keeps at least a tenth of the large message's time.
+    const double large = time_alltoall(world, per_peer);
+    bandwidth = bytes / std::max(large - latency, 0.1 * large);
   }
   for (std::size_t i = 1; i < 4; ++i)
     if (measured[i] <= 0) measured[i] = bandwidth;
