@@ -76,7 +76,7 @@ for n in 32 256; do
     run sim "$n" "${v%%|*}" ${v#*|} "${scale[@]}"
   done
 done
-python3 - "$out" <<'PY'
+"${PYTHON:-/usr/bin/python3}" - "$out" <<'PY'
 import csv, glob, json, os, sys
 out = sys.argv[1]
 def curve(tag):
