@@ -3,6 +3,9 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "lib/preduce/trainer.hpp"
 #include "mpi/mpi_process_group.hpp"
@@ -88,9 +91,13 @@ TEST_CASE("workers that finish at different steps do not hang", "[preduce]") {
 
 TEST_CASE("every sync mode converges on a convex problem under mpirun", "[preduce]") {
   auto w = world();
-  for (const char* mode : {"allreduce", "preduce", "adpsgd", "eager", "local"}) {
+  // "preduce-rank": the controller on a dedicated rank 0, workers on ranks 1..N-1.
+  for (std::string mode : {"allreduce", "preduce", "adpsgd", "eager", "local", "preduce-rank"}) {
+    const bool dedicated = mode == "preduce-rank";
+    if (dedicated && w->size() < 2) continue;
     preduce::TrainOptions o;
-    o.mode = preduce::parse_sync_mode(mode);
+    o.mode = preduce::parse_sync_mode(dedicated ? "preduce" : mode);
+    o.dedicated_controller = dedicated;
     o.hidden = {};
     o.rows = 1200;
     o.test_rows = 400;
@@ -104,9 +111,28 @@ TEST_CASE("every sync mode converges on a convex problem under mpirun", "[preduc
     o.eager_deadline_ms = 1.0;
     o.hetero.slowdown = {1, 3};
     o.hetero.base_ms = 0.5;
+    if (mode == "preduce") o.metrics = "test_preduce_metrics_%r.jsonl";
     const auto r = preduce::train_mpi(w, o);
+    if (mode == "preduce") {
+      // One JSONL record per step on every rank, with the partial-reduce fields.
+      const std::string path = "test_preduce_metrics_" + std::to_string(w->rank()) + ".jsonl";
+      std::ifstream in(path);
+      std::string line;
+      int lines = 0;
+      while (std::getline(in, line)) {
+        const auto record = nlohmann::json::parse(line);
+        CHECK(record["step"].get<int>() == lines);
+        CHECK(record.contains("wait_s"));
+        // P = 2, or 1 for a last worker whose peers have all finished.
+        CHECK(record["members"].size() >= 1);
+        CHECK(record["members"].size() <= 2);
+        ++lines;
+      }
+      CHECK(lines == o.steps);
+      std::remove(path.c_str());
+    }
     INFO(mode);
-    CHECK(r.has_value() == (w->rank() == 0));
+    CHECK(r.has_value() == (w->rank() == (dedicated ? 1 : 0)));
     if (r) {
       CHECK(r->summary["final_accuracy_mean"].get<double>() > 0.9);
       CHECK(r->summary["average_model_accuracy"].get<double>() > 0.9);
