@@ -1,0 +1,268 @@
+// moe_gpu_bench: the CUDA MoE kernels against their bounds, measured in one run with CUDA events
+// (median of repeats):
+//   gate      softmax + top-k of [tokens, experts] logits: GB/s against the device copy bandwidth
+//   dispatch  histogram + exclusive scan + stable positions + row permutation of every
+//             (token, expert) assignment: GB/s against the copy bound for the same bytes
+//   experts   grouped bf16 GEMM over skewed (Zipf) group sizes: TFLOP/s against one cuBLAS bf16
+//             GEMM of the same total shape (rows x k x n) with operands already in bf16
+// scripts/device/torch_moe.py times PyTorch's equivalents at the same shapes. Without a GPU (or
+// in a build without CUDA) it prints a SKIPPED line and the sizes it would use.
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <vector>
+
+#include "kernels/moe_dispatch.hpp"
+#include "kernels/moe_expert.hpp"
+#include "kernels/moe_gate.hpp"
+#include "lib/core/config.hpp"
+#include "lib/core/log.hpp"
+#include "lib/core/metrics.hpp"
+#include "lib/core/rng.hpp"
+#include "mpi/runtime.hpp"
+
+#if defined(SKEW_WITH_CUDA)
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "lib/core/cuda_check.hpp"
+#endif
+
+using namespace skew;
+namespace moe = skew::kernels::moe;
+
+namespace {
+
+struct Sizes {
+  std::int64_t tokens;
+  int experts, topk, width, groups, gemm_n, gemm_k;
+  std::int64_t gemm_rows;
+  double zipf;
+};
+
+// Rows per expert group drawn from a Zipf law (expert g gets weight 1/(g+1)^s): the skew the
+// grouped GEMM must cope with. Offsets sum to `rows`.
+std::vector<std::int64_t> skewed_offsets(int groups, std::int64_t rows, double s) {
+  std::vector<double> w(std::size_t(groups));
+  double total = 0;
+  for (int g = 0; g < groups; ++g) total += w[std::size_t(g)] = 1.0 / std::pow(g + 1.0, s);
+  std::vector<std::int64_t> offsets{0};
+  for (int g = 0; g < groups; ++g)
+    offsets.push_back(g + 1 == groups ? rows : offsets.back() + std::int64_t(double(rows) * w[std::size_t(g)] / total));
+  return offsets;
+}
+
+#if defined(SKEW_WITH_CUDA)
+template <typename T>
+T* device_alloc(std::size_t n) {
+  T* p = nullptr;
+  SKEW_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, n) * sizeof(T)));
+  return p;
+}
+template <typename T>
+T* upload(const std::vector<T>& v) {
+  T* p = device_alloc<T>(v.size());
+  SKEW_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+std::vector<float> random_floats(std::size_t n, std::uint64_t stream) {
+  Rng rng(7, stream);
+  std::vector<float> v(n);
+  for (float& x : v) x = float(rng.normal());
+  return v;
+}
+
+// Median milliseconds of `repeats` runs of fn after one warm-up, timed with CUDA events.
+template <typename Fn>
+double median_ms(int repeats, Fn fn) {
+  fn();
+  SKEW_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaEvent_t start, stop;
+  SKEW_CUDA_CHECK(cudaEventCreate(&start));
+  SKEW_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int r = 0; r < repeats; ++r) {
+    SKEW_CUDA_CHECK(cudaEventRecord(start));
+    fn();
+    SKEW_CUDA_CHECK(cudaEventRecord(stop));
+    SKEW_CUDA_CHECK(cudaEventSynchronize(stop));
+    float t = 0;
+    SKEW_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  SKEW_CUDA_CHECK(cudaGetLastError());
+  SKEW_CUDA_CHECK(cudaEventDestroy(start));
+  SKEW_CUDA_CHECK(cudaEventDestroy(stop));
+  std::nth_element(ms.begin(), ms.begin() + std::ptrdiff_t(ms.size() / 2), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Device-to-device copy bandwidth, bytes read + written per second, at `bytes` (>= 1 GiB).
+double copy_bandwidth(std::size_t bytes, int repeats) {
+  char* a = device_alloc<char>(bytes);
+  char* b = device_alloc<char>(bytes);
+  SKEW_CUDA_CHECK(cudaMemset(a, 1, bytes));
+  const double ms = median_ms(repeats, [&] { SKEW_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
+  SKEW_CUDA_CHECK(cudaFree(a));
+  SKEW_CUDA_CHECK(cudaFree(b));
+  return 2.0 * double(bytes) / (ms * 1e-3);
+}
+
+Json bench_gate(const Sizes& s, int repeats, double bandwidth) {
+  const std::size_t cells = std::size_t(s.tokens) * std::size_t(s.experts);
+  const std::size_t picks = std::size_t(s.tokens) * std::size_t(s.topk);
+  float* logits = upload(random_floats(cells, 1));
+  float* probs = device_alloc<float>(cells);
+  float* lse = device_alloc<float>(std::size_t(s.tokens));
+  std::int32_t* expert = device_alloc<std::int32_t>(picks);
+  float* weight = device_alloc<float>(picks);
+  const double ms = median_ms(repeats, [&] {
+    moe::cuda::softmax_topk(int(s.tokens), s.experts, s.topk, logits, probs, lse, expert, weight);
+  });
+  // Bytes: logits read, probabilities and lse written, expert ids and weights written.
+  const double bytes = double(cells) * 8.0 + double(s.tokens) * 4.0 + double(picks) * 8.0;
+  for (void* p : {static_cast<void*>(logits), static_cast<void*>(probs), static_cast<void*>(lse), static_cast<void*>(expert),
+                  static_cast<void*>(weight)})
+    SKEW_CUDA_CHECK(cudaFree(p));
+  return Json{{"ms", ms}, {"GBps", bytes / (ms * 1e-3) / 1e9}, {"of_copy_bound", bytes / (ms * 1e-3) / bandwidth}};
+}
+
+Json bench_dispatch(const Sizes& s, int repeats, double bandwidth) {
+  const std::int64_t n = s.tokens * s.topk;
+  std::vector<std::int32_t> keys(static_cast<std::size_t>(n));
+  Rng rng(11, 0);
+  // Skewed routing: expert e with probability ~ 1/(e+1) (Zipf 1), drawn by rejection-free inversion.
+  const auto offsets = skewed_offsets(s.experts, 1 << 20, 1.0);
+  for (auto& k : keys) {
+    const auto u = std::int64_t(rng.below(1 << 20));
+    k = std::int32_t(std::upper_bound(offsets.begin(), offsets.end(), u) - offsets.begin() - 1);
+  }
+  std::int32_t* d_keys = upload(keys);
+  float* rows_in = upload(random_floats(std::size_t(n) * std::size_t(s.width), 2));
+  float* rows_out = device_alloc<float>(std::size_t(n) * std::size_t(s.width));
+  auto* counts = device_alloc<std::int64_t>(std::size_t(s.experts));
+  auto* starts = device_alloc<std::int64_t>(std::size_t(s.experts));
+  auto* pos = device_alloc<std::int64_t>(std::size_t(n));
+  auto dispatch = [&] {
+    moe::cuda::histogram(d_keys, n, s.experts, counts);
+    moe::cuda::exclusive_scan(counts, s.experts, starts);
+    moe::cuda::stable_positions(d_keys, n, s.experts, starts, pos);
+    moe::cuda::scatter_rows(rows_in, pos, n, s.width, rows_out);
+  };
+  const double ms = median_ms(repeats, dispatch);
+  const double permute_ms = median_ms(repeats, [&] { moe::cuda::scatter_rows(rows_in, pos, n, s.width, rows_out); });
+  // The positions must be a permutation of [0, n) (every output row written exactly once).
+  std::vector<std::int64_t> host_pos(static_cast<std::size_t>(n));
+  SKEW_CUDA_CHECK(cudaMemcpy(host_pos.data(), pos, host_pos.size() * sizeof(std::int64_t), cudaMemcpyDeviceToHost));
+  std::sort(host_pos.begin(), host_pos.end());
+  for (std::int64_t i = 0; i < n; ++i) SKEW_CHECK(host_pos[std::size_t(i)] == i, "dispatch positions are not a permutation at " << i);
+  // Fewest bytes: rows read and written once, keys read, positions written.
+  const double bytes = double(n) * double(s.width) * 8.0 + double(n) * 4.0 + double(n) * 8.0;
+  for (void* p : {static_cast<void*>(d_keys), static_cast<void*>(rows_in), static_cast<void*>(rows_out), static_cast<void*>(counts),
+                  static_cast<void*>(starts), static_cast<void*>(pos)})
+    SKEW_CUDA_CHECK(cudaFree(p));
+  return Json{{"ms", ms},
+              {"permute_only_ms", permute_ms},
+              {"GBps", bytes / (ms * 1e-3) / 1e9},
+              {"of_copy_bound", bytes / (ms * 1e-3) / bandwidth}};
+}
+
+Json bench_experts(const Sizes& s, int repeats) {
+  const auto offsets = skewed_offsets(s.groups, s.gemm_rows, s.zipf);
+  const std::size_t a_len = std::size_t(s.gemm_rows) * std::size_t(s.gemm_k);
+  const std::size_t b_len = std::size_t(s.gemm_k) * std::size_t(s.gemm_n);
+  float* a = upload(random_floats(a_len, 3));
+  std::vector<float*> b(std::size_t(s.groups));
+  for (int g = 0; g < s.groups; ++g) b[std::size_t(g)] = upload(random_floats(b_len, 10 + std::uint64_t(g)));
+  float* c = device_alloc<float>(std::size_t(s.gemm_rows) * std::size_t(s.gemm_n));
+  const double grouped_ms = median_ms(repeats, [&] {
+    moe::cuda::grouped_gemm_bf16(s.groups, offsets.data(), s.gemm_n, s.gemm_k, a, b.data(), c);
+  });
+  // Baseline: one bf16 GEMM of the same total shape, operands converted once beforehand.
+  std::vector<__nv_bfloat16> a16(a_len), b16(b_len);
+  const auto a_host = random_floats(a_len, 3), b_host = random_floats(b_len, 10);
+  for (std::size_t i = 0; i < a_len; ++i) a16[i] = __float2bfloat16(a_host[i]);
+  for (std::size_t i = 0; i < b_len; ++i) b16[i] = __float2bfloat16(b_host[i]);
+  __nv_bfloat16* da16 = upload(a16);
+  __nv_bfloat16* db16 = upload(b16);
+  cublasHandle_t handle;
+  SKEW_CUBLAS_CHECK(cublasCreate(&handle));
+  const float alpha = 1.f, beta = 0.f;
+  const double large_ms = median_ms(repeats, [&] {
+    SKEW_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, s.gemm_n, int(s.gemm_rows), s.gemm_k, &alpha, db16, CUDA_R_16BF,
+                                   s.gemm_n, da16, CUDA_R_16BF, s.gemm_k, &beta, c, CUDA_R_32F, s.gemm_n, CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
+  });
+  SKEW_CUBLAS_CHECK(cublasDestroy(handle));
+  const double flops = 2.0 * double(s.gemm_rows) * s.gemm_n * s.gemm_k;
+  SKEW_CUDA_CHECK(cudaFree(a));
+  for (float* p : b) SKEW_CUDA_CHECK(cudaFree(p));
+  SKEW_CUDA_CHECK(cudaFree(c));
+  SKEW_CUDA_CHECK(cudaFree(da16));
+  SKEW_CUDA_CHECK(cudaFree(db16));
+  Json sizes = Json::array();
+  for (int g = 0; g < s.groups; ++g) sizes.push_back(offsets[std::size_t(g) + 1] - offsets[std::size_t(g)]);
+  return Json{{"group_rows", sizes},
+              {"grouped_ms", grouped_ms},
+              {"grouped_TFLOPs", flops / (grouped_ms * 1e-3) / 1e12},
+              {"one_gemm_ms", large_ms},
+              {"one_gemm_TFLOPs", flops / (large_ms * 1e-3) / 1e12},
+              {"of_one_gemm", large_ms / grouped_ms}};
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Schema schema("moe_gpu_bench", "CUDA MoE gate, dispatch and grouped bf16 expert GEMM against their bounds.");
+  schema.add_int("bench.tokens", 65536, "tokens per step");
+  schema.add_int("bench.experts", 64, "experts (gate columns, dispatch bins)");
+  schema.add_int("bench.topk", 2, "experts per token");
+  schema.add_int("bench.width", 1024, "floats per dispatched row (model dimension)");
+  schema.add_int("bench.groups", 8, "local experts in the grouped GEMM");
+  schema.add_int("bench.gemm_rows", 32768, "total rows of the grouped GEMM");
+  schema.add_int("bench.gemm_k", 2048, "GEMM inner dimension (model dimension)");
+  schema.add_int("bench.gemm_n", 8192, "GEMM output columns (FFN dimension)");
+  schema.add_float("bench.zipf", 1.0, "skew of the group sizes (Zipf exponent)");
+  schema.add_int("bench.repeats", 20, "timed runs per kernel (median reported)");
+  return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
+    const Config c = Config::parse(schema, argc, argv);
+    if (c.help_requested()) {
+      std::cout << schema.help_text();
+      return 0;
+    }
+    const Sizes s{c.get_int("bench.tokens"), int(c.get_int("bench.experts")), int(c.get_int("bench.topk")),
+                  int(c.get_int("bench.width")), int(c.get_int("bench.groups")), int(c.get_int("bench.gemm_n")),
+                  int(c.get_int("bench.gemm_k")), c.get_int("bench.gemm_rows"), c.get_float("bench.zipf")};
+    SKEW_CHECK(s.tokens > 0 && s.experts > 0 && s.topk > 0 && s.topk <= s.experts && s.width > 0, "bench: bad gate/dispatch sizes");
+    SKEW_CHECK(s.groups > 0 && s.gemm_rows >= s.groups && s.gemm_n > 0 && s.gemm_k > 0, "bench: bad GEMM sizes");
+    Json summary{{"tokens", s.tokens}, {"experts", s.experts}, {"topk", s.topk}, {"width", s.width}, {"groups", s.groups},
+                 {"gemm_rows", s.gemm_rows}, {"gemm_k", s.gemm_k}, {"gemm_n", s.gemm_n}};
+    Json sizes = Json::array();
+    const auto offsets = skewed_offsets(s.groups, s.gemm_rows, s.zipf);
+    for (int g = 0; g < s.groups; ++g) sizes.push_back(offsets[std::size_t(g) + 1] - offsets[std::size_t(g)]);
+    summary["group_rows"] = sizes;
+    if (cuda_device_count() == 0) {
+      std::cout << "moe_gpu_bench: SKIPPED: no CUDA device (this build " << (cuda_built() ? "has" : "lacks") << " CUDA)\n";
+      summary["skipped"] = true;
+      print_summary(summary);
+      return 0;
+    }
+#if defined(SKEW_WITH_CUDA)
+    const int repeats = int(c.get_int("bench.repeats"));
+    const double bandwidth = copy_bandwidth(std::size_t(1) << 30, repeats);
+    summary["copy_GBps"] = bandwidth / 1e9;
+    summary["gate"] = bench_gate(s, repeats, bandwidth);
+    summary["dispatch"] = bench_dispatch(s, repeats, bandwidth);
+    summary["experts"] = bench_experts(s, repeats);
+    SKEW_INFO("copy " << bandwidth / 1e9 << " GB/s; gate " << summary["gate"]["GBps"].get<double>() << " GB/s; dispatch "
+                      << summary["dispatch"]["GBps"].get<double>() << " GB/s ("
+                      << 100 * summary["dispatch"]["of_copy_bound"].get<double>() << "% of copy); grouped bf16 GEMM "
+                      << summary["experts"]["grouped_TFLOPs"].get<double>() << " TFLOP/s vs one GEMM "
+                      << summary["experts"]["one_gemm_TFLOPs"].get<double>() << " TFLOP/s");
+#endif
+    print_summary(summary);
+    return 0;
+  });
+}

@@ -1,0 +1,212 @@
+// wide_gpu_bench: the CUDA gradient kernels of the wide models, classical schema (one thread per
+// sample, global atomics) against flow schema (tiled CSC, shared-memory hot cache), on the same
+// frequency-renumbered synthetic Criteo-like data, one epoch of mini-batch gradients each, timed
+// with CUDA events (median of repeats). The bound printed beside them is the CSR batch streamed
+// once at the device's measured copy bandwidth. bench.export writes the data as safetensors for
+// scripts/device/torch_wide_fm.py (PyTorch EmbeddingBag FM on the same rows). Without a GPU (or
+// in a build without CUDA) the timing is skipped with a message; the data and export still run.
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <vector>
+
+#include "kernels/wide_classical.hpp"
+#include "kernels/wide_flow.hpp"
+#include "lib/core/config.hpp"
+#include "lib/core/log.hpp"
+#include "lib/core/metrics.hpp"
+#include "lib/core/safetensors.hpp"
+#include "lib/wide/dataset.hpp"
+#include "lib/wide/model.hpp"
+#include "mpi/runtime.hpp"
+
+#if defined(SKEW_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include "lib/core/cuda_check.hpp"
+#endif
+
+using namespace skew;
+using namespace skew::wide;
+
+namespace {
+
+#if defined(SKEW_WITH_CUDA)
+template <typename T>
+T* upload(const std::vector<T>& v) {
+  T* p = nullptr;
+  SKEW_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)));
+  SKEW_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+
+// Median milliseconds of `repeats` runs of fn, after one warm-up run, timed with CUDA events.
+template <typename Fn>
+double median_ms(int repeats, Fn fn) {
+  fn();
+  SKEW_CUDA_CHECK(cudaDeviceSynchronize());
+  cudaEvent_t start, stop;
+  SKEW_CUDA_CHECK(cudaEventCreate(&start));
+  SKEW_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int r = 0; r < repeats; ++r) {
+    SKEW_CUDA_CHECK(cudaEventRecord(start));
+    fn();
+    SKEW_CUDA_CHECK(cudaEventRecord(stop));
+    SKEW_CUDA_CHECK(cudaEventSynchronize(stop));
+    float t = 0;
+    SKEW_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  SKEW_CUDA_CHECK(cudaEventDestroy(start));
+  SKEW_CUDA_CHECK(cudaEventDestroy(stop));
+  std::nth_element(ms.begin(), ms.begin() + std::ptrdiff_t(ms.size() / 2), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Device-to-device copy bandwidth, bytes read + written per second, on a 1 GiB buffer.
+double copy_bandwidth() {
+  const std::size_t bytes = std::size_t(1) << 30;
+  void *a, *b;
+  SKEW_CUDA_CHECK(cudaMalloc(&a, bytes));
+  SKEW_CUDA_CHECK(cudaMalloc(&b, bytes));
+  SKEW_CUDA_CHECK(cudaMemset(a, 1, bytes));
+  const double ms = median_ms(10, [&] { SKEW_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
+  SKEW_CUDA_CHECK(cudaFree(a));
+  SKEW_CUDA_CHECK(cudaFree(b));
+  return 2.0 * double(bytes) / (ms * 1e-3);
+}
+
+Json time_on_gpu(const SparseDataset& d, const kernels::WideShape& shape, const kernels::WideFlowOptions& flow,
+                 std::int64_t batch, int repeats) {
+  WideModel m = WideModel::create(shape, 1, 0.01f);
+  auto* row_ptr = upload(d.row_ptr);
+  auto* index = upload(d.index);
+  auto* value = upload(d.value);
+  auto* label = upload(d.label);
+  auto* params = upload(m.params);
+  float *grad, *logits;
+  SKEW_CUDA_CHECK(cudaMalloc(&grad, m.params.size() * sizeof(float)));
+  SKEW_CUDA_CHECK(cudaMalloc(&logits, std::size_t(d.rows()) * sizeof(float)));
+  auto batch_at = [&](std::int64_t begin) {
+    kernels::WideBatch b;
+    b.rows = std::min(batch, d.rows() - begin);
+    b.row_ptr = row_ptr + begin;
+    b.index = index;
+    b.value = value;
+    b.label = label + begin;
+    return b;
+  };
+  // One epoch of gradients; the gradient accumulates across batches (both schemas alike).
+  auto epoch = [&](bool use_flow) {
+    for (std::int64_t begin = 0; begin < d.rows(); begin += batch) {
+      const kernels::WideBatch b = batch_at(begin);
+      if (use_flow)
+        kernels::wide_flow_gradient_cuda(shape, flow, b, params, grad, logits + begin, nullptr);
+      else
+        kernels::wide_classical_gradient_cuda(shape, b, params, grad, logits + begin, nullptr);
+    }
+  };
+  // The two schemas must compute the same gradient: compare one epoch of each (relative L2).
+  std::vector<std::vector<float>> grads;
+  for (bool use_flow : {false, true}) {
+    SKEW_CUDA_CHECK(cudaMemset(grad, 0, m.params.size() * sizeof(float)));
+    epoch(use_flow);
+    SKEW_CUDA_CHECK(cudaDeviceSynchronize());
+    grads.emplace_back(m.params.size());
+    SKEW_CUDA_CHECK(cudaMemcpy(grads.back().data(), grad, m.params.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < grads[0].size(); ++i) {
+    diff += double(grads[1][i] - grads[0][i]) * double(grads[1][i] - grads[0][i]);
+    norm += double(grads[0][i]) * double(grads[0][i]);
+  }
+  const double rel = std::sqrt(diff / std::max(norm, 1e-300));
+  SKEW_CHECK(rel < 1e-3, "flow and classical gradients differ on the GPU: relative L2 error " << rel);
+  const double classical_ms = median_ms(repeats, [&] { epoch(false); });
+  const double flow_ms = median_ms(repeats, [&] { epoch(true); });
+  for (void* p : {static_cast<void*>(row_ptr), static_cast<void*>(index), static_cast<void*>(value), static_cast<void*>(label),
+                  static_cast<void*>(params), static_cast<void*>(grad), static_cast<void*>(logits)})
+    SKEW_CUDA_CHECK(cudaFree(p));
+  Json r;
+  r["model"] = kernels::wide_kind_name(shape.kind);
+  r["classical_ms"] = classical_ms;
+  r["flow_ms"] = flow_ms;
+  r["flow_speedup"] = classical_ms / flow_ms;
+  r["flow_samples_per_s"] = double(d.rows()) / (flow_ms * 1e-3);
+  r["gradient_rel_l2"] = rel;
+  return r;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Schema schema("wide_gpu_bench", "CUDA classical vs flow gradient kernels on synthetic Criteo-like data.");
+  schema.add_string("bench.data", "synthetic:criteo?rows=1000000&features=4194304&alpha=1.1&seed=1", "data (file or synthetic spec)");
+  schema.add_string("bench.models", "fm,lr", "models to run (lr, fm)");
+  schema.add_int("bench.k", 16, "latent dimension for FM");
+  schema.add_int("bench.batch_size", 16384, "mini-batch size");
+  schema.add_int("bench.tile_samples", 256, "flow: samples per tile");
+  schema.add_int("bench.hot_features", 4096, "flow: cached hottest features");
+  schema.add_int("bench.repeats", 10, "timed epochs per schema (median reported)");
+  schema.add_string("bench.export", "", "write the renumbered data here as safetensors for the PyTorch script (empty = no)");
+  return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
+    const Config c = Config::parse(schema, argc, argv);
+    if (c.help_requested()) {
+      std::cout << schema.help_text();
+      return 0;
+    }
+    SparseDataset d = load_dataset(c.get_string("bench.data"), ReadOptions{});
+    FeatureOrder::by_frequency(feature_counts(d, d.num_features)).apply(d);
+    const std::int64_t batch = c.get_int("bench.batch_size");
+    SKEW_INFO("data: " << d.rows() << " rows, " << d.nnz() << " nonzeros, " << d.num_features << " features, batch " << batch);
+    if (!c.get_string("bench.export").empty()) {
+      std::vector<std::int32_t> index(d.index.begin(), d.index.end());
+      save_safetensors(c.get_string("bench.export"),
+                       {{"row_ptr", Tensor::from_vector(d.row_ptr, {std::int64_t(d.row_ptr.size())})},
+                        {"index", Tensor::from_vector(index, {d.nnz()})},
+                        {"value", Tensor::from_vector(d.value, {d.nnz()})},
+                        {"label", Tensor::from_vector(d.label, {d.rows()})}},
+                       {{"num_features", std::to_string(d.num_features)}, {"batch_size", std::to_string(batch)}});
+      SKEW_INFO("exported " << c.get_string("bench.export"));
+    }
+    Json summary;
+    summary["rows"] = d.rows();
+    summary["nnz"] = d.nnz();
+    summary["batch_size"] = batch;
+    if (cuda_device_count() == 0) {
+      std::cout << "wide_gpu_bench: SKIPPED: no CUDA device (this build " << (cuda_built() ? "has" : "lacks")
+                << " CUDA); the CPU schemas are benchmarked by wide_bench\n";
+      summary["skipped"] = true;
+      print_summary(summary);
+      return 0;
+    }
+#if defined(SKEW_WITH_CUDA)
+    const double bandwidth = copy_bandwidth();
+    // The least an epoch must stream: the CSR data once (ids, values, row offsets, labels).
+    const double data_bytes = double(d.nnz()) * 8.0 + double(d.rows()) * 12.0;
+    summary["copy_GBps"] = bandwidth / 1e9;
+    summary["bound_ms"] = data_bytes / bandwidth * 1e3;
+    const kernels::WideFlowOptions flow{int(c.get_int("bench.tile_samples")), c.get_int("bench.hot_features")};
+    Json runs = Json::array();
+    std::string models = c.get_string("bench.models");
+    for (std::size_t pos = 0; pos <= models.size();) {
+      const std::size_t end = std::min(models.find(',', pos), models.size());
+      const kernels::WideKind kind = kernels::wide_kind_from_name(models.substr(pos, end - pos));
+      pos = end + 1;
+      SKEW_CHECK(kind != kernels::WideKind::FFM, "bench.models: ffm has no CUDA kernel");
+      const kernels::WideShape shape{kind, d.num_features, d.num_fields, kind == kernels::WideKind::LR ? 0 : int(c.get_int("bench.k"))};
+      Json r = time_on_gpu(d, shape, flow, batch, int(c.get_int("bench.repeats")));
+      SKEW_INFO(r["model"].get<std::string>() << ": classical " << r["classical_ms"].get<double>() << " ms, flow "
+                                              << r["flow_ms"].get<double>() << " ms per epoch, flow/classical speedup "
+                                              << r["flow_speedup"].get<double>() << "x; streaming bound "
+                                              << data_bytes / bandwidth * 1e3 << " ms");
+      runs.push_back(r);
+    }
+    summary["runs"] = runs;
+#endif
+    print_summary(summary);
+    return 0;
+  });
+}

@@ -1,0 +1,114 @@
+"""Turns the logs of scripts/device_check.sh into the short table it prints last, and a JSON file.
+
+Reads OUT/ctest.log (ctest's summary lines), OUT/bench.log and OUT/torch.log (the one-line JSON
+summaries that wide_gpu_bench, moe_gpu_bench, torch_wide_fm.py and torch_moe.py print), checks
+the targets of issue 7, writes OUT/results.json and prints the table. Exit status 0 when every
+target is met, 1 otherwise; a missing measurement counts as not met.
+    python3 scripts/device/summarize.py OUT COMMIT DEVICE
+"""
+import json
+import pathlib
+import re
+import sys
+
+
+def json_lines(path):
+    """The JSON objects printed one per line in a log, keyed by what identifies them."""
+    found = {}
+    if not path.exists():
+        return found
+    for line in path.read_text(errors="replace").splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if "runs" in obj or ("nnz" in obj and "dense_ms" not in obj):
+            found["wide"] = obj
+        elif "dense_ms" in obj:
+            found["torch_wide"] = obj
+        elif "tokens" in obj:
+            found["moe"] = obj
+        elif "experts" in obj and "gate" in obj:
+            found["torch_moe"] = obj
+    return found
+
+
+def ctest_counts(path):
+    text = path.read_text(errors="replace") if path.exists() else ""
+    m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", text)
+    if not m:
+        return None
+    failed, total = int(m.group(2)), int(m.group(3))
+    skipped = len(re.findall(r"\*\*\*Skipped|Not Run", text))
+    return {"total": total, "failed": failed, "skipped": skipped, "passed": total - failed - skipped}
+
+
+def main():
+    out, commit, device = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    logs = {**json_lines(out / "bench.log"), **json_lines(out / "torch.log")}
+    tests = ctest_counts(out / "ctest.log")
+    rows, met = [], []
+
+    def check(name, value, target, ok):
+        rows.append((name, "n/a" if value is None else value, target, "n/a" if ok is None else ("yes" if ok else "NO")))
+        met.append(bool(ok))
+
+    if tests:
+        check("CUDA tests passed/skipped/failed", f"{tests['passed']}/{tests['skipped']}/{tests['failed']} of {tests['total']}",
+              "0 failed", tests["failed"] == 0 and tests["passed"] > 0)
+    else:
+        check("CUDA tests", None, "0 failed", None)
+    wide, torch_wide = logs.get("wide", {}), logs.get("torch_wide", {})
+    fm = next((r for r in wide.get("runs", []) if r.get("model") == "fm"), None)
+    lr = next((r for r in wide.get("runs", []) if r.get("model") == "lr"), None)
+    if fm:
+        check("wide FM flow/classical speedup", f"{fm['flow_speedup']:.2f}x ({fm['flow_ms']:.2f} vs {fm['classical_ms']:.2f} ms/epoch)",
+              ">= 5x", fm["flow_speedup"] >= 5)
+        if torch_wide:
+            ratio = torch_wide["best_ms"] / fm["flow_ms"]
+            check("wide FM flow vs PyTorch EmbeddingBag", f"{ratio:.2f}x ({torch_wide['best_ms']:.2f} ms/epoch torch)", "> 1x", ratio > 1)
+        else:
+            check("wide FM flow vs PyTorch EmbeddingBag", None, "> 1x", None)
+    else:
+        check("wide FM flow/classical speedup", None, ">= 5x", None)
+        check("wide FM flow vs PyTorch EmbeddingBag", None, "> 1x", None)
+    if lr:
+        rows.append(("wide LR flow/classical speedup (info)", f"{lr['flow_speedup']:.2f}x", "-", "-"))
+    moe, torch_moe = logs.get("moe", {}), logs.get("torch_moe", {})
+    if "dispatch" in moe:
+        d = moe["dispatch"]
+        check("MoE dispatch of copy bound", f"{100 * d['of_copy_bound']:.0f}% ({d['GBps']:.0f} of {moe['copy_GBps']:.0f} GB/s)",
+              ">= 50%", d["of_copy_bound"] >= 0.5)
+        if "dispatch" in torch_moe:
+            rows.append(("MoE dispatch, PyTorch (info)", f"{torch_moe['dispatch']['GBps']:.0f} GB/s", "-", "-"))
+        g = moe["gate"]
+        rows.append(("MoE gate (info)", f"{g['GBps']:.0f} GB/s, {100 * g['of_copy_bound']:.0f}% of copy", "-", "-"))
+        if "gate" in torch_moe:
+            rows.append(("MoE gate, PyTorch (info)", f"{torch_moe['gate']['GBps']:.0f} GB/s", "-", "-"))
+        e = moe["experts"]
+        check("bf16 grouped GEMM of one cuBLAS GEMM",
+              f"{100 * e['of_one_gemm']:.0f}% ({e['grouped_TFLOPs']:.0f} vs {e['one_gemm_TFLOPs']:.0f} TFLOP/s)",
+              ">= 60%", e["of_one_gemm"] >= 0.6)
+        te = torch_moe.get("experts", {})
+        for key in ("loop_TFLOPs", "grouped_mm_TFLOPs", "one_gemm_TFLOPs"):
+            if key in te:
+                rows.append((f"PyTorch bf16 {key.replace('_TFLOPs', '')} (info)", f"{te[key]:.0f} TFLOP/s", "-", "-"))
+    else:
+        check("MoE dispatch of copy bound", None, ">= 50%", None)
+        check("bf16 grouped GEMM of one cuBLAS GEMM", None, ">= 60%", None)
+    (out / "results.json").write_text(json.dumps({"commit": commit, "device": device, "tests": tests, **logs}, indent=1) + "\n")
+    width = max(len(r[0]) for r in rows)
+    vwidth = max(len(str(r[1])) for r in rows)
+    lines = [f"device check: {device}, commit {commit}", f"{'measure':<{width}}  {'value':<{vwidth}}  target  met"]
+    lines += [f"{n:<{width}}  {str(v):<{vwidth}}  {t:<6}  {m}" for n, v, t, m in rows]
+    lines.append(f"all targets met: {'yes' if all(met) else 'NO'}")
+    (out / "summary.txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0 if all(met) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The device check of issue 7, run on the lent GPU machine (the device tool's `run`), in one call:
+#   1. unpack the carried Debian packages (.devdeps/, made here by scripts/device/prepare.sh)
+#      into a private prefix (MPI, Boost.Program_options, OpenBLAS, Catch2, nlohmann-json; the
+#      device image has none of them) and find NCCL (CUDA's folder, else PyTorch's wheel);
+#   2. configure with CUDA on (sm_90, Release) and build only the CUDA tests (every
+#      skew_cuda_test / skew_mpi_test in tests/cuda/*.cmake) and the GPU benchmarks;
+#   3. run those tests with ctest, then wide_gpu_bench and moe_gpu_bench, then the PyTorch
+#      baselines on the same data and shapes (scripts/device/torch_*.py);
+#   4. print one short table (scripts/device/summarize.py) with the targets of issue 7.
+# Full logs land in $OUT (7 files: env.log build.log ctest.log bench.log torch.log summary.txt
+# results.json); without $OUT they go to ./out/device. Sized for ~6 minutes on 16 cores.
+#   DEVICE_CHECK_QUICK=1  smaller data and fewer repeats (a smoke run of the whole pipeline)
+# Without a GPU the same script still unpacks, configures, builds, runs the tests (they skip)
+# and the benchmarks' skip paths: that is how it was dry-run on the CPU-only machine.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+out="${OUT:-$root/out/device}"
+mkdir -p "$out"
+build="$root/build-device"
+jobs="$(nproc)"
+started=$SECONDS
+step() { echo "== device_check [$((SECONDS - started)) s] $*"; }
+
+rows=1000000 repeats=10 moe_repeats=20 torch_repeats=5
+if [[ "${DEVICE_CHECK_QUICK:-0}" == 1 ]]; then rows=100000 repeats=3 moe_repeats=3 torch_repeats=2; fi
+
+step "environment"
+system_ld_path="${LD_LIBRARY_PATH:-}"
+{
+  echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown) $(git status --porcelain 2>/dev/null | wc -l) uncommitted paths"
+  date -u
+  uname -a
+  nvidia-smi 2>&1 || echo "nvidia-smi: not available"
+  nvcc --version 2>&1 | tail -2
+  cmake --version | head -1
+  g++ --version | head -1
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())' 2>&1
+} >"$out/env.log" 2>&1
+commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+device="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+device="${device:-no GPU}"
+
+step "unpack carried packages"
+eval "$(scripts/device/unpack.sh /tmp/skewdeps)" || { echo "unpack failed"; exit 1; }
+nccl_args=()
+if ! compgen -G "/usr/local/cuda/lib*/libnccl.so" >/dev/null; then
+  # The device image's NCCL is PyTorch's wheel (libnccl.so.2 beside include/nccl.h): link it.
+  so="$(find /usr /opt -name 'libnccl.so.2' -path '*nccl*' 2>/dev/null | head -1)"
+  header="$(find /usr /opt -name nccl.h 2>/dev/null | head -1)"
+  header="${header:-$(compgen -G "$root/.devdeps/include/nccl.h")}"
+  if [[ -n "$so" && -n "$header" ]]; then
+    mkdir -p /tmp/skewnccl
+    ln -sfn "$so" /tmp/skewnccl/libnccl.so
+    nccl_args=(-DSKEW_NCCL_LIB=/tmp/skewnccl/libnccl.so -DSKEW_NCCL_INCLUDE="$(dirname "$header")")
+    export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$so")"
+    echo "NCCL: $so, $header" >>"$out/env.log"
+  else
+    echo "NCCL: none found in /usr/local/cuda, /usr or /opt" >>"$out/env.log"
+  fi
+fi
+# Open MPI inside a VM without fabrics: shared memory only, and no ptrace-based single copy.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader \
+  OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
+
+step "configure and build (-j$jobs)"
+cuda_tests=($(grep -ho 'skew_\(cuda\|mpi\)_test([A-Za-z0-9_]*' tests/cuda/*.cmake | sed 's/.*(//'))
+targets=("${cuda_tests[@]}" wide_gpu_bench moe_gpu_bench)
+# shellcheck disable=SC2086  # SKEW_DEPS_CMAKE_ARGS is a list of -D flags
+{
+  cmake -S . -B "$build" -G Ninja -DSKEW_CUDA=ON -DSKEW_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release \
+    $SKEW_DEPS_CMAKE_ARGS "${nccl_args[@]}" &&
+    cmake --build "$build" -j"$jobs" --target "${targets[@]}"
+} >"$out/build.log" 2>&1
+build_rc=$?
+echo "build rc $build_rc, targets: ${targets[*]}" | tee -a "$out/build.log"
+# Every carried library must resolve: a "not found" here names a package missing from prepare.sh.
+for t in "${targets[@]}"; do
+  exe="$(find "$build" -type f -name "$t" -perm -u+x | head -1)"
+  [[ -n "$exe" ]] && ldd "$exe" | grep "not found" | sed "s|^|$t: |"
+done | tee -a "$out/build.log"
+
+step "CUDA tests: ${cuda_tests[*]}"
+regex="$(IFS='|'; echo "${cuda_tests[*]}")"
+(cd "$build" && ctest -R "^($regex)" --output-on-failure --timeout 180) >"$out/ctest.log" 2>&1
+tail -4 "$out/ctest.log"
+
+step "GPU benchmarks"
+{
+  "$build/apps/wide_gpu_bench" --bench.data="synthetic:criteo?rows=$rows&features=4194304&alpha=1.1&seed=1" \
+    --bench.repeats=$repeats --bench.export=/tmp/wide_fm.safetensors
+  "$build/apps/moe_gpu_bench" --bench.repeats=$moe_repeats
+} >"$out/bench.log" 2>&1
+grep -v '^{' "$out/bench.log" | tail -6
+
+step "PyTorch baselines"
+if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  {
+    LD_LIBRARY_PATH="$system_ld_path" PYTHONUNBUFFERED=1 python3 scripts/device/torch_wide_fm.py /tmp/wide_fm.safetensors --repeats $torch_repeats
+    LD_LIBRARY_PATH="$system_ld_path" PYTHONUNBUFFERED=1 python3 scripts/device/torch_moe.py --repeats $moe_repeats
+  } >"$out/torch.log" 2>&1
+else
+  echo "PyTorch with CUDA not available: baselines skipped" | tee "$out/torch.log"
+fi
+
+step "summary"
+python3 scripts/device/summarize.py "$out" "$commit" "$device"
+summary_rc=$?
+step "done (build rc $build_rc, targets met rc $summary_rc)"
+exit $((build_rc != 0 ? 2 : summary_rc))
