@@ -31,13 +31,17 @@ Schema make_schema() {
   Schema s("preduce_train", "Data-parallel training that tolerates stragglers: partial-reduce (any P ready workers "
                             "average with staleness-aware weights) against all-reduce, AD-PSGD, eager-SGD and local SGD.");
   s.add_bool("simulate", false, "run N virtual workers in one process on a virtual clock (sim.*) instead of MPI ranks");
-  s.add_choice("data.source", "clusters", {"clusters", "mnist"}, "generated Gaussian clusters, or MNIST from data.mnist_dir");
+  s.add_choice("data.source", "clusters", {"clusters", "mnist", "synthetic_ctr"},
+               "generated Gaussian clusters, MNIST from data.mnist_dir, or lib/wide's synthetic CTR data (model.kind lr/fm)");
   s.add_string("data.mnist_dir", "data/mnist", "directory with train.csv and test.csv (scripts/fetch/mnist.sh data/mnist)");
   s.add_int("data.rows", 4000, "generated training rows");
   s.add_int("data.test_rows", 1000, "generated test rows");
   s.add_int("data.dim", 32, "generated feature dimension");
   s.add_int("data.classes", 4, "generated classes");
   s.add_float("data.separation", 4.0, "generated cluster-center spread (larger = easier)");
+  s.add_int("data.ctr_features", 1 << 14, "features of the synthetic CTR data");
+  s.add_choice("model.kind", "mlp", {"mlp", "lr", "fm"}, "MLP classifier (metric: accuracy) or wide LR/FM (metric: AUC)");
+  s.add_int("model.k", 4, "FM latent dimension");
   s.add_string("model.hidden", "64", "hidden layer widths of the MLP, comma-separated; empty = logistic regression");
   s.add_int("train.steps", 200, "local steps per worker");
   s.add_float("train.max_seconds", 0.0, "stop a worker after this many (wall or virtual) seconds; 0 = none; "
@@ -87,6 +91,9 @@ TrainOptions read_options(const Config& c) {
   o.dim = static_cast<int>(c.get_int("data.dim"));
   o.classes = static_cast<int>(c.get_int("data.classes"));
   o.separation = c.get_float("data.separation");
+  o.ctr_features = c.get_int("data.ctr_features");
+  o.model_kind = c.get_string("model.kind");
+  o.fm_k = static_cast<int>(c.get_int("model.k"));
   for (auto w : c.get_int_list("model.hidden")) o.hidden.push_back(static_cast<int>(w));
   o.steps = c.get_int("train.steps");
   o.max_seconds = c.get_float("train.max_seconds");

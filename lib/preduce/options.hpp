@@ -20,8 +20,11 @@ struct TrainOptions {
   std::string source = "clusters", mnist_dir = "data/mnist";
   int rows = 4000, test_rows = 1000, dim = 32, classes = 4;
   double separation = 4.0;
-  // model: hidden widths (empty = logistic regression)
+  std::int64_t ctr_features = 1 << 14;
+  // model: mlp (hidden widths; empty = multinomial logistic regression) or a wide model
+  std::string model_kind = "mlp";
   std::vector<int> hidden;
+  int fm_k = 4;
   // train
   std::int64_t steps = 200;
   double max_seconds = 0.0;  // 0 = none; honoured by preduce, eager and local (see time_limited)

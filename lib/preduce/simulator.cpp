@@ -4,7 +4,6 @@
 // MPI controller, and the model arithmetic is the same Worker code, so a run is a pure
 // function of the configuration (deterministic for a seed).
 #include <algorithm>
-#include <deque>
 #include <queue>
 
 #include "lib/core/error.hpp"
@@ -25,9 +24,9 @@ struct Event {
 class Simulation {
  public:
   explicit Simulation(const TrainOptions& opt)
-      : opt_(opt), problem_(load_problem(opt)), mlp_(problem_.widths), n_(opt.sim_workers),
+      : opt_(opt), task_(make_task(opt, opt.sim_workers)), n_(opt.sim_workers),
         former_(group_options(opt, opt.sim_workers)) {
-    for (int w = 0; w < n_; ++w) workers_.emplace_back(opt, problem_, w, n_);
+    for (int w = 0; w < n_; ++w) workers_.emplace_back(opt, *task_, w);
     const int e = std::min(opt.sim_eval_workers, n_);
     for (int i = 0; i < e; ++i) eval_ids_.push_back(i * n_ / e);
     series_.resize(eval_ids_.size());
@@ -50,9 +49,7 @@ class Simulation {
     const double compute = opt_.sim_compute_ms * 1e-3;
     return compute + w.hetero().injected_s(w.step(), compute);
   }
-  double accuracy(const std::vector<float>& params) {
-    return mlp_.accuracy(params, problem_.test.x.data(), problem_.test.y.data(), problem_.test.rows());
-  }
+  double accuracy(const std::vector<float>& params) { return task_->metric(params); }
   // Records the accuracy of the evaluated workers for every grid point up to `t`.
   void evaluate_until(double t) {
     if (next_eval_ > t) return;
@@ -76,11 +73,10 @@ class Simulation {
   void average_in_group(const comm::Group& g, bool equal_weights_gradient);
 
   const TrainOptions& opt_;
-  Problem problem_;
-  Mlp mlp_;
+  std::unique_ptr<Task> task_;
   int n_;
   comm::GroupFormer former_;
-  std::deque<Worker> workers_;  // a deque never moves its elements
+  std::vector<Worker> workers_;
   std::vector<int> eval_ids_;
   std::vector<std::vector<double>> series_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
@@ -142,7 +138,7 @@ void Simulation::close_groups(double t) {
 
 void Simulation::on_step_done(int w, double t) {
   Worker& me = workers_[static_cast<std::size_t>(w)];
-  me.local_step(mlp_);
+  me.local_step();
   switch (opt_.mode) {
     case SyncMode::Local:
       continue_or_finish(w, t);
@@ -190,7 +186,7 @@ void Simulation::run_allreduce() {
     evaluate_until(done);
     sum_.assign(workers_[0].params().size(), 0.0f);
     for (auto& w : workers_) {
-      w.local_step(mlp_);
+      w.local_step();
       for (std::size_t i = 0; i < sum_.size(); ++i) sum_[i] += w.grad()[i] / static_cast<float>(n_);
     }
     for (int w = 0; w < n_; ++w) {
@@ -232,7 +228,7 @@ RunResult Simulation::run() {
   for (double a : finals) mean_final += a / static_cast<double>(finals.size());
   for (int w = 0; w < n_; ++w) idle += wait_[static_cast<std::size_t>(w)] / std::max(end_[static_cast<std::size_t>(w)], 1e-12) / n_;
   r.summary = Json{{"app", "preduce_train"}, {"simulate", true}, {"mode", sync_mode_name(opt_.mode)},
-                   {"workers", n_}, {"steps", opt_.steps}, {"wall_s", wall},
+                   {"workers", n_}, {"steps", opt_.steps}, {"wall_s", wall}, {"metric", task_->metric_name()},
                    {"target_accuracy", opt_.target_accuracy}, {"time_to_target_s", r.curve.time_to(opt_.target_accuracy)},
                    {"final_accuracy_mean", mean_final}, {"average_model_accuracy", accuracy(r.average_model)},
                    {"mean_idle_fraction", idle}, {"groups", groups_},

@@ -69,7 +69,6 @@ void pairwise_average(comm::ProcessGroup& workers, Worker& me, int partner, std:
 }  // namespace
 
 std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& world, const TrainOptions& opt) {
-  const Problem problem = load_problem(opt);
   const bool controlled = opt.mode == SyncMode::Preduce || opt.mode == SyncMode::Eager;
   const bool dedicated = controlled && opt.dedicated_controller;
   std::unique_ptr<comm::PartialReduce> pr;
@@ -83,10 +82,10 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     workers = pr->workers();
   }
   const int n = workers->size(), id = workers->rank();
-  Worker me(opt, problem, id, n);
-  Mlp mlp(problem.widths);
+  const std::unique_ptr<Task> task = make_task(opt, n);
+  Worker me(opt, *task, id);
   JsonlWriter metrics(metrics_path(opt.metrics, world->rank()));
-  const auto evaluate = [&] { return mlp.accuracy(me.params(), problem.test.x.data(), problem.test.y.data(), problem.test.rows()); };
+  const auto evaluate = [&] { return task->metric(me.params()); };
   // Models are snapshotted on the time grid and evaluated after training, so evaluation never
   // stalls a worker (or, through the reductions, its peers) inside the timed loop.
   std::vector<std::vector<float>> snapshots;
@@ -98,7 +97,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   const Timer clock;
   for (std::int64_t step = 0; step < opt.steps; ++step) {
     Timer t;
-    const double loss = me.local_step(mlp);
+    const double loss = me.local_step();
     const double compute = t.seconds();
     const double injected = me.hetero().injected_s(step, compute);
     std::this_thread::sleep_for(std::chrono::duration<double>(injected));
@@ -170,8 +169,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   const double end_time = clock.seconds();
   const double final_acc = evaluate();
   std::vector<double> snapshot_acc;
-  for (const auto& snapshot : snapshots)
-    snapshot_acc.push_back(mlp.accuracy(snapshot, problem.test.x.data(), problem.test.y.data(), problem.test.rows()));
+  for (const auto& snapshot : snapshots) snapshot_acc.push_back(task->metric(snapshot));
   std::vector<double> series;
   for (std::size_t s : snapshot_of_point) series.push_back(snapshot_acc[s]);
 
@@ -187,7 +185,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   workers->allgather(comm::view(mine), comm::view(all));
   std::vector<float> average = me.params();
   workers->allreduce(comm::view(average), comm::ReduceOp::Avg);
-  const double average_acc = mlp.accuracy(average, problem.test.x.data(), problem.test.y.data(), problem.test.rows());
+  const double average_acc = task->metric(average);
   std::int64_t created = static_cast<std::int64_t>(workers->subgroups_created());
   workers->allreduce(comm::view(&created, 1), comm::ReduceOp::Max);
   if (id != 0) return std::nullopt;
@@ -206,7 +204,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
                               {"final_accuracy", v[6]}});
   }
   result.summary = Json{{"app", "preduce_train"}, {"simulate", false}, {"mode", sync_mode_name(opt.mode)},
-                        {"workers", n}, {"steps", opt.steps}, {"wall_s", wall},
+                        {"workers", n}, {"steps", opt.steps}, {"wall_s", wall}, {"metric", task->metric_name()},
                         {"target_accuracy", opt.target_accuracy}, {"time_to_target_s", curve.time_to(opt.target_accuracy)},
                         {"final_accuracy_mean", mean_final}, {"average_model_accuracy", average_acc},
                         {"subgroups_created", created}};

@@ -1,42 +1,21 @@
 #include "lib/preduce/worker.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "lib/core/error.hpp"
 
 namespace skew::preduce {
 
-Problem load_problem(const TrainOptions& opt) {
-  Problem p;
-  if (opt.source == "mnist") {
-    p.train = load_csv(opt.mnist_dir + "/train.csv", 10);
-    p.test = load_csv(opt.mnist_dir + "/test.csv", 10);
-    SKEW_CHECK(p.train.dim == p.test.dim, opt.mnist_dir << ": train has " << p.train.dim << " features, test "
-                                                         << p.test.dim);
-    p.test.classes = p.train.classes = std::max(p.train.classes, p.test.classes);
-  } else {
-    p.train = make_clusters(opt.rows, opt.dim, opt.classes, opt.separation, opt.seed, 0);
-    p.test = make_clusters(opt.test_rows, opt.dim, opt.classes, opt.separation, opt.seed, 1);
-  }
-  p.widths.push_back(p.train.dim);
-  p.widths.insert(p.widths.end(), opt.hidden.begin(), opt.hidden.end());
-  p.widths.push_back(p.train.classes);
-  return p;
-}
-
-Worker::Worker(const TrainOptions& opt, const Problem& problem, int worker, int num_workers)
-    : opt_(&opt),
-      id_(worker),
-      shard_(shard(problem.train, worker, num_workers)),
-      sampler_(shard_, opt.batch, opt.seed, worker),
-      hetero_(opt.hetero, worker) {
-  params_ = Mlp(problem.widths).init(opt.seed);  // every worker starts from the same model
+Worker::Worker(const TrainOptions& opt, Task& task, int worker)
+    : opt_(&opt), task_(&task), id_(worker), hetero_(opt.hetero, worker), params_(task.init()) {
   accum_.assign(params_.size(), 0.0f);
 }
 
-double Worker::local_step(Mlp& mlp) {
-  sampler_.fill(step_, batch_x_, batch_y_);
-  const double loss = mlp.loss_and_grad(params_, batch_x_.data(), batch_y_.data(), opt_->batch, grad_);
+double Worker::local_step() {
+  const double loss = task_->loss_and_grad(params_, id_, step_, grad_);
+  SKEW_CHECK(std::isfinite(loss), "worker " << id_ << " step " << step_ << ": the loss is " << loss
+                                            << "; training diverged (lower train.lr)");
   const auto lr = static_cast<float>(opt_->lr);
   switch (opt_->mode) {
     case SyncMode::Preduce:

@@ -1,34 +1,24 @@
 // What a worker does between synchronisations, shared by the MPI trainer and the simulator so
-// both run the same arithmetic: its data shard, its minibatches, its model, version and
-// gradient, and its injected delays.
+// both run the same arithmetic: its model, version and gradient (from the task, on its shard),
+// and its injected delays.
 #pragma once
 #include <memory>
 #include <vector>
 
-#include "lib/preduce/data.hpp"
 #include "lib/preduce/hetero.hpp"
-#include "lib/preduce/mlp.hpp"
 #include "lib/preduce/options.hpp"
+#include "lib/preduce/task.hpp"
 
 namespace skew::preduce {
 
-struct Problem {
-  Dataset train, test;
-  std::vector<int> widths;  // inputs, hidden..., classes
-};
-Problem load_problem(const TrainOptions& opt);
-
 class Worker {
  public:
-  Worker(const TrainOptions& opt, const Problem& problem, int worker, int num_workers);
-  // The sampler points into the shard: a worker stays where it was built.
-  Worker(const Worker&) = delete;
-  Worker& operator=(const Worker&) = delete;
+  Worker(const TrainOptions& opt, Task& task, int worker);
 
   // Computes the gradient of this step's minibatch into grad() and, by the mode's rule, applies
   // it locally before synchronising (model averaging modes) or accumulates it (eager).
   // Returns the minibatch loss.
-  double local_step(Mlp& mlp);
+  double local_step();
   // After a gradient reduction: apply grad() (or accum(), eager) and clear the accumulator.
   void apply_reduced(bool from_accumulator);
   void finish_step() { ++step_; }
@@ -44,12 +34,10 @@ class Worker {
 
  private:
   const TrainOptions* opt_;
+  Task* task_;
   int id_;
-  Dataset shard_;
-  BatchSampler sampler_;
   Hetero hetero_;
-  std::vector<float> params_, grad_, accum_, batch_x_;
-  std::vector<int> batch_y_;
+  std::vector<float> params_, grad_, accum_;
   std::int64_t version_ = 0, step_ = 0;
 };
 

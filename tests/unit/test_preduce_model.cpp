@@ -5,6 +5,8 @@
 #include <fstream>
 
 #include "lib/core/error.hpp"
+#include "lib/preduce/data.hpp"
+#include "lib/preduce/mlp.hpp"
 #include "lib/preduce/trainer.hpp"
 
 using namespace skew::preduce;
@@ -148,4 +150,29 @@ TEST_CASE("mean curve pads shorter series with the final accuracy", "[preduce]")
   CHECK(c.mean_accuracy[1] == Approx(0.6));
   CHECK(c.time_to(0.8) == Approx(1.0));
   CHECK(c.time_to(0.95) == -1.0);
+}
+
+TEST_CASE("partial reduce trains the wide models (LR, FM) on synthetic CTR data", "[preduce]") {
+  for (const char* kind : {"lr", "fm"}) {
+    TrainOptions o;
+    o.simulate = true;
+    o.mode = SyncMode::Preduce;
+    o.source = "synthetic_ctr";
+    o.model_kind = kind;
+    o.ctr_features = 2000;
+    o.rows = 4000;
+    o.test_rows = 1000;
+    o.steps = 150;
+    o.batch = 64;
+    o.lr = 0.2;
+    o.eval_interval_s = 0.05;
+    o.sim_workers = 4;
+    o.hetero.slowdown = {1, 1, 1, 4};
+    const RunResult r = simulate(o);
+    INFO(kind);
+    CHECK(r.summary["metric"] == "auc");
+    REQUIRE(r.curve.mean_accuracy.size() > 2);
+    CHECK(r.curve.mean_accuracy.back() > r.curve.mean_accuracy.front() + 0.05);
+    CHECK(r.summary["average_model_accuracy"].get<double>() > 0.6);
+  }
 }
