@@ -111,11 +111,13 @@ TEST_CASE("every sync mode converges on a convex problem under mpirun", "[preduc
     o.eager_deadline_ms = 1.0;
     o.hetero.slowdown = {1, 3};
     o.hetero.base_ms = 0.5;
-    if (mode == "preduce") o.metrics = "test_preduce_metrics_%r.jsonl";
+    // Named by world size too: the np2 and np4 runs may share a directory and run at once.
+    const std::string prefix = "test_preduce_metrics_np" + std::to_string(w->size()) + "_";
+    if (mode == "preduce") o.metrics = prefix + "%r.jsonl";
     const auto r = preduce::train_mpi(w, o);
     if (mode == "preduce") {
       // One JSONL record per step on every rank, with the partial-reduce fields.
-      const std::string path = "test_preduce_metrics_" + std::to_string(w->rank()) + ".jsonl";
+      const std::string path = prefix + std::to_string(w->rank()) + ".jsonl";
       std::ifstream in(path);
       std::string line;
       int lines = 0;
