@@ -7,7 +7,7 @@
 #      its time-to-accuracy error against step 1
 #   3. the simulator at N = 32 and 256 (a smaller MLP, 784-32-10, to fit this machine)
 # Writes results/preduce/{results.csv,curve_*.csv,summary_*.json,tta.png}.
-#   scripts/bench_preduce.sh [BUILD_DIR]     (default build; about 10 minutes on 2 cores)
+#   scripts/bench_preduce.sh [BUILD_DIR]     (default build; about 12 minutes on 2 busy cores)
 #   BENCH_REUSE_REAL=1 scripts/bench_preduce.sh ...   keeps existing real-run results
 set -euo pipefail
 cd "$(dirname "$0")/.."
