@@ -44,7 +44,7 @@ struct Sizes {
 // Rows per expert group drawn from a Zipf law (expert g gets weight 1/(g+1)^s): the skew the
 // grouped GEMM must cope with. Offsets sum to `rows`.
 std::vector<std::int64_t> skewed_offsets(int groups, std::int64_t rows, double s) {
-  std::vector<double> w(std::size_t(groups));
+  std::vector<double> w(static_cast<std::size_t>(groups));
   double total = 0;
   for (int g = 0; g < groups; ++g) total += w[std::size_t(g)] = 1.0 / std::pow(g + 1.0, s);
   std::vector<std::int64_t> offsets{0};

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <thread>
 #include <vector>
 
 #include "kernels/wide_classical.hpp"
@@ -157,7 +158,9 @@ int main(int argc, char** argv) {
       std::cout << schema.help_text();
       return 0;
     }
-    SparseDataset d = load_dataset(c.get_string("bench.data"), ReadOptions{});
+    ReadOptions read;
+    read.threads = int(std::max(1u, std::thread::hardware_concurrency()));
+    SparseDataset d = load_dataset(c.get_string("bench.data"), read);
     FeatureOrder::by_frequency(feature_counts(d, d.num_features)).apply(d);
     const std::int64_t batch = c.get_int("bench.batch_size");
     SKEW_INFO("data: " << d.rows() << " rows, " << d.nnz() << " nonzeros, " << d.num_features << " features, batch " << batch);

@@ -11,6 +11,9 @@
 # Full logs land in $OUT (7 files: env.log build.log ctest.log bench.log torch.log summary.txt
 # results.json); without $OUT they go to ./out/device. Sized for ~6 minutes on 16 cores.
 #   DEVICE_CHECK_QUICK=1  smaller data and fewer repeats (a smoke run of the whole pipeline)
+#   DEVICE_CHECK_JOBS=N   build jobs (default: all cores)
+#   DEVICE_CHECK_CMAKE_ARGS="..."  extra configure flags (the dry run here hides the system's
+#                         packages with -DCMAKE_IGNORE_PREFIX_PATH="/usr;/")
 # Without a GPU the same script still unpacks, configures, builds, runs the tests (they skip)
 # and the benchmarks' skip paths: that is how it was dry-run on the CPU-only machine.
 set -uo pipefail
@@ -19,7 +22,7 @@ cd "$root"
 out="${OUT:-$root/out/device}"
 mkdir -p "$out"
 build="$root/build-device"
-jobs="$(nproc)"
+jobs="${DEVICE_CHECK_JOBS:-$(nproc)}"
 started=$SECONDS
 step() { echo "== device_check [$((SECONDS - started)) s] $*"; }
 
@@ -43,6 +46,12 @@ device="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -
 device="${device:-no GPU}"
 
 step "unpack carried packages"
+# The carried packages are Debian 12's (glibc 2.36): an older C library cannot load them.
+glibc="$(getconf GNU_LIBC_VERSION | awk '{print $2}')"
+if [[ "$(printf '%s\n' 2.36 "$glibc" | sort -V | head -1)" != 2.36 ]]; then
+  echo "glibc $glibc here is older than the 2.36 the carried Debian 12 packages need: build them on a matching image" >&2
+  exit 3
+fi
 eval "$(scripts/device/unpack.sh /tmp/skewdeps)" || { echo "unpack failed"; exit 1; }
 nccl_args=()
 if ! compgen -G "/usr/local/cuda/lib*/libnccl.so" >/dev/null; then
@@ -70,7 +79,7 @@ targets=("${cuda_tests[@]}" wide_gpu_bench moe_gpu_bench)
 # shellcheck disable=SC2086  # SKEW_DEPS_CMAKE_ARGS is a list of -D flags
 {
   cmake -S . -B "$build" -G Ninja -DSKEW_CUDA=ON -DSKEW_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release \
-    $SKEW_DEPS_CMAKE_ARGS "${nccl_args[@]}" &&
+    $SKEW_DEPS_CMAKE_ARGS ${DEVICE_CHECK_CMAKE_ARGS:-} "${nccl_args[@]}" &&
     cmake --build "$build" -j"$jobs" --target "${targets[@]}"
 } >"$out/build.log" 2>&1
 build_rc=$?

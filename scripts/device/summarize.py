@@ -42,7 +42,7 @@ def ctest_counts(path):
     if not m:
         return None
     failed, total = int(m.group(2)), int(m.group(3))
-    skipped = len(re.findall(r"\*\*\*Skipped|Not Run", text))
+    skipped = len(re.findall(r"\*\*\*Skipped", text))
     return {"total": total, "failed": failed, "skipped": skipped, "passed": total - failed - skipped}
 
 
@@ -102,8 +102,8 @@ def main():
     (out / "results.json").write_text(json.dumps({"commit": commit, "device": device, "tests": tests, **logs}, indent=1) + "\n")
     width = max(len(r[0]) for r in rows)
     vwidth = max(len(str(r[1])) for r in rows)
-    lines = [f"device check: {device}, commit {commit}", f"{'measure':<{width}}  {'value':<{vwidth}}  target  met"]
-    lines += [f"{n:<{width}}  {str(v):<{vwidth}}  {t:<6}  {m}" for n, v, t, m in rows]
+    lines = [f"device check: {device}, commit {commit}", f"{'measure':<{width}}  {'value':<{vwidth}}  target    met"]
+    lines += [f"{n:<{width}}  {str(v):<{vwidth}}  {t:<8}  {m}" for n, v, t, m in rows]
     lines.append(f"all targets met: {'yes' if all(met) else 'NO'}")
     (out / "summary.txt").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
