@@ -19,8 +19,14 @@ for app in wide_train moe_train preduce_train; do
   dir="$out/$app"
   mkdir -p "$dir"
   echo "=== $app (mpirun -np 2, configs/$app.ini) ==="
-  mpirun --oversubscribe -np 2 "$exe" --config "configs/${app%_train}.ini" --output.dir="$dir" 2>&1 | tee "$dir/log.txt"
-  echo "quickstart: $app output in $dir (log.txt, metrics.jsonl, summary.json)"
+  case $app in
+    wide_train) outputs=(--output.dir="$dir") ;;
+    moe_train) outputs=(--output.metrics="$dir/metrics.jsonl" --output.checkpoint_dir="$dir/checkpoints") ;;
+    preduce_train) outputs=(--output.metrics="$dir/metrics_rank%r.jsonl" --output.curve="$dir/curve.csv") ;;
+  esac
+  mpirun --oversubscribe -np 2 "$exe" --config "configs/${app%_train}.ini" "${outputs[@]}" 2>&1 | tee "$dir/log.txt"
+  echo "quickstart: $app output in $dir:"
+  ls "$dir" | sed 's/^/    /'
   ran=$((ran + 1))
 done
 echo "quickstart: ran $ran app(s); outputs under $out/"
