@@ -29,7 +29,7 @@ run() {  # name, flags...
 run record --moe.save_trace="$work/trace"
 policies=("static" "deepspeed --moe.capacity_factor=1.0" "deepspeed_pad --moe.policy=deepspeed --moe.drop_tokens=false"
           "fastermoe")
-"$app" --help | grep -q flexmoe && policies+=("flexmoe")
+"$app" --help | grep flexmoe >/dev/null && policies+=("flexmoe")
 names=()
 for p in "${policies[@]}"; do
   read -r name flags <<<"$p"

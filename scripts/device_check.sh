@@ -11,6 +11,7 @@
 # Full logs land in $OUT (7 files: env.log build.log ctest.log bench.log torch.log summary.txt
 # results.json); without $OUT they go to ./out/device. Sized for ~6 minutes on 16 cores.
 #   DEVICE_CHECK_QUICK=1  smaller data and fewer repeats (a smoke run of the whole pipeline)
+#   DEVICE_CHECK_COMMIT=HASH  the commit being measured (the device's copy has no .git)
 #   DEVICE_CHECK_JOBS=N   build jobs (default: all cores)
 #   DEVICE_CHECK_CMAKE_ARGS="..."  extra configure flags (the dry run here hides the system's
 #                         packages with -DCMAKE_IGNORE_PREFIX_PATH="/usr;/")
@@ -32,7 +33,7 @@ if [[ "${DEVICE_CHECK_QUICK:-0}" == 1 ]]; then rows=100000 repeats=3 moe_repeats
 step "environment"
 system_ld_path="${LD_LIBRARY_PATH:-}"
 {
-  echo "commit $(git rev-parse HEAD 2>/dev/null || echo unknown) $(git status --porcelain 2>/dev/null | wc -l) uncommitted paths"
+  echo "commit ${DEVICE_CHECK_COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}"
   date -u
   uname -a
   nvidia-smi 2>&1 || echo "nvidia-smi: not available"
@@ -41,7 +42,8 @@ system_ld_path="${LD_LIBRARY_PATH:-}"
   g++ --version | head -1
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "gpu", torch.cuda.is_available())' 2>&1
 } >"$out/env.log" 2>&1
-commit="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+# The device's copy of the tree has no .git: the caller passes the commit it sent.
+commit="${DEVICE_CHECK_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
 device="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
 device="${device:-no GPU}"
 
@@ -79,7 +81,7 @@ targets=("${cuda_tests[@]}" wide_gpu_bench moe_gpu_bench)
 # shellcheck disable=SC2086  # SKEW_DEPS_CMAKE_ARGS is a list of -D flags
 {
   cmake -S . -B "$build" -G Ninja -DSKEW_CUDA=ON -DSKEW_CUDA_ARCHS=90 -DCMAKE_BUILD_TYPE=Release \
-    $SKEW_DEPS_CMAKE_ARGS ${DEVICE_CHECK_CMAKE_ARGS:-} "${nccl_args[@]}" &&
+    -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $SKEW_DEPS_CMAKE_ARGS ${DEVICE_CHECK_CMAKE_ARGS:-} "${nccl_args[@]}" &&
     cmake --build "$build" -j"$jobs" --target "${targets[@]}"
 } >"$out/build.log" 2>&1
 build_rc=$?

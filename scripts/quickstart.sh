@@ -18,7 +18,7 @@ for app in wide_train moe_train preduce_train; do
   fi
   dir="$out/$app"
   mkdir -p "$dir"
-  echo "=== $app (mpirun -np 2, configs/$app.ini) ==="
+  echo "=== $app (mpirun -np 2, configs/${app%_train}.ini) ==="
   case $app in
     wide_train) outputs=(--output.dir="$dir") ;;
     moe_train) outputs=(--output.metrics="$dir/metrics.jsonl" --output.checkpoint_dir="$dir/checkpoints") ;;

@@ -13,6 +13,8 @@
 #include "lib/moe/corpus.hpp"
 #include "lib/moe/optimizer.hpp"
 #include "lib/moe/state.hpp"
+#include "lib/placement/flexmoe.hpp"
+#include "lib/placement/policy.hpp"
 
 namespace skew::moe {
 
@@ -34,8 +36,9 @@ Schema moe_train_schema() {
   s.add_float("moe.aux_weight", 0.01, "weight of the GShard/Switch balance loss");
   s.add_float("moe.z_weight", 0.001, "weight of the router z-loss");
   s.add_float("moe.jitter", 0.0, "multiplicative gate-input noise U(1-j, 1+j) while training");
-  s.add_choice("moe.policy", "static", {"static", "deepspeed", "fastermoe"},
-               "static: one replica per expert, dropless; deepspeed: capacity factor; fastermoe: shadow hot experts");
+  s.add_choice("moe.policy", "static", {"static", "deepspeed", "fastermoe", "flexmoe"},
+               "static: one replica per expert, dropless; deepspeed: capacity factor; fastermoe: shadow hot experts; "
+               "flexmoe: dynamic expert replication and placement ([placement] keys)");
   s.add_float("moe.capacity_factor", 1.0, "deepspeed: training capacity factor");
   s.add_float("moe.eval_capacity_factor", 2.0, "deepspeed: evaluation capacity factor");
   s.add_bool("moe.drop_tokens", true, "deepspeed: drop tokens over capacity (false: pad every expert to the max load)");
@@ -63,6 +66,7 @@ Schema moe_train_schema() {
   s.add_int("output.checkpoint_interval", 0, "iterations between checkpoints (0 = only at the end when a dir is set)");
   s.add_int("output.keep", 2, "checkpoints kept");
   s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
+  placement::add_placement_keys(s);
   return s;
 }
 
@@ -160,12 +164,18 @@ Json train(const Config& config, comm::ProcessGroup& world) {
   const ByteCorpus train_data(text, S), valid_data(valid_text, S);
   const double entropy = unigram_entropy(valid_text);
 
+  const bool flexmoe = run.model.moe.policy == Policy::FlexMoE;
+  const int slots = flexmoe ? placement::slots_per_rank_from_config(config, E, N) : E / N;
   std::vector<placement::LayerPlacement> placements(static_cast<std::size_t>(run.model.moe_layers()),
-                                                    placement::LayerPlacement::block(E, N, E / N));
+                                                    placement::LayerPlacement::block(E, N, slots));
   GptMoe<float> model(run.model, world, placements);
   model.init(run.seed);
   AdamW adam(run.adam, model, world);
   const int L = static_cast<int>(model.moe().size());
+  ModelExpertStore store(model);
+  std::unique_ptr<placement::PlacementPolicy> policy;
+  if (flexmoe) policy = placement::make_flexmoe_policy(config, world, L, E, model.options().moe.expert_params(), run.model.d_model);
+  std::int64_t placement_changes = 0;
   const std::size_t choices = static_cast<std::size_t>(run.batch) * S * static_cast<std::size_t>(run.model.moe.gate.top_k);
 
   std::unique_ptr<CheckpointDir> ckpt;
@@ -210,6 +220,20 @@ Json train(const Config& config, comm::ProcessGroup& world) {
       }
     }
     for (auto& layer : model.moe()) layer->times() = LayerTimes{};
+    Json change;
+    if (policy) {  // FlexMoE: re-place experts between iterations; routing is unchanged
+      std::vector<placement::LayerPlacement> current;
+      for (auto& layer : model.moe()) current.push_back(layer->placement());
+      const auto next = policy->plan(it, current);
+      if (next != current) {
+        Timer move;
+        placement::apply_placement(world, store, current, next);
+        for (std::size_t l = 0; l < next.size(); ++l) model.moe()[l]->set_placement(next[l]);
+        change = {{"seconds", move.seconds()}, {"placement", Json::array()}};
+        for (const auto& p : next) change["placement"].push_back(p.to_string());
+        ++placement_changes;
+      }
+    }
     Timer step_timer;
     model.zero_grads();
     const double loss = model.step(tokens.data(), targets.data(), run.batch, in, true);
@@ -217,6 +241,13 @@ Json train(const Config& config, comm::ProcessGroup& world) {
     const double grad_norm = adam.step(it);
     const double step_s = step_timer.seconds();
     last_loss = loss;
+    if (policy) {  // every rank must observe the same numbers: the slowest rank's step time
+      placement::RoutingCounts counts;
+      for (auto& layer : model.moe()) counts.push_back(layer->gate_state().global_counts);
+      std::vector<double> slowest = {step_s};
+      world.allreduce(comm::view(slowest), comm::ReduceOp::Max);
+      policy->observe(it, counts, slowest[0]);
+    }
 
     LayerTimes t;
     Json per_expert = Json::array(), balance = Json::array(), expert_balance = Json::array(), shadows = Json::array();
@@ -261,6 +292,7 @@ Json train(const Config& config, comm::ProcessGroup& world) {
                 {"time", {{"gate", t.gate}, {"dispatch", t.dispatch}, {"expert", t.expert}, {"combine", t.combine},
                           {"alltoall", t.alltoall}, {"sync", model.sync_seconds()}}}};
     if (run.model.moe.policy == Policy::FasterMoE) rec["shadowed"] = shadows;
+    if (!change.is_null()) rec["placement_change"] = change;
     if ((eval_interval > 0 && (it + 1) % eval_interval == 0) || it + 1 == run.iterations) {
       last_val = validate(model, valid_data, run.batch, config.get_int("train.eval_sequences"), world);
       rec["val_loss"] = last_val;
@@ -283,6 +315,7 @@ Json train(const Config& config, comm::ProcessGroup& world) {
                   {"ideal_step_s", measured ? total_ideal_s / static_cast<double>(measured) : NAN},
                   {"tokens_per_s", measured ? static_cast<double>(N) * run.batch * S * static_cast<double>(measured) / total_step_s : NAN},
                   {"balance", done ? balance_sum / static_cast<double>(done) : NAN}, {"dropped", dropped_total}, {"padded", padded_total}};
+  if (flexmoe) summary["placement_changes"] = placement_changes;
   return summary;
 }
 

@@ -5,18 +5,18 @@
 # scripts/device_check.sh unpacks them there with dpkg -x into a private prefix, never into /.
 # The list is the runtime closure of the libraries we link (checked with ldd in a clean prefix),
 # not apt's full closure: that pulls compilers and Fortran through alternatives. Base libraries
-# every image has (libc6, libstdc++6, libgcc-s1, zlib1g, libudev1, libxml2's needs) stay out;
+# every image has (libc6, libstdc++6, libgcc-s1, zlib1g) stay out; libudev1 (hwloc needs it) is carried;
 # the device run checks with ldd that nothing is left unresolved.
 #   scripts/device/prepare.sh            download (idempotent) and print the size
 set -euo pipefail
-cd "$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
+cd "$(dirname "$0")/../.."
 dest=.devdeps
 packages=(
   # MPI (mpirun, mpicxx wrapper, libmpi and what it loads)
   openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev libhwloc15 libevent-core-2.1-7
   libevent-pthreads-2.1-7 libpmix2 libfabric1 libucx0 libibverbs1 librdmacm1 libpsm2-2
   libpsm-infinipath1 libnl-3-200 libnl-route-3-200 libnuma1 libmunge2 libltdl7 libpciaccess0
-  libxnvctrl0
+  libxnvctrl0 libudev1
   # Boost.Program_options (headers + library)
   libboost-program-options-dev libboost-program-options1.74-dev libboost-program-options1.74.0
   libboost1.74-dev
@@ -33,6 +33,11 @@ done
 if ((${#missing[@]})); then
   (cd "$dest" && apt-get download "${missing[@]}")
 fi
+# Plain file names for the transfer to the device ('%3a' epochs, '+', '~' become '_').
+for f in "$dest"/*.deb; do
+  safe="$(basename "$f" | tr -c 'A-Za-z0-9._\n-' '_')"
+  [[ "$safe" == "$(basename "$f")" ]] || mv -f "$f" "$dest/$safe"
+done
 # Keep one version of each package (a stale one from an older apt index would unpack twice).
 for p in "${packages[@]}"; do
   ls -t "$dest/${p}_"*.deb | tail -n +2 | xargs -r rm -f

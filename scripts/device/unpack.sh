@@ -6,7 +6,7 @@
 # which sets SKEW_DEPS (the prefix), OPAL_PREFIX (relocates Open MPI's wrappers and mpirun),
 # PATH, LD_LIBRARY_PATH and SKEW_DEPS_CMAKE_ARGS (the cache entries that point CMake there).
 set -euo pipefail
-root="$(git -C "$(dirname "$0")" rev-parse --show-toplevel)"
+root="$(cd "$(dirname "$0")/../.." && pwd)"  # no git on the device: its copy has no .git
 prefix="${1:?usage: unpack.sh PREFIX}"
 mkdir -p "$prefix"
 prefix="$(cd "$prefix" && pwd)"
