@@ -16,6 +16,7 @@
 #include "kernels/moe_expert.hpp"
 #include "kernels/moe_gate.hpp"
 #include "lib/core/config.hpp"
+#include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/metrics.hpp"
 #include "lib/core/rng.hpp"

@@ -14,6 +14,7 @@
 #include "kernels/wide_classical.hpp"
 #include "kernels/wide_flow.hpp"
 #include "lib/core/config.hpp"
+#include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/metrics.hpp"
 #include "lib/core/safetensors.hpp"
