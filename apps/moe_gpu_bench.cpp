@@ -104,7 +104,8 @@ double copy_bandwidth(std::size_t bytes, int repeats) {
   char* a = device_alloc<char>(bytes);
   char* b = device_alloc<char>(bytes);
   SKEW_CUDA_CHECK(cudaMemset(a, 1, bytes));
-  const double ms = median_ms(repeats, [&] { SKEW_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
+  const double ms =
+      median_ms(repeats, [&] { SKEW_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
   SKEW_CUDA_CHECK(cudaFree(a));
   SKEW_CUDA_CHECK(cudaFree(b));
   return 2.0 * double(bytes) / (ms * 1e-3);
@@ -118,13 +119,12 @@ Json bench_gate(const Sizes& s, int repeats, double bandwidth) {
   float* lse = device_alloc<float>(std::size_t(s.tokens));
   std::int32_t* expert = device_alloc<std::int32_t>(picks);
   float* weight = device_alloc<float>(picks);
-  const double ms = median_ms(repeats, [&] {
-    moe::cuda::softmax_topk(int(s.tokens), s.experts, s.topk, logits, probs, lse, expert, weight);
-  });
+  const double ms = median_ms(
+      repeats, [&] { moe::cuda::softmax_topk(int(s.tokens), s.experts, s.topk, logits, probs, lse, expert, weight); });
   // Bytes: logits read, probabilities and lse written, expert ids and weights written.
   const double bytes = double(cells) * 8.0 + double(s.tokens) * 4.0 + double(picks) * 8.0;
-  for (void* p : {static_cast<void*>(logits), static_cast<void*>(probs), static_cast<void*>(lse), static_cast<void*>(expert),
-                  static_cast<void*>(weight)})
+  for (void* p : {static_cast<void*>(logits), static_cast<void*>(probs), static_cast<void*>(lse),
+                  static_cast<void*>(expert), static_cast<void*>(weight)})
     SKEW_CUDA_CHECK(cudaFree(p));
   return Json{{"ms", ms}, {"GBps", bytes / (ms * 1e-3) / 1e9}, {"of_copy_bound", bytes / (ms * 1e-3) / bandwidth}};
 }
@@ -157,11 +157,12 @@ Json bench_dispatch(const Sizes& s, int repeats, double bandwidth) {
   std::vector<std::int64_t> host_pos(static_cast<std::size_t>(n));
   SKEW_CUDA_CHECK(cudaMemcpy(host_pos.data(), pos, host_pos.size() * sizeof(std::int64_t), cudaMemcpyDeviceToHost));
   std::sort(host_pos.begin(), host_pos.end());
-  for (std::int64_t i = 0; i < n; ++i) SKEW_CHECK(host_pos[std::size_t(i)] == i, "dispatch positions are not a permutation at " << i);
+  for (std::int64_t i = 0; i < n; ++i)
+    SKEW_CHECK(host_pos[std::size_t(i)] == i, "dispatch positions are not a permutation at " << i);
   // Fewest bytes: rows read and written once, keys read, positions written.
   const double bytes = double(n) * double(s.width) * 8.0 + double(n) * 4.0 + double(n) * 8.0;
-  for (void* p : {static_cast<void*>(d_keys), static_cast<void*>(rows_in), static_cast<void*>(rows_out), static_cast<void*>(counts),
-                  static_cast<void*>(starts), static_cast<void*>(pos)})
+  for (void* p : {static_cast<void*>(d_keys), static_cast<void*>(rows_in), static_cast<void*>(rows_out),
+                  static_cast<void*>(counts), static_cast<void*>(starts), static_cast<void*>(pos)})
     SKEW_CUDA_CHECK(cudaFree(p));
   return Json{{"ms", ms},
               {"permute_only_ms", permute_ms},
@@ -177,9 +178,8 @@ Json bench_experts(const Sizes& s, int repeats) {
   std::vector<float*> b(std::size_t(s.groups));
   for (int g = 0; g < s.groups; ++g) b[std::size_t(g)] = upload(random_floats(b_len, 10 + std::uint64_t(g)));
   float* c = device_alloc<float>(std::size_t(s.gemm_rows) * std::size_t(s.gemm_n));
-  const double grouped_ms = median_ms(repeats, [&] {
-    moe::cuda::grouped_gemm_bf16(s.groups, offsets.data(), s.gemm_n, s.gemm_k, a, b.data(), c);
-  });
+  const double grouped_ms = median_ms(
+      repeats, [&] { moe::cuda::grouped_gemm_bf16(s.groups, offsets.data(), s.gemm_n, s.gemm_k, a, b.data(), c); });
   // Baseline: one bf16 GEMM of the same total shape, operands converted once beforehand.
   std::vector<__nv_bfloat16> a16(a_len), b16(b_len);
   const auto a_host = random_floats(a_len, 3), b_host = random_floats(b_len, 10);
@@ -191,9 +191,9 @@ Json bench_experts(const Sizes& s, int repeats) {
   SKEW_CUBLAS_CHECK(cublasCreate(&handle));
   const float alpha = 1.f, beta = 0.f;
   const double large_ms = median_ms(repeats, [&] {
-    SKEW_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, s.gemm_n, int(s.gemm_rows), s.gemm_k, &alpha, db16, CUDA_R_16BF,
-                                   s.gemm_n, da16, CUDA_R_16BF, s.gemm_k, &beta, c, CUDA_R_32F, s.gemm_n, CUBLAS_COMPUTE_32F,
-                                   CUBLAS_GEMM_DEFAULT));
+    SKEW_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, s.gemm_n, int(s.gemm_rows), s.gemm_k, &alpha, db16,
+                                   CUDA_R_16BF, s.gemm_n, da16, CUDA_R_16BF, s.gemm_k, &beta, c, CUDA_R_32F, s.gemm_n,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   });
   SKEW_CUBLAS_CHECK(cublasDestroy(handle));
   const double flops = 2.0 * double(s.gemm_rows) * s.gemm_n * s.gemm_k;
@@ -233,19 +233,21 @@ int main(int argc, char** argv) {
       std::cout << schema.help_text();
       return 0;
     }
-    const Sizes s{c.get_int("bench.tokens"), int(c.get_int("bench.experts")), int(c.get_int("bench.topk")),
-                  int(c.get_int("bench.width")), int(c.get_int("bench.groups")), int(c.get_int("bench.gemm_n")),
-                  int(c.get_int("bench.gemm_k")), c.get_int("bench.gemm_rows"), c.get_float("bench.zipf")};
-    SKEW_CHECK(s.tokens > 0 && s.experts > 0 && s.topk > 0 && s.topk <= s.experts && s.width > 0, "bench: bad gate/dispatch sizes");
+    const Sizes s{c.get_int("bench.tokens"),      int(c.get_int("bench.experts")), int(c.get_int("bench.topk")),
+                  int(c.get_int("bench.width")),  int(c.get_int("bench.groups")),  int(c.get_int("bench.gemm_n")),
+                  int(c.get_int("bench.gemm_k")), c.get_int("bench.gemm_rows"),    c.get_float("bench.zipf")};
+    SKEW_CHECK(s.tokens > 0 && s.experts > 0 && s.topk > 0 && s.topk <= s.experts && s.width > 0,
+               "bench: bad gate/dispatch sizes");
     SKEW_CHECK(s.groups > 0 && s.gemm_rows >= s.groups && s.gemm_n > 0 && s.gemm_k > 0, "bench: bad GEMM sizes");
-    Json summary{{"tokens", s.tokens}, {"experts", s.experts}, {"topk", s.topk}, {"width", s.width}, {"groups", s.groups},
-                 {"gemm_rows", s.gemm_rows}, {"gemm_k", s.gemm_k}, {"gemm_n", s.gemm_n}};
+    Json summary{{"tokens", s.tokens}, {"experts", s.experts},     {"topk", s.topk},     {"width", s.width},
+                 {"groups", s.groups}, {"gemm_rows", s.gemm_rows}, {"gemm_k", s.gemm_k}, {"gemm_n", s.gemm_n}};
     Json sizes = Json::array();
     const auto offsets = skewed_offsets(s.groups, s.gemm_rows, s.zipf);
     for (int g = 0; g < s.groups; ++g) sizes.push_back(offsets[std::size_t(g) + 1] - offsets[std::size_t(g)]);
     summary["group_rows"] = sizes;
     if (cuda_device_count() == 0) {
-      std::cout << "moe_gpu_bench: SKIPPED: no CUDA device (this build " << (cuda_built() ? "has" : "lacks") << " CUDA)\n";
+      std::cout << "moe_gpu_bench: SKIPPED: no CUDA device (this build " << (cuda_built() ? "has" : "lacks")
+                << " CUDA)\n";
       summary["skipped"] = true;
       print_summary(summary);
       return 0;
@@ -257,8 +259,8 @@ int main(int argc, char** argv) {
     summary["gate"] = bench_gate(s, repeats, bandwidth);
     summary["dispatch"] = bench_dispatch(s, repeats, bandwidth);
     summary["experts"] = bench_experts(s, repeats);
-    SKEW_INFO("copy " << bandwidth / 1e9 << " GB/s; gate " << summary["gate"]["GBps"].get<double>() << " GB/s; dispatch "
-                      << summary["dispatch"]["GBps"].get<double>() << " GB/s ("
+    SKEW_INFO("copy " << bandwidth / 1e9 << " GB/s; gate " << summary["gate"]["GBps"].get<double>()
+                      << " GB/s; dispatch " << summary["dispatch"]["GBps"].get<double>() << " GB/s ("
                       << 100 * summary["dispatch"]["of_copy_bound"].get<double>() << "% of copy); grouped bf16 GEMM "
                       << summary["experts"]["grouped_TFLOPs"].get<double>() << " TFLOP/s vs one GEMM "
                       << summary["experts"]["one_gemm_TFLOPs"].get<double>() << " TFLOP/s");

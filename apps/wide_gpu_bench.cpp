@@ -127,8 +127,9 @@ Json time_on_gpu(const SparseDataset& d, const kernels::WideShape& shape, const 
   SKEW_CHECK(rel < 1e-3, "flow and classical gradients differ on the GPU: relative L2 error " << rel);
   const double classical_ms = median_ms(repeats, [&] { epoch(false); });
   const double flow_ms = median_ms(repeats, [&] { epoch(true); });
-  for (void* p : {static_cast<void*>(row_ptr), static_cast<void*>(index), static_cast<void*>(value), static_cast<void*>(label),
-                  static_cast<void*>(params), static_cast<void*>(grad), static_cast<void*>(logits)})
+  for (void* p :
+       {static_cast<void*>(row_ptr), static_cast<void*>(index), static_cast<void*>(value), static_cast<void*>(label),
+        static_cast<void*>(params), static_cast<void*>(grad), static_cast<void*>(logits)})
     SKEW_CUDA_CHECK(cudaFree(p));
   Json r;
   r["model"] = kernels::wide_kind_name(shape.kind);
@@ -145,14 +146,16 @@ Json time_on_gpu(const SparseDataset& d, const kernels::WideShape& shape, const 
 
 int main(int argc, char** argv) {
   Schema schema("wide_gpu_bench", "CUDA classical vs flow gradient kernels on synthetic Criteo-like data.");
-  schema.add_string("bench.data", "synthetic:criteo?rows=1000000&features=4194304&alpha=1.1&seed=1", "data (file or synthetic spec)");
+  schema.add_string("bench.data", "synthetic:criteo?rows=1000000&features=4194304&alpha=1.1&seed=1",
+                    "data (file or synthetic spec)");
   schema.add_string("bench.models", "fm,lr", "models to run (lr, fm)");
   schema.add_int("bench.k", 16, "latent dimension for FM");
   schema.add_int("bench.batch_size", 16384, "mini-batch size");
   schema.add_int("bench.tile_samples", 256, "flow: samples per tile");
   schema.add_int("bench.hot_features", 4096, "flow: cached hottest features");
   schema.add_int("bench.repeats", 10, "timed epochs per schema (median reported)");
-  schema.add_string("bench.export", "", "write the renumbered data here as safetensors for the PyTorch script (empty = no)");
+  schema.add_string("bench.export", "",
+                    "write the renumbered data here as safetensors for the PyTorch script (empty = no)");
   return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
     const Config c = Config::parse(schema, argc, argv);
     if (c.help_requested()) {
@@ -164,7 +167,8 @@ int main(int argc, char** argv) {
     SparseDataset d = load_dataset(c.get_string("bench.data"), read);
     FeatureOrder::by_frequency(feature_counts(d, d.num_features)).apply(d);
     const std::int64_t batch = c.get_int("bench.batch_size");
-    SKEW_INFO("data: " << d.rows() << " rows, " << d.nnz() << " nonzeros, " << d.num_features << " features, batch " << batch);
+    SKEW_INFO("data: " << d.rows() << " rows, " << d.nnz() << " nonzeros, " << d.num_features << " features, batch "
+                       << batch);
     if (!c.get_string("bench.export").empty()) {
       std::vector<std::int32_t> index(d.index.begin(), d.index.end());
       save_safetensors(c.get_string("bench.export"),
@@ -200,12 +204,13 @@ int main(int argc, char** argv) {
       const kernels::WideKind kind = kernels::wide_kind_from_name(models.substr(pos, end - pos));
       pos = end + 1;
       SKEW_CHECK(kind != kernels::WideKind::FFM, "bench.models: ffm has no CUDA kernel");
-      const kernels::WideShape shape{kind, d.num_features, d.num_fields, kind == kernels::WideKind::LR ? 0 : int(c.get_int("bench.k"))};
+      const kernels::WideShape shape{kind, d.num_features, d.num_fields,
+                                     kind == kernels::WideKind::LR ? 0 : int(c.get_int("bench.k"))};
       Json r = time_on_gpu(d, shape, flow, batch, int(c.get_int("bench.repeats")));
-      SKEW_INFO(r["model"].get<std::string>() << ": classical " << r["classical_ms"].get<double>() << " ms, flow "
-                                              << r["flow_ms"].get<double>() << " ms per epoch, flow/classical speedup "
-                                              << r["flow_speedup"].get<double>() << "x; streaming bound "
-                                              << data_bytes / bandwidth * 1e3 << " ms");
+      SKEW_INFO(r["model"].get<std::string>()
+                << ": classical " << r["classical_ms"].get<double>() << " ms, flow " << r["flow_ms"].get<double>()
+                << " ms per epoch, flow/classical speedup " << r["flow_speedup"].get<double>() << "x; streaming bound "
+                << data_bytes / bandwidth * 1e3 << " ms");
       runs.push_back(r);
     }
     summary["runs"] = runs;
