@@ -23,6 +23,7 @@ def load(path, device):
     with safe_open(path, framework="pt", device="cpu") as f:
         meta = f.metadata()
         t = {name: f.get_tensor(name).to(device) for name in ("row_ptr", "index", "value", "label")}
+    t["index"] = t["index"].long()  # embedding_bag wants indices and offsets of one dtype
     return t, int(meta["num_features"]), int(meta["batch_size"])
 
 
