@@ -1,10 +1,10 @@
 // moe_train: trains a GPT-style MoE language model with experts spread over the MPI ranks.
 //   mpirun -np 2 moe_train --config configs/moe.ini [--moe.policy=deepspeed ...]
+#include <iostream>
+
 #include "lib/core/log.hpp"
 #include "lib/moe/trainer.hpp"
 #include "mpi/runtime.hpp"
-
-#include <iostream>
 
 int main(int argc, char** argv) {
   return skew::comm::run_main(argc, argv, false, [&](skew::comm::Runtime& rt) {

@@ -40,12 +40,18 @@ void scatter_rows(Device device, const float* in, const std::int64_t* pos, std::
 
 #ifndef SKEW_WITH_CUDA
 namespace cuda {
-void histogram(const std::int32_t*, std::int64_t, int, std::int64_t*) { SKEW_THROW("moe histogram on CUDA in a build without CUDA"); }
-void exclusive_scan(const std::int64_t*, int, std::int64_t*) { SKEW_THROW("moe scan on CUDA in a build without CUDA"); }
+void histogram(const std::int32_t*, std::int64_t, int, std::int64_t*) {
+  SKEW_THROW("moe histogram on CUDA in a build without CUDA");
+}
+void exclusive_scan(const std::int64_t*, int, std::int64_t*) {
+  SKEW_THROW("moe scan on CUDA in a build without CUDA");
+}
 void stable_positions(const std::int32_t*, std::int64_t, int, const std::int64_t*, std::int64_t*) {
   SKEW_THROW("moe permutation on CUDA in a build without CUDA");
 }
-void scatter_rows(const float*, const std::int64_t*, std::int64_t, int, float*) { SKEW_THROW("moe scatter on CUDA in a build without CUDA"); }
+void scatter_rows(const float*, const std::int64_t*, std::int64_t, int, float*) {
+  SKEW_THROW("moe scatter on CUDA in a build without CUDA");
+}
 }  // namespace cuda
 #endif
 

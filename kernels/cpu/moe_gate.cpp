@@ -37,13 +37,14 @@ void softmax_topk_host(int n, int E, int k, const T* logits, T* probs, T* lse, s
 }
 }  // namespace
 
-void softmax_topk(Device device, int n, int E, int k, const float* logits, float* probs, float* lse, std::int32_t* expert,
-                  float* weight) {
+void softmax_topk(Device device, int n, int E, int k, const float* logits, float* probs, float* lse,
+                  std::int32_t* expert, float* weight) {
   if (device == Device::Cuda) return cuda::softmax_topk(n, E, k, logits, probs, lse, expert, weight);
   softmax_topk_host(n, E, k, logits, probs, lse, expert, weight);
 }
 
-void softmax_topk(int n, int E, int k, const double* logits, double* probs, double* lse, std::int32_t* expert, double* weight) {
+void softmax_topk(int n, int E, int k, const double* logits, double* probs, double* lse, std::int32_t* expert,
+                  double* weight) {
   softmax_topk_host(n, E, k, logits, probs, lse, expert, weight);
 }
 

@@ -4,6 +4,8 @@
 
 namespace skew::kernels::moe {
 
-void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
+void set_blas_threads(int threads) {
+  openblas_set_num_threads(threads);
+}
 
 }  // namespace skew::kernels::moe

@@ -1,8 +1,9 @@
 // CUDA twins of the MoE kernels (kernels/moe_dispatch.hpp, moe_gate.hpp, moe_expert.hpp):
 // CUB DeviceHistogram / DeviceScan / DeviceRadixSort for the dispatch permutation, one thread
 // per token for softmax + top-k, cublasGemmEx with bf16 inputs and fp32 accumulation per expert.
-#include <cub/cub.cuh>
 #include <cuda_bf16.h>
+
+#include <cub/cub.cuh>
 
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_expert.hpp"
@@ -21,11 +22,16 @@ struct Scratch {
   ~Scratch() { cudaFree(ptr); }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
-  template <class T> T* as() const { return static_cast<T*>(ptr); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr);
+  }
 };
 
 constexpr int kBlock = 256;
-int blocks(std::int64_t n) { return static_cast<int>((n + kBlock - 1) / kBlock); }
+int blocks(std::int64_t n) {
+  return static_cast<int>((n + kBlock - 1) / kBlock);
+}
 
 __global__ void widen(const int* in, int n, std::int64_t* out) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -50,8 +56,8 @@ __global__ void scatter(const float* in, const std::int64_t* pos, std::int64_t n
   if (i < n * width) out[pos[i / width] * width + i % width] = in[i];
 }
 
-__global__ void softmax_topk_kernel(int n, int E, int k, const float* logits, float* probs, float* lse, std::int32_t* expert,
-                                    float* weight) {
+__global__ void softmax_topk_kernel(int n, int E, int k, const float* logits, float* probs, float* lse,
+                                    std::int32_t* expert, float* weight) {
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= n) return;
   const float* l = logits + static_cast<std::size_t>(t) * E;
@@ -109,24 +115,30 @@ void exclusive_scan(const std::int64_t* in, int n, std::int64_t* out) {
   SKEW_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(temp.ptr, bytes, in, out, n));
 }
 
-void stable_positions(const std::int32_t* keys, std::int64_t n, int bins, const std::int64_t* offsets, std::int64_t* pos) {
+void stable_positions(const std::int32_t* keys, std::int64_t n, int bins, const std::int64_t* offsets,
+                      std::int64_t* pos) {
   if (n == 0) return;
   const std::size_t items = static_cast<std::size_t>(n);
-  Scratch idx(sizeof(std::int32_t) * items), sorted_keys(sizeof(std::int32_t) * items), sorted_idx(sizeof(std::int32_t) * items);
-  Scratch counts(sizeof(std::int64_t) * static_cast<std::size_t>(bins)), first(sizeof(std::int64_t) * static_cast<std::size_t>(bins));
+  Scratch idx(sizeof(std::int32_t) * items), sorted_keys(sizeof(std::int32_t) * items),
+      sorted_idx(sizeof(std::int32_t) * items);
+  Scratch counts(sizeof(std::int64_t) * static_cast<std::size_t>(bins)),
+      first(sizeof(std::int64_t) * static_cast<std::size_t>(bins));
   iota<<<blocks(n), kBlock>>>(idx.as<std::int32_t>(), n);
   SKEW_CUDA_CHECK(cudaGetLastError());
   int end_bit = 1;
   while ((1 << end_bit) < bins) ++end_bit;
   std::size_t bytes = 0;
-  SKEW_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, sorted_keys.as<std::int32_t>(), idx.as<std::int32_t>(),
-                                                  sorted_idx.as<std::int32_t>(), static_cast<int>(n), 0, end_bit));
+  SKEW_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, keys, sorted_keys.as<std::int32_t>(),
+                                                  idx.as<std::int32_t>(), sorted_idx.as<std::int32_t>(),
+                                                  static_cast<int>(n), 0, end_bit));
   Scratch temp(bytes);
-  SKEW_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.ptr, bytes, keys, sorted_keys.as<std::int32_t>(), idx.as<std::int32_t>(),
-                                                  sorted_idx.as<std::int32_t>(), static_cast<int>(n), 0, end_bit));
+  SKEW_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.ptr, bytes, keys, sorted_keys.as<std::int32_t>(),
+                                                  idx.as<std::int32_t>(), sorted_idx.as<std::int32_t>(),
+                                                  static_cast<int>(n), 0, end_bit));
   histogram(keys, n, bins, counts.as<std::int64_t>());
   exclusive_scan(counts.as<std::int64_t>(), bins, first.as<std::int64_t>());
-  place<<<blocks(n), kBlock>>>(sorted_keys.as<std::int32_t>(), sorted_idx.as<std::int32_t>(), n, first.as<std::int64_t>(), offsets, pos);
+  place<<<blocks(n), kBlock>>>(sorted_keys.as<std::int32_t>(), sorted_idx.as<std::int32_t>(), n,
+                               first.as<std::int64_t>(), offsets, pos);
   SKEW_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -136,13 +148,15 @@ void scatter_rows(const float* in, const std::int64_t* pos, std::int64_t n, int 
   SKEW_CUDA_CHECK(cudaGetLastError());
 }
 
-void softmax_topk(int n, int experts, int k, const float* logits, float* probs, float* lse, std::int32_t* expert, float* weight) {
+void softmax_topk(int n, int experts, int k, const float* logits, float* probs, float* lse, std::int32_t* expert,
+                  float* weight) {
   if (n == 0) return;
   softmax_topk_kernel<<<blocks(n), kBlock>>>(n, experts, k, logits, probs, lse, expert, weight);
   SKEW_CUDA_CHECK(cudaGetLastError());
 }
 
-void grouped_gemm_bf16(int groups, const std::int64_t* offsets, int n, int k, const float* a, const float* const* b, float* c) {
+void grouped_gemm_bf16(int groups, const std::int64_t* offsets, int n, int k, const float* a, const float* const* b,
+                       float* c) {
   const std::int64_t rows = offsets[groups];
   Scratch a16(sizeof(__nv_bfloat16) * static_cast<std::size_t>(rows * k));
   Scratch b16(sizeof(__nv_bfloat16) * static_cast<std::size_t>(k) * n);
@@ -154,12 +168,14 @@ void grouped_gemm_bf16(int groups, const std::int64_t* offsets, int n, int k, co
   for (int g = 0; g < groups; ++g) {
     const std::int64_t m = offsets[g + 1] - offsets[g];
     if (m == 0) continue;
-    to_bf16<<<blocks(static_cast<std::int64_t>(k) * n), kBlock>>>(b[g], static_cast<std::int64_t>(k) * n, b16.as<__nv_bfloat16>());
+    to_bf16<<<blocks(static_cast<std::int64_t>(k) * n), kBlock>>>(b[g], static_cast<std::int64_t>(k) * n,
+                                                                  b16.as<__nv_bfloat16>());
     SKEW_CUDA_CHECK(cudaGetLastError());
     // Row-major C = A B is column-major C^T = B^T A^T: operands swap.
-    SKEW_CUBLAS_CHECK(cublasGemmEx(handle(), CUBLAS_OP_N, CUBLAS_OP_N, n, static_cast<int>(m), k, &alpha, b16.as<__nv_bfloat16>(),
-                                   CUDA_R_16BF, n, a16.as<__nv_bfloat16>() + offsets[g] * k, CUDA_R_16BF, k, &beta,
-                                   c + offsets[g] * n, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    SKEW_CUBLAS_CHECK(cublasGemmEx(handle(), CUBLAS_OP_N, CUBLAS_OP_N, n, static_cast<int>(m), k, &alpha,
+                                   b16.as<__nv_bfloat16>(), CUDA_R_16BF, n, a16.as<__nv_bfloat16>() + offsets[g] * k,
+                                   CUDA_R_16BF, k, &beta, c + offsets[g] * n, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
+                                   CUBLAS_GEMM_DEFAULT));
   }
 }
 

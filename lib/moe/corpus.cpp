@@ -15,12 +15,13 @@ template <std::size_t N>
 const char* pick(Rng& rng, const std::array<const char*, N>& words) {
   return words[static_cast<std::size_t>(rng.below(N))];
 }
-const std::array<const char*, 16> kNouns = {"river", "garden", "engine", "market", "teacher", "window", "letter", "forest",
-                                            "captain", "village", "machine", "doctor", "island", "kitchen", "signal", "winter"};
-const std::array<const char*, 12> kVerbs = {"watched", "carried", "followed", "opened", "painted", "found",
-                                            "crossed", "repaired", "visited", "described", "remembered", "built"};
-const std::array<const char*, 12> kAdjs = {"old", "quiet", "bright", "narrow", "heavy", "small",
-                                           "green", "distant", "careful", "broken", "warm", "strange"};
+const std::array<const char*, 16> kNouns = {"river",  "garden",  "engine",  "market",  "teacher", "window",
+                                            "letter", "forest",  "captain", "village", "machine", "doctor",
+                                            "island", "kitchen", "signal",  "winter"};
+const std::array<const char*, 12> kVerbs = {"watched", "carried",  "followed", "opened",    "painted",    "found",
+                                            "crossed", "repaired", "visited",  "described", "remembered", "built"};
+const std::array<const char*, 12> kAdjs = {"old",   "quiet",   "bright",  "narrow", "heavy", "small",
+                                           "green", "distant", "careful", "broken", "warm",  "strange"};
 const std::array<const char*, 6> kDets = {"the", "a", "every", "that", "one", "this"};
 const std::array<const char*, 8> kPreps = {"near", "behind", "under", "across", "beside", "after", "before", "inside"};
 const std::array<const char*, 6> kNames = {"Anna", "Tomas", "Mira", "Jonas", "Elena", "Paul"};
@@ -37,8 +38,10 @@ std::string builtin_corpus(std::size_t bytes, std::uint64_t seed) {
   std::ostringstream os;
   while (static_cast<std::size_t>(os.tellp()) < bytes) {
     std::ostringstream s;
-    if (rng.below(3) == 0) s << pick(rng, kNames);
-    else noun_phrase(rng, s);
+    if (rng.below(3) == 0)
+      s << pick(rng, kNames);
+    else
+      noun_phrase(rng, s);
     s << ' ' << pick(rng, kVerbs) << ' ';
     noun_phrase(rng, s);
     if (rng.below(2)) {
@@ -74,7 +77,8 @@ ByteCorpus::ByteCorpus(std::string text, int seq_len) : text_(std::move(text)), 
              "text of " << text_.size() << " bytes is too short for model.seq_len " << seq_len);
 }
 
-void ByteCorpus::append(std::size_t start, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const {
+void ByteCorpus::append(std::size_t start, std::vector<std::int32_t>& tokens,
+                        std::vector<std::int32_t>& targets) const {
   for (int i = 0; i < seq_len_; ++i) {
     tokens.push_back(static_cast<unsigned char>(text_[start + static_cast<std::size_t>(i)]));
     targets.push_back(static_cast<unsigned char>(text_[start + static_cast<std::size_t>(i) + 1]));
@@ -94,7 +98,8 @@ void ByteCorpus::sample(std::uint64_t seed, std::int64_t iteration, std::int64_t
 void ByteCorpus::window(std::int64_t i, std::int64_t total, std::vector<std::int32_t>& tokens,
                         std::vector<std::int32_t>& targets) const {
   const std::size_t starts = text_.size() - static_cast<std::size_t>(seq_len_) - 1;
-  append(static_cast<std::size_t>(i) * starts / static_cast<std::size_t>(std::max<std::int64_t>(total, 1)), tokens, targets);
+  append(static_cast<std::size_t>(i) * starts / static_cast<std::size_t>(std::max<std::int64_t>(total, 1)), tokens,
+         targets);
 }
 
 }  // namespace skew::moe

@@ -21,10 +21,11 @@ class ByteCorpus {
  public:
   ByteCorpus(std::string text, int seq_len);
   // Sequences [first, first + count) of a batch: tokens and next-byte targets, seq_len each.
-  void sample(std::uint64_t seed, std::int64_t iteration, std::int64_t first, int count, std::vector<std::int32_t>& tokens,
-              std::vector<std::int32_t>& targets) const;
+  void sample(std::uint64_t seed, std::int64_t iteration, std::int64_t first, int count,
+              std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
   // Appends evenly spaced window i of `total` (validation batches).
-  void window(std::int64_t i, std::int64_t total, std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;
+  void window(std::int64_t i, std::int64_t total, std::vector<std::int32_t>& tokens,
+              std::vector<std::int32_t>& targets) const;
   const std::string& text() const { return text_; }
 
  private:

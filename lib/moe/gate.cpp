@@ -28,7 +28,8 @@ void gate_forward(const GateOptions& opt, int n, int d, const T* x, const T* wg,
   s.expert.assign(static_cast<std::size_t>(n) * k, 0);
   s.weight.assign(static_cast<std::size_t>(n) * k, T(0));
   if constexpr (std::is_same_v<T, float>) {
-    kernels::moe::softmax_topk(Device::Host, n, E, k, s.probs.data(), s.probs.data(), s.lse.data(), s.expert.data(), s.weight.data());
+    kernels::moe::softmax_topk(Device::Host, n, E, k, s.probs.data(), s.probs.data(), s.lse.data(), s.expert.data(),
+                               s.weight.data());
   } else {
     kernels::moe::softmax_topk(n, E, k, s.probs.data(), s.probs.data(), s.lse.data(), s.expert.data(), s.weight.data());
   }
@@ -45,9 +46,11 @@ void gate_forward(const GateOptions& opt, int n, int d, const T* x, const T* wg,
       ++s.local_counts[static_cast<std::size_t>(s.expert[a])];
     }
     for (int e = 0; e < E; ++e) stats[static_cast<std::size_t>(e)] += p[e];
-    stats[2 * static_cast<std::size_t>(E) + 1] += static_cast<double>(s.lse[static_cast<std::size_t>(t)]) * s.lse[static_cast<std::size_t>(t)];
+    stats[2 * static_cast<std::size_t>(E) + 1] +=
+        static_cast<double>(s.lse[static_cast<std::size_t>(t)]) * s.lse[static_cast<std::size_t>(t)];
   }
-  for (int e = 0; e < E; ++e) stats[static_cast<std::size_t>(E + e)] = static_cast<double>(s.local_counts[static_cast<std::size_t>(e)]);
+  for (int e = 0; e < E; ++e)
+    stats[static_cast<std::size_t>(E + e)] = static_cast<double>(s.local_counts[static_cast<std::size_t>(e)]);
   stats[2 * static_cast<std::size_t>(E)] = n;
   reduce(stats);
   s.global_tokens = stats[2 * static_cast<std::size_t>(E)];
@@ -70,14 +73,17 @@ void gate_backward(const GateOptions& opt, const GateState<T>& s, const T* wg, c
   std::vector<double> dp(static_cast<std::size_t>(E));
   for (int t = 0; t < n; ++t) {
     const T* p = s.probs.data() + static_cast<std::size_t>(t) * E;
-    for (int e = 0; e < E; ++e) dp[static_cast<std::size_t>(e)] = opt.aux_weight * E * s.ce[static_cast<std::size_t>(e)] / s.global_tokens;
+    for (int e = 0; e < E; ++e)
+      dp[static_cast<std::size_t>(e)] = opt.aux_weight * E * s.ce[static_cast<std::size_t>(e)] / s.global_tokens;
     for (int j = 0; j < k; ++j)
-      dp[static_cast<std::size_t>(s.expert[static_cast<std::size_t>(t) * k + j])] += dweight[static_cast<std::size_t>(t) * k + j];
+      dp[static_cast<std::size_t>(s.expert[static_cast<std::size_t>(t) * k + j])] +=
+          dweight[static_cast<std::size_t>(t) * k + j];
     double dot = 0;
     for (int e = 0; e < E; ++e) dot += p[e] * dp[static_cast<std::size_t>(e)];
     const double dz = opt.z_weight * 2 * s.lse[static_cast<std::size_t>(t)] / s.global_tokens;
     for (int e = 0; e < E; ++e)
-      dlogits[static_cast<std::size_t>(t) * E + e] = static_cast<T>(p[e] * (dp[static_cast<std::size_t>(e)] - dot) + dz * p[e]);
+      dlogits[static_cast<std::size_t>(t) * E + e] =
+          static_cast<T>(p[e] * (dp[static_cast<std::size_t>(e)] - dot) + dz * p[e]);
   }
   matmul<T>(true, false, d, E, n, T(1), s.input.data(), dlogits.data(), T(1), dwg);
   matmul<T>(false, true, n, d, E, T(1), dlogits.data(), wg, T(0), dx);
@@ -85,7 +91,7 @@ void gate_backward(const GateOptions& opt, const GateState<T>& s, const T* wg, c
     for (std::size_t i = 0; i < s.jitter.size(); ++i) dx[i] *= s.jitter[i];
 }
 
-#define SKEW_MOE_GATE(T)                                                                                          \
+#define SKEW_MOE_GATE(T)                                                                                         \
   template void gate_forward<T>(const GateOptions&, int, int, const T*, const T*, const T*, const std::int32_t*, \
                                 const SumReducer&, GateState<T>&);                                               \
   template void gate_backward<T>(const GateOptions&, const GateState<T>&, const T*, const T*, T*, T*);

@@ -21,13 +21,13 @@ struct GateOptions {
 template <class T>
 struct GateState {
   int n = 0, d = 0;
-  std::vector<std::int32_t> expert;  // [n * k] chosen expert per assignment (token-major)
-  std::vector<T> weight;             // [n * k] its gate probability
-  std::vector<T> input;              // [n * d] gate input after jitter
-  std::vector<T> jitter;             // [n * d] multiplicative noise, empty when off
-  std::vector<T> probs;              // [n * E]
-  std::vector<T> lse;                // [n] logsumexp of the logits
-  std::vector<double> ce;            // [E] global fraction of assignments per expert
+  std::vector<std::int32_t> expert;         // [n * k] chosen expert per assignment (token-major)
+  std::vector<T> weight;                    // [n * k] its gate probability
+  std::vector<T> input;                     // [n * d] gate input after jitter
+  std::vector<T> jitter;                    // [n * d] multiplicative noise, empty when off
+  std::vector<T> probs;                     // [n * E]
+  std::vector<T> lse;                       // [n] logsumexp of the logits
+  std::vector<double> ce;                   // [E] global fraction of assignments per expert
   std::vector<std::int64_t> local_counts;   // [E] this rank's assignments per expert
   std::vector<std::int64_t> global_counts;  // [E] all ranks' assignments per expert
   double global_tokens = 0;

@@ -42,10 +42,12 @@ T* GptMoe<T>::param(const std::string& name) {
 }
 
 template <class T>
-GptMoe<T>::GptMoe(const ModelOptions& opt, comm::ProcessGroup& world, const std::vector<placement::LayerPlacement>& placements)
+GptMoe<T>::GptMoe(const ModelOptions& opt, comm::ProcessGroup& world,
+                  const std::vector<placement::LayerPlacement>& placements)
     : opt_(opt), world_(world) {
   const std::size_t D = static_cast<std::size_t>(opt.d_model), F = static_cast<std::size_t>(opt.d_ff);
-  SKEW_CHECK(opt.d_model % opt.heads == 0, "model.d_model " << opt.d_model << " is not a multiple of model.heads " << opt.heads);
+  SKEW_CHECK(opt.d_model % opt.heads == 0,
+             "model.d_model " << opt.d_model << " is not a multiple of model.heads " << opt.heads);
   SKEW_CHECK(static_cast<int>(placements.size()) == opt.moe_layers(), "need one placement per MoE layer");
   opt_.moe.d_model = opt.d_model;
   add("wte", static_cast<std::size_t>(opt.vocab) * D);
@@ -100,7 +102,8 @@ void GptMoe<T>::sync_grads() {
 }
 
 template <class T>
-double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, int batch, const StepInputs& in, bool backward) {
+double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, int batch, const StepInputs& in,
+                       bool backward) {
   const int D = opt_.d_model, S = opt_.seq_len, V = opt_.vocab, F = opt_.d_ff, H = opt_.heads;
   const int n = batch * S;
   const std::size_t nD = static_cast<std::size_t>(n) * D;
@@ -111,7 +114,9 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   const T* wpe = param("wpe");
   for (int t = 0; t < n; ++t) {
     SKEW_CHECK(tokens[t] >= 0 && tokens[t] < V, "token " << tokens[t] << " outside the vocabulary of " << V);
-    for (int c = 0; c < D; ++c) x[static_cast<std::size_t>(t) * D + c] = wte[static_cast<std::size_t>(tokens[t]) * D + c] + wpe[static_cast<std::size_t>(t % S) * D + c];
+    for (int c = 0; c < D; ++c)
+      x[static_cast<std::size_t>(t) * D + c] =
+          wte[static_cast<std::size_t>(tokens[t]) * D + c] + wpe[static_cast<std::size_t>(t % S) * D + c];
   }
   double aux = 0;
   for (int l = 0; l < opt_.layers; ++l) {
@@ -119,7 +124,8 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     BlockActs& A = acts_[static_cast<std::size_t>(l)];
     A.x_in = x;
     A.ln1.resize(nD), A.mean1.resize(static_cast<std::size_t>(n)), A.rstd1.resize(static_cast<std::size_t>(n));
-    layernorm_forward<T>(n, D, x.data(), param(p("ln1.g")), param(p("ln1.b")), A.ln1.data(), A.mean1.data(), A.rstd1.data());
+    layernorm_forward<T>(n, D, x.data(), param(p("ln1.g")), param(p("ln1.b")), A.ln1.data(), A.mean1.data(),
+                         A.rstd1.data());
     A.qkv.resize(nD * 3), A.att.resize(nD), A.probs.resize(static_cast<std::size_t>(batch) * H * S * S);
     linear_forward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), param(p("attn.b_qkv")), A.qkv.data());
     attention_forward<T>(batch, S, D, H, A.qkv.data(), A.att.data(), A.probs.data());
@@ -127,7 +133,8 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     for (std::size_t i = 0; i < nD; ++i) x[i] += tmp[i];
     A.x_mid = x;
     A.ln2.resize(nD), A.mean2.resize(static_cast<std::size_t>(n)), A.rstd2.resize(static_cast<std::size_t>(n));
-    layernorm_forward<T>(n, D, x.data(), param(p("ln2.g")), param(p("ln2.b")), A.ln2.data(), A.mean2.data(), A.rstd2.data());
+    layernorm_forward<T>(n, D, x.data(), param(p("ln2.g")), param(p("ln2.b")), A.ln2.data(), A.mean2.data(),
+                         A.rstd2.data());
     const int mi = moe_index_[static_cast<std::size_t>(l)];
     if (mi >= 0) {
       StepContext ctx;
@@ -143,7 +150,8 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
         ctx.jitter = noise.data();
       }
       moe_[static_cast<std::size_t>(mi)]->forward(n, A.ln2.data(), param(p("gate.w")), ctx, f.data());
-      aux += moe_[static_cast<std::size_t>(mi)]->gate_state().aux_loss + moe_[static_cast<std::size_t>(mi)]->gate_state().z_loss;
+      aux += moe_[static_cast<std::size_t>(mi)]->gate_state().aux_loss +
+             moe_[static_cast<std::size_t>(mi)]->gate_state().z_loss;
     } else {
       A.hpre.resize(static_cast<std::size_t>(n) * F), A.h.resize(static_cast<std::size_t>(n) * F);
       linear_forward<T>(n, D, F, A.ln2.data(), param(p("ffn.w1")), param(p("ffn.b1")), A.hpre.data());
@@ -158,7 +166,8 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   logits_.resize(static_cast<std::size_t>(n) * V);
   matmul<T>(false, true, n, V, D, T(1), lnf_.data(), wte, T(0), logits_.data());
   std::vector<T> dlogits(logits_.size());
-  std::vector<double> ce = {cross_entropy<T>(n, V, logits_.data(), targets, static_cast<T>(1.0 / global[0]), dlogits.data())};
+  std::vector<double> ce = {
+      cross_entropy<T>(n, V, logits_.data(), targets, static_cast<T>(1.0 / global[0]), dlogits.data())};
   world_.allreduce(comm::view(ce), comm::ReduceOp::Sum);
   last_ce_ = ce[0];
   if (!backward) return ce[0] + aux;
@@ -168,7 +177,8 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   matmul<T>(false, false, n, D, V, T(1), dlogits.data(), wte, T(0), dln.data());
   matmul<T>(true, false, V, D, n, T(1), dlogits.data(), lnf_.data(), T(1), dense_g_.data() + offset_of_["wte"]);
   auto grad = [&](const std::string& name) { return dense_g_.data() + offset_of_.at(name); };
-  layernorm_backward<T>(n, D, x_final_.data(), param("lnf.g"), meanf_.data(), rstdf_.data(), dln.data(), dx.data(), grad("lnf.g"), grad("lnf.b"));
+  layernorm_backward<T>(n, D, x_final_.data(), param("lnf.g"), meanf_.data(), rstdf_.data(), dln.data(), dx.data(),
+                        grad("lnf.g"), grad("lnf.b"));
   for (int l = opt_.layers - 1; l >= 0; --l) {
     const BlockNames p(l);
     BlockActs& A = acts_[static_cast<std::size_t>(l)];
@@ -177,17 +187,23 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
       moe_[static_cast<std::size_t>(mi)]->backward(dx.data(), param(p("gate.w")), dln.data(), grad(p("gate.w")));
     } else {
       std::vector<T> dh(static_cast<std::size_t>(n) * F);
-      linear_backward<T>(n, F, D, A.h.data(), param(p("ffn.w2")), dx.data(), dh.data(), grad(p("ffn.w2")), grad(p("ffn.b2")));
+      linear_backward<T>(n, F, D, A.h.data(), param(p("ffn.w2")), dx.data(), dh.data(), grad(p("ffn.w2")),
+                         grad(p("ffn.b2")));
       gelu_backward<T>(dh.size(), A.hpre.data(), dh.data(), dh.data());
-      linear_backward<T>(n, D, F, A.ln2.data(), param(p("ffn.w1")), dh.data(), dln.data(), grad(p("ffn.w1")), grad(p("ffn.b1")));
+      linear_backward<T>(n, D, F, A.ln2.data(), param(p("ffn.w1")), dh.data(), dln.data(), grad(p("ffn.w1")),
+                         grad(p("ffn.b1")));
     }
-    layernorm_backward<T>(n, D, A.x_mid.data(), param(p("ln2.g")), A.mean2.data(), A.rstd2.data(), dln.data(), tmp.data(), grad(p("ln2.g")), grad(p("ln2.b")));
+    layernorm_backward<T>(n, D, A.x_mid.data(), param(p("ln2.g")), A.mean2.data(), A.rstd2.data(), dln.data(),
+                          tmp.data(), grad(p("ln2.g")), grad(p("ln2.b")));
     for (std::size_t i = 0; i < nD; ++i) dx[i] += tmp[i];
     std::vector<T> datt(nD), dqkv(nD * 3);
-    linear_backward<T>(n, D, D, A.att.data(), param(p("attn.w_o")), dx.data(), datt.data(), grad(p("attn.w_o")), grad(p("attn.b_o")));
+    linear_backward<T>(n, D, D, A.att.data(), param(p("attn.w_o")), dx.data(), datt.data(), grad(p("attn.w_o")),
+                       grad(p("attn.b_o")));
     attention_backward<T>(batch, S, D, H, A.qkv.data(), A.probs.data(), datt.data(), dqkv.data());
-    linear_backward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), dqkv.data(), dln.data(), grad(p("attn.w_qkv")), grad(p("attn.b_qkv")));
-    layernorm_backward<T>(n, D, A.x_in.data(), param(p("ln1.g")), A.mean1.data(), A.rstd1.data(), dln.data(), tmp.data(), grad(p("ln1.g")), grad(p("ln1.b")));
+    linear_backward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), dqkv.data(), dln.data(),
+                       grad(p("attn.w_qkv")), grad(p("attn.b_qkv")));
+    layernorm_backward<T>(n, D, A.x_in.data(), param(p("ln1.g")), A.mean1.data(), A.rstd1.data(), dln.data(),
+                          tmp.data(), grad(p("ln1.g")), grad(p("ln1.b")));
     for (std::size_t i = 0; i < nD; ++i) dx[i] += tmp[i];
   }
   T* dwte = grad("wte");

@@ -26,8 +26,10 @@ template <class T>
 MoeLayer<T>::MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placement::LayerPlacement placement)
     : opt_(opt), world_(world), placement_(std::move(placement)) {
   placement_.validate();
-  SKEW_CHECK(placement_.world_size == world.size(), "placement is for " << placement_.world_size << " ranks, world has " << world.size());
-  SKEW_CHECK(placement_.num_experts() == opt.gate.num_experts, "placement has " << placement_.num_experts() << " experts, moe.num_experts is " << opt.gate.num_experts);
+  SKEW_CHECK(placement_.world_size == world.size(),
+             "placement is for " << placement_.world_size << " ranks, world has " << world.size());
+  SKEW_CHECK(placement_.num_experts() == opt.gate.num_experts,
+             "placement has " << placement_.num_experts() << " experts, moe.num_experts is " << opt.gate.num_experts);
   for (int e : placement_.experts_on(world.rank())) create_expert(e);
 }
 
@@ -60,7 +62,8 @@ T* MoeLayer<T>::params_of(int e) {
   auto it = experts_.find(e);
   if (it != experts_.end()) return it->second.w.template data<T>();
   auto sh = shadow_w_.find(e);
-  SKEW_CHECK(sh != shadow_w_.end(), "rank " << world_.rank() << " received tokens for expert " << e << " it does not hold");
+  SKEW_CHECK(sh != shadow_w_.end(),
+             "rank " << world_.rank() << " received tokens for expert " << e << " it does not hold");
   return sh->second.data();
 }
 
@@ -113,7 +116,8 @@ void MoeLayer<T>::choose_kept(bool training) {
       std::stable_sort(list.begin(), list.end(), [&](std::int64_t a, std::int64_t b) {
         return gate_.weight[static_cast<std::size_t>(a)] > gate_.weight[static_cast<std::size_t>(b)];
       });
-    for (std::size_t i = static_cast<std::size_t>(capacity); i < list.size(); ++i) kept_[static_cast<std::size_t>(list[i])] = 0;
+    for (std::size_t i = static_cast<std::size_t>(capacity); i < list.size(); ++i)
+      kept_[static_cast<std::size_t>(list[i])] = 0;
   }
 }
 
@@ -131,7 +135,8 @@ void MoeLayer<T>::choose_shadows() {
   const double flop_per_token = 3.0 * 4.0 * opt_.d_model * opt_.d_ff;  // forward + backward
   const double sec_per_token = flop_per_token / (opt_.fastermoe_gflops * 1e9);
   const double sec_per_row_moved = 2.0 * 2.0 * opt_.d_model * sizeof(T) / (opt_.fastermoe_gbps * 1e9);
-  const double sec_per_shadow = 2.0 * static_cast<double>(opt_.expert_params()) * sizeof(T) / (opt_.fastermoe_gbps * 1e9);
+  const double sec_per_shadow =
+      2.0 * static_cast<double>(opt_.expert_params()) * sizeof(T) / (opt_.fastermoe_gbps * 1e9);
   auto predicted = [&]() {
     double worst = 0;
     for (int r = 0; r < N; ++r) {
@@ -139,7 +144,8 @@ void MoeLayer<T>::choose_shadows() {
       for (int e = 0; e < E; ++e) {
         const int owner = placement_.experts[static_cast<std::size_t>(e)][0].rank;
         const double mine = static_cast<double>(local[static_cast<std::size_t>(r) * E + e]);
-        if (shadowed_[static_cast<std::size_t>(e)]) work += mine;
+        if (shadowed_[static_cast<std::size_t>(e)])
+          work += mine;
         else {
           if (owner == r) work += static_cast<double>(gate_.global_counts[static_cast<std::size_t>(e)]);
           if (owner != r) moved += mine;
@@ -192,20 +198,23 @@ void MoeLayer<T>::route() {
   std::vector<std::vector<std::int64_t>> split(static_cast<std::size_t>(E));
   for (int e = 0; e < E; ++e)
     if (!shadowed_[static_cast<std::size_t>(e)])
-      split[static_cast<std::size_t>(e)] = placement::split_tokens(kept_count[static_cast<std::size_t>(e)], placement_.experts[static_cast<std::size_t>(e)]);
+      split[static_cast<std::size_t>(e)] = placement::split_tokens(kept_count[static_cast<std::size_t>(e)],
+                                                                   placement_.experts[static_cast<std::size_t>(e)]);
   std::vector<std::int32_t> keys;
   std::vector<std::size_t> key_of;  // assignment index of each key
   std::vector<std::size_t> replica_at(static_cast<std::size_t>(E), 0);
   std::vector<std::int64_t> left(static_cast<std::size_t>(E), 0);
   for (int e = 0; e < E; ++e)
-    if (!shadowed_[static_cast<std::size_t>(e)]) left[static_cast<std::size_t>(e)] = split[static_cast<std::size_t>(e)][0];
+    if (!shadowed_[static_cast<std::size_t>(e)])
+      left[static_cast<std::size_t>(e)] = split[static_cast<std::size_t>(e)][0];
   for (std::size_t a = 0; a < nk; ++a) {
     if (!kept_[a]) continue;
     const int e = gate_.expert[a];
     int dest = world_.rank();
     if (!shadowed_[static_cast<std::size_t>(e)]) {
       auto& r = replica_at[static_cast<std::size_t>(e)];
-      while (left[static_cast<std::size_t>(e)] == 0) left[static_cast<std::size_t>(e)] = split[static_cast<std::size_t>(e)][++r];
+      while (left[static_cast<std::size_t>(e)] == 0)
+        left[static_cast<std::size_t>(e)] = split[static_cast<std::size_t>(e)][++r];
       --left[static_cast<std::size_t>(e)];
       dest = placement_.experts[static_cast<std::size_t>(e)][r].rank;
     }
@@ -231,19 +240,22 @@ void MoeLayer<T>::route() {
   padded_ = std::llround(totals[1]);
   km::exclusive_scan(Device::Host, block.data(), bins, offsets.data());
   std::vector<std::int64_t> pos(keys.size());
-  km::stable_positions(Device::Host, keys.data(), static_cast<std::int64_t>(keys.size()), bins, offsets.data(), pos.data());
+  km::stable_positions(Device::Host, keys.data(), static_cast<std::int64_t>(keys.size()), bins, offsets.data(),
+                       pos.data());
   pos_.assign(nk, -1);
   for (std::size_t i = 0; i < keys.size(); ++i) pos_[key_of[i]] = pos[i];
   send_rows_.assign(static_cast<std::size_t>(N), 0);
   for (int r = 0; r < N; ++r)
-    for (int e = 0; e < E; ++e) send_rows_[static_cast<std::size_t>(r)] += static_cast<std::size_t>(block[static_cast<std::size_t>(r * E + e)]);
+    for (int e = 0; e < E; ++e)
+      send_rows_[static_cast<std::size_t>(r)] += static_cast<std::size_t>(block[static_cast<std::size_t>(r * E + e)]);
   recv_expert_rows_.assign(static_cast<std::size_t>(bins), 0);
   world_.alltoall(comm::view(block), comm::view(recv_expert_rows_));
   recv_rows_.assign(static_cast<std::size_t>(N), 0);
   std::vector<std::int64_t> per_expert(static_cast<std::size_t>(E), 0);
   for (int r = 0; r < N; ++r)
     for (int e = 0; e < E; ++e) {
-      recv_rows_[static_cast<std::size_t>(r)] += static_cast<std::size_t>(recv_expert_rows_[static_cast<std::size_t>(r * E + e)]);
+      recv_rows_[static_cast<std::size_t>(r)] +=
+          static_cast<std::size_t>(recv_expert_rows_[static_cast<std::size_t>(r * E + e)]);
       per_expert[static_cast<std::size_t>(e)] += recv_expert_rows_[static_cast<std::size_t>(r * E + e)];
     }
   // Received rows arrive grouped by (source, expert); regroup them expert-contiguously.
@@ -258,14 +270,17 @@ void MoeLayer<T>::route() {
   std::vector<std::int32_t> recv_keys;
   for (int r = 0; r < N; ++r)
     for (int e = 0; e < E; ++e)
-      recv_keys.insert(recv_keys.end(), static_cast<std::size_t>(recv_expert_rows_[static_cast<std::size_t>(r * E + e)]), local_index[static_cast<std::size_t>(e)]);
+      recv_keys.insert(recv_keys.end(),
+                       static_cast<std::size_t>(recv_expert_rows_[static_cast<std::size_t>(r * E + e)]),
+                       local_index[static_cast<std::size_t>(e)]);
   std::vector<std::int64_t> local_counts(static_cast<std::size_t>(L));
   local_offset_.assign(static_cast<std::size_t>(L) + 1, 0);
   km::histogram(Device::Host, recv_keys.data(), static_cast<std::int64_t>(recv_keys.size()), L, local_counts.data());
   km::exclusive_scan(Device::Host, local_counts.data(), L, local_offset_.data());
   local_offset_[static_cast<std::size_t>(L)] = static_cast<std::int64_t>(recv_keys.size());
   local_pos_.assign(recv_keys.size(), 0);
-  km::stable_positions(Device::Host, recv_keys.data(), static_cast<std::int64_t>(recv_keys.size()), L, local_offset_.data(), local_pos_.data());
+  km::stable_positions(Device::Host, recv_keys.data(), static_cast<std::int64_t>(recv_keys.size()), L,
+                       local_offset_.data(), local_pos_.data());
 }
 
 namespace {
@@ -293,8 +308,9 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
   const int D = opt_.d_model, F = opt_.d_ff, k = opt_.gate.top_k;
   n_ = n;
   Timer timer;
-  gate_forward<T>(opt_.gate, n, D, x, wg, static_cast<const T*>(ctx.jitter), ctx.forced,
-                  [&](std::vector<double>& v) { world_.allreduce(comm::view(v), comm::ReduceOp::Sum); }, gate_);
+  gate_forward<T>(
+      opt_.gate, n, D, x, wg, static_cast<const T*>(ctx.jitter), ctx.forced,
+      [&](std::vector<double>& v) { world_.allreduce(comm::view(v), comm::ReduceOp::Sum); }, gate_);
   times_.gate += timer.seconds();
   timer.reset();
   choose_kept(ctx.training);
@@ -317,7 +333,8 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
   std::vector<T> ye(recv_total * D);
   for (std::size_t i = 0; i < local_experts_.size(); ++i) {
     const std::int64_t o = local_offset_[i], rows = local_offset_[i + 1] - o;
-    expert_forward(local_experts_[i], static_cast<int>(rows), xe_.data() + o * D, hpre_.data() + o * F, h_.data() + o * F, ye.data() + o * D);
+    expert_forward(local_experts_[i], static_cast<int>(rows), xe_.data() + o * D, hpre_.data() + o * F,
+                   h_.data() + o * F, ye.data() + o * D);
   }
   gather(ye.data(), local_pos_.data(), recv_total, D, recv.data());
   times_.expert += timer.seconds();
@@ -366,7 +383,8 @@ void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
   for (std::size_t i = 0; i < local_experts_.size(); ++i) {
     const std::int64_t o = local_offset_[i], rows = local_offset_[i + 1] - o;
     const int F = opt_.d_ff;
-    expert_backward(local_experts_[i], static_cast<int>(rows), xe_.data() + o * D, hpre_.data() + o * F, h_.data() + o * F, dye.data() + o * D, dxe.data() + o * D);
+    expert_backward(local_experts_[i], static_cast<int>(rows), xe_.data() + o * D, hpre_.data() + o * F,
+                    h_.data() + o * F, dye.data() + o * D, dxe.data() + o * D);
   }
   gather(dxe.data(), local_pos_.data(), recv_total, D, drecv.data());
   times_.expert += timer.seconds();

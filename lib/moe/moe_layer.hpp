@@ -25,9 +25,9 @@ struct MoeOptions {
   GateOptions gate;
   Policy policy = Policy::Static;
   double capacity_factor_train = 1.0, capacity_factor_eval = 2.0;  // deepspeed
-  bool drop_tokens = true;                                          // deepspeed: false pads to max load
-  bool drop_by_probability = false;                                 // deepspeed: keep the most probable
-  double fastermoe_gflops = 20.0, fastermoe_gbps = 5.0;             // fastermoe cost model constants
+  bool drop_tokens = true;                                         // deepspeed: false pads to max load
+  bool drop_by_probability = false;                                // deepspeed: keep the most probable
+  double fastermoe_gflops = 20.0, fastermoe_gbps = 5.0;            // fastermoe cost model constants
   std::int64_t expert_params() const { return 2LL * d_model * d_ff + d_ff + d_model; }
 };
 
@@ -92,14 +92,14 @@ class MoeLayer {
 
   GateState<T> gate_;
   int n_ = 0;
-  std::vector<char> kept_;                // [n*k]
-  std::vector<std::int64_t> pos_;         // [n*k] row in the send buffer, -1 when dropped
+  std::vector<char> kept_;                          // [n*k]
+  std::vector<std::int64_t> pos_;                   // [n*k] row in the send buffer, -1 when dropped
   std::vector<std::size_t> send_rows_, recv_rows_;  // per peer
   std::vector<std::int64_t> recv_expert_rows_;      // [N * E] rows of expert e from source r
-  std::vector<std::int64_t> local_pos_;   // received row -> row in expert-contiguous order
-  std::vector<int> local_experts_;        // experts computed here this step, ascending
-  std::vector<std::int64_t> local_offset_;  // rows before each local expert's block
-  std::vector<T> back_, xe_, hpre_, h_;   // activations kept for the backward
+  std::vector<std::int64_t> local_pos_;             // received row -> row in expert-contiguous order
+  std::vector<int> local_experts_;                  // experts computed here this step, ascending
+  std::vector<std::int64_t> local_offset_;          // rows before each local expert's block
+  std::vector<T> back_, xe_, hpre_, h_;             // activations kept for the backward
   std::int64_t dropped_ = 0, padded_ = 0;
   LayerTimes times_;
 };

@@ -22,7 +22,8 @@ void matmul<double>(bool ta, bool tb, int m, int n, int k, double alpha, const d
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
       double acc = 0;
-      for (int p = 0; p < k; ++p) acc += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+      for (int p = 0; p < k; ++p)
+        acc += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
       c[i * n + j] = alpha * acc + (beta == 0 ? 0.0 : beta * c[i * n + j]);
     }
 }
@@ -203,15 +204,15 @@ double cross_entropy(int n, int v, const T* logits, const std::int32_t* targets,
   return total * static_cast<double>(scale);
 }
 
-#define SKEW_MOE_OPS(T)                                                                                       \
-  template void linear_forward<T>(int, int, int, const T*, const T*, const T*, T*);                          \
-  template void linear_backward<T>(int, int, int, const T*, const T*, const T*, T*, T*, T*);                 \
-  template void layernorm_forward<T>(int, int, const T*, const T*, const T*, T*, T*, T*);                    \
+#define SKEW_MOE_OPS(T)                                                                                        \
+  template void linear_forward<T>(int, int, int, const T*, const T*, const T*, T*);                            \
+  template void linear_backward<T>(int, int, int, const T*, const T*, const T*, T*, T*, T*);                   \
+  template void layernorm_forward<T>(int, int, const T*, const T*, const T*, T*, T*, T*);                      \
   template void layernorm_backward<T>(int, int, const T*, const T*, const T*, const T*, const T*, T*, T*, T*); \
-  template void gelu_forward<T>(std::size_t, const T*, T*);                                                   \
-  template void gelu_backward<T>(std::size_t, const T*, const T*, T*);                                        \
-  template void attention_forward<T>(int, int, int, int, const T*, T*, T*);                                   \
-  template void attention_backward<T>(int, int, int, int, const T*, const T*, const T*, T*);                  \
+  template void gelu_forward<T>(std::size_t, const T*, T*);                                                    \
+  template void gelu_backward<T>(std::size_t, const T*, const T*, T*);                                         \
+  template void attention_forward<T>(int, int, int, int, const T*, T*, T*);                                    \
+  template void attention_backward<T>(int, int, int, int, const T*, const T*, const T*, T*);                   \
   template double cross_entropy<T>(int, int, const T*, const std::int32_t*, T, T*);
 SKEW_MOE_OPS(float)
 SKEW_MOE_OPS(double)

@@ -7,24 +7,30 @@ namespace skew::moe {
 
 double learning_rate(const AdamWOptions& opt, std::int64_t step) {
   if (step < opt.warmup) return opt.lr * static_cast<double>(step + 1) / static_cast<double>(opt.warmup);
-  const double progress = std::min(1.0, static_cast<double>(step - opt.warmup) / static_cast<double>(std::max<std::int64_t>(1, opt.total - opt.warmup)));
+  const double progress = std::min(1.0, static_cast<double>(step - opt.warmup) /
+                                            static_cast<double>(std::max<std::int64_t>(1, opt.total - opt.warmup)));
   const double floor = opt.lr * opt.min_lr_ratio;
   return floor + 0.5 * (opt.lr - floor) * (1 + std::cos(std::numbers::pi * progress));
 }
 
 AdamW::AdamW(const AdamWOptions& opt, GptMoe<float>& model, comm::ProcessGroup& world)
-    : opt_(opt), model_(model), world_(world), m_(model.dense_w().size(), 0.f), v_(model.dense_w().size(), 0.f),
+    : opt_(opt),
+      model_(model),
+      world_(world),
+      m_(model.dense_w().size(), 0.f),
+      v_(model.dense_w().size(), 0.f),
       decay_(model.dense_w().size(), 0) {
   for (const auto& s : model.segments()) {
     const bool matrix = s.name == "wte" || s.name == "wpe" || s.name.ends_with(".w") || s.name.ends_with("w_qkv") ||
                         s.name.ends_with("w_o") || s.name.ends_with("w1") || s.name.ends_with("w2");
-    std::fill(decay_.begin() + static_cast<long>(s.offset), decay_.begin() + static_cast<long>(s.offset + s.size), matrix ? 1 : 0);
+    std::fill(decay_.begin() + static_cast<long>(s.offset), decay_.begin() + static_cast<long>(s.offset + s.size),
+              matrix ? 1 : 0);
   }
 }
 
 namespace {
-void adamw_update(float* w, const float* g, float* m, float* v, std::size_t begin, std::size_t end, bool decay, float scale,
-                  double lr, const AdamWOptions& o, double c1, double c2) {
+void adamw_update(float* w, const float* g, float* m, float* v, std::size_t begin, std::size_t end, bool decay,
+                  float scale, double lr, const AdamWOptions& o, double c1, double c2) {
   for (std::size_t i = begin; i < end; ++i) {
     const float gi = g[i] * scale;
     m[i] = static_cast<float>(o.beta1 * m[i] + (1 - o.beta1) * gi);
@@ -53,8 +59,10 @@ double AdamW::step(std::int64_t iteration) {
   const double c2 = 1 - std::pow(opt_.beta2, static_cast<double>(iteration + 1));
   auto& w = model_.dense_w();
   for (const auto& s : model_.segments())
-    adamw_update(w.data(), model_.dense_g().data(), m_.data(), v_.data(), s.offset, s.offset + s.size, decay_[s.offset], scale, lr, opt_, c1, c2);
-  const std::size_t D = static_cast<std::size_t>(model_.options().d_model), F = static_cast<std::size_t>(model_.options().moe.d_ff);
+    adamw_update(w.data(), model_.dense_g().data(), m_.data(), v_.data(), s.offset, s.offset + s.size, decay_[s.offset],
+                 scale, lr, opt_, c1, c2);
+  const std::size_t D = static_cast<std::size_t>(model_.options().d_model),
+                    F = static_cast<std::size_t>(model_.options().moe.d_ff);
   for (auto& layer : model_.moe())
     for (auto& [e, s] : layer->experts()) {
       float *pw = s.w.data<float>(), *pm = s.m.data<float>(), *pv = s.v.data<float>();

@@ -10,7 +10,9 @@ std::string expert_key(std::size_t layer, int e, const char* what) {
   key.append(std::to_string(layer)).append(".e").append(std::to_string(e)).append(".").append(what);
   return key;
 }
-std::string placement_key(std::size_t layer) { return std::string("moe").append(std::to_string(layer)).append(".placement"); }
+std::string placement_key(std::size_t layer) {
+  return std::string("moe").append(std::to_string(layer)).append(".placement");
+}
 }  // namespace
 
 std::vector<std::pair<std::string, Tensor>> save_state(GptMoe<float>& model, AdamW& adam) {
@@ -23,7 +25,8 @@ std::vector<std::pair<std::string, Tensor>> save_state(GptMoe<float>& model, Ada
     auto& layer = *model.moe()[l];
     std::vector<double> rows;
     for (int e = 0; e < layer.placement().num_experts(); ++e)
-      for (const auto& r : layer.placement().experts[static_cast<std::size_t>(e)]) rows.insert(rows.end(), {double(e), double(r.rank), r.share});
+      for (const auto& r : layer.placement().experts[static_cast<std::size_t>(e)])
+        rows.insert(rows.end(), {double(e), double(r.rank), r.share});
     out.emplace_back(placement_key(l), Tensor::from_vector(rows, {static_cast<std::int64_t>(rows.size() / 3), 3}));
     for (auto& [e, s] : layer.experts()) {
       out.emplace_back(expert_key(l, e, "w"), s.w.clone());
@@ -37,7 +40,8 @@ std::vector<std::pair<std::string, Tensor>> save_state(GptMoe<float>& model, Ada
 void load_state(const TensorFile& file, GptMoe<float>& model, AdamW& adam, int rank) {
   auto copy_into = [&](const std::string& name, std::vector<float>& dst) {
     const Tensor& t = file.get(name);
-    SKEW_CHECK(t.numel() == dst.size(), "checkpoint tensor " << name << " has " << t.numel() << " values, the model needs " << dst.size());
+    SKEW_CHECK(t.numel() == dst.size(),
+               "checkpoint tensor " << name << " has " << t.numel() << " values, the model needs " << dst.size());
     std::copy(t.data<float>(), t.data<float>() + t.numel(), dst.begin());
   };
   copy_into("dense.w", model.dense_w());
@@ -71,8 +75,12 @@ std::vector<Tensor*> ModelExpertStore::replica_state(int layer, int expert) {
   return {&s.w, &s.m, &s.v};
 }
 
-void ModelExpertStore::create_replica(int layer, int expert) { model_.moe().at(static_cast<std::size_t>(layer))->create_expert(expert); }
+void ModelExpertStore::create_replica(int layer, int expert) {
+  model_.moe().at(static_cast<std::size_t>(layer))->create_expert(expert);
+}
 
-void ModelExpertStore::drop_replica(int layer, int expert) { model_.moe().at(static_cast<std::size_t>(layer))->experts().erase(expert); }
+void ModelExpertStore::drop_replica(int layer, int expert) {
+  model_.moe().at(static_cast<std::size_t>(layer))->experts().erase(expert);
+}
 
 }  // namespace skew::moe

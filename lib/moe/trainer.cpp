@@ -42,7 +42,8 @@ Schema moe_train_schema() {
   s.add_float("moe.capacity_factor", 1.0, "deepspeed: training capacity factor");
   s.add_float("moe.eval_capacity_factor", 2.0, "deepspeed: evaluation capacity factor");
   s.add_bool("moe.drop_tokens", true, "deepspeed: drop tokens over capacity (false: pad every expert to the max load)");
-  s.add_choice("moe.drop_policy", "position", {"position", "probability"}, "deepspeed: which tokens over capacity to drop");
+  s.add_choice("moe.drop_policy", "position", {"position", "probability"},
+               "deepspeed: which tokens over capacity to drop");
   s.add_float("moe.fastermoe_gflops", 20.0, "fastermoe cost model: expert GEMM throughput per rank");
   s.add_float("moe.fastermoe_gbps", 5.0, "fastermoe cost model: network bandwidth per rank");
   s.add_string("moe.save_trace", "", "write every token's expert choices to FILE.rank<r>");
@@ -96,7 +97,8 @@ Run read_options(const Config& c) {
   e.d_ff = static_cast<int>(c.get_int("moe.d_ff"));
   e.gate.num_experts = static_cast<int>(c.get_int("moe.num_experts"));
   e.gate.top_k = static_cast<int>(c.get_int("moe.top_k"));
-  SKEW_CHECK(e.gate.top_k >= 1 && e.gate.top_k <= e.gate.num_experts, "moe.top_k " << e.gate.top_k << " must be in [1, moe.num_experts]");
+  SKEW_CHECK(e.gate.top_k >= 1 && e.gate.top_k <= e.gate.num_experts,
+             "moe.top_k " << e.gate.top_k << " must be in [1, moe.num_experts]");
   e.gate.aux_weight = c.get_float("moe.aux_weight");
   e.gate.z_weight = c.get_float("moe.z_weight");
   e.policy = parse_policy(c.get_string("moe.policy"));
@@ -126,14 +128,16 @@ double max_over_mean(const std::vector<double>& v) {
 }
 
 // Mean validation cross-entropy over `total` evenly spaced windows, split over the ranks.
-double validate(GptMoe<float>& model, const ByteCorpus& valid, int batch, std::int64_t total, comm::ProcessGroup& world) {
+double validate(GptMoe<float>& model, const ByteCorpus& valid, int batch, std::int64_t total,
+                comm::ProcessGroup& world) {
   const std::int64_t per_rank = std::max<std::int64_t>(1, total / world.size());
   double sum = 0;
   int chunks = 0;
   for (std::int64_t first = 0; first < per_rank; first += batch, ++chunks) {
     const int count = static_cast<int>(std::min<std::int64_t>(batch, per_rank - first));
     std::vector<std::int32_t> tokens, targets;
-    for (int i = 0; i < count; ++i) valid.window(world.rank() * per_rank + first + i, per_rank * world.size(), tokens, targets);
+    for (int i = 0; i < count; ++i)
+      valid.window(world.rank() * per_rank + first + i, per_rank * world.size(), tokens, targets);
     StepInputs in;
     in.training = false;
     model.step(tokens.data(), targets.data(), count, in, false);
@@ -146,7 +150,8 @@ double validate(GptMoe<float>& model, const ByteCorpus& valid, int batch, std::i
 
 Json train(const Config& config, comm::ProcessGroup& world) {
   const Run run = read_options(config);
-  if (config.get_int("train.blas_threads") > 0) kernels::moe::set_blas_threads(static_cast<int>(config.get_int("train.blas_threads")));
+  if (config.get_int("train.blas_threads") > 0)
+    kernels::moe::set_blas_threads(static_cast<int>(config.get_int("train.blas_threads")));
   const int N = world.size(), rank = world.rank();
   const int E = run.model.moe.gate.num_experts, S = run.model.seq_len;
   SKEW_CHECK(E % N == 0, "moe.num_experts " << E << " is not a multiple of the " << N << " ranks");
@@ -174,14 +179,18 @@ Json train(const Config& config, comm::ProcessGroup& world) {
   const int L = static_cast<int>(model.moe().size());
   ModelExpertStore store(model);
   std::unique_ptr<placement::PlacementPolicy> policy;
-  if (flexmoe) policy = placement::make_flexmoe_policy(config, world, L, E, model.options().moe.expert_params(), run.model.d_model);
+  if (flexmoe)
+    policy =
+        placement::make_flexmoe_policy(config, world, L, E, model.options().moe.expert_params(), run.model.d_model);
   std::int64_t placement_changes = 0;
-  const std::size_t choices = static_cast<std::size_t>(run.batch) * S * static_cast<std::size_t>(run.model.moe.gate.top_k);
+  const std::size_t choices =
+      static_cast<std::size_t>(run.batch) * S * static_cast<std::size_t>(run.model.moe.gate.top_k);
 
   std::unique_ptr<CheckpointDir> ckpt;
   std::int64_t start = 0;
   if (!config.get_string("output.checkpoint_dir").empty()) {
-    ckpt = std::make_unique<CheckpointDir>(config.get_string("output.checkpoint_dir"), rank, N, static_cast<int>(config.get_int("output.keep")));
+    ckpt = std::make_unique<CheckpointDir>(config.get_string("output.checkpoint_dir"), rank, N,
+                                           static_cast<int>(config.get_int("output.keep")));
     if (config.get_bool("output.resume") && ckpt->latest_complete() >= 0) {
       start = ckpt->latest_complete();
       load_state(ckpt->read_shard(start), model, adam, rank);
@@ -192,7 +201,8 @@ Json train(const Config& config, comm::ProcessGroup& world) {
   std::ofstream save_trace;
   std::ifstream replay;
   if (!config.get_string("moe.save_trace").empty()) {
-    save_trace.open(config.get_string("moe.save_trace") + suffix, std::ios::binary | (start > 0 ? std::ios::app : std::ios::trunc));
+    save_trace.open(config.get_string("moe.save_trace") + suffix,
+                    std::ios::binary | (start > 0 ? std::ios::app : std::ios::trunc));
     SKEW_CHECK(save_trace, "moe.save_trace: cannot write " << config.get_string("moe.save_trace") << suffix);
   }
   if (!config.get_string("moe.replay_trace").empty()) {
@@ -201,7 +211,8 @@ Json train(const Config& config, comm::ProcessGroup& world) {
     replay.seekg(static_cast<std::streamoff>(start * L * choices * sizeof(std::int32_t)));
   }
   JsonlWriter metrics(rank == 0 ? config.get_string("output.metrics") : "");
-  const std::int64_t eval_interval = config.get_int("train.eval_interval"), log_interval = config.get_int("train.log_interval");
+  const std::int64_t eval_interval = config.get_int("train.eval_interval"),
+                     log_interval = config.get_int("train.log_interval");
   const std::int64_t ckpt_interval = config.get_int("output.checkpoint_interval");
 
   double total_step_s = 0, total_ideal_s = 0, balance_sum = 0, last_val = NAN, last_loss = NAN;
@@ -215,7 +226,8 @@ Json train(const Config& config, comm::ProcessGroup& world) {
     if (replay.is_open()) {
       for (auto& f : forced) {
         replay.read(reinterpret_cast<char*>(f.data()), static_cast<std::streamsize>(f.size() * sizeof(std::int32_t)));
-        SKEW_CHECK(replay, "moe.replay_trace: " << config.get_string("moe.replay_trace") << suffix << " ends before iteration " << it);
+        SKEW_CHECK(replay, "moe.replay_trace: " << config.get_string("moe.replay_trace") << suffix
+                                                << " ends before iteration " << it);
         in.forced.push_back(f.data());
       }
     }
@@ -264,7 +276,8 @@ Json train(const Config& config, comm::ProcessGroup& world) {
       shadows.push_back(layer->shadowed());
       dropped += layer->dropped(), padded += layer->padded();
       if (save_trace.is_open())
-        save_trace.write(reinterpret_cast<const char*>(layer->gate_state().expert.data()), static_cast<std::streamsize>(choices * sizeof(std::int32_t)));
+        save_trace.write(reinterpret_cast<const char*>(layer->gate_state().expert.data()),
+                         static_cast<std::streamsize>(choices * sizeof(std::int32_t)));
     }
     mine.push_back(t.expert);
     world.allgather(comm::cview(mine), comm::view(load));
@@ -285,12 +298,26 @@ Json train(const Config& config, comm::ProcessGroup& world) {
     if (it > start) total_step_s += step_s, total_ideal_s += ideal_s, ++measured;  // first step warms caches
     balance_sum += balance_mean, dropped_total += dropped, padded_total += padded;
 
-    Json rec = {{"iter", it}, {"loss", loss}, {"ce", model.last_ce()}, {"lr", learning_rate(run.adam, it)},
-                {"grad_norm", grad_norm}, {"step_s", step_s}, {"ideal_step_s", ideal_s},
-                {"tokens_per_s", static_cast<double>(N) * run.batch * S / step_s}, {"balance", balance},
-                {"expert_balance", expert_balance}, {"dropped", dropped}, {"padded", padded}, {"tokens_per_expert", per_expert},
-                {"time", {{"gate", t.gate}, {"dispatch", t.dispatch}, {"expert", t.expert}, {"combine", t.combine},
-                          {"alltoall", t.alltoall}, {"sync", model.sync_seconds()}}}};
+    Json rec = {{"iter", it},
+                {"loss", loss},
+                {"ce", model.last_ce()},
+                {"lr", learning_rate(run.adam, it)},
+                {"grad_norm", grad_norm},
+                {"step_s", step_s},
+                {"ideal_step_s", ideal_s},
+                {"tokens_per_s", static_cast<double>(N) * run.batch * S / step_s},
+                {"balance", balance},
+                {"expert_balance", expert_balance},
+                {"dropped", dropped},
+                {"padded", padded},
+                {"tokens_per_expert", per_expert},
+                {"time",
+                 {{"gate", t.gate},
+                  {"dispatch", t.dispatch},
+                  {"expert", t.expert},
+                  {"combine", t.combine},
+                  {"alltoall", t.alltoall},
+                  {"sync", model.sync_seconds()}}}};
     if (run.model.moe.policy == Policy::FasterMoE) rec["shadowed"] = shadows;
     if (!change.is_null()) rec["placement_change"] = change;
     if ((eval_interval > 0 && (it + 1) % eval_interval == 0) || it + 1 == run.iterations) {
@@ -300,8 +327,8 @@ Json train(const Config& config, comm::ProcessGroup& world) {
     metrics.write(rec);
     if (log_interval > 0 && ((it + 1) % log_interval == 0 || it + 1 == run.iterations))
       SKEW_INFO("iter " << it + 1 << "/" << run.iterations << " loss " << loss << " ce " << model.last_ce()
-                        << (std::isnan(last_val) ? std::string() : " val " + std::to_string(last_val)) << " balance " << balance_mean
-                        << " dropped " << dropped << " step " << step_s * 1e3 << " ms");
+                        << (std::isnan(last_val) ? std::string() : " val " + std::to_string(last_val)) << " balance "
+                        << balance_mean << " dropped " << dropped << " step " << step_s * 1e3 << " ms");
     if (ckpt && ((ckpt_interval > 0 && (it + 1) % ckpt_interval == 0) || it + 1 == run.iterations)) {
       ckpt->write_shard(it + 1, save_state(model, adam), {{"iteration", std::to_string(it + 1)}});
       world.barrier();
@@ -309,12 +336,21 @@ Json train(const Config& config, comm::ProcessGroup& world) {
     }
   }
   const std::int64_t done = run.iterations - start;
-  Json summary = {{"app", "moe_train"}, {"ranks", N}, {"policy", config.get_string("moe.policy")}, {"iterations", run.iterations},
-                  {"final_loss", last_loss}, {"final_val_loss", last_val}, {"unigram_entropy", entropy},
-                  {"step_s", measured ? total_step_s / static_cast<double>(measured) : NAN},
-                  {"ideal_step_s", measured ? total_ideal_s / static_cast<double>(measured) : NAN},
-                  {"tokens_per_s", measured ? static_cast<double>(N) * run.batch * S * static_cast<double>(measured) / total_step_s : NAN},
-                  {"balance", done ? balance_sum / static_cast<double>(done) : NAN}, {"dropped", dropped_total}, {"padded", padded_total}};
+  Json summary = {
+      {"app", "moe_train"},
+      {"ranks", N},
+      {"policy", config.get_string("moe.policy")},
+      {"iterations", run.iterations},
+      {"final_loss", last_loss},
+      {"final_val_loss", last_val},
+      {"unigram_entropy", entropy},
+      {"step_s", measured ? total_step_s / static_cast<double>(measured) : NAN},
+      {"ideal_step_s", measured ? total_ideal_s / static_cast<double>(measured) : NAN},
+      {"tokens_per_s",
+       measured ? static_cast<double>(N) * run.batch * S * static_cast<double>(measured) / total_step_s : NAN},
+      {"balance", done ? balance_sum / static_cast<double>(done) : NAN},
+      {"dropped", dropped_total},
+      {"padded", padded_total}};
   if (flexmoe) summary["placement_changes"] = placement_changes;
   return summary;
 }

@@ -42,7 +42,8 @@ TEST_CASE("CUDA dispatch kernels equal the CPU ones", "[moe][cuda]") {
   km::exclusive_scan(Device::Cuda, dpadded.data<std::int64_t>(), bins, doffsets.data<std::int64_t>());
   REQUIRE(on_host<std::int64_t>(doffsets) == offsets);
   Tensor dpos = Tensor::zeros({n}, DType::I64, Device::Cuda);
-  km::stable_positions(Device::Cuda, dkeys.data<std::int32_t>(), n, bins, doffsets.data<std::int64_t>(), dpos.data<std::int64_t>());
+  km::stable_positions(Device::Cuda, dkeys.data<std::int32_t>(), n, bins, doffsets.data<std::int64_t>(),
+                       dpos.data<std::int64_t>());
   REQUIRE(on_host<std::int64_t>(dpos) == pos);
   std::vector<float> rows(n * width);
   for (auto& v : rows) v = rng.normal();
@@ -62,9 +63,11 @@ TEST_CASE("CUDA gate softmax/top-k equals the CPU one", "[moe][cuda]") {
   std::vector<std::int32_t> expert(n * k);
   for (auto& v : logits) v = 2 * rng.normal();
   km::softmax_topk(Device::Host, n, E, k, logits.data(), probs.data(), lse.data(), expert.data(), weight.data());
-  Tensor dl = on_gpu(logits), dp = Tensor::zeros({n * E}, DType::F32, Device::Cuda), dlse = Tensor::zeros({n}, DType::F32, Device::Cuda);
+  Tensor dl = on_gpu(logits), dp = Tensor::zeros({n * E}, DType::F32, Device::Cuda),
+         dlse = Tensor::zeros({n}, DType::F32, Device::Cuda);
   Tensor de = Tensor::zeros({n * k}, DType::I32, Device::Cuda), dw = Tensor::zeros({n * k}, DType::F32, Device::Cuda);
-  km::softmax_topk(Device::Cuda, n, E, k, dl.data<float>(), dp.data<float>(), dlse.data<float>(), de.data<std::int32_t>(), dw.data<float>());
+  km::softmax_topk(Device::Cuda, n, E, k, dl.data<float>(), dp.data<float>(), dlse.data<float>(),
+                   de.data<std::int32_t>(), dw.data<float>());
   REQUIRE(on_host<std::int32_t>(de) == expert);
   const auto w = on_host<float>(dw), p = on_host<float>(dp);
   for (int i = 0; i < n * k; ++i) REQUIRE(w[i] == Approx(weight[i]).epsilon(1e-5));

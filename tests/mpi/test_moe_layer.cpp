@@ -53,8 +53,10 @@ Batch make_batch(const ModelOptions& o, int sequences, int rank, int ranks) {
   }
   const std::size_t per = all.tokens.size() / static_cast<std::size_t>(ranks);
   Batch mine;
-  mine.tokens.assign(all.tokens.begin() + static_cast<long>(per * rank), all.tokens.begin() + static_cast<long>(per * (rank + 1)));
-  mine.targets.assign(all.targets.begin() + static_cast<long>(per * rank), all.targets.begin() + static_cast<long>(per * (rank + 1)));
+  mine.tokens.assign(all.tokens.begin() + static_cast<long>(per * rank),
+                     all.tokens.begin() + static_cast<long>(per * (rank + 1)));
+  mine.targets.assign(all.targets.begin() + static_cast<long>(per * rank),
+                      all.targets.begin() + static_cast<long>(per * (rank + 1)));
   return mine;
 }
 
@@ -62,7 +64,8 @@ double run(GptMoe<double>& m, const Batch& b, bool backward) {
   StepInputs in;
   in.training = true;
   if (backward) m.zero_grads();
-  const double loss = m.step(b.tokens.data(), b.targets.data(), static_cast<int>(b.tokens.size()) / m.options().seq_len, in, backward);
+  const double loss =
+      m.step(b.tokens.data(), b.targets.data(), static_cast<int>(b.tokens.size()) / m.options().seq_len, in, backward);
   if (backward) m.sync_grads();
   return loss;
 }
@@ -78,7 +81,8 @@ void check_against_single_rank(const ModelOptions& o, const std::vector<LayerPla
   const double ref_loss = run(ref, make_batch(o, sequences, 0, 1), true);
   const double ep_loss = run(ep, make_batch(o, sequences, r, N), true);
   REQUIRE(ep_loss == Approx(ref_loss).epsilon(1e-12));
-  for (std::size_t i = 0; i < ref.dense_g().size(); ++i) REQUIRE(ep.dense_g()[i] == Approx(ref.dense_g()[i]).margin(1e-12).epsilon(1e-9));
+  for (std::size_t i = 0; i < ref.dense_g().size(); ++i)
+    REQUIRE(ep.dense_g()[i] == Approx(ref.dense_g()[i]).margin(1e-12).epsilon(1e-9));
   for (std::size_t l = 0; l < ep.moe().size(); ++l)
     for (auto& [e, s] : ep.moe()[l]->experts()) {
       const auto& want = ref.moe()[l]->experts().at(e).g;
@@ -115,7 +119,8 @@ TEST_CASE("moe model gradients match finite differences in every layer", "[moe]"
       }
     for (auto& layer : m.moe())
       for (int e = 0; e < o.moe.gate.num_experts; ++e)
-        for (std::size_t i : {std::size_t{1}, std::size_t{8 * 12 + 3}, std::size_t{8 * 12 + 12 + 5}, std::size_t{2 * 8 * 12 + 12 + 2}}) {
+        for (std::size_t i : {std::size_t{1}, std::size_t{8 * 12 + 3}, std::size_t{8 * 12 + 12 + 5},
+                              std::size_t{2 * 8 * 12 + 12 + 2}}) {
           auto it = layer->experts().find(e);
           const bool mine = it != layer->experts().end();
           const double numeric = fd(mine ? &it->second.w.data<double>()[i] : nullptr);
@@ -215,5 +220,6 @@ TEST_CASE("dispatch and combine round trip is the identity with identity experts
   layer.forward(n, x.data(), wg.data(), StepContext{}, y.data());
   const auto& g = layer.gate_state();
   for (int t = 0; t < n; ++t)
-    for (int c = 0; c < D; ++c) REQUIRE(y[t * D + c] == Approx((g.weight[t * 2] + g.weight[t * 2 + 1]) * x[t * D + c]).margin(1e-12));
+    for (int c = 0; c < D; ++c)
+      REQUIRE(y[t * D + c] == Approx((g.weight[t * 2] + g.weight[t * 2 + 1]) * x[t * D + c]).margin(1e-12));
 }

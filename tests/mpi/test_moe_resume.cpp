@@ -11,7 +11,8 @@ using namespace skew_moe_test;
 TEST_CASE("resume from a checkpoint continues bit-exactly", "[moe]") {
   const Schema schema = moe::moe_train_schema();
   const std::string a = scratch("straight"), b = scratch("resumed");
-  const std::vector<std::string> common = {"--train.iterations=6", "--moe.policy=deepspeed", "--moe.capacity_factor=0.8"};
+  const std::vector<std::string> common = {"--train.iterations=6", "--moe.policy=deepspeed",
+                                           "--moe.capacity_factor=0.8"};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.end(), common.begin(), common.end());
     return extra;

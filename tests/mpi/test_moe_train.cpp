@@ -13,4 +13,3 @@ TEST_CASE("a short training run falls clearly below the unigram entropy", "[moe]
   REQUIRE(s["final_val_loss"].get<double>() < s["unigram_entropy"].get<double>() - 0.4);
   REQUIRE(s["dropped"].get<std::int64_t>() == 0);
 }
-

@@ -1,11 +1,11 @@
 // Shared helpers of the moe_train tests: a tiny config, in-process runs, scratch directories.
 #pragma once
 #include <mpi.h>
-
-#include <filesystem>
-#include <cstring>
-#include <fstream>
 #include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "lib/core/config.hpp"
 #include "lib/core/safetensors.hpp"
@@ -48,7 +48,8 @@ inline Json run(const Schema& schema, std::vector<std::string> overrides) {
 
 // A scratch directory shared by the ranks (rank 0 names it).
 inline std::string scratch(const std::string& name) {
-  std::string dir = (std::filesystem::temp_directory_path() / ("skew_moe_" + name + "_" + std::to_string(::getpid()))).string();
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("skew_moe_" + name + "_" + std::to_string(::getpid()))).string();
   int len = static_cast<int>(dir.size());
   MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
   dir.resize(static_cast<std::size_t>(len));

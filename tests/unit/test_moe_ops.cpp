@@ -54,7 +54,8 @@ TEST_CASE("layernorm backward matches finite differences", "[moe]") {
     return dot(y, r);
   };
   loss();
-  layernorm_backward<double>(n, d, x.data(), g.data(), mean.data(), rstd.data(), r.data(), dx.data(), dg.data(), db.data());
+  layernorm_backward<double>(n, d, x.data(), g.data(), mean.data(), rstd.data(), r.data(), dx.data(), dg.data(),
+                             db.data());
   check_fd(x, dx, loss);
   check_fd(g, dg, loss);
   check_fd(b, db, loss);
@@ -79,7 +80,8 @@ TEST_CASE("linear, gelu and cross-entropy backward match finite differences", "[
   const int n = 3, in = 4, out = 5;
   auto x = randn(n * in, 7), w = randn(in * out, 8), b = randn(out, 9);
   std::vector<std::int32_t> targets = {0, 4, 2};
-  std::vector<double> pre(n * out), h(n * out), dlogits(n * out), dh(n * out), dx(n * in), dw(in * out, 0.0), db(out, 0.0);
+  std::vector<double> pre(n * out), h(n * out), dlogits(n * out), dh(n * out), dx(n * in), dw(in * out, 0.0),
+      db(out, 0.0);
   auto loss = [&] {
     linear_forward<double>(n, in, out, x.data(), w.data(), b.data(), pre.data());
     gelu_forward<double>(h.size(), pre.data(), h.data());
@@ -126,7 +128,8 @@ TEST_CASE("float gate agrees with a float64 reference", "[moe]") {
   auto xd = randn(n * d, 20), wd = randn(d * E, 21, 0.5);
   std::vector<float> x(xd.begin(), xd.end()), wg(wd.begin(), wd.end());
   GateState<float> s;
-  gate_forward<float>(opt, n, d, x.data(), wg.data(), nullptr, nullptr, [](std::vector<double>&) {}, s);
+  gate_forward<float>(
+      opt, n, d, x.data(), wg.data(), nullptr, nullptr, [](std::vector<double>&) {}, s);
   std::vector<double> me(E, 0.0), ce(E, 0.0);
   double z = 0;
   for (int t = 0; t < n; ++t) {
