@@ -8,6 +8,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/core/timer.hpp"
+#include "lib/moe/fastermoe.hpp"
 #include "lib/moe/ops.hpp"
 
 namespace skew::moe {
@@ -121,58 +122,24 @@ void MoeLayer<T>::choose_kept(bool training) {
   }
 }
 
-// FasterMoE: shadow (replicate on every rank, tokens computed where they come from) the hottest
-// experts while the modelled step time falls: max over ranks of expert work plus token traffic,
-// plus broadcasting the parameters and reducing their gradients for every shadow.
+// FasterMoE: shadow the experts choose_shadows picks from all ranks' counts (identical on every
+// rank), broadcasting each one's parameters from its owner.
 template <class T>
-void MoeLayer<T>::choose_shadows() {
+void MoeLayer<T>::shadow_hot_experts() {
   const int E = opt_.gate.num_experts, N = world_.size();
   shadowed_.assign(static_cast<std::size_t>(E), 0);
   shadow_list_.clear();
   if (opt_.policy != Policy::FasterMoE || N == 1) return;
   std::vector<std::int64_t> local(static_cast<std::size_t>(N) * E);
   world_.allgather(comm::cview(gate_.local_counts), comm::view(local));
-  const double flop_per_token = 3.0 * 4.0 * opt_.d_model * opt_.d_ff;  // forward + backward
-  const double sec_per_token = flop_per_token / (opt_.fastermoe_gflops * 1e9);
-  const double sec_per_row_moved = 2.0 * 2.0 * opt_.d_model * sizeof(T) / (opt_.fastermoe_gbps * 1e9);
-  const double sec_per_shadow =
-      2.0 * static_cast<double>(opt_.expert_params()) * sizeof(T) / (opt_.fastermoe_gbps * 1e9);
-  auto predicted = [&]() {
-    double worst = 0;
-    for (int r = 0; r < N; ++r) {
-      double work = 0, moved = 0;
-      for (int e = 0; e < E; ++e) {
-        const int owner = placement_.experts[static_cast<std::size_t>(e)][0].rank;
-        const double mine = static_cast<double>(local[static_cast<std::size_t>(r) * E + e]);
-        if (shadowed_[static_cast<std::size_t>(e)])
-          work += mine;
-        else {
-          if (owner == r) work += static_cast<double>(gate_.global_counts[static_cast<std::size_t>(e)]);
-          if (owner != r) moved += mine;
-        }
-      }
-      worst = std::max(worst, work * sec_per_token + moved * sec_per_row_moved);
-    }
-    return worst + static_cast<double>(shadow_list_.size()) * sec_per_shadow;
-  };
-  std::vector<int> hot(static_cast<std::size_t>(E));
-  std::iota(hot.begin(), hot.end(), 0);
-  std::stable_sort(hot.begin(), hot.end(), [&](int a, int b) {
-    return gate_.global_counts[static_cast<std::size_t>(a)] > gate_.global_counts[static_cast<std::size_t>(b)];
-  });
-  double best = predicted();
-  for (int e : hot) {
-    shadowed_[static_cast<std::size_t>(e)] = 1;
-    shadow_list_.push_back(e);
-    const double t = predicted();
-    if (t >= best) {
-      shadowed_[static_cast<std::size_t>(e)] = 0;
-      shadow_list_.pop_back();
-      break;
-    }
-    best = t;
-  }
-  std::sort(shadow_list_.begin(), shadow_list_.end());
+  std::vector<int> owner;
+  for (const auto& reps : placement_.experts) owner.push_back(reps[0].rank);
+  ShadowCosts costs;
+  costs.sec_per_token = 3.0 * 4.0 * opt_.d_model * opt_.d_ff / (opt_.fastermoe_gflops * 1e9);  // fwd + bwd flops
+  costs.sec_per_row_moved = 2.0 * 2.0 * opt_.d_model * sizeof(T) / (opt_.fastermoe_gbps * 1e9);
+  costs.sec_per_shadow = 2.0 * static_cast<double>(opt_.expert_params()) * sizeof(T) / (opt_.fastermoe_gbps * 1e9);
+  shadow_list_ = moe::choose_shadows(local, owner, N, costs);
+  for (int e : shadow_list_) shadowed_[static_cast<std::size_t>(e)] = 1;
   for (int e : shadow_list_) {
     const int owner = placement_.experts[static_cast<std::size_t>(e)][0].rank;
     if (owner == world_.rank()) {
@@ -314,7 +281,7 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
   times_.gate += timer.seconds();
   timer.reset();
   choose_kept(ctx.training);
-  choose_shadows();
+  shadow_hot_experts();
   route();
   const std::size_t send_total = std::accumulate(send_rows_.begin(), send_rows_.end(), std::size_t{0});
   const std::size_t recv_total = std::accumulate(recv_rows_.begin(), recv_rows_.end(), std::size_t{0});

@@ -75,7 +75,7 @@ class MoeLayer {
 
  private:
   void choose_kept(bool training);
-  void choose_shadows();
+  void shadow_hot_experts();
   void route();
   T* params_of(int e);
   T* grads_of(int e);
