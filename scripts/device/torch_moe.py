@@ -1,6 +1,7 @@
 """PyTorch baseline for moe_gpu_bench: the same gate, dispatch and expert-GEMM work at the same
 shapes, timed with CUDA events (median of repeats after a warm-up), with the same byte and FLOP
-counts, so the two print comparable GB/s and TFLOP/s. Prints one JSON line.
+counts, so the two print comparable GB/s and TFLOP/s. Prints one JSON line. --device cpu (with
+small sizes) is the dry run of the script where no GPU is: host clock, fp32 for the GEMMs.
   gate      softmax, logsumexp and top-k of [tokens, experts] fp32 logits
   dispatch  bincount + cumsum + stable argsort of the expert ids, then the row permutation
   experts   one bf16 matmul per expert group (Zipf sizes, as in the C++ bench), torch._grouped_mm
@@ -9,21 +10,27 @@ counts, so the two print comparable GB/s and TFLOP/s. Prints one JSON line.
 import argparse
 import json
 import statistics
+import time
 
 import torch
 
 
 def median_ms(fn, repeats):
     fn()
-    torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        else:
+            start = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start) * 1e3)
     return statistics.median(times)
 
 
@@ -49,12 +56,14 @@ def main():
     p.add_argument("--gemm-n", type=int, default=8192)
     p.add_argument("--zipf", type=float, default=1.0)
     p.add_argument("--repeats", type=int, default=20)
+    p.add_argument("--device", default="cuda", help="cuda, or cpu for a dry run of the script")
     a = p.parse_args()
-    dev = torch.device("cuda")
+    dev = torch.device(a.device)
+    gemm_dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     torch.manual_seed(7)
-    out = {"device": torch.cuda.get_device_name(), "torch": torch.__version__}
+    out = {"device": torch.cuda.get_device_name() if dev.type == "cuda" else "cpu", "torch": torch.__version__}
 
-    big = torch.empty(1 << 30, dtype=torch.uint8, device=dev).random_()
+    big = torch.empty(1 << (30 if dev.type == "cuda" else 24), dtype=torch.uint8, device=dev).random_()
     copy = torch.empty_like(big)
     bandwidth = 2 * big.numel() / (median_ms(lambda: copy.copy_(big), a.repeats) * 1e-3)
     out["copy_GBps"] = bandwidth / 1e9
@@ -90,15 +99,15 @@ def main():
                        "of_copy_bound": dispatch_bytes / (ms * 1e-3) / bandwidth}
 
     offsets = skewed_offsets(a.groups, a.gemm_rows, a.zipf)
-    a16 = torch.randn(a.gemm_rows, a.gemm_k, device=dev, dtype=torch.bfloat16)
-    b16 = torch.randn(a.groups, a.gemm_k, a.gemm_n, device=dev, dtype=torch.bfloat16)
+    a16 = torch.randn(a.gemm_rows, a.gemm_k, device=dev, dtype=gemm_dtype)
+    b16 = torch.randn(a.groups, a.gemm_k, a.gemm_n, device=dev, dtype=gemm_dtype)
     flops = 2.0 * a.gemm_rows * a.gemm_k * a.gemm_n
 
     def per_group():
         return [a16[offsets[g]:offsets[g + 1]] @ b16[g] for g in range(a.groups)]
 
     experts = {"loop_ms": median_ms(per_group, a.repeats)}
-    if hasattr(torch, "_grouped_mm"):
+    if hasattr(torch, "_grouped_mm") and dev.type == "cuda":
         offs = torch.tensor(offsets[1:], device=dev, dtype=torch.int32)
         # _grouped_mm wants B as [groups, n, k] transposed (column-major per group).
         bt = b16.transpose(1, 2).contiguous().transpose(1, 2)

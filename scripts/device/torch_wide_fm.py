@@ -7,22 +7,31 @@ FM of kernels/wide_flow.hpp (bias, linear weight w_f, latent v_f of k floats):
 with the linear term and sum_j v_j x_j through torch.nn.functional.embedding_bag (per-sample
 weights = the values) and the squares through embedding + index_add. The gradient of the summed
 log-loss is taken with autograd, as dense tensors and as sparse ones (sparse=True); the faster
-is PyTorch's number. Timing: CUDA events, median of repeats after a warm-up epoch. Prints one
-JSON line.
+is PyTorch's number. Timing: CUDA events (on --device cpu, the dry run where no GPU is, a host
+clock), median of repeats after a warm-up epoch. Prints one JSON line.
 """
 import argparse
 import json
 import statistics
+import struct
+import time
 
 import torch
 import torch.nn.functional as F
-from safetensors import safe_open
+
+DTYPES = {"I64": torch.int64, "I32": torch.int32, "F32": torch.float32}
 
 
 def load(path, device):
-    with safe_open(path, framework="pt", device="cpu") as f:
-        meta = f.metadata()
-        t = {name: f.get_tensor(name).to(device) for name in ("row_ptr", "index", "value", "label")}
+    """Reads the safetensors file directly (8-byte header length, JSON header, raw tensors)."""
+    with open(path, "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+        raw = bytearray(f.read())
+    meta = header.pop("__metadata__")
+    t = {}
+    for name in ("row_ptr", "index", "value", "label"):
+        begin, end = header[name]["data_offsets"]
+        t[name] = torch.frombuffer(raw[begin:end], dtype=DTYPES[header[name]["dtype"]]).to(device)
     t["index"] = t["index"].long()  # embedding_bag wants indices and offsets of one dtype
     return t, int(meta["num_features"]), int(meta["batch_size"])
 
@@ -62,17 +71,22 @@ def epoch(params, data, sparse):
     return loss_sum
 
 
-def median_ms(fn, repeats):
+def median_ms(fn, repeats, device):
     fn()
-    torch.cuda.synchronize()
     times = []
     for _ in range(repeats):
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            stop.record()
+            stop.synchronize()
+            times.append(start.elapsed_time(stop))
+        else:
+            start = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start) * 1e3)
     return statistics.median(times)
 
 
@@ -81,8 +95,9 @@ def main():
     p.add_argument("data", help="safetensors file from wide_gpu_bench --bench.export")
     p.add_argument("--k", type=int, default=16)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--device", default="cuda", help="cuda, or cpu for a dry run of the script")
     args = p.parse_args()
-    device = torch.device("cuda")
+    device = torch.device(args.device)
     t, num_features, batch_size = load(args.data, device)
     data = batches(t, batch_size)
     gen = torch.Generator(device=device).manual_seed(1)
@@ -90,12 +105,12 @@ def main():
     w = (0.01 * torch.randn(num_features, 1, device=device, generator=gen)).requires_grad_()
     v = (0.01 * torch.randn(num_features, args.k, device=device, generator=gen)).requires_grad_()
     result = {"rows": t["label"].numel(), "nnz": t["index"].numel(), "batch_size": batch_size, "k": args.k,
-              "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+              "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__}
     losses = {}
     for mode in ("dense", "sparse"):
         sparse = mode == "sparse"
         losses[mode] = float(epoch((bias, w, v), data, sparse))
-        result[f"{mode}_ms"] = median_ms(lambda: epoch((bias, w, v), data, sparse), args.repeats)
+        result[f"{mode}_ms"] = median_ms(lambda: epoch((bias, w, v), data, sparse), args.repeats, device)
     # Both modes compute the same function: their epoch losses must agree.
     assert abs(losses["dense"] - losses["sparse"]) <= 1e-4 * abs(losses["dense"]), losses
     result["epoch_loss"] = losses["dense"]
