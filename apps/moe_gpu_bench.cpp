@@ -174,15 +174,16 @@ Json bench_experts(const Sizes& s, int repeats) {
   const auto offsets = skewed_offsets(s.groups, s.gemm_rows, s.zipf);
   const std::size_t a_len = std::size_t(s.gemm_rows) * std::size_t(s.gemm_k);
   const std::size_t b_len = std::size_t(s.gemm_k) * std::size_t(s.gemm_n);
-  float* a = upload(random_floats(a_len, 3));
+  const auto a_host = random_floats(a_len, 3), b_host = random_floats(b_len, 10);
+  float* a = upload(a_host);
   std::vector<float*> b(std::size_t(s.groups));
-  for (int g = 0; g < s.groups; ++g) b[std::size_t(g)] = upload(random_floats(b_len, 10 + std::uint64_t(g)));
+  for (int g = 0; g < s.groups; ++g)
+    b[std::size_t(g)] = g == 0 ? upload(b_host) : upload(random_floats(b_len, 10 + std::uint64_t(g)));
   float* c = device_alloc<float>(std::size_t(s.gemm_rows) * std::size_t(s.gemm_n));
   const double grouped_ms = median_ms(
       repeats, [&] { moe::cuda::grouped_gemm_bf16(s.groups, offsets.data(), s.gemm_n, s.gemm_k, a, b.data(), c); });
   // Baseline: one bf16 GEMM of the same total shape, operands converted once beforehand.
   std::vector<__nv_bfloat16> a16(a_len), b16(b_len);
-  const auto a_host = random_floats(a_len, 3), b_host = random_floats(b_len, 10);
   for (std::size_t i = 0; i < a_len; ++i) a16[i] = __float2bfloat16(a_host[i]);
   for (std::size_t i = 0; i < b_len; ++i) b16[i] = __float2bfloat16(b_host[i]);
   __nv_bfloat16* da16 = upload(a16);
