@@ -5,7 +5,7 @@
 #   scripts/setup.sh --bench    also what the reproduce/bench scripts use (plots, liblinear)
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libopenmpi-dev openmpi-bin libboost-program-options-dev
-          libopenblas-dev catch2 nlohmann-json3-dev)
+          libopenblas-dev catch2 nlohmann-json3-dev python3)
 if [[ "${1:-}" == "--bench" ]]; then
   packages+=(python3-numpy python3-matplotlib liblinear-tools nodejs npm)
 fi
