@@ -2,11 +2,15 @@
 # moe_train policies side by side at 2 ranks on identical traffic: a static run records the
 # routing trace (aux loss off, so routing is skewed), then every policy trains the same model
 # from the same seed on the same data while replaying that trace (moe.replay_trace). Reports
-# tokens/s, step time, the modelled balanced-ideal step time (the same step with expert work
-# spread evenly: step - max_rank expert time + total expert time / N), rank balance max/mean,
-# dropped and padded tokens, and validation loss after the fixed token budget.
-# Writes results/moe/bench_moe.csv and results/moe/bench_README.md.
-# Usage: scripts/bench_moe.sh [extra moe_train flags]; SKEW_BUILD_DIR picks the build.
+# tokens/s, step time (for flexmoe including planning and moving experts), the modelled
+# balanced-ideal step time (the same step with expert work spread evenly: step - max_rank
+# expert time + total expert time / N), rank balance max/mean, dropped and padded tokens, and
+# validation loss after the fixed token budget. Each policy runs SKEW_BENCH_REPEATS times
+# (default 3), the repeats interleaved across policies so background load hits all alike; the
+# table holds the run with the median step time and the spread (max-min)/median over repeats.
+# Writes results/moe/bench_<preset>.{csv,md} and rebuilds results/moe/bench_README.md.
+# Usage: scripts/bench_moe.sh [configs/moe_bench*.ini] [extra moe_train flags]
+#        (default configs/moe_bench.ini); SKEW_BUILD_DIR picks the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${SKEW_BUILD_DIR:-build}
@@ -15,57 +19,91 @@ if [[ ! -x "$app" ]]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
   cmake --build "$build_dir" -j "${SKEW_JOBS:-2}" --target moe_train
 fi
+config=configs/moe_bench.ini
+if [[ "${1:-}" == *.ini ]]; then
+  config=$1
+  shift
+fi
+preset=$(basename "$config" .ini)
+preset=${preset/moe_bench/moe}  # moe_bench -> moe, moe_bench_skew -> moe_skew
+repeats=${SKEW_BENCH_REPEATS:-3}
 out=results/moe
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-common=(--config configs/moe_bench.ini "$@")
-run() {  # name, flags...
-  local name=$1
+common=(--config "$config" "$@")
+run() {  # file stem, flags...
+  local stem=$1
   shift
-  mpirun --oversubscribe -np 2 "$app" "${common[@]}" --output.metrics="$work/$name.jsonl" "$@" | tail -n 1 >"$work/$name.json"
-  echo "$name: $(cat "$work/$name.json")"
+  mpirun --oversubscribe -np 2 "$app" "${common[@]}" --output.metrics="$work/$stem.jsonl" "$@" | tail -n 1 >"$work/$stem.json"
+  echo "$stem: $(cat "$work/$stem.json")"
 }
 run record --moe.save_trace="$work/trace"
 policies=("static" "deepspeed --moe.capacity_factor=1.0" "deepspeed_pad --moe.policy=deepspeed --moe.drop_tokens=false"
           "fastermoe")
 "$app" --help | grep flexmoe >/dev/null && policies+=("flexmoe")
 names=()
-for p in "${policies[@]}"; do
-  read -r name flags <<<"$p"
-  [[ -z "${flags:-}" || "$flags" == --moe.capacity_factor* ]] && flags="--moe.policy=${name} ${flags:-}"
-  run "$name" --moe.replay_trace="$work/trace" $flags
-  names+=("$name")
+for p in "${policies[@]}"; do names+=("${p%% *}"); done
+for ((rep = 0; rep < repeats; ++rep)); do
+  for p in "${policies[@]}"; do
+    read -r name flags <<<"$p"
+    [[ -z "${flags:-}" || "$flags" == --moe.capacity_factor* ]] && flags="--moe.policy=${name} ${flags:-}"
+    run "$name.$rep" --moe.replay_trace="$work/trace" $flags
+  done
 done
-/usr/bin/python3 - "$work" "$out" "${names[@]}" <<'PY'
-import csv, json, sys
-work, out, names = sys.argv[1], sys.argv[2], sys.argv[3:]
-rows = []
+/usr/bin/python3 - "$work" "$out" "$config" "$preset" "$repeats" "${names[@]}" <<'PY'
+import csv, glob, json, os, statistics, sys
+work, out, config, preset, repeats, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6:]
+runs = {n: sorted((json.loads(open(f"{work}/{n}.{r}.json").read()) for r in range(repeats)), key=lambda s: s["step_s"])
+        for n in names}
+rows, summary = [], {}
 for n in names:
-    s = json.loads(open(f"{work}/{n}.json").read())
-    rows.append([n, s["tokens_per_s"], s["step_s"] * 1e3, s["ideal_step_s"] * 1e3, s["step_s"] / s["ideal_step_s"],
-                 s["balance"], s["dropped"], s["padded"], s["final_val_loss"]])
+    s = runs[n][len(runs[n]) // 2]  # the run with the median step time
+    steps = [x["step_s"] for x in runs[n]]
+    summary[n] = s
+    rows.append([n, s["tokens_per_s"], s["step_s"] * 1e3, (max(steps) - min(steps)) / s["step_s"] * 100,
+                 s["ideal_step_s"] * 1e3, s["step_s"] / s["ideal_step_s"], s["balance"], s["dropped"], s["padded"],
+                 s["final_val_loss"]])
 base = rows[0][2]
-head = ["policy", "tokens_per_s", "step_ms", "ideal_step_ms", "step_over_ideal", "balance_max_over_mean",
+head = ["policy", "tokens_per_s", "step_ms", "spread_pct", "ideal_step_ms", "step_over_ideal", "balance_max_over_mean",
         "dropped_tokens", "padded_rows", "val_loss", "speedup_vs_static"]
-with open(f"{out}/bench_moe.csv", "w", newline="") as f:
+with open(f"{out}/bench_{preset}.csv", "w", newline="") as f:
     w = csv.writer(f)
     w.writerow(head)
     for r in rows:
         w.writerow(r + [base / r[2]])
 lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 for r in rows:
-    lines.append("| %s | %.0f | %.1f | %.1f | %.2f | %.3f | %d | %d | %.4f | %.2fx |" % tuple(r + [base / r[2]]))
-table = "\n".join(lines)
-print(table)
-cfg = open("configs/moe_bench.ini").read()
+    lines.append("| %s | %.0f | %.1f | %.0f%% | %.1f | %.2f | %.3f | %d | %d | %.4f | %.2fx |" % tuple(r + [base / r[2]]))
+text = "\n".join(lines) + "\n"
+if "flexmoe" in summary:
+    f, st = summary["flexmoe"], summary["static"]
+    checks = [
+        ("flexmoe step / its balanced ideal (target <= 1.15)", "%.2f" % (f["step_s"] / f["ideal_step_s"])),
+        ("flexmoe step / static run's balanced ideal", "%.2f" % (f["step_s"] / st["ideal_step_s"])),
+        ("deepspeed (drop_tokens=false) step / flexmoe step (target >= 1.5)",
+         "%.2f" % (summary["deepspeed_pad"]["step_s"] / f["step_s"])),
+        ("fastermoe step / flexmoe step (target > 1)", "%.2f" % (summary["fastermoe"]["step_s"] / f["step_s"])),
+        ("flexmoe dropped tokens (target 0)", "%d" % f["dropped"]),
+        ("flexmoe val loss - static (dropless) val loss", "%.1e" % (f["final_val_loss"] - st["final_val_loss"])),
+        ("flexmoe placement changes", "%d" % f.get("placement_changes", 0)),
+    ]
+    text += "\n" + "\n".join(f"- {k}: {v}" for k, v in checks) + "\n"
+print(text)
+cfg = open(config).read()
+open(f"{out}/bench_{preset}.md", "w").write(
+    f"## {config} ({repeats} runs per policy, median)\n\n" + text +
+    f"\nCommand: `SKEW_BENCH_REPEATS={repeats} scripts/bench_moe.sh {config}`\n\n```ini\n" + cfg + "```\n")
+sections = "\n".join(open(p).read() for p in sorted(glob.glob(f"{out}/bench_moe*.md")))
 open(f"{out}/bench_README.md", "w").write(
     "# moe_train policies at 2 ranks (scripts/bench_moe.sh)\n\n"
     "Same model, data and seed; every policy replays the routing trace recorded by a static run\n"
     "(aux loss off, so routing is skewed), so all see identical traffic. Step times are means over\n"
-    "the run after the first step; ideal = the same step with the expert work spread evenly\n"
-    "(step - max-rank expert time + total expert time / N). Balance = max/mean rows computed per\n"
-    "rank, averaged over layers and iterations. Val loss after the fixed token budget.\n"
+    "the run after the first step (flexmoe's include planning and moving experts); ideal = the same\n"
+    "step with the expert work spread evenly (step - max-rank expert time + total expert time / N),\n"
+    "the modelled balanced ideal. Balance = max/mean rows computed per rank, averaged over layers\n"
+    "and iterations. Val loss after the fixed token budget. Each policy runs several times,\n"
+    "interleaved; the table shows the median run and spread = (max - min) / median of step time.\n"
     "Measured on a shared 2-core machine (other jobs running): ratios are indicative only.\n\n"
-    + table + "\n\nConfig (configs/moe_bench.ini):\n\n```ini\n" + cfg + "```\n")
+    + sections)
 PY

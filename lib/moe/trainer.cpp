@@ -233,6 +233,8 @@ Json train(const Config& config, comm::ProcessGroup& world) {
     }
     for (auto& layer : model.moe()) layer->times() = LayerTimes{};
     Json change;
+    // The step time includes planning and moving experts: that overhead is part of FlexMoE's cost.
+    Timer step_timer;
     if (policy) {  // FlexMoE: re-place experts between iterations; routing is unchanged
       std::vector<placement::LayerPlacement> current;
       for (auto& layer : model.moe()) current.push_back(layer->placement());
@@ -246,7 +248,6 @@ Json train(const Config& config, comm::ProcessGroup& world) {
         ++placement_changes;
       }
     }
-    Timer step_timer;
     model.zero_grads();
     const double loss = model.step(tokens.data(), targets.data(), run.batch, in, true);
     model.sync_grads();
