@@ -77,18 +77,27 @@ for r in rows:
     lines.append("| %s | %.0f | %.1f | %.0f%% | %.1f | %.2f | %.3f | %d | %d | %.4f | %.2fx |" % tuple(r + [base / r[2]]))
 text = "\n".join(lines) + "\n"
 if "flexmoe" in summary:
+    # Ratios within each repeat (the policies of one repeat ran back to back under similar
+    # background load), then the median over repeats, with the range.
+    rep = {n: [json.loads(open(f"{work}/{n}.{r}.json").read()) for r in range(repeats)] for n in names}
+    def ratio(label, fn, fmt="%.2f"):
+        v = sorted(fn(r) for r in range(repeats))
+        return (label, (fmt + " (range " + fmt + " - " + fmt + ")") % (statistics.median(v), v[0], v[-1]))
+    step = lambda n, r: rep[n][r]["step_s"]
     f, st = summary["flexmoe"], summary["static"]
     checks = [
-        ("flexmoe step / its balanced ideal (target <= 1.15)", "%.2f" % (f["step_s"] / f["ideal_step_s"])),
-        ("flexmoe step / static run's balanced ideal", "%.2f" % (f["step_s"] / st["ideal_step_s"])),
-        ("deepspeed (drop_tokens=false) step / flexmoe step (target >= 1.5)",
-         "%.2f" % (summary["deepspeed_pad"]["step_s"] / f["step_s"])),
-        ("fastermoe step / flexmoe step (target > 1)", "%.2f" % (summary["fastermoe"]["step_s"] / f["step_s"])),
+        ratio("flexmoe step / its balanced ideal (target <= 1.15)", lambda r: step("flexmoe", r) / rep["flexmoe"][r]["ideal_step_s"]),
+        ratio("flexmoe step / static run's balanced ideal", lambda r: step("flexmoe", r) / rep["static"][r]["ideal_step_s"]),
+        ratio("deepspeed (drop_tokens=false) step / flexmoe step (target >= 1.5)",
+              lambda r: step("deepspeed_pad", r) / step("flexmoe", r)),
+        ratio("fastermoe step / flexmoe step (target > 1)", lambda r: step("fastermoe", r) / step("flexmoe", r)),
+        ratio("static step / flexmoe step", lambda r: step("static", r) / step("flexmoe", r)),
         ("flexmoe dropped tokens (target 0)", "%d" % f["dropped"]),
         ("flexmoe val loss - static (dropless) val loss", "%.1e" % (f["final_val_loss"] - st["final_val_loss"])),
         ("flexmoe placement changes", "%d" % f.get("placement_changes", 0)),
     ]
-    text += "\n" + "\n".join(f"- {k}: {v}" for k, v in checks) + "\n"
+    text += "\nRatios per repeat, median (range) over the %d repeats:\n\n" % repeats
+    text += "\n".join(f"- {k}: {v}" for k, v in checks) + "\n"
 print(text)
 cfg = open(config).read()
 open(f"{out}/bench_{preset}.md", "w").write(
@@ -105,5 +114,5 @@ open(f"{out}/bench_README.md", "w").write(
     "and iterations. Val loss after the fixed token budget. Each policy runs several times,\n"
     "interleaved; the table shows the median run and spread = (max - min) / median of step time.\n"
     "Measured on a shared 2-core machine (other jobs running): ratios are indicative only.\n\n"
-    + sections)
+    + sections + (open(f"{out}/bench_notes.md").read() if os.path.exists(f"{out}/bench_notes.md") else ""))
 PY
