@@ -15,6 +15,33 @@ namespace skew::moe {
 
 namespace km = kernels::moe;
 
+namespace {
+// Rows each source rank sends to each replica of one expert. Replica targets are the shares of
+// the expert's global count; every source first fills a replica on its own rank (up to that
+// replica's target), and only the remainder crosses ranks, filling the other replicas' room in
+// source order. Every rank computes the same table from the all-gathered per-source counts.
+std::vector<std::vector<std::int64_t>> locality_split(const std::vector<std::int64_t>& per_source,
+                                                      const std::vector<placement::Replica>& replicas) {
+  const std::int64_t total = std::accumulate(per_source.begin(), per_source.end(), std::int64_t{0});
+  std::vector<std::int64_t> room = placement::split_tokens(total, replicas);
+  std::vector<std::vector<std::int64_t>> out(per_source.size(), std::vector<std::int64_t>(replicas.size(), 0));
+  std::vector<std::int64_t> left = per_source;
+  for (std::size_t i = 0; i < replicas.size(); ++i) {
+    const auto src = static_cast<std::size_t>(replicas[i].rank);
+    const std::int64_t local = std::min(left[src], room[i]);
+    out[src][i] = local, left[src] -= local, room[i] -= local;
+  }
+  std::size_t i = 0;
+  for (std::size_t src = 0; src < per_source.size(); ++src)
+    while (left[src] > 0) {
+      while (room[i] == 0) ++i;
+      const std::int64_t moved = std::min(left[src], room[i]);
+      out[src][i] += moved, left[src] -= moved, room[i] -= moved;
+    }
+  return out;
+}
+}  // namespace
+
 Policy parse_policy(const std::string& name) {
   if (name == "static") return Policy::Static;
   if (name == "deepspeed") return Policy::DeepSpeed;
@@ -161,12 +188,25 @@ void MoeLayer<T>::route() {
   std::vector<std::int64_t> kept_count(static_cast<std::size_t>(E), 0);
   for (std::size_t a = 0; a < nk; ++a)
     if (kept_[a]) ++kept_count[static_cast<std::size_t>(gate_.expert[a])];
-  // Replica split: this rank's tokens of expert e go to its replicas by the placement shares.
+  // Replica split: the expert's tokens over all ranks go to its replicas by the placement
+  // shares, each rank's own replica taking its local tokens first (locality_split).
+  bool replicated = false;
+  for (int e = 0; e < E; ++e) replicated = replicated || placement_.experts[static_cast<std::size_t>(e)].size() >= 2;
+  std::vector<std::int64_t> all_counts(static_cast<std::size_t>(N) * E);
+  if (replicated) world_.allgather(comm::view(kept_count), comm::view(all_counts));
   std::vector<std::vector<std::int64_t>> split(static_cast<std::size_t>(E));
-  for (int e = 0; e < E; ++e)
-    if (!shadowed_[static_cast<std::size_t>(e)])
-      split[static_cast<std::size_t>(e)] = placement::split_tokens(kept_count[static_cast<std::size_t>(e)],
-                                                                   placement_.experts[static_cast<std::size_t>(e)]);
+  for (int e = 0; e < E; ++e) {
+    if (shadowed_[static_cast<std::size_t>(e)]) continue;
+    if (!replicated) {
+      split[static_cast<std::size_t>(e)] = {kept_count[static_cast<std::size_t>(e)]};
+      continue;
+    }
+    std::vector<std::int64_t> per_source(static_cast<std::size_t>(N));
+    for (int r = 0; r < N; ++r)
+      per_source[static_cast<std::size_t>(r)] = all_counts[static_cast<std::size_t>(r) * E + e];
+    split[static_cast<std::size_t>(e)] = locality_split(
+        per_source, placement_.experts[static_cast<std::size_t>(e)])[static_cast<std::size_t>(world_.rank())];
+  }
   std::vector<std::int32_t> keys;
   std::vector<std::size_t> key_of;  // assignment index of each key
   std::vector<std::size_t> replica_at(static_cast<std::size_t>(E), 0);
