@@ -27,6 +27,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "kernels/cuda_timing.hpp"
 #include "lib/core/cuda_check.hpp"
 #endif
 
@@ -55,16 +56,13 @@ std::vector<std::int64_t> skewed_offsets(int groups, std::int64_t rows, double s
 }
 
 #if defined(SKEW_WITH_CUDA)
+using kernels::cuda::median_ms;
+using kernels::cuda::upload;
+
 template <typename T>
 T* device_alloc(std::size_t n) {
   T* p = nullptr;
   SKEW_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, n) * sizeof(T)));
-  return p;
-}
-template <typename T>
-T* upload(const std::vector<T>& v) {
-  T* p = device_alloc<T>(v.size());
-  SKEW_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   return p;
 }
 std::vector<float> random_floats(std::size_t n, std::uint64_t stream) {
@@ -74,30 +72,6 @@ std::vector<float> random_floats(std::size_t n, std::uint64_t stream) {
   return v;
 }
 
-// Median milliseconds of `repeats` runs of fn after one warm-up, timed with CUDA events.
-template <typename Fn>
-double median_ms(int repeats, Fn fn) {
-  fn();
-  SKEW_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t start, stop;
-  SKEW_CUDA_CHECK(cudaEventCreate(&start));
-  SKEW_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  for (int r = 0; r < repeats; ++r) {
-    SKEW_CUDA_CHECK(cudaEventRecord(start));
-    fn();
-    SKEW_CUDA_CHECK(cudaEventRecord(stop));
-    SKEW_CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    SKEW_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  SKEW_CUDA_CHECK(cudaGetLastError());
-  SKEW_CUDA_CHECK(cudaEventDestroy(start));
-  SKEW_CUDA_CHECK(cudaEventDestroy(stop));
-  std::nth_element(ms.begin(), ms.begin() + std::ptrdiff_t(ms.size() / 2), ms.end());
-  return ms[ms.size() / 2];
-}
 
 // Device-to-device copy bandwidth, bytes read + written per second, at `bytes` (>= 1 GiB).
 double copy_bandwidth(std::size_t bytes, int repeats) {

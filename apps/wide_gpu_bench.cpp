@@ -25,6 +25,7 @@
 #if defined(SKEW_WITH_CUDA)
 #include <cuda_runtime.h>
 
+#include "kernels/cuda_timing.hpp"
 #include "lib/core/cuda_check.hpp"
 #endif
 
@@ -34,37 +35,10 @@ using namespace skew::wide;
 namespace {
 
 #if defined(SKEW_WITH_CUDA)
-template <typename T>
-T* upload(const std::vector<T>& v) {
-  T* p = nullptr;
-  SKEW_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)));
-  SKEW_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return p;
-}
+using kernels::cuda::median_ms;
+using kernels::cuda::upload;
 
-// Median milliseconds of `repeats` runs of fn, after one warm-up run, timed with CUDA events.
-template <typename Fn>
-double median_ms(int repeats, Fn fn) {
-  fn();
-  SKEW_CUDA_CHECK(cudaDeviceSynchronize());
-  cudaEvent_t start, stop;
-  SKEW_CUDA_CHECK(cudaEventCreate(&start));
-  SKEW_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  for (int r = 0; r < repeats; ++r) {
-    SKEW_CUDA_CHECK(cudaEventRecord(start));
-    fn();
-    SKEW_CUDA_CHECK(cudaEventRecord(stop));
-    SKEW_CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    SKEW_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  SKEW_CUDA_CHECK(cudaEventDestroy(start));
-  SKEW_CUDA_CHECK(cudaEventDestroy(stop));
-  std::nth_element(ms.begin(), ms.begin() + std::ptrdiff_t(ms.size() / 2), ms.end());
-  return ms[ms.size() / 2];
-}
+
 
 // Device-to-device copy bandwidth, bytes read + written per second, on a 1 GiB buffer.
 double copy_bandwidth() {
