@@ -2,12 +2,12 @@
 // C^T = op(B)^T op(A)^T, i.e. the operands swap and the transposes stay as given.
 #include <cublas_v2.h>
 
+#include "kernels/cuda/cublas_handle.hpp"
 #include "kernels/gemm.hpp"
 #include "lib/core/cuda_check.hpp"
 
 namespace skew::kernels::cuda {
-namespace {
-cublasHandle_t handle() {
+cublasHandle_t cublas_handle() {
   thread_local cublasHandle_t h = [] {
     cublasHandle_t created;
     SKEW_CUBLAS_CHECK(cublasCreate(&created));
@@ -15,10 +15,9 @@ cublasHandle_t handle() {
   }();
   return h;
 }
-}  // namespace
 
 void gemm(const GemmShape& s, float alpha, const float* a, const float* b, float beta, float* c) {
-  SKEW_CUBLAS_CHECK(cublasSgemm(handle(), s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, s.n,
+  SKEW_CUBLAS_CHECK(cublasSgemm(cublas_handle(), s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, s.n,
                                 s.m, s.k, &alpha, b, s.ldb, a, s.lda, &beta, c, s.ldc));
 }
 

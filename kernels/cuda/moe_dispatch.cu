@@ -8,6 +8,7 @@
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_expert.hpp"
 #include "kernels/moe_gate.hpp"
+#include "kernels/cuda/cublas_handle.hpp"
 #include "lib/core/cuda_check.hpp"
 
 namespace skew::kernels::moe::cuda {
@@ -84,15 +85,6 @@ __global__ void softmax_topk_kernel(int n, int E, int k, const float* logits, fl
 __global__ void to_bf16(const float* in, std::int64_t n, __nv_bfloat16* out) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) out[i] = __float2bfloat16_rn(in[i]);
-}
-
-cublasHandle_t handle() {
-  thread_local cublasHandle_t h = [] {
-    cublasHandle_t created;
-    SKEW_CUBLAS_CHECK(cublasCreate(&created));
-    return created;
-  }();
-  return h;
 }
 
 }  // namespace
@@ -172,7 +164,7 @@ void grouped_gemm_bf16(int groups, const std::int64_t* offsets, int n, int k, co
                                                                   b16.as<__nv_bfloat16>());
     SKEW_CUDA_CHECK(cudaGetLastError());
     // Row-major C = A B is column-major C^T = B^T A^T: operands swap.
-    SKEW_CUBLAS_CHECK(cublasGemmEx(handle(), CUBLAS_OP_N, CUBLAS_OP_N, n, static_cast<int>(m), k, &alpha,
+    SKEW_CUBLAS_CHECK(cublasGemmEx(::skew::kernels::cuda::cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, n, static_cast<int>(m), k, &alpha,
                                    b16.as<__nv_bfloat16>(), CUDA_R_16BF, n, a16.as<__nv_bfloat16>() + offsets[g] * k,
                                    CUDA_R_16BF, k, &beta, c + offsets[g] * n, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
                                    CUBLAS_GEMM_DEFAULT));
