@@ -204,10 +204,7 @@ int main(int argc, char** argv) {
   schema.add_int("bench.repeats", 20, "timed runs per kernel (median reported)");
   return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
     const Config c = Config::parse(schema, argc, argv);
-    if (c.help_requested()) {
-      std::cout << schema.help_text();
-      return 0;
-    }
+    if (c.answer_help_or_print(std::cout, true)) return 0;
     const Sizes s{c.get_int("bench.tokens"),      int(c.get_int("bench.experts")), int(c.get_int("bench.topk")),
                   int(c.get_int("bench.width")),  int(c.get_int("bench.groups")),  int(c.get_int("bench.gemm_n")),
                   int(c.get_int("bench.gemm_k")), c.get_int("bench.gemm_rows"),    c.get_float("bench.zipf")};

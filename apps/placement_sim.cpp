@@ -242,10 +242,7 @@ int main(int argc, char** argv) {
   return comm::run_main(argc, argv, false, [&](comm::Runtime& rt) {
     const Schema schema = make_schema();
     const Config cfg = Config::parse(schema, argc, argv);
-    if (cfg.help_requested() || cfg.print_config_requested()) {
-      if (rt.world_rank == 0) std::cout << (cfg.help_requested() ? schema.help_text() : cfg.to_ini());
-      return 0;
-    }
+    if (cfg.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
     if (!cfg.get_string("sim.validate").empty()) return validate_main(cfg, *rt.world);
     return rt.world_rank == 0 ? simulate_main(cfg) : 0;
   });

@@ -13,14 +13,7 @@ int main(int argc, char** argv) {
   return skew::comm::run_main(argc, argv, false, [&](skew::comm::Runtime& rt) {
     const skew::Schema schema = skew::preduce::make_schema();
     const skew::Config config = skew::Config::parse(schema, argc, argv);
-    if (config.help_requested()) {
-      if (rt.world_rank == 0) std::cout << schema.help_text();
-      return 0;
-    }
-    if (config.print_config_requested()) {
-      if (rt.world_rank == 0) std::cout << config.to_ini();
-      return 0;
-    }
+    if (config.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
     const skew::preduce::TrainOptions opt = skew::preduce::read_options(config);
     std::optional<skew::preduce::RunResult> result;
     if (opt.simulate) {

@@ -183,10 +183,7 @@ int main(int argc, char** argv) {
   return skew::comm::run_main(argc, argv, /*bind_gpu=*/true, [&](skew::comm::Runtime& rt) {
     const skew::Schema schema = make_schema();
     const skew::Config config = skew::Config::parse(schema, argc, argv);
-    if (config.help_requested() || config.print_config_requested()) {
-      if (rt.world_rank == 0) std::cout << (config.help_requested() ? schema.help_text() : config.to_ini());
-      return 0;
-    }
+    if (config.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
     const std::string backend = config.get_string("bench.backend"), dtype_text = config.get_string("bench.dtype");
     const std::string redop_text = config.get_string("bench.redop"), which = config.get_string("bench.op");
     const std::int64_t min_bytes = config.get_int("bench.min_bytes"), max_bytes = config.get_int("bench.max_bytes");

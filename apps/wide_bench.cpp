@@ -67,10 +67,7 @@ int main(int argc, char** argv) {
   schema.add_string("bench.csv", "", "CSV output path (empty = none)");
   return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
     const Config c = Config::parse(schema, argc, argv);
-    if (c.help_requested()) {
-      std::cout << schema.help_text();
-      return 0;
-    }
+    if (c.answer_help_or_print(std::cout, true)) return 0;
     ReadOptions ro;
     ro.threads = int(c.get_int("bench.threads"));
     Timer load;

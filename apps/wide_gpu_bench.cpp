@@ -132,10 +132,7 @@ int main(int argc, char** argv) {
                     "write the renumbered data here as safetensors for the PyTorch script (empty = no)");
   return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
     const Config c = Config::parse(schema, argc, argv);
-    if (c.help_requested()) {
-      std::cout << schema.help_text();
-      return 0;
-    }
+    if (c.answer_help_or_print(std::cout, true)) return 0;
     ReadOptions read;
     read.threads = int(std::max(1u, std::thread::hardware_concurrency()));
     SparseDataset d = load_dataset(c.get_string("bench.data"), read);

@@ -236,14 +236,7 @@ int main(int argc, char** argv) {
   const Schema schema = make_schema();
   return comm::run_main(count, args.data(), false, [&](comm::Runtime& rt) {
     const Config c = Config::parse(schema, count, args.data());
-    if (c.help_requested()) {
-      if (rt.world_rank == 0) std::cout << schema.help_text();
-      return 0;
-    }
-    if (c.print_config_requested()) {
-      if (rt.world_rank == 0) std::cout << c.to_ini();
-      return 0;
-    }
+    if (c.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
     return predict_mode ? predict(c, rt) : train(c, rt);
   });
 }

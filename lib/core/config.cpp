@@ -371,6 +371,12 @@ std::vector<std::int64_t> Config::get_int_list(const std::string& key) const {
   return out;
 }
 
+bool Config::answer_help_or_print(std::ostream& out, bool print) const {
+  if (!help_ && !print_config_) return false;
+  if (print) out << (help_ ? schema_->help_text() : to_ini());
+  return true;
+}
+
 std::string Config::source(const std::string& key) const {
   const auto it = source_.find(key);
   SKEW_CHECK(it != source_.end(), "program error: config key '" << key << "' is not in the schema");

@@ -4,6 +4,7 @@
 // where its value came from (file:line or the command line).
 #pragma once
 #include <cstdint>
+#include <iosfwd>
 #include <map>
 #include <memory>
 #include <string>
@@ -61,6 +62,10 @@ class Config {
 
   bool help_requested() const { return help_; }
   bool print_config_requested() const { return print_config_; }
+  // Writes the --help text or the --print-config INI to `out` when asked for (and `print` is
+  // true: typically rank 0 only) and returns true if either was asked for, so every app ends
+  // there without running.
+  bool answer_help_or_print(std::ostream& out, bool print) const;
 
   std::string get_string(const std::string& key) const;
   std::int64_t get_int(const std::string& key) const;

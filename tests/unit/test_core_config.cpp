@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -209,6 +210,20 @@ TEST_CASE("config: --help lists every key with its default", "[config]") {
   CHECK_THAT(help, Catch::Contains("--output.dir (string, default \"\")"));
   CHECK_THAT(help, Catch::Contains("[train]"));
   CHECK_THAT(help, Catch::Contains("[general]"));
+}
+
+TEST_CASE("config: apps answer --help and --print-config, then stop", "[config]") {
+  const auto s = test_schema();
+  std::ostringstream help_out, quiet_out, ini_out, run_out;
+  CHECK(parse_args(s, {"--help"}).answer_help_or_print(help_out, true));
+  CHECK(help_out.str() == s.help_text());
+  CHECK(parse_args(s, {"--help"}).answer_help_or_print(quiet_out, false));  // other ranks print nothing
+  CHECK(quiet_out.str().empty());
+  const auto printing = parse_args(s, {"--print-config", "--train.steps=42"});
+  CHECK(printing.answer_help_or_print(ini_out, true));
+  CHECK(ini_out.str() == printing.to_ini());
+  CHECK_FALSE(parse_args(s, {"--train.steps=42"}).answer_help_or_print(run_out, true));
+  CHECK(run_out.str().empty());
 }
 
 TEST_CASE("config: --print-config output parses back to the same config", "[config]") {
