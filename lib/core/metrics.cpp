@@ -51,6 +51,24 @@ void CsvWriter::row(const std::vector<std::string>& cells) {
   out_.flush();
 }
 
+void read_jsonl(const std::string& path, const std::string& what,
+                const std::function<void(const Json& record, const std::string& where)>& fn) {
+  std::ifstream in(path);
+  SKEW_CHECK(in.is_open(), "cannot open " << what << " '" << path << "'");
+  std::string line;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = path + ":" + std::to_string(lineno);
+    Json record;
+    try {
+      record = Json::parse(line);
+    } catch (const std::exception& e) {
+      throw Error(where + ": not JSON: " + e.what());
+    }
+    fn(record, where);
+  }
+}
+
 std::string csv_number(double v) {
   std::ostringstream os;
   os.precision(6);

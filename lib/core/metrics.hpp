@@ -2,6 +2,7 @@
 // at most the current line), CSV tables for benchmarks, and the one-line JSON run summary.
 #pragma once
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -34,6 +35,12 @@ class CsvWriter {
   std::size_t columns_;
   std::ofstream out_;
 };
+
+// Calls `fn(record, where)` for every non-blank line of the JSONL file at `path`, where `where`
+// is "PATH:LINE" for the caller's own messages. `what` names the file in errors ("cannot open
+// routing trace 'x.jsonl'"); a line that is not JSON is an error naming its line.
+void read_jsonl(const std::string& path, const std::string& what,
+                const std::function<void(const Json& record, const std::string& where)>& fn);
 
 std::string csv_number(double v);
 // Prints `summary` as one JSON line on stdout (prefixed by nothing, so `tail -1 | jq` works).

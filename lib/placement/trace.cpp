@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "lib/core/error.hpp"
+#include "lib/core/metrics.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/placement/cost_model.hpp"
 
@@ -47,21 +46,11 @@ RoutingTrace generate_trace(const TraceSpec& spec) {
 }
 
 RoutingTrace read_trace_jsonl(const std::string& path, const std::string& key) {
-  std::ifstream in(path);
-  SKEW_CHECK(in, "cannot open routing trace " << path);
   RoutingTrace trace;
-  std::string line;
-  for (int lineno = 1; std::getline(in, line); ++lineno) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const std::exception& e) {
-      SKEW_THROW(path << ":" << lineno << ": not JSON: " << e.what());
-    }
-    if (!j.is_object() || !j.contains(key)) continue;
+  read_jsonl(path, "routing trace", [&](const Json& j, const std::string& where) {
+    if (!j.is_object() || !j.contains(key)) return;
     const auto& v = j.at(key);
-    SKEW_CHECK(v.is_array() && !v.empty(), path << ":" << lineno << ": '" << key << "' must be a non-empty array");
+    SKEW_CHECK(v.is_array() && !v.empty(), where << ": '" << key << "' must be a non-empty array");
     RoutingCounts counts;
     try {
       if (v.front().is_array())
@@ -69,15 +58,14 @@ RoutingTrace read_trace_jsonl(const std::string& path, const std::string& key) {
       else
         counts.push_back(v.get<std::vector<std::int64_t>>());
     } catch (const std::exception& e) {
-      SKEW_THROW(path << ":" << lineno << ": '" << key << "' must hold integer counts per expert: " << e.what());
+      SKEW_THROW(where << ": '" << key << "' must hold integer counts per expert: " << e.what());
     }
     if (!trace.empty())
       SKEW_CHECK(counts.size() == trace.front().size() && counts.front().size() == trace.front().front().size(),
-                 path << ":" << lineno << ": " << counts.size() << " layers x " << counts.front().size()
-                      << " experts, earlier lines had " << trace.front().size() << " x "
-                      << trace.front().front().size());
+                 where << ": " << counts.size() << " layers x " << counts.front().size() << " experts, earlier lines had "
+                       << trace.front().size() << " x " << trace.front().front().size());
     trace.push_back(std::move(counts));
-  }
+  });
   SKEW_CHECK(!trace.empty(), "routing trace " << path << " has no line with key '" << key << "'");
   return trace;
 }

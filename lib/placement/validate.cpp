@@ -1,31 +1,22 @@
 #include "lib/placement/validate.hpp"
 
-#include <fstream>
-#include <nlohmann/json.hpp>
-
 #include "lib/core/error.hpp"
+#include "lib/core/metrics.hpp"
 
 namespace skew::placement {
 
 MeasuredRun read_measured_jsonl(const std::string& path) {
-  std::ifstream in(path);
-  SKEW_CHECK(in, "cannot open measured metrics " << path);
   MeasuredRun run;
-  std::string line;
-  for (int lineno = 1; std::getline(in, line); ++lineno) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
+  read_jsonl(path, "measured metrics", [&](const Json& j, const std::string& where) {
+    if (!j.contains("tokens_per_expert") || !j.contains("time")) return;
     try {
-      j = nlohmann::json::parse(line);
-      if (!j.contains("tokens_per_expert") || !j.contains("time")) continue;
       run.trace.push_back(j.at("tokens_per_expert").get<RoutingCounts>());
       run.expert_seconds.push_back(j.at("time").at("expert").get<double>());
       run.alltoall_seconds.push_back(j.at("time").at("alltoall").get<double>());
     } catch (const std::exception& e) {
-      SKEW_THROW(path << ":" << lineno
-                      << ": expected tokens_per_expert [layer][expert] and time.expert/time.alltoall: " << e.what());
+      SKEW_THROW(where << ": expected tokens_per_expert [layer][expert] and time.expert/time.alltoall: " << e.what());
     }
-  }
+  });
   SKEW_CHECK(run.trace.size() >= 2,
              path << " has " << run.trace.size() << " iterations with tokens_per_expert and time; need 2 or more");
   return run;
