@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 
+#include "lib/core/host_device.hpp"
 #include "lib/core/tensor.hpp"
 
 namespace skew::kernels::moe {
@@ -13,6 +14,22 @@ void softmax_topk(Device device, int n, int experts, int k, const float* logits,
                   std::int32_t* expert, float* weight);
 void softmax_topk(int n, int experts, int k, const double* logits, double* probs, double* lse, std::int32_t* expert,
                   double* weight);
+
+// The k largest of one row's probabilities `p[0..experts)`, highest first, ties to the lower
+// expert id; shared by the CPU loop and the CUDA kernel so both backends pick the same experts.
+template <typename T>
+SKEW_HD inline void select_topk(const T* p, int experts, int k, std::int32_t* expert, T* weight) {
+  for (int j = 0; j < k; ++j) {
+    int best = -1;
+    for (int e = 0; e < experts; ++e) {
+      bool taken = false;
+      for (int i = 0; i < j; ++i) taken |= expert[i] == e;
+      if (!taken && (best < 0 || p[e] > p[best])) best = e;
+    }
+    expert[j] = best;
+    weight[j] = p[best];
+  }
+}
 
 namespace cuda {
 void softmax_topk(int n, int experts, int k, const float* logits, float* probs, float* lse, std::int32_t* expert,

@@ -23,16 +23,7 @@ void softmax_topk_host(int n, int E, int k, const T* logits, T* probs, T* lse, s
     const double s = mx + std::log(z);
     lse[t] = static_cast<T>(s);
     for (int e = 0; e < E; ++e) p[e] = static_cast<T>(std::exp(l[e] - s));
-    for (int j = 0; j < k; ++j) {
-      int best = -1;
-      for (int e = 0; e < E; ++e) {
-        bool taken = false;
-        for (int i = 0; i < j; ++i) taken |= expert[static_cast<std::size_t>(t) * k + i] == e;
-        if (!taken && (best < 0 || p[e] > p[best])) best = e;
-      }
-      expert[static_cast<std::size_t>(t) * k + j] = best;
-      weight[static_cast<std::size_t>(t) * k + j] = p[best];
-    }
+    select_topk(p, E, k, expert + static_cast<std::size_t>(t) * k, weight + static_cast<std::size_t>(t) * k);
   }
 }
 }  // namespace

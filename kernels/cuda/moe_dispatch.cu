@@ -70,16 +70,7 @@ __global__ void softmax_topk_kernel(int n, int E, int k, const float* logits, fl
   const float s = mx + logf(z);
   lse[t] = s;
   for (int e = 0; e < E; ++e) p[e] = expf(l[e] - s);
-  for (int j = 0; j < k; ++j) {
-    int best = -1;
-    for (int e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int i = 0; i < j; ++i) taken |= expert[static_cast<std::size_t>(t) * k + i] == e;
-      if (!taken && (best < 0 || p[e] > p[best])) best = e;
-    }
-    expert[static_cast<std::size_t>(t) * k + j] = best;
-    weight[static_cast<std::size_t>(t) * k + j] = p[best];
-  }
+  select_topk(p, E, k, expert + static_cast<std::size_t>(t) * k, weight + static_cast<std::size_t>(t) * k);
 }
 
 __global__ void to_bf16(const float* in, std::int64_t n, __nv_bfloat16* out) {

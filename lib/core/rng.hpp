@@ -6,11 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SKEW_HD __host__ __device__
-#else
-#define SKEW_HD
-#endif
+#include "lib/core/host_device.hpp"
 
 namespace skew {
 
