@@ -9,29 +9,9 @@ small sizes) is the dry run of the script where no GPU is: host clock, fp32 for 
 """
 import argparse
 import json
-import statistics
-import time
 
 import torch
-
-
-def median_ms(fn, repeats):
-    fn()
-    times = []
-    for _ in range(repeats):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        else:
-            start = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+from torch_timing import median_ms
 
 
 def skewed_offsets(groups, rows, s):
@@ -65,7 +45,7 @@ def main():
 
     big = torch.empty(1 << (30 if dev.type == "cuda" else 24), dtype=torch.uint8, device=dev).random_()
     copy = torch.empty_like(big)
-    bandwidth = 2 * big.numel() / (median_ms(lambda: copy.copy_(big), a.repeats) * 1e-3)
+    bandwidth = 2 * big.numel() / (median_ms(lambda: copy.copy_(big), a.repeats, dev) * 1e-3)
     out["copy_GBps"] = bandwidth / 1e9
     del big, copy
 
@@ -77,7 +57,7 @@ def main():
         weight, expert = torch.topk(probs, a.topk, dim=-1)
         return probs, lse, weight, expert
 
-    ms = median_ms(gate, a.repeats)
+    ms = median_ms(gate, a.repeats, dev)
     cells, picks = a.tokens * a.experts, a.tokens * a.topk
     gate_bytes = cells * 8 + a.tokens * 4 + picks * 8
     out["gate"] = {"ms": ms, "GBps": gate_bytes / (ms * 1e-3) / 1e9}
@@ -93,7 +73,7 @@ def main():
         order = torch.argsort(keys, stable=True)
         return starts, rows_in.index_select(0, order)
 
-    ms = median_ms(dispatch, a.repeats)
+    ms = median_ms(dispatch, a.repeats, dev)
     dispatch_bytes = n * a.width * 8 + n * 4 + n * 8
     out["dispatch"] = {"ms": ms, "GBps": dispatch_bytes / (ms * 1e-3) / 1e9,
                        "of_copy_bound": dispatch_bytes / (ms * 1e-3) / bandwidth}
@@ -106,16 +86,16 @@ def main():
     def per_group():
         return [a16[offsets[g]:offsets[g + 1]] @ b16[g] for g in range(a.groups)]
 
-    experts = {"loop_ms": median_ms(per_group, a.repeats)}
+    experts = {"loop_ms": median_ms(per_group, a.repeats, dev)}
     if hasattr(torch, "_grouped_mm") and dev.type == "cuda":
         offs = torch.tensor(offsets[1:], device=dev, dtype=torch.int32)
         # _grouped_mm wants B as [groups, n, k] transposed (column-major per group).
         bt = b16.transpose(1, 2).contiguous().transpose(1, 2)
         try:
-            experts["grouped_mm_ms"] = median_ms(lambda: torch._grouped_mm(a16, bt, offs=offs), a.repeats)
+            experts["grouped_mm_ms"] = median_ms(lambda: torch._grouped_mm(a16, bt, offs=offs), a.repeats, dev)
         except RuntimeError as e:  # unsupported layout or device in this build: report, carry on
             experts["grouped_mm_error"] = str(e).splitlines()[0]
-    experts["one_gemm_ms"] = median_ms(lambda: a16 @ b16[0], a.repeats)
+    experts["one_gemm_ms"] = median_ms(lambda: a16 @ b16[0], a.repeats, dev)
     for key in [k for k in experts if k.endswith("_ms")]:
         experts[key.replace("_ms", "_TFLOPs")] = flops / (experts[key] * 1e-3) / 1e12
     out["experts"] = experts

@@ -12,11 +12,10 @@ clock), median of repeats after a warm-up epoch. Prints one JSON line.
 """
 import argparse
 import json
-import statistics
 import struct
-import time
 
 import torch
+from torch_timing import median_ms
 import torch.nn.functional as F
 
 DTYPES = {"I64": torch.int64, "I32": torch.int32, "F32": torch.float32}
@@ -69,25 +68,6 @@ def epoch(params, data, sparse):
         torch.autograd.grad(loss, [bias, w, v])
         loss_sum += loss.detach()
     return loss_sum
-
-
-def median_ms(fn, repeats, device):
-    fn()
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            stop.record()
-            stop.synchronize()
-            times.append(start.elapsed_time(stop))
-        else:
-            start = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
 
 
 def main():
