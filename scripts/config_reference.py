@@ -27,6 +27,11 @@ def app_section(exe: pathlib.Path) -> str:
 
 
 def main() -> int:
+    if "-h" in sys.argv or "--help" in sys.argv:
+        print(__doc__)
+        print("usage: scripts/config_reference.py [BUILD_DIR] [--check]   (BUILD_DIR defaults to build;"
+              " it needs BUILD_DIR/apps/<app> for all eight apps)")
+        return 0
     build = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] != "--check" else "build")
     root = pathlib.Path(__file__).resolve().parent.parent
     parts = ["# Configuration reference", "",
