@@ -217,6 +217,49 @@ std::unique_ptr<Work> MpiProcessGroup::irecv(Buffer b, int src, int tag) {
   return std::make_unique<MpiWork>(req, Buffer{}, 0);
 }
 
+namespace {
+class MpiRequestsWork : public Work {
+ public:
+  explicit MpiRequestsWork(std::vector<MPI_Request> reqs) : reqs_(std::move(reqs)) {}
+  ~MpiRequestsWork() override {
+    try {
+      wait();
+    } catch (...) {
+    }
+  }
+  void wait() override {
+    SKEW_MPI_CHECK(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE));
+  }
+  bool test() override {
+    int flag = 0;
+    SKEW_MPI_CHECK(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE));
+    return flag != 0;
+  }
+
+ private:
+  std::vector<MPI_Request> reqs_;  // completed requests become MPI_REQUEST_NULL, so waits repeat safely
+};
+}  // namespace
+
+std::unique_ptr<Work> MpiProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
+  std::vector<MPI_Request> reqs(ops.size(), MPI_REQUEST_NULL);
+  // Receives first, so each matching send finds its buffer posted.
+  for (const bool receives : {true, false}) {
+    for (std::size_t i = 0; i < ops.size(); ++i) {
+      const P2POp& op = ops[i];
+      if ((op.kind == P2POp::Kind::Recv) != receives) continue;
+      SKEW_CHECK(op.peer >= 0 && op.peer < size_, "batch_isend_irecv: peer " << op.peer << " outside a group of " << size_);
+      check_buffer(op.buf, Device::Host, receives ? "batch irecv" : "batch isend");
+      const int n = as_int(op.buf.count, "batch_isend_irecv");
+      if (receives)
+        SKEW_MPI_CHECK(MPI_Irecv(op.buf.data, n, mpi_type(op.buf.dtype), op.peer, op.tag, comm_, &reqs[i]));
+      else
+        SKEW_MPI_CHECK(MPI_Isend(op.buf.data, n, mpi_type(op.buf.dtype), op.peer, op.tag, comm_, &reqs[i]));
+    }
+  }
+  return std::make_unique<MpiRequestsWork>(std::move(reqs));
+}
+
 std::shared_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key) {
   MPI_Comm out;
   SKEW_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &out));

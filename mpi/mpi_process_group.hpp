@@ -34,6 +34,7 @@ class MpiProcessGroup : public ProcessGroup {
                                    const std::vector<std::size_t>& recv_counts) override;
   std::unique_ptr<Work> isend(Buffer buf, int dst, int tag) override;
   std::unique_ptr<Work> irecv(Buffer buf, int src, int tag) override;
+  std::unique_ptr<Work> batch_isend_irecv(const std::vector<P2POp>& ops) override;
 
   std::shared_ptr<ProcessGroup> split(int color, int key) override;
 

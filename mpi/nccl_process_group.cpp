@@ -156,6 +156,23 @@ class NcclProcessGroup : public ProcessGroup {
     return std::make_unique<CudaEventWork>(stream_);
   }
 
+  // One NCCL group: the sends and receives progress together, whatever their order.
+  std::unique_ptr<Work> batch_isend_irecv(const std::vector<P2POp>& ops) override {
+    for (const P2POp& op : ops) {
+      SKEW_CHECK(op.peer >= 0 && op.peer < size_, "batch_isend_irecv: peer " << op.peer << " outside a group of " << size_);
+      check_buffer(op.buf, Device::Cuda, op.kind == P2POp::Kind::Send ? "batch isend" : "batch irecv");
+    }
+    SKEW_NCCL_CHECK(ncclGroupStart());
+    for (const P2POp& op : ops) {
+      if (op.kind == P2POp::Kind::Send)
+        SKEW_NCCL_CHECK(ncclSend(op.buf.data, op.buf.count, nccl_type(op.buf.dtype), op.peer, comm_, stream_));
+      else
+        SKEW_NCCL_CHECK(ncclRecv(op.buf.data, op.buf.count, nccl_type(op.buf.dtype), op.peer, comm_, stream_));
+    }
+    SKEW_NCCL_CHECK(ncclGroupEnd());
+    return std::make_unique<CudaEventWork>(stream_);
+  }
+
   std::shared_ptr<ProcessGroup> split(int color, int key) override {
     MPI_Comm out;
     SKEW_MPI_CHECK(MPI_Comm_split(bootstrap_->comm(), color < 0 ? MPI_UNDEFINED : color, key, &out));

@@ -43,6 +43,17 @@ class Work {
   virtual bool test() = 0;
 };
 
+// One leg of a batched point-to-point exchange (see ProcessGroup::batch_isend_irecv).
+struct P2POp {
+  enum class Kind { Send, Recv };
+  Kind kind;
+  Buffer buf;
+  int peer;
+  int tag;
+};
+inline P2POp send_op(Buffer buf, int peer, int tag) { return {P2POp::Kind::Send, buf, peer, tag}; }
+inline P2POp recv_op(Buffer buf, int peer, int tag) { return {P2POp::Kind::Recv, buf, peer, tag}; }
+
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
   virtual ~ProcessGroup() = default;
@@ -70,6 +81,10 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
                                            const std::vector<std::size_t>& recv_counts) = 0;
   virtual std::unique_ptr<Work> isend(Buffer buf, int dst, int tag) = 0;
   virtual std::unique_ptr<Work> irecv(Buffer buf, int src, int tag) = 0;
+  // All sends and receives start together and complete as one Work. Use it whenever a rank both
+  // sends and receives in one exchange: NCCL serialises separate isend/irecv calls on its stream,
+  // so "send to B, then receive from B" on two ranks would deadlock there, but not in a batch.
+  virtual std::unique_ptr<Work> batch_isend_irecv(const std::vector<P2POp>& ops) = 0;
 
   // Collective over this group: ranks with equal color form a group, ordered by key.
   // color < 0 returns nullptr (the rank joins no group).

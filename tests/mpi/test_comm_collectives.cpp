@@ -182,6 +182,31 @@ TEST_CASE("mpi group: send/recv, a ring of isend/irecv, barrier", "[mpi]") {
   g->barrier();
 }
 
+TEST_CASE("mpi group: batch_isend_irecv exchanges large messages with sends listed first", "[mpi]") {
+  auto g = world();
+  const int n = g->size(), r = g->rank();
+  // Far above any eager limit: a blocking send-then-receive on every rank would hang here.
+  const std::size_t count = 1u << 20;
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  std::vector<double> to_right(count), to_left(count), from_left(count, -1.0), from_right(count, -1.0);
+  for (std::size_t i = 0; i < count; ++i) {
+    to_right[i] = r * 1e7 + static_cast<double>(i);
+    to_left[i] = -(r * 1e7 + static_cast<double>(i));
+  }
+  using skew::comm::recv_op;
+  using skew::comm::send_op;
+  auto work = g->batch_isend_irecv({send_op(skew::comm::view(to_right), right, 11), send_op(skew::comm::view(to_left), left, 12),
+                                    recv_op(skew::comm::view(from_left), left, 11), recv_op(skew::comm::view(from_right), right, 12)});
+  work->wait();
+  work->wait();  // a second completion is harmless
+  for (std::size_t i : {std::size_t{0}, count / 3, count - 1}) {
+    CHECK(from_left[i] == left * 1e7 + static_cast<double>(i));
+    CHECK(from_right[i] == -(right * 1e7 + static_cast<double>(i)));
+  }
+  CHECK_THROWS_WITH(g->batch_isend_irecv({send_op(skew::comm::view(to_right), n, 1)}), Catch::Contains("outside a group of"));
+  g->barrier();
+}
+
 TEST_CASE("mpi group: iallreduce completes through test() and applies the average", "[mpi]") {
   auto g = world();
   const int n = g->size(), r = g->rank();
