@@ -34,6 +34,8 @@ skew::Schema make_schema() {
       .add_int("bench.step_factor", 2, "size multiplier between rows")
       .add_int("bench.iters", 20, "timed iterations per size")
       .add_int("bench.warmup", 5, "untimed iterations per size before timing")
+      .add_float("bench.alltoallv_zipf", 0.0,
+                 "alltoallv skew: every rank sends share (p+1)^-s of its data to rank p (0 = even split; MoE traffic to a hot expert's rank is s > 0)")
       .add_bool("bench.check", true, "check each size's result against the closed form (#wrong)")
       .add_string("output.csv", "results/comm/commbench_np{ranks}_{device}.csv",
                   "CSV of the table ({ranks}, {backend}, {device} are substituted; empty: none)")
@@ -55,6 +57,7 @@ struct Bench {
   skew::DType dtype = skew::DType::F32;
   ReduceOp redop = ReduceOp::Sum;
   std::int64_t iters = 0, warmup = 0;
+  double alltoallv_zipf = 0;
   bool check = true;
 };
 
@@ -142,14 +145,36 @@ Row run_allreduce(const Bench& b, std::size_t count) {
   return row;
 }
 
+// `count` elements per rank split over the n destinations by weight (p+1)^-zipf, rounded by
+// largest remainder so the shares sum to `count` exactly (zipf = 0: as even as possible, the
+// first peers taking the remainder). When count < n some peers get nothing, which the v-form allows.
+std::vector<std::size_t> alltoallv_shares(std::size_t count, int n, double zipf) {
+  std::vector<double> exact(static_cast<std::size_t>(n));
+  double total_weight = 0;
+  for (int p = 0; p < n; ++p) total_weight += std::pow(p + 1.0, -zipf);
+  std::vector<std::size_t> shares(static_cast<std::size_t>(n));
+  std::size_t assigned = 0;
+  for (int p = 0; p < n; ++p) {
+    const auto i = static_cast<std::size_t>(p);
+    exact[i] = static_cast<double>(count) * std::pow(p + 1.0, -zipf) / total_weight;
+    shares[i] = static_cast<std::size_t>(std::floor(exact[i]));
+    assigned += shares[i];
+  }
+  std::vector<int> order(static_cast<std::size_t>(n));
+  for (int p = 0; p < n; ++p) order[static_cast<std::size_t>(p)] = p;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int c) {
+    const auto ia = static_cast<std::size_t>(a), ic = static_cast<std::size_t>(c);
+    return exact[ia] - std::floor(exact[ia]) > exact[ic] - std::floor(exact[ic]) + 1e-12;
+  });
+  for (std::size_t k = 0; assigned < count; ++k, ++assigned) ++shares[static_cast<std::size_t>(order[k % order.size()])];
+  return shares;
+}
+
 Row run_alltoallv(const Bench& b, std::size_t count) {
   const int n = b.group->size(), r = b.group->rank();
-  // `count` elements per rank in total, split as evenly as possible (the first peers get the
-  // remainder); when count < n some peers exchange nothing, which the v-form allows.
-  const auto share = [&](int peer) { return count / n + (static_cast<std::size_t>(peer) < count % n ? 1 : 0); };
-  std::vector<std::size_t> counts(static_cast<std::size_t>(n));
-  for (int p = 0; p < n; ++p) counts[static_cast<std::size_t>(p)] = share(p);
-  // Rank r sends share(p) to p and receives share(r) from everyone.
+  // Every rank uses the same split, so rank r sends shares[p] to p and receives shares[r] from everyone.
+  const std::vector<std::size_t> counts = alltoallv_shares(count, n, b.alltoallv_zipf);
+  const auto share = [&](int peer) { return counts[static_cast<std::size_t>(peer)]; };
   std::vector<std::size_t> recv_counts(static_cast<std::size_t>(n), share(r));
   const std::size_t recv_total = skew::comm::sum_counts(recv_counts);
   std::vector<double> input, expected;
@@ -167,7 +192,11 @@ Row run_alltoallv(const Bench& b, std::size_t count) {
   }
   row.time_us = time_us(b, [&] { b.group->alltoallv(sv, counts, rv, recv_counts); });
   row.algbw = static_cast<double>(row.bytes) / (row.time_us * 1e3);
-  row.busbw = row.algbw * (n - 1) / n;
+  // Bus bandwidth = bytes the busiest receiver takes from other ranks / time: the link that
+  // bounds the exchange. For an even split it is nccl-tests' algbw * (n-1)/n.
+  const std::size_t busiest_share = *std::max_element(counts.begin(), counts.end());
+  const double busiest_bytes = static_cast<double>(busiest_share * static_cast<std::size_t>(n - 1) * skew::dtype_size(b.dtype));
+  row.busbw = busiest_bytes / (row.time_us * 1e3);
   return row;
 }
 
@@ -192,6 +221,8 @@ int main(int argc, char** argv) {
     b.iters = config.get_int("bench.iters");
     b.warmup = config.get_int("bench.warmup");
     b.check = config.get_bool("bench.check");
+    b.alltoallv_zipf = config.get_float("bench.alltoallv_zipf");
+    SKEW_CHECK(b.alltoallv_zipf >= 0, "bench.alltoallv_zipf must be >= 0, got " << b.alltoallv_zipf);
     SKEW_CHECK(min_bytes >= 1 && max_bytes >= min_bytes,
                "bench.min_bytes (" << min_bytes << ") must be >= 1 and <= bench.max_bytes (" << max_bytes << ")");
     SKEW_CHECK(step >= 2, "bench.step_factor must be >= 2, got " << step);
@@ -217,8 +248,8 @@ int main(int argc, char** argv) {
       std::printf("# sizes %lld..%lld B (x%lld), %lld warmup + %lld timed iterations; time = mean per iteration, averaged over ranks\n",
                   static_cast<long long>(min_bytes), static_cast<long long>(max_bytes), static_cast<long long>(step),
                   static_cast<long long>(b.warmup), static_cast<long long>(b.iters));
-      std::printf("# busbw = algbw * 2(n-1)/n for allreduce, * (n-1)/n for alltoallv; #wrong: elements off the closed form%s\n",
-                  b.check ? "" : " (check disabled: -1)");
+      std::printf("# busbw = algbw * 2(n-1)/n for allreduce; for alltoallv, bytes the busiest rank receives from others / time"
+                  " (split (p+1)^-%g); #wrong: elements off the closed form%s\n", b.alltoallv_zipf, b.check ? "" : " (check disabled: -1)");
       for (int r = 0; r < n; ++r) std::printf("#  rank %2d  world rank %2d\n", r, b.group->world_rank_of(r));
     }
     std::unique_ptr<skew::CsvWriter> csv;
@@ -226,7 +257,7 @@ int main(int argc, char** argv) {
       csv = std::make_unique<skew::CsvWriter>(csv_path, std::vector<std::string>{"collective", "backend", "ranks", "size_bytes", "count",
                                                                                   "type", "redop", "time_us", "algbw_gbps", "busbw_gbps", "wrong"});
     skew::JsonlWriter metrics(root ? config.get_string("output.metrics") : "");
-    skew::Json summary{{"app", "skew_commbench"}, {"backend", backend}, {"ranks", n}, {"dtype", dtype_text}};
+    skew::Json summary{{"app", "skew_commbench"}, {"backend", backend}, {"ranks", n}, {"dtype", dtype_text}, {"alltoallv_zipf", b.alltoallv_zipf}};
     double busbw_sum = 0;
     int rows = 0;
     std::int64_t wrong_total = 0;

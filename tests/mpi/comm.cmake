@@ -37,3 +37,11 @@ foreach(np 2 3)
     PASS_REGULAR_EXPRESSION "# Out of bounds values : 0 OK"
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 endforeach()
+# Skewed alltoallv (rank 0 receives most, as a hot expert's rank does): still exact at 3 ranks.
+add_test(NAME skew_commbench_zipf_np3
+         COMMAND ${skew_mpirun} 3 $<TARGET_FILE:skew_commbench> --config ${PROJECT_SOURCE_DIR}/configs/commbench.ini
+                 --bench.op=alltoallv --bench.alltoallv_zipf=1.5 --bench.min_bytes=4 --bench.max_bytes=65536
+                 --bench.iters=3 --bench.warmup=1 --output.csv=)
+set_tests_properties(skew_commbench_zipf_np3 PROPERTIES TIMEOUT 60 PROCESSORS 3
+  PASS_REGULAR_EXPRESSION "\"alltoallv_zipf\":1.5,.*\"wrong\":0,"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
