@@ -1,8 +1,13 @@
 // wide_bench: classical vs flow training throughput on the same synthetic Criteo-like data, in
 // one run, with the memory-bandwidth bound measured alongside. For each model, three runs of the
 // same epoch: classical on the generator's ids, classical on frequency-renumbered ids (what
-// renumbering alone buys), and flow (renumbered, tiled CSC, hot-feature caching).
+// renumbering alone buys), and flow (renumbered, tiled CSC, hot-feature caching). The three are
+// interleaved and repeated (bench.repeats), and each figure is the median over the repeats, of
+// wall time and of process CPU time (all threads): on a shared machine the CPU time is the
+// steadier measure of the work a schema does.
+#include <algorithm>
 #include <cstring>
+#include <ctime>
 #include <iostream>
 
 #include "lib/core/config.hpp"
@@ -30,8 +35,14 @@ double copy_bandwidth(std::size_t bytes) {
   return best;
 }
 
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 struct Run {
-  double seconds = 0, loss = 0, kernel_seconds = 0;
+  double seconds = 0, cpu_seconds = 0, loss = 0, kernel_seconds = 0;
   std::int64_t samples = 0, nonzeros = 0;
 };
 
@@ -39,6 +50,7 @@ Run time_epoch(const SparseDataset& data, const kernels::WideShape& shape, const
   WideTrainer trainer(WideModel::create(shape, 1, 0.01f), o);
   trainer.step(data, 0, batch);  // warm-up: page in parameters and scratch
   Run run;
+  const double cpu_start = process_cpu_seconds();
   Timer t;
   for (std::int64_t b = batch; b < data.rows(); b += batch) {
     const StepResult r = trainer.step(data, b, std::min(data.rows(), b + batch));
@@ -48,8 +60,26 @@ Run time_epoch(const SparseDataset& data, const kernels::WideShape& shape, const
     run.kernel_seconds += r.kernel_seconds;
   }
   run.seconds = t.seconds();
+  run.cpu_seconds = process_cpu_seconds() - cpu_start;
   run.loss /= double(std::max<std::int64_t>(1, run.samples));
   return run;
+}
+
+// The run with the median wall time, with the median CPU and kernel times beside it.
+Run median_run(std::vector<Run> runs) {
+  const auto median = [&](auto member) {
+    std::vector<double> v;
+    for (const Run& r : runs) v.push_back(r.*member);
+    std::nth_element(v.begin(), v.begin() + std::ptrdiff_t(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  const double cpu = median(&Run::cpu_seconds), kernel = median(&Run::kernel_seconds);
+  std::nth_element(runs.begin(), runs.begin() + std::ptrdiff_t(runs.size() / 2), runs.end(),
+                   [](const Run& a, const Run& b) { return a.seconds < b.seconds; });
+  Run r = runs[runs.size() / 2];
+  r.cpu_seconds = cpu;
+  r.kernel_seconds = kernel;
+  return r;
 }
 
 }  // namespace
@@ -64,6 +94,7 @@ int main(int argc, char** argv) {
   schema.add_choice("bench.optimizer", "sgd", {"sgd", "adagrad", "ftrl"}, "optimizer (same for all schemas)");
   schema.add_int("bench.tile_samples", 256, "flow: samples per tile");
   schema.add_int("bench.hot_features", 4096, "flow: cached hottest features");
+  schema.add_int("bench.repeats", 3, "interleaved repeats of the three runs per model (medians reported)");
   schema.add_string("bench.csv", "", "CSV output path (empty = none)");
   return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
     const Config c = Config::parse(schema, argc, argv);
@@ -84,10 +115,11 @@ int main(int argc, char** argv) {
       csv = std::make_unique<CsvWriter>(c.get_string("bench.csv"),
                                         std::vector<std::string>{"model", "schema", "ids", "threads", "rows", "features", "k",
                                                                  "batch", "seconds", "samples_per_s", "nonzeros_per_s",
-                                                                 "ratio_vs_classical", "kernel_seconds", "kernel_ratio_vs_classical",
+                                                                 "ratio_vs_classical", "cpu_seconds", "cpu_ratio_vs_classical",
+                                                                 "kernel_seconds", "kernel_ratio_vs_classical",
                                                                  "copy_GBps", "bound_fraction", "train_logloss"});
-    std::printf("%-4s %-10s %-10s %8s %14s %14s %8s %9s %9s %8s %8s\n", "model", "schema", "ids", "seconds", "samples/s",
-                "nonzeros/s", "ratio", "kernel_s", "k_ratio", "bound", "loss");
+    std::printf("%-4s %-10s %-10s %8s %14s %14s %8s %8s %9s %9s %9s %8s %8s\n", "model", "schema", "ids", "seconds",
+                "samples/s", "nonzeros/s", "ratio", "cpu_s", "cpu_ratio", "kernel_s", "k_ratio", "bound", "loss");
     Json summary{{"app", "wide_bench"}, {"copy_GBps", bandwidth / 1e9}};
     for (const auto& name : {std::string("lr"), std::string("fm"), std::string("ffm")}) {
       if (c.get_string("bench.models").find(name) == std::string::npos) continue;
@@ -102,26 +134,37 @@ int main(int argc, char** argv) {
       o.optimizer.lr = 0.05f;
       o.flow.tile_samples = int(c.get_int("bench.tile_samples"));
       o.flow.hot_features = c.get_int("bench.hot_features");
-      double classical_rate = 0, classical_kernel = 0;
       struct Case { const char* schema; const char* ids; const SparseDataset* data; };
-      for (const Case& cs : {Case{"classical", "original", &original}, Case{"classical", "renumbered", &renumbered},
-                             Case{"flow", "renumbered", &renumbered}}) {
-        o.schema = schema_from_name(cs.schema);
-        const Run r = time_epoch(*cs.data, shape, o, c.get_int("bench.batch_size"));
+      const std::vector<Case> cases{Case{"classical", "original", &original}, Case{"classical", "renumbered", &renumbered},
+                                    Case{"flow", "renumbered", &renumbered}};
+      std::vector<std::vector<Run>> runs(cases.size());
+      for (std::int64_t rep = 0; rep < std::max<std::int64_t>(1, c.get_int("bench.repeats")); ++rep)
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+          o.schema = schema_from_name(cases[i].schema);
+          runs[i].push_back(time_epoch(*cases[i].data, shape, o, c.get_int("bench.batch_size")));
+        }
+      double classical_rate = 0, classical_kernel = 0, classical_cpu = 0;
+      for (std::size_t i = 0; i < cases.size(); ++i) {
+        const Case& cs = cases[i];
+        const Run r = median_run(runs[i]);
         const double rate = double(r.samples) / r.seconds;
         if (classical_rate == 0) classical_rate = rate;
         if (classical_kernel == 0) classical_kernel = r.kernel_seconds;
+        if (classical_cpu == 0) classical_cpu = r.cpu_seconds;
         const double bound_rate = double(original.rows()) / (data_bytes / bandwidth);
-        std::printf("%-4s %-10s %-10s %8.2f %14.0f %14.0f %8.2f %9.2f %9.2f %8.3f %8.4f\n", name.c_str(), cs.schema, cs.ids,
-                    r.seconds, rate, double(r.nonzeros) / r.seconds, rate / classical_rate, r.kernel_seconds,
-                    classical_kernel / r.kernel_seconds, rate / bound_rate, r.loss);
+        std::printf("%-4s %-10s %-10s %8.2f %14.0f %14.0f %8.2f %8.2f %9.2f %9.2f %9.2f %8.3f %8.4f\n", name.c_str(), cs.schema,
+                    cs.ids, r.seconds, rate, double(r.nonzeros) / r.seconds, rate / classical_rate, r.cpu_seconds,
+                    classical_cpu / r.cpu_seconds, r.kernel_seconds, classical_kernel / r.kernel_seconds, rate / bound_rate,
+                    r.loss);
         std::fflush(stdout);
         summary[name + "_" + cs.schema + "_" + cs.ids + "_samples_per_s"] = rate;
+        summary[name + "_" + cs.schema + "_" + cs.ids + "_cpu_ratio"] = classical_cpu / r.cpu_seconds;
         if (csv)
           csv->row({name, cs.schema, cs.ids, std::to_string(o.threads), std::to_string(original.rows()),
                     std::to_string(original.num_features), std::to_string(shape.k), std::to_string(c.get_int("bench.batch_size")),
                     csv_number(r.seconds), csv_number(rate), csv_number(double(r.nonzeros) / r.seconds),
-                    csv_number(rate / classical_rate), csv_number(r.kernel_seconds), csv_number(classical_kernel / r.kernel_seconds),
+                    csv_number(rate / classical_rate), csv_number(r.cpu_seconds), csv_number(classical_cpu / r.cpu_seconds),
+                    csv_number(r.kernel_seconds), csv_number(classical_kernel / r.kernel_seconds),
                     csv_number(bandwidth / 1e9), csv_number(rate / bound_rate), csv_number(r.loss)});
       }
     }

@@ -13,9 +13,16 @@
 // replicated accumulators: one copy per thread, on the GPU several per block in shared memory)
 // across the whole stage and reach the global array in one reduction; colder columns are written
 // with one atomic add per weight per tile. Tile x {hot, cold} columns is the 2D partition.
-// On the CPU, LR (one weight per row: the tile sort costs more than it saves) and FFM (the
-// pairwise term does not factor into per-feature partial sums) keep sample order inside a tile
-// and route gradients through the same hot cache. The CUDA twin sorts for LR too.
+// On the CPU, LR has one weight per row, so a per-tile sort costs more than it saves; instead
+// its flow is one sample pass and one feature pass (sparse_gradient below): the sample pass
+// gathers, applies, and routes each entry's gradient either into the thread's replicated hot
+// cache or, for a cold feature, into the buffer of the thread that owns the feature (features are
+// dealt out by cache line, so owners never share a line); the feature pass has each owner
+// counting-sort its entries into blocks of 2048 features (8 KB of accumulators: L1-sized) and
+// reduce them there, emitting one row per touched feature. No atomics, no dense gradient array,
+// and the optimizer then walks the touched rows in block order. FFM (the pairwise term does not
+// factor into per-feature partial sums) keeps sample order inside a tile and routes gradients
+// through the hot cache. The CUDA twin sorts every model's tiles.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -83,6 +90,23 @@ struct WideTileScratch {
   std::vector<std::uint32_t> keys, keys_tmp, order, order_tmp, counts;
   std::vector<std::uint32_t> col_feature, col_begin;
   std::vector<float> acc, sample_grad, row_grad;
+  // LR feature pass: the owner's entries counting-sorted by block, the block's accumulators.
+  std::vector<std::uint32_t> block_start, sorted_keys, block_features;
+  std::vector<float> sorted_values, block_acc;
+  std::vector<std::uint8_t> block_seen;
+};
+
+// A batch gradient in feature-row form: the distinct features the batch touched and their
+// gradient rows (row_len floats each), in parts whose features are disjoint, so that the parts
+// can be applied in parallel.
+struct WideSparseGradient {
+  struct Part {
+    std::vector<std::uint32_t> features;
+    std::vector<float> rows;
+  };
+  float bias = 0.0f;
+  std::vector<Part> parts;
+  std::int64_t num_features() const;
 };
 
 class WideFlow {
@@ -90,6 +114,10 @@ class WideFlow {
   WideFlow(const WideShape& shape, const WideFlowOptions& options, int threads);
   // Same contract as wide_classical_gradient: grad += batch gradient, logits filled.
   void gradient(const WideBatch& batch, const float* params, float* grad, float* logits, WidePool& pool);
+  // The same gradient in feature-row form (LR only: has_sparse_gradient()); `out` is reused.
+  bool has_sparse_gradient() const { return shape_.kind == WideKind::LR; }
+  void sparse_gradient(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
+                       WideSparseGradient& out);
   const WideFlowStats& last_stats() const { return stats_; }
   std::int64_t hot_features() const { return hot_; }
 
@@ -101,6 +129,13 @@ class WideFlow {
   std::vector<WideTileScratch> scratch_;   // one per thread
   std::vector<std::vector<float>> hot_cache_;  // one replica per thread: hot_ * row_len floats
   WideFlowStats stats_;
+  // LR: per-thread flags of the touched hot features; per owner, the cold entries each tile
+  // routed to it (tile t writes from its first entry's offset) and the per-(tile, owner) counts.
+  std::vector<std::vector<std::uint8_t>> hot_touched_;
+  std::vector<std::vector<std::uint32_t>> owner_keys_;
+  std::vector<std::vector<float>> owner_values_;
+  std::vector<std::uint32_t> tile_owner_counts_;
+  WideSparseGradient sparse_;  // gradient() of LR goes through it
 };
 
 // LSD radix sort of (key, value) pairs on the low `bits` bits of key, 11 bits a pass.

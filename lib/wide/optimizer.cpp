@@ -1,6 +1,8 @@
 #include "lib/wide/optimizer.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "lib/core/error.hpp"
 
@@ -25,11 +27,12 @@ Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& 
   }
 }
 
-void Optimizer::update(float* w, float* g, std::size_t offset, std::size_t count, float scale) {
+void Optimizer::update(float* params, float* g, std::size_t offset, std::size_t count, float scale) {
   const OptimizerOptions& o = options_;
+  float* w = params;
   for (std::size_t j = offset; j < offset + count; ++j) {
-    float grad = g[j] * scale;
-    g[j] = 0.0f;
+    float grad = g[j - offset] * scale;
+    g[j - offset] = 0.0f;
     switch (o.kind) {
       case OptimizerKind::Sgd:
         w[j] -= o.lr * (grad + o.l2 * w[j]);
@@ -62,7 +65,26 @@ void Optimizer::step(float* params, float* grad, const std::vector<std::uint32_t
   pool.run((n + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(n, (task + 1) * kRowsPerTask);
     for (std::int64_t i = task * kRowsPerTask; i < end; ++i)
-      update(params, grad, 1 + features[std::size_t(i)] * row_len, row_len, scale);
+    {
+      const std::size_t offset = 1 + features[std::size_t(i)] * row_len;
+      update(params, grad + offset, offset, row_len, scale);
+    }
+  });
+}
+
+void Optimizer::step(float* params, kernels::WideSparseGradient& grad, float scale, kernels::WidePool& pool) {
+  update(params, &grad.bias, 0, 1, scale);
+  const std::size_t row_len = std::size_t(shape_.row_len());
+  constexpr std::size_t kRowsPerTask = 4096;
+  std::vector<std::pair<std::size_t, std::size_t>> tasks;  // (part, first row)
+  for (std::size_t p = 0; p < grad.parts.size(); ++p)
+    for (std::size_t r = 0; r < grad.parts[p].features.size(); r += kRowsPerTask) tasks.emplace_back(p, r);
+  pool.run(std::int64_t(tasks.size()), [&](std::int64_t task, int) {
+    const auto [p, first] = tasks[std::size_t(task)];
+    kernels::WideSparseGradient::Part& part = grad.parts[p];
+    const std::size_t end = std::min(part.features.size(), first + kRowsPerTask);
+    for (std::size_t r = first; r < end; ++r)
+      update(params, part.rows.data() + r * row_len, 1 + part.features[r] * row_len, row_len, scale);
   });
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/wide_flow.hpp"
 #include "kernels/wide_model.hpp"
 #include "kernels/wide_pool.hpp"
 
@@ -28,10 +29,14 @@ class Optimizer {
   Optimizer(const OptimizerOptions& options, const kernels::WideShape& shape, const std::vector<float>& params);
   // params -= update(grad * scale) on the bias and the rows of `features`; zeroes those grads.
   void step(float* params, float* grad, const std::vector<std::uint32_t>& features, float scale, kernels::WidePool& pool);
+  // The same update from a gradient in feature-row form (the flow schema's LR output); the
+  // parts are applied in parallel, and their rows zeroed.
+  void step(float* params, kernels::WideSparseGradient& grad, float scale, kernels::WidePool& pool);
   const OptimizerOptions& options() const { return options_; }
 
  private:
-  void update(float* w, float* g, std::size_t offset, std::size_t count, float scale);
+  // Updates params[offset, offset + count) from g[0, count) and zeroes g.
+  void update(float* params, float* g, std::size_t offset, std::size_t count, float scale);
   OptimizerOptions options_;
   kernels::WideShape shape_;
   std::vector<float> n_, z_;  // AdaGrad: n_ = sum g^2; FTRL: z_, n_

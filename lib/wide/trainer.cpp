@@ -78,17 +78,45 @@ void WideTrainer::synchronise(double& loss_sum, std::int64_t& samples, std::int6
     for (std::size_t j = 0; j < row_len; ++j) grad_[1 + std::size_t(all[r]) * row_len + j] = float(packed[4 + r * row_len + j]);
 }
 
+// Flow LR on several ranks: the synchronisation works on the dense gradient and a sorted
+// touched list, so the feature rows are written back into that form.
+void WideTrainer::densify_sparse_gradient() {
+  const std::int64_t row_len = model_.shape.row_len();
+  grad_[0] += sparse_grad_.bias;
+  touched_.clear();
+  for (const auto& part : sparse_grad_.parts) {
+    for (std::size_t r = 0; r < part.features.size(); ++r)
+      std::copy_n(part.rows.begin() + std::ptrdiff_t(r) * row_len, row_len,
+                  grad_.begin() + 1 + std::ptrdiff_t(part.features[r]) * row_len);
+    touched_.insert(touched_.end(), part.features.begin(), part.features.end());
+  }
+  std::sort(touched_.begin(), touched_.end());
+}
+
 StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std::int64_t end) {
   const kernels::WideBatch b = data.batch(begin, end);
   logits_.resize(std::size_t(b.rows));
-  touched_features(b);
+  // Flow LR produces its touched features and their gradient rows itself.
+  const bool sparse = flow_ && flow_->has_sparse_gradient();
+  const bool distributed = group_ && group_->size() > 1;
+  if (!sparse) touched_features(b);
   Timer kernel_timer;
-  compute(b, grad_.data(), logits_.data());
+  if (sparse)
+    flow_->sparse_gradient(b, model_.params.data(), logits_.data(), *pool_, sparse_grad_);
+  else
+    compute(b, grad_.data(), logits_.data());
   const double kernel_seconds = kernel_timer.seconds();
   double loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
   std::int64_t samples = b.rows, nonzeros = b.nnz();
+  if (sparse && distributed) densify_sparse_gradient();
   synchronise(loss, samples, nonzeros);
-  if (samples > 0) optimizer_->step(model_.params.data(), grad_.data(), touched_, 1.0f / float(samples), *pool_);
+  if (samples > 0) {
+    const float scale = 1.0f / float(samples);
+    if (sparse && !distributed)
+      optimizer_->step(model_.params.data(), sparse_grad_, scale, *pool_);
+    else
+      optimizer_->step(model_.params.data(), grad_.data(), touched_, scale, *pool_);
+  }
   return StepResult{samples > 0 ? loss / double(samples) : 0.0, samples, nonzeros, kernel_seconds};
 }
 

@@ -66,6 +66,7 @@ class WideTrainer {
  private:
   void compute(const kernels::WideBatch& batch, float* grad, float* logits);
   void touched_features(const kernels::WideBatch& batch);
+  void densify_sparse_gradient();
   void synchronise(double& loss_sum, std::int64_t& samples, std::int64_t& nonzeros);
 
   WideModel model_;
@@ -75,6 +76,7 @@ class WideTrainer {
   std::unique_ptr<kernels::WideFlow> flow_;
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<float> grad_, logits_;
+  kernels::WideSparseGradient sparse_grad_;  // flow LR: the gradient in feature-row form
   std::vector<std::uint32_t> stamp_, touched_;
   std::uint32_t stamp_value_ = 0;
 };
