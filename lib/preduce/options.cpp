@@ -45,7 +45,7 @@ Schema make_schema() {
   s.add_string("model.hidden", "64", "hidden layer widths of the MLP, comma-separated; empty = logistic regression");
   s.add_int("train.steps", 200, "local steps per worker");
   s.add_float("train.max_seconds", 0.0, "stop a worker after this many (wall or virtual) seconds; 0 = none; "
-                                        "preduce, eager and local only (allreduce and adpsgd stop by steps)");
+                                        "all modes but allreduce (which stops by steps)");
   s.add_int("train.batch", 32, "minibatch per worker and step");
   s.add_float("train.lr", 0.1, "SGD learning rate");
   s.add_int("train.seed", 1, "seed of the model, data and delays");
@@ -53,8 +53,8 @@ Schema make_schema() {
   s.add_float("train.target_accuracy", 0.9, "time to this mean worker test accuracy is reported");
   s.add_int("train.log_interval", 50, "progress line every this many steps (rank 0)");
   s.add_choice("sync.mode", "preduce", {"allreduce", "preduce", "adpsgd", "eager", "local"},
-               "allreduce: synchronous gradient average each step; preduce: partial reduce; adpsgd: pairwise "
-               "averaging on a seeded random matching; eager: partial collective with a deadline; local: none");
+               "allreduce: synchronous gradient average each step; preduce: partial reduce; adpsgd: asynchronous "
+               "pairwise averaging (active/passive workers, a communication thread each); eager: partial collective with a deadline; local: none");
   s.add_int("preduce.group_size", 2, "P: workers per partial-reduce group");
   s.add_choice("preduce.reduce", "model", {"model", "gradient"}, "what a group averages");
   s.add_float("preduce.alpha", 0.9, "staleness decay: level i (s = max version - version + 1) gets (1-alpha) alpha^(i-1); 1 = equal weights");
@@ -137,7 +137,7 @@ TrainOptions read_options(const Config& c) {
 }
 
 bool time_limited(const TrainOptions& opt) {
-  return opt.max_seconds > 0.0 && opt.mode != SyncMode::Allreduce && opt.mode != SyncMode::Adpsgd;
+  return opt.max_seconds > 0.0 && opt.mode != SyncMode::Allreduce;
 }
 
 comm::GroupOptions group_options(const TrainOptions& opt, int num_workers) {

@@ -27,7 +27,7 @@ struct TrainOptions {
   int fm_k = 4;
   // train
   std::int64_t steps = 200;
-  double max_seconds = 0.0;  // 0 = none; honoured by preduce, eager and local (see time_limited)
+  double max_seconds = 0.0;  // 0 = none; honoured by all modes but allreduce (see time_limited)
   int batch = 32;
   double lr = 0.1;
   std::uint64_t seed = 1;
@@ -51,8 +51,8 @@ struct TrainOptions {
   std::string metrics, curve;
 };
 
-// Modes whose workers may stop independently: all but allreduce and adpsgd, whose rounds need
-// every worker (or its partner), so they stop by train.steps only.
+// Modes whose workers may stop independently: all but allreduce, whose rounds need every
+// worker, so it stops by train.steps only.
 bool time_limited(const TrainOptions& opt);
 
 Schema make_schema();

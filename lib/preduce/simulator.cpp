@@ -8,6 +8,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
+#include "lib/core/rng.hpp"
 #include "lib/preduce/trainer.hpp"
 #include "mpi/preduce_groups.hpp"
 
@@ -18,6 +19,7 @@ struct Event {
   double time;
   std::uint64_t seq;
   int worker;  // -1: a group deadline
+  bool gossip = false;  // AD-PSGD: the worker's communication thread starts a pending averaging
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 
@@ -34,7 +36,9 @@ class Simulation {
     ready_at_.assign(static_cast<std::size_t>(n_), 0.0);
     wait_.assign(static_cast<std::size_t>(n_), 0.0);
     end_.assign(static_cast<std::size_t>(n_), 0.0);
-    waiting_round_.assign(static_cast<std::size_t>(n_), -1);
+    gossip_free_at_.assign(static_cast<std::size_t>(n_), 0.0);
+    gossip_pending_.assign(static_cast<std::size_t>(n_), 0);
+    for (int w = 0; w < n_; ++w) gossip_rng_.emplace_back(opt.seed, 0xad95d000ull + static_cast<std::uint64_t>(w));
   }
 
   RunResult run();
@@ -71,6 +75,7 @@ class Simulation {
   void on_step_done(int w, double t);
   void run_allreduce();
   void average_in_group(const comm::Group& g, bool equal_weights_gradient);
+  void gossip(int w, double t);
 
   const TrainOptions& opt_;
   std::unique_ptr<Task> task_;
@@ -83,7 +88,11 @@ class Simulation {
   std::uint64_t seq_ = 0;
   double bytes_ = 0.0, next_eval_ = 0.0;
   std::vector<double> ready_at_, wait_, end_;
-  std::vector<std::int64_t> waiting_round_;
+  // AD-PSGD: when each active worker's communication thread is free again, whether a request
+  // waits for it, and its partner choice.
+  std::vector<double> gossip_free_at_;
+  std::vector<char> gossip_pending_;
+  std::vector<Rng> gossip_rng_;
   std::int64_t groups_ = 0, members_ = 0;
   std::vector<float> sum_;
 };
@@ -136,6 +145,24 @@ void Simulation::close_groups(double t) {
   if (auto d = former_.next_deadline(); d && *d > t) queue_.push({*d, seq_++, -1});
 }
 
+// One AD-PSGD averaging of active worker w with a random passive worker, atomic at t; w's
+// communication thread is busy for one pairwise reduction.
+void Simulation::gossip(int w, double t) {
+  const int passives = n_ / 2;
+  const int partner = 2 * static_cast<int>(gossip_rng_[static_cast<std::size_t>(w)].below(static_cast<std::uint64_t>(passives))) + 1;
+  Worker& me = workers_[static_cast<std::size_t>(w)];
+  Worker& other = workers_[static_cast<std::size_t>(partner)];
+  for (std::size_t i = 0; i < me.params().size(); ++i)
+    me.params()[i] = other.params()[i] = 0.5f * (me.params()[i] + other.params()[i]);
+  const std::int64_t v = std::max(me.version(), other.version());
+  me.set_version(v);
+  other.set_version(v);
+  gossip_pending_[static_cast<std::size_t>(w)] = 0;
+  gossip_free_at_[static_cast<std::size_t>(w)] = t + comm_cost(2);
+  ++groups_;
+  members_ += 2;
+}
+
 void Simulation::on_step_done(int w, double t) {
   Worker& me = workers_[static_cast<std::size_t>(w)];
   me.local_step();
@@ -143,28 +170,21 @@ void Simulation::on_step_done(int w, double t) {
     case SyncMode::Local:
       continue_or_finish(w, t);
       break;
-    case SyncMode::Adpsgd: {
-      const int partner = random_matching(n_, opt_.seed, me.step())[static_cast<std::size_t>(w)];
-      if (partner < 0) {
-        continue_or_finish(w, t);
-      } else if (waiting_round_[static_cast<std::size_t>(partner)] == me.step()) {
-        Worker& other = workers_[static_cast<std::size_t>(partner)];
-        wait_[static_cast<std::size_t>(partner)] += t - ready_at_[static_cast<std::size_t>(partner)];
-        for (std::size_t i = 0; i < me.params().size(); ++i)
-          me.params()[i] = other.params()[i] = 0.5f * (me.params()[i] + other.params()[i]);
-        const std::int64_t v = std::max(me.version(), other.version());
-        me.set_version(v);
-        other.set_version(v);
-        waiting_round_[static_cast<std::size_t>(partner)] = -1;
-        const double done = t + comm_cost(2);
-        continue_or_finish(w, done);
-        continue_or_finish(partner, done);
-      } else {
-        waiting_round_[static_cast<std::size_t>(w)] = me.step();
-        ready_at_[static_cast<std::size_t>(w)] = t;
+    case SyncMode::Adpsgd:
+      // Even workers are active, odd passive (as in the MPI run). The computing thread never
+      // waits; an active worker's communication thread averages now, or once it is free
+      // (requests made while it is busy are coalesced into one).
+      if (w % 2 == 0 && n_ > 1 && !gossip_pending_[static_cast<std::size_t>(w)]) {
+        const double free_at = gossip_free_at_[static_cast<std::size_t>(w)];
+        if (free_at <= t) {
+          gossip(w, t);
+        } else {
+          gossip_pending_[static_cast<std::size_t>(w)] = 1;
+          queue_.push({free_at, seq_++, w, true});
+        }
       }
+      continue_or_finish(w, t);
       break;
-    }
     case SyncMode::Preduce:
     case SyncMode::Eager:
       ready_at_[static_cast<std::size_t>(w)] = t;
@@ -211,6 +231,7 @@ RunResult Simulation::run() {
       queue_.pop();
       evaluate_until(e.time);
       if (e.worker < 0) close_groups(e.time);
+      else if (e.gossip) gossip(e.worker, e.time);
       else on_step_done(e.worker, e.time);
     }
     SKEW_CHECK(opt_.mode != SyncMode::Preduce && opt_.mode != SyncMode::Eager ? true : former_.all_finished(),

@@ -9,23 +9,11 @@
 #include "lib/core/log.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/core/timer.hpp"
+#include "mpi/mpi_process_group.hpp"
 #include "mpi/preduce_controller.hpp"
+#include "mpi/preduce_gossip.hpp"
 
 namespace skew::preduce {
-
-std::vector<int> random_matching(int n, std::uint64_t seed, std::int64_t round) {
-  std::vector<int> perm(static_cast<std::size_t>(n));
-  for (int i = 0; i < n; ++i) perm[static_cast<std::size_t>(i)] = i;
-  Rng rng(seed, 0xad95d, static_cast<std::uint64_t>(round) * 2 * static_cast<std::uint64_t>(n));
-  for (int i = n - 1; i > 0; --i)
-    std::swap(perm[static_cast<std::size_t>(i)], perm[rng.below(static_cast<std::uint64_t>(i) + 1)]);
-  std::vector<int> partner(static_cast<std::size_t>(n), -1);
-  for (int j = 0; j + 1 < n; j += 2) {
-    partner[static_cast<std::size_t>(perm[static_cast<std::size_t>(j)])] = perm[static_cast<std::size_t>(j + 1)];
-    partner[static_cast<std::size_t>(perm[static_cast<std::size_t>(j + 1)])] = perm[static_cast<std::size_t>(j)];
-  }
-  return partner;
-}
 
 void write_curve(const std::string& path, const Curve& curve) {
   CsvWriter csv(path, {"time_s", "mean_accuracy"});
@@ -39,31 +27,6 @@ std::string metrics_path(std::string path, int rank) {
   const auto at = path.find("%r");
   if (at != std::string::npos) path.replace(at, 2, std::to_string(rank));
   return path;
-}
-
-constexpr int kVersionTag = 101, kParamsTag = 102;
-
-// AD-PSGD round: exchange versions (the wait), then models (the communication); average.
-void pairwise_average(comm::ProcessGroup& workers, Worker& me, int partner, std::vector<float>& peer, double& wait_s,
-                      double& comm_s) {
-  Timer t;
-  std::int64_t mine = me.version(), theirs = 0;
-  {
-    auto s = workers.isend(comm::view(&mine, 1), partner, kVersionTag);
-    auto r = workers.irecv(comm::view(&theirs, 1), partner, kVersionTag);
-    r->wait();
-    s->wait();
-  }
-  wait_s = t.seconds();
-  t.reset();
-  peer.resize(me.params().size());
-  auto s = workers.isend(comm::view(me.params()), partner, kParamsTag);
-  auto r = workers.irecv(comm::view(peer), partner, kParamsTag);
-  r->wait();
-  s->wait();
-  for (std::size_t i = 0; i < peer.size(); ++i) me.params()[i] = 0.5f * (me.params()[i] + peer[i]);
-  me.set_version(std::max(mine, theirs));
-  comm_s = t.seconds();
 }
 
 }  // namespace
@@ -84,6 +47,13 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   const int n = workers->size(), id = workers->rank();
   const std::unique_ptr<Task> task = make_task(opt, n);
   Worker me(opt, *task, id);
+  std::unique_ptr<comm::PairwiseGossip> gossip;
+  if (opt.mode == SyncMode::Adpsgd) {
+    const auto* mpi = dynamic_cast<const comm::MpiProcessGroup*>(workers.get());
+    SKEW_CHECK(mpi, "sync.mode = adpsgd needs the MPI backend");
+    gossip = std::make_unique<comm::PairwiseGossip>(mpi->comm(), me.params().data(), me.params().size(),
+                                                    me.mutable_version(), opt.seed);
+  }
   JsonlWriter metrics(metrics_path(opt.metrics, world->rank()));
   const auto evaluate = [&] { return task->metric(me.params()); };
   // Models are snapshotted on the time grid and evaluated after training, so evaluation never
@@ -97,12 +67,23 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   const Timer clock;
   for (std::int64_t step = 0; step < opt.steps; ++step) {
     Timer t;
-    const double loss = me.local_step();
+    double wait = 0.0, comm_time = 0.0;
+    std::vector<int> members;
+    double loss = 0.0;
+    if (gossip) {
+      // AD-PSGD: the gradient at a snapshot; the communication thread may average the model
+      // meanwhile, and the gradient is applied to whatever the model is then.
+      {
+        auto guard = gossip->lock();
+        scratch = me.params();
+      }
+      loss = me.gradient_at(scratch);
+    } else {
+      loss = me.local_step();
+    }
     const double compute = t.seconds();
     const double injected = me.hetero().injected_s(step, compute);
     std::this_thread::sleep_for(std::chrono::duration<double>(injected));
-    double wait = 0.0, comm_time = 0.0;
-    std::vector<int> members;
     switch (opt.mode) {
       case SyncMode::Allreduce:
         t.reset();
@@ -113,11 +94,13 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
       case SyncMode::Local:
         break;
       case SyncMode::Adpsgd: {
-        const int partner = random_matching(n, opt.seed, step)[static_cast<std::size_t>(id)];
-        if (partner >= 0) {
-          pairwise_average(*workers, me, partner, scratch, wait, comm_time);
-          members = {std::min(id, partner), std::max(id, partner)};
+        t.reset();
+        {
+          auto guard = gossip->lock();
+          wait = t.seconds();  // the lock is held only while an averaging is applied
+          me.apply_reduced(false);
         }
+        gossip->request();
         break;
       }
       case SyncMode::Preduce:
@@ -147,25 +130,44 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
       }
     }
     me.finish_step();
+    std::int64_t version = 0;
+    if (gossip) {
+      auto guard = gossip->lock();
+      version = me.version();
+    } else {
+      version = me.version();
+    }
     sum_compute += compute;
     sum_injected += injected;
     sum_wait += wait;
     sum_comm += comm_time;
     const double now = clock.seconds();
     if (now >= next_eval) {
-      snapshots.push_back(me.params());
+      if (gossip) {
+        auto guard = gossip->lock();
+        snapshots.push_back(me.params());
+      } else {
+        snapshots.push_back(me.params());
+      }
       for (; next_eval <= now; next_eval += opt.eval_interval_s) snapshot_of_point.push_back(snapshots.size() - 1);
     }
     if (metrics.enabled())
-      metrics.write(Json{{"step", step}, {"time_s", now}, {"loss", loss}, {"version", me.version()},
+      metrics.write(Json{{"step", step}, {"time_s", now}, {"loss", loss}, {"version", version},
                          {"members", members}, {"compute_s", compute}, {"injected_s", injected}, {"wait_s", wait},
                          {"comm_s", comm_time}});
     if (opt.log_interval > 0 && (step + 1) % opt.log_interval == 0)
-      SKEW_INFO("step " << step + 1 << "/" << opt.steps << " loss " << loss << " version " << me.version() << " t "
+      SKEW_INFO("step " << step + 1 << "/" << opt.steps << " loss " << loss << " version " << version << " t "
                         << now << "s");
     if (time_limited(opt) && now >= opt.max_seconds) break;
   }
   if (pr) pr->finish();
+  std::int64_t gossip_averages = 0;
+  double gossip_comm = 0.0;
+  if (gossip) {
+    gossip->stop();
+    gossip_averages = gossip->averages();
+    gossip_comm = gossip->comm_seconds();
+  }
   const double end_time = clock.seconds();
   const double final_acc = evaluate();
   std::vector<double> snapshot_acc;
@@ -180,7 +182,9 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   workers->allreduce(comm::view(series), comm::ReduceOp::Avg);
   Curve curve{opt.eval_interval_s, series};
   // Per-worker totals, gathered: compute, injected, wait, comm, end time, steps/s, final accuracy.
-  std::vector<double> mine{sum_compute, sum_injected, sum_wait, sum_comm, end_time, static_cast<double>(me.step()) / end_time, final_acc};
+  // (adpsgd: comm is its communication thread's time, off the computing thread's path.)
+  std::vector<double> mine{sum_compute, sum_injected, sum_wait, gossip ? gossip_comm : sum_comm, end_time,
+                           static_cast<double>(me.step()) / end_time, final_acc, static_cast<double>(gossip_averages)};
   std::vector<double> all(mine.size() * static_cast<std::size_t>(n));
   workers->allgather(comm::view(mine), comm::view(all));
   std::vector<float> average = me.params();
@@ -202,6 +206,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     per_worker.push_back(Json{{"worker", w}, {"compute_s", v[0]}, {"injected_s", v[1]}, {"wait_s", v[2]},
                               {"comm_s", v[3]}, {"end_s", v[4]}, {"steps_per_s", v[5]}, {"idle_fraction", v[2] / v[4]},
                               {"final_accuracy", v[6]}});
+    if (gossip) per_worker.back()["averages"] = v[7];
   }
   result.summary = Json{{"app", "preduce_train"}, {"simulate", false}, {"mode", sync_mode_name(opt.mode)},
                         {"workers", n}, {"steps", opt.steps}, {"wall_s", wall}, {"metric", task->metric_name()},

@@ -26,10 +26,6 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
 
 RunResult simulate(const TrainOptions& opt);
 
-// A seeded random perfect matching of `n` workers for round `round`: partner[w], or -1 for the
-// worker left out when n is odd. Symmetric: partner[partner[w]] == w.
-std::vector<int> random_matching(int n, std::uint64_t seed, std::int64_t round);
-
 // Writes "time_s,mean_accuracy" rows.
 void write_curve(const std::string& path, const Curve& curve);
 

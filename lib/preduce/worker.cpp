@@ -12,10 +12,15 @@ Worker::Worker(const TrainOptions& opt, Task& task, int worker)
   accum_.assign(params_.size(), 0.0f);
 }
 
-double Worker::local_step() {
-  const double loss = task_->loss_and_grad(params_, id_, step_, grad_);
+double Worker::gradient_at(const std::vector<float>& params) {
+  const double loss = task_->loss_and_grad(params, id_, step_, grad_);
   SKEW_CHECK(std::isfinite(loss), "worker " << id_ << " step " << step_ << ": the loss is " << loss
                                             << "; training diverged (lower train.lr)");
+  return loss;
+}
+
+double Worker::local_step() {
+  const double loss = gradient_at(params_);
   const auto lr = static_cast<float>(opt_->lr);
   switch (opt_->mode) {
     case SyncMode::Preduce:

@@ -19,6 +19,9 @@ class Worker {
   // it locally before synchronising (model averaging modes) or accumulates it (eager).
   // Returns the minibatch loss.
   double local_step();
+  // The gradient of this step's minibatch at `params` (a snapshot, for AD-PSGD's computing
+  // thread) into grad(), without applying it; returns the minibatch loss.
+  double gradient_at(const std::vector<float>& params);
   // After a gradient reduction: apply grad() (or accum(), eager) and clear the accumulator.
   void apply_reduced(bool from_accumulator);
   void finish_step() { ++step_; }
@@ -28,6 +31,8 @@ class Worker {
   std::vector<float>& accum() { return accum_; }
   std::int64_t version() const { return version_; }
   void set_version(std::int64_t v) { version_ = v; }
+  // For AD-PSGD's communication thread, which updates the version under its model lock.
+  std::int64_t* mutable_version() { return &version_; }
   std::int64_t step() const { return step_; }
   const Hetero& hetero() const { return hetero_; }
   int id() const { return id_; }

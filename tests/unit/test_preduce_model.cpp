@@ -36,22 +36,6 @@ TEST_CASE("MLP backward matches central finite differences", "[preduce]") {
   CHECK(max_err < 2e-2 * max_grad);
 }
 
-TEST_CASE("random matching is a symmetric pairing, fixed by seed and round", "[preduce]") {
-  for (int n : {2, 5, 8}) {
-    const auto m = random_matching(n, 7, 3);
-    int alone = 0;
-    for (int w = 0; w < n; ++w) {
-      const int p = m[static_cast<std::size_t>(w)];
-      if (p < 0) ++alone;
-      else CHECK(m[static_cast<std::size_t>(p)] == w);
-      CHECK(p != w);
-    }
-    CHECK(alone == n % 2);
-    CHECK(random_matching(n, 7, 3) == m);
-  }
-  CHECK(random_matching(8, 7, 3) != random_matching(8, 7, 4));
-}
-
 TEST_CASE("heterogeneity: slowdown repeats over workers, trace rows add per step", "[preduce]") {
   const std::string trace = "test_preduce_trace.csv";
   std::ofstream(trace) << "1,2\n# comment\n3,4\n";
