@@ -28,31 +28,13 @@ Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& 
 }
 
 void Optimizer::update(float* params, float* g, std::size_t offset, std::size_t count, float scale) {
-  const OptimizerOptions& o = options_;
-  float* w = params;
+  const kernels::WideUpdateRule r = rule();
+  float* n = n_.empty() ? nullptr : n_.data();
+  float* z = z_.empty() ? nullptr : z_.data();
   for (std::size_t j = offset; j < offset + count; ++j) {
-    float grad = g[j - offset] * scale;
+    const float grad = g[j - offset] * scale;
     g[j - offset] = 0.0f;
-    switch (o.kind) {
-      case OptimizerKind::Sgd:
-        w[j] -= o.lr * (grad + o.l2 * w[j]);
-        break;
-      case OptimizerKind::AdaGrad:
-        grad += o.l2 * w[j];
-        n_[j] += grad * grad;
-        w[j] -= o.lr * grad / std::sqrt(n_[j]);
-        break;
-      case OptimizerKind::Ftrl: {
-        const float n_new = n_[j] + grad * grad;
-        const float sigma = (std::sqrt(n_new) - std::sqrt(n_[j])) / o.lr;
-        z_[j] += grad - sigma * w[j];
-        n_[j] = n_new;
-        const float z = z_[j];
-        w[j] = std::fabs(z) <= o.l1 ? 0.0f
-                                     : -(z - std::copysign(o.l1, z)) / ((o.beta + std::sqrt(n_new)) / o.lr + o.l2);
-        break;
-      }
-    }
+    kernels::wide_update_coordinate(r, params[j], grad, n ? n + j : nullptr, z ? z + j : nullptr);
   }
 }
 

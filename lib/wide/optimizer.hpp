@@ -8,10 +8,11 @@
 #include "kernels/wide_flow.hpp"
 #include "kernels/wide_model.hpp"
 #include "kernels/wide_pool.hpp"
+#include "kernels/wide_update.hpp"
 
 namespace skew::wide {
 
-enum class OptimizerKind { Sgd, AdaGrad, Ftrl };
+using OptimizerKind = kernels::WideOptimizerKind;
 OptimizerKind optimizer_from_name(const std::string& name);  // sgd | adagrad | ftrl
 
 struct OptimizerOptions {
@@ -33,6 +34,11 @@ class Optimizer {
   // parts are applied in parallel, and their rows zeroed.
   void step(float* params, kernels::WideSparseGradient& grad, float scale, kernels::WidePool& pool);
   const OptimizerOptions& options() const { return options_; }
+  kernels::WideUpdateRule rule() const { return {options_.kind, options_.lr, options_.l2, options_.l1, options_.beta}; }
+  // The per-coordinate state (AdaGrad: n; FTRL: n and z; empty when the rule has none), for a
+  // CUDA trainer that starts from the same state.
+  const std::vector<float>& n_state() const { return n_; }
+  const std::vector<float>& z_state() const { return z_; }
 
  private:
   // Updates params[offset, offset + count) from g[0, count) and zeroes g.

@@ -1,0 +1,57 @@
+// The per-coordinate optimiser rules of the wide models (SGD, AdaGrad, FTRL-proximal), written
+// once for the CPU optimiser (lib/wide/optimizer.cpp) and the CUDA one (kernels/cuda/
+// wide_update.cu), and the CUDA side of a training step: marking the rows a batch touched and
+// updating exactly those rows (lazy L2), as the CPU optimiser does from its touched list.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/wide_flow.hpp"
+#include "kernels/wide_model.hpp"
+
+namespace skew::kernels {
+
+enum class WideOptimizerKind { Sgd, AdaGrad, Ftrl };
+
+struct WideUpdateRule {
+  WideOptimizerKind kind = WideOptimizerKind::AdaGrad;
+  float lr = 0.05f;   // SGD/AdaGrad step; FTRL's alpha
+  float l2 = 0.0f;    // L2 strength (added to the gradient; FTRL: in the proximal term)
+  float l1 = 0.0f;    // FTRL only
+  float beta = 1.0f;  // FTRL only
+};
+
+// One coordinate: w from its (scaled) gradient; n is AdaGrad's/FTRL's sum of squares, z FTRL's
+// state (unused pointers may be null for the rules that do not read them).
+SKEW_WIDE_HD inline void wide_update_coordinate(const WideUpdateRule& o, float& w, float grad, float* n, float* z) {
+  switch (o.kind) {
+    case WideOptimizerKind::Sgd:
+      w -= o.lr * (grad + o.l2 * w);
+      break;
+    case WideOptimizerKind::AdaGrad:
+      grad += o.l2 * w;
+      *n += grad * grad;
+      w -= o.lr * grad / sqrtf(*n);
+      break;
+    case WideOptimizerKind::Ftrl: {
+      const float n_new = *n + grad * grad;
+      const float sigma = (sqrtf(n_new) - sqrtf(*n)) / o.lr;
+      *z += grad - sigma * w;
+      *n = n_new;
+      w = fabsf(*z) <= o.l1 ? 0.0f : -(*z - copysignf(o.l1, *z)) / ((o.beta + sqrtf(n_new)) / o.lr + o.l2);
+      break;
+    }
+  }
+}
+
+#if defined(SKEW_WITH_CUDA)
+// touched[f] = 1 for every feature of the batch's entries [base, base + nnz) (device pointers).
+void wide_mark_touched_cuda(const WideBatch& batch, std::int64_t base, std::int64_t nnz, std::uint8_t* touched,
+                            void* stream);
+// The bias and every touched row: params from grad * scale; grad rows and flags zeroed.
+// n and z are the rule's state arrays (num_params floats each, null when the rule has none).
+void wide_update_cuda(const WideShape& shape, const WideUpdateRule& rule, float scale, std::uint8_t* touched,
+                      float* params, float* grad, float* n, float* z, void* stream);
+#endif
+
+}  // namespace skew::kernels
