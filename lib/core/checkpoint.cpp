@@ -22,10 +22,14 @@ std::string CheckpointDir::step_dir(std::int64_t step) const {
   return (fs::path(dir_) / name).string();
 }
 
-std::string CheckpointDir::rank_file(std::int64_t step) const {
+std::string CheckpointDir::shard_name(int rank) {
   char name[32];
-  std::snprintf(name, sizeof name, "rank_%05d.safetensors", rank_);
-  return (fs::path(step_dir(step)) / name).string();
+  std::snprintf(name, sizeof name, "rank_%05d.safetensors", rank);
+  return name;
+}
+
+std::string CheckpointDir::rank_file(std::int64_t step) const {
+  return (fs::path(step_dir(step)) / shard_name(rank_)).string();
 }
 
 void CheckpointDir::write_shard(std::int64_t step, const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -37,11 +41,9 @@ void CheckpointDir::write_shard(std::int64_t step, const std::vector<std::pair<s
 }
 
 void CheckpointDir::commit(std::int64_t step) const {
-  for (int r = 0; r < world_size_; ++r) {
-    char name[32];
-    std::snprintf(name, sizeof name, "rank_%05d.safetensors", r);
-    SKEW_CHECK(fs::exists(fs::path(step_dir(step)) / name), "checkpoint step " << step << " is missing the shard of rank " << r);
-  }
+  for (int r = 0; r < world_size_; ++r)
+    SKEW_CHECK(fs::exists(fs::path(step_dir(step)) / shard_name(r)),
+               "checkpoint step " << step << " is missing the shard of rank " << r);
   write_file_atomic((fs::path(step_dir(step)) / "COMPLETE").string(), "world_size=" + std::to_string(world_size_) + "\n");
   // Steps older than this one that never completed are leftovers of a crashed run: drop them.
   for (const std::int64_t old : step_numbers(false))
@@ -84,5 +86,34 @@ std::int64_t CheckpointDir::latest_complete() const {
 }
 
 TensorFile CheckpointDir::read_shard(std::int64_t step) const { return load_safetensors(rank_file(step)); }
+
+Json CheckpointDir::describe_tensors(const std::vector<std::pair<std::string, Tensor>>& tensors) {
+  Json out = Json::object();
+  for (const auto& [name, t] : tensors) out[name] = {{"dtype", dtype_name(t.dtype())}, {"shape", t.shape()}};
+  return out;
+}
+
+std::string CheckpointDir::index_file(std::int64_t step) const {
+  return (fs::path(step_dir(step)) / "index.json").string();
+}
+
+void CheckpointDir::write_index(std::int64_t step, Json index) const {
+  index["step"] = step;
+  index["world_size"] = world_size_;
+  write_file_atomic(index_file(step), index.dump(1) + "\n");
+}
+
+Json CheckpointDir::read_index(std::int64_t step) const {
+  const std::string path = index_file(step);
+  SKEW_CHECK(fs::exists(path), "checkpoint index " << path << " is missing (a checkpoint written without an index)");
+  Json index = Json::parse(read_file(path), nullptr, false);
+  SKEW_CHECK(!index.is_discarded() && index.is_object(), "checkpoint index " << path << " is not a JSON object");
+  SKEW_CHECK(index.value("step", std::int64_t{-1}) == step,
+             "checkpoint index " << path << " records step " << index.value("step", Json()).dump() << ", not " << step);
+  SKEW_CHECK(index.value("world_size", -1) == world_size_, "checkpoint index " << path << " records world_size "
+                                                               << index.value("world_size", Json()).dump()
+                                                               << " but this job has " << world_size_);
+  return index;
+}
 
 }  // namespace skew

@@ -1,5 +1,9 @@
 #include "lib/moe/state.hpp"
 
+#include <algorithm>
+#include <numeric>
+
+#include "lib/core/checkpoint.hpp"
 #include "lib/core/error.hpp"
 
 namespace skew::moe {
@@ -68,6 +72,70 @@ void load_state(const TensorFile& file, GptMoe<float>& model, AdamW& adam, int r
       }
     }
   }
+}
+
+Json checkpoint_index(comm::ProcessGroup& world, const std::vector<std::pair<std::string, Tensor>>& shard,
+                      const std::string& policy, GptMoe<float>& model) {
+  const std::string mine = CheckpointDir::describe_tensors(shard).dump();
+  std::vector<std::uint8_t> bytes(mine.begin(), mine.end());
+  std::vector<std::int64_t> size = {static_cast<std::int64_t>(bytes.size())}, sizes(static_cast<std::size_t>(world.size()));
+  world.allgather(comm::view(size), comm::view(sizes));
+  std::vector<std::size_t> counts(sizes.begin(), sizes.end());
+  std::vector<std::uint8_t> all(std::accumulate(counts.begin(), counts.end(), std::size_t{0}));
+  world.allgatherv(comm::view(bytes), comm::view(all), counts);
+  Json index = {{"policy", policy}, {"placement", Json::array()}, {"tensors", Json::object()}};
+  for (auto& layer : model.moe()) index["placement"].push_back(layer->placement().to_string());
+  Json& tensors = index["tensors"];
+  std::size_t offset = 0;
+  for (int r = 0; r < world.size(); ++r) {
+    const auto begin = all.begin() + static_cast<std::ptrdiff_t>(offset);
+    offset += counts[static_cast<std::size_t>(r)];
+    const Json part = Json::parse(begin, all.begin() + static_cast<std::ptrdiff_t>(offset));
+    for (const auto& [name, info] : part.items()) {
+      Json& entry = tensors[name];
+      if (entry.is_null()) entry = {{"dtype", info["dtype"]}, {"shape", info["shape"]}, {"files", Json::array()}};
+      SKEW_CHECK(entry["dtype"] == info["dtype"] && entry["shape"] == info["shape"],
+                 "checkpoint tensor " << name << " differs between ranks: " << entry.dump() << " vs " << info.dump());
+      entry["files"].push_back(CheckpointDir::shard_name(r));
+    }
+  }
+  return index;
+}
+
+void check_index_before_load(const Json& index, const std::string& index_path, const TensorFile& file,
+                             const std::string& shard_name, const std::string& policy) {
+  SKEW_CHECK(index.value("policy", "") == policy, "checkpoint index " << index_path << " was written under moe.policy="
+                                                                      << index.value("policy", Json()).dump()
+                                                                      << " but this run has moe.policy=" << policy);
+  SKEW_CHECK(index.contains("tensors") && index["tensors"].is_object(),
+             "checkpoint index " << index_path << " has no \"tensors\" object");
+  const Json mine = CheckpointDir::describe_tensors(file.tensors);
+  for (const auto& [name, info] : mine.items()) {
+    SKEW_CHECK(index["tensors"].contains(name),
+               "checkpoint index " << index_path << " does not list tensor " << name << " of " << shard_name);
+    const Json& entry = index["tensors"][name];
+    SKEW_CHECK(entry.value("dtype", Json()) == info["dtype"] && entry.value("shape", Json()) == info["shape"],
+               "checkpoint index " << index_path << ": tensor " << name << " is " << info.dump() << " in "
+                                   << shard_name << " but " << entry.dump() << " in the index");
+  }
+  for (const auto& [name, entry] : index["tensors"].items()) {
+    const Json files = entry.value("files", Json::array());
+    const bool listed = std::find(files.begin(), files.end(), Json(shard_name)) != files.end();
+    SKEW_CHECK(!listed || mine.contains(name),
+               "checkpoint index " << index_path << " places tensor " << name << " in " << shard_name
+                                   << ", which does not hold it");
+  }
+}
+
+void check_index_after_load(const Json& index, const std::string& index_path, GptMoe<float>& model) {
+  const Json placement = index.value("placement", Json::array());
+  SKEW_CHECK(placement.size() == model.moe().size(), "checkpoint index " << index_path << " has placements for "
+                                                                         << placement.size() << " MoE layers, the model has "
+                                                                         << model.moe().size());
+  for (std::size_t l = 0; l < model.moe().size(); ++l)
+    SKEW_CHECK(placement[l] == model.moe()[l]->placement().to_string(),
+               "checkpoint index " << index_path << ": layer " << l << " placement " << placement[l].dump()
+                                   << " differs from the shard's " << model.moe()[l]->placement().to_string());
 }
 
 std::vector<Tensor*> ModelExpertStore::replica_state(int layer, int expert) {

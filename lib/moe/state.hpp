@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "lib/core/metrics.hpp"
 #include "lib/core/safetensors.hpp"
 #include "lib/moe/optimizer.hpp"
 #include "lib/placement/policy.hpp"
@@ -16,6 +17,18 @@ namespace skew::moe {
 std::vector<std::pair<std::string, Tensor>> save_state(GptMoe<float>& model, AdamW& adam);
 // Restores the above, including each layer's placement and the replicas it puts on this rank.
 void load_state(const TensorFile& file, GptMoe<float>& model, AdamW& adam, int rank);
+
+// The checkpoint index (collective; the result is complete on rank 0, which writes it):
+// {"policy", "placement": [per MoE layer, LayerPlacement::to_string()], "tensors": {name:
+// {"dtype", "shape", "files": [the shards holding it]}}}. `shard` is this rank's tensors.
+Json checkpoint_index(comm::ProcessGroup& world, const std::vector<std::pair<std::string, Tensor>>& shard,
+                      const std::string& policy, GptMoe<float>& model);
+// Before loading: the index was written under `policy` and lists exactly the tensors of this
+// rank's shard `file` (named `shard_name`) with their dtypes and shapes. After loading: the
+// model's placements are the index's. Throws naming the index, tensor and fault.
+void check_index_before_load(const Json& index, const std::string& index_path, const TensorFile& file,
+                             const std::string& shard_name, const std::string& policy);
+void check_index_after_load(const Json& index, const std::string& index_path, GptMoe<float>& model);
 
 class ModelExpertStore : public placement::ExpertStateStore {
  public:

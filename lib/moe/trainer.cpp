@@ -169,6 +169,7 @@ Json train(const Config& config, comm::ProcessGroup& world) {
   const ByteCorpus train_data(text, S), valid_data(valid_text, S);
   const double entropy = unigram_entropy(valid_text);
 
+  const std::string policy_name = config.get_string("moe.policy");
   const bool flexmoe = run.model.moe.policy == Policy::FlexMoE;
   const int slots = flexmoe ? placement::slots_per_rank_from_config(config, E, N) : E / N;
   std::vector<placement::LayerPlacement> placements(static_cast<std::size_t>(run.model.moe_layers()),
@@ -193,7 +194,12 @@ Json train(const Config& config, comm::ProcessGroup& world) {
                                            static_cast<int>(config.get_int("output.keep")));
     if (config.get_bool("output.resume") && ckpt->latest_complete() >= 0) {
       start = ckpt->latest_complete();
-      load_state(ckpt->read_shard(start), model, adam, rank);
+      const Json index = ckpt->read_index(start);
+      const TensorFile shard = ckpt->read_shard(start);
+      check_index_before_load(index, ckpt->index_file(start), shard, CheckpointDir::shard_name(rank), policy_name);
+      load_state(shard, model, adam, rank);
+      if (policy) policy->load_state(shard);
+      check_index_after_load(index, ckpt->index_file(start), model);
       SKEW_INFO("resumed from " << ckpt->rank_file(start) << " at iteration " << start);
     }
   }
@@ -331,16 +337,20 @@ Json train(const Config& config, comm::ProcessGroup& world) {
                         << (std::isnan(last_val) ? std::string() : " val " + std::to_string(last_val)) << " balance "
                         << balance_mean << " dropped " << dropped << " step " << step_s * 1e3 << " ms");
     if (ckpt && ((ckpt_interval > 0 && (it + 1) % ckpt_interval == 0) || it + 1 == run.iterations)) {
-      ckpt->write_shard(it + 1, save_state(model, adam), {{"iteration", std::to_string(it + 1)}});
-      world.barrier();
-      if (rank == 0) ckpt->commit(it + 1);
+      auto tensors = save_state(model, adam);
+      if (policy)
+        for (auto& t : policy->save_state()) tensors.push_back(std::move(t));
+      ckpt->write_shard(it + 1, tensors, {{"iteration", std::to_string(it + 1)}});
+      const Json index = checkpoint_index(world, tensors, policy_name, model);
+      world.barrier();  // every shard is on disk: the index, then the marker
+      if (rank == 0) ckpt->write_index(it + 1, index), ckpt->commit(it + 1);
     }
   }
   const std::int64_t done = run.iterations - start;
   Json summary = {
       {"app", "moe_train"},
       {"ranks", N},
-      {"policy", config.get_string("moe.policy")},
+      {"policy", policy_name},
       {"iterations", run.iterations},
       {"final_loss", last_loss},
       {"final_val_loss", last_val},

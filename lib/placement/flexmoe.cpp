@@ -68,6 +68,50 @@ std::vector<LayerPlacement> FlexMoePolicy::plan(std::int64_t iteration, const st
   return next;
 }
 
+std::vector<std::pair<std::string, Tensor>> FlexMoePolicy::save_state() const {
+  const int L = monitor_.num_layers();
+  const std::int64_t E = static_cast<std::int64_t>(monitor_.estimate(0).size());
+  std::vector<double> estimate;
+  std::vector<std::int64_t> last;
+  for (int l = 0; l < L; ++l) {
+    estimate.insert(estimate.end(), monitor_.estimate(l).begin(), monitor_.estimate(l).end());
+    last.insert(last.end(), monitor_.last(l).begin(), monitor_.last(l).end());
+  }
+  const CostConstants& c = model_.constants();
+  const std::vector<double> constants = {c.gemm_flops,          c.intra_bandwidth,  c.inter_bandwidth,
+                                         c.allreduce_bandwidth, c.alltoall_latency, double(c.gpus_per_node)};
+  std::vector<std::pair<std::string, Tensor>> out;
+  out.emplace_back("flexmoe.monitor_estimate", Tensor::from_vector(estimate, {L, E}));
+  out.emplace_back("flexmoe.monitor_last", Tensor::from_vector(last, {L, E}));
+  out.emplace_back("flexmoe.counters", Tensor::from_vector(std::vector<std::int64_t>{monitor_.observations(), plans_run_}, {2}));
+  out.emplace_back("flexmoe.cost_constants", Tensor::from_vector(constants, {6}));
+  return out;
+}
+
+void FlexMoePolicy::load_state(const TensorFile& file) {
+  const auto values = [&]<class T>(const std::string& name, std::size_t count, T) {
+    const Tensor& t = file.get(name);
+    SKEW_CHECK(t.dtype() == dtype_of<T>() && t.numel() == count,
+               "checkpoint tensor " << name << " is " << dtype_name(t.dtype()) << " with " << t.numel()
+                                    << " values, flexmoe needs " << dtype_name(dtype_of<T>()) << " with " << count);
+    return std::vector<T>(t.data<T>(), t.data<T>() + count);
+  };
+  const std::size_t cells = static_cast<std::size_t>(monitor_.num_layers()) * monitor_.estimate(0).size();
+  const auto counters = values("flexmoe.counters", 2, std::int64_t{});
+  monitor_.restore(values("flexmoe.monitor_estimate", cells, 0.0), values("flexmoe.monitor_last", cells, std::int64_t{}),
+                   counters[0]);
+  plans_run_ = counters[1];
+  const auto c = values("flexmoe.cost_constants", 6, 0.0);
+  model_ = CostModel({.gemm_flops = c[0],
+                      .intra_bandwidth = c[1],
+                      .inter_bandwidth = c[2],
+                      .allreduce_bandwidth = c[3],
+                      .gpus_per_node = static_cast<int>(c[5]),
+                      .alltoall_latency = c[4]},
+                     model_.shape());
+  waiting_.clear();
+}
+
 std::vector<LoggedChange> FlexMoePolicy::take_changes() {
   std::vector<LoggedChange> out;
   out.swap(done_);

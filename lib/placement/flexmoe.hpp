@@ -32,6 +32,12 @@ class FlexMoePolicy : public PlacementPolicy {
   FlexMoePolicy(CostModel model, int num_layers, int num_experts, FlexMoeOptions options);
   void observe(std::int64_t iteration, const RoutingCounts& counts, double step_seconds) override;
   std::vector<LayerPlacement> plan(std::int64_t iteration, const std::vector<LayerPlacement>& current) override;
+  // flexmoe.monitor_estimate [L, E] f64, flexmoe.monitor_last [L, E] i64, flexmoe.counters
+  // (observations, plans run) i64 and flexmoe.cost_constants f64, so a resumed run plans with
+  // the constants measured at the original start-up. Measured step times only feed the change
+  // log, not the plans, and are not kept.
+  std::vector<std::pair<std::string, Tensor>> save_state() const override;
+  void load_state(const TensorFile& file) override;
 
   // Changes whose step time after is known (call after observe), removed from the queue.
   std::vector<LoggedChange> take_changes();

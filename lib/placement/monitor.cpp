@@ -1,5 +1,7 @@
 #include "lib/placement/monitor.hpp"
 
+#include <algorithm>
+
 #include "lib/core/error.hpp"
 
 namespace skew::placement {
@@ -27,6 +29,22 @@ void LoadMonitor::observe(const std::vector<std::vector<std::int64_t>>& counts) 
     last_[l] = counts[l];
   }
   ++observations_;
+}
+
+void LoadMonitor::restore(const std::vector<double>& estimate, const std::vector<std::int64_t>& last,
+                          std::int64_t observations) {
+  const std::size_t E = static_cast<std::size_t>(num_experts_), cells = estimate_.size() * E;
+  SKEW_CHECK(estimate.size() == cells && last.size() == cells,
+             "load monitor state has " << estimate.size() << " / " << last.size() << " values, expected " << cells
+                                       << " (" << estimate_.size() << " layers x " << E << " experts)");
+  SKEW_CHECK(observations >= 0, "load monitor state has " << observations << " observations");
+  for (std::size_t l = 0; l < estimate_.size(); ++l) {
+    std::copy(estimate.begin() + static_cast<std::ptrdiff_t>(l * E), estimate.begin() + static_cast<std::ptrdiff_t>((l + 1) * E),
+              estimate_[l].begin());
+    std::copy(last.begin() + static_cast<std::ptrdiff_t>(l * E), last.begin() + static_cast<std::ptrdiff_t>((l + 1) * E),
+              last_[l].begin());
+  }
+  observations_ = observations;
 }
 
 }  // namespace skew::placement

@@ -17,6 +17,8 @@ class LoadMonitor {
   std::int64_t observations() const { return observations_; }
   const std::vector<double>& estimate(int layer) const { return estimate_.at(static_cast<std::size_t>(layer)); }
   const std::vector<std::int64_t>& last(int layer) const { return last_.at(static_cast<std::size_t>(layer)); }
+  // Puts back a checkpointed state: estimate and last are [layers][experts] flattened.
+  void restore(const std::vector<double>& estimate, const std::vector<std::int64_t>& last, std::int64_t observations);
 
  private:
   int num_experts_;

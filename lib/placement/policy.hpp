@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "lib/core/tensor.hpp"
+#include "lib/core/safetensors.hpp"
 #include "lib/placement/placement.hpp"
 
 namespace skew {
@@ -32,6 +32,12 @@ class PlacementPolicy {
   // Before every iteration: the placement per layer to use from now on (return `current`
   // unchanged for no change). Deterministic given the observed history.
   virtual std::vector<LayerPlacement> plan(std::int64_t iteration, const std::vector<LayerPlacement>& current) = 0;
+  // Everything plan() depends on besides the placements (load history, cost constants, ...), as
+  // named host tensors identical on every rank: a checkpoint holds them so that a resumed run
+  // plans exactly as an unbroken one would.
+  virtual std::vector<std::pair<std::string, Tensor>> save_state() const = 0;
+  // Restores save_state()'s tensors from `file`; throws naming a missing or misshapen tensor.
+  virtual void load_state(const TensorFile& file) = 0;
 };
 
 // What the executor needs from the runtime: the state (parameters, gradients' optimiser moments)

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
+#include "lib/core/fileio.hpp"
 #include "tests/mpi/test_moe_util.hpp"
 
 using namespace skew;
@@ -36,6 +37,81 @@ TEST_CASE("resume from a checkpoint continues bit-exactly", "[moe]") {
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (world().rank() == 0) std::filesystem::remove_all(a), std::filesystem::remove_all(b);
+}
+
+TEST_CASE("flexmoe resumes bit-exactly: same losses, same placements; the index is checked", "[moe]") {
+  const Schema schema = moe::moe_train_schema();
+  const std::string dir = scratch("flexresume");
+  // Cost constants given, so no run measures them; plans every 2 iterations from the smoothed
+  // load history, which the checkpoint must carry for the resumed run to plan identically.
+  const std::vector<std::string> common = {
+      "--train.iterations=8",          "--moe.policy=flexmoe",         "--placement.interval=2",
+      "--placement.threshold=1.0",     "--placement.gemm_flops=1e6",   "--placement.alltoall_bandwidth=1e9",
+      "--placement.nvlink_bandwidth=1e9", "--placement.allreduce_bandwidth=1e9", "--placement.alltoall_latency=0",
+      "--placement.smoothing=0.8"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), common.begin(), common.end());
+    return extra;
+  };
+  const Json straight =
+      run(schema, with({"--output.checkpoint_dir=" + dir + "/a", "--output.metrics=" + dir + "/a.jsonl"}));
+  REQUIRE(straight["placement_changes"].get<std::int64_t>() > 0);
+  run(schema, with({"--output.checkpoint_dir=" + dir + "/b", "--output.checkpoint_interval=3"}));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world().rank() == 0) std::filesystem::remove_all(dir + "/b/step_00000008");
+  MPI_Barrier(MPI_COMM_WORLD);
+  const Json resumed = run(schema, with({"--output.checkpoint_dir=" + dir + "/b", "--output.resume=true",
+                                         "--output.metrics=" + dir + "/b.jsonl"}));
+  REQUIRE(resumed["final_loss"].get<double>() == straight["final_loss"].get<double>());
+  if (world().rank() == 0) {
+    const auto a = read_jsonl(dir + "/a.jsonl"), b = read_jsonl(dir + "/b.jsonl");
+    REQUIRE(a.size() == 8);
+    REQUIRE(b.size() == 2);  // iterations 6 and 7
+    bool changed_after_resume = false;
+    for (std::size_t i = 0; i < b.size(); ++i) {
+      const Json& x = a[i + 6];
+      REQUIRE(x["iter"] == b[i]["iter"]);
+      REQUIRE(x["loss"].get<double>() == b[i]["loss"].get<double>());
+      REQUIRE(x.contains("placement_change") == b[i].contains("placement_change"));
+      if (x.contains("placement_change")) {
+        REQUIRE(x["placement_change"]["placement"] == b[i]["placement_change"]["placement"]);
+        changed_after_resume = true;
+      }
+    }
+    REQUIRE(changed_after_resume);
+    // The index names every tensor's shards, dtype and shape, and the placements.
+    const Json index = Json::parse(read_file(dir + "/a/step_00000008/index.json"));
+    REQUIRE(index["step"] == 8);
+    REQUIRE(index["world_size"] == world().size());
+    REQUIRE(index["policy"] == "flexmoe");
+    REQUIRE(index["placement"].size() == 2);
+    REQUIRE(index["tensors"]["dense.w"]["files"].size() == static_cast<std::size_t>(world().size()));
+    REQUIRE(index["tensors"]["flexmoe.monitor_estimate"]["shape"] == Json::array({2, 4}));
+    REQUIRE(index["tensors"]["flexmoe.monitor_estimate"]["dtype"] == "F64");
+  }
+  const std::string shard = "/step_00000008/rank_0000" + std::to_string(world().rank()) + ".safetensors";
+  const TensorFile x = load_safetensors(dir + "/a" + shard), y = load_safetensors(dir + "/b" + shard);
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  for (std::size_t i = 0; i < x.tensors.size(); ++i) {
+    REQUIRE(x.tensors[i].first == y.tensors[i].first);
+    REQUIRE(x.tensors[i].second.nbytes() == y.tensors[i].second.nbytes());
+    REQUIRE(std::memcmp(x.tensors[i].second.raw(), y.tensors[i].second.raw(), x.tensors[i].second.nbytes()) == 0);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  // Resume refuses another policy, and an index that does not describe the shard.
+  REQUIRE_THROWS_WITH(run(schema, {"--output.checkpoint_dir=" + dir + "/a", "--output.resume=true"}),
+                      Catch::Contains("was written under moe.policy=\"flexmoe\" but this run has moe.policy=static"));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world().rank() == 0) {
+    Json index = Json::parse(read_file(dir + "/a/step_00000008/index.json"));
+    index["tensors"]["dense.w"]["shape"] = Json::array({1});
+    write_file_atomic(dir + "/a/step_00000008/index.json", index.dump());
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  REQUIRE_THROWS_WITH(run(schema, with({"--output.checkpoint_dir=" + dir + "/a", "--output.resume=true"})),
+                      Catch::Contains("tensor dense.w is") && Catch::Contains("in the index"));
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world().rank() == 0) std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("a replayed routing trace gives another policy identical traffic", "[moe]") {
