@@ -12,7 +12,7 @@ namespace skew::comm {
 namespace {
 
 constexpr int kReadyTag = 1;  // worker -> controller: {worker, version, kind}
-constexpr int kGroupTag = 2;  // controller -> worker: {k, max_version, full_sync, members.., weights..}
+constexpr int kGroupTag = 2;  // controller -> worker: {k, max_version, full_sync, closed_at, members.., weights.., ready_at..}
 constexpr std::int64_t kReady = 0, kFinished = 1;
 constexpr int kControllerRank = 0;
 
@@ -69,7 +69,7 @@ void PartialReduce::controller_loop() {
   try {
     GroupFormer former(options_);
     const auto n = static_cast<std::size_t>(options_.num_workers);
-    std::vector<double> reply(3 + 2 * n);
+    std::vector<double> reply(4 + 3 * n);
     while (!former.all_finished()) {
       int arrived = 0;
       MPI_Status status;
@@ -88,12 +88,14 @@ void PartialReduce::controller_loop() {
         reply[0] = static_cast<double>(k);
         reply[1] = static_cast<double>(group->max_version);
         reply[2] = group->full_sync ? 1.0 : 0.0;
+        reply[3] = group->closed_at;
         for (std::size_t j = 0; j < k; ++j) {
-          reply[3 + j] = group->members[j];
-          reply[3 + k + j] = group->weights[j];
+          reply[4 + j] = group->members[j];
+          reply[4 + k + j] = group->weights[j];
+          reply[4 + 2 * k + j] = group->ready_at[j];
         }
         for (int member : group->members)
-          SKEW_MPI_CHECK(MPI_Send(reply.data(), static_cast<int>(3 + 2 * k), MPI_DOUBLE, world_rank_of_worker(member),
+          SKEW_MPI_CHECK(MPI_Send(reply.data(), static_cast<int>(4 + 3 * k), MPI_DOUBLE, world_rank_of_worker(member),
                                   kGroupTag, control_));
       }
       if (!arrived) std::this_thread::sleep_for(std::chrono::microseconds(50));
@@ -108,7 +110,7 @@ Group PartialReduce::ready(std::int64_t version) {
   std::int64_t msg[3] = {workers_->rank(), version, kReady};
   SKEW_MPI_CHECK(MPI_Send(msg, 3, MPI_INT64_T, kControllerRank, kReadyTag, control_));
   const auto n = static_cast<std::size_t>(options_.num_workers);
-  std::vector<double> reply(3 + 2 * n);
+  std::vector<double> reply(4 + 3 * n);
   MPI_Request request;
   SKEW_MPI_CHECK(MPI_Irecv(reply.data(), static_cast<int>(reply.size()), MPI_DOUBLE, kControllerRank, kGroupTag,
                            control_, &request));
@@ -118,9 +120,11 @@ Group PartialReduce::ready(std::int64_t version) {
   SKEW_CHECK(k >= 1 && k <= n, "controller sent a group of " << k << " members for " << n << " workers");
   g.max_version = static_cast<std::int64_t>(reply[1]);
   g.full_sync = reply[2] != 0.0;
+  g.closed_at = reply[3];
   for (std::size_t j = 0; j < k; ++j) {
-    g.members.push_back(static_cast<int>(reply[3 + j]));
-    g.weights.push_back(reply[3 + k + j]);
+    g.members.push_back(static_cast<int>(reply[4 + j]));
+    g.weights.push_back(reply[4 + k + j]);
+    g.ready_at.push_back(reply[4 + 2 * k + j]);
   }
   return g;
 }
@@ -130,6 +134,12 @@ void PartialReduce::finish() {
   std::int64_t msg[3] = {workers_->rank(), 0, kFinished};
   SKEW_MPI_CHECK(MPI_Send(msg, 3, MPI_INT64_T, kControllerRank, kReadyTag, control_));
   finished_ = true;
+}
+
+double PartialReduce::queued_seconds(const Group& group) const {
+  const auto it = std::find(group.members.begin(), group.members.end(), workers_->rank());
+  SKEW_CHECK(it != group.members.end(), "worker " << workers_->rank() << " is not a member of its group");
+  return group.closed_at - group.ready_at[static_cast<std::size_t>(it - group.members.begin())];
 }
 
 std::shared_ptr<ProcessGroup> PartialReduce::group_comm(const Group& group) {

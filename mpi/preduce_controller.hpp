@@ -40,6 +40,9 @@ class PartialReduce {
   Group ready(std::int64_t version);
   // Worker side: no more ready messages from this worker.
   void finish();
+  // How long this worker's ready waited in the controller's queue for `group` to close; the
+  // rest of its wait in ready() is controller and message latency.
+  double queued_seconds(const Group& group) const;
   // The cached process group of `group`'s members (this worker must be one of them).
   std::shared_ptr<ProcessGroup> group_comm(const Group& group);
   // Weighted model average with the member update rule: x <- (x + (k-1)(S - w x)/(1-w)) / k,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include "lib/core/error.hpp"
 
@@ -125,7 +126,7 @@ std::optional<Group> GroupFormer::poll(double now) {
     if (!everyone) return std::nullopt;
     picks.resize(queued);
     std::iota(picks.begin(), picks.end(), std::size_t{0});
-    return close(std::move(picks), true, false);
+    return close(std::move(picks), true, false, now);
   }
   const auto target = static_cast<std::size_t>(std::min(opt_.group_size, active_));
   const bool by_size = queued >= target;
@@ -137,7 +138,7 @@ std::optional<Group> GroupFormer::poll(double now) {
   if (!constrained) {
     picks.resize(limit);
     std::iota(picks.begin(), picks.end(), std::size_t{0});
-    return close(std::move(picks), false, false);
+    return close(std::move(picks), false, false, now);
   }
   // One queued worker per component first (FIFO order), then fill up to P in FIFO order.
   std::vector<char> represented(parent_.size(), 0), picked(queued, 0);
@@ -153,24 +154,26 @@ std::optional<Group> GroupFormer::poll(double now) {
   for (std::size_t i = 0; i < queued && picks.size() < limit; ++i)
     if (!picked[i]) picks.push_back(i);
   std::sort(picks.begin(), picks.end());
-  return close(std::move(picks), false, true);
+  return close(std::move(picks), false, true, now);
 }
 
-Group GroupFormer::close(std::vector<std::size_t> picks, bool full_sync, bool connecting) {
-  std::vector<std::pair<int, std::int64_t>> chosen;
-  for (std::size_t i : picks) chosen.emplace_back(fifo_[i].worker, fifo_[i].version);
+Group GroupFormer::close(std::vector<std::size_t> picks, bool full_sync, bool connecting, double now) {
+  std::vector<std::tuple<int, std::int64_t, double>> chosen;
+  for (std::size_t i : picks) chosen.emplace_back(fifo_[i].worker, fifo_[i].version, fifo_[i].since);
   for (auto it = picks.rbegin(); it != picks.rend(); ++it) fifo_.erase(fifo_.begin() + static_cast<std::ptrdiff_t>(*it));
   std::sort(chosen.begin(), chosen.end());
   Group g;
   std::vector<std::int64_t> versions;
-  for (const auto& [worker, version] : chosen) {
+  for (const auto& [worker, version, since] : chosen) {
     g.members.push_back(worker);
     versions.push_back(version);
+    g.ready_at.push_back(since);
     queued_[static_cast<std::size_t>(worker)] = 0;
   }
   g.max_version = *std::max_element(versions.begin(), versions.end());
   g.weights = staleness_weights(versions, opt_.alpha);
   g.full_sync = full_sync;
+  g.closed_at = now;
   g.connecting = connecting;
   for (int m : g.members) unite(m, g.members.front());
   ++groups_formed_;

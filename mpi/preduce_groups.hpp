@@ -37,6 +37,10 @@ struct Group {
   std::int64_t max_version = 0;
   bool full_sync = false;          // all active workers take part
   bool connecting = false;         // formed under the isolation bound
+  // On the controller's clock: when each member's ready arrived (same order) and when the group
+  // closed, so a member can split its wait into queueing and controller/message latency.
+  std::vector<double> ready_at;
+  double closed_at = 0.0;
 };
 
 // Staleness weights of reference/preduce.md: s_j = max_version - version_j + 1, T = max s;
@@ -76,7 +80,7 @@ class GroupFormer {
   int find(int w) const;
   void unite(int a, int b);
   void reset_union();
-  Group close(std::vector<std::size_t> picks, bool full_sync, bool connecting);
+  Group close(std::vector<std::size_t> picks, bool full_sync, bool connecting, double now);
 
   GroupOptions opt_;
   std::deque<Entry> fifo_;

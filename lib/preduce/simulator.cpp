@@ -122,10 +122,10 @@ void Simulation::average_in_group(const comm::Group& g, bool gradients) {
 
 void Simulation::close_groups(double t) {
   while (auto g = former_.poll(t)) {
-    const double done = t + comm_cost(g->members.size());
+    const double done = t + opt_.sim_controller_ms * 1e-3 + comm_cost(g->members.size());
     ++groups_;
     members_ += static_cast<std::int64_t>(g->members.size());
-    for (int m : g->members) wait_[static_cast<std::size_t>(m)] += t - ready_at_[static_cast<std::size_t>(m)];
+    for (int m : g->members) wait_[static_cast<std::size_t>(m)] += t - ready_at_[static_cast<std::size_t>(m)] + opt_.sim_controller_ms * 1e-3;
     if (opt_.mode == SyncMode::Eager) {
       average_in_group(*g, true);
       for (int m : g->members) workers_[static_cast<std::size_t>(m)].apply_reduced(true);

@@ -61,13 +61,13 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   std::vector<std::vector<float>> snapshots;
   std::vector<std::size_t> snapshot_of_point;
   std::vector<float> scratch;
-  double next_eval = 0.0, sum_compute = 0.0, sum_injected = 0.0, sum_wait = 0.0, sum_comm = 0.0;
+  double next_eval = 0.0, sum_compute = 0.0, sum_injected = 0.0, sum_wait = 0.0, sum_comm = 0.0, sum_controller = 0.0;
   std::int64_t groups_joined = 0, members_seen = 0;
   workers->barrier();
   const Timer clock;
   for (std::int64_t step = 0; step < opt.steps; ++step) {
     Timer t;
-    double wait = 0.0, comm_time = 0.0;
+    double wait = 0.0, comm_time = 0.0, controller = 0.0;
     std::vector<int> members;
     double loss = 0.0;
     if (gossip) {
@@ -108,6 +108,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
         t.reset();
         const comm::Group g = pr->ready(me.version());
         wait = t.seconds();
+        controller = std::max(0.0, wait - pr->queued_seconds(g));
         t.reset();
         if (opt.mode == SyncMode::Eager) {
           pr->average_gradient(me.accum(), g);
@@ -141,6 +142,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     sum_injected += injected;
     sum_wait += wait;
     sum_comm += comm_time;
+    sum_controller += controller;
     const double now = clock.seconds();
     if (now >= next_eval) {
       if (gossip) {
@@ -154,7 +156,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     if (metrics.enabled())
       metrics.write(Json{{"step", step}, {"time_s", now}, {"loss", loss}, {"version", version},
                          {"members", members}, {"compute_s", compute}, {"injected_s", injected}, {"wait_s", wait},
-                         {"comm_s", comm_time}});
+                         {"controller_s", controller}, {"comm_s", comm_time}});
     if (opt.log_interval > 0 && (step + 1) % opt.log_interval == 0)
       SKEW_INFO("step " << step + 1 << "/" << opt.steps << " loss " << loss << " version " << version << " t "
                         << now << "s");
@@ -184,7 +186,8 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   // Per-worker totals, gathered: compute, injected, wait, comm, end time, steps/s, final accuracy.
   // (adpsgd: comm is its communication thread's time, off the computing thread's path.)
   std::vector<double> mine{sum_compute, sum_injected, sum_wait, gossip ? gossip_comm : sum_comm, end_time,
-                           static_cast<double>(me.step()) / end_time, final_acc, static_cast<double>(gossip_averages)};
+                           static_cast<double>(me.step()) / end_time, final_acc, static_cast<double>(gossip_averages),
+                           sum_controller};
   std::vector<double> all(mine.size() * static_cast<std::size_t>(n));
   workers->allgather(comm::view(mine), comm::view(all));
   std::vector<float> average = me.params();
@@ -207,6 +210,8 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
                               {"comm_s", v[3]}, {"end_s", v[4]}, {"steps_per_s", v[5]}, {"idle_fraction", v[2] / v[4]},
                               {"final_accuracy", v[6]}});
     if (gossip) per_worker.back()["averages"] = v[7];
+    // Part of wait_s that is controller and message latency rather than queueing for peers.
+    if (controlled) per_worker.back()["controller_s"] = v[8];
   }
   result.summary = Json{{"app", "preduce_train"}, {"simulate", false}, {"mode", sync_mode_name(opt.mode)},
                         {"workers", n}, {"steps", opt.steps}, {"wall_s", wall}, {"metric", task->metric_name()},

@@ -72,6 +72,9 @@ TEST_CASE("the first P ready workers form a group", "[preduce]") {
   CHECK(g->max_version == 9);
   CHECK(g->weights[0] == Approx(g->weights[1]));
   CHECK(g->weights[2] < g->weights[0]);
+  // Each member's arrival (same order as members) and the closing time, on the caller's clock.
+  CHECK(g->ready_at == std::vector<double>{0.1, 0.2, 0.0});
+  CHECK(g->closed_at == 0.3);
   CHECK_FALSE(f.poll(0.3));
   CHECK(f.queued() == 1);
   CHECK_THROWS_AS(f.ready(0, 4, 0.4), skew::Error);  // already queued: never in two groups
