@@ -35,6 +35,9 @@ Schema make_schema() {
   s.add_float("model.init_std", 0.01, "std of the initial latent factors");
   s.add_int("model.seed", 1, "initialisation seed");
   s.add_choice("train.schema", "flow", {"classical", "flow"}, "training schema");
+  s.add_choice("train.device", "cpu", {"cpu", "cuda"},
+               "where to train: cpu (train.threads per rank) or cuda (one GPU, one rank; validation on the CPU)");
+  s.add_bool("train.overlap", true, "cuda: copy the next mini-batch to the GPU on a second stream while this one computes");
   s.add_choice("train.optimizer", "adagrad", {"sgd", "adagrad", "ftrl"}, "optimizer");
   s.add_float("train.lr", 0.05, "learning rate (FTRL: alpha)");
   s.add_float("train.l2", 1e-5, "L2 regularisation");
@@ -124,6 +127,8 @@ int train(const Config& c, comm::Runtime& rt) {
 
   TrainOptions o;
   o.schema = schema_from_name(c.get_string("train.schema"));
+  o.device = device_from_name(c.get_string("train.device"));
+  o.overlap = c.get_bool("train.overlap");
   o.threads = threads;
   o.optimizer.kind = optimizer_from_name(c.get_string("train.optimizer"));
   o.optimizer.lr = float(c.get_float("train.lr"));
@@ -156,7 +161,8 @@ int train(const Config& c, comm::Runtime& rt) {
     std::int64_t epoch_samples = 0, window_steps = 0;
     for (std::int64_t s = 0; s < steps[0]; ++s) {
       const std::int64_t begin = std::min(train.rows(), s * local_batch), end = std::min(train.rows(), begin + local_batch);
-      const StepResult r = trainer.step(train, begin, end);
+      const std::int64_t next_end = s + 1 < steps[0] ? std::min(train.rows(), end + local_batch) : end;
+      const StepResult r = trainer.step(train, begin, end, end, next_end);
       loss_sum += r.loss * double(r.samples);
       epoch_samples += r.samples;
       total_nnz += r.nonzeros;
@@ -209,7 +215,7 @@ int train(const Config& c, comm::Runtime& rt) {
     saved.save(model_path, {{"schema", c.get_string("train.schema")}});
   }
   Json summary{{"app", "wide_train"}, {"model", c.get_string("model.type")}, {"schema", c.get_string("train.schema")},
-               {"ranks", rt.world_size}, {"threads", threads}, {"features", shape.num_features},
+               {"device", c.get_string("train.device")}, {"ranks", rt.world_size}, {"threads", threads}, {"features", shape.num_features},
                {"epochs_run", epochs_run}, {"best_epoch", best_epoch},
                {"valid_logloss", has_valid ? best_loss : 0.0}, {"valid_auc", best_auc},
                {"train_samples_per_s", double(total_samples) / std::max(1e-9, train_seconds)},

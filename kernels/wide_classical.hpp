@@ -19,7 +19,7 @@ void wide_classical_gradient(const WideShape& shape, const WideBatch& batch, con
 
 #if defined(SKEW_WITH_CUDA)
 // CUDA twin: all pointers are device pointers (batch included); one thread per sample,
-// global atomics for the gradient scatter.
+// global atomics for the gradient scatter (LR, FM and FFM).
 void wide_classical_gradient_cuda(const WideShape& shape, const WideBatch& batch, const float* params,
                                   float* grad, float* logits, void* stream);
 #endif

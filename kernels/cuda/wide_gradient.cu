@@ -1,4 +1,4 @@
-// CUDA twins of the wide kernels (LR and FM; FFM runs on the CPU kernels only).
+// CUDA twins of the wide kernels for LR and FM (FFM: kernels/cuda/wide_ffm.cu, dispatched here).
 //  classical: one thread per sample; gather, predict, scatter with global atomics.
 //  flow: the batch's tiles are sorted by feature with cub::DeviceSegmentedRadixSort (one
 //  segment per tile of samples, the sample side of the 2D partition); one block per tile keeps
@@ -8,6 +8,7 @@
 //  them with one atomic per weight per tile; cold features take global atomics directly.
 #include <cub/device/device_segmented_radix_sort.cuh>
 
+#include "kernels/cuda/wide_ffm.cuh"
 #include "kernels/wide_classical.hpp"
 #include "kernels/wide_flow.hpp"
 #include "lib/core/cuda_check.hpp"
@@ -103,8 +104,7 @@ __global__ void flow_kernel(Program prog, int row_len, int tile, int hot, WideBa
 }
 
 void check_supported(const WideShape& s) {
-  SKEW_CHECK(s.kind != WideKind::FFM, "FFM has no CUDA kernel; use device = cpu");
-  SKEW_CHECK(s.row_len() <= kMaxRow - 1, "the CUDA wide kernels support k <= 32, got k = " << s.k);
+  SKEW_CHECK(s.row_len() <= kMaxRow - 1, "the CUDA LR/FM kernels support k <= 32, got k = " << s.k);
 }
 
 template <typename Fn>
@@ -117,6 +117,7 @@ void with_program(const WideShape& s, Fn&& fn) {
 
 void wide_classical_gradient_cuda(const WideShape& shape, const WideBatch& batch, const float* params, float* grad,
                                   float* logits, void* stream) {
+  if (shape.kind == WideKind::FFM) return wide_ffm_classical_cuda(shape, batch, params, grad, logits, cudaStream_t(stream));
   check_supported(shape);
   if (batch.rows == 0) return;
   const unsigned blocks = unsigned((batch.rows + kThreads - 1) / kThreads);
@@ -127,15 +128,12 @@ void wide_classical_gradient_cuda(const WideShape& shape, const WideBatch& batch
 }
 
 void wide_flow_gradient_cuda(const WideShape& shape, const WideFlowOptions& options, const WideBatch& batch,
-                             const float* params, float* grad, float* logits, void* stream_ptr) {
+                             std::int64_t base, std::int64_t nnz, const float* params, float* grad, float* logits,
+                             void* stream_ptr) {
+  cudaStream_t stream = cudaStream_t(stream_ptr);
+  if (shape.kind == WideKind::FFM) return wide_ffm_flow_cuda(shape, options, batch, params, grad, logits, stream);
   check_supported(shape);
   if (batch.rows == 0) return;
-  cudaStream_t stream = cudaStream_t(stream_ptr);
-  std::int64_t ends[2];
-  SKEW_CUDA_CHECK(cudaMemcpyAsync(&ends[0], batch.row_ptr, sizeof(std::int64_t), cudaMemcpyDeviceToHost, stream));
-  SKEW_CUDA_CHECK(cudaMemcpyAsync(&ends[1], batch.row_ptr + batch.rows, sizeof(std::int64_t), cudaMemcpyDeviceToHost, stream));
-  SKEW_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const std::int64_t base = ends[0], nnz = ends[1] - ends[0];
   const int tile = std::max(1, std::min(options.tile_samples, 64));
   const int tiles = int((batch.rows + tile - 1) / tile);
   const int row_len = shape.row_len(), acc_len = shape.kind == WideKind::LR ? 1 : 2 + shape.k;

@@ -5,6 +5,7 @@
 
 #include "kernels/wide_classical.hpp"
 #include "lib/core/error.hpp"
+#include "lib/core/tensor.hpp"
 
 namespace skew::wide {
 
@@ -14,11 +15,26 @@ TrainSchema schema_from_name(const std::string& name) {
   SKEW_THROW("unknown train.schema '" << name << "' (expected classical or flow)");
 }
 
+TrainDevice device_from_name(const std::string& name) {
+  if (name == "cpu") return TrainDevice::Cpu;
+  if (name == "cuda") return TrainDevice::Cuda;
+  SKEW_THROW("unknown train.device '" << name << "' (expected cpu or cuda)");
+}
+
 WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shared_ptr<comm::ProcessGroup> group)
     : model_(std::move(model)), options_(options), group_(std::move(group)) {
   pool_ = std::make_unique<kernels::WidePool>(options.threads);
-  if (options.schema == TrainSchema::Flow) flow_ = std::make_unique<kernels::WideFlow>(model_.shape, options.flow, pool_->threads());
   optimizer_ = std::make_unique<Optimizer>(options.optimizer, model_.shape, model_.params);
+  if (options.device == TrainDevice::Cuda) {
+    SKEW_CHECK(cuda_built(), "train.device = cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON)");
+    SKEW_CHECK(cuda_device_count() > 0, "train.device = cuda, but no CUDA device is visible; use train.device = cpu");
+    SKEW_CHECK(!group_ || group_->size() == 1, "train.device = cuda trains on one rank; run one process or use train.device = cpu");
+    gpu_ = std::make_unique<WideGpuTrainer>(model_.shape, options.schema == TrainSchema::Flow, options.flow,
+                                            optimizer_->rule(), options.overlap, model_.params, optimizer_->n_state(),
+                                            optimizer_->z_state());
+  } else if (options.schema == TrainSchema::Flow) {
+    flow_ = std::make_unique<kernels::WideFlow>(model_.shape, options.flow, pool_->threads());
+  }
   grad_.assign(model_.params.size(), 0.0f);
   stamp_.assign(std::size_t(model_.shape.num_features), 0u);
 }
@@ -93,8 +109,24 @@ void WideTrainer::densify_sparse_gradient() {
   std::sort(touched_.begin(), touched_.end());
 }
 
-StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std::int64_t end) {
+WideModel& WideTrainer::model() {
+  if (gpu_ && !host_params_newer_) {
+    gpu_->download(model_.params);
+    host_params_newer_ = true;
+  }
+  return model_;
+}
+
+StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin,
+                             std::int64_t next_end) {
   const kernels::WideBatch b = data.batch(begin, end);
+  if (gpu_) {
+    if (host_params_newer_) gpu_->upload(model_.params);
+    host_params_newer_ = false;
+    const double kernel_seconds = gpu_->step(data, begin, end, next_begin, next_end, logits_);
+    const double loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
+    return StepResult{b.rows > 0 ? loss / double(b.rows) : 0.0, b.rows, b.nnz(), kernel_seconds};
+  }
   logits_.resize(std::size_t(b.rows));
   // Flow LR produces its touched features and their gradient rows itself.
   const bool sparse = flow_ && flow_->has_sparse_gradient();
@@ -122,6 +154,11 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
 
 void WideTrainer::gradient(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::vector<float>& grad,
                            std::vector<float>& logits) {
+  if (gpu_) {
+    if (host_params_newer_) gpu_->upload(model_.params);
+    host_params_newer_ = false;
+    return gpu_->gradient(data, begin, end, grad, logits);
+  }
   const kernels::WideBatch b = data.batch(begin, end);
   grad.assign(model_.params.size(), 0.0f);
   logits.assign(std::size_t(b.rows), 0.0f);
@@ -129,6 +166,7 @@ void WideTrainer::gradient(const SparseDataset& data, std::int64_t begin, std::i
 }
 
 std::vector<float> WideTrainer::predict(const SparseDataset& data) {
+  model();  // CUDA path: bring the parameters back
   std::vector<float> out(std::size_t(data.rows()));
   kernels::wide_forward(model_.shape, data.batch(0, data.rows()), model_.params.data(), out.data(), *pool_);
   for (auto& z : out) z = kernels::wide_sigmoid(z);
@@ -136,6 +174,7 @@ std::vector<float> WideTrainer::predict(const SparseDataset& data) {
 }
 
 Evaluation WideTrainer::evaluate(const SparseDataset& data) {
+  model();  // CUDA path: bring the parameters back
   std::vector<float> logits(std::size_t(data.rows()));
   kernels::wide_forward(model_.shape, data.batch(0, data.rows()), model_.params.data(), logits.data(), *pool_);
   std::vector<double> totals{logloss_sum(logits.data(), data.label.data(), logits.size()), double(data.rows())};

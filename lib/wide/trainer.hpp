@@ -15,6 +15,7 @@
 #include "lib/core/timer.hpp"
 #include "kernels/wide_pool.hpp"
 #include "lib/wide/dataset.hpp"
+#include "lib/wide/gpu_trainer.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/optimizer.hpp"
 #include "mpi/process_group.hpp"
@@ -23,9 +24,13 @@ namespace skew::wide {
 
 enum class TrainSchema { Classical, Flow };
 TrainSchema schema_from_name(const std::string& name);  // classical | flow
+enum class TrainDevice { Cpu, Cuda };
+TrainDevice device_from_name(const std::string& name);  // cpu | cuda
 
 struct TrainOptions {
   TrainSchema schema = TrainSchema::Flow;
+  TrainDevice device = TrainDevice::Cpu;
+  bool overlap = true;  // cuda: copy the next batch while this one computes (second stream)
   int threads = 1;
   OptimizerOptions optimizer;
   kernels::WideFlowOptions flow;
@@ -49,8 +54,10 @@ class WideTrainer {
   // update from the gradient summed over the group, so models stay identical.
   WideTrainer(WideModel model, const TrainOptions& options, std::shared_ptr<comm::ProcessGroup> group = nullptr);
 
-  // Rows [begin, end) of `data` are this rank's share of the global mini-batch.
-  StepResult step(const SparseDataset& data, std::int64_t begin, std::int64_t end);
+  // Rows [begin, end) of `data` are this rank's share of the global mini-batch; rows
+  // [next_begin, next_end), when given, are the next step's (the CUDA path copies them ahead).
+  StepResult step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin = 0,
+                  std::int64_t next_end = 0);
   // The batch gradient only (sum over samples, not applied): for tests and for callers that
   // synchronise gradients themselves. `grad` is resized to the number of parameters.
   void gradient(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::vector<float>& grad,
@@ -58,8 +65,10 @@ class WideTrainer {
   Evaluation evaluate(const SparseDataset& data);
   std::vector<float> predict(const SparseDataset& data);  // probabilities
 
-  WideModel& model() { return model_; }
-  std::vector<float>& parameters() { return model_.params; }
+  // On the CUDA path these bring the parameters back from the GPU first, and the next step
+  // sends the (possibly overwritten) host copy up again.
+  WideModel& model();
+  std::vector<float>& parameters() { return model().params; }
   const TrainOptions& options() const { return options_; }
   const kernels::WideFlow* flow() const { return flow_.get(); }
 
@@ -74,6 +83,8 @@ class WideTrainer {
   std::shared_ptr<comm::ProcessGroup> group_;
   std::unique_ptr<kernels::WidePool> pool_;
   std::unique_ptr<kernels::WideFlow> flow_;
+  std::unique_ptr<WideGpuTrainer> gpu_;
+  bool host_params_newer_ = false;  // CUDA path: parameters() handed out the host copy
   std::unique_ptr<Optimizer> optimizer_;
   std::vector<float> grad_, logits_;
   kernels::WideSparseGradient sparse_grad_;  // flow LR: the gradient in feature-row form

@@ -8,6 +8,7 @@
 #include "kernels/wide_classical.hpp"
 #include "kernels/wide_flow.hpp"
 #include "lib/core/rng.hpp"
+#include "lib/core/tensor.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/trainer.hpp"
 
@@ -213,6 +214,14 @@ TEST_CASE("flow LR training (feature-row gradient) follows classical for every o
       CHECK(params[1][last] == s.model.params[last]);
     }
   }
+}
+
+TEST_CASE("train.device = cuda without a GPU fails with a message naming the key") {
+  if (cuda_device_count() > 0) return;  // the CUDA tests cover the GPU path
+  Setup s = make_setup(WideKind::LR, 10);
+  TrainOptions o;
+  o.device = TrainDevice::Cuda;
+  REQUIRE_THROWS_WITH(WideTrainer(s.model, o), Catch::Contains("train.device = cuda"));
 }
 
 TEST_CASE("save / load round trip and renumbering back to original ids") {

@@ -1,0 +1,267 @@
+#include "lib/wide/gpu_trainer.hpp"
+
+#include "lib/core/error.hpp"
+
+#if defined(SKEW_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/wide_classical.hpp"
+#include "lib/core/cuda_check.hpp"
+
+namespace skew::wide {
+
+namespace {
+
+template <typename T>
+void grow_pinned(T*& p, std::size_t& capacity, std::size_t n) {
+  if (n <= capacity) return;
+  if (p) SKEW_CUDA_CHECK(cudaFreeHost(p));
+  SKEW_CUDA_CHECK(cudaMallocHost(&p, n * sizeof(T)));
+  capacity = n;
+}
+
+template <typename T>
+void grow_device(T*& p, std::size_t& capacity, std::size_t n) {
+  if (n <= capacity) return;
+  if (p) SKEW_CUDA_CHECK(cudaFree(p));
+  SKEW_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
+  capacity = n;
+}
+
+template <typename T>
+T* device_copy(const std::vector<T>& v) {
+  T* p = nullptr;
+  SKEW_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)));
+  if (!v.empty()) SKEW_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+
+// One staged mini-batch: pinned host copy (row offsets rebased to 0) and its device twin.
+struct Slot {
+  const SparseDataset* data = nullptr;
+  std::int64_t begin = -1, end = -1, nnz = 0;
+  std::int64_t *host_row_ptr = nullptr, *row_ptr = nullptr;
+  std::uint32_t *host_index = nullptr, *index = nullptr;
+  std::uint16_t *host_field = nullptr, *field = nullptr;
+  float *host_value = nullptr, *value = nullptr, *host_label = nullptr, *label = nullptr;
+  // Capacities: pinned row_ptr, index, value, label, then the device ones, then field (both).
+  std::size_t cap[8] = {}, host_field_cap = 0, field_cap = 0;
+  cudaEvent_t copied = nullptr;  // recorded after the slot's copies
+};
+
+}  // namespace
+
+struct WideGpuTrainer::State {
+  kernels::WideShape shape;
+  bool flow = true, overlap = true;
+  kernels::WideFlowOptions flow_options;
+  kernels::WideUpdateRule rule;
+  float *params = nullptr, *grad = nullptr, *n = nullptr, *z = nullptr, *logits = nullptr, *host_logits = nullptr;
+  std::size_t logits_cap = 0, host_logits_cap = 0;
+  std::uint8_t* touched = nullptr;
+  cudaStream_t compute = nullptr, copy = nullptr;
+  cudaEvent_t kernel_start = nullptr, kernel_stop = nullptr;
+  Slot slots[2];
+  int next_slot = 0;
+
+  // Copies rows [begin, end) of data into `slot` on `stream` (host fill, then async copies).
+  void stage(Slot& s, const SparseDataset& data, std::int64_t begin, std::int64_t end, cudaStream_t stream) {
+    const std::size_t rows = std::size_t(end - begin);
+    const std::int64_t base = data.row_ptr[std::size_t(begin)];
+    const std::size_t nnz = std::size_t(data.row_ptr[std::size_t(end)] - base);
+    const bool ffm = shape.kind == kernels::WideKind::FFM;
+    SKEW_CUDA_CHECK(cudaEventSynchronize(s.copied));  // the pinned buffers are free again
+    grow_pinned(s.host_row_ptr, s.cap[0], rows + 1);
+    grow_pinned(s.host_index, s.cap[1], nnz);
+    grow_pinned(s.host_value, s.cap[2], nnz);
+    grow_pinned(s.host_label, s.cap[3], rows);
+    grow_device(s.row_ptr, s.cap[4], rows + 1);
+    grow_device(s.index, s.cap[5], nnz);
+    grow_device(s.value, s.cap[6], nnz);
+    grow_device(s.label, s.cap[7], rows);
+    if (ffm) {
+      grow_pinned(s.host_field, s.host_field_cap, nnz);
+      grow_device(s.field, s.field_cap, nnz);
+    }
+    for (std::size_t i = 0; i <= rows; ++i) s.host_row_ptr[i] = data.row_ptr[std::size_t(begin) + i] - base;
+    std::memcpy(s.host_index, data.index.data() + base, nnz * sizeof(std::uint32_t));
+    std::memcpy(s.host_value, data.value.data() + base, nnz * sizeof(float));
+    std::memcpy(s.host_label, data.label.data() + begin, rows * sizeof(float));
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.row_ptr, s.host_row_ptr, (rows + 1) * sizeof(std::int64_t), cudaMemcpyHostToDevice, stream));
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.index, s.host_index, nnz * sizeof(std::uint32_t), cudaMemcpyHostToDevice, stream));
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.value, s.host_value, nnz * sizeof(float), cudaMemcpyHostToDevice, stream));
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.label, s.host_label, rows * sizeof(float), cudaMemcpyHostToDevice, stream));
+    if (ffm) {
+      std::memcpy(s.host_field, data.field.data() + base, nnz * sizeof(std::uint16_t));
+      SKEW_CUDA_CHECK(cudaMemcpyAsync(s.field, s.host_field, nnz * sizeof(std::uint16_t), cudaMemcpyHostToDevice, stream));
+    }
+    SKEW_CUDA_CHECK(cudaEventRecord(s.copied, stream));
+    s.data = &data;
+    s.begin = begin;
+    s.end = end;
+    s.nnz = std::int64_t(nnz);
+  }
+
+  // The slot holding rows [begin, end), staged now (on the compute stream) if none does.
+  Slot& batch_slot(const SparseDataset& data, std::int64_t begin, std::int64_t end) {
+    for (Slot& s : slots)
+      if (s.data == &data && s.begin == begin && s.end == end) return s;
+    Slot& s = slots[next_slot];
+    next_slot ^= 1;
+    stage(s, data, begin, end, compute);
+    return s;
+  }
+
+  kernels::WideBatch device_batch(const Slot& s) const {
+    kernels::WideBatch b;
+    b.rows = s.end - s.begin;
+    b.row_ptr = s.row_ptr;
+    b.index = s.index;
+    b.field = s.field;
+    b.value = s.value;
+    b.label = s.label;
+    return b;
+  }
+
+  // Gradient of the batch in `slot` into grad, logits into the device buffer; timed by events.
+  // The compute stream must already wait for the slot's copies (wait_for).
+  void launch_gradient(const Slot& s) {
+    const kernels::WideBatch b = device_batch(s);
+    grow_device(logits, logits_cap, std::size_t(std::max<std::int64_t>(1, b.rows)));
+    SKEW_CUDA_CHECK(cudaEventRecord(kernel_start, compute));
+    if (flow)
+      kernels::wide_flow_gradient_cuda(shape, flow_options, b, 0, s.nnz, params, grad, logits, compute);
+    else
+      kernels::wide_classical_gradient_cuda(shape, b, params, grad, logits, compute);
+    SKEW_CUDA_CHECK(cudaEventRecord(kernel_stop, compute));
+  }
+
+  void logits_to_host(std::int64_t rows, std::vector<float>& out) {
+    grow_pinned(host_logits, host_logits_cap, std::size_t(std::max<std::int64_t>(1, rows)));
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(host_logits, logits, std::size_t(rows) * sizeof(float), cudaMemcpyDeviceToHost, compute));
+    SKEW_CUDA_CHECK(cudaStreamSynchronize(compute));
+    out.assign(host_logits, host_logits + rows);
+  }
+};
+
+WideGpuTrainer::WideGpuTrainer(const kernels::WideShape& shape, bool flow, const kernels::WideFlowOptions& flow_options,
+                               const kernels::WideUpdateRule& rule, bool overlap, const std::vector<float>& params,
+                               const std::vector<float>& n_state, const std::vector<float>& z_state)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.shape = shape;
+  s.flow = flow;
+  s.flow_options = flow_options;
+  s.rule = rule;
+  s.overlap = overlap;
+  s.params = device_copy(params);
+  s.grad = device_copy(std::vector<float>(params.size(), 0.0f));
+  if (!n_state.empty()) s.n = device_copy(n_state);
+  if (!z_state.empty()) s.z = device_copy(z_state);
+  SKEW_CUDA_CHECK(cudaMalloc(&s.touched, std::size_t(std::max<std::int64_t>(1, shape.num_features))));
+  SKEW_CUDA_CHECK(cudaMemset(s.touched, 0, std::size_t(std::max<std::int64_t>(1, shape.num_features))));
+  SKEW_CUDA_CHECK(cudaStreamCreateWithFlags(&s.compute, cudaStreamNonBlocking));
+  SKEW_CUDA_CHECK(cudaStreamCreateWithFlags(&s.copy, cudaStreamNonBlocking));
+  SKEW_CUDA_CHECK(cudaEventCreate(&s.kernel_start));
+  SKEW_CUDA_CHECK(cudaEventCreate(&s.kernel_stop));
+  for (Slot& slot : s.slots) SKEW_CUDA_CHECK(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming));
+}
+
+WideGpuTrainer::~WideGpuTrainer() {
+  State& s = *state_;
+  cudaStreamSynchronize(s.compute);
+  cudaStreamSynchronize(s.copy);
+  for (Slot& slot : s.slots) {
+    for (void* p : {static_cast<void*>(slot.host_row_ptr), static_cast<void*>(slot.host_index),
+                    static_cast<void*>(slot.host_field), static_cast<void*>(slot.host_value),
+                    static_cast<void*>(slot.host_label)})
+      if (p) cudaFreeHost(p);
+    for (void* p : {static_cast<void*>(slot.row_ptr), static_cast<void*>(slot.index), static_cast<void*>(slot.field),
+                    static_cast<void*>(slot.value), static_cast<void*>(slot.label)})
+      if (p) cudaFree(p);
+    cudaEventDestroy(slot.copied);
+  }
+  if (s.host_logits) cudaFreeHost(s.host_logits);
+  for (void* p : {static_cast<void*>(s.params), static_cast<void*>(s.grad), static_cast<void*>(s.n),
+                  static_cast<void*>(s.z), static_cast<void*>(s.logits), static_cast<void*>(s.touched)})
+    if (p) cudaFree(p);
+  cudaEventDestroy(s.kernel_start);
+  cudaEventDestroy(s.kernel_stop);
+  cudaStreamDestroy(s.compute);
+  cudaStreamDestroy(s.copy);
+}
+
+double WideGpuTrainer::step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin,
+                            std::int64_t next_end, std::vector<float>& logits) {
+  State& s = *state_;
+  const std::int64_t rows = end - begin;
+  Slot& slot = s.batch_slot(data, begin, end);
+  SKEW_CUDA_CHECK(cudaStreamWaitEvent(s.compute, slot.copied, 0));
+  kernels::wide_mark_touched_cuda(s.device_batch(slot), 0, slot.nnz, s.touched, s.compute);
+  s.launch_gradient(slot);
+  if (rows > 0) kernels::wide_update_cuda(s.shape, s.rule, 1.0f / float(rows), s.touched, s.params, s.grad, s.n, s.z, s.compute);
+  // The next batch's copy runs on the copy stream while this one computes. Its slot's last
+  // user (the previous step) has finished: every step ends with a synchronisation.
+  if (s.overlap && next_begin < next_end) {
+    Slot& other = &slot == &s.slots[0] ? s.slots[1] : s.slots[0];
+    s.stage(other, data, next_begin, next_end, s.copy);
+    s.next_slot = &slot == &s.slots[0] ? 0 : 1;
+  }
+  s.logits_to_host(rows, logits);
+  float ms = 0.0f;
+  SKEW_CUDA_CHECK(cudaEventElapsedTime(&ms, s.kernel_start, s.kernel_stop));
+  return 1e-3 * double(ms);
+}
+
+void WideGpuTrainer::gradient(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::vector<float>& grad,
+                              std::vector<float>& logits) {
+  State& s = *state_;
+  const Slot& slot = s.batch_slot(data, begin, end);
+  SKEW_CUDA_CHECK(cudaStreamWaitEvent(s.compute, slot.copied, 0));
+  s.launch_gradient(slot);
+  s.logits_to_host(end - begin, logits);
+  grad.resize(std::size_t(s.shape.num_params()));
+  SKEW_CUDA_CHECK(cudaMemcpy(grad.data(), s.grad, grad.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  SKEW_CUDA_CHECK(cudaMemset(s.grad, 0, grad.size() * sizeof(float)));  // steps expect a zero gradient
+}
+
+void WideGpuTrainer::upload(const std::vector<float>& params) {
+  SKEW_CUDA_CHECK(cudaStreamSynchronize(state_->compute));
+  SKEW_CUDA_CHECK(cudaMemcpy(state_->params, params.data(), params.size() * sizeof(float), cudaMemcpyHostToDevice));
+}
+
+void WideGpuTrainer::download(std::vector<float>& params) {
+  SKEW_CUDA_CHECK(cudaStreamSynchronize(state_->compute));
+  SKEW_CUDA_CHECK(cudaMemcpy(params.data(), state_->params, params.size() * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+}  // namespace skew::wide
+
+#else  // built without CUDA: WideTrainer refuses train.device = cuda before getting here
+
+namespace skew::wide {
+
+struct WideGpuTrainer::State {};
+
+WideGpuTrainer::WideGpuTrainer(const kernels::WideShape&, bool, const kernels::WideFlowOptions&,
+                               const kernels::WideUpdateRule&, bool, const std::vector<float>&, const std::vector<float>&,
+                               const std::vector<float>&) {
+  SKEW_THROW("train.device = cuda: this build has no CUDA (configure with -DSKEW_CUDA=ON)");
+}
+WideGpuTrainer::~WideGpuTrainer() = default;
+double WideGpuTrainer::step(const SparseDataset&, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
+                            std::vector<float>&) {
+  SKEW_THROW("train.device = cuda: this build has no CUDA");
+}
+void WideGpuTrainer::gradient(const SparseDataset&, std::int64_t, std::int64_t, std::vector<float>&, std::vector<float>&) {
+  SKEW_THROW("train.device = cuda: this build has no CUDA");
+}
+void WideGpuTrainer::upload(const std::vector<float>&) { SKEW_THROW("train.device = cuda: this build has no CUDA"); }
+void WideGpuTrainer::download(std::vector<float>&) { SKEW_THROW("train.device = cuda: this build has no CUDA"); }
+
+}  // namespace skew::wide
+
+#endif

@@ -1,0 +1,45 @@
+// The CUDA path of WideTrainer (train.device = cuda): parameters, gradient and optimiser state
+// live on the GPU; each mini-batch is copied from pinned host buffers into one of two device
+// slots. With overlap on, the next batch's host->device copy runs on a second stream while this
+// batch computes (events order the slot reuse); with it off, copy and compute take turns on one
+// stream. Gradient kernels: kernels/cuda/wide_gradient.cu (classical or flow, LR/FM/FFM); the
+// update: kernels/cuda/wide_update.cu, the same rules and touched rows as the CPU optimiser.
+// Built without CUDA, constructing one throws.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/wide_flow.hpp"
+#include "kernels/wide_update.hpp"
+#include "lib/wide/dataset.hpp"
+
+namespace skew::wide {
+
+class WideGpuTrainer {
+ public:
+  // `n_state`/`z_state`: the optimiser's starting per-coordinate state (empty when it has none).
+  WideGpuTrainer(const kernels::WideShape& shape, bool flow, const kernels::WideFlowOptions& flow_options,
+                 const kernels::WideUpdateRule& rule, bool overlap, const std::vector<float>& params,
+                 const std::vector<float>& n_state, const std::vector<float>& z_state);
+  ~WideGpuTrainer();
+  WideGpuTrainer(const WideGpuTrainer&) = delete;
+  WideGpuTrainer& operator=(const WideGpuTrainer&) = delete;
+
+  // One step on rows [begin, end): gradient, update with scale 1/rows, logits back to the host.
+  // Rows [next_begin, next_end) (empty when next_begin >= next_end) are the next step's batch,
+  // staged now when overlap is on. Returns the seconds the gradient kernel took on the GPU.
+  double step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin,
+              std::int64_t next_end, std::vector<float>& logits);
+  // The batch gradient alone (for tests): grad has every parameter; nothing is updated.
+  void gradient(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::vector<float>& grad,
+                std::vector<float>& logits);
+  void upload(const std::vector<float>& params);
+  void download(std::vector<float>& params);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace skew::wide
