@@ -29,28 +29,111 @@ double CostModel::pair_bandwidth(int a, int b) const {
   return a / c_.gpus_per_node == b / c_.gpus_per_node ? c_.intra_bandwidth : c_.inter_bandwidth;
 }
 
+namespace {
+
+// Accumulates every source's equal part of single-replica experts in O(1) per expert (node
+// totals with the receiver's own share taken back), and explicit transfers of replicated ones.
+class TrafficBuilder {
+ public:
+  TrafficBuilder(int ranks, int gpus_per_node)
+      : g_(gpus_per_node),
+        out_(static_cast<std::size_t>(ranks)),
+        node_intra_(static_cast<std::size_t>((ranks + g_ - 1) / g_), 0.0),
+        node_inter_(node_intra_.size(), 0.0),
+        own_(static_cast<std::size_t>(ranks), 0.0) {}
+  int ranks() const { return static_cast<int>(out_.size()); }
+  bool same_node(int a, int b) const { return a / g_ == b / g_; }
+  int node_size(int node) const { return std::min(g_, ranks() - node * g_); }
+
+  // Every rank but `dst` sends `part` tokens to `dst`.
+  void from_all(int dst, double part) {
+    const int node = dst / g_;
+    auto& t = out_[static_cast<std::size_t>(dst)];
+    t.recv_intra += part * (node_size(node) - 1);
+    t.recv_inter += part * (ranks() - node_size(node));
+    node_intra_[static_cast<std::size_t>(node)] += part;
+    own_[static_cast<std::size_t>(dst)] += part;
+    all_inter_ += part;
+    node_inter_[static_cast<std::size_t>(node)] += part;
+  }
+  void transfer(int src, int dst, double tokens) {
+    auto& s = out_[static_cast<std::size_t>(src)];
+    auto& d = out_[static_cast<std::size_t>(dst)];
+    (same_node(src, dst) ? s.send_intra : s.send_inter) += tokens;
+    (same_node(src, dst) ? d.recv_intra : d.recv_inter) += tokens;
+  }
+  std::vector<RankTraffic> finish() {
+    for (int r = 0; r < ranks(); ++r) {
+      auto& t = out_[static_cast<std::size_t>(r)];
+      const auto node = static_cast<std::size_t>(r / g_);
+      t.send_intra += node_intra_[node] - own_[static_cast<std::size_t>(r)];
+      t.send_inter += all_inter_ - node_inter_[node];
+    }
+    return std::move(out_);
+  }
+
+ private:
+  int g_;
+  std::vector<RankTraffic> out_;
+  std::vector<double> node_intra_, node_inter_, own_;
+  double all_inter_ = 0;
+};
+
+}  // namespace
+
+double CostModel::alltoall_traffic_seconds(const std::vector<RankTraffic>& traffic) const {
+  if (traffic.size() <= 1) return 0.0;
+  const double token_bytes = static_cast<double>(s_.hidden_dim) * s_.activation_bytes;
+  double round = 0;
+  for (const auto& t : traffic)
+    round = std::max({round, t.send_intra * token_bytes / c_.intra_bandwidth,
+                      t.send_inter * token_bytes / c_.inter_bandwidth, t.recv_intra * token_bytes / c_.intra_bandwidth,
+                      t.recv_inter * token_bytes / c_.inter_bandwidth});
+  return 4.0 * (round + c_.alltoall_latency);
+}
+
 double CostModel::alltoall_seconds(const std::vector<double>& recv_tokens) const {
   const int n = static_cast<int>(recv_tokens.size());
   if (n <= 1) return 0.0;
-  const int g = c_.gpus_per_node;
-  const double token_bytes = static_cast<double>(s_.hidden_dim) * s_.activation_bytes;
-  const double all = std::accumulate(recv_tokens.begin(), recv_tokens.end(), 0.0);
-  double round = 0;
-  for (int node_begin = 0; node_begin < n; node_begin += g) {
-    const int node_end = std::min(n, node_begin + g);
-    const double node_tokens = std::accumulate(recv_tokens.begin() + node_begin, recv_tokens.begin() + node_end, 0.0);
-    const int node_size = node_end - node_begin;
-    for (int r = node_begin; r < node_end; ++r) {
-      const double part = recv_tokens[static_cast<std::size_t>(r)] / n * token_bytes;  // from one source
-      const double recv =
-          std::max(part * (node_size - 1) / c_.intra_bandwidth, part * (n - node_size) / c_.inter_bandwidth);
-      const double own = recv_tokens[static_cast<std::size_t>(r)];
-      const double send = std::max((node_tokens - own) / n * token_bytes / c_.intra_bandwidth,
-                                   (all - node_tokens) / n * token_bytes / c_.inter_bandwidth);
-      round = std::max({round, recv, send});
+  TrafficBuilder b(n, c_.gpus_per_node);
+  for (int r = 0; r < n; ++r) b.from_all(r, recv_tokens[static_cast<std::size_t>(r)] / n);
+  return alltoall_traffic_seconds(b.finish());
+}
+
+std::vector<RankTraffic> CostModel::dispatch_traffic(const LayerPlacement& p, const std::vector<double>& load) const {
+  SKEW_CHECK(load.size() == p.experts.size(), "load has " << load.size() << " experts, placement " << p.num_experts());
+  const int n = p.world_size;
+  TrafficBuilder b(n, c_.gpus_per_node);
+  std::vector<double> left(static_cast<std::size_t>(n)), room;
+  for (std::size_t e = 0; e < p.experts.size(); ++e) {
+    const auto& reps = p.experts[e];
+    const double part = load[e] / n;
+    if (reps.size() == 1) {
+      b.from_all(reps[0].rank, part);
+      continue;
+    }
+    // locality_split on real numbers: each replica keeps its own rank's part up to its target,
+    // then the remaining parts fill the remaining room, sources and replicas in order.
+    std::fill(left.begin(), left.end(), part);
+    room.clear();
+    for (const auto& r : reps) {
+      const double local = std::min(part, r.share * load[e]);
+      left[static_cast<std::size_t>(r.rank)] -= local;
+      room.push_back(r.share * load[e] - local);
+    }
+    const double eps = 1e-12 * std::max(1.0, load[e]);
+    std::size_t i = 0;
+    for (int src = 0; src < n; ++src) {
+      double& l = left[static_cast<std::size_t>(src)];
+      while (l > eps && i < reps.size()) {
+        const double moved = std::min(l, room[i]);
+        if (moved > 0) b.transfer(src, reps[i].rank, moved);
+        l -= moved, room[i] -= moved;
+        if (room[i] <= eps) ++i;
+      }
     }
   }
-  return 4.0 * (round + c_.alltoall_latency);
+  return b.finish();
 }
 
 double CostModel::allreduce_seconds(double bytes, const std::vector<int>& ranks) const {
@@ -80,7 +163,7 @@ StepCost CostModel::predict(const LayerPlacement& p, const std::vector<double>& 
   const auto loads = rank_loads(p, load);
   StepCost cost;
   cost.compute = compute_seconds(*std::max_element(loads.begin(), loads.end()));
-  cost.alltoall = alltoall_seconds(loads);
+  cost.alltoall = alltoall_traffic_seconds(dispatch_traffic(p, load));
   std::vector<double> sync(loads.size(), 0.0);
   for (const auto& reps : p.experts) {
     if (reps.size() <= 1) continue;

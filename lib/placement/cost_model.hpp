@@ -1,7 +1,9 @@
 // FlexMoE's cost model: the predicted time of one MoE layer's expert work under a placement,
 // and the one-off cost of changing placement. All times in seconds, per training step (forward
 // and backward). Tokens are assumed to come from every rank in equal parts (each rank runs the
-// same micro-batch size) and each source splits an expert's tokens among its replicas by share.
+// same micro-batch size) and are split among an expert's replicas as the dispatch does
+// (locality first: a replica's target is its share of the expert's tokens, it takes its own
+// rank's tokens first, and the rest cross ranks in source order).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -32,6 +34,11 @@ struct ExpertShape {
   int state_bytes_per_param = 12;  // parameter + optimiser moments moved with a replica
 };
 
+// Tokens one rank sends and receives in one all-to-all round, by link: inside its node or across.
+struct RankTraffic {
+  double send_intra = 0, send_inter = 0, recv_intra = 0, recv_inter = 0;
+};
+
 // A rank's replica all-reduces follow its own expert compute (they overlap other ranks'
 // compute), so the critical path is the busiest rank's compute + sync, plus the all-to-all.
 struct StepCost {
@@ -52,9 +59,15 @@ class CostModel {
   double flops_per_token() const { return 6.0 * static_cast<double>(s_.params); }
   double compute_seconds(double tokens) const;
   // Four all-to-all rounds per step (dispatch, combine, and both again in backward); each
-  // round lasts alltoall_latency plus as long as the busiest rank's sends or receives. recv_tokens[r] = tokens that
-  // rank r computes and that arrive in equal parts from every rank (its own part stays local).
+  // round lasts alltoall_latency plus as long as the busiest rank's sends or receives on its
+  // slower link (a rank's intra- and inter-node transfers proceed in parallel).
+  double alltoall_traffic_seconds(const std::vector<RankTraffic>& traffic) const;
+  // The same for recv_tokens[r] = tokens rank r computes, arriving in equal parts from every
+  // rank (its own part stays local): one replica per expert.
   double alltoall_seconds(const std::vector<double>& recv_tokens) const;
+  // The traffic of dispatching `load` under `p` with the runtime's locality-first replica split
+  // (lib/moe/moe_layer.cpp locality_split), each source holding load / N of every expert.
+  std::vector<RankTraffic> dispatch_traffic(const LayerPlacement& p, const std::vector<double>& load) const;
   // Ring all-reduce of `bytes` among `ranks`: 2 (n-1)/n bytes at the bus bandwidth, which is
   // intra_bandwidth when all ranks share a node and allreduce_bandwidth otherwise.
   double allreduce_seconds(double bytes, const std::vector<int>& ranks) const;

@@ -31,7 +31,7 @@ Validation validate_cost_model(const CostModel& model, const MeasuredRun& run, i
       const auto p = LayerPlacement::block(experts, ranks, experts / ranks);
       const auto loads = model.rank_loads(p, std::vector<double>(counts.begin(), counts.end()));
       v.predicted_expert += model.compute_seconds(loads[0]);
-      v.predicted_alltoall += model.alltoall_seconds(loads);
+      v.predicted_alltoall += model.alltoall_traffic_seconds(model.dispatch_traffic(p, std::vector<double>(counts.begin(), counts.end())));
     }
     v.measured_expert += run.expert_seconds[it];
     v.measured_alltoall += run.alltoall_seconds[it];
