@@ -1,8 +1,12 @@
-// wide_gpu_bench: the CUDA gradient kernels of the wide models, classical schema (one thread per
-// sample, global atomics) against flow schema (tiled CSC, shared-memory hot cache), on the same
-// frequency-renumbered synthetic Criteo-like data, one epoch of mini-batch gradients each, timed
-// with CUDA events (median of repeats). The bound printed beside them is the CSR batch streamed
-// once at the device's measured copy bandwidth. bench.export writes the data as safetensors for
+// wide_gpu_bench: the CUDA gradient kernels of the wide models (LR, FM, FFM), classical schema
+// (one thread per sample, global atomics) against flow schema (tiled CSC or warp per sample,
+// shared-memory hot cache), on the same frequency-renumbered synthetic Criteo-like data, one
+// epoch of mini-batch gradients each with the data already on the GPU, timed with CUDA events
+// (median of repeats). Then whole training epochs through wide_train's CUDA path (WideTrainer,
+// train.device = cuda: batches copied from the host, gradient, update): classical, flow, and
+// flow with the next batch's copy overlapped on a second stream (median of repeats, wall
+// time). The bound printed beside them is the CSR batch streamed once at the device's measured
+// copy bandwidth. bench.export writes the data as safetensors for
 // scripts/device/torch_wide_fm.py (PyTorch EmbeddingBag FM on the same rows). Without a GPU (or
 // in a build without CUDA) the timing is skipped with a message; the data and export still run.
 #include <algorithm>
@@ -18,8 +22,10 @@
 #include "lib/core/log.hpp"
 #include "lib/core/metrics.hpp"
 #include "lib/core/safetensors.hpp"
+#include "lib/core/timer.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"
+#include "lib/wide/trainer.hpp"
 #include "mpi/runtime.hpp"
 
 #if defined(SKEW_WITH_CUDA)
@@ -53,12 +59,13 @@ double copy_bandwidth() {
   return 2.0 * double(bytes) / (ms * 1e-3);
 }
 
-Json time_on_gpu(const SparseDataset& d, const kernels::WideShape& shape, const kernels::WideFlowOptions& flow,
-                 std::int64_t batch, int repeats) {
-  WideModel m = WideModel::create(shape, 1, 0.01f);
+Json time_on_gpu(const SparseDataset& d, const WideModel& m, const kernels::WideFlowOptions& flow, std::int64_t batch,
+                 int repeats) {
+  const kernels::WideShape& shape = m.shape;
   auto* row_ptr = upload(d.row_ptr);
   auto* index = upload(d.index);
   auto* value = upload(d.value);
+  auto* field = upload(d.field);
   auto* label = upload(d.label);
   auto* params = upload(m.params);
   float *grad, *logits;
@@ -69,6 +76,7 @@ Json time_on_gpu(const SparseDataset& d, const kernels::WideShape& shape, const 
     b.rows = std::min(batch, d.rows() - begin);
     b.row_ptr = row_ptr + begin;
     b.index = index;
+    b.field = field;
     b.value = value;
     b.label = label + begin;
     return b;
@@ -78,7 +86,9 @@ Json time_on_gpu(const SparseDataset& d, const kernels::WideShape& shape, const 
     for (std::int64_t begin = 0; begin < d.rows(); begin += batch) {
       const kernels::WideBatch b = batch_at(begin);
       if (use_flow)
-        kernels::wide_flow_gradient_cuda(shape, flow, b, params, grad, logits + begin, nullptr);
+        kernels::wide_flow_gradient_cuda(shape, flow, b, d.row_ptr[std::size_t(begin)],
+                                         d.row_ptr[std::size_t(begin + b.rows)] - d.row_ptr[std::size_t(begin)], params,
+                                         grad, logits + begin, nullptr);
       else
         kernels::wide_classical_gradient_cuda(shape, b, params, grad, logits + begin, nullptr);
     }
@@ -102,7 +112,8 @@ Json time_on_gpu(const SparseDataset& d, const kernels::WideShape& shape, const 
   const double classical_ms = median_ms(repeats, [&] { epoch(false); });
   const double flow_ms = median_ms(repeats, [&] { epoch(true); });
   for (void* p :
-       {static_cast<void*>(row_ptr), static_cast<void*>(index), static_cast<void*>(value), static_cast<void*>(label),
+       {static_cast<void*>(row_ptr), static_cast<void*>(index), static_cast<void*>(value), static_cast<void*>(field),
+        static_cast<void*>(label),
         static_cast<void*>(params), static_cast<void*>(grad), static_cast<void*>(logits)})
     SKEW_CUDA_CHECK(cudaFree(p));
   Json r;
@@ -114,6 +125,31 @@ Json time_on_gpu(const SparseDataset& d, const kernels::WideShape& shape, const 
   r["gradient_rel_l2"] = rel;
   return r;
 }
+
+// Wall milliseconds of one training epoch through WideTrainer's CUDA path (median of repeats,
+// after one warm-up epoch); SGD, so the only optimiser state is the parameters.
+double train_epoch_ms(const SparseDataset& d, const WideModel& model, const kernels::WideFlowOptions& flow,
+                      std::int64_t batch, int repeats, TrainSchema schema, bool overlap) {
+  TrainOptions o;
+  o.device = TrainDevice::Cuda;
+  o.schema = schema;
+  o.overlap = overlap;
+  o.flow = flow;
+  o.optimizer.kind = OptimizerKind::Sgd;
+  o.optimizer.lr = 0.05f;
+  WideTrainer trainer(model, o);
+  std::vector<double> ms;
+  for (int r = 0; r <= repeats; ++r) {
+    Timer t;
+    for (std::int64_t begin = 0; begin < d.rows(); begin += batch) {
+      const std::int64_t end = std::min(d.rows(), begin + batch);
+      trainer.step(d, begin, end, end, std::min(d.rows(), end + batch));
+    }
+    if (r > 0) ms.push_back(t.seconds() * 1e3);
+  }
+  std::nth_element(ms.begin(), ms.begin() + std::ptrdiff_t(ms.size() / 2), ms.end());
+  return ms[ms.size() / 2];
+}
 #endif
 
 }  // namespace
@@ -122,8 +158,10 @@ int main(int argc, char** argv) {
   Schema schema("wide_gpu_bench", "CUDA classical vs flow gradient kernels on synthetic Criteo-like data.");
   schema.add_string("bench.data", "synthetic:criteo?rows=1000000&features=4194304&alpha=1.1&seed=1",
                     "data (file or synthetic spec)");
-  schema.add_string("bench.models", "fm,lr", "models to run (lr, fm)");
+  schema.add_string("bench.models", "fm,lr,ffm", "models to run (lr, fm, ffm)");
   schema.add_int("bench.k", 16, "latent dimension for FM");
+  schema.add_int("bench.ffm_k", 4, "latent dimension for FFM (rows are 1 + fields * k floats)");
+  schema.add_int("bench.train_repeats", 3, "timed training epochs per schema through wide_train's CUDA path (median)");
   schema.add_int("bench.batch_size", 16384, "mini-batch size");
   schema.add_int("bench.tile_samples", 256, "flow: samples per tile");
   schema.add_int("bench.hot_features", 4096, "flow: cached hottest features");
@@ -174,10 +212,25 @@ int main(int argc, char** argv) {
       const std::size_t end = std::min(models.find(',', pos), models.size());
       const kernels::WideKind kind = kernels::wide_kind_from_name(models.substr(pos, end - pos));
       pos = end + 1;
-      SKEW_CHECK(kind != kernels::WideKind::FFM, "bench.models: ffm has no CUDA kernel");
-      const kernels::WideShape shape{kind, d.num_features, d.num_fields,
-                                     kind == kernels::WideKind::LR ? 0 : int(c.get_int("bench.k"))};
-      Json r = time_on_gpu(d, shape, flow, batch, int(c.get_int("bench.repeats")));
+      const int k = kind == kernels::WideKind::LR    ? 0
+                    : kind == kernels::WideKind::FFM ? int(c.get_int("bench.ffm_k"))
+                                                     : int(c.get_int("bench.k"));
+      const WideModel model = WideModel::create({kind, d.num_features, d.num_fields, k}, 1, 0.01f);
+      Json r = time_on_gpu(d, model, flow, batch, int(c.get_int("bench.repeats")));
+      r["k"] = k;
+      const int train_repeats = int(c.get_int("bench.train_repeats"));
+      const double train_classical = train_epoch_ms(d, model, flow, batch, train_repeats, TrainSchema::Classical, false);
+      const double train_flow = train_epoch_ms(d, model, flow, batch, train_repeats, TrainSchema::Flow, false);
+      const double train_overlap = train_epoch_ms(d, model, flow, batch, train_repeats, TrainSchema::Flow, true);
+      r["train_classical_ms"] = train_classical;
+      r["train_flow_ms"] = train_flow;
+      r["train_flow_overlap_ms"] = train_overlap;
+      r["train_flow_speedup"] = train_classical / train_flow;
+      r["train_flow_overlap_speedup"] = train_classical / train_overlap;
+      r["overlap_gain"] = train_flow / train_overlap;
+      SKEW_INFO(r["model"].get<std::string>()
+                << " training epochs (copies included): classical " << train_classical << " ms, flow " << train_flow
+                << " ms, flow+overlap " << train_overlap << " ms");
       SKEW_INFO(r["model"].get<std::string>()
                 << ": classical " << r["classical_ms"].get<double>() << " ms, flow " << r["flow_ms"].get<double>()
                 << " ms per epoch, flow/classical speedup " << r["flow_speedup"].get<double>() << "x; streaming bound "

@@ -35,8 +35,10 @@ WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shar
   } else if (options.schema == TrainSchema::Flow) {
     flow_ = std::make_unique<kernels::WideFlow>(model_.shape, options.flow, pool_->threads());
   }
-  grad_.assign(model_.params.size(), 0.0f);
-  stamp_.assign(std::size_t(model_.shape.num_features), 0u);
+  if (!gpu_) {  // the CUDA path keeps its gradient and touched flags on the GPU
+    grad_.assign(model_.params.size(), 0.0f);
+    stamp_.assign(std::size_t(model_.shape.num_features), 0u);
+  }
 }
 
 void WideTrainer::compute(const kernels::WideBatch& b, float* grad, float* logits) {

@@ -77,6 +77,14 @@ def main():
         check("wide FM flow vs PyTorch EmbeddingBag", None, "> 1x", None)
     if lr:
         rows.append(("wide LR flow/classical speedup (info)", f"{lr['flow_speedup']:.2f}x", "-", "-"))
+    ffm = next((r for r in wide.get("runs", []) if r.get("model") == "ffm"), None)
+    if ffm:
+        rows.append(("wide FFM flow/classical speedup (info)", f"{ffm['flow_speedup']:.2f}x", "-", "-"))
+    for r in wide.get("runs", []):
+        if "train_flow_overlap_ms" in r:
+            rows.append((f"wide {r['model'].upper()} training epoch classical/flow/flow+overlap (info)",
+                         f"{r['train_classical_ms']:.1f}/{r['train_flow_ms']:.1f}/{r['train_flow_overlap_ms']:.1f} ms "
+                         f"(overlap {r['overlap_gain']:.2f}x)", "-", "-"))
     moe, torch_moe = logs.get("moe", {}), logs.get("torch_moe", {})
     if "dispatch" in moe:
         d = moe["dispatch"]

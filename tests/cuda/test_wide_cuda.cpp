@@ -1,79 +1,87 @@
-// CUDA twins of the wide kernels against the CPU kernels on the same batch (LR and FM).
-#include <cuda_runtime.h>
-
+// The CUDA path of the wide models against the float64 reference and against the CPU trainer:
+// forward values and gradients of every model (LR, FM, FFM) and schema (classical, flow) on
+// the same batch, computed through WideTrainer with train.device = cuda (batch staged in
+// pinned buffers, copied, kernels of kernels/cuda), and short training runs on the GPU (with
+// and without copy/compute overlap) that must end where the CPU run ends.
 #include <catch2/catch.hpp>
 #include <cmath>
 
-#include "kernels/wide_classical.hpp"
-#include "kernels/wide_flow.hpp"
-#include "lib/core/cuda_check.hpp"
-#include "lib/wide/model.hpp"
+#include "lib/wide/trainer.hpp"
 #include "tests/cuda_skip.hpp"
+#include "tests/unit/wide_reference.hpp"
 
 using namespace skew;
 using namespace skew::wide;
+using namespace skew::wide::reference;
 
-namespace {
-template <typename T>
-T* to_device(const std::vector<T>& v) {
-  T* p = nullptr;
-  SKEW_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)));
-  SKEW_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return p;
-}
-template <typename T>
-std::vector<T> to_host(const T* p, std::size_t n) {
-  std::vector<T> v(n);
-  SKEW_CUDA_CHECK(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-  return v;
-}
-}  // namespace
-
-TEST_CASE("CUDA classical and flow gradients equal the CPU kernels") {
+TEST_CASE("CUDA logits and gradients equal the float64 reference (LR, FM, FFM; classical, flow)") {
   SKEW_REQUIRE_GPU();
-  SparseDataset d = generate_synthetic(parse_synthetic_spec("synthetic:criteo?features=5000&alpha=1.2&seed=9"), 0, 1000);
-  FeatureOrder::by_frequency(feature_counts(d, 5000)).apply(d);
-  for (kernels::WideKind kind : {kernels::WideKind::LR, kernels::WideKind::FM}) {
-    const kernels::WideShape shape{kind, 5000, 39, kind == kernels::WideKind::LR ? 0 : 16};
-    WideModel m = WideModel::create(shape, 2, 0.1f);
-    for (std::int64_t f = 0; f < 5000; ++f) m.params[std::size_t(1 + f * shape.row_len())] = 0.01f * float(f % 17) - 0.08f;
-    kernels::WidePool pool(1);
-    std::vector<float> grad_cpu(m.params.size(), 0.0f), logits_cpu(std::size_t(d.rows()));
-    kernels::wide_classical_gradient(shape, d.batch(0, d.rows()), m.params.data(), grad_cpu.data(), logits_cpu.data(), pool);
-    double scale = 0;
-    for (float g : grad_cpu) scale = std::max(scale, double(std::fabs(g)));
-
-    kernels::WideBatch db;
-    db.rows = d.rows();
-    auto* row_ptr = to_device(d.row_ptr);
-    auto* index = to_device(d.index);
-    auto* value = to_device(d.value);
-    auto* label = to_device(d.label);
-    auto* params = to_device(m.params);
-    db.row_ptr = row_ptr;
-    db.index = index;
-    db.value = value;
-    db.label = label;
-    float *grad, *logits;
-    SKEW_CUDA_CHECK(cudaMalloc(&grad, m.params.size() * sizeof(float)));
-    SKEW_CUDA_CHECK(cudaMalloc(&logits, std::size_t(d.rows()) * sizeof(float)));
+  for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
+    Setup s = make_setup(kind, 300);
+    std::vector<double> p(s.model.params.begin(), s.model.params.end());
+    const auto g_ref = ref_grad(s.shape, s.data, p);
+    const double scale = max_abs(g_ref);
+    REQUIRE(scale > 0.1);
     for (const char* schema : {"classical", "flow"}) {
-      SKEW_CUDA_CHECK(cudaMemset(grad, 0, m.params.size() * sizeof(float)));
-      if (std::string(schema) == "flow")
-        kernels::wide_flow_gradient_cuda(shape, kernels::WideFlowOptions{32, 256}, db, params, grad, logits, nullptr);
-      else
-        kernels::wide_classical_gradient_cuda(shape, db, params, grad, logits, nullptr);
-      SKEW_CUDA_CHECK(cudaDeviceSynchronize());
-      const auto g = to_host(grad, m.params.size());
-      const auto z = to_host(logits, std::size_t(d.rows()));
+      TrainOptions o;
+      o.device = TrainDevice::Cuda;
+      o.schema = schema_from_name(schema);
+      o.flow.tile_samples = 32;
+      o.flow.hot_features = 64;
+      WideTrainer t(s.model, o);
+      std::vector<float> g, logits;
+      // Rows 100..300 after rows 0..100: the second batch starts at a non-zero offset.
+      t.gradient(s.data, 0, 100, g, logits);
+      std::vector<float> g_rest, logits_rest;
+      t.gradient(s.data, 100, 300, g_rest, logits_rest);
+      for (std::size_t c = 0; c < g.size(); ++c) g[c] += g_rest[c];
+      logits.insert(logits.end(), logits_rest.begin(), logits_rest.end());
       INFO(kernels::wide_kind_name(kind) << " " << schema);
-      for (std::size_t i = 0; i < z.size(); ++i) REQUIRE(z[i] == Approx(logits_cpu[i]).margin(1e-4));
+      REQUIRE(logits.size() == 300);
+      for (std::int64_t i = 0; i < 300; ++i)
+        REQUIRE(logits[std::size_t(i)] == Approx(ref_logit(s.shape, s.data, i, p)).margin(1e-4));
       double worst = 0;
-      for (std::size_t i = 0; i < g.size(); ++i) worst = std::max(worst, double(std::fabs(g[i] - grad_cpu[i])));
+      for (std::size_t c = 0; c < g.size(); ++c) worst = std::max(worst, std::fabs(double(g[c]) - g_ref[c]));
       CHECK(worst < 1e-4 * scale);
     }
-    for (void* p : {static_cast<void*>(row_ptr), static_cast<void*>(index), static_cast<void*>(value),
-                    static_cast<void*>(label), static_cast<void*>(params), static_cast<void*>(grad), static_cast<void*>(logits)})
-      SKEW_CUDA_CHECK(cudaFree(p));
+  }
+}
+
+TEST_CASE("CUDA training (with and without overlap) ends where the CPU training ends") {
+  SKEW_REQUIRE_GPU();
+  for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
+    for (const char* schema : {"classical", "flow"}) {
+      Setup s = make_setup(kind, 600);
+      std::vector<std::vector<float>> params;
+      std::vector<double> last_loss;
+      for (int run = 0; run < 3; ++run) {  // CPU, CUDA without overlap, CUDA with overlap
+        TrainOptions o;
+        o.schema = schema_from_name(schema);
+        o.device = run == 0 ? TrainDevice::Cpu : TrainDevice::Cuda;
+        o.overlap = run == 2;
+        o.optimizer.kind = OptimizerKind::AdaGrad;
+        o.optimizer.lr = 0.1f;
+        o.optimizer.l2 = 1e-3f;
+        o.flow.tile_samples = 32;
+        o.flow.hot_features = 64;
+        WideTrainer t(s.model, o);
+        double loss = 0;
+        for (int epoch = 0; epoch < 2; ++epoch)
+          for (std::int64_t b = 0; b < 600; b += 100) loss = t.step(s.data, b, b + 100, b + 100, std::min<std::int64_t>(600, b + 200)).loss;
+        params.push_back(t.parameters());
+        last_loss.push_back(loss);
+      }
+      for (int run = 1; run < 3; ++run) {
+        INFO(kernels::wide_kind_name(kind) << " " << schema << (run == 2 ? " overlap" : " no overlap"));
+        CHECK(last_loss[std::size_t(run)] == Approx(last_loss[0]).epsilon(1e-4));
+        double worst = 0, moved = 0;
+        for (std::size_t c = 0; c < params[0].size(); ++c) {
+          worst = std::max(worst, double(std::fabs(params[std::size_t(run)][c] - params[0][c])));
+          moved = std::max(moved, double(std::fabs(params[0][c] - s.model.params[c])));
+        }
+        CHECK(moved > 0.01);
+        CHECK(worst < 1e-3 * moved);
+      }
+    }
   }
 }

@@ -11,89 +11,14 @@
 #include "lib/core/tensor.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/trainer.hpp"
+#include "tests/unit/wide_reference.hpp"
 
 using namespace skew;
 using namespace skew::wide;
 using kernels::WideKind;
 using kernels::WideShape;
 
-namespace {
-
-double ref_logit(const WideShape& s, const SparseDataset& d, std::int64_t i, const std::vector<double>& p) {
-  const std::int64_t L = s.row_len();
-  double z = p[0];
-  for (std::int64_t a = d.row_ptr[i]; a < d.row_ptr[i + 1]; ++a) {
-    const double xa = d.value[a];
-    z += p[1 + d.index[a] * L] * xa;
-    if (s.kind == WideKind::LR) continue;
-    for (std::int64_t b = a + 1; b < d.row_ptr[i + 1]; ++b) {
-      const double xb = d.value[b];
-      const double* va = &p[std::size_t(1 + d.index[a] * L + 1 + (s.kind == WideKind::FFM ? d.field[b] * s.k : 0))];
-      const double* vb = &p[std::size_t(1 + d.index[b] * L + 1 + (s.kind == WideKind::FFM ? d.field[a] * s.k : 0))];
-      double dot = 0;
-      for (int f = 0; f < s.k; ++f) dot += va[f] * vb[f];
-      z += dot * xa * xb;
-    }
-  }
-  return z;
-}
-
-double ref_loss(const WideShape& s, const SparseDataset& d, const std::vector<double>& p) {
-  double sum = 0;
-  for (std::int64_t i = 0; i < d.rows(); ++i) {
-    const double z = ref_logit(s, d, i, p), y = d.label[std::size_t(i)];
-    sum += std::log1p(std::exp(-z)) + (1 - y) * z;
-  }
-  return sum;
-}
-
-// Analytic gradient of the summed logloss, straight from the pairwise definition.
-std::vector<double> ref_grad(const WideShape& s, const SparseDataset& d, const std::vector<double>& p) {
-  const std::int64_t L = s.row_len();
-  std::vector<double> g(p.size(), 0.0);
-  for (std::int64_t i = 0; i < d.rows(); ++i) {
-    const double r = 1.0 / (1.0 + std::exp(-ref_logit(s, d, i, p))) - d.label[std::size_t(i)];
-    g[0] += r;
-    for (std::int64_t a = d.row_ptr[i]; a < d.row_ptr[i + 1]; ++a) {
-      g[std::size_t(1 + d.index[a] * L)] += r * d.value[a];
-      if (s.kind == WideKind::LR) continue;
-      for (std::int64_t b = d.row_ptr[i]; b < d.row_ptr[i + 1]; ++b) {
-        if (b == a) continue;
-        const std::int64_t ga = 1 + d.index[a] * L + 1 + (s.kind == WideKind::FFM ? d.field[b] * s.k : 0);
-        const std::int64_t vb = 1 + d.index[b] * L + 1 + (s.kind == WideKind::FFM ? d.field[a] * s.k : 0);
-        for (int f = 0; f < s.k; ++f) g[std::size_t(ga + f)] += r * p[std::size_t(vb + f)] * d.value[a] * d.value[b];
-      }
-    }
-  }
-  return g;
-}
-
-struct Setup {
-  WideShape shape;
-  SparseDataset data;
-  WideModel model;
-};
-
-Setup make_setup(WideKind kind, std::int64_t rows) {
-  Setup s;
-  s.data = generate_synthetic(parse_synthetic_spec("synthetic:criteo?features=2000&alpha=1.3&seed=7"), 0, rows);
-  for (std::size_t e = 0; e < s.data.value.size(); ++e) s.data.value[e] = 0.5f + 0.25f * float(e % 5);
-  FeatureOrder::by_frequency(feature_counts(s.data, 2000)).apply(s.data);
-  s.shape = WideShape{kind, 2000, 39, kind == WideKind::LR ? 0 : 4};
-  s.model = WideModel::create(s.shape, 11, 0.2f);
-  Rng rng(5, 0);
-  for (std::int64_t f = 0; f < 2000; ++f) s.model.params[std::size_t(1 + f * s.shape.row_len())] = 0.3f * rng.normal();
-  s.model.params[0] = 0.1f;
-  return s;
-}
-
-double max_abs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-}  // namespace
+using namespace skew::wide::reference;
 
 TEST_CASE("float64 reference gradients match finite differences") {
   for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
