@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <numeric>
 
 #include "kernels/moe_dispatch.hpp"
@@ -10,12 +11,29 @@
 #include "lib/core/timer.hpp"
 #include "lib/moe/fastermoe.hpp"
 #include "lib/moe/ops.hpp"
+#include "lib/placement/planner.hpp"
 
 namespace skew::moe {
 
 namespace km = kernels::moe;
 
 namespace {
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Elements this rank sends to others when `rows[r]` rows of `width` go to each rank r.
+double sent_elements(const std::vector<std::size_t>& rows, int self, int width) {
+  double sum = 0;
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    if (static_cast<int>(r) != self) sum += static_cast<double>(rows[r]) * width;
+  return sum;
+}
+
+double ring_allreduce_share(std::size_t ranks) { return 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks); }
+
 // Rows each source rank sends to each replica of one expert. Replica targets are the shares of
 // the expert's global count; every source first fills a replica on its own rank (up to that
 // replica's target), and only the remainder crosses ranks, filling the other replicas' room in
@@ -170,6 +188,7 @@ void MoeLayer<T>::shadow_hot_experts() {
   for (int e : shadow_list_) {
     const int owner = placement_.experts[static_cast<std::size_t>(e)][0].rank;
     if (owner == world_.rank()) {
+      times_.sync_bytes += static_cast<double>(opt_.expert_params()) * sizeof(T);
       world_.broadcast(comm::view(experts_.at(e).w), owner);
     } else {
       auto& w = shadow_w_[e];
@@ -194,6 +213,18 @@ void MoeLayer<T>::route() {
   for (int e = 0; e < E; ++e) replicated = replicated || placement_.experts[static_cast<std::size_t>(e)].size() >= 2;
   std::vector<std::int64_t> all_counts(static_cast<std::size_t>(N) * E);
   if (replicated) world_.allgather(comm::view(kept_count), comm::view(all_counts));
+  // Live shares: the planner fixed where replicas live; this step's own counts decide how the
+  // tokens are split among them (every rank computes the same shares from the same counts).
+  placement::LayerPlacement live;
+  if (replicated && opt_.live_replica_shares) {
+    live = placement_;
+    std::vector<double> global(static_cast<std::size_t>(E), 0.0);
+    for (int r = 0; r < N; ++r)
+      for (int e = 0; e < E; ++e)
+        global[static_cast<std::size_t>(e)] += static_cast<double>(all_counts[static_cast<std::size_t>(r) * E + e]);
+    placement::assign_shares(live, global, true);
+  }
+  const placement::LayerPlacement& shares = live.experts.empty() ? placement_ : live;
   std::vector<std::vector<std::int64_t>> split(static_cast<std::size_t>(E));
   for (int e = 0; e < E; ++e) {
     if (shadowed_[static_cast<std::size_t>(e)]) continue;
@@ -204,8 +235,8 @@ void MoeLayer<T>::route() {
     std::vector<std::int64_t> per_source(static_cast<std::size_t>(N));
     for (int r = 0; r < N; ++r)
       per_source[static_cast<std::size_t>(r)] = all_counts[static_cast<std::size_t>(r) * E + e];
-    split[static_cast<std::size_t>(e)] = locality_split(
-        per_source, placement_.experts[static_cast<std::size_t>(e)])[static_cast<std::size_t>(world_.rank())];
+    split[static_cast<std::size_t>(e)] =
+        locality_split(per_source, shares.experts[static_cast<std::size_t>(e)])[static_cast<std::size_t>(world_.rank())];
   }
   std::vector<std::int32_t> keys;
   std::vector<std::size_t> key_of;  // assignment index of each key
@@ -332,7 +363,12 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
   timer.reset();
   world_.alltoallv(comm::view(send), times_width(send_rows_, D), comm::view(recv), times_width(recv_rows_, D));
   times_.alltoall += timer.seconds();
+  // Dispatch and combine, forward and backward: each rank sends its send rows twice and its
+  // received rows back twice.
+  times_.alltoall_bytes += 2.0 * sizeof(T) *
+                           (sent_elements(send_rows_, world_.rank(), D) + sent_elements(recv_rows_, world_.rank(), D));
   timer.reset();
+  const double cpu = thread_cpu_seconds();
   xe_.assign(recv_total * D, T(0));
   scatter(recv.data(), local_pos_.data(), recv_total, D, xe_.data());
   hpre_.assign(recv_total * F, T(0));
@@ -345,6 +381,7 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
   }
   gather(ye.data(), local_pos_.data(), recv_total, D, recv.data());
   times_.expert += timer.seconds();
+  times_.expert_cpu += thread_cpu_seconds() - cpu;
   timer.reset();
   back_.assign(send_total * D, T(0));
   world_.alltoallv(comm::view(recv), times_width(recv_rows_, D), comm::view(back_), times_width(send_rows_, D));
@@ -385,6 +422,7 @@ void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
   world_.alltoallv(comm::view(dsend), times_width(send_rows_, D), comm::view(drecv), times_width(recv_rows_, D));
   times_.alltoall += timer.seconds();
   timer.reset();
+  const double cpu = thread_cpu_seconds();
   std::vector<T> dye(recv_total * D), dxe(recv_total * D);
   scatter(drecv.data(), local_pos_.data(), recv_total, D, dye.data());
   for (std::size_t i = 0; i < local_experts_.size(); ++i) {
@@ -395,6 +433,7 @@ void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
   }
   gather(dxe.data(), local_pos_.data(), recv_total, D, drecv.data());
   times_.expert += timer.seconds();
+  times_.expert_cpu += thread_cpu_seconds() - cpu;
   timer.reset();
   world_.alltoallv(comm::view(drecv), times_width(recv_rows_, D), comm::view(dsend), times_width(send_rows_, D));
   times_.alltoall += timer.seconds();
@@ -417,6 +456,7 @@ void MoeLayer<T>::reduce_replica_grads() {
     const auto& reps = placement_.experts[static_cast<std::size_t>(e)];
     if (!shadowed_.empty() && shadowed_[static_cast<std::size_t>(e)]) {
       std::vector<T> g(grads_of(e), grads_of(e) + opt_.expert_params());
+      times_.sync_bytes += ring_allreduce_share(static_cast<std::size_t>(world_.size())) * sizeof(T) * g.size();
       world_.allreduce(comm::view(g), comm::ReduceOp::Sum);
       if (experts_.count(e)) experts_.at(e).g = std::move(g);
       continue;
@@ -425,6 +465,7 @@ void MoeLayer<T>::reduce_replica_grads() {
     std::vector<int> ranks;
     for (const auto& r : reps) ranks.push_back(r.rank);
     std::sort(ranks.begin(), ranks.end());
+    times_.sync_bytes += ring_allreduce_share(ranks.size()) * sizeof(T) * experts_.at(e).g.size();
     world_.subgroup(ranks)->allreduce(comm::view(experts_.at(e).g), comm::ReduceOp::Sum);
   }
   shadow_w_.clear();

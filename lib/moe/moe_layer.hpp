@@ -28,6 +28,9 @@ struct MoeOptions {
   bool drop_tokens = true;                                         // deepspeed: false pads to max load
   bool drop_by_probability = false;                                // deepspeed: keep the most probable
   double fastermoe_gflops = 20.0, fastermoe_gbps = 5.0;            // fastermoe cost model constants
+  // flexmoe: re-level replicated experts' token shares every step from that step's global
+  // counts (placement::assign_shares), instead of keeping the planner's shares between plans.
+  bool live_replica_shares = false;
   std::int64_t expert_params() const { return 2LL * d_model * d_ff + d_ff + d_model; }
 };
 
@@ -38,8 +41,13 @@ struct StepContext {
   const void* jitter = nullptr;          // gate input noise [n * d] of the layer's scalar type, or null
 };
 
+// Per step: wall seconds by phase; expert_cpu = this thread's CPU seconds in the expert FFNs
+// (immune to other processes sharing the cores); bytes this rank sends to other ranks in the
+// four all-to-all rounds and in replica/shadow parameter and gradient exchange (ring
+// all-reduce: 2 (n-1)/n of the buffer; broadcast: the buffer, from its root).
 struct LayerTimes {
   double gate = 0, dispatch = 0, expert = 0, combine = 0, alltoall = 0, sync = 0;
+  double expert_cpu = 0, alltoall_bytes = 0, sync_bytes = 0;
 };
 
 template <class T>

@@ -108,6 +108,7 @@ Run read_options(const Config& c) {
   e.drop_by_probability = c.get_string("moe.drop_policy") == "probability";
   e.fastermoe_gflops = c.get_float("moe.fastermoe_gflops");
   e.fastermoe_gbps = c.get_float("moe.fastermoe_gbps");
+  e.live_replica_shares = e.policy == Policy::FlexMoE && c.get_string("placement.shares") == "live";
   r.batch = static_cast<int>(c.get_int("train.batch_size"));
   r.iterations = c.get_int("train.iterations");
   r.seed = static_cast<std::uint64_t>(c.get_int("train.seed"));
@@ -270,12 +271,16 @@ Json train(const Config& config, comm::ProcessGroup& world) {
 
     LayerTimes t;
     Json per_expert = Json::array(), balance = Json::array(), expert_balance = Json::array(), shadows = Json::array();
-    std::vector<double> load(static_cast<std::size_t>(N) * (L + 1));
+    // Per rank: rows computed per layer, expert wall seconds, expert CPU seconds, bytes sent.
+    const int W = L + 4;
+    std::vector<double> load(static_cast<std::size_t>(N) * W);
     std::vector<double> mine;
     std::int64_t dropped = 0, padded = 0;
     for (auto& layer : model.moe()) {
       t.gate += layer->times().gate, t.dispatch += layer->times().dispatch, t.expert += layer->times().expert;
       t.combine += layer->times().combine, t.alltoall += layer->times().alltoall;
+      t.expert_cpu += layer->times().expert_cpu, t.alltoall_bytes += layer->times().alltoall_bytes;
+      t.sync_bytes += layer->times().sync_bytes;
       mine.push_back(static_cast<double>(layer->computed_rows()));
       const auto& counts = layer->gate_state().global_counts;
       per_expert.push_back(counts);
@@ -286,19 +291,24 @@ Json train(const Config& config, comm::ProcessGroup& world) {
         save_trace.write(reinterpret_cast<const char*>(layer->gate_state().expert.data()),
                          static_cast<std::streamsize>(choices * sizeof(std::int32_t)));
     }
-    mine.push_back(t.expert);
+    mine.insert(mine.end(), {t.expert, t.expert_cpu, t.alltoall_bytes, t.sync_bytes});
     world.allgather(comm::cview(mine), comm::view(load));
     double expert_max = 0, expert_sum = 0;
+    Json per_rank = {{"expert_cpu_s", Json::array()}, {"alltoall_bytes", Json::array()}, {"sync_bytes", Json::array()}};
     for (int r = 0; r < N; ++r) {
-      expert_max = std::max(expert_max, load[static_cast<std::size_t>(r * (L + 1) + L)]);
-      expert_sum += load[static_cast<std::size_t>(r * (L + 1) + L)];
+      const double* row = load.data() + static_cast<std::size_t>(r) * W;
+      expert_max = std::max(expert_max, row[L]);
+      expert_sum += row[L];
+      per_rank["expert_cpu_s"].push_back(row[L + 1]);
+      per_rank["alltoall_bytes"].push_back(row[L + 2]);
+      per_rank["sync_bytes"].push_back(row[L + 3]);
     }
     double balance_mean = 0;
     for (int l = 0; l < L; ++l) {
-      std::vector<double> per_rank;
-      for (int r = 0; r < N; ++r) per_rank.push_back(load[static_cast<std::size_t>(r * (L + 1) + l)]);
-      balance.push_back(max_over_mean(per_rank));
-      balance_mean += max_over_mean(per_rank) / L;
+      std::vector<double> rows;
+      for (int r = 0; r < N; ++r) rows.push_back(load[static_cast<std::size_t>(r * W + l)]);
+      balance.push_back(max_over_mean(rows));
+      balance_mean += max_over_mean(rows) / L;
     }
     // Balanced ideal: the same step with the expert work spread evenly over the ranks.
     const double ideal_s = step_s - expert_max + expert_sum / N;
@@ -324,7 +334,8 @@ Json train(const Config& config, comm::ProcessGroup& world) {
                   {"expert", t.expert},
                   {"combine", t.combine},
                   {"alltoall", t.alltoall},
-                  {"sync", model.sync_seconds()}}}};
+                  {"sync", model.sync_seconds()}}},
+                {"per_rank", per_rank}};
     if (run.model.moe.policy == Policy::FasterMoE) rec["shadowed"] = shadows;
     if (!change.is_null()) rec["placement_change"] = change;
     if ((eval_interval > 0 && (it + 1) % eval_interval == 0) || it + 1 == run.iterations) {
@@ -362,7 +373,14 @@ Json train(const Config& config, comm::ProcessGroup& world) {
       {"balance", done ? balance_sum / static_cast<double>(done) : NAN},
       {"dropped", dropped_total},
       {"padded", padded_total}};
-  if (flexmoe) summary["placement_changes"] = placement_changes;
+  if (flexmoe) {
+    summary["placement_changes"] = placement_changes;
+    const auto& c = dynamic_cast<const placement::FlexMoePolicy&>(*policy).model().constants();
+    summary["cost_constants"] = {{"gemm_flops", c.gemm_flops},
+                                 {"alltoall_bandwidth", c.inter_bandwidth},
+                                 {"allreduce_bandwidth", c.allreduce_bandwidth},
+                                 {"alltoall_latency", c.alltoall_latency}};
+  }
   return summary;
 }
 

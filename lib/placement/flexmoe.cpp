@@ -125,8 +125,10 @@ void add_placement_keys(Schema& schema) {
                "also re-plan every this many iterations; amortisation horizon of a change (0 = threshold only)")
       .add_float("placement.smoothing", 0.5, "exponential smoothing of the per-expert load estimate, in [0, 1)")
       .add_int("placement.max_ops", 0, "greedy expand/shrink/migrate steps per layer per plan; 0 = until none pays off")
-      .add_choice("placement.shares", "balanced", {"balanced", "even"},
-                  "token split among replicas: balanced (level the ranks' loads) or even")
+      .add_choice("placement.shares", "live", {"live", "balanced", "even"},
+                  "token split among replicas: live (the planner's replica sets, shares re-levelled every step "
+                  "from that step's counts), balanced (shares levelling the ranks' predicted loads, fixed between "
+                  "plans) or even")
       .add_float("placement.gemm_flops", 0, "expert GEMM throughput per rank, FLOP/s; 0 = measure at start-up")
       .add_float("placement.alltoall_bandwidth", 0, "per-rank all-to-all bandwidth across nodes, bytes/s; 0 = measure")
       .add_float("placement.nvlink_bandwidth", 0, "per-rank bandwidth inside a node, bytes/s; 0 = measure")
@@ -169,7 +171,8 @@ FlexMoeOptions flexmoe_options_from_config(const Config& config) {
   o.smoothing = config.get_float("placement.smoothing");
   o.planner.interval = o.interval > 0 ? o.interval : 50;
   o.planner.max_ops = static_cast<int>(config.get_int("placement.max_ops"));
-  o.planner.balanced_shares = config.get_string("placement.shares") == "balanced";
+  o.planner.balanced_shares = config.get_string("placement.shares") != "even";
+  o.live_shares = config.get_string("placement.shares") == "live";
   return o;
 }
 

@@ -152,7 +152,8 @@ std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& se
       time[2] += fastermoe_step(model, c, setup.gpus, setup.fastermoe_groups, &shadows, &shadow_balance);
       balance[2] += shadow_balance;
       out[2].changes += shadows;
-      const auto& p = placement[static_cast<std::size_t>(l)];
+      LayerPlacement p = placement[static_cast<std::size_t>(l)];
+      if (setup.flexmoe.live_shares) assign_shares(p, load, true);
       time[3] += model.predict(p, load).total();
       balance[3] += balance_ratio(model.rank_loads(p, load));
       time[4] += ideal_step(model, c, setup.gpus);
