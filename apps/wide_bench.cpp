@@ -86,7 +86,8 @@ Run median_run(std::vector<Run> runs) {
 
 int main(int argc, char** argv) {
   Schema schema("wide_bench", "Classical vs flow training throughput on synthetic Criteo-like data.");
-  schema.add_string("bench.data", "synthetic:criteo?rows=1000000&features=4194304&alpha=1.1&seed=1", "data (file or synthetic spec)");
+  schema.add_string("bench.data", "synthetic:criteo?rows=1000000&features=4194304&alpha=1.1&seed=1",
+                    "data (file or synthetic spec)");
   schema.add_string("bench.models", "lr,fm", "models to run (lr, fm, ffm)");
   schema.add_int("bench.k", 16, "latent dimension for FM/FFM");
   schema.add_int("bench.batch_size", 4096, "mini-batch size");
@@ -112,12 +113,12 @@ int main(int argc, char** argv) {
                        << " features (" << load.seconds() << " s); copy bandwidth " << bandwidth / 1e9 << " GB/s");
     std::unique_ptr<CsvWriter> csv;
     if (!c.get_string("bench.csv").empty())
-      csv = std::make_unique<CsvWriter>(c.get_string("bench.csv"),
-                                        std::vector<std::string>{"model", "schema", "ids", "threads", "rows", "features", "k",
-                                                                 "batch", "seconds", "samples_per_s", "nonzeros_per_s",
-                                                                 "ratio_vs_classical", "cpu_seconds", "cpu_ratio_vs_classical",
-                                                                 "kernel_seconds", "kernel_ratio_vs_classical",
-                                                                 "copy_GBps", "bound_fraction", "train_logloss"});
+      csv = std::make_unique<CsvWriter>(
+          c.get_string("bench.csv"),
+          std::vector<std::string>{"model", "schema", "ids", "threads", "rows", "features", "k", "batch", "seconds",
+                                   "samples_per_s", "nonzeros_per_s", "ratio_vs_classical", "cpu_seconds",
+                                   "cpu_ratio_vs_classical", "kernel_seconds", "kernel_ratio_vs_classical", "copy_GBps",
+                                   "bound_fraction", "train_logloss"});
     std::printf("%-4s %-10s %-10s %8s %14s %14s %8s %8s %9s %9s %9s %8s %8s\n", "model", "schema", "ids", "seconds",
                 "samples/s", "nonzeros/s", "ratio", "cpu_s", "cpu_ratio", "kernel_s", "k_ratio", "bound", "loss");
     Json summary{{"app", "wide_bench"}, {"copy_GBps", bandwidth / 1e9}};
@@ -134,8 +135,13 @@ int main(int argc, char** argv) {
       o.optimizer.lr = 0.05f;
       o.flow.tile_samples = int(c.get_int("bench.tile_samples"));
       o.flow.hot_features = c.get_int("bench.hot_features");
-      struct Case { const char* schema; const char* ids; const SparseDataset* data; };
-      const std::vector<Case> cases{Case{"classical", "original", &original}, Case{"classical", "renumbered", &renumbered},
+      struct Case {
+        const char* schema;
+        const char* ids;
+        const SparseDataset* data;
+      };
+      const std::vector<Case> cases{Case{"classical", "original", &original},
+                                    Case{"classical", "renumbered", &renumbered},
                                     Case{"flow", "renumbered", &renumbered}};
       std::vector<std::vector<Run>> runs(cases.size());
       for (std::int64_t rep = 0; rep < std::max<std::int64_t>(1, c.get_int("bench.repeats")); ++rep)
@@ -152,20 +158,21 @@ int main(int argc, char** argv) {
         if (classical_kernel == 0) classical_kernel = r.kernel_seconds;
         if (classical_cpu == 0) classical_cpu = r.cpu_seconds;
         const double bound_rate = double(original.rows()) / (data_bytes / bandwidth);
-        std::printf("%-4s %-10s %-10s %8.2f %14.0f %14.0f %8.2f %8.2f %9.2f %9.2f %9.2f %8.3f %8.4f\n", name.c_str(), cs.schema,
-                    cs.ids, r.seconds, rate, double(r.nonzeros) / r.seconds, rate / classical_rate, r.cpu_seconds,
-                    classical_cpu / r.cpu_seconds, r.kernel_seconds, classical_kernel / r.kernel_seconds, rate / bound_rate,
-                    r.loss);
+        std::printf("%-4s %-10s %-10s %8.2f %14.0f %14.0f %8.2f %8.2f %9.2f %9.2f %9.2f %8.3f %8.4f\n", name.c_str(),
+                    cs.schema, cs.ids, r.seconds, rate, double(r.nonzeros) / r.seconds, rate / classical_rate,
+                    r.cpu_seconds, classical_cpu / r.cpu_seconds, r.kernel_seconds, classical_kernel / r.kernel_seconds,
+                    rate / bound_rate, r.loss);
         std::fflush(stdout);
         summary[name + "_" + cs.schema + "_" + cs.ids + "_samples_per_s"] = rate;
         summary[name + "_" + cs.schema + "_" + cs.ids + "_cpu_ratio"] = classical_cpu / r.cpu_seconds;
         if (csv)
           csv->row({name, cs.schema, cs.ids, std::to_string(o.threads), std::to_string(original.rows()),
-                    std::to_string(original.num_features), std::to_string(shape.k), std::to_string(c.get_int("bench.batch_size")),
-                    csv_number(r.seconds), csv_number(rate), csv_number(double(r.nonzeros) / r.seconds),
-                    csv_number(rate / classical_rate), csv_number(r.cpu_seconds), csv_number(classical_cpu / r.cpu_seconds),
-                    csv_number(r.kernel_seconds), csv_number(classical_kernel / r.kernel_seconds),
-                    csv_number(bandwidth / 1e9), csv_number(rate / bound_rate), csv_number(r.loss)});
+                    std::to_string(original.num_features), std::to_string(shape.k),
+                    std::to_string(c.get_int("bench.batch_size")), csv_number(r.seconds), csv_number(rate),
+                    csv_number(double(r.nonzeros) / r.seconds), csv_number(rate / classical_rate),
+                    csv_number(r.cpu_seconds), csv_number(classical_cpu / r.cpu_seconds), csv_number(r.kernel_seconds),
+                    csv_number(classical_kernel / r.kernel_seconds), csv_number(bandwidth / 1e9),
+                    csv_number(rate / bound_rate), csv_number(r.loss)});
       }
     }
     print_summary(summary);

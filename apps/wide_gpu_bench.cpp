@@ -44,8 +44,6 @@ namespace {
 using kernels::cuda::median_ms;
 using kernels::cuda::upload;
 
-
-
 // Device-to-device copy bandwidth, bytes read + written per second, on a 1 GiB buffer.
 double copy_bandwidth() {
   const std::size_t bytes = std::size_t(1) << 30;
@@ -113,8 +111,7 @@ Json time_on_gpu(const SparseDataset& d, const WideModel& m, const kernels::Wide
   const double flow_ms = median_ms(repeats, [&] { epoch(true); });
   for (void* p :
        {static_cast<void*>(row_ptr), static_cast<void*>(index), static_cast<void*>(value), static_cast<void*>(field),
-        static_cast<void*>(label),
-        static_cast<void*>(params), static_cast<void*>(grad), static_cast<void*>(logits)})
+        static_cast<void*>(label), static_cast<void*>(params), static_cast<void*>(grad), static_cast<void*>(logits)})
     SKEW_CUDA_CHECK(cudaFree(p));
   Json r;
   r["model"] = kernels::wide_kind_name(shape.kind);
@@ -219,7 +216,8 @@ int main(int argc, char** argv) {
       Json r = time_on_gpu(d, model, flow, batch, int(c.get_int("bench.repeats")));
       r["k"] = k;
       const int train_repeats = int(c.get_int("bench.train_repeats"));
-      const double train_classical = train_epoch_ms(d, model, flow, batch, train_repeats, TrainSchema::Classical, false);
+      const double train_classical =
+          train_epoch_ms(d, model, flow, batch, train_repeats, TrainSchema::Classical, false);
       const double train_flow = train_epoch_ms(d, model, flow, batch, train_repeats, TrainSchema::Flow, false);
       const double train_overlap = train_epoch_ms(d, model, flow, batch, train_repeats, TrainSchema::Flow, true);
       r["train_classical_ms"] = train_classical;

@@ -126,7 +126,7 @@ class WideFlow {
   WideShape shape_;
   WideFlowOptions options_;
   std::int64_t hot_;
-  std::vector<WideTileScratch> scratch_;   // one per thread
+  std::vector<WideTileScratch> scratch_;       // one per thread
   std::vector<std::vector<float>> hot_cache_;  // one replica per thread: hot_ * row_len floats
   WideFlowStats stats_;
   // LR: per-thread flags of the touched hot features; per owner, the cold entries each tile
@@ -139,8 +139,8 @@ class WideFlow {
 };
 
 // LSD radix sort of (key, value) pairs on the low `bits` bits of key, 11 bits a pass.
-void wide_radix_sort_pairs(std::uint32_t* keys, std::uint32_t* values, std::size_t n, int bits,
-                           std::uint32_t* keys_tmp, std::uint32_t* values_tmp, std::uint32_t* counts);
+void wide_radix_sort_pairs(std::uint32_t* keys, std::uint32_t* values, std::size_t n, int bits, std::uint32_t* keys_tmp,
+                           std::uint32_t* values_tmp, std::uint32_t* counts);
 
 #if defined(SKEW_WITH_CUDA)
 // CUDA twin of WideFlow::gradient: device pointers; the batch's entries are [base, base + nnz)

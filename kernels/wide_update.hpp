@@ -25,9 +25,7 @@ struct WideUpdateRule {
 // state (unused pointers may be null for the rules that do not read them).
 SKEW_WIDE_HD inline void wide_update_coordinate(const WideUpdateRule& o, float& w, float grad, float* n, float* z) {
   switch (o.kind) {
-    case WideOptimizerKind::Sgd:
-      w -= o.lr * (grad + o.l2 * w);
-      break;
+    case WideOptimizerKind::Sgd: w -= o.lr * (grad + o.l2 * w); break;
     case WideOptimizerKind::AdaGrad:
       grad += o.l2 * w;
       *n += grad * grad;

@@ -2,12 +2,12 @@
 // into a feature-oriented CSC and trained by the gather/apply/scatter programs of
 // kernels/wide_flow.hpp. Hot-feature gradients accumulate in per-thread replicas for the whole
 // batch (one reduction at the end); cold ones get one atomic add per weight per tile.
+#include "kernels/wide_flow.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstring>
-
-#include "kernels/wide_flow.hpp"
 
 namespace skew::kernels {
 
@@ -36,8 +36,8 @@ inline void add_to(float* dst, float v) {
 
 }  // namespace
 
-void wide_radix_sort_pairs(std::uint32_t* keys, std::uint32_t* values, std::size_t n, int bits,
-                           std::uint32_t* keys_tmp, std::uint32_t* values_tmp, std::uint32_t* counts) {
+void wide_radix_sort_pairs(std::uint32_t* keys, std::uint32_t* values, std::size_t n, int bits, std::uint32_t* keys_tmp,
+                           std::uint32_t* values_tmp, std::uint32_t* counts) {
   for (int shift = 0; shift < bits; shift += kDigitBits) {
     std::fill(counts, counts + kBuckets, 0u);
     for (std::size_t i = 0; i < n; ++i) ++counts[(keys[i] >> shift) & (kBuckets - 1)];
@@ -62,8 +62,9 @@ WideFlow::WideFlow(const WideShape& shape, const WideFlowOptions& options, int t
   if (options_.tile_samples < 1) options_.tile_samples = 1;
   if (hot_ < 0) hot_ = 0;
   scratch_.resize(static_cast<std::size_t>(threads));
-  hot_cache_.assign(static_cast<std::size_t>(threads),
-                    std::vector<float>(static_cast<std::size_t>(hot_) * static_cast<std::size_t>(shape.row_len()), 0.0f));
+  hot_cache_.assign(
+      static_cast<std::size_t>(threads),
+      std::vector<float>(static_cast<std::size_t>(hot_) * static_cast<std::size_t>(shape.row_len()), 0.0f));
 }
 
 // The tile's entries sorted by feature id; col_begin[c]..col_begin[c+1] are column c's entries
@@ -102,13 +103,14 @@ inline void entry_samples(const WideBatch& b, std::int64_t first, std::int64_t l
   const std::int64_t base = b.row_ptr[first];
   out.resize(static_cast<std::size_t>(b.row_ptr[last] - base));
   for (std::int64_t i = first; i < last; ++i)
-    for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) out[static_cast<std::size_t>(e - base)] = static_cast<std::uint32_t>(i - first);
+    for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e)
+      out[static_cast<std::size_t>(e - base)] = static_cast<std::uint32_t>(i - first);
 }
 
 template <typename Program, bool Atomic>
 void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
-               const float* params, float* grad, float* logits, std::int64_t hot, float* hot_cache,
-               WideTileScratch& t, std::vector<std::uint32_t>& sample_of, float& bias_grad, WideFlowStats& stats) {
+               const float* params, float* grad, float* logits, std::int64_t hot, float* hot_cache, WideTileScratch& t,
+               std::vector<std::uint32_t>& sample_of, float& bias_grad, WideFlowStats& stats) {
   const int row_len = s.row_len(), acc_len = prog.acc_len();
   const std::int64_t base = b.row_ptr[first];
   const std::size_t samples = static_cast<std::size_t>(last - first);
@@ -141,7 +143,8 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
     std::fill(t.row_grad.begin(), t.row_grad.end(), 0.0f);
     for (std::uint32_t e = t.col_begin[c]; e < t.col_begin[c + 1]; ++e) {
       const std::uint32_t entry = t.order[e], i = sample_of[entry];
-      prog.scatter(row, b.value[base + entry], t.acc.data() + std::size_t(i) * acc_len, t.sample_grad[i], t.row_grad.data());
+      prog.scatter(row, b.value[base + entry], t.acc.data() + std::size_t(i) * acc_len, t.sample_grad[i],
+                   t.row_grad.data());
     }
     if (feature < hot) {
       float* cached = hot_cache + feature * row_len;
@@ -183,14 +186,20 @@ void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, s
       const bool cached = feature < hot;
       float* out = cached ? hot_cache + feature * row_len : grad + 1 + feature * row_len;
       const float x = b.value[e];
-      if (cached) out[0] += g * x; else add_to<Atomic>(out, g * x);
+      if (cached)
+        out[0] += g * x;
+      else
+        add_to<Atomic>(out, g * x);
       for (std::int64_t o = begin; o < end; ++o) {
         if (o == e) continue;
         const float* vb = params + 1 + std::int64_t(b.index[o]) * row_len + 1 + b.field[e] * k;
         float* ga = out + 1 + b.field[o] * k;
         const float scale = g * x * b.value[o];
         for (int f = 0; f < k; ++f) {
-          if (cached) ga[f] += scale * vb[f]; else add_to<Atomic>(ga + f, scale * vb[f]);
+          if (cached)
+            ga[f] += scale * vb[f];
+          else
+            add_to<Atomic>(ga + f, scale * vb[f]);
         }
       }
     }
@@ -213,8 +222,9 @@ void WideFlow::gradient(const WideBatch& b, const float* params, float* grad, fl
   const int threads = static_cast<int>(scratch_.size());
   if (pool.threads() > threads) {
     scratch_.resize(static_cast<std::size_t>(pool.threads()));
-    hot_cache_.resize(static_cast<std::size_t>(pool.threads()),
-                      std::vector<float>(static_cast<std::size_t>(hot_) * static_cast<std::size_t>(shape_.row_len()), 0.0f));
+    hot_cache_.resize(
+        static_cast<std::size_t>(pool.threads()),
+        std::vector<float>(static_cast<std::size_t>(hot_) * static_cast<std::size_t>(shape_.row_len()), 0.0f));
   }
   const std::int64_t tile = options_.tile_samples;
   const std::int64_t tiles = (b.rows + tile - 1) / tile;
@@ -227,15 +237,21 @@ void WideFlow::gradient(const WideBatch& b, const float* params, float* grad, fl
     const std::size_t t = static_cast<std::size_t>(thread);
     float* cache = hot_cache_[t].data();
     if (shape_.kind == WideKind::FFM) {
-      if (atomic) flow_tile_ffm<true>(shape_, b, first, last, params, grad, logits, hot_, cache, bias_grads[t]);
-      else flow_tile_ffm<false>(shape_, b, first, last, params, grad, logits, hot_, cache, bias_grads[t]);
+      if (atomic)
+        flow_tile_ffm<true>(shape_, b, first, last, params, grad, logits, hot_, cache, bias_grads[t]);
+      else
+        flow_tile_ffm<false>(shape_, b, first, last, params, grad, logits, hot_, cache, bias_grads[t]);
       return;
     }
     build_tile_csc(b, first, last, scratch_[t]);
     stats[t].entries += b.row_ptr[last] - b.row_ptr[first];
     const auto run = [&](const auto& prog) {
-      if (atomic) flow_tile<std::decay_t<decltype(prog)>, true>(prog, shape_, b, first, last, params, grad, logits, hot_, cache, scratch_[t], sample_of[t], bias_grads[t], stats[t]);
-      else flow_tile<std::decay_t<decltype(prog)>, false>(prog, shape_, b, first, last, params, grad, logits, hot_, cache, scratch_[t], sample_of[t], bias_grads[t], stats[t]);
+      if (atomic)
+        flow_tile<std::decay_t<decltype(prog)>, true>(prog, shape_, b, first, last, params, grad, logits, hot_, cache,
+                                                      scratch_[t], sample_of[t], bias_grads[t], stats[t]);
+      else
+        flow_tile<std::decay_t<decltype(prog)>, false>(prog, shape_, b, first, last, params, grad, logits, hot_, cache,
+                                                       scratch_[t], sample_of[t], bias_grads[t], stats[t]);
     };
     run(FmProgram{shape_.k});
   });
@@ -267,7 +283,9 @@ namespace {
 
 // Cold feature f belongs to the owner of its parameter's cache line (16 floats; params[0] is
 // the bias, so feature f sits at float 1 + f).
-inline std::uint32_t line_owner(std::uint32_t feature, std::uint32_t owners) { return ((feature + 1) >> 4) % owners; }
+inline std::uint32_t line_owner(std::uint32_t feature, std::uint32_t owners) {
+  return ((feature + 1) >> 4) % owners;
+}
 
 }  // namespace
 

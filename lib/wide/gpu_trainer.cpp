@@ -41,7 +41,10 @@ T* device_copy(const std::vector<T>& v) {
 
 // One staged mini-batch: pinned host copy (row offsets rebased to 0) and its device twin.
 struct Slot {
+  // Set when the slot holds the batch the previous step announced as next (staged ahead);
+  // only that promise lets a step skip its own copy.
   const SparseDataset* data = nullptr;
+  bool staged_ahead = false;
   std::int64_t begin = -1, end = -1, nnz = 0;
   std::int64_t *host_row_ptr = nullptr, *row_ptr = nullptr;
   std::uint32_t *host_index = nullptr, *index = nullptr;
@@ -90,13 +93,16 @@ struct WideGpuTrainer::State {
     std::memcpy(s.host_index, data.index.data() + base, nnz * sizeof(std::uint32_t));
     std::memcpy(s.host_value, data.value.data() + base, nnz * sizeof(float));
     std::memcpy(s.host_label, data.label.data() + begin, rows * sizeof(float));
-    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.row_ptr, s.host_row_ptr, (rows + 1) * sizeof(std::int64_t), cudaMemcpyHostToDevice, stream));
-    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.index, s.host_index, nnz * sizeof(std::uint32_t), cudaMemcpyHostToDevice, stream));
+    SKEW_CUDA_CHECK(
+        cudaMemcpyAsync(s.row_ptr, s.host_row_ptr, (rows + 1) * sizeof(std::int64_t), cudaMemcpyHostToDevice, stream));
+    SKEW_CUDA_CHECK(
+        cudaMemcpyAsync(s.index, s.host_index, nnz * sizeof(std::uint32_t), cudaMemcpyHostToDevice, stream));
     SKEW_CUDA_CHECK(cudaMemcpyAsync(s.value, s.host_value, nnz * sizeof(float), cudaMemcpyHostToDevice, stream));
     SKEW_CUDA_CHECK(cudaMemcpyAsync(s.label, s.host_label, rows * sizeof(float), cudaMemcpyHostToDevice, stream));
     if (ffm) {
       std::memcpy(s.host_field, data.field.data() + base, nnz * sizeof(std::uint16_t));
-      SKEW_CUDA_CHECK(cudaMemcpyAsync(s.field, s.host_field, nnz * sizeof(std::uint16_t), cudaMemcpyHostToDevice, stream));
+      SKEW_CUDA_CHECK(
+          cudaMemcpyAsync(s.field, s.host_field, nnz * sizeof(std::uint16_t), cudaMemcpyHostToDevice, stream));
     }
     SKEW_CUDA_CHECK(cudaEventRecord(s.copied, stream));
     s.data = &data;
@@ -105,10 +111,14 @@ struct WideGpuTrainer::State {
     s.nnz = std::int64_t(nnz);
   }
 
-  // The slot holding rows [begin, end), staged now (on the compute stream) if none does.
+  // The slot holding rows [begin, end) if they were staged ahead, else one staged now (on the
+  // compute stream).
   Slot& batch_slot(const SparseDataset& data, std::int64_t begin, std::int64_t end) {
-    for (Slot& s : slots)
-      if (s.data == &data && s.begin == begin && s.end == end) return s;
+    for (Slot& s : slots) {
+      const bool match = s.staged_ahead && s.data == &data && s.begin == begin && s.end == end;
+      s.staged_ahead = false;
+      if (match) return s;
+    }
     Slot& s = slots[next_slot];
     next_slot ^= 1;
     stage(s, data, begin, end, compute);
@@ -141,7 +151,8 @@ struct WideGpuTrainer::State {
 
   void logits_to_host(std::int64_t rows, std::vector<float>& out) {
     grow_pinned(host_logits, host_logits_cap, std::size_t(std::max<std::int64_t>(1, rows)));
-    SKEW_CUDA_CHECK(cudaMemcpyAsync(host_logits, logits, std::size_t(rows) * sizeof(float), cudaMemcpyDeviceToHost, compute));
+    SKEW_CUDA_CHECK(
+        cudaMemcpyAsync(host_logits, logits, std::size_t(rows) * sizeof(float), cudaMemcpyDeviceToHost, compute));
     SKEW_CUDA_CHECK(cudaStreamSynchronize(compute));
     out.assign(host_logits, host_logits + rows);
   }
@@ -168,6 +179,7 @@ WideGpuTrainer::WideGpuTrainer(const kernels::WideShape& shape, bool flow, const
   SKEW_CUDA_CHECK(cudaEventCreate(&s.kernel_start));
   SKEW_CUDA_CHECK(cudaEventCreate(&s.kernel_stop));
   for (Slot& slot : s.slots) SKEW_CUDA_CHECK(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming));
+  SKEW_CUDA_CHECK(cudaDeviceSynchronize());  // the initial copies and memset ran on the default stream
 }
 
 WideGpuTrainer::~WideGpuTrainer() {
@@ -202,12 +214,14 @@ double WideGpuTrainer::step(const SparseDataset& data, std::int64_t begin, std::
   SKEW_CUDA_CHECK(cudaStreamWaitEvent(s.compute, slot.copied, 0));
   kernels::wide_mark_touched_cuda(s.device_batch(slot), 0, slot.nnz, s.touched, s.compute);
   s.launch_gradient(slot);
-  if (rows > 0) kernels::wide_update_cuda(s.shape, s.rule, 1.0f / float(rows), s.touched, s.params, s.grad, s.n, s.z, s.compute);
+  if (rows > 0)
+    kernels::wide_update_cuda(s.shape, s.rule, 1.0f / float(rows), s.touched, s.params, s.grad, s.n, s.z, s.compute);
   // The next batch's copy runs on the copy stream while this one computes. Its slot's last
   // user (the previous step) has finished: every step ends with a synchronisation.
   if (s.overlap && next_begin < next_end) {
     Slot& other = &slot == &s.slots[0] ? s.slots[1] : s.slots[0];
     s.stage(other, data, next_begin, next_end, s.copy);
+    other.staged_ahead = true;
     s.next_slot = &slot == &s.slots[0] ? 0 : 1;
   }
   s.logits_to_host(rows, logits);
@@ -224,18 +238,25 @@ void WideGpuTrainer::gradient(const SparseDataset& data, std::int64_t begin, std
   s.launch_gradient(slot);
   s.logits_to_host(end - begin, logits);
   grad.resize(std::size_t(s.shape.num_params()));
-  SKEW_CUDA_CHECK(cudaMemcpy(grad.data(), s.grad, grad.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  SKEW_CUDA_CHECK(cudaMemset(s.grad, 0, grad.size() * sizeof(float)));  // steps expect a zero gradient
+  SKEW_CUDA_CHECK(cudaMemcpyAsync(grad.data(), s.grad, grad.size() * sizeof(float), cudaMemcpyDeviceToHost, s.compute));
+  SKEW_CUDA_CHECK(cudaMemsetAsync(s.grad, 0, grad.size() * sizeof(float), s.compute));  // steps expect a zero gradient
+  SKEW_CUDA_CHECK(cudaStreamSynchronize(s.compute));
 }
 
+// Both on the compute stream (non-blocking: it does not order itself after the legacy default
+// stream), finished before returning.
 void WideGpuTrainer::upload(const std::vector<float>& params) {
-  SKEW_CUDA_CHECK(cudaStreamSynchronize(state_->compute));
-  SKEW_CUDA_CHECK(cudaMemcpy(state_->params, params.data(), params.size() * sizeof(float), cudaMemcpyHostToDevice));
+  State& s = *state_;
+  SKEW_CUDA_CHECK(
+      cudaMemcpyAsync(s.params, params.data(), params.size() * sizeof(float), cudaMemcpyHostToDevice, s.compute));
+  SKEW_CUDA_CHECK(cudaStreamSynchronize(s.compute));
 }
 
 void WideGpuTrainer::download(std::vector<float>& params) {
-  SKEW_CUDA_CHECK(cudaStreamSynchronize(state_->compute));
-  SKEW_CUDA_CHECK(cudaMemcpy(params.data(), state_->params, params.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  State& s = *state_;
+  SKEW_CUDA_CHECK(
+      cudaMemcpyAsync(params.data(), s.params, params.size() * sizeof(float), cudaMemcpyDeviceToHost, s.compute));
+  SKEW_CUDA_CHECK(cudaStreamSynchronize(s.compute));
 }
 
 }  // namespace skew::wide
@@ -247,8 +268,8 @@ namespace skew::wide {
 struct WideGpuTrainer::State {};
 
 WideGpuTrainer::WideGpuTrainer(const kernels::WideShape&, bool, const kernels::WideFlowOptions&,
-                               const kernels::WideUpdateRule&, bool, const std::vector<float>&, const std::vector<float>&,
-                               const std::vector<float>&) {
+                               const kernels::WideUpdateRule&, bool, const std::vector<float>&,
+                               const std::vector<float>&, const std::vector<float>&) {
   SKEW_THROW("train.device = cuda: this build has no CUDA (configure with -DSKEW_CUDA=ON)");
 }
 WideGpuTrainer::~WideGpuTrainer() = default;
@@ -256,11 +277,16 @@ double WideGpuTrainer::step(const SparseDataset&, std::int64_t, std::int64_t, st
                             std::vector<float>&) {
   SKEW_THROW("train.device = cuda: this build has no CUDA");
 }
-void WideGpuTrainer::gradient(const SparseDataset&, std::int64_t, std::int64_t, std::vector<float>&, std::vector<float>&) {
+void WideGpuTrainer::gradient(const SparseDataset&, std::int64_t, std::int64_t, std::vector<float>&,
+                              std::vector<float>&) {
   SKEW_THROW("train.device = cuda: this build has no CUDA");
 }
-void WideGpuTrainer::upload(const std::vector<float>&) { SKEW_THROW("train.device = cuda: this build has no CUDA"); }
-void WideGpuTrainer::download(std::vector<float>&) { SKEW_THROW("train.device = cuda: this build has no CUDA"); }
+void WideGpuTrainer::upload(const std::vector<float>&) {
+  SKEW_THROW("train.device = cuda: this build has no CUDA");
+}
+void WideGpuTrainer::download(std::vector<float>&) {
+  SKEW_THROW("train.device = cuda: this build has no CUDA");
+}
 
 }  // namespace skew::wide
 

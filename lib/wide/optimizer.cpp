@@ -46,8 +46,7 @@ void Optimizer::step(float* params, float* grad, const std::vector<std::uint32_t
   const std::int64_t n = std::int64_t(features.size());
   pool.run((n + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(n, (task + 1) * kRowsPerTask);
-    for (std::int64_t i = task * kRowsPerTask; i < end; ++i)
-    {
+    for (std::int64_t i = task * kRowsPerTask; i < end; ++i) {
       const std::size_t offset = 1 + features[std::size_t(i)] * row_len;
       update(params, grad + offset, offset, row_len, scale);
     }

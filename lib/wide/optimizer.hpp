@@ -17,11 +17,11 @@ OptimizerKind optimizer_from_name(const std::string& name);  // sgd | adagrad | 
 
 struct OptimizerOptions {
   OptimizerKind kind = OptimizerKind::AdaGrad;
-  float lr = 0.05f;     // SGD/AdaGrad step; FTRL's alpha
-  float l2 = 0.0f;      // L2 strength (added to the gradient; FTRL: in the proximal term)
-  float l1 = 0.0f;      // FTRL only
-  float beta = 1.0f;    // FTRL only
-  float eps = 1e-6f;    // AdaGrad's initial accumulator
+  float lr = 0.05f;   // SGD/AdaGrad step; FTRL's alpha
+  float l2 = 0.0f;    // L2 strength (added to the gradient; FTRL: in the proximal term)
+  float l1 = 0.0f;    // FTRL only
+  float beta = 1.0f;  // FTRL only
+  float eps = 1e-6f;  // AdaGrad's initial accumulator
 };
 
 class Optimizer {
@@ -29,7 +29,8 @@ class Optimizer {
   // `params` is the starting point (FTRL derives its z state from it).
   Optimizer(const OptimizerOptions& options, const kernels::WideShape& shape, const std::vector<float>& params);
   // params -= update(grad * scale) on the bias and the rows of `features`; zeroes those grads.
-  void step(float* params, float* grad, const std::vector<std::uint32_t>& features, float scale, kernels::WidePool& pool);
+  void step(float* params, float* grad, const std::vector<std::uint32_t>& features, float scale,
+            kernels::WidePool& pool);
   // The same update from a gradient in feature-row form (the flow schema's LR output); the
   // parts are applied in parallel, and their rows zeroed.
   void step(float* params, kernels::WideSparseGradient& grad, float scale, kernels::WidePool& pool);

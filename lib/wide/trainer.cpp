@@ -28,7 +28,8 @@ WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shar
   if (options.device == TrainDevice::Cuda) {
     SKEW_CHECK(cuda_built(), "train.device = cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON)");
     SKEW_CHECK(cuda_device_count() > 0, "train.device = cuda, but no CUDA device is visible; use train.device = cpu");
-    SKEW_CHECK(!group_ || group_->size() == 1, "train.device = cuda trains on one rank; run one process or use train.device = cpu");
+    SKEW_CHECK(!group_ || group_->size() == 1,
+               "train.device = cuda trains on one rank; run one process or use train.device = cpu");
     gpu_ = std::make_unique<WideGpuTrainer>(model_.shape, options.schema == TrainSchema::Flow, options.flow,
                                             optimizer_->rule(), options.overlap, model_.params, optimizer_->n_state(),
                                             optimizer_->z_state());
@@ -85,7 +86,8 @@ void WideTrainer::synchronise(double& loss_sum, std::int64_t& samples, std::int6
   packed[2] = double(samples);
   packed[3] = double(nonzeros);
   for (std::size_t r = 0; r < all.size(); ++r)
-    std::copy_n(grad_.begin() + std::ptrdiff_t(1 + std::size_t(all[r]) * row_len), row_len, packed.begin() + std::ptrdiff_t(4 + r * row_len));
+    std::copy_n(grad_.begin() + std::ptrdiff_t(1 + std::size_t(all[r]) * row_len), row_len,
+                packed.begin() + std::ptrdiff_t(4 + r * row_len));
   g.allreduce(comm::view(packed), comm::ReduceOp::Sum);
   grad_[0] = float(packed[0]);
   loss_sum = packed[1];
@@ -93,7 +95,8 @@ void WideTrainer::synchronise(double& loss_sum, std::int64_t& samples, std::int6
   nonzeros = std::llround(packed[3]);
   touched_.assign(all.begin(), all.end());
   for (std::size_t r = 0; r < all.size(); ++r)
-    for (std::size_t j = 0; j < row_len; ++j) grad_[1 + std::size_t(all[r]) * row_len + j] = float(packed[4 + r * row_len + j]);
+    for (std::size_t j = 0; j < row_len; ++j)
+      grad_[1 + std::size_t(all[r]) * row_len + j] = float(packed[4 + r * row_len + j]);
 }
 
 // Flow LR on several ranks: the synchronisation works on the dense gradient and a sorted

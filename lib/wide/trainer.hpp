@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "kernels/wide_flow.hpp"
-#include "lib/core/timer.hpp"
 #include "kernels/wide_pool.hpp"
+#include "lib/core/timer.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/gpu_trainer.hpp"
 #include "lib/wide/model.hpp"
@@ -37,10 +37,10 @@ struct TrainOptions {
 };
 
 struct StepResult {
-  double loss = 0;             // mean logloss of the global batch (before the update)
-  std::int64_t samples = 0;    // global batch size
-  std::int64_t nonzeros = 0;   // global nonzeros
-  double kernel_seconds = 0;   // time in the schema's gradient kernel on this rank
+  double loss = 0;            // mean logloss of the global batch (before the update)
+  std::int64_t samples = 0;   // global batch size
+  std::int64_t nonzeros = 0;  // global nonzeros
+  double kernel_seconds = 0;  // time in the schema's gradient kernel on this rank
 };
 
 struct Evaluation {

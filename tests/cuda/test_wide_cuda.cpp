@@ -67,7 +67,8 @@ TEST_CASE("CUDA training (with and without overlap) ends where the CPU training 
         WideTrainer t(s.model, o);
         double loss = 0;
         for (int epoch = 0; epoch < 2; ++epoch)
-          for (std::int64_t b = 0; b < 600; b += 100) loss = t.step(s.data, b, b + 100, b + 100, std::min<std::int64_t>(600, b + 200)).loss;
+          for (std::int64_t b = 0; b < 600; b += 100)
+            loss = t.step(s.data, b, b + 100, b + 100, std::min<std::int64_t>(600, b + 200)).loss;
         params.push_back(t.parameters());
         last_loss.push_back(loss);
       }
