@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/core/fileio.hpp"
+#include "lib/core/tensor.hpp"
 #include "lib/wide/trainer.hpp"
 
 using namespace skew::wide;
@@ -52,4 +53,16 @@ TEST_CASE("wide_train learns, saves, and --predict round-trips") {
     for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(expect[i]).margin(2e-6));
     std::filesystem::remove_all(dir);
   }
+}
+
+TEST_CASE("wide_train --train.device=cuda without a GPU exits with an error naming the key") {
+  if (skew::cuda_device_count() > 0) return;  // on a GPU machine the CUDA tests run the path
+  const auto log = std::filesystem::temp_directory_path() / ("skew_wide_app_cuda_" + std::to_string(getpid()) + ".log");
+  const int rc = run(std::string(SKEW_WIDE_TRAIN) + " --data.train='" + kTrain + "' --data.valid= --train.device=cuda > " +
+                     log.string() + " 2>&1");
+  CHECK(rc != 0);
+  const std::string text = skew::read_file(log.string());
+  INFO(text);
+  CHECK(text.find("train.device = cuda") != std::string::npos);
+  std::filesystem::remove(log);
 }
