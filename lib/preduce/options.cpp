@@ -61,6 +61,8 @@ Schema make_schema() {
   s.add_int("preduce.isolation_bound", 10, "ssp bound b: after b*N/P groups (about b updates per worker) a group must "
                                              "connect every worker (union-find over recent groups); 0 = off");
   s.add_choice("preduce.controller", "thread", {"thread", "rank"}, "controller as a thread on rank 0, or rank 0 dedicated to it");
+  s.add_bool("preduce.overlap", false, "average in the group on a communication thread while the worker computes its next "
+                                      "steps (a snapshot is averaged; the change is added to the model); model reduce only");
   s.add_float("preduce.deadline_ms", 0.0, "close a group below P members this long after its first member; 0 = wait for P");
   s.add_float("eager.deadline_ms", 5.0, "a round closes this long after its first arrival; late workers join the next");
   s.add_choice("eager.quorum", "solo", {"solo", "majority"}, "members needed at the deadline: one, or half the workers");
@@ -112,6 +114,7 @@ TrainOptions read_options(const Config& c) {
   o.isolation_bound = static_cast<int>(c.get_int("preduce.isolation_bound"));
   o.dedicated_controller = c.get_string("preduce.controller") == "rank";
   o.preduce_deadline_ms = c.get_float("preduce.deadline_ms");
+  o.overlap = c.get_bool("preduce.overlap");
   o.eager_deadline_ms = c.get_float("eager.deadline_ms");
   o.eager_majority = c.get_string("eager.quorum") == "majority";
   o.eager_sync_every = static_cast<int>(c.get_int("eager.sync_every"));
@@ -136,9 +139,12 @@ TrainOptions read_options(const Config& c) {
   SKEW_CHECK(o.sim_workers >= 1, "sim.workers must be >= 1, got " << o.sim_workers);
   SKEW_CHECK(o.sim_bandwidth_gbs > 0.0, "sim.bandwidth_gbs must be > 0");
   SKEW_CHECK(o.sim_controller_ms >= 0.0, "sim.controller_ms must be >= 0, got " << o.sim_controller_ms);
+  SKEW_CHECK(!(o.overlap && o.reduce_gradient), "preduce.overlap averages models: it needs preduce.reduce = model");
   SKEW_CHECK(o.eager_sync_every >= 0, "eager.sync_every must be >= 0");
   return o;
 }
+
+bool overlapped(const TrainOptions& opt) { return opt.mode == SyncMode::Preduce && opt.overlap; }
 
 bool time_limited(const TrainOptions& opt) {
   return opt.max_seconds > 0.0 && opt.mode != SyncMode::Allreduce;

@@ -37,6 +37,7 @@ struct TrainOptions {
   SyncMode mode = SyncMode::Preduce;
   bool reduce_gradient = false;  // preduce.reduce = gradient
   bool dedicated_controller = false;
+  bool overlap = false;  // preduce.overlap: group averaging on a communication thread
   int group_size = 2, isolation_bound = 10;
   double alpha = 0.9, preduce_deadline_ms = 0.0;
   double eager_deadline_ms = 5.0;
@@ -57,6 +58,9 @@ bool time_limited(const TrainOptions& opt);
 
 Schema make_schema();
 TrainOptions read_options(const Config& config);
+
+// preduce with preduce.overlap: the group averaging runs beside the next local steps.
+bool overlapped(const TrainOptions& opt);
 
 // Group-formation options for the sync mode (preduce and eager use the controller).
 comm::GroupOptions group_options(const TrainOptions& opt, int num_workers);

@@ -19,7 +19,9 @@ struct Event {
   double time;
   std::uint64_t seq;
   int worker;  // -1: a group deadline
-  bool gossip = false;  // AD-PSGD: the worker's communication thread starts a pending averaging
+  // Step: the worker's step is done. Gossip (adpsgd): its communication thread starts a pending
+  // averaging. Reduced (preduce.overlap): its group averaging is complete.
+  enum class Kind { Step, Gossip, Reduced } kind = Kind::Step;
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 
@@ -39,6 +41,9 @@ class Simulation {
     gossip_free_at_.assign(static_cast<std::size_t>(n_), 0.0);
     gossip_pending_.assign(static_cast<std::size_t>(n_), 0);
     for (int w = 0; w < n_; ++w) gossip_rng_.emplace_back(opt.seed, 0xad95d000ull + static_cast<std::uint64_t>(w));
+    reducing_.assign(static_cast<std::size_t>(n_), 0);
+    stopping_.assign(static_cast<std::size_t>(n_), 0);
+    ready_version_.assign(static_cast<std::size_t>(n_), 0);
   }
 
   RunResult run();
@@ -69,7 +74,25 @@ class Simulation {
     me.finish_step();
     end_[static_cast<std::size_t>(w)] = t;
     if (me.step() < opt_.steps && !(time_limited(opt_) && t >= opt_.max_seconds)) schedule(w, t);
+    else if (reducing_[static_cast<std::size_t>(w)]) stopping_[static_cast<std::size_t>(w)] = 1;  // finishes when reduced
     else if (opt_.mode == SyncMode::Preduce || opt_.mode == SyncMode::Eager) former_.finished(w);
+  }
+  // preduce.overlap: the worker's communication thread reports it ready (it is free).
+  void overlap_ready(int w, double t) {
+    const auto i = static_cast<std::size_t>(w);
+    reducing_[i] = 1;
+    gossip_pending_[i] = 0;
+    ready_at_[i] = t;
+    ready_version_[i] = workers_[i].version();
+    former_.ready(w, ready_version_[i], t);
+    close_groups(t);
+  }
+  void on_reduced(int w, double t) {
+    const auto i = static_cast<std::size_t>(w);
+    reducing_[i] = 0;
+    if (stopping_[i]) former_.finished(w);
+    else if (gossip_pending_[i]) overlap_ready(w, t);
+    if (stopping_[i]) close_groups(t);  // the others may now close without it
   }
   void close_groups(double t);
   void on_step_done(int w, double t);
@@ -93,6 +116,11 @@ class Simulation {
   std::vector<double> gossip_free_at_;
   std::vector<char> gossip_pending_;
   std::vector<Rng> gossip_rng_;
+  // preduce.overlap: a worker's reduction is in flight (in the queue or averaging); it ends its
+  // training once that completes; its version when it reported ready. gossip_pending_ doubles
+  // as its coalesced request.
+  std::vector<char> reducing_, stopping_;
+  std::vector<std::int64_t> ready_version_;
   std::int64_t groups_ = 0, members_ = 0;
   std::vector<float> sum_;
 };
@@ -125,7 +153,8 @@ void Simulation::close_groups(double t) {
     const double done = t + opt_.sim_controller_ms * 1e-3 + comm_cost(g->members.size());
     ++groups_;
     members_ += static_cast<std::int64_t>(g->members.size());
-    for (int m : g->members) wait_[static_cast<std::size_t>(m)] += t - ready_at_[static_cast<std::size_t>(m)] + opt_.sim_controller_ms * 1e-3;
+    if (!overlapped(opt_))  // with overlap the computing thread does not wait
+      for (int m : g->members) wait_[static_cast<std::size_t>(m)] += t - ready_at_[static_cast<std::size_t>(m)] + opt_.sim_controller_ms * 1e-3;
     if (opt_.mode == SyncMode::Eager) {
       average_in_group(*g, true);
       for (int m : g->members) workers_[static_cast<std::size_t>(m)].apply_reduced(true);
@@ -137,6 +166,16 @@ void Simulation::close_groups(double t) {
       average_in_group(*g, false);
     }
     const bool models = opt_.mode == SyncMode::Preduce && !opt_.reduce_gradient;
+    if (overlapped(opt_)) {
+      // Averaged now, on the models as they are (they went on computing since their ready);
+      // each member's communication thread is busy until `done`.
+      for (int m : g->members) {
+        Worker& member = workers_[static_cast<std::size_t>(m)];
+        member.set_version(std::max(member.version(), g->max_version + member.version() - ready_version_[static_cast<std::size_t>(m)]));
+        queue_.push({done, seq_++, m, Event::Kind::Reduced});
+      }
+      continue;
+    }
     for (int m : g->members) {
       workers_[static_cast<std::size_t>(m)].set_version(g->max_version + (models ? 0 : 1));
       continue_or_finish(m, done);
@@ -180,12 +219,20 @@ void Simulation::on_step_done(int w, double t) {
           gossip(w, t);
         } else {
           gossip_pending_[static_cast<std::size_t>(w)] = 1;
-          queue_.push({free_at, seq_++, w, true});
+          queue_.push({free_at, seq_++, w, Event::Kind::Gossip});
         }
       }
       continue_or_finish(w, t);
       break;
     case SyncMode::Preduce:
+      if (overlapped(opt_)) {
+        // The request first: a worker whose last step this was then finishes once it is reduced.
+        if (reducing_[static_cast<std::size_t>(w)]) gossip_pending_[static_cast<std::size_t>(w)] = 1;
+        else overlap_ready(w, t);
+        continue_or_finish(w, t);
+        break;
+      }
+      [[fallthrough]];
     case SyncMode::Eager:
       ready_at_[static_cast<std::size_t>(w)] = t;
       former_.ready(w, me.version(), t);
@@ -231,7 +278,8 @@ RunResult Simulation::run() {
       queue_.pop();
       evaluate_until(e.time);
       if (e.worker < 0) close_groups(e.time);
-      else if (e.gossip) gossip(e.worker, e.time);
+      else if (e.kind == Event::Kind::Gossip) gossip(e.worker, e.time);
+      else if (e.kind == Event::Kind::Reduced) on_reduced(e.worker, e.time);
       else on_step_done(e.worker, e.time);
     }
     SKEW_CHECK(opt_.mode != SyncMode::Preduce && opt_.mode != SyncMode::Eager ? true : former_.all_finished(),

@@ -9,9 +9,8 @@
 #include "lib/core/log.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/core/timer.hpp"
-#include "mpi/mpi_process_group.hpp"
+#include "lib/preduce/background.hpp"
 #include "mpi/preduce_controller.hpp"
-#include "mpi/preduce_gossip.hpp"
 
 namespace skew::preduce {
 
@@ -47,13 +46,9 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   const int n = workers->size(), id = workers->rank();
   const std::unique_ptr<Task> task = make_task(opt, n);
   Worker me(opt, *task, id);
-  std::unique_ptr<comm::PairwiseGossip> gossip;
-  if (opt.mode == SyncMode::Adpsgd) {
-    const auto* mpi = dynamic_cast<const comm::MpiProcessGroup*>(workers.get());
-    SKEW_CHECK(mpi, "sync.mode = adpsgd needs the MPI backend");
-    gossip = std::make_unique<comm::PairwiseGossip>(mpi->comm(), me.params().data(), me.params().size(),
-                                                    me.mutable_version(), opt.seed);
-  }
+  std::unique_ptr<BackgroundSync> background;
+  if (opt.mode == SyncMode::Adpsgd) background = make_gossip(workers, me, opt.seed);
+  if (overlapped(opt)) background = make_overlapped_reduce(*pr, me);
   JsonlWriter metrics(metrics_path(opt.metrics, world->rank()));
   const auto evaluate = [&] { return task->metric(me.params()); };
   // Models are snapshotted on the time grid and evaluated after training, so evaluation never
@@ -70,11 +65,11 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     double wait = 0.0, comm_time = 0.0, controller = 0.0;
     std::vector<int> members;
     double loss = 0.0;
-    if (gossip) {
-      // AD-PSGD: the gradient at a snapshot; the communication thread may average the model
-      // meanwhile, and the gradient is applied to whatever the model is then.
+    if (background) {
+      // The gradient at a snapshot; the communication thread may change the model meanwhile,
+      // and the gradient is applied to whatever the model is then.
       {
-        auto guard = gossip->lock();
+        auto guard = background->lock();
         scratch = me.params();
       }
       loss = me.gradient_at(scratch);
@@ -84,7 +79,16 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     const double compute = t.seconds();
     const double injected = me.hetero().injected_s(step, compute);
     std::this_thread::sleep_for(std::chrono::duration<double>(injected));
-    switch (opt.mode) {
+    if (background) {
+      t.reset();
+      {
+        auto guard = background->lock();
+        wait = t.seconds();  // the lock is held only while a synchronisation's result is applied
+        me.apply_reduced(false);
+      }
+      background->request();
+    } else {
+      switch (opt.mode) {
       case SyncMode::Allreduce:
         t.reset();
         workers->allreduce(comm::view(me.grad()), comm::ReduceOp::Avg);
@@ -92,17 +96,8 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
         me.apply_reduced(false);
         break;
       case SyncMode::Local:
+      case SyncMode::Adpsgd:  // always in the background
         break;
-      case SyncMode::Adpsgd: {
-        t.reset();
-        {
-          auto guard = gossip->lock();
-          wait = t.seconds();  // the lock is held only while an averaging is applied
-          me.apply_reduced(false);
-        }
-        gossip->request();
-        break;
-      }
       case SyncMode::Preduce:
       case SyncMode::Eager: {
         t.reset();
@@ -129,11 +124,12 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
         members_seen += static_cast<std::int64_t>(g.members.size());
         break;
       }
+      }
     }
     me.finish_step();
     std::int64_t version = 0;
-    if (gossip) {
-      auto guard = gossip->lock();
+    if (background) {
+      auto guard = background->lock();
       version = me.version();
     } else {
       version = me.version();
@@ -145,8 +141,8 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     sum_controller += controller;
     const double now = clock.seconds();
     if (now >= next_eval) {
-      if (gossip) {
-        auto guard = gossip->lock();
+      if (background) {
+        auto guard = background->lock();
         snapshots.push_back(me.params());
       } else {
         snapshots.push_back(me.params());
@@ -162,14 +158,18 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
                         << now << "s");
     if (time_limited(opt) && now >= opt.max_seconds) break;
   }
-  if (pr) pr->finish();
-  std::int64_t gossip_averages = 0;
-  double gossip_comm = 0.0;
-  if (gossip) {
-    gossip->stop();
-    gossip_averages = gossip->averages();
-    gossip_comm = gossip->comm_seconds();
+  BackgroundSync::Stats synced;
+  if (background) {
+    // Its time is off the computing thread's path: comm, controller and the wait for a group are
+    // the communication thread's.
+    background->stop();
+    synced = background->stats();
+    groups_joined = synced.syncs;
+    members_seen = synced.members;
+    sum_comm = synced.comm_s;
+    sum_controller = synced.controller_s;
   }
+  if (pr) pr->finish();
   const double end_time = clock.seconds();
   const double final_acc = evaluate();
   std::vector<double> snapshot_acc;
@@ -184,10 +184,9 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   workers->allreduce(comm::view(series), comm::ReduceOp::Avg);
   Curve curve{opt.eval_interval_s, series};
   // Per-worker totals, gathered: compute, injected, wait, comm, end time, steps/s, final accuracy.
-  // (adpsgd: comm is its communication thread's time, off the computing thread's path.)
-  std::vector<double> mine{sum_compute, sum_injected, sum_wait, gossip ? gossip_comm : sum_comm, end_time,
-                           static_cast<double>(me.step()) / end_time, final_acc, static_cast<double>(gossip_averages),
-                           sum_controller};
+  // Then synchronisations joined, controller latency, and the communication thread's wait.
+  std::vector<double> mine{sum_compute, sum_injected, sum_wait, sum_comm, end_time, static_cast<double>(me.step()) / end_time,
+                           final_acc, static_cast<double>(groups_joined), sum_controller, synced.wait_s};
   std::vector<double> all(mine.size() * static_cast<std::size_t>(n));
   workers->allgather(comm::view(mine), comm::view(all));
   std::vector<float> average = me.params();
@@ -209,7 +208,8 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     per_worker.push_back(Json{{"worker", w}, {"compute_s", v[0]}, {"injected_s", v[1]}, {"wait_s", v[2]},
                               {"comm_s", v[3]}, {"end_s", v[4]}, {"steps_per_s", v[5]}, {"idle_fraction", v[2] / v[4]},
                               {"final_accuracy", v[6]}});
-    if (gossip) per_worker.back()["averages"] = v[7];
+    per_worker.back()["syncs"] = v[7];
+    if (background) per_worker.back()["sync_wait_s"] = v[9];
     // Part of wait_s that is controller and message latency rather than queueing for peers.
     if (controlled) per_worker.back()["controller_s"] = v[8];
   }

@@ -98,12 +98,14 @@ TrainOptions convex_problem(SyncMode mode) {
 
 TEST_CASE("every sync mode converges on a convex problem in the simulator", "[preduce]") {
   for (SyncMode mode : {SyncMode::Allreduce, SyncMode::Preduce, SyncMode::Adpsgd, SyncMode::Eager, SyncMode::Local}) {
-    for (bool gradient : {false, true}) {
-      if (gradient && mode != SyncMode::Preduce) continue;
+    for (const char* variant : {"", "gradient", "overlap"}) {
+      if (*variant && mode != SyncMode::Preduce) continue;
       TrainOptions o = convex_problem(mode);
-      o.reduce_gradient = gradient;
+      o.reduce_gradient = std::string(variant) == "gradient";
+      o.overlap = std::string(variant) == "overlap";
       const RunResult r = simulate(o);
-      INFO(sync_mode_name(mode) << (gradient ? " (gradient)" : ""));
+      INFO(sync_mode_name(mode) << " " << variant);
+      if (mode == SyncMode::Adpsgd || o.overlap) CHECK(r.summary["groups"].get<std::int64_t>() > 0);
       CHECK(r.summary["final_accuracy_mean"].get<double>() > 0.9);
       CHECK(r.summary["average_model_accuracy"].get<double>() > 0.9);
       REQUIRE(r.curve.mean_accuracy.size() > 2);
