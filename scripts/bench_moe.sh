@@ -8,6 +8,13 @@
 # validation loss after the fixed token budget. Each policy runs SKEW_BENCH_REPEATS times
 # (default 3), the repeats interleaved across policies so background load hits all alike; the
 # table holds the run with the median step time and the spread (max-min)/median over repeats.
+# Wall time on a shared machine is distorted by other jobs, so beside it the table gives a
+# modelled MoE time per step from what each rank measured itself: per layer, the max over ranks
+# of (expert compute + bytes it sent in all-to-all and replica/shadow sync / bandwidth), summed
+# over layers; compute is the rank's expert FFN thread CPU time (CPU-time model) or its rows
+# times one per-row cost for all runs (rows model: immune to load on the cores). The bandwidth is
+# the all-to-all bandwidth flexmoe measured at start-up (median over its runs;
+# SKEW_BENCH_BANDWIDTH=bytes/s overrides it), the same for every policy.
 # Writes results/moe/bench_<preset>.{csv,md} and rebuilds results/moe/bench_README.md.
 # Usage: scripts/bench_moe.sh [configs/moe_bench*.ini] [extra moe_train flags]
 #        (default configs/moe_bench.ini); SKEW_BUILD_DIR picks the build.
@@ -56,17 +63,47 @@ import csv, glob, json, os, statistics, sys
 work, out, config, preset, repeats, names = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6:]
 runs = {n: sorted((json.loads(open(f"{work}/{n}.{r}.json").read()) for r in range(repeats)), key=lambda s: s["step_s"])
         for n in names}
+bandwidth = float(os.environ.get("SKEW_BENCH_BANDWIDTH", 0)) or statistics.median(
+    json.loads(open(f"{work}/flexmoe.{r}.json").read())["cost_constants"]["alltoall_bandwidth"] for r in range(repeats))
+
+records = {(n, r): [json.loads(l) for l in open(f"{work}/{n}.{r}.jsonl")][1:] for n in names for r in range(repeats)}
+# One expert cost per row for every run: the median over runs of total expert CPU / total rows.
+row_cost = statistics.median(
+    sum(sum(map(sum, x["per_rank"]["expert_cpu_s"])) for x in recs) / sum(sum(map(sum, x["per_rank"]["rows"])) for x in recs)
+    for recs in records.values())
+
+def modelled(n, r):
+    """Means over iterations (after the first) of the modelled MoE step: per layer (each layer's
+    all-to-all synchronises the ranks) the max over ranks of expert compute + bytes sent /
+    bandwidth, summed over layers; compute is the rank's thread CPU time (cpu) or its rows x the
+    common row cost (rows); ideal replaces each rank's compute by the mean over ranks."""
+    acc = [0.0] * 4  # cpu step, cpu ideal, rows step, rows ideal
+    for rec in records[(n, r)]:
+        pr = rec["per_rank"]
+        ranks, layers = len(pr["rows"]), len(pr["rows"][0])
+        for l in range(layers):
+            comm = [(pr["alltoall_bytes"][q][l] + pr["sync_bytes"][q][l]) / bandwidth for q in range(ranks)]
+            for k, work in enumerate([[pr["expert_cpu_s"][q][l] for q in range(ranks)],
+                                      [pr["rows"][q][l] * row_cost for q in range(ranks)]]):
+                acc[2 * k] += max(w + c for w, c in zip(work, comm))
+                acc[2 * k + 1] += sum(work) / ranks + max(comm)
+    return [a / len(records[(n, r)]) for a in acc]
+
+model = {n: [modelled(n, r) for r in range(repeats)] for n in names}
 rows, summary = [], {}
 for n in names:
     s = runs[n][len(runs[n]) // 2]  # the run with the median step time
     steps = [x["step_s"] for x in runs[n]]
     summary[n] = s
+    m = sorted(model[n])[len(model[n]) // 2]  # the repeat with the median CPU-time model
+    mr = model[n][0]  # the rows model is the same in every repeat
     rows.append([n, s["tokens_per_s"], s["step_s"] * 1e3, (max(steps) - min(steps)) / s["step_s"] * 100,
-                 s["ideal_step_s"] * 1e3, s["step_s"] / s["ideal_step_s"], s["balance"], s["dropped"], s["padded"],
-                 s["final_val_loss"]])
+                 s["ideal_step_s"] * 1e3, s["step_s"] / s["ideal_step_s"], m[0] * 1e3, m[0] / m[1], mr[2] * 1e3,
+                 mr[2] / mr[3], s["balance"], s["dropped"], s["padded"], s["final_val_loss"]])
 base = rows[0][2]
-head = ["policy", "tokens_per_s", "step_ms", "spread_pct", "ideal_step_ms", "step_over_ideal", "balance_max_over_mean",
-        "dropped_tokens", "padded_rows", "val_loss", "speedup_vs_static"]
+head = ["policy", "tokens_per_s", "step_ms", "spread_pct", "ideal_step_ms", "step_over_ideal", "model_cpu_ms",
+        "model_cpu_over_ideal", "model_rows_ms", "model_rows_over_ideal", "balance_max_over_mean", "dropped_tokens", "padded_rows", "val_loss",
+        "speedup_vs_static"]
 with open(f"{out}/bench_{preset}.csv", "w", newline="") as f:
     w = csv.writer(f)
     w.writerow(head)
@@ -74,7 +111,8 @@ with open(f"{out}/bench_{preset}.csv", "w", newline="") as f:
         w.writerow(r + [base / r[2]])
 lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 for r in rows:
-    lines.append("| %s | %.0f | %.1f | %.0f%% | %.1f | %.2f | %.3f | %d | %d | %.4f | %.2fx |" % tuple(r + [base / r[2]]))
+    lines.append("| %s | %.0f | %.1f | %.0f%% | %.1f | %.2f | %.1f | %.2f | %.1f | %.2f | %.3f | %d | %d | %.4f | %.2fx |"
+                 % tuple(r + [base / r[2]]))
 text = "\n".join(lines) + "\n"
 if "flexmoe" in summary:
     # Ratios within each repeat (the policies of one repeat ran back to back under similar
@@ -84,8 +122,19 @@ if "flexmoe" in summary:
         v = sorted(fn(r) for r in range(repeats))
         return (label, (fmt + " (range " + fmt + " - " + fmt + ")") % (statistics.median(v), v[0], v[-1]))
     step = lambda n, r: rep[n][r]["step_s"]
+    mstep = lambda n, r: model[n][r][0]
     f, st = summary["flexmoe"], summary["static"]
+    rw = lambda n: model[n][0][2]
     checks = [
+        ("rows model: flexmoe / its balanced ideal (target <= 1.15)", "%.2f" % (rw("flexmoe") / model["flexmoe"][0][3])),
+        ("rows model: deepspeed (drop_tokens=false) / flexmoe (target >= 1.5)", "%.2f" % (rw("deepspeed_pad") / rw("flexmoe"))),
+        ("rows model: fastermoe / flexmoe (target > 1)", "%.2f" % (rw("fastermoe") / rw("flexmoe"))),
+        ("rows model: static / flexmoe", "%.2f" % (rw("static") / rw("flexmoe"))),
+        ratio("CPU-time model: flexmoe / its balanced ideal (target <= 1.15)", lambda r: mstep("flexmoe", r) / model["flexmoe"][r][1]),
+        ratio("CPU-time model: deepspeed (drop_tokens=false) / flexmoe (target >= 1.5)",
+              lambda r: mstep("deepspeed_pad", r) / mstep("flexmoe", r)),
+        ratio("CPU-time model: fastermoe / flexmoe (target > 1)", lambda r: mstep("fastermoe", r) / mstep("flexmoe", r)),
+        ratio("CPU-time model: static / flexmoe", lambda r: mstep("static", r) / mstep("flexmoe", r)),
         ratio("flexmoe step / its balanced ideal (target <= 1.15)", lambda r: step("flexmoe", r) / rep["flexmoe"][r]["ideal_step_s"]),
         ratio("flexmoe step / static run's balanced ideal", lambda r: step("flexmoe", r) / rep["static"][r]["ideal_step_s"]),
         ratio("deepspeed (drop_tokens=false) step / flexmoe step (target >= 1.5)",
@@ -96,7 +145,11 @@ if "flexmoe" in summary:
         ("flexmoe val loss - static (dropless) val loss", "%.1e" % (f["final_val_loss"] - st["final_val_loss"])),
         ("flexmoe placement changes", "%d" % f.get("placement_changes", 0)),
     ]
-    text += "\nRatios per repeat, median (range) over the %d repeats:\n\n" % repeats
+    text += ("\nModelled MoE time per step: per layer, max over ranks of expert compute + bytes sent / %.2f GB/s"
+             " (measured all-to-all bandwidth), summed over layers; compute = the rank's expert thread CPU time"
+             " (CPU-time model) or its rows x %.2f us, the median measured CPU time per row (rows model)."
+             " CPU-time ratios per repeat, median (range) over the %d repeats; wall-time ratios likewise:\n\n"
+             % (bandwidth / 1e9, row_cost * 1e6, repeats))
     text += "\n".join(f"- {k}: {v}" for k, v in checks) + "\n"
 print(text)
 cfg = open(config).read()

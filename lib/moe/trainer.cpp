@@ -269,19 +269,20 @@ Json train(const Config& config, comm::ProcessGroup& world) {
       policy->observe(it, counts, slowest[0]);
     }
 
-    LayerTimes t;
+    LayerTimes t;  // wall seconds by phase, summed over layers
     Json per_expert = Json::array(), balance = Json::array(), expert_balance = Json::array(), shadows = Json::array();
-    // Per rank: rows computed per layer, expert wall seconds, expert CPU seconds, bytes sent.
-    const int W = L + 4;
-    std::vector<double> load(static_cast<std::size_t>(N) * W);
+    // Per rank: per layer rows computed, expert CPU seconds, bytes sent in the all-to-all and in
+    // replica/shadow sync; then the expert wall seconds of all layers.
+    constexpr int kPerLayer = 4;
+    const int W = kPerLayer * L + 1;
+    std::vector<double> gathered(static_cast<std::size_t>(N) * W);
     std::vector<double> mine;
     std::int64_t dropped = 0, padded = 0;
     for (auto& layer : model.moe()) {
-      t.gate += layer->times().gate, t.dispatch += layer->times().dispatch, t.expert += layer->times().expert;
-      t.combine += layer->times().combine, t.alltoall += layer->times().alltoall;
-      t.expert_cpu += layer->times().expert_cpu, t.alltoall_bytes += layer->times().alltoall_bytes;
-      t.sync_bytes += layer->times().sync_bytes;
-      mine.push_back(static_cast<double>(layer->computed_rows()));
+      const LayerTimes& lt = layer->times();
+      t.gate += lt.gate, t.dispatch += lt.dispatch, t.expert += lt.expert;
+      t.combine += lt.combine, t.alltoall += lt.alltoall;
+      mine.insert(mine.end(), {static_cast<double>(layer->computed_rows()), lt.expert_cpu, lt.alltoall_bytes, lt.sync_bytes});
       const auto& counts = layer->gate_state().global_counts;
       per_expert.push_back(counts);
       expert_balance.push_back(max_over_mean(std::vector<double>(counts.begin(), counts.end())));
@@ -291,22 +292,29 @@ Json train(const Config& config, comm::ProcessGroup& world) {
         save_trace.write(reinterpret_cast<const char*>(layer->gate_state().expert.data()),
                          static_cast<std::streamsize>(choices * sizeof(std::int32_t)));
     }
-    mine.insert(mine.end(), {t.expert, t.expert_cpu, t.alltoall_bytes, t.sync_bytes});
-    world.allgather(comm::cview(mine), comm::view(load));
+    mine.push_back(t.expert);
+    world.allgather(comm::cview(mine), comm::view(gathered));
+    const auto at = [&](int r, int l, int field) {
+      return gathered[static_cast<std::size_t>(r) * W + static_cast<std::size_t>(l) * kPerLayer + field];
+    };
     double expert_max = 0, expert_sum = 0;
-    Json per_rank = {{"expert_cpu_s", Json::array()}, {"alltoall_bytes", Json::array()}, {"sync_bytes", Json::array()}};
+    Json per_rank = {{"rows", Json::array()}, {"expert_cpu_s", Json::array()}, {"alltoall_bytes", Json::array()},
+                     {"sync_bytes", Json::array()}};
+    const char* fields[kPerLayer] = {"rows", "expert_cpu_s", "alltoall_bytes", "sync_bytes"};
     for (int r = 0; r < N; ++r) {
-      const double* row = load.data() + static_cast<std::size_t>(r) * W;
-      expert_max = std::max(expert_max, row[L]);
-      expert_sum += row[L];
-      per_rank["expert_cpu_s"].push_back(row[L + 1]);
-      per_rank["alltoall_bytes"].push_back(row[L + 2]);
-      per_rank["sync_bytes"].push_back(row[L + 3]);
+      const double expert_wall = gathered[static_cast<std::size_t>(r) * W + W - 1];
+      expert_max = std::max(expert_max, expert_wall);
+      expert_sum += expert_wall;
+      for (int f = 0; f < kPerLayer; ++f) {
+        Json values = Json::array();
+        for (int l = 0; l < L; ++l) values.push_back(at(r, l, f));
+        per_rank[fields[f]].push_back(values);
+      }
     }
     double balance_mean = 0;
     for (int l = 0; l < L; ++l) {
       std::vector<double> rows;
-      for (int r = 0; r < N; ++r) rows.push_back(load[static_cast<std::size_t>(r * W + l)]);
+      for (int r = 0; r < N; ++r) rows.push_back(at(r, l, 0));
       balance.push_back(max_over_mean(rows));
       balance_mean += max_over_mean(rows) / L;
     }
