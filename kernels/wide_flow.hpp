@@ -129,9 +129,10 @@ class WideFlow {
   std::vector<WideTileScratch> scratch_;       // one per thread
   std::vector<std::vector<float>> hot_cache_;  // one replica per thread: hot_ * row_len floats
   WideFlowStats stats_;
-  // LR: per-thread flags of the touched hot features; per owner, the cold entries each tile
+  // LR: per-thread flags (and list) of the touched hot features; per owner, the cold entries each tile
   // routed to it (tile t writes from its first entry's offset) and the per-(tile, owner) counts.
   std::vector<std::vector<std::uint8_t>> hot_touched_;
+  std::vector<std::vector<std::uint32_t>> hot_lists_;  // per thread: its touched hot features
   std::vector<std::vector<std::uint32_t>> owner_keys_;
   std::vector<std::vector<float>> owner_values_;
   std::vector<std::uint32_t> tile_owner_counts_;

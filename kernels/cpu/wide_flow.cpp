@@ -300,6 +300,7 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
   if (std::size_t(threads) > scratch_.size()) scratch_.resize(std::size_t(threads));
   hot_cache_.resize(std::size_t(threads), std::vector<float>(std::size_t(hot_), 0.0f));
   hot_touched_.resize(std::size_t(threads), std::vector<std::uint8_t>(std::size_t(hot_), 0));
+  hot_lists_.resize(std::size_t(threads));
   owner_keys_.resize(owners);
   owner_values_.resize(owners);
   for (std::uint32_t p = 0; p < owners; ++p) {
@@ -314,6 +315,7 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
     const std::int64_t first = task * tile, last = std::min(b.rows, first + tile);
     float* cache = hot_cache_[std::size_t(thread)].data();
     std::uint8_t* touched = hot_touched_[std::size_t(thread)].data();
+    std::vector<std::uint32_t>& hot_list = hot_lists_[std::size_t(thread)];
     std::uint32_t* counts = tile_owner_counts_.data() + std::size_t(task) * owners;
     const std::size_t offset = std::size_t(b.row_ptr[first] - base);
     const std::int64_t stop = b.row_ptr[last];
@@ -332,7 +334,10 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
         const float v = g * b.value[e];
         if (f < hot_) {
           cache[f] += v;
-          touched[f] = 1;
+          if (!touched[f]) {
+            touched[f] = 1;
+            hot_list.push_back(f);
+          }
         } else {
           const std::uint32_t p = line_owner(f, owners);
           const std::size_t at = offset + counts[p]++;
@@ -352,19 +357,21 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
     part.features.clear();
     part.rows.clear();
     if (task == 0) {
-      for (std::int64_t f = 0; f < hot_; ++f) {
-        float sum = 0.0f;
-        std::uint8_t any = 0;
-        for (int r = 0; r < threads; ++r) {
-          sum += hot_cache_[std::size_t(r)][std::size_t(f)];
-          any |= hot_touched_[std::size_t(r)][std::size_t(f)];
-          hot_cache_[std::size_t(r)][std::size_t(f)] = 0.0f;
-          hot_touched_[std::size_t(r)][std::size_t(f)] = 0;
-        }
-        if (any) {
-          part.features.push_back(std::uint32_t(f));
+      // Only the hot features some thread touched (its list): small batches pay for what they
+      // touch, not for the whole cache. The first list naming f emits it and clears its flags.
+      for (int r = 0; r < threads; ++r) {
+        for (std::uint32_t f : hot_lists_[std::size_t(r)]) {
+          if (!hot_touched_[std::size_t(r)][f]) continue;
+          float sum = 0.0f;
+          for (int q = 0; q < threads; ++q) {
+            sum += hot_cache_[std::size_t(q)][f];
+            hot_cache_[std::size_t(q)][f] = 0.0f;
+            hot_touched_[std::size_t(q)][f] = 0;
+          }
+          part.features.push_back(f);
           part.rows.push_back(sum);
         }
+        hot_lists_[std::size_t(r)].clear();
       }
       return;
     }
