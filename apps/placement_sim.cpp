@@ -8,6 +8,7 @@
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <tuple>
 
 #include "lib/core/config.hpp"
 #include "lib/core/error.hpp"
@@ -201,37 +202,36 @@ int simulate_main(const Config& cfg) {
   }
 }
 
-// Measured constants of this machine against a recorded moe_train run at world.size() ranks.
+// Measured constants of this machine against a recorded moe_train run at world.size() ranks,
+// term by term (see lib/placement/validate.hpp).
 int validate_main(const Config& cfg, comm::ProcessGroup& world) {
   const MeasuredRun run = read_measured_jsonl(cfg.get_string("sim.validate"));
   const std::int64_t hidden = cfg.get_int("sim.hidden"), ffn = cfg.get_int("sim.ffn_hidden");
-  const ExpertShape shape = expert_shape_from_config(cfg, 2 * hidden * ffn, static_cast<int>(hidden));
+  // moe_train's expert: two matrices and two bias vectors.
+  const ExpertShape shape = expert_shape_from_config(cfg, 2 * hidden * ffn + hidden + ffn, static_cast<int>(hidden));
   const CostConstants constants = measure_constants(world, cost_overrides_from_config(cfg), shape);
   if (world.rank() != 0) return 0;
   const CostModel model(constants, shape);
-  const Validation v = validate_cost_model(model, run, world.size());
+  const Validation v = validate_cost_model(model, run, world.size(), flexmoe_options_from_config(cfg).live_shares);
   std::cout << std::fixed << std::setprecision(3) << "cost model vs " << cfg.get_string("sim.validate") << " at "
             << world.size() << " ranks, " << v.iterations << " iterations (measured here: gemm "
             << constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all " << constants.inter_bandwidth / 1e9 << " GB/s + "
-            << constants.alltoall_latency * 1e6 << " us a round)\n"
-            << "  expert compute: predicted " << v.predicted_expert * 1e3 << " ms, measured " << v.measured_expert * 1e3
-            << " ms, error " << v.expert_error() * 100 << "%\n"
-            << "  all-to-all:     predicted " << v.predicted_alltoall * 1e3 << " ms, measured "
-            << v.measured_alltoall * 1e3 << " ms, error " << v.alltoall_error() * 100 << "%\n";
-  Json j{
-      {"app", "placement_sim"},
-      {"validate", cfg.get_string("sim.validate")},
-      {"ranks", world.size()},
-      {"iterations", v.iterations},
-      {"gemm_flops", constants.gemm_flops},
-      {"alltoall_bandwidth", constants.inter_bandwidth},
-      {"alltoall_latency", constants.alltoall_latency},
-      {"expert_ms",
-       {{"predicted", v.predicted_expert * 1e3}, {"measured", v.measured_expert * 1e3}, {"error", v.expert_error()}}},
-      {"alltoall_ms",
-       {{"predicted", v.predicted_alltoall * 1e3},
-        {"measured", v.measured_alltoall * 1e3},
-        {"error", v.alltoall_error()}}}};
+            << constants.alltoall_latency * 1e6 << " us a round)\n";
+  Json j{{"app", "placement_sim"},
+         {"validate", cfg.get_string("sim.validate")},
+         {"ranks", world.size()},
+         {"iterations", v.iterations},
+         {"gemm_flops", constants.gemm_flops},
+         {"alltoall_bandwidth", constants.inter_bandwidth},
+         {"alltoall_latency", constants.alltoall_latency}};
+  for (const auto& [name, term, scale] :
+       {std::tuple{"busiest_rows", v.rows, 1.0}, std::tuple{"compute_ms", v.compute, 1e3},
+        std::tuple{"alltoall_bytes", v.alltoall_bytes, 1.0}, std::tuple{"sync_bytes", v.sync_bytes, 1.0},
+        std::tuple{"modelled_step_ms", v.step, 1e3}, std::tuple{"alltoall_wall_ms", v.alltoall_wall, 1e3}}) {
+    std::cout << "  " << std::setw(18) << std::left << name << " predicted " << term.predicted * scale << ", measured "
+              << term.measured * scale << ", error " << term.error() * 100 << "%\n";
+    j[name] = {{"predicted", term.predicted * scale}, {"measured", term.measured * scale}, {"error", term.error()}};
+  }
   if (!cfg.get_string("output.validation").empty())
     std::ofstream(cfg.get_string("output.validation")) << j.dump() << "\n";
   print_summary(j);

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "lib/placement/simulator.hpp"
+#include "lib/placement/validate.hpp"
 
 using namespace skew::placement;
 
@@ -78,6 +79,16 @@ TEST_CASE("simulator: flexmoe replicates the hot expert once and pays the move",
   CHECK(flex.changes == 1);
   CHECK(r[0].mean_step() == Approx(6.3));
   CHECK(r[4].mean_step() == Approx(4.2));
+}
+
+TEST_CASE("validation reads back logged placements", "[placement][sim]") {
+  LayerPlacement p = LayerPlacement::block(4, 2, 3);
+  p.experts[1] = {{0, 0.25}, {1, 0.75}};
+  p.experts[3] = {{0, 1.0 / 3}, {1, 2.0 / 3}};
+  const LayerPlacement q = parse_placement(p.to_string());
+  CHECK(q == p);
+  CHECK(q.experts[3][1].share == 2.0 / 3);  // 17 digits: the exact double
+  CHECK_THROWS_WITH(parse_placement("N=2 S=3 e0:0@1, e2:1@1,"), Catch::Contains("experts out of order"));
 }
 
 TEST_CASE("traces: generated counts and JSONL round trip", "[placement][trace]") {
