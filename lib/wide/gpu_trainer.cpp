@@ -137,7 +137,7 @@ struct WideGpuTrainer::State {
   }
 
   // Gradient of the batch in `slot` into grad, logits into the device buffer; timed by events.
-  // The compute stream must already wait for the slot's copies (wait_for).
+  // The compute stream must already wait for the slot's `copied` event.
   void launch_gradient(const Slot& s) {
     const kernels::WideBatch b = device_batch(s);
     grow_device(logits, logits_cap, std::size_t(std::max<std::int64_t>(1, b.rows)));
