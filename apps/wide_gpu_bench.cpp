@@ -123,6 +123,21 @@ Json time_on_gpu(const SparseDataset& d, const WideModel& m, const kernels::Wide
   return r;
 }
 
+// Parameters uniform in [-0.01, 0.01) from a xorshift stream: WideModel::create draws a Philox
+// normal per coordinate, which takes a minute for FFM's 650M parameters on one core; the
+// benchmark needs varied, non-zero values only.
+WideModel bench_model(const kernels::WideShape& shape) {
+  WideModel m{shape, std::vector<float>(shape.num_params())};
+  std::uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (float& p : m.params) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    p = 0.02f * (float(x >> 40) / float(1 << 24)) - 0.01f;
+  }
+  return m;
+}
+
 // Wall milliseconds of one training epoch through WideTrainer's CUDA path (median of repeats,
 // after one warm-up epoch); SGD, so the only optimiser state is the parameters.
 double train_epoch_ms(const SparseDataset& d, const WideModel& model, const kernels::WideFlowOptions& flow,
@@ -212,7 +227,7 @@ int main(int argc, char** argv) {
       const int k = kind == kernels::WideKind::LR    ? 0
                     : kind == kernels::WideKind::FFM ? int(c.get_int("bench.ffm_k"))
                                                      : int(c.get_int("bench.k"));
-      const WideModel model = WideModel::create({kind, d.num_features, d.num_fields, k}, 1, 0.01f);
+      const WideModel model = bench_model({kind, d.num_features, d.num_fields, k});
       Json r = time_on_gpu(d, model, flow, batch, int(c.get_int("bench.repeats")));
       r["k"] = k;
       const int train_repeats = int(c.get_int("bench.train_repeats"));

@@ -169,7 +169,8 @@ WideGpuTrainer::WideGpuTrainer(const kernels::WideShape& shape, bool flow, const
   s.rule = rule;
   s.overlap = overlap;
   s.params = device_copy(params);
-  s.grad = device_copy(std::vector<float>(params.size(), 0.0f));
+  SKEW_CUDA_CHECK(cudaMalloc(&s.grad, std::max<std::size_t>(1, params.size()) * sizeof(float)));
+  SKEW_CUDA_CHECK(cudaMemset(s.grad, 0, std::max<std::size_t>(1, params.size()) * sizeof(float)));
   if (!n_state.empty()) s.n = device_copy(n_state);
   if (!z_state.empty()) s.z = device_copy(z_state);
   SKEW_CUDA_CHECK(cudaMalloc(&s.touched, std::size_t(std::max<std::int64_t>(1, shape.num_features))));
