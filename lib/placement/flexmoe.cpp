@@ -125,6 +125,10 @@ void add_placement_keys(Schema& schema) {
                "also re-plan every this many iterations; amortisation horizon of a change (0 = threshold only)")
       .add_float("placement.smoothing", 0.5, "exponential smoothing of the per-expert load estimate, in [0, 1)")
       .add_int("placement.max_ops", 0, "greedy expand/shrink/migrate steps per layer per plan; 0 = until none pays off")
+      .add_float("placement.hedge", 0.02,
+                 "fill free slots with replicas of the hottest experts while each costs at most this fraction of "
+                 "the predicted step (gradient sync, amortised move): spare replicas let live shares absorb load "
+                 "shifts the estimate has not seen; 0 = off")
       .add_choice("placement.shares", "live", {"live", "balanced", "even"},
                   "token split among replicas: live (the planner's replica sets, shares re-levelled every step "
                   "from that step's counts), balanced (shares levelling the ranks' predicted loads, fixed between "
@@ -173,6 +177,8 @@ FlexMoeOptions flexmoe_options_from_config(const Config& config) {
   o.planner.max_ops = static_cast<int>(config.get_int("placement.max_ops"));
   o.planner.balanced_shares = config.get_string("placement.shares") != "even";
   o.live_shares = config.get_string("placement.shares") == "live";
+  o.planner.hedge = config.get_float("placement.hedge");
+  SKEW_CHECK(o.planner.hedge >= 0, "placement.hedge must be >= 0, got " << o.planner.hedge);
   return o;
 }
 

@@ -133,6 +133,41 @@ class Search {
     return out;
   }
 
+  // Free slots take replicas of the hottest experts per replica (hottest first, each on the
+  // least loaded rank with room that lacks it) while each costs at most hedge x the step.
+  void hedge(LayerPlan& plan, LayerPlacement& p, double& time, double& cost, double horizon) const {
+    for (;;) {
+      const auto loads = model_.rank_loads(p, load_);
+      std::vector<int> used(static_cast<std::size_t>(p.world_size), 0);
+      for (const auto& reps : p.experts)
+        for (const auto& r : reps) ++used[static_cast<std::size_t>(r.rank)];
+      int expert = -1, rank = -1;
+      double hottest = 0;
+      for (int e = 0; e < p.num_experts(); ++e) {
+        const auto& reps = p.experts[static_cast<std::size_t>(e)];
+        const double per_replica = load_[static_cast<std::size_t>(e)] / static_cast<double>(reps.size());
+        if (per_replica <= hottest) continue;
+        int to = -1;
+        for (int r = 0; r < p.world_size; ++r)
+          if (used[static_cast<std::size_t>(r)] < p.slots_per_rank && !holds(reps, r) &&
+              (to < 0 || loads[static_cast<std::size_t>(r)] < loads[static_cast<std::size_t>(to)]))
+            to = r;
+        if (to >= 0) expert = e, rank = to, hottest = per_replica;
+      }
+      if (expert < 0) return;
+      LayerPlacement next = p;
+      add_replica(next, expert, rank);
+      assign_shares(next, load_, options_.balanced_shares);
+      const double t = model_.predict(next, load_).total();
+      const double k = model_.change_seconds(current_, next);
+      if ((t - time) + (k - cost) / horizon > options_.hedge * time) return;
+      plan.changes.push_back({0, 0, "hedge", expert, -1, rank, -1, time - t, k - cost});
+      p = std::move(next);
+      time = t;
+      cost = k;
+    }
+  }
+
   LayerPlan run() {
     LayerPlan plan;
     LayerPlacement p = current_;
@@ -162,6 +197,7 @@ class Search {
       time = best_time;
       cost = best_cost;
     }
+    if (options_.hedge > 0) hedge(plan, p, time, cost, horizon);
     // Keep the current shares when no replica changed and rebalancing shares gains nothing.
     if (plan.changes.empty() && time >= plan.predicted_before) p = current_;
     plan.predicted_after = model_.predict(p, load_).total();

@@ -14,13 +14,19 @@ struct PlannerOptions {
   int interval = 50;            // iterations a new placement is expected to live: amortises its cost
   int max_ops = 0;              // greedy steps per layer per plan; 0 = until no step pays off
   bool balanced_shares = true;  // false: each replica takes 1/n of its expert's tokens
+  // Hedging: after the greedy search, fill free slots with replicas of the hottest experts (per
+  // replica, on the load estimate) while each costs (sync + amortised move, as predicted) at
+  // most this fraction of the predicted step. The estimate says they are not needed; they let
+  // the runtime's live shares absorb the next shift of the load. 0 = off.
+  double hedge = 0.0;
 };
 
 // One accepted greedy step, for the change log.
 struct PlacementChange {
   std::int64_t iteration = 0;
   int layer = 0;
-  std::string op;             // "expand", "shrink", "migrate" or "shift" (shrink one expert to expand another)
+  std::string op;             // "expand", "shrink", "migrate", "shift" (shrink one expert to expand another)
+                              // or "hedge" (a replica in a free slot, see PlannerOptions::hedge)
   int expert = 0;             // the expert gaining (expand, shift) or losing (shrink) a replica, or moved (migrate)
   int from_rank = -1;         // replica removed there (shrink, migrate, shift), else -1
   int to_rank = -1;           // replica added there (expand, migrate, shift), else -1
