@@ -56,6 +56,32 @@ TEST_CASE("planner: a hot expert stops expanding when the slots run out", "[plac
   CHECK(plan.predicted_after < plan.predicted_before);
 }
 
+TEST_CASE("planner: hedging fills free slots with the hottest experts only while cheap", "[placement][planner]") {
+  // 4 experts on 2 ranks with 3 slots each: the loads are already balanced, so the greedy search
+  // changes nothing; hedging puts the hottest expert of each rank on the other one.
+  const CostModel m = compute_bound_model();
+  const auto current = LayerPlacement::block(4, 2, 3);
+  const std::vector<double> load{400, 100, 300, 200};
+  PlannerOptions o;
+  CHECK(plan_layer(m, current, load, o).changes.empty());
+  o.hedge = 0.02;
+  const LayerPlan plan = plan_layer(m, current, load, o);
+  REQUIRE(plan.changes.size() == 2);
+  CHECK(plan.changes[0].op == "hedge");
+  CHECK(plan.changes[0].expert == 0);  // hottest, to rank 1
+  CHECK(plan.changes[0].to_rank == 1);
+  CHECK(plan.changes[1].expert == 2);  // then rank 0's free slot takes the hottest of rank 1's
+  CHECK(plan.changes[1].to_rank == 0);
+  CHECK(plan.placement.replicas_on(0) == 3);
+  CHECK(plan.placement.replicas_on(1) == 3);
+  // A slow all-reduce (one rank a node, 4000 gradient bytes at 1000 B/s: 4 s against a 0.5 s
+  // step) makes every hedge replica too dear: none is added.
+  CostConstants c = m.constants();
+  c.gpus_per_node = 1;
+  c.allreduce_bandwidth = 1000;
+  CHECK(plan_layer(CostModel(c, m.shape()), current, load, o).changes.empty());
+}
+
 TEST_CASE("planner: a change whose gain is below its amortised cost is not taken", "[placement][planner]") {
   // Moving a replica carries 2e12 state bytes at 1e11 B/s = 20 s; the gain is about 0.15 s
   // per iteration (compute of the hot rank), so 50 iterations (7.5 s) never pay for it.
