@@ -22,7 +22,8 @@
 // reduce them there, emitting one row per touched feature. No atomics, no dense gradient array,
 // and the optimizer then walks the touched rows in block order. FFM (the pairwise term does not
 // factor into per-feature partial sums) keeps sample order inside a tile and routes gradients
-// through the hot cache. The CUDA twin sorts every model's tiles.
+// through the hot cache. The CUDA twin sorts the tiles of LR and FM; its FFM keeps sample order
+// too (a warp per sample).
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -1,7 +1,8 @@
 // Flow schema on the CPU: tiles of samples are the tasks; within a tile the batch is re-sorted
 // into a feature-oriented CSC and trained by the gather/apply/scatter programs of
 // kernels/wide_flow.hpp. Hot-feature gradients accumulate in per-thread replicas for the whole
-// batch (one reduction at the end); cold ones get one atomic add per weight per tile.
+// batch (one reduction at the end); cold ones get one atomic add per weight per tile. LR takes
+// its own two passes instead (WideFlow::sparse_gradient, at the end of this file).
 #include "kernels/wide_flow.hpp"
 
 #include <algorithm>
