@@ -2,7 +2,7 @@
 // into a feature-oriented CSC and trained by the gather/apply/scatter programs of
 // kernels/wide_flow.hpp. Hot-feature gradients accumulate in per-thread replicas for the whole
 // batch (one reduction at the end); cold ones get one atomic add per weight per tile. LR takes
-// its own two passes instead (WideFlow::sparse_gradient, at the end of this file).
+// its own two passes instead (WideFlow::sparse_gradient, kernels/cpu/wide_flow_lr.cpp).
 #include "kernels/wide_flow.hpp"
 
 #include <algorithm>
@@ -12,18 +12,9 @@
 
 namespace skew::kernels {
 
-std::int64_t WideSparseGradient::num_features() const {
-  std::int64_t n = 0;
-  for (const auto& part : parts) n += std::int64_t(part.features.size());
-  return n;
-}
-
 namespace {
 
 constexpr int kDigitBits = 11;
-constexpr int kBlockBits = 11;  // LR feature pass: blocks of 2048 features, 8 KB of accumulators
-constexpr std::uint32_t kBlockMask = (1u << kBlockBits) - 1;
-constexpr int kPrefetchDistance = 48;  // entries ahead: about one Criteo-like sample
 constexpr std::uint32_t kBuckets = 1u << kDigitBits;
 
 template <bool Atomic>
@@ -278,161 +269,6 @@ void WideFlow::gradient(const WideBatch& b, const float* params, float* grad, fl
     stats_.columns += stats[std::size_t(r)].columns;
     stats_.hot_columns += stats[std::size_t(r)].hot_columns;
   }
-}
-
-namespace {
-
-// Cold feature f belongs to the owner of its parameter's cache line (16 floats; params[0] is
-// the bias, so feature f sits at float 1 + f).
-inline std::uint32_t line_owner(std::uint32_t feature, std::uint32_t owners) {
-  return ((feature + 1) >> 4) % owners;
-}
-
-}  // namespace
-
-void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* logits, WidePool& pool,
-                               WideSparseGradient& out) {
-  const int threads = pool.threads();
-  const std::uint32_t owners = std::uint32_t(threads);
-  const std::int64_t tile = options_.tile_samples;
-  const std::int64_t tiles = (b.rows + tile - 1) / tile;
-  const std::int64_t base = b.row_ptr[0];
-  const std::size_t nnz = std::size_t(b.nnz());
-  if (std::size_t(threads) > scratch_.size()) scratch_.resize(std::size_t(threads));
-  hot_cache_.resize(std::size_t(threads), std::vector<float>(std::size_t(hot_), 0.0f));
-  hot_touched_.resize(std::size_t(threads), std::vector<std::uint8_t>(std::size_t(hot_), 0));
-  hot_lists_.resize(std::size_t(threads));
-  owner_keys_.resize(owners);
-  owner_values_.resize(owners);
-  for (std::uint32_t p = 0; p < owners; ++p) {
-    if (owner_keys_[p].size() < nnz) owner_keys_[p].resize(nnz);
-    if (owner_values_[p].size() < nnz) owner_values_[p].resize(nnz);
-  }
-  tile_owner_counts_.assign(std::size_t(tiles) * owners, 0u);
-  std::vector<float> bias_grads(std::size_t(threads), 0.0f);
-
-  // Sample pass: gather, apply, route each entry's gradient (hot cache or the owner's buffer).
-  pool.run(tiles, [&](std::int64_t task, int thread) {
-    const std::int64_t first = task * tile, last = std::min(b.rows, first + tile);
-    float* cache = hot_cache_[std::size_t(thread)].data();
-    std::uint8_t* touched = hot_touched_[std::size_t(thread)].data();
-    std::vector<std::uint32_t>& hot_list = hot_lists_[std::size_t(thread)];
-    std::uint32_t* counts = tile_owner_counts_.data() + std::size_t(task) * owners;
-    const std::size_t offset = std::size_t(b.row_ptr[first] - base);
-    const std::int64_t stop = b.row_ptr[last];
-    float bias_grad = 0.0f;
-    for (std::int64_t i = first; i < last; ++i) {
-      float z = params[0];
-      for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
-        if (e + kPrefetchDistance < stop) __builtin_prefetch(params + 1 + b.index[e + kPrefetchDistance]);
-        z += params[1 + b.index[e]] * b.value[e];
-      }
-      logits[i] = z;
-      const float g = wide_sigmoid(z) - b.label[i];
-      bias_grad += g;
-      for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
-        const std::uint32_t f = b.index[e];
-        const float v = g * b.value[e];
-        if (f < hot_) {
-          cache[f] += v;
-          if (!touched[f]) {
-            touched[f] = 1;
-            hot_list.push_back(f);
-          }
-        } else {
-          const std::uint32_t p = line_owner(f, owners);
-          const std::size_t at = offset + counts[p]++;
-          owner_keys_[p][at] = f;
-          owner_values_[p][at] = v;
-        }
-      }
-    }
-    bias_grads[std::size_t(thread)] += bias_grad;
-  });
-
-  // Feature pass: part 0 reduces the hot replicas; part 1 + p is owner p's cold features.
-  out.parts.resize(owners + 1);
-  const std::uint32_t blocks = std::uint32_t((shape_.num_features + kBlockMask) >> kBlockBits);
-  pool.run(owners + 1, [&](std::int64_t task, int thread) {
-    WideSparseGradient::Part& part = out.parts[std::size_t(task)];
-    part.features.clear();
-    part.rows.clear();
-    if (task == 0) {
-      // Only the hot features some thread touched (its list): small batches pay for what they
-      // touch, not for the whole cache. The first list naming f emits it and clears its flags.
-      for (int r = 0; r < threads; ++r) {
-        for (std::uint32_t f : hot_lists_[std::size_t(r)]) {
-          if (!hot_touched_[std::size_t(r)][f]) continue;
-          float sum = 0.0f;
-          for (int q = 0; q < threads; ++q) {
-            sum += hot_cache_[std::size_t(q)][f];
-            hot_cache_[std::size_t(q)][f] = 0.0f;
-            hot_touched_[std::size_t(q)][f] = 0;
-          }
-          part.features.push_back(f);
-          part.rows.push_back(sum);
-        }
-        hot_lists_[std::size_t(r)].clear();
-      }
-      return;
-    }
-    const std::uint32_t p = std::uint32_t(task - 1);
-    WideTileScratch& s = scratch_[std::size_t(thread)];
-    // Counting sort of the owner's entries (from every tile's region) by block.
-    s.block_start.assign(std::size_t(blocks) + 1, 0u);
-    std::uint32_t total = 0;
-    for (std::int64_t t = 0; t < tiles; ++t) {
-      const std::size_t offset = std::size_t(b.row_ptr[t * tile] - base);
-      const std::uint32_t n = tile_owner_counts_[std::size_t(t) * owners + p];
-      for (std::uint32_t j = 0; j < n; ++j) ++s.block_start[(owner_keys_[p][offset + j] >> kBlockBits) + 1];
-      total += n;
-    }
-    for (std::uint32_t k = 0; k < blocks; ++k) s.block_start[k + 1] += s.block_start[k];
-    s.sorted_keys.resize(total);
-    s.sorted_values.resize(total);
-    s.block_features.assign(s.block_start.begin(), s.block_start.end() - 1);  // write cursors
-    for (std::int64_t t = 0; t < tiles; ++t) {
-      const std::size_t offset = std::size_t(b.row_ptr[t * tile] - base);
-      const std::uint32_t n = tile_owner_counts_[std::size_t(t) * owners + p];
-      for (std::uint32_t j = 0; j < n; ++j) {
-        const std::uint32_t f = owner_keys_[p][offset + j];
-        const std::uint32_t at = s.block_features[f >> kBlockBits]++;
-        s.sorted_keys[at] = f;
-        s.sorted_values[at] = owner_values_[p][offset + j];
-      }
-    }
-    // Reduce each block in its L1-sized accumulators; one row out per touched feature.
-    s.block_acc.assign(std::size_t(kBlockMask) + 1, 0.0f);
-    s.block_seen.assign(std::size_t(kBlockMask) + 1, 0);
-    part.features.reserve(total);
-    part.rows.reserve(total);
-    for (std::uint32_t k = 0; k < blocks; ++k) {
-      const std::uint32_t begin = s.block_start[k], end = s.block_start[k + 1];
-      if (begin == end) continue;
-      const std::size_t first_out = part.features.size();
-      for (std::uint32_t e = begin; e < end; ++e) {
-        const std::uint32_t f = s.sorted_keys[e], local = f & kBlockMask;
-        s.block_acc[local] += s.sorted_values[e];
-        if (!s.block_seen[local]) {
-          s.block_seen[local] = 1;
-          part.features.push_back(f);
-        }
-      }
-      for (std::size_t r = first_out; r < part.features.size(); ++r) {
-        const std::uint32_t local = part.features[r] & kBlockMask;
-        part.rows.push_back(s.block_acc[local]);
-        s.block_acc[local] = 0.0f;
-        s.block_seen[local] = 0;
-      }
-    }
-  });
-  out.bias = 0.0f;
-  for (float g : bias_grads) out.bias += g;
-  stats_ = WideFlowStats{};
-  stats_.tiles = tiles;
-  stats_.entries = std::int64_t(nnz);
-  stats_.columns = out.num_features();
-  stats_.hot_columns = std::int64_t(out.parts[0].features.size());
 }
 
 }  // namespace skew::kernels
