@@ -166,6 +166,7 @@ open(f"{out}/bench_README.md", "w").write(
     "the modelled balanced ideal. Balance = max/mean rows computed per rank, averaged over layers\n"
     "and iterations. Val loss after the fixed token budget. Each policy runs several times,\n"
     "interleaved; the table shows the median run and spread = (max - min) / median of step time.\n"
-    "Measured on a shared 2-core machine (other jobs running): ratios are indicative only.\n\n"
+    "Measured on a shared 2-core machine (other jobs running): wall-time ratios are indicative only;\n"
+    "the model_* columns (see the findings) are computed from what each rank measured itself.\n\n"
     + sections + (open(f"{out}/bench_notes.md").read() if os.path.exists(f"{out}/bench_notes.md") else ""))
 PY
