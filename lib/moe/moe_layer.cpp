@@ -32,7 +32,9 @@ double sent_elements(const std::vector<std::size_t>& rows, int self, int width) 
   return sum;
 }
 
-double ring_allreduce_share(std::size_t ranks) { return 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks); }
+double ring_allreduce_share(std::size_t ranks) {
+  return 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks);
+}
 
 // Rows each source rank sends to each replica of one expert. Replica targets are the shares of
 // the expert's global count; every source first fills a replica on its own rank (up to that
@@ -235,8 +237,8 @@ void MoeLayer<T>::route() {
     std::vector<std::int64_t> per_source(static_cast<std::size_t>(N));
     for (int r = 0; r < N; ++r)
       per_source[static_cast<std::size_t>(r)] = all_counts[static_cast<std::size_t>(r) * E + e];
-    split[static_cast<std::size_t>(e)] =
-        locality_split(per_source, shares.experts[static_cast<std::size_t>(e)])[static_cast<std::size_t>(world_.rank())];
+    split[static_cast<std::size_t>(e)] = locality_split(
+        per_source, shares.experts[static_cast<std::size_t>(e)])[static_cast<std::size_t>(world_.rank())];
   }
   std::vector<std::int32_t> keys;
   std::vector<std::size_t> key_of;  // assignment index of each key
@@ -365,8 +367,8 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
   times_.alltoall += timer.seconds();
   // Dispatch and combine, forward and backward: each rank sends its send rows twice and its
   // received rows back twice.
-  times_.alltoall_bytes += 2.0 * sizeof(T) *
-                           (sent_elements(send_rows_, world_.rank(), D) + sent_elements(recv_rows_, world_.rank(), D));
+  times_.alltoall_bytes +=
+      2.0 * sizeof(T) * (sent_elements(send_rows_, world_.rank(), D) + sent_elements(recv_rows_, world_.rank(), D));
   timer.reset();
   const double cpu = thread_cpu_seconds();
   xe_.assign(recv_total * D, T(0));

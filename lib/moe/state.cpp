@@ -78,7 +78,8 @@ Json checkpoint_index(comm::ProcessGroup& world, const std::vector<std::pair<std
                       const std::string& policy, GptMoe<float>& model) {
   const std::string mine = CheckpointDir::describe_tensors(shard).dump();
   std::vector<std::uint8_t> bytes(mine.begin(), mine.end());
-  std::vector<std::int64_t> size = {static_cast<std::int64_t>(bytes.size())}, sizes(static_cast<std::size_t>(world.size()));
+  std::vector<std::int64_t> size = {static_cast<std::int64_t>(bytes.size())},
+                            sizes(static_cast<std::size_t>(world.size()));
   world.allgather(comm::view(size), comm::view(sizes));
   std::vector<std::size_t> counts(sizes.begin(), sizes.end());
   std::vector<std::uint8_t> all(std::accumulate(counts.begin(), counts.end(), std::size_t{0}));
@@ -115,23 +116,22 @@ void check_index_before_load(const Json& index, const std::string& index_path, c
                "checkpoint index " << index_path << " does not list tensor " << name << " of " << shard_name);
     const Json& entry = index["tensors"][name];
     SKEW_CHECK(entry.value("dtype", Json()) == info["dtype"] && entry.value("shape", Json()) == info["shape"],
-               "checkpoint index " << index_path << ": tensor " << name << " is " << info.dump() << " in "
-                                   << shard_name << " but " << entry.dump() << " in the index");
+               "checkpoint index " << index_path << ": tensor " << name << " is " << info.dump() << " in " << shard_name
+                                   << " but " << entry.dump() << " in the index");
   }
   for (const auto& [name, entry] : index["tensors"].items()) {
     const Json files = entry.value("files", Json::array());
     const bool listed = std::find(files.begin(), files.end(), Json(shard_name)) != files.end();
-    SKEW_CHECK(!listed || mine.contains(name),
-               "checkpoint index " << index_path << " places tensor " << name << " in " << shard_name
-                                   << ", which does not hold it");
+    SKEW_CHECK(!listed || mine.contains(name), "checkpoint index " << index_path << " places tensor " << name << " in "
+                                                                   << shard_name << ", which does not hold it");
   }
 }
 
 void check_index_after_load(const Json& index, const std::string& index_path, GptMoe<float>& model) {
   const Json placement = index.value("placement", Json::array());
-  SKEW_CHECK(placement.size() == model.moe().size(), "checkpoint index " << index_path << " has placements for "
-                                                                         << placement.size() << " MoE layers, the model has "
-                                                                         << model.moe().size());
+  SKEW_CHECK(placement.size() == model.moe().size(), "checkpoint index "
+                                                         << index_path << " has placements for " << placement.size()
+                                                         << " MoE layers, the model has " << model.moe().size());
   for (std::size_t l = 0; l < model.moe().size(); ++l)
     SKEW_CHECK(placement[l] == model.moe()[l]->placement().to_string(),
                "checkpoint index " << index_path << ": layer " << l << " placement " << placement[l].dump()

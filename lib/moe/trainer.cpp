@@ -282,7 +282,8 @@ Json train(const Config& config, comm::ProcessGroup& world) {
       const LayerTimes& lt = layer->times();
       t.gate += lt.gate, t.dispatch += lt.dispatch, t.expert += lt.expert;
       t.combine += lt.combine, t.alltoall += lt.alltoall;
-      mine.insert(mine.end(), {static_cast<double>(layer->computed_rows()), lt.expert_cpu, lt.alltoall_bytes, lt.sync_bytes});
+      mine.insert(mine.end(),
+                  {static_cast<double>(layer->computed_rows()), lt.expert_cpu, lt.alltoall_bytes, lt.sync_bytes});
       const auto& counts = layer->gate_state().global_counts;
       per_expert.push_back(counts);
       expert_balance.push_back(max_over_mean(std::vector<double>(counts.begin(), counts.end())));
@@ -298,7 +299,9 @@ Json train(const Config& config, comm::ProcessGroup& world) {
       return gathered[static_cast<std::size_t>(r) * W + static_cast<std::size_t>(l) * kPerLayer + field];
     };
     double expert_max = 0, expert_sum = 0;
-    Json per_rank = {{"rows", Json::array()}, {"expert_cpu_s", Json::array()}, {"alltoall_bytes", Json::array()},
+    Json per_rank = {{"rows", Json::array()},
+                     {"expert_cpu_s", Json::array()},
+                     {"alltoall_bytes", Json::array()},
                      {"sync_bytes", Json::array()}};
     const char* fields[kPerLayer] = {"rows", "expert_cpu_s", "alltoall_bytes", "sync_bytes"};
     for (int r = 0; r < N; ++r) {

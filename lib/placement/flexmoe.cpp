@@ -83,7 +83,8 @@ std::vector<std::pair<std::string, Tensor>> FlexMoePolicy::save_state() const {
   std::vector<std::pair<std::string, Tensor>> out;
   out.emplace_back("flexmoe.monitor_estimate", Tensor::from_vector(estimate, {L, E}));
   out.emplace_back("flexmoe.monitor_last", Tensor::from_vector(last, {L, E}));
-  out.emplace_back("flexmoe.counters", Tensor::from_vector(std::vector<std::int64_t>{monitor_.observations(), plans_run_}, {2}));
+  out.emplace_back("flexmoe.counters",
+                   Tensor::from_vector(std::vector<std::int64_t>{monitor_.observations(), plans_run_}, {2}));
   out.emplace_back("flexmoe.cost_constants", Tensor::from_vector(constants, {6}));
   return out;
 }
@@ -98,8 +99,8 @@ void FlexMoePolicy::load_state(const TensorFile& file) {
   };
   const std::size_t cells = static_cast<std::size_t>(monitor_.num_layers()) * monitor_.estimate(0).size();
   const auto counters = values("flexmoe.counters", 2, std::int64_t{});
-  monitor_.restore(values("flexmoe.monitor_estimate", cells, 0.0), values("flexmoe.monitor_last", cells, std::int64_t{}),
-                   counters[0]);
+  monitor_.restore(values("flexmoe.monitor_estimate", cells, 0.0),
+                   values("flexmoe.monitor_last", cells, std::int64_t{}), counters[0]);
   plans_run_ = counters[1];
   const auto c = values("flexmoe.cost_constants", 6, 0.0);
   model_ = CostModel({.gemm_flops = c[0],

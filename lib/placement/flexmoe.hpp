@@ -13,10 +13,10 @@
 namespace skew::placement {
 
 struct FlexMoeOptions {
-  double threshold = 1.2;  // plan when a layer's predicted max/mean rank load exceeds this
-  int interval = 50;       // also plan every `interval` iterations (0 = only on threshold)
-  double smoothing = 0.5;  // load monitor's exponential smoothing
-  bool live_shares = true; // the runtime re-levels replica shares every step on that step's counts
+  double threshold = 1.2;   // plan when a layer's predicted max/mean rank load exceeds this
+  int interval = 50;        // also plan every `interval` iterations (0 = only on threshold)
+  double smoothing = 0.5;   // load monitor's exponential smoothing
+  bool live_shares = true;  // the runtime re-levels replica shares every step on that step's counts
   PlannerOptions planner;
 };
 

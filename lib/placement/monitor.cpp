@@ -39,10 +39,10 @@ void LoadMonitor::restore(const std::vector<double>& estimate, const std::vector
                                        << " (" << estimate_.size() << " layers x " << E << " experts)");
   SKEW_CHECK(observations >= 0, "load monitor state has " << observations << " observations");
   for (std::size_t l = 0; l < estimate_.size(); ++l) {
-    std::copy(estimate.begin() + static_cast<std::ptrdiff_t>(l * E), estimate.begin() + static_cast<std::ptrdiff_t>((l + 1) * E),
-              estimate_[l].begin());
-    std::copy(last.begin() + static_cast<std::ptrdiff_t>(l * E), last.begin() + static_cast<std::ptrdiff_t>((l + 1) * E),
-              last_[l].begin());
+    std::copy(estimate.begin() + static_cast<std::ptrdiff_t>(l * E),
+              estimate.begin() + static_cast<std::ptrdiff_t>((l + 1) * E), estimate_[l].begin());
+    std::copy(last.begin() + static_cast<std::ptrdiff_t>(l * E),
+              last.begin() + static_cast<std::ptrdiff_t>((l + 1) * E), last_[l].begin());
   }
   observations_ = observations;
 }

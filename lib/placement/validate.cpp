@@ -23,7 +23,8 @@ MeasuredRun read_measured_jsonl(const std::string& path) {
       run.alltoall_bytes.push_back(pr.at("alltoall_bytes").get<RankLayerValues>());
       run.sync_bytes.push_back(pr.at("sync_bytes").get<RankLayerValues>());
       if (current.empty()) current.assign(run.trace.back().size(), "");
-      if (j.contains("placement_change")) current = j.at("placement_change").at("placement").get<std::vector<std::string>>();
+      if (j.contains("placement_change"))
+        current = j.at("placement_change").at("placement").get<std::vector<std::string>>();
       run.placements.push_back(current);
     } catch (const std::exception& e) {
       SKEW_THROW(where << ": expected tokens_per_expert [layer][expert], time.alltoall and per_rank "
@@ -84,8 +85,8 @@ Validation validate_cost_model(const CostModel& model, const MeasuredRun& run, i
       for (const auto& reps : p.experts)
         if (reps.size() >= 2)
           for (const auto& r : reps)
-            sync[static_cast<std::size_t>(r.rank)] +=
-                2.0 * static_cast<double>(reps.size() - 1) / static_cast<double>(reps.size()) * model.expert_grad_bytes();
+            sync[static_cast<std::size_t>(r.rank)] += 2.0 * static_cast<double>(reps.size() - 1) /
+                                                      static_cast<double>(reps.size()) * model.expert_grad_bytes();
       double rows_p = 0, rows_m = 0, comp_p = 0, comp_m = 0, step_p = 0, step_m = 0;
       for (int r = 0; r < ranks; ++r) {
         const auto q = static_cast<std::size_t>(r);

@@ -44,11 +44,16 @@ TEST_CASE("flexmoe resumes bit-exactly: same losses, same placements; the index 
   const std::string dir = scratch("flexresume");
   // Cost constants given, so no run measures them; plans every 2 iterations from the smoothed
   // load history, which the checkpoint must carry for the resumed run to plan identically.
-  const std::vector<std::string> common = {
-      "--train.iterations=8",          "--moe.policy=flexmoe",         "--placement.interval=2",
-      "--placement.threshold=1.0",     "--placement.gemm_flops=1e6",   "--placement.alltoall_bandwidth=1e9",
-      "--placement.nvlink_bandwidth=1e9", "--placement.allreduce_bandwidth=1e9", "--placement.alltoall_latency=0",
-      "--placement.smoothing=0.8"};
+  const std::vector<std::string> common = {"--train.iterations=8",
+                                           "--moe.policy=flexmoe",
+                                           "--placement.interval=2",
+                                           "--placement.threshold=1.0",
+                                           "--placement.gemm_flops=1e6",
+                                           "--placement.alltoall_bandwidth=1e9",
+                                           "--placement.nvlink_bandwidth=1e9",
+                                           "--placement.allreduce_bandwidth=1e9",
+                                           "--placement.alltoall_latency=0",
+                                           "--placement.smoothing=0.8"};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.end(), common.begin(), common.end());
     return extra;
