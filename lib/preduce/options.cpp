@@ -77,6 +77,8 @@ Schema make_schema() {
   s.add_float("sim.compute_ms", 1.0, "virtual compute time of one step (ms), before hetero");
   s.add_float("sim.latency_ms", 0.05, "virtual latency of one reduction (ms)");
   s.add_float("sim.bandwidth_gbs", 10.0, "virtual reduction bandwidth (GB/s)");
+  s.add_float("sim.overhead_ms", 0.0, "virtual per-step time that the slowdown does not scale (ms): loop overhead and "
+                                      "sleep overshoot of a real run");
   s.add_float("sim.controller_ms", 0.0, "virtual controller and message latency of each preduce/eager group (ms): "
                                         "ready to controller, group back to the members");
   s.add_int("sim.eval_workers", 8, "workers whose models are evaluated (evenly spaced)");
@@ -130,6 +132,7 @@ TrainOptions read_options(const Config& c) {
   o.sim_latency_ms = c.get_float("sim.latency_ms");
   o.sim_bandwidth_gbs = c.get_float("sim.bandwidth_gbs");
   o.sim_controller_ms = c.get_float("sim.controller_ms");
+  o.sim_overhead_ms = c.get_float("sim.overhead_ms");
   o.sim_eval_workers = static_cast<int>(c.get_int("sim.eval_workers"));
   o.metrics = c.get_string("output.metrics");
   o.curve = c.get_string("output.curve");
@@ -138,6 +141,7 @@ TrainOptions read_options(const Config& c) {
   SKEW_CHECK(o.eval_interval_s > 0.0, "train.eval_interval_s must be > 0");
   SKEW_CHECK(o.sim_workers >= 1, "sim.workers must be >= 1, got " << o.sim_workers);
   SKEW_CHECK(o.sim_bandwidth_gbs > 0.0, "sim.bandwidth_gbs must be > 0");
+  SKEW_CHECK(o.sim_overhead_ms >= 0.0, "sim.overhead_ms must be >= 0, got " << o.sim_overhead_ms);
   SKEW_CHECK(o.sim_controller_ms >= 0.0, "sim.controller_ms must be >= 0, got " << o.sim_controller_ms);
   SKEW_CHECK(!(o.overlap && o.reduce_gradient), "preduce.overlap averages models: it needs preduce.reduce = model");
   SKEW_CHECK(o.eager_sync_every >= 0, "eager.sync_every must be >= 0");

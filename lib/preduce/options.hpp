@@ -47,7 +47,8 @@ struct TrainOptions {
   // simulator
   bool simulate = false;
   int sim_workers = 4, sim_eval_workers = 8;
-  double sim_compute_ms = 1.0, sim_latency_ms = 0.05, sim_bandwidth_gbs = 10.0, sim_controller_ms = 0.0;
+  double sim_compute_ms = 1.0, sim_latency_ms = 0.05, sim_bandwidth_gbs = 10.0, sim_controller_ms = 0.0,
+         sim_overhead_ms = 0.0;
   // output
   std::string metrics, curve;
 };

@@ -1,6 +1,7 @@
 // The discrete-event simulator: N virtual workers in one process on a virtual clock. Each
-// worker's step takes sim.compute_ms plus its injected heterogeneity; reductions cost
-// latency + ring all-reduce bytes / bandwidth. Groups come from the same GroupFormer as the
+// worker's step takes sim.compute_ms plus its injected heterogeneity plus sim.overhead_ms;
+// reductions cost latency + ring all-reduce bytes / bandwidth, and a partial-reduce or eager
+// group sim.controller_ms more. Groups come from the same GroupFormer as the
 // MPI controller, and the model arithmetic is the same Worker code, so a run is a pure
 // function of the configuration (deterministic for a seed).
 #include <algorithm>
@@ -56,7 +57,7 @@ class Simulation {
   }
   double step_time(Worker& w) const {
     const double compute = opt_.sim_compute_ms * 1e-3;
-    return compute + w.hetero().injected_s(w.step(), compute);
+    return compute + w.hetero().injected_s(w.step(), compute) + opt_.sim_overhead_ms * 1e-3;
   }
   double accuracy(const std::vector<float>& params) { return task_->metric(params); }
   // Records the accuracy of the evaluated workers for every grid point up to `t`.
