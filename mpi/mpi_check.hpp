@@ -6,6 +6,7 @@
 #include <string>
 
 #include "lib/core/error.hpp"
+#include "lib/core/tensor.hpp"
 
 namespace skew::comm {
 std::string mpi_error_string(int code);

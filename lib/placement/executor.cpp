@@ -49,7 +49,7 @@ void apply_placement(comm::ProcessGroup& world, ExpertStateStore& store, const s
              "apply_placement: " << before.size() << " layers before, " << after.size() << " after");
   check_agreement(world, before, after);
   const int me = world.rank();
-  std::vector<std::unique_ptr<comm::Work>> pending;
+  std::vector<comm::P2POp> transfers;
   std::vector<std::pair<int, int>> dropped;
   int message = 0;
   for (std::size_t l = 0; l < after.size(); ++l) {
@@ -69,9 +69,9 @@ void apply_placement(comm::ProcessGroup& world, ExpertStateStore& store, const s
         SKEW_CHECK(tensor != nullptr && tensor->device() == Device::Host,
                    "replica state of layer " << layer << " expert " << t.expert << " must be host tensors");
         if (t.dst == me)
-          pending.push_back(world.irecv(comm::view(*tensor), t.src, tag));
+          transfers.push_back(comm::recv_op(comm::view(*tensor), t.src, tag));
         else
-          pending.push_back(world.isend(comm::view(*tensor), t.dst, tag));
+          transfers.push_back(comm::send_op(comm::view(*tensor), t.dst, tag));
       }
     }
     for (int e = 0; e < after[l].num_experts(); ++e) {
@@ -82,7 +82,7 @@ void apply_placement(comm::ProcessGroup& world, ExpertStateStore& store, const s
       if (held_before && !held_after) dropped.push_back({layer, e});
     }
   }
-  for (auto& w : pending) w->wait();
+  if (!transfers.empty()) world.batch_isend_irecv(transfers)->wait();
   for (const auto& [layer, expert] : dropped) store.drop_replica(layer, expert);
 }
 
