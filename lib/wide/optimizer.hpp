@@ -15,12 +15,8 @@ namespace skew::wide {
 using OptimizerKind = kernels::WideOptimizerKind;
 OptimizerKind optimizer_from_name(const std::string& name);  // sgd | adagrad | ftrl
 
-struct OptimizerOptions {
-  OptimizerKind kind = OptimizerKind::AdaGrad;
-  float lr = 0.05f;   // SGD/AdaGrad step; FTRL's alpha
-  float l2 = 0.0f;    // L2 strength (added to the gradient; FTRL: in the proximal term)
-  float l1 = 0.0f;    // FTRL only
-  float beta = 1.0f;  // FTRL only
+// The per-coordinate rule the kernels apply, plus the state's initial value.
+struct OptimizerOptions : kernels::WideUpdateRule {
   float eps = 1e-6f;  // AdaGrad's initial accumulator
 };
 
@@ -35,7 +31,7 @@ class Optimizer {
   // parts are applied in parallel, and their rows zeroed.
   void step(float* params, kernels::WideSparseGradient& grad, float scale, kernels::WidePool& pool);
   const OptimizerOptions& options() const { return options_; }
-  kernels::WideUpdateRule rule() const { return {options_.kind, options_.lr, options_.l2, options_.l1, options_.beta}; }
+  const kernels::WideUpdateRule& rule() const { return options_; }
   // The per-coordinate state (AdaGrad: n; FTRL: n and z; empty when the rule has none), for a
   // CUDA trainer that starts from the same state.
   const std::vector<float>& n_state() const { return n_; }
