@@ -1,7 +1,9 @@
 #include "lib/moe/corpus.hpp"
 
 #include <array>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -57,7 +59,7 @@ std::string builtin_corpus(std::size_t bytes, std::uint64_t seed) {
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  SKEW_CHECK(in, "cannot open text file '" << path << "'");
+  if (!in) SKEW_THROW("cannot open text file '" << path << "': " << std::strerror(errno));
   std::ostringstream os;
   os << in.rdbuf();
   return os.str();
