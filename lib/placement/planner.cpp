@@ -236,7 +236,11 @@ void assign_shares(LayerPlacement& p, const std::vector<double>& load, bool bala
       const double total = load[static_cast<std::size_t>(e)];
       std::vector<double> base;
       for (const auto& r : reps) base.push_back(rank_load[static_cast<std::size_t>(r.rank)] - r.share * total);
-      const auto fill = water_fill(base, total);
+      auto fill = water_fill(base, total);
+      // A load far below the ranks' loads (a smoothed estimate decaying towards 0) is lost to
+      // rounding in the fill: it then goes whole to the least loaded replica's rank.
+      if (std::all_of(fill.begin(), fill.end(), [](double f) { return f <= 0; }))
+        fill[static_cast<std::size_t>(std::min_element(base.begin(), base.end()) - base.begin())] = total;
       double sum = 0;
       for (std::size_t i = 0; i < reps.size(); ++i) {
         reps[i].share = fill[i] / total;

@@ -119,6 +119,29 @@ TEST_CASE("planner: every plan on random loads validates and never predicts a sl
   }
 }
 
+TEST_CASE("assign_shares: a load lost to rounding goes whole to the least loaded replica", "[placement][planner]") {
+  // Expert 2 (replicas on ranks 0 and 1) carries 1e-20 tokens, a smoothed estimate decaying to
+  // zero: 1000 + 1e-20 == 1000 in doubles, so water filling raises neither rank. Rank 1 (500
+  // tokens of expert 1) is below rank 0 (1000 of expert 0): it takes all of expert 2.
+  LayerPlacement p = LayerPlacement::block(4, 2, 3);  // e0 on rank 0, e1 on rank 1, e3 (idle) on rank 0
+  p.experts[1] = {Replica{1, 1.0}};
+  p.experts[2] = {Replica{0, 0.5}, Replica{1, 0.5}};
+  p.experts[3] = {Replica{0, 1.0}};
+  const std::vector<double> load{1000, 500, 1e-20, 0};
+  assign_shares(p, load, true);
+  CHECK_NOTHROW(p.validate());
+  CHECK(p.experts[2][0].share == 0.0);
+  CHECK(p.experts[2][1].share == 1.0);
+  // A load that does fill: 300 tokens level ranks 0 and 1 at (1000 + 500 + 300) / 2 = 900.
+  const std::vector<double> load2{1000, 500, 300, 0};
+  assign_shares(p, load2, true);
+  CHECK(p.experts[2][0].share == 0.0);
+  CHECK(p.experts[2][1].share == Approx(1.0).epsilon(1e-12));
+  const std::vector<double> load3{1000, 500, 700, 0};
+  assign_shares(p, load3, true);
+  CHECK(p.experts[2][0].share * 700 == Approx(100).epsilon(1e-9));  // both ranks at 1100
+  CHECK(p.experts[2][1].share * 700 == Approx(600).epsilon(1e-9));
+}
 TEST_CASE("load monitor: exponential smoothing of the routing counts", "[placement][monitor]") {
   LoadMonitor mon(2, 2, 0.5);
   CHECK(mon.empty());
