@@ -10,7 +10,8 @@
 # table holds the run with the median step time and the spread (max-min)/median over repeats.
 # Wall time on a shared machine is distorted by other jobs, so beside it the table gives a
 # modelled MoE time per step from what each rank measured itself: per layer, the max over ranks
-# of (expert compute + bytes it sent in all-to-all and replica/shadow sync / bandwidth), summed
+# of (expert compute + bytes it sent in all-to-all, replica/shadow sync and flexmoe's moves of
+# expert state / bandwidth), summed
 # over layers; compute is the rank's expert FFN thread CPU time (CPU-time model) or its rows
 # times one per-row cost for all runs (rows model: immune to load on the cores). The bandwidth is
 # the all-to-all bandwidth flexmoe measured at start-up (median over its runs;
@@ -82,7 +83,8 @@ def modelled(n, r):
         pr = rec["per_rank"]
         ranks, layers = len(pr["rows"]), len(pr["rows"][0])
         for l in range(layers):
-            comm = [(pr["alltoall_bytes"][q][l] + pr["sync_bytes"][q][l]) / bandwidth for q in range(ranks)]
+            comm = [(pr["alltoall_bytes"][q][l] + pr["sync_bytes"][q][l] + pr["move_bytes"][q][l]) / bandwidth
+                    for q in range(ranks)]
             for k, work in enumerate([[pr["expert_cpu_s"][q][l] for q in range(ranks)],
                                       [pr["rows"][q][l] * row_cost for q in range(ranks)]]):
                 acc[2 * k] += max(w + c for w, c in zip(work, comm))
@@ -145,7 +147,7 @@ if "flexmoe" in summary:
         ("flexmoe val loss - static (dropless) val loss", "%.1e" % (f["final_val_loss"] - st["final_val_loss"])),
         ("flexmoe placement changes", "%d" % f.get("placement_changes", 0)),
     ]
-    text += ("\nModelled MoE time per step: per layer, max over ranks of expert compute + bytes sent / %.2f GB/s"
+    text += ("\nModelled MoE time per step: per layer, max over ranks of expert compute + bytes sent (all-to-all, replica/shadow sync, expert state moves) / %.2f GB/s"
              " (measured all-to-all bandwidth), summed over layers; compute = the rank's expert thread CPU time"
              " (CPU-time model) or its rows x %.2f us, the median measured CPU time per row (rows model)."
              " CPU-time ratios per repeat, median (range) over the %d repeats; wall-time ratios likewise:\n\n"

@@ -32,6 +32,9 @@ double sent_elements(const std::vector<std::size_t>& rows, int self, int width) 
   return sum;
 }
 
+// Tags of shadow gradient messages: this base plus the expert id.
+constexpr int kShadowGradTag = 9100;
+
 double ring_allreduce_share(std::size_t ranks) {
   return 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks);
 }
@@ -451,18 +454,45 @@ void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
 }
 
 template <class T>
+void MoeLayer<T>::reduce_shadow_grads() {
+  // FasterMoE reduces a shadow's gradients back to the expert's owner, the only rank that
+  // updates it: every other rank sends its shadow gradients there, and the owner adds them in
+  // rank order (deterministic). All shadows' messages go in one batch.
+  const int me = world_.rank();
+  const auto P = static_cast<std::size_t>(opt_.expert_params());
+  std::vector<comm::P2POp> ops;
+  std::vector<std::pair<int, std::vector<std::vector<T>>>> received;  // owner side: (expert, per-rank gradients)
+  for (int e : shadow_list_) {
+    const int owner = placement_.experts[static_cast<std::size_t>(e)][0].rank;
+    if (owner != me) {
+      times_.sync_bytes += static_cast<double>(P) * sizeof(T);
+      ops.push_back(comm::send_op(comm::view(shadow_g_.at(e)), owner, kShadowGradTag + e));
+      continue;
+    }
+    received.push_back({e, std::vector<std::vector<T>>(static_cast<std::size_t>(world_.size()))});
+  }
+  for (auto& [e, from] : received)
+    for (int r = 0; r < world_.size(); ++r)
+      if (r != me) {
+        from[static_cast<std::size_t>(r)].resize(P);
+        ops.push_back(comm::recv_op(comm::view(from[static_cast<std::size_t>(r)]), r, kShadowGradTag + e));
+      }
+  if (!ops.empty()) world_.batch_isend_irecv(ops)->wait();
+  for (auto& [e, from] : received) {
+    T* g = experts_.at(e).g.data();
+    for (const auto& part : from)
+      for (std::size_t i = 0; i < part.size(); ++i) g[i] += part[i];
+  }
+}
+
+template <class T>
 void MoeLayer<T>::reduce_replica_grads() {
   Timer timer;
   const int E = opt_.gate.num_experts;
+  if (!shadow_list_.empty()) reduce_shadow_grads();
   for (int e = 0; e < E; ++e) {
     const auto& reps = placement_.experts[static_cast<std::size_t>(e)];
-    if (!shadowed_.empty() && shadowed_[static_cast<std::size_t>(e)]) {
-      std::vector<T> g(grads_of(e), grads_of(e) + opt_.expert_params());
-      times_.sync_bytes += ring_allreduce_share(static_cast<std::size_t>(world_.size())) * sizeof(T) * g.size();
-      world_.allreduce(comm::view(g), comm::ReduceOp::Sum);
-      if (experts_.count(e)) experts_.at(e).g = std::move(g);
-      continue;
-    }
+    if (!shadowed_.empty() && shadowed_[static_cast<std::size_t>(e)]) continue;
     if (reps.size() < 2 || !experts_.count(e)) continue;
     std::vector<int> ranks;
     for (const auto& r : reps) ranks.push_back(r.rank);

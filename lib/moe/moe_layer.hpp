@@ -43,11 +43,13 @@ struct StepContext {
 
 // Per step: wall seconds by phase; expert_cpu = this thread's CPU seconds in the expert FFNs
 // (immune to other processes sharing the cores); bytes this rank sends to other ranks in the
-// four all-to-all rounds and in replica/shadow parameter and gradient exchange (ring
-// all-reduce: 2 (n-1)/n of the buffer; broadcast: the buffer, from its root).
+// four all-to-all rounds, in replica gradient all-reduce (ring: 2 (n-1)/n of the buffer), in
+// fastermoe's shadow exchange (parameter broadcast: the buffer, from the owner; gradient reduce:
+// the buffer, from every other rank to the owner) and in moving expert state to new replicas
+// before the step (flexmoe placement changes, counted by the trainer).
 struct LayerTimes {
   double gate = 0, dispatch = 0, expert = 0, combine = 0, alltoall = 0, sync = 0;
-  double expert_cpu = 0, alltoall_bytes = 0, sync_bytes = 0;
+  double expert_cpu = 0, alltoall_bytes = 0, sync_bytes = 0, move_bytes = 0;
 };
 
 template <class T>
@@ -67,7 +69,8 @@ class MoeLayer {
   void forward(int n, const T* x, const T* wg, const StepContext& ctx, T* y);
   // dy -> dx (written); accumulates dwg and local expert gradients.
   void backward(const T* dy, const T* wg, T* dx, T* dwg);
-  // All-reduces expert gradients within each replica group (and shadows back to their owner).
+  // All-reduces expert gradients within each replica group, and reduces shadows' gradients to
+  // their owner.
   void reduce_replica_grads();
 
   const placement::LayerPlacement& placement() const { return placement_; }
@@ -84,6 +87,7 @@ class MoeLayer {
  private:
   void choose_kept(bool training);
   void shadow_hot_experts();
+  void reduce_shadow_grads();
   void route();
   T* params_of(int e);
   T* grads_of(int e);

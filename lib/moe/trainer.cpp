@@ -249,7 +249,14 @@ Json train(const Config& config, comm::ProcessGroup& world) {
       if (next != current) {
         Timer move;
         placement::apply_placement(world, store, current, next);
-        for (std::size_t l = 0; l < next.size(); ++l) model.moe()[l]->set_placement(next[l]);
+        for (std::size_t l = 0; l < next.size(); ++l) {
+          model.moe()[l]->set_placement(next[l]);
+          // The executor sends each new replica its parameters and both AdamW moments.
+          for (const auto& t : placement::plan_transfers(current[l], next[l]))
+            if (t.src == rank)
+              model.moe()[l]->times().move_bytes +=
+                  3.0 * sizeof(float) * static_cast<double>(model.options().moe.expert_params());
+        }
         change = {{"seconds", move.seconds()}, {"placement", Json::array()}};
         for (const auto& p : next) change["placement"].push_back(p.to_string());
         ++placement_changes;
@@ -271,9 +278,9 @@ Json train(const Config& config, comm::ProcessGroup& world) {
 
     LayerTimes t;  // wall seconds by phase, summed over layers
     Json per_expert = Json::array(), balance = Json::array(), expert_balance = Json::array(), shadows = Json::array();
-    // Per rank: per layer rows computed, expert CPU seconds, bytes sent in the all-to-all and in
-    // replica/shadow sync; then the expert wall seconds of all layers.
-    constexpr int kPerLayer = 4;
+    // Per rank: per layer rows computed, expert CPU seconds, bytes sent in the all-to-all, in
+    // replica/shadow sync and in placement moves; then the expert wall seconds of all layers.
+    constexpr int kPerLayer = 5;
     const int W = kPerLayer * L + 1;
     std::vector<double> gathered(static_cast<std::size_t>(N) * W);
     std::vector<double> mine;
@@ -282,8 +289,8 @@ Json train(const Config& config, comm::ProcessGroup& world) {
       const LayerTimes& lt = layer->times();
       t.gate += lt.gate, t.dispatch += lt.dispatch, t.expert += lt.expert;
       t.combine += lt.combine, t.alltoall += lt.alltoall;
-      mine.insert(mine.end(),
-                  {static_cast<double>(layer->computed_rows()), lt.expert_cpu, lt.alltoall_bytes, lt.sync_bytes});
+      mine.insert(mine.end(), {static_cast<double>(layer->computed_rows()), lt.expert_cpu, lt.alltoall_bytes,
+                               lt.sync_bytes, lt.move_bytes});
       const auto& counts = layer->gate_state().global_counts;
       per_expert.push_back(counts);
       expert_balance.push_back(max_over_mean(std::vector<double>(counts.begin(), counts.end())));
@@ -302,8 +309,9 @@ Json train(const Config& config, comm::ProcessGroup& world) {
     Json per_rank = {{"rows", Json::array()},
                      {"expert_cpu_s", Json::array()},
                      {"alltoall_bytes", Json::array()},
-                     {"sync_bytes", Json::array()}};
-    const char* fields[kPerLayer] = {"rows", "expert_cpu_s", "alltoall_bytes", "sync_bytes"};
+                     {"sync_bytes", Json::array()},
+                     {"move_bytes", Json::array()}};
+    const char* fields[kPerLayer] = {"rows", "expert_cpu_s", "alltoall_bytes", "sync_bytes", "move_bytes"};
     for (int r = 0; r < N; ++r) {
       const double expert_wall = gathered[static_cast<std::size_t>(r) * W + W - 1];
       expert_max = std::max(expert_max, expert_wall);

@@ -2,6 +2,8 @@
 // recorded routing under another policy, and FlexMoE placement changes keeping the model function.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <set>
+#include <sstream>
 
 #include "lib/core/fileio.hpp"
 #include "tests/mpi/test_moe_util.hpp"
@@ -156,6 +158,35 @@ TEST_CASE("flexmoe re-places experts without changing the model function", "[moe
       REQUIRE(a[i]["tokens_per_expert"] == b[i]["tokens_per_expert"]);
       REQUIRE(b[i]["loss"].get<double>() == Approx(a[i]["loss"].get<double>()).epsilon(1e-4));
     }
+    // Move bytes: every (expert, rank) replica new in a change receives the parameters and both
+    // AdamW moments, 3 x 4 bytes x (2 x 32 x 64 + 64 + 32) = 50304 bytes, from one sender.
+    const auto replicas = [](const std::string& text) {  // "N=2 S=3 e0:0@1, e1:0@0.5,1@0.5, ..."
+      std::set<std::pair<int, int>> out;
+      std::istringstream words(text);
+      for (std::string w; words >> w;) {
+        if (w[0] != 'e') continue;
+        const int e = std::stoi(w.substr(1));
+        std::istringstream reps(w.substr(w.find(':') + 1));
+        for (std::string r; std::getline(reps, r, ',');) out.insert({e, std::stoi(r)});
+      }
+      return out;
+    };
+    std::vector<std::set<std::pair<int, int>>> held(2, replicas("N=2 S=3 e0:0@1, e1:0@1, e2:1@1, e3:1@1,"));
+    int moved = 0;
+    for (const auto& rec : b)
+      for (int l = 0; l < 2; ++l) {
+        double bytes = 0;
+        for (const auto& rank : rec["per_rank"]["move_bytes"]) bytes += rank[l].get<double>();
+        std::size_t added = 0;
+        if (rec.contains("placement_change")) {
+          const auto now = replicas(rec["placement_change"]["placement"][l].get<std::string>());
+          for (const auto& r : now) added += held[l].count(r) ? 0 : 1;
+          held[l] = now;
+        }
+        CHECK(bytes == 50304.0 * added);
+        moved += static_cast<int>(added);
+      }
+    CHECK(moved > 0);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (world().rank() == 0) std::filesystem::remove_all(dir);
