@@ -2,6 +2,7 @@
 // obvious way, in double) and a small renumbered synthetic setup, shared by the CPU tests
 // (tests/unit/test_wide_model.cpp) and the CUDA tests (tests/cuda/test_wide_cuda.cpp).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -86,6 +87,37 @@ inline double max_abs(const std::vector<double>& v) {
   double m = 0;
   for (double x : v) m = std::max(m, std::fabs(x));
   return m;
+}
+
+// A setup's float64 logits and whole-batch gradient at its model's parameters.
+struct BatchReference {
+  std::vector<double> logits, grad;
+  double grad_scale = 0;  // largest |gradient| entry
+};
+
+inline BatchReference batch_reference(const Setup& s) {
+  const std::vector<double> p(s.model.params.begin(), s.model.params.end());
+  BatchReference r;
+  for (std::int64_t i = 0; i < s.data.rows(); ++i) r.logits.push_back(ref_logit(s.shape, s.data, i, p));
+  r.grad = ref_grad(s.shape, s.data, p);
+  r.grad_scale = max_abs(r.grad);
+  return r;
+}
+
+// Largest deviation of float results from the reference: logits relative to max(1, |logit|),
+// the gradient relative to the gradient's scale.
+struct BatchError {
+  double logit = 0, grad = 0;
+};
+
+inline BatchError batch_error(const BatchReference& ref, const std::vector<float>& logits,
+                              const std::vector<float>& grad) {
+  BatchError e;
+  for (std::size_t i = 0; i < ref.logits.size(); ++i)
+    e.logit = std::max(e.logit, std::fabs(double(logits[i]) - ref.logits[i]) / std::max(1.0, std::fabs(ref.logits[i])));
+  for (std::size_t c = 0; c < ref.grad.size(); ++c)
+    e.grad = std::max(e.grad, std::fabs(double(grad[c]) - ref.grad[c]) / ref.grad_scale);
+  return e;
 }
 
 }  // namespace skew::wide::reference
