@@ -26,8 +26,8 @@ variants=(
   "allreduce|--sync.mode=allreduce"
   "preduce_p2|--sync.mode=preduce --preduce.group_size=2 --preduce.overlap=true"
   "preduce_p3|--sync.mode=preduce --preduce.group_size=3 --preduce.overlap=true"
-  "preduce_p2_blocking|--sync.mode=preduce --preduce.group_size=2 --preduce.overlap=false"
-  "preduce_p3_blocking|--sync.mode=preduce --preduce.group_size=3 --preduce.overlap=false"
+  "preduce_p2_blocking|--sync.mode=preduce --preduce.group_size=2 --preduce.overlap=false --preduce.refresh_staleness=0"
+  "preduce_p3_blocking|--sync.mode=preduce --preduce.group_size=3 --preduce.overlap=false --preduce.refresh_staleness=0"
   "adpsgd|--sync.mode=adpsgd"
   "eager|--sync.mode=eager"
 )

@@ -36,7 +36,7 @@ class GossipSync : public BackgroundSync {
 
 class OverlappedReduce : public BackgroundSync {
  public:
-  OverlappedReduce(comm::PartialReduce& pr, Worker& me) : pr_(pr), me_(me) {
+  OverlappedReduce(comm::PartialReduce& pr, Worker& me, const TrainOptions& opt) : pr_(pr), me_(me), opt_(opt) {
     thread_ = std::thread([this] {
       try {
         loop();
@@ -74,11 +74,14 @@ class OverlappedReduce : public BackgroundSync {
  private:
   void loop() {
     std::int64_t served = 0;
+    bool refresh = false;  // the last group found this worker stale: rejoin without a new step
     for (;;) {
       {
         std::unique_lock<std::mutex> guard(request_mutex_);
-        request_cv_.wait(guard, [&] { return requested_ > served || stopping_; });
+        if (!refresh) request_cv_.wait(guard, [&] { return requested_ > served || stopping_; });
         if (stopping_) return;
+        // A refresh counts only when no new local step asked for this synchronisation anyway.
+        if (refresh && requested_ == served) ++stats_.refreshes;
         served = requested_;
       }
       std::int64_t sent_version = 0;
@@ -105,11 +108,13 @@ class OverlappedReduce : public BackgroundSync {
       }
       ++stats_.syncs;
       stats_.members += static_cast<std::int64_t>(g.members.size());
+      refresh = refresh_after(opt_, g.max_version, sent_version);
     }
   }
 
   comm::PartialReduce& pr_;
   Worker& me_;
+  const TrainOptions& opt_;
   std::mutex model_mutex_, request_mutex_;
   std::condition_variable request_cv_;
   std::int64_t requested_ = 0;
@@ -128,8 +133,8 @@ std::unique_ptr<BackgroundSync> make_gossip(const std::shared_ptr<comm::ProcessG
   return std::make_unique<GossipSync>(mpi->comm(), me, seed);
 }
 
-std::unique_ptr<BackgroundSync> make_overlapped_reduce(comm::PartialReduce& pr, Worker& me) {
-  return std::make_unique<OverlappedReduce>(pr, me);
+std::unique_ptr<BackgroundSync> make_overlapped_reduce(comm::PartialReduce& pr, Worker& me, const TrainOptions& opt) {
+  return std::make_unique<OverlappedReduce>(pr, me, opt);
 }
 
 }  // namespace skew::preduce

@@ -4,7 +4,8 @@
 //   preduce with overlap = true - partial reduce whose group averaging overlaps the next local
 //     steps: after a step the communication thread reports ready with a snapshot of the model,
 //     averages the snapshot in its group (same controller, staleness weights and member rule),
-//     and adds the change (result - snapshot) to the model, so the steps taken meanwhile are kept.
+//     and adds the change (result - snapshot) to the model, so the steps taken meanwhile are kept;
+//     with preduce.refresh_staleness a stale worker rejoins at once (refresh_after).
 // The computing thread computes each gradient at a snapshot taken under lock(), applies it under
 // lock(), and calls request(); requests made while a synchronisation is in flight are coalesced.
 #pragma once
@@ -21,11 +22,12 @@ namespace skew::preduce {
 class BackgroundSync {
  public:
   struct Stats {
-    std::int64_t syncs = 0;    // averagings this worker took part in
-    std::int64_t members = 0;  // sum of their group sizes
-    double wait_s = 0.0;       // communication thread: waiting for a group (preduce)
-    double controller_s = 0.0; // of which controller and message latency
-    double comm_s = 0.0;       // communication thread: exchanging models
+    std::int64_t syncs = 0;      // averagings this worker took part in
+    std::int64_t refreshes = 0;  // of which joined without a new local step (refresh_after)
+    std::int64_t members = 0;    // sum of their group sizes
+    double wait_s = 0.0;         // communication thread: waiting for a group (preduce)
+    double controller_s = 0.0;   // of which controller and message latency
+    double comm_s = 0.0;         // communication thread: exchanging models
   };
   virtual ~BackgroundSync() = default;
   // Guards the worker's model and version against the communication thread.
@@ -41,7 +43,7 @@ class BackgroundSync {
 // AD-PSGD over the MPI-backed `workers` group.
 std::unique_ptr<BackgroundSync> make_gossip(const std::shared_ptr<comm::ProcessGroup>& workers, Worker& me,
                                             std::uint64_t seed);
-// Overlapped partial reduce through `pr` (which must outlive the result).
-std::unique_ptr<BackgroundSync> make_overlapped_reduce(comm::PartialReduce& pr, Worker& me);
+// Overlapped partial reduce through `pr` (which must outlive the result), by `opt`'s rules.
+std::unique_ptr<BackgroundSync> make_overlapped_reduce(comm::PartialReduce& pr, Worker& me, const TrainOptions& opt);
 
 }  // namespace skew::preduce

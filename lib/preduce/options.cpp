@@ -28,24 +28,29 @@ const char* sync_mode_name(SyncMode mode) {
 }
 
 Schema make_schema() {
-  Schema s("preduce_train", "Data-parallel training that tolerates stragglers: partial-reduce (any P ready workers "
-                            "average with staleness-aware weights) against all-reduce, AD-PSGD, eager-SGD and local SGD.");
+  Schema s("preduce_train",
+           "Data-parallel training that tolerates stragglers: partial-reduce (any P ready workers "
+           "average with staleness-aware weights) against all-reduce, AD-PSGD, eager-SGD and local SGD.");
   s.add_bool("simulate", false, "run N virtual workers in one process on a virtual clock (sim.*) instead of MPI ranks");
-  s.add_choice("data.source", "clusters", {"clusters", "mnist", "synthetic_ctr"},
-               "generated Gaussian clusters, MNIST from data.mnist_dir, or lib/wide's synthetic CTR data (model.kind lr/fm)");
-  s.add_string("data.mnist_dir", "data/mnist", "directory with train.csv and test.csv (scripts/fetch/mnist.sh data/mnist)");
+  s.add_choice(
+      "data.source", "clusters", {"clusters", "mnist", "synthetic_ctr"},
+      "generated Gaussian clusters, MNIST from data.mnist_dir, or lib/wide's synthetic CTR data (model.kind lr/fm)");
+  s.add_string("data.mnist_dir", "data/mnist",
+               "directory with train.csv and test.csv (scripts/fetch/mnist.sh data/mnist)");
   s.add_int("data.rows", 4000, "generated training rows");
   s.add_int("data.test_rows", 1000, "generated test rows");
   s.add_int("data.dim", 32, "generated feature dimension");
   s.add_int("data.classes", 4, "generated classes");
   s.add_float("data.separation", 4.0, "generated cluster-center spread (larger = easier)");
   s.add_int("data.ctr_features", 1 << 14, "features of the synthetic CTR data");
-  s.add_choice("model.kind", "mlp", {"mlp", "lr", "fm"}, "MLP classifier (metric: accuracy) or wide LR/FM (metric: AUC)");
+  s.add_choice("model.kind", "mlp", {"mlp", "lr", "fm"},
+               "MLP classifier (metric: accuracy) or wide LR/FM (metric: AUC)");
   s.add_int("model.k", 4, "FM latent dimension");
   s.add_string("model.hidden", "64", "hidden layer widths of the MLP, comma-separated; empty = logistic regression");
   s.add_int("train.steps", 200, "local steps per worker");
-  s.add_float("train.max_seconds", 0.0, "stop a worker after this many (wall or virtual) seconds; 0 = none; "
-                                        "all modes but allreduce (which stops by steps)");
+  s.add_float("train.max_seconds", 0.0,
+              "stop a worker after this many (wall or virtual) seconds; 0 = none; "
+              "all modes but allreduce (which stops by steps)");
   s.add_int("train.batch", 32, "minibatch per worker and step");
   s.add_float("train.lr", 0.1, "SGD learning rate");
   s.add_int("train.seed", 1, "seed of the model, data and delays");
@@ -54,18 +59,28 @@ Schema make_schema() {
   s.add_int("train.log_interval", 50, "progress line every this many steps (rank 0)");
   s.add_choice("sync.mode", "preduce", {"allreduce", "preduce", "adpsgd", "eager", "local"},
                "allreduce: synchronous gradient average each step; preduce: partial reduce; adpsgd: asynchronous "
-               "pairwise averaging (active/passive workers, a communication thread each); eager: partial collective with a deadline; local: none");
+               "pairwise averaging (active/passive workers, a communication thread each); eager: partial collective "
+               "with a deadline; local: none");
   s.add_int("preduce.group_size", 2, "P: workers per partial-reduce group");
   s.add_choice("preduce.reduce", "model", {"model", "gradient"}, "what a group averages");
-  s.add_float("preduce.alpha", 0.9, "staleness decay: level i (s = max version - version + 1) gets (1-alpha) alpha^(i-1); 1 = equal weights");
-  s.add_int("preduce.isolation_bound", 10, "ssp bound b: after b*N/P groups (about b updates per worker) a group must "
-                                             "connect every worker (union-find over recent groups); 0 = off");
-  s.add_choice("preduce.controller", "thread", {"thread", "rank"}, "controller as a thread on rank 0, or rank 0 dedicated to it");
-  s.add_bool("preduce.overlap", false, "average in the group on a communication thread while the worker computes its next "
-                                      "steps (a snapshot is averaged; the change is added to the model); model reduce only");
-  s.add_float("preduce.deadline_ms", 0.0, "close a group below P members this long after its first member; 0 = wait for P");
+  s.add_float("preduce.alpha", 0.9,
+              "staleness decay: level i (s = max version - version + 1) gets (1-alpha) alpha^(i-1); 1 = equal weights");
+  s.add_int("preduce.isolation_bound", 10,
+            "ssp bound b: after b*N/P groups (about b updates per worker) a group must "
+            "connect every worker (union-find over recent groups); 0 = off");
+  s.add_choice("preduce.controller", "thread", {"thread", "rank"},
+               "controller as a thread on rank 0, or rank 0 dedicated to it");
+  s.add_bool("preduce.overlap", false,
+             "average in the group on a communication thread while the worker computes its next "
+             "steps (a snapshot is averaged; the change is added to the model); model reduce only");
+  s.add_int("preduce.refresh_staleness", 0,
+            "overlap only: a worker whose staleness in its last group (max version - its version + 1) reached this "
+            "rejoins a group at once, before its next local step (brings a straggler up to date); 0 = off, else >= 2");
+  s.add_float("preduce.deadline_ms", 0.0,
+              "close a group below P members this long after its first member; 0 = wait for P");
   s.add_float("eager.deadline_ms", 5.0, "a round closes this long after its first arrival; late workers join the next");
-  s.add_choice("eager.quorum", "solo", {"solo", "majority"}, "members needed at the deadline: one, or half the workers");
+  s.add_choice("eager.quorum", "solo", {"solo", "majority"},
+               "members needed at the deadline: one, or half the workers");
   s.add_int("eager.sync_every", 10, "every n-th round is a synchronous model average over all workers");
   s.add_string("hetero.slowdown", "", "per-worker step-time multipliers, repeated over workers (1,1,1,4)");
   s.add_float("hetero.base_ms", 0.0, "nominal device step time added before the slowdown (ms)");
@@ -77,10 +92,12 @@ Schema make_schema() {
   s.add_float("sim.compute_ms", 1.0, "virtual compute time of one step (ms), before hetero");
   s.add_float("sim.latency_ms", 0.05, "virtual latency of one reduction (ms)");
   s.add_float("sim.bandwidth_gbs", 10.0, "virtual reduction bandwidth (GB/s)");
-  s.add_float("sim.overhead_ms", 0.0, "virtual per-step time that the slowdown does not scale (ms): loop overhead and "
-                                      "sleep overshoot of a real run");
-  s.add_float("sim.controller_ms", 0.0, "virtual controller and message latency of each preduce/eager group (ms): "
-                                        "ready to controller, group back to the members");
+  s.add_float("sim.overhead_ms", 0.0,
+              "virtual per-step time that the slowdown does not scale (ms): loop overhead and "
+              "sleep overshoot of a real run");
+  s.add_float("sim.controller_ms", 0.0,
+              "virtual controller and message latency of each preduce/eager group (ms): "
+              "ready to controller, group back to the members");
   s.add_int("sim.eval_workers", 8, "workers whose models are evaluated (evenly spaced)");
   s.add_string("output.metrics", "", "per-step JSONL; '%r' is replaced by the rank");
   s.add_string("output.curve", "", "CSV of time and mean worker test accuracy (rank 0)");
@@ -117,6 +134,7 @@ TrainOptions read_options(const Config& c) {
   o.dedicated_controller = c.get_string("preduce.controller") == "rank";
   o.preduce_deadline_ms = c.get_float("preduce.deadline_ms");
   o.overlap = c.get_bool("preduce.overlap");
+  o.refresh_staleness = static_cast<int>(c.get_int("preduce.refresh_staleness"));
   o.eager_deadline_ms = c.get_float("eager.deadline_ms");
   o.eager_majority = c.get_string("eager.quorum") == "majority";
   o.eager_sync_every = static_cast<int>(c.get_int("eager.sync_every"));
@@ -143,12 +161,22 @@ TrainOptions read_options(const Config& c) {
   SKEW_CHECK(o.sim_bandwidth_gbs > 0.0, "sim.bandwidth_gbs must be > 0");
   SKEW_CHECK(o.sim_overhead_ms >= 0.0, "sim.overhead_ms must be >= 0, got " << o.sim_overhead_ms);
   SKEW_CHECK(o.sim_controller_ms >= 0.0, "sim.controller_ms must be >= 0, got " << o.sim_controller_ms);
+  SKEW_CHECK(o.refresh_staleness == 0 || o.refresh_staleness >= 2,
+             "preduce.refresh_staleness must be 0 (off) or >= 2 (the freshest member has staleness 1), got "
+                 << o.refresh_staleness);
+  SKEW_CHECK(o.refresh_staleness == 0 || o.overlap, "preduce.refresh_staleness needs preduce.overlap = true");
   SKEW_CHECK(!(o.overlap && o.reduce_gradient), "preduce.overlap averages models: it needs preduce.reduce = model");
   SKEW_CHECK(o.eager_sync_every >= 0, "eager.sync_every must be >= 0");
   return o;
 }
 
-bool overlapped(const TrainOptions& opt) { return opt.mode == SyncMode::Preduce && opt.overlap; }
+bool overlapped(const TrainOptions& opt) {
+  return opt.mode == SyncMode::Preduce && opt.overlap;
+}
+
+bool refresh_after(const TrainOptions& opt, std::int64_t max_version, std::int64_t ready_version) {
+  return overlapped(opt) && opt.refresh_staleness > 0 && max_version - ready_version + 1 >= opt.refresh_staleness;
+}
 
 bool time_limited(const TrainOptions& opt) {
   return opt.max_seconds > 0.0 && opt.mode != SyncMode::Allreduce;
@@ -169,7 +197,8 @@ comm::GroupOptions group_options(const TrainOptions& opt, int num_workers) {
   g.group_size = opt.group_size;
   g.alpha = opt.alpha;
   // The reference's bound counts worker updates (b * N); a group carries about P of them.
-  g.isolation_bound = opt.isolation_bound > 0 ? std::max(1, opt.isolation_bound * num_workers / std::max(1, opt.group_size)) : 0;
+  g.isolation_bound =
+      opt.isolation_bound > 0 ? std::max(1, opt.isolation_bound * num_workers / std::max(1, opt.group_size)) : 0;
   g.deadline_s = opt.preduce_deadline_ms * 1e-3;
   g.min_group = 2;
   return g;

@@ -37,7 +37,8 @@ struct TrainOptions {
   SyncMode mode = SyncMode::Preduce;
   bool reduce_gradient = false;  // preduce.reduce = gradient
   bool dedicated_controller = false;
-  bool overlap = false;  // preduce.overlap: group averaging on a communication thread
+  bool overlap = false;       // preduce.overlap: group averaging on a communication thread
+  int refresh_staleness = 0;  // preduce.refresh_staleness (overlap): 0 = off
   int group_size = 2, isolation_bound = 10;
   double alpha = 0.9, preduce_deadline_ms = 0.0;
   double eager_deadline_ms = 5.0;
@@ -62,6 +63,12 @@ TrainOptions read_options(const Config& config);
 
 // preduce with preduce.overlap: the group averaging runs beside the next local steps.
 bool overlapped(const TrainOptions& opt);
+// preduce.refresh_staleness: after a group in which this worker's staleness
+// s = max_version - ready_version + 1 reached the threshold, its communication thread reports
+// ready again at once (with the model as it is now) instead of waiting for its next local step,
+// so a straggler's model is brought up to date while it is still computing; a fresh worker
+// (s below the threshold) waits for its next step as before.
+bool refresh_after(const TrainOptions& opt, std::int64_t max_version, std::int64_t ready_version);
 
 // Group-formation options for the sync mode (preduce and eager use the controller).
 comm::GroupOptions group_options(const TrainOptions& opt, int num_workers);

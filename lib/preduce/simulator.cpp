@@ -29,7 +29,9 @@ struct Event {
 class Simulation {
  public:
   explicit Simulation(const TrainOptions& opt)
-      : opt_(opt), task_(make_task(opt, opt.sim_workers)), n_(opt.sim_workers),
+      : opt_(opt),
+        task_(make_task(opt, opt.sim_workers)),
+        n_(opt.sim_workers),
         former_(group_options(opt, opt.sim_workers)) {
     for (int w = 0; w < n_; ++w) workers_.emplace_back(opt, *task_, w);
     const int e = std::min(opt.sim_eval_workers, n_);
@@ -45,6 +47,8 @@ class Simulation {
     reducing_.assign(static_cast<std::size_t>(n_), 0);
     stopping_.assign(static_cast<std::size_t>(n_), 0);
     ready_version_.assign(static_cast<std::size_t>(n_), 0);
+    refresh_.assign(static_cast<std::size_t>(n_), 0);
+    refreshes_.assign(static_cast<std::size_t>(n_), 0);
   }
 
   RunResult run();
@@ -74,9 +78,12 @@ class Simulation {
     Worker& me = workers_[static_cast<std::size_t>(w)];
     me.finish_step();
     end_[static_cast<std::size_t>(w)] = t;
-    if (me.step() < opt_.steps && !(time_limited(opt_) && t >= opt_.max_seconds)) schedule(w, t);
-    else if (reducing_[static_cast<std::size_t>(w)]) stopping_[static_cast<std::size_t>(w)] = 1;  // finishes when reduced
-    else if (opt_.mode == SyncMode::Preduce || opt_.mode == SyncMode::Eager) former_.finished(w);
+    if (me.step() < opt_.steps && !(time_limited(opt_) && t >= opt_.max_seconds))
+      schedule(w, t);
+    else if (reducing_[static_cast<std::size_t>(w)])
+      stopping_[static_cast<std::size_t>(w)] = 1;  // finishes when reduced
+    else if (opt_.mode == SyncMode::Preduce || opt_.mode == SyncMode::Eager)
+      former_.finished(w);
   }
   // preduce.overlap: the worker's communication thread reports it ready (it is free).
   void overlap_ready(int w, double t) {
@@ -91,8 +98,14 @@ class Simulation {
   void on_reduced(int w, double t) {
     const auto i = static_cast<std::size_t>(w);
     reducing_[i] = 0;
-    if (stopping_[i]) former_.finished(w);
-    else if (gossip_pending_[i]) overlap_ready(w, t);
+    if (stopping_[i])
+      former_.finished(w);
+    else if (gossip_pending_[i])
+      overlap_ready(w, t);
+    else if (refresh_[i]) {
+      ++refreshes_[i];
+      overlap_ready(w, t);
+    }
     if (stopping_[i]) close_groups(t);  // the others may now close without it
   }
   void close_groups(double t);
@@ -118,9 +131,10 @@ class Simulation {
   std::vector<char> gossip_pending_;
   std::vector<Rng> gossip_rng_;
   // preduce.overlap: a worker's reduction is in flight (in the queue or averaging); it ends its
-  // training once that completes; its version when it reported ready. gossip_pending_ doubles
-  // as its coalesced request.
-  std::vector<char> reducing_, stopping_;
+  // training once that completes; its version when it reported ready; whether it rejoins at once
+  // when reduced (refresh_after). gossip_pending_ doubles as its coalesced request.
+  std::vector<char> reducing_, stopping_, refresh_;
+  std::vector<std::int64_t> refreshes_;  // per worker: groups joined without a new local step
   std::vector<std::int64_t> ready_version_;
   std::int64_t groups_ = 0, members_ = 0;
   std::vector<float> sum_;
@@ -144,8 +158,10 @@ void Simulation::average_in_group(const comm::Group& g, bool gradients) {
   }
   for (std::size_t j = 0; j < k; ++j) {
     auto& v = vec(g.members[j]);
-    if (gradients) std::copy(sum_.begin(), sum_.end(), v.begin());
-    else comm::apply_member_update(v.data(), sum_.data(), v.size(), g.weights[j], static_cast<int>(k));
+    if (gradients)
+      std::copy(sum_.begin(), sum_.end(), v.begin());
+    else
+      comm::apply_member_update(v.data(), sum_.data(), v.size(), g.weights[j], static_cast<int>(k));
   }
 }
 
@@ -155,7 +171,9 @@ void Simulation::close_groups(double t) {
     ++groups_;
     members_ += static_cast<std::int64_t>(g->members.size());
     if (!overlapped(opt_))  // with overlap the computing thread does not wait
-      for (int m : g->members) wait_[static_cast<std::size_t>(m)] += t - ready_at_[static_cast<std::size_t>(m)] + opt_.sim_controller_ms * 1e-3;
+      for (int m : g->members)
+        wait_[static_cast<std::size_t>(m)] +=
+            t - ready_at_[static_cast<std::size_t>(m)] + opt_.sim_controller_ms * 1e-3;
     if (opt_.mode == SyncMode::Eager) {
       average_in_group(*g, true);
       for (int m : g->members) workers_[static_cast<std::size_t>(m)].apply_reduced(true);
@@ -172,7 +190,9 @@ void Simulation::close_groups(double t) {
       // each member's communication thread is busy until `done`.
       for (int m : g->members) {
         Worker& member = workers_[static_cast<std::size_t>(m)];
-        member.set_version(std::max(member.version(), g->max_version + member.version() - ready_version_[static_cast<std::size_t>(m)]));
+        const std::int64_t ready_version = ready_version_[static_cast<std::size_t>(m)];
+        refresh_[static_cast<std::size_t>(m)] = refresh_after(opt_, g->max_version, ready_version);
+        member.set_version(std::max(member.version(), g->max_version + member.version() - ready_version));
         queue_.push({done, seq_++, m, Event::Kind::Reduced});
       }
       continue;
@@ -189,7 +209,8 @@ void Simulation::close_groups(double t) {
 // communication thread is busy for one pairwise reduction.
 void Simulation::gossip(int w, double t) {
   const int passives = n_ / 2;
-  const int partner = 2 * static_cast<int>(gossip_rng_[static_cast<std::size_t>(w)].below(static_cast<std::uint64_t>(passives))) + 1;
+  const int partner =
+      2 * static_cast<int>(gossip_rng_[static_cast<std::size_t>(w)].below(static_cast<std::uint64_t>(passives))) + 1;
   Worker& me = workers_[static_cast<std::size_t>(w)];
   Worker& other = workers_[static_cast<std::size_t>(partner)];
   for (std::size_t i = 0; i < me.params().size(); ++i)
@@ -207,9 +228,7 @@ void Simulation::on_step_done(int w, double t) {
   Worker& me = workers_[static_cast<std::size_t>(w)];
   me.local_step();
   switch (opt_.mode) {
-    case SyncMode::Local:
-      continue_or_finish(w, t);
-      break;
+    case SyncMode::Local: continue_or_finish(w, t); break;
     case SyncMode::Adpsgd:
       // Even workers are active, odd passive (as in the MPI run). The computing thread never
       // waits; an active worker's communication thread averages now, or once it is free
@@ -228,8 +247,10 @@ void Simulation::on_step_done(int w, double t) {
     case SyncMode::Preduce:
       if (overlapped(opt_)) {
         // The request first: a worker whose last step this was then finishes once it is reduced.
-        if (reducing_[static_cast<std::size_t>(w)]) gossip_pending_[static_cast<std::size_t>(w)] = 1;
-        else overlap_ready(w, t);
+        if (reducing_[static_cast<std::size_t>(w)])
+          gossip_pending_[static_cast<std::size_t>(w)] = 1;
+        else
+          overlap_ready(w, t);
         continue_or_finish(w, t);
         break;
       }
@@ -239,8 +260,7 @@ void Simulation::on_step_done(int w, double t) {
       former_.ready(w, me.version(), t);
       close_groups(t);
       break;
-    case SyncMode::Allreduce:
-      SKEW_THROW("all-reduce is simulated in rounds");
+    case SyncMode::Allreduce: SKEW_THROW("all-reduce is simulated in rounds");
   }
 }
 
@@ -249,7 +269,8 @@ void Simulation::run_allreduce() {
   for (std::int64_t step = 0; step < opt_.steps; ++step) {
     double slowest = 0.0;
     std::vector<double> took(static_cast<std::size_t>(n_));
-    for (int w = 0; w < n_; ++w) slowest = std::max(slowest, took[static_cast<std::size_t>(w)] = step_time(workers_[static_cast<std::size_t>(w)]));
+    for (int w = 0; w < n_; ++w)
+      slowest = std::max(slowest, took[static_cast<std::size_t>(w)] = step_time(workers_[static_cast<std::size_t>(w)]));
     const double done = t + slowest + comm_cost(static_cast<std::size_t>(n_));
     evaluate_until(done);
     sum_.assign(workers_[0].params().size(), 0.0f);
@@ -278,10 +299,14 @@ RunResult Simulation::run() {
       const Event e = queue_.top();
       queue_.pop();
       evaluate_until(e.time);
-      if (e.worker < 0) close_groups(e.time);
-      else if (e.kind == Event::Kind::Gossip) gossip(e.worker, e.time);
-      else if (e.kind == Event::Kind::Reduced) on_reduced(e.worker, e.time);
-      else on_step_done(e.worker, e.time);
+      if (e.worker < 0)
+        close_groups(e.time);
+      else if (e.kind == Event::Kind::Gossip)
+        gossip(e.worker, e.time);
+      else if (e.kind == Event::Kind::Reduced)
+        on_reduced(e.worker, e.time);
+      else
+        on_step_done(e.worker, e.time);
     }
     SKEW_CHECK(opt_.mode != SyncMode::Preduce && opt_.mode != SyncMode::Eager ? true : former_.all_finished(),
                "simulation ended with " << former_.active() << " workers still active");
@@ -293,21 +318,34 @@ RunResult Simulation::run() {
   r.curve = mean_curve(opt_.eval_interval_s, series_, finals);
   r.average_model.assign(workers_[0].params().size(), 0.0f);
   for (auto& w : workers_)
-    for (std::size_t i = 0; i < r.average_model.size(); ++i) r.average_model[i] += w.params()[i] / static_cast<float>(n_);
+    for (std::size_t i = 0; i < r.average_model.size(); ++i)
+      r.average_model[i] += w.params()[i] / static_cast<float>(n_);
   double mean_final = 0.0, idle = 0.0;
   for (double a : finals) mean_final += a / static_cast<double>(finals.size());
-  for (int w = 0; w < n_; ++w) idle += wait_[static_cast<std::size_t>(w)] / std::max(end_[static_cast<std::size_t>(w)], 1e-12) / n_;
-  r.summary = Json{{"app", "preduce_train"}, {"simulate", true}, {"mode", sync_mode_name(opt_.mode)},
-                   {"workers", n_}, {"steps", opt_.steps}, {"wall_s", wall}, {"metric", task_->metric_name()},
-                   {"target_accuracy", opt_.target_accuracy}, {"time_to_target_s", r.curve.time_to(opt_.target_accuracy)},
-                   {"final_accuracy_mean", mean_final}, {"average_model_accuracy", accuracy(r.average_model)},
-                   {"mean_idle_fraction", idle}, {"groups", groups_},
+  for (int w = 0; w < n_; ++w)
+    idle += wait_[static_cast<std::size_t>(w)] / std::max(end_[static_cast<std::size_t>(w)], 1e-12) / n_;
+  r.summary = Json{{"app", "preduce_train"},
+                   {"simulate", true},
+                   {"mode", sync_mode_name(opt_.mode)},
+                   {"workers", n_},
+                   {"steps", opt_.steps},
+                   {"wall_s", wall},
+                   {"metric", task_->metric_name()},
+                   {"target_accuracy", opt_.target_accuracy},
+                   {"time_to_target_s", r.curve.time_to(opt_.target_accuracy)},
+                   {"final_accuracy_mean", mean_final},
+                   {"average_model_accuracy", accuracy(r.average_model)},
+                   {"mean_idle_fraction", idle},
+                   {"groups", groups_},
                    {"mean_group_size", groups_ ? static_cast<double>(members_) / static_cast<double>(groups_) : 0.0}};
+  if (overlapped(opt_)) r.summary["refreshes_per_worker"] = refreshes_;
   return r;
 }
 
 }  // namespace
 
-RunResult simulate(const TrainOptions& opt) { return Simulation(opt).run(); }
+RunResult simulate(const TrainOptions& opt) {
+  return Simulation(opt).run();
+}
 
 }  // namespace skew::preduce

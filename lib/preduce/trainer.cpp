@@ -36,7 +36,8 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   std::unique_ptr<comm::PartialReduce> pr;
   std::shared_ptr<comm::ProcessGroup> workers = world;
   if (controlled) {
-    pr = std::make_unique<comm::PartialReduce>(world, group_options(opt, world->size() - (dedicated ? 1 : 0)), dedicated);
+    pr = std::make_unique<comm::PartialReduce>(world, group_options(opt, world->size() - (dedicated ? 1 : 0)),
+                                               dedicated);
     if (!pr->is_worker()) {
       pr->serve();
       return std::nullopt;
@@ -48,7 +49,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   Worker me(opt, *task, id);
   std::unique_ptr<BackgroundSync> background;
   if (opt.mode == SyncMode::Adpsgd) background = make_gossip(workers, me, opt.seed);
-  if (overlapped(opt)) background = make_overlapped_reduce(*pr, me);
+  if (overlapped(opt)) background = make_overlapped_reduce(*pr, me, opt);
   JsonlWriter metrics(metrics_path(opt.metrics, world->rank()));
   const auto evaluate = [&] { return task->metric(me.params()); };
   // Models are snapshotted on the time grid and evaluated after training, so evaluation never
@@ -89,41 +90,41 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
       background->request();
     } else {
       switch (opt.mode) {
-      case SyncMode::Allreduce:
-        t.reset();
-        workers->allreduce(comm::view(me.grad()), comm::ReduceOp::Avg);
-        comm_time = t.seconds();
-        me.apply_reduced(false);
-        break;
-      case SyncMode::Local:
-      case SyncMode::Adpsgd:  // always in the background
-        break;
-      case SyncMode::Preduce:
-      case SyncMode::Eager: {
-        t.reset();
-        const comm::Group g = pr->ready(me.version());
-        wait = t.seconds();
-        controller = std::max(0.0, wait - pr->queued_seconds(g));
-        t.reset();
-        if (opt.mode == SyncMode::Eager) {
-          pr->average_gradient(me.accum(), g);
-          me.apply_reduced(true);
-          if (g.full_sync) pr->average_model(me.params(), g, scratch);
-          me.set_version(g.max_version + 1);
-        } else if (opt.reduce_gradient) {
-          pr->average_gradient(me.grad(), g);
+        case SyncMode::Allreduce:
+          t.reset();
+          workers->allreduce(comm::view(me.grad()), comm::ReduceOp::Avg);
+          comm_time = t.seconds();
           me.apply_reduced(false);
-          me.set_version(g.max_version + 1);
-        } else {
-          pr->average_model(me.params(), g, scratch);
-          me.set_version(g.max_version);
+          break;
+        case SyncMode::Local:
+        case SyncMode::Adpsgd:  // always in the background
+          break;
+        case SyncMode::Preduce:
+        case SyncMode::Eager: {
+          t.reset();
+          const comm::Group g = pr->ready(me.version());
+          wait = t.seconds();
+          controller = std::max(0.0, wait - pr->queued_seconds(g));
+          t.reset();
+          if (opt.mode == SyncMode::Eager) {
+            pr->average_gradient(me.accum(), g);
+            me.apply_reduced(true);
+            if (g.full_sync) pr->average_model(me.params(), g, scratch);
+            me.set_version(g.max_version + 1);
+          } else if (opt.reduce_gradient) {
+            pr->average_gradient(me.grad(), g);
+            me.apply_reduced(false);
+            me.set_version(g.max_version + 1);
+          } else {
+            pr->average_model(me.params(), g, scratch);
+            me.set_version(g.max_version);
+          }
+          comm_time = t.seconds();
+          members = g.members;
+          ++groups_joined;
+          members_seen += static_cast<std::int64_t>(g.members.size());
+          break;
         }
-        comm_time = t.seconds();
-        members = g.members;
-        ++groups_joined;
-        members_seen += static_cast<std::int64_t>(g.members.size());
-        break;
-      }
       }
     }
     me.finish_step();
@@ -150,12 +151,19 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
       for (; next_eval <= now; next_eval += opt.eval_interval_s) snapshot_of_point.push_back(snapshots.size() - 1);
     }
     if (metrics.enabled())
-      metrics.write(Json{{"step", step}, {"time_s", now}, {"loss", loss}, {"version", version},
-                         {"members", members}, {"compute_s", compute}, {"injected_s", injected}, {"wait_s", wait},
-                         {"controller_s", controller}, {"comm_s", comm_time}});
+      metrics.write(Json{{"step", step},
+                         {"time_s", now},
+                         {"loss", loss},
+                         {"version", version},
+                         {"members", members},
+                         {"compute_s", compute},
+                         {"injected_s", injected},
+                         {"wait_s", wait},
+                         {"controller_s", controller},
+                         {"comm_s", comm_time}});
     if (opt.log_interval > 0 && (step + 1) % opt.log_interval == 0)
-      SKEW_INFO("step " << step + 1 << "/" << opt.steps << " loss " << loss << " version " << version << " t "
-                        << now << "s");
+      SKEW_INFO("step " << step + 1 << "/" << opt.steps << " loss " << loss << " version " << version << " t " << now
+                        << "s");
     if (time_limited(opt) && now >= opt.max_seconds) break;
   }
   BackgroundSync::Stats synced;
@@ -184,9 +192,18 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   workers->allreduce(comm::view(series), comm::ReduceOp::Avg);
   Curve curve{opt.eval_interval_s, series};
   // Per-worker totals, gathered: compute, injected, wait, comm, end time, steps/s, final accuracy.
-  // Then synchronisations joined, controller latency, and the communication thread's wait.
-  std::vector<double> mine{sum_compute, sum_injected, sum_wait, sum_comm, end_time, static_cast<double>(me.step()) / end_time,
-                           final_acc, static_cast<double>(groups_joined), sum_controller, synced.wait_s};
+  // Then synchronisations joined, controller latency, the communication thread's wait, refreshes.
+  std::vector<double> mine{sum_compute,
+                           sum_injected,
+                           sum_wait,
+                           sum_comm,
+                           end_time,
+                           static_cast<double>(me.step()) / end_time,
+                           final_acc,
+                           static_cast<double>(groups_joined),
+                           sum_controller,
+                           synced.wait_s,
+                           static_cast<double>(synced.refreshes)};
   std::vector<double> all(mine.size() * static_cast<std::size_t>(n));
   workers->allgather(comm::view(mine), comm::view(all));
   std::vector<float> average = me.params();
@@ -205,18 +222,32 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     const double* v = all.data() + static_cast<std::size_t>(w) * mine.size();
     wall = std::max(wall, v[4]);
     mean_final += v[6] / n;
-    per_worker.push_back(Json{{"worker", w}, {"compute_s", v[0]}, {"injected_s", v[1]}, {"wait_s", v[2]},
-                              {"comm_s", v[3]}, {"end_s", v[4]}, {"steps_per_s", v[5]}, {"idle_fraction", v[2] / v[4]},
+    per_worker.push_back(Json{{"worker", w},
+                              {"compute_s", v[0]},
+                              {"injected_s", v[1]},
+                              {"wait_s", v[2]},
+                              {"comm_s", v[3]},
+                              {"end_s", v[4]},
+                              {"steps_per_s", v[5]},
+                              {"idle_fraction", v[2] / v[4]},
                               {"final_accuracy", v[6]}});
     per_worker.back()["syncs"] = v[7];
     if (background) per_worker.back()["sync_wait_s"] = v[9];
+    if (overlapped(opt)) per_worker.back()["refreshes"] = v[10];
     // Part of wait_s that is controller and message latency rather than queueing for peers.
     if (controlled) per_worker.back()["controller_s"] = v[8];
   }
-  result.summary = Json{{"app", "preduce_train"}, {"simulate", false}, {"mode", sync_mode_name(opt.mode)},
-                        {"workers", n}, {"steps", opt.steps}, {"wall_s", wall}, {"metric", task->metric_name()},
-                        {"target_accuracy", opt.target_accuracy}, {"time_to_target_s", curve.time_to(opt.target_accuracy)},
-                        {"final_accuracy_mean", mean_final}, {"average_model_accuracy", average_acc},
+  result.summary = Json{{"app", "preduce_train"},
+                        {"simulate", false},
+                        {"mode", sync_mode_name(opt.mode)},
+                        {"workers", n},
+                        {"steps", opt.steps},
+                        {"wall_s", wall},
+                        {"metric", task->metric_name()},
+                        {"target_accuracy", opt.target_accuracy},
+                        {"time_to_target_s", curve.time_to(opt.target_accuracy)},
+                        {"final_accuracy_mean", mean_final},
+                        {"average_model_accuracy", average_acc},
                         {"subgroups_created", created}};
   if (controlled) {
     result.summary["groups_joined_worker0"] = groups_joined;

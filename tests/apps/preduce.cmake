@@ -13,3 +13,7 @@ set_tests_properties(preduce_train_simulate PROPERTIES TIMEOUT 120
 add_test(NAME preduce_train_bad_key COMMAND $<TARGET_FILE:preduce_train> --preduce.group_sise=2)
 set_tests_properties(preduce_train_bad_key PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "group_sise"
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+add_test(NAME preduce_train_bad_refresh
+         COMMAND $<TARGET_FILE:preduce_train> --simulate --preduce.overlap=true --preduce.refresh_staleness=1)
+set_tests_properties(preduce_train_bad_refresh PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "refresh_staleness must be 0"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")

@@ -2,12 +2,12 @@
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
-#include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "lib/preduce/trainer.hpp"
 #include "mpi/mpi_process_group.hpp"
@@ -17,7 +17,9 @@
 using namespace skew;
 
 namespace {
-std::shared_ptr<comm::ProcessGroup> world() { return std::make_shared<comm::MpiProcessGroup>(MPI_COMM_WORLD); }
+std::shared_ptr<comm::ProcessGroup> world() {
+  return std::make_shared<comm::MpiProcessGroup>(MPI_COMM_WORLD);
+}
 // Worker w's model in round r: distinct per worker, element and round.
 float model_value(int w, int round, std::size_t i) {
   return static_cast<float>(w + 1) * 0.5f + 0.01f * static_cast<float>(i) - 0.1f * static_cast<float>(round);
@@ -56,7 +58,8 @@ TEST_CASE("group averaging matches the closed form; communicators are cached", "
       for (std::size_t j = 0; j < g.members.size(); ++j) CHECK(g.weights[j] == Approx(expected_w[j]));
       pr.average_model(x, g, scratch);
       const std::size_t k = g.members.size();
-      const std::size_t mine = static_cast<std::size_t>(std::find(g.members.begin(), g.members.end(), me) - g.members.begin());
+      const std::size_t mine =
+          static_cast<std::size_t>(std::find(g.members.begin(), g.members.end(), me) - g.members.begin());
       for (std::size_t i = 0; i < x.size(); ++i) {
         double others = 0.0;
         for (std::size_t j = 0; j < k; ++j)
@@ -129,14 +132,17 @@ TEST_CASE("AD-PSGD gossip: asynchronous pairwise averages keep the sum and reach
 TEST_CASE("every sync mode converges on a convex problem under mpirun", "[preduce]") {
   auto w = world();
   // "preduce-rank": the controller on a dedicated rank 0, workers on ranks 1..N-1.
-  // "preduce-overlap": the group averaging on a communication thread (preduce.overlap).
-  for (std::string mode : {"allreduce", "preduce", "adpsgd", "eager", "local", "preduce-rank", "preduce-overlap"}) {
+  // "preduce-overlap": the group averaging on a communication thread (preduce.overlap);
+  // "preduce-refresh": that, and a stale worker rejoins before its next step (refresh_staleness).
+  for (std::string mode :
+       {"allreduce", "preduce", "adpsgd", "eager", "local", "preduce-rank", "preduce-overlap", "preduce-refresh"}) {
     const bool dedicated = mode == "preduce-rank";
     if (dedicated && w->size() < 2) continue;
     preduce::TrainOptions o;
     o.mode = preduce::parse_sync_mode(mode.starts_with("preduce") ? "preduce" : mode);
     o.dedicated_controller = dedicated;
-    o.overlap = mode == "preduce-overlap";
+    o.overlap = mode == "preduce-overlap" || mode == "preduce-refresh";
+    o.refresh_staleness = mode == "preduce-refresh" ? 2 : 0;
     o.hidden = {};
     o.rows = 1200;
     o.test_rows = 400;
@@ -177,7 +183,12 @@ TEST_CASE("every sync mode converges on a convex problem under mpirun", "[preduc
     if (r) {
       // The background modes really synchronised (every worker, when there are peers).
       if ((mode == "adpsgd" || o.overlap) && w->size() > 1)
-        for (const auto& worker : r->summary["per_worker"]) CHECK(worker["syncs"].get<double>() > 0);
+        for (const auto& worker : r->summary["per_worker"]) {
+          CHECK(worker["syncs"].get<double>() > 0);
+          // Refreshes are a part of the synchronisations, and none without the rule.
+          if (o.overlap) CHECK(worker["refreshes"].get<double>() <= worker["syncs"].get<double>());
+          if (mode == "preduce-overlap") CHECK(worker["refreshes"].get<double>() == 0);
+        }
       CHECK(r->summary["final_accuracy_mean"].get<double>() > 0.9);
       CHECK(r->summary["average_model_accuracy"].get<double>() > 0.9);
     }

@@ -14,7 +14,8 @@ using namespace skew::preduce;
 TEST_CASE("MLP backward matches central finite differences", "[preduce]") {
   Mlp mlp({5, 7, 4, 3});
   std::vector<float> params = mlp.init(3);
-  for (std::size_t i = 0; i < params.size(); ++i) params[i] += 0.05f * std::sin(static_cast<float>(i));  // non-zero biases
+  for (std::size_t i = 0; i < params.size(); ++i)
+    params[i] += 0.05f * std::sin(static_cast<float>(i));  // non-zero biases
   const Dataset d = make_clusters(6, 5, 3, 2.0, 9, 0);
   std::vector<float> grad;
   const double loss = mlp.loss_and_grad(params, d.x.data(), d.y.data(), 6, grad);
@@ -114,7 +115,8 @@ TEST_CASE("every sync mode converges on a convex problem in the simulator", "[pr
   }
 }
 
-TEST_CASE("the simulator is deterministic for a seed and partial reduce beats all-reduce under a straggler", "[preduce]") {
+TEST_CASE("the simulator is deterministic for a seed and partial reduce beats all-reduce under a straggler",
+          "[preduce]") {
   TrainOptions o = convex_problem(SyncMode::Preduce);
   o.isolation_bound = 4;
   const RunResult a = simulate(o), b = simulate(o);
@@ -161,4 +163,55 @@ TEST_CASE("partial reduce trains the wide models (LR, FM) on synthetic CTR data"
     CHECK(r.curve.mean_accuracy.back() > r.curve.mean_accuracy.front() + 0.05);
     CHECK(r.summary["average_model_accuracy"].get<double>() > 0.6);
   }
+}
+
+TEST_CASE("refresh_after: a worker rejoins at once when its group found it refresh_staleness stale", "[preduce]") {
+  TrainOptions o = convex_problem(SyncMode::Preduce);
+  o.overlap = true;
+  o.refresh_staleness = 3;
+  // s = max_version - ready_version + 1
+  CHECK(refresh_after(o, 10, 8));         // s = 3
+  CHECK(refresh_after(o, 10, 2));         // s = 9
+  CHECK_FALSE(refresh_after(o, 10, 9));   // s = 2
+  CHECK_FALSE(refresh_after(o, 10, 10));  // the freshest member, s = 1
+  o.refresh_staleness = 2;
+  CHECK(refresh_after(o, 10, 9));
+  o.refresh_staleness = 0;  // off
+  CHECK_FALSE(refresh_after(o, 10, 2));
+  o.refresh_staleness = 3;
+  o.overlap = false;  // the blocking protocol never rejoins without a step
+  CHECK_FALSE(refresh_after(o, 10, 2));
+}
+
+TEST_CASE("refresh: only the straggler rejoins between its steps, and it syncs more often", "[preduce]") {
+  // Constructed schedule: 3 workers, the last 4x slower, no jitter, pairs. The two fast workers
+  // step in lockstep and pair at equal versions (s = 1), so they never refresh; the straggler
+  // reports ready with version v + 1 after each 4-step-long step while its partners are near
+  // v + 4, so it is stale and rejoins at once.
+  TrainOptions o = convex_problem(SyncMode::Preduce);
+  o.sim_workers = 3;
+  o.group_size = 2;
+  o.hetero.slowdown = {1, 1, 4};
+  o.hetero.jitter = "none";
+  o.isolation_bound = 0;
+  o.overlap = true;
+  o.steps = 100000;
+  o.max_seconds = 0.4;  // virtual: 1 ms per fast step
+  o.sim_compute_ms = 1.0;
+  const RunResult off = simulate(o);
+  o.refresh_staleness = 3;
+  const RunResult on = simulate(o);
+  const auto r_off = off.summary["refreshes_per_worker"].get<std::vector<std::int64_t>>();
+  const auto r_on = on.summary["refreshes_per_worker"].get<std::vector<std::int64_t>>();
+  INFO(on.summary.dump());
+  for (std::int64_t r : r_off) CHECK(r == 0);
+  CHECK(r_on[0] == 0);
+  CHECK(r_on[1] == 0);
+  // About 100 straggler steps in 0.4 s; it refreshes after (nearly) each of them.
+  CHECK(r_on[2] >= 90);
+  // Each refresh is one more ready in the queue, and pairs close one group per two readies.
+  const auto extra_groups =
+      static_cast<double>(on.summary["groups"].get<std::int64_t>() - off.summary["groups"].get<std::int64_t>());
+  CHECK(extra_groups == Approx(static_cast<double>(r_on[2]) / 2.0).margin(3.0));
+  CHECK(on.summary["final_accuracy_mean"].get<double>() > 0.9);
 }
