@@ -98,7 +98,7 @@ for n in names:
     steps = [x["step_s"] for x in runs[n]]
     summary[n] = s
     m = sorted(model[n])[len(model[n]) // 2]  # the repeat with the median CPU-time model
-    mr = model[n][0]  # the rows model is the same in every repeat
+    mr = sorted(model[n], key=lambda m: m[2])[len(model[n]) // 2]  # the repeat with the median rows model
     rows.append([n, s["tokens_per_s"], s["step_s"] * 1e3, (max(steps) - min(steps)) / s["step_s"] * 100,
                  s["ideal_step_s"] * 1e3, s["step_s"] / s["ideal_step_s"], m[0] * 1e3, m[0] / m[1], mr[2] * 1e3,
                  mr[2] / mr[3], s["balance"], s["dropped"], s["padded"], s["final_val_loss"]])
@@ -126,9 +126,12 @@ if "flexmoe" in summary:
     step = lambda n, r: rep[n][r]["step_s"]
     mstep = lambda n, r: model[n][r][0]
     f, st = summary["flexmoe"], summary["static"]
-    rw = lambda n: model[n][0][2]
+    # Rows model: identical repeats for fixed policies; flexmoe's plans follow the constants it
+    # measures at start-up, so its repeats can differ: the repeat with the median, as in the table.
+    rmed = lambda n: sorted(model[n], key=lambda m: m[2])[len(model[n]) // 2]
+    rw = lambda n: rmed(n)[2]
     checks = [
-        ("rows model: flexmoe / its balanced ideal (target <= 1.15)", "%.2f" % (rw("flexmoe") / model["flexmoe"][0][3])),
+        ("rows model: flexmoe / its balanced ideal (target <= 1.15)", "%.2f" % (rw("flexmoe") / rmed("flexmoe")[3])),
         ("rows model: deepspeed (drop_tokens=false) / flexmoe (target >= 1.5)", "%.2f" % (rw("deepspeed_pad") / rw("flexmoe"))),
         ("rows model: fastermoe / flexmoe (target > 1)", "%.2f" % (rw("fastermoe") / rw("flexmoe"))),
         ("rows model: static / flexmoe", "%.2f" % (rw("static") / rw("flexmoe"))),
@@ -153,6 +156,27 @@ if "flexmoe" in summary:
              " CPU-time ratios per repeat, median (range) over the %d repeats; wall-time ratios likewise:\n\n"
              % (bandwidth / 1e9, row_cost * 1e6, repeats))
     text += "\n".join(f"- {k}: {v}" for k, v in checks) + "\n"
+    # Per-layer terms of the modelled step for the shadowing and placement policies, in the
+    # repeat with the median rows model, over the first quarter of the iterations (after the
+    # first) and the rest: busiest-rank rows against the mean, what the busiest rank sends, and
+    # flexmoe's monitor error (|estimate - counts| / tokens, summed over experts).
+    text += ("\nPer layer, means per iteration (busiest-rank rows / mean rows; KB sent by the busiest sender in the"
+             " all-to-all, replica or shadow sync and expert moves; flexmoe's prediction error):\n\n"
+             "| policy | iterations | layer | busiest rows | mean rows | a2a KB | sync KB | move KB | prediction error |\n"
+             "|---|---|---|---|---|---|---|---|---|\n")
+    for n in ("fastermoe", "flexmoe"):
+        r = min(range(repeats), key=lambda q: abs(model[n][q][2] - rmed(n)[2]))
+        recs = records[(n, r)]
+        cut = max(1, (len(recs) + 1) // 4)
+        for label, part in ((f"1-{cut}", recs[:cut]), (f"{cut + 1}-{len(recs)}", recs[cut:])):
+            for l in range(len(part[0]["per_rank"]["rows"][0])):
+                avg = lambda fn: sum(fn(x) for x in part) / len(part)
+                pr = lambda x, k: [q[l] for q in x["per_rank"][k]]
+                err = avg(lambda x: x["prediction_error"][l]) if "prediction_error" in part[0] else float("nan")
+                text += "| %s | %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %s |\n" % (
+                    n, label, l, avg(lambda x: max(pr(x, "rows"))), avg(lambda x: sum(pr(x, "rows")) / len(pr(x, "rows"))),
+                    avg(lambda x: max(pr(x, "alltoall_bytes"))) / 1e3, avg(lambda x: max(pr(x, "sync_bytes"))) / 1e3,
+                    avg(lambda x: max(pr(x, "move_bytes"))) / 1e3, "-" if err != err else "%.2f" % err)
 print(text)
 cfg = open(config).read()
 open(f"{out}/bench_{preset}.md", "w").write(

@@ -268,9 +268,21 @@ Json train(const Config& config, comm::ProcessGroup& world) {
     const double grad_norm = adam.step(it);
     const double step_s = step_timer.seconds();
     last_loss = loss;
+    Json prediction_error = Json::array();
     if (policy) {  // every rank must observe the same numbers: the slowest rank's step time
       placement::RoutingCounts counts;
       for (auto& layer : model.moe()) counts.push_back(layer->gate_state().global_counts);
+      // How far the load the plan was made for lay from this step's load: sum over experts of
+      // |estimate - count| / tokens, per layer (2 = every token elsewhere than predicted).
+      const auto& monitor = dynamic_cast<const placement::FlexMoePolicy&>(*policy).monitor();
+      for (std::size_t l = 0; l < counts.size() && !monitor.empty(); ++l) {
+        double off = 0, tokens = 0;
+        for (std::size_t e = 0; e < counts[l].size(); ++e) {
+          off += std::abs(monitor.estimate(static_cast<int>(l))[e] - static_cast<double>(counts[l][e]));
+          tokens += static_cast<double>(counts[l][e]);
+        }
+        prediction_error.push_back(tokens > 0 ? off / tokens : 0.0);
+      }
       std::vector<double> slowest = {step_s};
       world.allreduce(comm::view(slowest), comm::ReduceOp::Max);
       policy->observe(it, counts, slowest[0]);
@@ -356,6 +368,7 @@ Json train(const Config& config, comm::ProcessGroup& world) {
                   {"sync", model.sync_seconds()}}},
                 {"per_rank", per_rank}};
     if (run.model.moe.policy == Policy::FasterMoE) rec["shadowed"] = shadows;
+    if (!prediction_error.empty()) rec["prediction_error"] = prediction_error;
     if (!change.is_null()) rec["placement_change"] = change;
     if ((eval_interval > 0 && (it + 1) % eval_interval == 0) || it + 1 == run.iterations) {
       last_val = validate(model, valid_data, run.batch, config.get_int("train.eval_sequences"), world);

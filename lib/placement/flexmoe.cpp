@@ -124,7 +124,9 @@ void add_placement_keys(Schema& schema) {
       .add_float("placement.threshold", 1.2, "re-plan when a layer's predicted max/mean rank load exceeds this")
       .add_int("placement.interval", 50,
                "also re-plan every this many iterations; amortisation horizon of a change (0 = threshold only)")
-      .add_float("placement.smoothing", 0.5, "exponential smoothing of the per-expert load estimate, in [0, 1)")
+      .add_float("placement.smoothing", 0.3,
+                 "exponential smoothing of the per-expert load estimate, in [0, 1): estimate = smoothing x "
+                 "estimate + (1 - smoothing) x counts")
       .add_int("placement.max_ops", 0, "greedy expand/shrink/migrate steps per layer per plan; 0 = until none pays off")
       .add_float("placement.hedge", 0.02,
                  "fill free slots with replicas of the hottest experts while each costs at most this fraction of "

@@ -148,7 +148,8 @@ TEST_CASE("flexmoe re-places experts without changing the model function", "[moe
   };
   run(schema, with({"--output.metrics=" + dir + "/static.jsonl"}));
   const Json flex = run(schema, with({"--moe.policy=flexmoe", "--placement.interval=2", "--placement.threshold=1.0",
-                                      "--placement.gemm_flops=1e6", "--output.metrics=" + dir + "/flex.jsonl"}));
+                                      "--placement.gemm_flops=1e6", "--placement.smoothing=0.5",
+                                      "--output.metrics=" + dir + "/flex.jsonl"}));
   REQUIRE(flex["placement_changes"].get<std::int64_t>() > 0);
   if (world().rank() == 0) {
     const auto a = read_jsonl(dir + "/static.jsonl"), b = read_jsonl(dir + "/flex.jsonl");
@@ -187,6 +188,25 @@ TEST_CASE("flexmoe re-places experts without changing the model function", "[moe
         moved += static_cast<int>(added);
       }
     CHECK(moved > 0);
+    // Prediction error: the monitor's estimate before each step (exponential smoothing 0.5 of
+    // the counts seen so far, recomputed here) against the step's counts, |diff| / tokens.
+    std::vector<std::vector<double>> estimate;
+    for (const auto& rec : b) {
+      const auto counts = rec["tokens_per_expert"].get<std::vector<std::vector<double>>>();
+      if (estimate.empty()) {
+        CHECK_FALSE(rec.contains("prediction_error"));
+        estimate = counts;
+        continue;
+      }
+      for (std::size_t l = 0; l < counts.size(); ++l) {
+        double off = 0, tokens = 0;
+        for (std::size_t e = 0; e < counts[l].size(); ++e) {
+          off += std::abs(estimate[l][e] - counts[l][e]), tokens += counts[l][e];
+          estimate[l][e] = 0.5 * estimate[l][e] + 0.5 * counts[l][e];
+        }
+        CHECK(rec["prediction_error"][l].get<double>() == Approx(off / tokens).epsilon(1e-12));
+      }
+    }
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (world().rank() == 0) std::filesystem::remove_all(dir);

@@ -194,6 +194,7 @@ TEST_CASE("placement config keys: defaults, overrides and derived values", "[pla
   const auto o = flexmoe_options_from_config(cfg);
   CHECK(o.threshold == 1.5);
   CHECK(o.interval == 50);
+  CHECK(o.smoothing == 0.3);
   CHECK(!o.planner.balanced_shares);
   CHECK(cost_overrides_from_config(cfg).gemm_flops == 2e12);
   CHECK(cost_overrides_from_config(cfg).inter_bandwidth == 0.0);    // measured at start-up
