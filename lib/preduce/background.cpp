@@ -74,14 +74,16 @@ class OverlappedReduce : public BackgroundSync {
  private:
   void loop() {
     std::int64_t served = 0;
-    bool refresh = false;  // the last group found this worker stale: rejoin without a new step
+    std::int64_t refreshes_left = 0;  // rejoins without a new local step (refresh_budget)
     for (;;) {
+      bool refreshing = false;
       {
         std::unique_lock<std::mutex> guard(request_mutex_);
-        if (!refresh) request_cv_.wait(guard, [&] { return requested_ > served || stopping_; });
+        if (refreshes_left == 0) request_cv_.wait(guard, [&] { return requested_ > served || stopping_; });
         if (stopping_) return;
-        // A refresh counts only when no new local step asked for this synchronisation anyway.
-        if (refresh && requested_ == served) ++stats_.refreshes;
+        // A new local step makes this synchronisation that step's, not a refresh.
+        refreshing = requested_ == served;
+        if (refreshing) ++stats_.refreshes;
         served = requested_;
       }
       std::int64_t sent_version = 0;
@@ -108,7 +110,7 @@ class OverlappedReduce : public BackgroundSync {
       }
       ++stats_.syncs;
       stats_.members += static_cast<std::int64_t>(g.members.size());
-      refresh = refresh_after(opt_, g.max_version, sent_version);
+      refreshes_left = refreshing ? refreshes_left - 1 : refresh_budget(opt_, g.max_version, sent_version);
     }
   }
 

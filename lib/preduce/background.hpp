@@ -5,7 +5,7 @@
 //     steps: after a step the communication thread reports ready with a snapshot of the model,
 //     averages the snapshot in its group (same controller, staleness weights and member rule),
 //     and adds the change (result - snapshot) to the model, so the steps taken meanwhile are kept;
-//     with preduce.refresh_staleness a stale worker rejoins at once (refresh_after).
+//     with preduce.refresh_staleness a stale worker rejoins at once (refresh_budget).
 // The computing thread computes each gradient at a snapshot taken under lock(), applies it under
 // lock(), and calls request(); requests made while a synchronisation is in flight are coalesced.
 #pragma once
@@ -23,7 +23,7 @@ class BackgroundSync {
  public:
   struct Stats {
     std::int64_t syncs = 0;      // averagings this worker took part in
-    std::int64_t refreshes = 0;  // of which joined without a new local step (refresh_after)
+    std::int64_t refreshes = 0;  // of which joined without a new local step (refresh_budget)
     std::int64_t members = 0;    // sum of their group sizes
     double wait_s = 0.0;         // communication thread: waiting for a group (preduce)
     double controller_s = 0.0;   // of which controller and message latency

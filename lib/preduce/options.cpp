@@ -73,9 +73,11 @@ Schema make_schema() {
   s.add_bool("preduce.overlap", false,
              "average in the group on a communication thread while the worker computes its next "
              "steps (a snapshot is averaged; the change is added to the model); model reduce only");
-  s.add_int("preduce.refresh_staleness", 0,
-            "overlap only: a worker whose staleness in its last group (max version - its version + 1) reached this "
-            "rejoins a group at once, before its next local step (brings a straggler up to date); 0 = off, else >= 2");
+  s.add_int(
+      "preduce.refresh_staleness", 0,
+      "overlap only: a worker whose staleness s (max version - its version + 1) in its local step's group reached "
+      "this rejoins a group at once up to s - 1 times before its next step (brings a straggler up to date); "
+      "0 = off, else >= 2");
   s.add_float("preduce.deadline_ms", 0.0,
               "close a group below P members this long after its first member; 0 = wait for P");
   s.add_float("eager.deadline_ms", 5.0, "a round closes this long after its first arrival; late workers join the next");
@@ -174,8 +176,9 @@ bool overlapped(const TrainOptions& opt) {
   return opt.mode == SyncMode::Preduce && opt.overlap;
 }
 
-bool refresh_after(const TrainOptions& opt, std::int64_t max_version, std::int64_t ready_version) {
-  return overlapped(opt) && opt.refresh_staleness > 0 && max_version - ready_version + 1 >= opt.refresh_staleness;
+std::int64_t refresh_budget(const TrainOptions& opt, std::int64_t max_version, std::int64_t ready_version) {
+  const std::int64_t staleness = max_version - ready_version + 1;
+  return overlapped(opt) && opt.refresh_staleness > 0 && staleness >= opt.refresh_staleness ? staleness - 1 : 0;
 }
 
 bool time_limited(const TrainOptions& opt) {

@@ -63,12 +63,14 @@ TrainOptions read_options(const Config& config);
 
 // preduce with preduce.overlap: the group averaging runs beside the next local steps.
 bool overlapped(const TrainOptions& opt);
-// preduce.refresh_staleness: after a group in which this worker's staleness
+// preduce.refresh_staleness: after the group of a local step in which this worker's staleness
 // s = max_version - ready_version + 1 reached the threshold, its communication thread reports
-// ready again at once (with the model as it is now) instead of waiting for its next local step,
-// so a straggler's model is brought up to date while it is still computing; a fresh worker
-// (s below the threshold) waits for its next step as before.
-bool refresh_after(const TrainOptions& opt, std::int64_t max_version, std::int64_t ready_version);
+// ready again at once (with the model as it is now) up to s - 1 times before its next local
+// step: it missed s - 1 of the freshest member's steps, each of which that member followed with
+// a synchronisation, so a straggler is averaged about as often per second as the fast workers
+// while it is still computing. A fresh worker (s below the threshold) gets 0: it waits for its
+// next step as before. Returns the number of such refreshes.
+std::int64_t refresh_budget(const TrainOptions& opt, std::int64_t max_version, std::int64_t ready_version);
 
 // Group-formation options for the sync mode (preduce and eager use the controller).
 comm::GroupOptions group_options(const TrainOptions& opt, int num_workers);

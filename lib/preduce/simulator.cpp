@@ -47,7 +47,8 @@ class Simulation {
     reducing_.assign(static_cast<std::size_t>(n_), 0);
     stopping_.assign(static_cast<std::size_t>(n_), 0);
     ready_version_.assign(static_cast<std::size_t>(n_), 0);
-    refresh_.assign(static_cast<std::size_t>(n_), 0);
+    refreshing_.assign(static_cast<std::size_t>(n_), 0);
+    refreshes_left_.assign(static_cast<std::size_t>(n_), 0);
     refreshes_.assign(static_cast<std::size_t>(n_), 0);
   }
 
@@ -86,9 +87,10 @@ class Simulation {
       former_.finished(w);
   }
   // preduce.overlap: the worker's communication thread reports it ready (it is free).
-  void overlap_ready(int w, double t) {
+  void overlap_ready(int w, double t, bool refresh = false) {
     const auto i = static_cast<std::size_t>(w);
     reducing_[i] = 1;
+    refreshing_[i] = refresh;
     gossip_pending_[i] = 0;
     ready_at_[i] = t;
     ready_version_[i] = workers_[i].version();
@@ -102,9 +104,9 @@ class Simulation {
       former_.finished(w);
     else if (gossip_pending_[i])
       overlap_ready(w, t);
-    else if (refresh_[i]) {
+    else if (refreshes_left_[i] > 0) {
       ++refreshes_[i];
-      overlap_ready(w, t);
+      overlap_ready(w, t, true);
     }
     if (stopping_[i]) close_groups(t);  // the others may now close without it
   }
@@ -131,9 +133,11 @@ class Simulation {
   std::vector<char> gossip_pending_;
   std::vector<Rng> gossip_rng_;
   // preduce.overlap: a worker's reduction is in flight (in the queue or averaging); it ends its
-  // training once that completes; its version when it reported ready; whether it rejoins at once
-  // when reduced (refresh_after). gossip_pending_ doubles as its coalesced request.
-  std::vector<char> reducing_, stopping_, refresh_;
+  // training once that completes; its version when it reported ready; whether that ready is a
+  // refresh and how many refreshes it has left (refresh_budget).
+  // gossip_pending_ doubles as its coalesced request.
+  std::vector<char> reducing_, stopping_, refreshing_;
+  std::vector<std::int64_t> refreshes_left_;
   std::vector<std::int64_t> refreshes_;  // per worker: groups joined without a new local step
   std::vector<std::int64_t> ready_version_;
   std::int64_t groups_ = 0, members_ = 0;
@@ -191,7 +195,9 @@ void Simulation::close_groups(double t) {
       for (int m : g->members) {
         Worker& member = workers_[static_cast<std::size_t>(m)];
         const std::int64_t ready_version = ready_version_[static_cast<std::size_t>(m)];
-        refresh_[static_cast<std::size_t>(m)] = refresh_after(opt_, g->max_version, ready_version);
+        auto& left = refreshes_left_[static_cast<std::size_t>(m)];
+        left =
+            refreshing_[static_cast<std::size_t>(m)] ? left - 1 : refresh_budget(opt_, g->max_version, ready_version);
         member.set_version(std::max(member.version(), g->max_version + member.version() - ready_version));
         queue_.push({done, seq_++, m, Event::Kind::Reduced});
       }

@@ -165,22 +165,22 @@ TEST_CASE("partial reduce trains the wide models (LR, FM) on synthetic CTR data"
   }
 }
 
-TEST_CASE("refresh_after: a worker rejoins at once when its group found it refresh_staleness stale", "[preduce]") {
+TEST_CASE("refresh_budget: s - 1 rejoins when a step's group found the worker refresh_staleness stale", "[preduce]") {
   TrainOptions o = convex_problem(SyncMode::Preduce);
   o.overlap = true;
   o.refresh_staleness = 3;
   // s = max_version - ready_version + 1
-  CHECK(refresh_after(o, 10, 8));         // s = 3
-  CHECK(refresh_after(o, 10, 2));         // s = 9
-  CHECK_FALSE(refresh_after(o, 10, 9));   // s = 2
-  CHECK_FALSE(refresh_after(o, 10, 10));  // the freshest member, s = 1
+  CHECK(refresh_budget(o, 10, 8) == 2);   // s = 3
+  CHECK(refresh_budget(o, 10, 2) == 8);   // s = 9
+  CHECK(refresh_budget(o, 10, 9) == 0);   // s = 2, below the threshold
+  CHECK(refresh_budget(o, 10, 10) == 0);  // the freshest member, s = 1
   o.refresh_staleness = 2;
-  CHECK(refresh_after(o, 10, 9));
+  CHECK(refresh_budget(o, 10, 9) == 1);
   o.refresh_staleness = 0;  // off
-  CHECK_FALSE(refresh_after(o, 10, 2));
+  CHECK(refresh_budget(o, 10, 2) == 0);
   o.refresh_staleness = 3;
   o.overlap = false;  // the blocking protocol never rejoins without a step
-  CHECK_FALSE(refresh_after(o, 10, 2));
+  CHECK(refresh_budget(o, 10, 2) == 0);
 }
 
 TEST_CASE("refresh: only the straggler rejoins between its steps, and it syncs more often", "[preduce]") {
