@@ -130,10 +130,13 @@ if "flexmoe" in summary:
     # measures at start-up, so its repeats can differ: the repeat with the median, as in the table.
     rmed = lambda n: sorted(model[n], key=lambda m: m[2])[len(model[n]) // 2]
     rw = lambda n: rmed(n)[2]
+    rrep = lambda n, r: model[n][r][2]
     checks = [
         ("rows model: flexmoe / its balanced ideal (target <= 1.15)", "%.2f" % (rw("flexmoe") / rmed("flexmoe")[3])),
         ("rows model: deepspeed (drop_tokens=false) / flexmoe (target >= 1.5)", "%.2f" % (rw("deepspeed_pad") / rw("flexmoe"))),
         ("rows model: fastermoe / flexmoe (target > 1)", "%.2f" % (rw("fastermoe") / rw("flexmoe"))),
+        ratio("rows model per repeat (flexmoe's plans may differ): fastermoe / flexmoe",
+              lambda r: rrep("fastermoe", r) / rrep("flexmoe", r), "%.3f"),
         ("rows model: static / flexmoe", "%.2f" % (rw("static") / rw("flexmoe"))),
         ratio("CPU-time model: flexmoe / its balanced ideal (target <= 1.15)", lambda r: mstep("flexmoe", r) / model["flexmoe"][r][1]),
         ratio("CPU-time model: deepspeed (drop_tokens=false) / flexmoe (target >= 1.5)",
