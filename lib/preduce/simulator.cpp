@@ -330,20 +330,10 @@ RunResult Simulation::run() {
   for (double a : finals) mean_final += a / static_cast<double>(finals.size());
   for (int w = 0; w < n_; ++w)
     idle += wait_[static_cast<std::size_t>(w)] / std::max(end_[static_cast<std::size_t>(w)], 1e-12) / n_;
-  r.summary = Json{{"app", "preduce_train"},
-                   {"simulate", true},
-                   {"mode", sync_mode_name(opt_.mode)},
-                   {"workers", n_},
-                   {"steps", opt_.steps},
-                   {"wall_s", wall},
-                   {"metric", task_->metric_name()},
-                   {"target_accuracy", opt_.target_accuracy},
-                   {"time_to_target_s", r.curve.time_to(opt_.target_accuracy)},
-                   {"final_accuracy_mean", mean_final},
-                   {"average_model_accuracy", accuracy(r.average_model)},
-                   {"mean_idle_fraction", idle},
-                   {"groups", groups_},
-                   {"mean_group_size", groups_ ? static_cast<double>(members_) / static_cast<double>(groups_) : 0.0}};
+  r.summary = run_summary(opt_, true, n_, wall, task_->metric_name(), r.curve, mean_final, accuracy(r.average_model));
+  r.summary["mean_idle_fraction"] = idle;
+  r.summary["groups"] = groups_;
+  r.summary["mean_group_size"] = groups_ ? static_cast<double>(members_) / static_cast<double>(groups_) : 0.0;
   if (overlapped(opt_)) r.summary["refreshes_per_worker"] = refreshes_;
   return r;
 }

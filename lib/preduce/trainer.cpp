@@ -237,24 +237,29 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     // Part of wait_s that is controller and message latency rather than queueing for peers.
     if (controlled) per_worker.back()["controller_s"] = v[8];
   }
-  result.summary = Json{{"app", "preduce_train"},
-                        {"simulate", false},
-                        {"mode", sync_mode_name(opt.mode)},
-                        {"workers", n},
-                        {"steps", opt.steps},
-                        {"wall_s", wall},
-                        {"metric", task->metric_name()},
-                        {"target_accuracy", opt.target_accuracy},
-                        {"time_to_target_s", curve.time_to(opt.target_accuracy)},
-                        {"final_accuracy_mean", mean_final},
-                        {"average_model_accuracy", average_acc},
-                        {"subgroups_created", created}};
+  result.summary = run_summary(opt, false, n, wall, task->metric_name(), curve, mean_final, average_acc);
+  result.summary["subgroups_created"] = created;
   if (controlled) {
     result.summary["groups_joined_worker0"] = groups_joined;
     result.summary["mean_group_size_worker0"] = groups_joined ? static_cast<double>(members_seen) / groups_joined : 0.0;
   }
   result.summary["per_worker"] = per_worker;
   return result;
+}
+
+Json run_summary(const TrainOptions& opt, bool simulated, int workers, double wall_s, const char* metric,
+                 const Curve& curve, double final_accuracy_mean, double average_model_accuracy) {
+  return Json{{"app", "preduce_train"},
+              {"simulate", simulated},
+              {"mode", sync_mode_name(opt.mode)},
+              {"workers", workers},
+              {"steps", opt.steps},
+              {"wall_s", wall_s},
+              {"metric", metric},
+              {"target_accuracy", opt.target_accuracy},
+              {"time_to_target_s", curve.time_to(opt.target_accuracy)},
+              {"final_accuracy_mean", final_accuracy_mean},
+              {"average_model_accuracy", average_model_accuracy}};
 }
 
 }  // namespace skew::preduce

@@ -26,6 +26,10 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
 
 RunResult simulate(const TrainOptions& opt);
 
+// The summary fields both drivers report; each adds its own after them.
+Json run_summary(const TrainOptions& opt, bool simulated, int workers, double wall_s, const char* metric,
+                 const Curve& curve, double final_accuracy_mean, double average_model_accuracy);
+
 // Writes "time_s,mean_accuracy" rows.
 void write_curve(const std::string& path, const Curve& curve);
 

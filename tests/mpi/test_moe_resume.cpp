@@ -11,6 +11,19 @@
 using namespace skew;
 using namespace skew_moe_test;
 
+namespace {
+// Two checkpoint shards hold the same tensors, byte for byte.
+void require_identical_shards(const std::string& path_a, const std::string& path_b) {
+  const TensorFile x = load_safetensors(path_a), y = load_safetensors(path_b);
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  for (std::size_t i = 0; i < x.tensors.size(); ++i) {
+    REQUIRE(x.tensors[i].first == y.tensors[i].first);
+    REQUIRE(x.tensors[i].second.nbytes() == y.tensors[i].second.nbytes());
+    REQUIRE(std::memcmp(x.tensors[i].second.raw(), y.tensors[i].second.raw(), x.tensors[i].second.nbytes()) == 0);
+  }
+}
+}  // namespace
+
 TEST_CASE("resume from a checkpoint continues bit-exactly", "[moe]") {
   const Schema schema = moe::moe_train_schema();
   const std::string a = scratch("straight"), b = scratch("resumed");
@@ -30,13 +43,7 @@ TEST_CASE("resume from a checkpoint continues bit-exactly", "[moe]") {
   const Json resumed = run(schema, with({"--output.checkpoint_dir=" + c, "--output.resume=true"}));
   REQUIRE(resumed["final_loss"].get<double>() == straight["final_loss"].get<double>());
   const std::string shard = "/step_00000006/rank_0000" + std::to_string(world().rank()) + ".safetensors";
-  const TensorFile x = load_safetensors(a + shard), y = load_safetensors(c + shard);
-  REQUIRE(x.tensors.size() == y.tensors.size());
-  for (std::size_t i = 0; i < x.tensors.size(); ++i) {
-    REQUIRE(x.tensors[i].first == y.tensors[i].first);
-    REQUIRE(x.tensors[i].second.nbytes() == y.tensors[i].second.nbytes());
-    REQUIRE(std::memcmp(x.tensors[i].second.raw(), y.tensors[i].second.raw(), x.tensors[i].second.nbytes()) == 0);
-  }
+  require_identical_shards(a + shard, c + shard);
   MPI_Barrier(MPI_COMM_WORLD);
   if (world().rank() == 0) std::filesystem::remove_all(a), std::filesystem::remove_all(b);
 }
@@ -97,13 +104,7 @@ TEST_CASE("flexmoe resumes bit-exactly: same losses, same placements; the index 
     REQUIRE(index["tensors"]["flexmoe.monitor_estimate"]["dtype"] == "F64");
   }
   const std::string shard = "/step_00000008/rank_0000" + std::to_string(world().rank()) + ".safetensors";
-  const TensorFile x = load_safetensors(dir + "/a" + shard), y = load_safetensors(dir + "/b" + shard);
-  REQUIRE(x.tensors.size() == y.tensors.size());
-  for (std::size_t i = 0; i < x.tensors.size(); ++i) {
-    REQUIRE(x.tensors[i].first == y.tensors[i].first);
-    REQUIRE(x.tensors[i].second.nbytes() == y.tensors[i].second.nbytes());
-    REQUIRE(std::memcmp(x.tensors[i].second.raw(), y.tensors[i].second.raw(), x.tensors[i].second.nbytes()) == 0);
-  }
+  require_identical_shards(dir + "/a" + shard, dir + "/b" + shard);
   MPI_Barrier(MPI_COMM_WORLD);
   // Resume refuses another policy, and an index that does not describe the shard.
   REQUIRE_THROWS_WITH(run(schema, {"--output.checkpoint_dir=" + dir + "/a", "--output.resume=true"}),
