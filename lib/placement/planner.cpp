@@ -41,6 +41,10 @@ std::vector<double> water_fill(const std::vector<double>& base, double amount) {
   }
   std::vector<double> out(base.size());
   for (std::size_t i = 0; i < base.size(); ++i) out[i] = std::max(0.0, level - base[i]);
+  // An amount far below the bases (a smoothed estimate decaying towards 0) is lost to rounding
+  // in `level`: it then goes whole to the lowest base.
+  if (amount > 0 && std::all_of(out.begin(), out.end(), [](double f) { return f <= 0; }))
+    out[static_cast<std::size_t>(std::min_element(base.begin(), base.end()) - base.begin())] = amount;
   return out;
 }
 
@@ -236,11 +240,7 @@ void assign_shares(LayerPlacement& p, const std::vector<double>& load, bool bala
       const double total = load[static_cast<std::size_t>(e)];
       std::vector<double> base;
       for (const auto& r : reps) base.push_back(rank_load[static_cast<std::size_t>(r.rank)] - r.share * total);
-      auto fill = water_fill(base, total);
-      // A load far below the ranks' loads (a smoothed estimate decaying towards 0) is lost to
-      // rounding in the fill: it then goes whole to the least loaded replica's rank.
-      if (std::all_of(fill.begin(), fill.end(), [](double f) { return f <= 0; }))
-        fill[static_cast<std::size_t>(std::min_element(base.begin(), base.end()) - base.begin())] = total;
+      const auto fill = water_fill(base, total);
       double sum = 0;
       for (std::size_t i = 0; i < reps.size(); ++i) {
         reps[i].share = fill[i] / total;
