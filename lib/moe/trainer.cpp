@@ -248,14 +248,10 @@ Json train(const Config& config, comm::ProcessGroup& world) {
       const auto next = policy->plan(it, current);
       if (next != current) {
         Timer move;
-        placement::apply_placement(world, store, current, next);
+        const std::vector<double> sent = placement::apply_placement(world, store, current, next);
         for (std::size_t l = 0; l < next.size(); ++l) {
           model.moe()[l]->set_placement(next[l]);
-          // The executor sends each new replica its parameters and both AdamW moments.
-          for (const auto& t : placement::plan_transfers(current[l], next[l]))
-            if (t.src == rank)
-              model.moe()[l]->times().move_bytes +=
-                  3.0 * sizeof(float) * static_cast<double>(model.options().moe.expert_params());
+          model.moe()[l]->times().move_bytes += sent[l];
         }
         change = {{"seconds", move.seconds()}, {"placement", Json::array()}};
         for (const auto& p : next) change["placement"].push_back(p.to_string());

@@ -43,13 +43,15 @@ void check_agreement(comm::ProcessGroup& world, const std::vector<LayerPlacement
 
 }  // namespace
 
-void apply_placement(comm::ProcessGroup& world, ExpertStateStore& store, const std::vector<LayerPlacement>& before,
-                     const std::vector<LayerPlacement>& after) {
+std::vector<double> apply_placement(comm::ProcessGroup& world, ExpertStateStore& store,
+                                    const std::vector<LayerPlacement>& before,
+                                    const std::vector<LayerPlacement>& after) {
   SKEW_CHECK(before.size() == after.size(),
              "apply_placement: " << before.size() << " layers before, " << after.size() << " after");
   check_agreement(world, before, after);
   const int me = world.rank();
   std::vector<comm::P2POp> transfers;
+  std::vector<double> sent(after.size(), 0.0);
   std::vector<std::pair<int, int>> dropped;
   int message = 0;
   for (std::size_t l = 0; l < after.size(); ++l) {
@@ -70,8 +72,10 @@ void apply_placement(comm::ProcessGroup& world, ExpertStateStore& store, const s
                    "replica state of layer " << layer << " expert " << t.expert << " must be host tensors");
         if (t.dst == me)
           transfers.push_back(comm::recv_op(comm::view(*tensor), t.src, tag));
-        else
+        else {
           transfers.push_back(comm::send_op(comm::view(*tensor), t.dst, tag));
+          sent[l] += static_cast<double>(tensor->nbytes());
+        }
       }
     }
     for (int e = 0; e < after[l].num_experts(); ++e) {
@@ -84,6 +88,7 @@ void apply_placement(comm::ProcessGroup& world, ExpertStateStore& store, const s
   }
   if (!transfers.empty()) world.batch_isend_irecv(transfers)->wait();
   for (const auto& [layer, expert] : dropped) store.drop_replica(layer, expert);
+  return sent;
 }
 
 }  // namespace skew::placement

@@ -55,9 +55,11 @@ class ExpertStateStore {
 
 // Moves expert state from `before` to `after` for every layer: each new replica receives the
 // state of an existing replica point-to-point; dropped replicas are freed. Then checks that all
-// ranks agree on `after` (throws naming the first rank that differs).
-void apply_placement(comm::ProcessGroup& world, ExpertStateStore& store, const std::vector<LayerPlacement>& before,
-                     const std::vector<LayerPlacement>& after);
+// ranks agree on `after` (throws naming the first rank that differs). Returns the bytes this rank
+// sent, per layer.
+std::vector<double> apply_placement(comm::ProcessGroup& world, ExpertStateStore& store,
+                                    const std::vector<LayerPlacement>& before,
+                                    const std::vector<LayerPlacement>& after);
 
 // Config keys of the [placement] section (slots_per_rank, threshold, interval, cost-model
 // overrides, ...) and the FlexMoE policy built from them.

@@ -88,13 +88,19 @@ TEST_CASE("apply_placement: expand, migrate and shrink move the right state", "[
   for (int r = 0; r < n; ++r) next[0].experts[0].push_back({r, 1.0 / n});
   next[0].experts[0].back().share = 1.0 - (n - 1) * (1.0 / n);
   next[1].experts[static_cast<std::size_t>(experts - 1)] = {{0, 1.0}};
-  apply_placement(world, store, start, next);
+  // A replica's state is 12 + 5 floats (FakeStore): 68 bytes per transfer.
+  constexpr double kReplicaBytes = 68;
+  const std::vector<double> sent = apply_placement(world, store, start, next);
   store.check(next, me);
   CHECK(store.created() == 1);  // rank 0 receives layer 1's expert, every other rank expert 0
+  // Rank 0 sends expert 0 to the n - 1 others; the last rank sends its expert to rank 0.
+  CHECK(sent ==
+        std::vector<double>{me == 0 ? (n - 1) * kReplicaBytes : 0.0, me == n - 1 && n > 1 ? kReplicaBytes : 0.0});
 
   // Back again: expert 0 shrinks to rank 0, the migrated expert returns to the last rank.
-  apply_placement(world, store, next, start);
+  const std::vector<double> sent_back = apply_placement(world, store, next, start);
   store.check(start, me);
+  CHECK(sent_back == std::vector<double>{0.0, me == 0 && n > 1 ? kReplicaBytes : 0.0});
 }
 
 TEST_CASE("apply_placement: ranks holding different placements all throw", "[placement][executor][mpi]") {
