@@ -1,0 +1,20 @@
+// Native bf16 GEMM for CPUs with AVX512-BF16 (vdpbf16ps): A and B are rounded to bf16 (nearest
+// even, vcvtne2ps2bf16) while they are packed into panels, and products are accumulated in fp32, so
+// the result equals an fp32 GEMM of the rounded inputs up to accumulation order. Both instructions
+// treat denormal inputs as zero (and vdpbf16ps flushes denormal results to zero), so inputs below
+// 2^-126 in magnitude become 0 where float_to_bf16 would keep a bf16 denormal; NaN stays NaN.
+// Single-threaded: ranks are the parallelism in skew's apps. Private to kernels/cpu: callers use
+// kernels::gemm_bf16.
+#pragma once
+#include "kernels/gemm.hpp"
+
+namespace skew::kernels::cpu {
+
+// Whether this CPU executes AVX512-BF16 (checked once, at run time).
+bool has_avx512_bf16();
+
+// C = alpha * op(A) op(B) + beta * C on a packed shape (lda, ldb, ldc all set). Requires
+// has_avx512_bf16().
+void gemm_bf16_avx512(const GemmShape& s, float alpha, const float* a, const float* b, float beta, float* c);
+
+}  // namespace skew::kernels::cpu
