@@ -13,11 +13,18 @@ struct GemmShape {
 };
 
 void gemm(Device device, const GemmShape& shape, float alpha, const float* a, const float* b, float beta, float* c);
+// The same product in mixed precision, as GPU tensor cores compute it: A and B rounded to bf16
+// (nearest even), products accumulated in fp32, C in fp32. CUDA: cublasGemmEx on bf16 copies.
+// CPU: the AVX512-BF16 kernel where the CPU has it, else SGEMM on rounded fp32 copies (same
+// numerics up to accumulation order, slower than plain fp32).
+void gemm_bf16(Device device, const GemmShape& shape, float alpha, const float* a, const float* b, float beta,
+               float* c);
 // Float64 reference (naive triple loop) used by tests to check both backends.
 void gemm_reference(const GemmShape& shape, double alpha, const float* a, const float* b, double beta, double* c);
 
 namespace cuda {
 void gemm(const GemmShape& shape, float alpha, const float* a, const float* b, float beta, float* c);
+void gemm_bf16(const GemmShape& shape, float alpha, const float* a, const float* b, float beta, float* c);
 }  // namespace cuda
 
 }  // namespace skew::kernels

@@ -2,6 +2,9 @@
 
 #include <cblas.h>
 
+#include <vector>
+
+#include "kernels/cpu/gemm_bf16_avx512.hpp"
 #include "lib/core/error.hpp"
 
 namespace skew::kernels {
@@ -27,6 +30,41 @@ void gemm(Device device, const GemmShape& shape, float alpha, const float* a, co
               alpha, a, s.lda, b, s.ldb, beta, c, s.ldc);
 }
 
+namespace {
+// The rows x cols matrix at `src` (row stride ld), rounded to bf16 and widened back, packed.
+const float* rounded_copy(const float* src, int rows, int cols, int ld, std::vector<float>& out) {
+  out.resize(static_cast<std::size_t>(rows) * cols);
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j)
+      out[static_cast<std::size_t>(i) * cols + j] = bf16_to_float(float_to_bf16(src[static_cast<std::size_t>(i) * ld + j]));
+  return out.data();
+}
+}  // namespace
+
+void gemm_bf16(Device device, const GemmShape& shape, float alpha, const float* a, const float* b, float beta,
+               float* c) {
+  GemmShape s = packed(shape);
+  SKEW_CHECK(s.m >= 0 && s.n >= 0 && s.k >= 0, "gemm_bf16: negative dimension");
+  if (s.m == 0 || s.n == 0) return;
+  if (device == Device::Cuda) {
+    SKEW_CHECK(cuda_built(), "gemm_bf16 on a CUDA device in a build without CUDA");
+    cuda::gemm_bf16(s, alpha, a, b, beta, c);
+    return;
+  }
+  if (cpu::has_avx512_bf16()) {
+    cpu::gemm_bf16_avx512(s, alpha, a, b, beta, c);
+    return;
+  }
+  thread_local std::vector<float> a_rounded, b_rounded;
+  const int a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
+  const int b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
+  a = rounded_copy(a, a_rows, a_cols, s.lda, a_rounded);
+  b = rounded_copy(b, b_rows, b_cols, s.ldb, b_rounded);
+  s.lda = a_cols;
+  s.ldb = b_cols;
+  gemm(Device::Host, s, alpha, a, b, beta, c);
+}
+
 void gemm_reference(const GemmShape& shape, double alpha, const float* a, const float* b, double beta, double* c) {
   const GemmShape s = packed(shape);
   for (int i = 0; i < s.m; ++i)
@@ -45,6 +83,9 @@ void gemm_reference(const GemmShape& shape, double alpha, const float* a, const 
 namespace cuda {
 void gemm(const GemmShape&, float, const float*, const float*, float, float*) {
   SKEW_THROW("gemm on a CUDA device: this build of skew has no CUDA support");
+}
+void gemm_bf16(const GemmShape&, float, const float*, const float*, float, float*) {
+  SKEW_THROW("gemm_bf16 on a CUDA device: this build of skew has no CUDA support");
 }
 }  // namespace cuda
 #endif

@@ -41,20 +41,12 @@ void softmax_topk(int n, int E, int k, const double* logits, double* probs, doub
 
 void grouped_gemm_bf16(Device device, int groups, const std::int64_t* offsets, int n, int k, const float* a,
                        const float* const* b, float* c) {
-  if (device == Device::Cuda) return cuda::grouped_gemm_bf16(groups, offsets, n, k, a, b, c);
-  auto round = [](const float* src, std::size_t count) {
-    std::vector<float> out(count);
-    for (std::size_t i = 0; i < count; ++i) out[i] = bf16_to_float(float_to_bf16(src[i]));
-    return out;
-  };
   for (int g = 0; g < groups; ++g) {
     const std::int64_t rows = offsets[g + 1] - offsets[g];
     if (rows == 0) continue;
-    const auto ag = round(a + offsets[g] * k, static_cast<std::size_t>(rows) * k);
-    const auto bg = round(b[g], static_cast<std::size_t>(k) * n);
     GemmShape s;
     s.m = static_cast<int>(rows), s.n = n, s.k = k;
-    gemm(Device::Host, s, 1.f, ag.data(), bg.data(), 0.f, c + offsets[g] * n);
+    gemm_bf16(device, s, 1.f, a + offsets[g] * k, b[g], 0.f, c + offsets[g] * n);
   }
 }
 
@@ -62,9 +54,6 @@ void grouped_gemm_bf16(Device device, int groups, const std::int64_t* offsets, i
 namespace cuda {
 void softmax_topk(int, int, int, const float*, float*, float*, std::int32_t*, float*) {
   SKEW_THROW("moe gate on CUDA in a build without CUDA");
-}
-void grouped_gemm_bf16(int, const std::int64_t*, int, int, const float*, const float* const*, float*) {
-  SKEW_THROW("moe expert GEMM on CUDA in a build without CUDA");
 }
 }  // namespace cuda
 #endif

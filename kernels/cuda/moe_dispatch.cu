@@ -1,14 +1,10 @@
 // CUDA twins of the MoE kernels (kernels/moe_dispatch.hpp, moe_gate.hpp, moe_expert.hpp):
 // CUB DeviceHistogram / DeviceScan / DeviceRadixSort for the dispatch permutation, one thread
-// per token for softmax + top-k, cublasGemmEx with bf16 inputs and fp32 accumulation per expert.
-#include <cuda_bf16.h>
-
+// per token for softmax + top-k (the expert GEMM is kernels::gemm_bf16, per expert).
 #include <cub/cub.cuh>
 
 #include "kernels/moe_dispatch.hpp"
-#include "kernels/moe_expert.hpp"
 #include "kernels/moe_gate.hpp"
-#include "kernels/cuda/cublas_handle.hpp"
 #include "lib/core/cuda_check.hpp"
 
 namespace skew::kernels::moe::cuda {
@@ -73,11 +69,6 @@ __global__ void softmax_topk_kernel(int n, int E, int k, const float* logits, fl
   select_topk(p, E, k, expert + static_cast<std::size_t>(t) * k, weight + static_cast<std::size_t>(t) * k);
 }
 
-__global__ void to_bf16(const float* in, std::int64_t n, __nv_bfloat16* out) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = __float2bfloat16_rn(in[i]);
-}
-
 }  // namespace
 
 void histogram(const std::int32_t* keys, std::int64_t n, int bins, std::int64_t* counts) {
@@ -136,30 +127,6 @@ void softmax_topk(int n, int experts, int k, const float* logits, float* probs, 
   if (n == 0) return;
   softmax_topk_kernel<<<blocks(n), kBlock>>>(n, experts, k, logits, probs, lse, expert, weight);
   SKEW_CUDA_CHECK(cudaGetLastError());
-}
-
-void grouped_gemm_bf16(int groups, const std::int64_t* offsets, int n, int k, const float* a, const float* const* b,
-                       float* c) {
-  const std::int64_t rows = offsets[groups];
-  Scratch a16(sizeof(__nv_bfloat16) * static_cast<std::size_t>(rows * k));
-  Scratch b16(sizeof(__nv_bfloat16) * static_cast<std::size_t>(k) * n);
-  if (rows > 0) {
-    to_bf16<<<blocks(rows * k), kBlock>>>(a, rows * k, a16.as<__nv_bfloat16>());
-    SKEW_CUDA_CHECK(cudaGetLastError());
-  }
-  const float alpha = 1.f, beta = 0.f;
-  for (int g = 0; g < groups; ++g) {
-    const std::int64_t m = offsets[g + 1] - offsets[g];
-    if (m == 0) continue;
-    to_bf16<<<blocks(static_cast<std::int64_t>(k) * n), kBlock>>>(b[g], static_cast<std::int64_t>(k) * n,
-                                                                  b16.as<__nv_bfloat16>());
-    SKEW_CUDA_CHECK(cudaGetLastError());
-    // Row-major C = A B is column-major C^T = B^T A^T: operands swap.
-    SKEW_CUBLAS_CHECK(cublasGemmEx(::skew::kernels::cuda::cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, n, static_cast<int>(m), k, &alpha,
-                                   b16.as<__nv_bfloat16>(), CUDA_R_16BF, n, a16.as<__nv_bfloat16>() + offsets[g] * k,
-                                   CUDA_R_16BF, k, &beta, c + offsets[g] * n, CUDA_R_32F, n, CUBLAS_COMPUTE_32F,
-                                   CUBLAS_GEMM_DEFAULT));
-  }
 }
 
 }  // namespace skew::kernels::moe::cuda

@@ -9,6 +9,11 @@
 #include "lib/moe/ops.hpp"
 
 namespace skew::moe {
+namespace {
+// The router stays in fp32 under mixed precision (Switch Transformer's selective precision): bf16
+// logits would flip near-tied top-k choices and make the routing itself noisy.
+constexpr Precision kRouterPrecision = Precision::Fp32;
+}  // namespace
 
 template <class T>
 void gate_forward(const GateOptions& opt, int n, int d, const T* x, const T* wg, const T* jitter,
@@ -23,7 +28,7 @@ void gate_forward(const GateOptions& opt, int n, int d, const T* x, const T* wg,
     for (std::size_t i = 0; i < nd; ++i) s.input[i] *= jitter[i];
   }
   s.probs.assign(static_cast<std::size_t>(n) * E, T(0));
-  matmul<T>(false, false, n, E, d, T(1), s.input.data(), wg, T(0), s.probs.data());
+  matmul<T>(false, false, n, E, d, T(1), s.input.data(), wg, T(0), s.probs.data(), kRouterPrecision);
   s.lse.assign(static_cast<std::size_t>(n), T(0));
   s.expert.assign(static_cast<std::size_t>(n) * k, 0);
   s.weight.assign(static_cast<std::size_t>(n) * k, T(0));
@@ -85,8 +90,8 @@ void gate_backward(const GateOptions& opt, const GateState<T>& s, const T* wg, c
       dlogits[static_cast<std::size_t>(t) * E + e] =
           static_cast<T>(p[e] * (dp[static_cast<std::size_t>(e)] - dot) + dz * p[e]);
   }
-  matmul<T>(true, false, d, E, n, T(1), s.input.data(), dlogits.data(), T(1), dwg);
-  matmul<T>(false, true, n, d, E, T(1), dlogits.data(), wg, T(0), dx);
+  matmul<T>(true, false, d, E, n, T(1), s.input.data(), dlogits.data(), T(1), dwg, kRouterPrecision);
+  matmul<T>(false, true, n, d, E, T(1), dlogits.data(), wg, T(0), dx, kRouterPrecision);
   if (!s.jitter.empty())
     for (std::size_t i = 0; i < s.jitter.size(); ++i) dx[i] *= s.jitter[i];
 }

@@ -50,6 +50,7 @@ GptMoe<T>::GptMoe(const ModelOptions& opt, comm::ProcessGroup& world,
              "model.d_model " << opt.d_model << " is not a multiple of model.heads " << opt.heads);
   SKEW_CHECK(static_cast<int>(placements.size()) == opt.moe_layers(), "need one placement per MoE layer");
   opt_.moe.d_model = opt.d_model;
+  opt_.moe.precision = opt.precision;
   add("wte", static_cast<std::size_t>(opt.vocab) * D);
   add("wpe", static_cast<std::size_t>(opt.seq_len) * D);
   for (int l = 0; l < opt.layers; ++l) {
@@ -127,9 +128,9 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     layernorm_forward<T>(n, D, x.data(), param(p("ln1.g")), param(p("ln1.b")), A.ln1.data(), A.mean1.data(),
                          A.rstd1.data());
     A.qkv.resize(nD * 3), A.att.resize(nD), A.probs.resize(static_cast<std::size_t>(batch) * H * S * S);
-    linear_forward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), param(p("attn.b_qkv")), A.qkv.data());
-    attention_forward<T>(batch, S, D, H, A.qkv.data(), A.att.data(), A.probs.data());
-    linear_forward<T>(n, D, D, A.att.data(), param(p("attn.w_o")), param(p("attn.b_o")), tmp.data());
+    linear_forward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), param(p("attn.b_qkv")), A.qkv.data(), opt_.precision);
+    attention_forward<T>(batch, S, D, H, A.qkv.data(), A.att.data(), A.probs.data(), opt_.precision);
+    linear_forward<T>(n, D, D, A.att.data(), param(p("attn.w_o")), param(p("attn.b_o")), tmp.data(), opt_.precision);
     for (std::size_t i = 0; i < nD; ++i) x[i] += tmp[i];
     A.x_mid = x;
     A.ln2.resize(nD), A.mean2.resize(static_cast<std::size_t>(n)), A.rstd2.resize(static_cast<std::size_t>(n));
@@ -154,9 +155,9 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
              moe_[static_cast<std::size_t>(mi)]->gate_state().z_loss;
     } else {
       A.hpre.resize(static_cast<std::size_t>(n) * F), A.h.resize(static_cast<std::size_t>(n) * F);
-      linear_forward<T>(n, D, F, A.ln2.data(), param(p("ffn.w1")), param(p("ffn.b1")), A.hpre.data());
+      linear_forward<T>(n, D, F, A.ln2.data(), param(p("ffn.w1")), param(p("ffn.b1")), A.hpre.data(), opt_.precision);
       gelu_forward<T>(A.h.size(), A.hpre.data(), A.h.data());
-      linear_forward<T>(n, F, D, A.h.data(), param(p("ffn.w2")), param(p("ffn.b2")), f.data());
+      linear_forward<T>(n, F, D, A.h.data(), param(p("ffn.w2")), param(p("ffn.b2")), f.data(), opt_.precision);
     }
     for (std::size_t i = 0; i < nD; ++i) x[i] += f[i];
   }
@@ -164,7 +165,7 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   lnf_.resize(nD), meanf_.resize(static_cast<std::size_t>(n)), rstdf_.resize(static_cast<std::size_t>(n));
   layernorm_forward<T>(n, D, x.data(), param("lnf.g"), param("lnf.b"), lnf_.data(), meanf_.data(), rstdf_.data());
   logits_.resize(static_cast<std::size_t>(n) * V);
-  matmul<T>(false, true, n, V, D, T(1), lnf_.data(), wte, T(0), logits_.data());
+  matmul<T>(false, true, n, V, D, T(1), lnf_.data(), wte, T(0), logits_.data(), opt_.precision);
   std::vector<T> dlogits(logits_.size());
   std::vector<double> ce = {
       cross_entropy<T>(n, V, logits_.data(), targets, static_cast<T>(1.0 / global[0]), dlogits.data())};
@@ -174,8 +175,8 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
 
   // Backward.
   std::vector<T> dx(nD), dln(nD);
-  matmul<T>(false, false, n, D, V, T(1), dlogits.data(), wte, T(0), dln.data());
-  matmul<T>(true, false, V, D, n, T(1), dlogits.data(), lnf_.data(), T(1), dense_g_.data() + offset_of_["wte"]);
+  matmul<T>(false, false, n, D, V, T(1), dlogits.data(), wte, T(0), dln.data(), opt_.precision);
+  matmul<T>(true, false, V, D, n, T(1), dlogits.data(), lnf_.data(), T(1), dense_g_.data() + offset_of_["wte"], opt_.precision);
   auto grad = [&](const std::string& name) { return dense_g_.data() + offset_of_.at(name); };
   layernorm_backward<T>(n, D, x_final_.data(), param("lnf.g"), meanf_.data(), rstdf_.data(), dln.data(), dx.data(),
                         grad("lnf.g"), grad("lnf.b"));
@@ -188,20 +189,20 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     } else {
       std::vector<T> dh(static_cast<std::size_t>(n) * F);
       linear_backward<T>(n, F, D, A.h.data(), param(p("ffn.w2")), dx.data(), dh.data(), grad(p("ffn.w2")),
-                         grad(p("ffn.b2")));
+                         grad(p("ffn.b2")), opt_.precision);
       gelu_backward<T>(dh.size(), A.hpre.data(), dh.data(), dh.data());
       linear_backward<T>(n, D, F, A.ln2.data(), param(p("ffn.w1")), dh.data(), dln.data(), grad(p("ffn.w1")),
-                         grad(p("ffn.b1")));
+                         grad(p("ffn.b1")), opt_.precision);
     }
     layernorm_backward<T>(n, D, A.x_mid.data(), param(p("ln2.g")), A.mean2.data(), A.rstd2.data(), dln.data(),
                           tmp.data(), grad(p("ln2.g")), grad(p("ln2.b")));
     for (std::size_t i = 0; i < nD; ++i) dx[i] += tmp[i];
     std::vector<T> datt(nD), dqkv(nD * 3);
     linear_backward<T>(n, D, D, A.att.data(), param(p("attn.w_o")), dx.data(), datt.data(), grad(p("attn.w_o")),
-                       grad(p("attn.b_o")));
-    attention_backward<T>(batch, S, D, H, A.qkv.data(), A.probs.data(), datt.data(), dqkv.data());
+                       grad(p("attn.b_o")), opt_.precision);
+    attention_backward<T>(batch, S, D, H, A.qkv.data(), A.probs.data(), datt.data(), dqkv.data(), opt_.precision);
     linear_backward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), dqkv.data(), dln.data(),
-                       grad(p("attn.w_qkv")), grad(p("attn.b_qkv")));
+                       grad(p("attn.w_qkv")), grad(p("attn.b_qkv")), opt_.precision);
     layernorm_backward<T>(n, D, A.x_in.data(), param(p("ln1.g")), A.mean1.data(), A.rstd1.data(), dln.data(),
                           tmp.data(), grad(p("ln1.g")), grad(p("ln1.b")));
     for (std::size_t i = 0; i < nD; ++i) dx[i] += tmp[i];

@@ -20,6 +20,9 @@ struct ModelOptions {
   int moe_every = 1;  // 1: every block is MoE; 2: blocks 1, 3, 5, ... are MoE
   double init_std = 0.02;
   double jitter = 0.0;  // gate input noise amplitude while training
+  // Of every matrix product but the router's: bf16 inputs with fp32 accumulation; parameters
+  // (the master weights), gradients and optimizer state stay in T either way.
+  Precision precision = Precision::Fp32;
   MoeOptions moe;
   bool is_moe_block(int block) const { return moe_every == 1 || block % moe_every == moe_every - 1; }
   int moe_layers() const;

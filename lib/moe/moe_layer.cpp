@@ -128,10 +128,10 @@ template <class T>
 void MoeLayer<T>::expert_forward(int e, int rows, const T* x, T* hpre, T* h, T* y) {
   const int D = opt_.d_model, F = opt_.d_ff;
   const T* w = params_of(e);
-  linear_forward<T>(rows, D, F, x, w, w + static_cast<std::size_t>(D) * F, hpre);
+  linear_forward<T>(rows, D, F, x, w, w + static_cast<std::size_t>(D) * F, hpre, opt_.precision);
   gelu_forward<T>(static_cast<std::size_t>(rows) * F, hpre, h);
   const T* w2 = w + static_cast<std::size_t>(D) * F + F;
-  linear_forward<T>(rows, F, D, h, w2, w2 + static_cast<std::size_t>(D) * F, y);
+  linear_forward<T>(rows, F, D, h, w2, w2 + static_cast<std::size_t>(D) * F, y, opt_.precision);
 }
 
 template <class T>
@@ -141,9 +141,10 @@ void MoeLayer<T>::expert_backward(int e, int rows, const T* x, const T* hpre, co
   T* g = grads_of(e);
   const std::size_t off2 = static_cast<std::size_t>(D) * F + F;
   std::vector<T> dh(static_cast<std::size_t>(rows) * F);
-  linear_backward<T>(rows, F, D, h, w + off2, dy, dh.data(), g + off2, g + off2 + static_cast<std::size_t>(D) * F);
+  linear_backward<T>(rows, F, D, h, w + off2, dy, dh.data(), g + off2, g + off2 + static_cast<std::size_t>(D) * F,
+                    opt_.precision);
   gelu_backward<T>(dh.size(), hpre, dh.data(), dh.data());
-  linear_backward<T>(rows, D, F, x, w, dh.data(), dx, g, g + static_cast<std::size_t>(D) * F);
+  linear_backward<T>(rows, D, F, x, w, dh.data(), dx, g, g + static_cast<std::size_t>(D) * F, opt_.precision);
 }
 
 // Deepspeed: capacity C = ceil(n / E * factor) * k per expert on this rank; assignments beyond

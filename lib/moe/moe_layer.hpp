@@ -12,6 +12,7 @@
 
 #include "lib/core/tensor.hpp"
 #include "lib/moe/gate.hpp"
+#include "lib/moe/ops.hpp"
 #include "lib/placement/placement.hpp"
 #include "mpi/process_group.hpp"
 
@@ -31,6 +32,7 @@ struct MoeOptions {
   // flexmoe: re-level replicated experts' token shares every step from that step's global
   // counts (placement::assign_shares), instead of keeping the planner's shares between plans.
   bool live_replica_shares = false;
+  Precision precision = Precision::Fp32;  // of the expert FFN GEMMs (the model sets it)
   std::int64_t expert_params() const { return 2LL * d_model * d_ff + d_ff + d_model; }
 };
 

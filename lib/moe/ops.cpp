@@ -4,40 +4,55 @@
 #include <cmath>
 
 #include "kernels/gemm.hpp"
+#include "lib/core/error.hpp"
 
 namespace skew::moe {
 
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::Fp32;
+  if (name == "bf16") return Precision::Bf16;
+  SKEW_THROW("unknown precision '" << name << "' (fp32 or bf16)");
+}
+
 template <>
 void matmul<float>(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, const float* b, float beta,
-                   float* c) {
+                   float* c, Precision precision) {
   kernels::GemmShape s;
   s.trans_a = ta, s.trans_b = tb, s.m = m, s.n = n, s.k = k;
-  kernels::gemm(Device::Host, s, alpha, a, b, beta, c);
+  if (precision == Precision::Bf16)
+    kernels::gemm_bf16(Device::Host, s, alpha, a, b, beta, c);
+  else
+    kernels::gemm(Device::Host, s, alpha, a, b, beta, c);
 }
 
 template <>
 void matmul<double>(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, const double* b, double beta,
-                    double* c) {
+                    double* c, Precision precision) {
   const int lda = ta ? m : k, ldb = tb ? k : n;
+  auto input = [precision](double v) {
+    return precision == Precision::Bf16 ? static_cast<double>(bf16_to_float(float_to_bf16(static_cast<float>(v))))
+                                        : v;
+  };
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
       double acc = 0;
       for (int p = 0; p < k; ++p)
-        acc += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+        acc += input(ta ? a[p * lda + i] : a[i * lda + p]) * input(tb ? b[j * ldb + p] : b[p * ldb + j]);
       c[i * n + j] = alpha * acc + (beta == 0 ? 0.0 : beta * c[i * n + j]);
     }
 }
 
 template <class T>
-void linear_forward(int n, int in, int out, const T* x, const T* w, const T* b, T* y) {
+void linear_forward(int n, int in, int out, const T* x, const T* w, const T* b, T* y, Precision precision) {
   for (int i = 0; i < n; ++i) std::copy(b, b + out, y + static_cast<std::size_t>(i) * out);
-  matmul<T>(false, false, n, out, in, T(1), x, w, T(1), y);
+  matmul<T>(false, false, n, out, in, T(1), x, w, T(1), y, precision);
 }
 
 template <class T>
-void linear_backward(int n, int in, int out, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db) {
-  if (dx) matmul<T>(false, true, n, in, out, T(1), dy, w, T(0), dx);
-  matmul<T>(true, false, in, out, n, T(1), x, dy, T(1), dw);
+void linear_backward(int n, int in, int out, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db,
+                     Precision precision) {
+  if (dx) matmul<T>(false, true, n, in, out, T(1), dy, w, T(0), dx, precision);
+  matmul<T>(true, false, in, out, n, T(1), x, dy, T(1), dw, precision);
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < out; ++j) db[j] += dy[static_cast<std::size_t>(i) * out + j];
 }
@@ -127,7 +142,7 @@ void add_head(const T* in, int b, int h, int seq, int stride, int column, int hd
 // Per (sequence, head): scores = q k^T / sqrt(hd) as one GEMM, causal softmax per row, then
 // out = probs v as another.
 template <class T>
-void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* out, T* probs) {
+void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* out, T* probs, Precision precision) {
   const int hd = d / heads;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
   const std::size_t block = static_cast<std::size_t>(seq) * hd;
@@ -139,7 +154,7 @@ void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* ou
       gather_head(qkv, b, h, 1, seq, d, hd, k.data());
       gather_head(qkv, b, h, 2, seq, d, hd, v.data());
       T* p = probs + (static_cast<std::size_t>(b) * heads + h) * seq * seq;
-      matmul<T>(false, true, seq, seq, hd, scale, q.data(), k.data(), T(0), p);
+      matmul<T>(false, true, seq, seq, hd, scale, q.data(), k.data(), T(0), p, precision);
       for (int i = 0; i < seq; ++i) {
         T* row = p + static_cast<std::size_t>(i) * seq;
         const double mx = *std::max_element(row, row + i + 1);
@@ -148,13 +163,14 @@ void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* ou
         for (int j = 0; j <= i; ++j) row[j] = static_cast<T>(std::exp(row[j] - mx) / z);
         std::fill(row + i + 1, row + seq, T(0));
       }
-      matmul<T>(false, false, seq, hd, seq, T(1), p, v.data(), T(0), o.data());
+      matmul<T>(false, false, seq, hd, seq, T(1), p, v.data(), T(0), o.data(), precision);
       add_head(o.data(), b, h, seq, d, 0, hd, out);
     }
 }
 
 template <class T>
-void attention_backward(int batch, int seq, int d, int heads, const T* qkv, const T* probs, const T* dout, T* dqkv) {
+void attention_backward(int batch, int seq, int d, int heads, const T* qkv, const T* probs, const T* dout, T* dqkv,
+                        Precision precision) {
   const int hd = d / heads;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
   const std::size_t block = static_cast<std::size_t>(seq) * hd;
@@ -170,9 +186,9 @@ void attention_backward(int batch, int seq, int d, int heads, const T* qkv, cons
         std::copy(src, src + hd, dout_h.data() + static_cast<std::size_t>(i) * hd);
       }
       const T* p = probs + (static_cast<std::size_t>(b) * heads + h) * seq * seq;
-      matmul<T>(true, false, seq, hd, seq, T(1), p, dout_h.data(), T(0), grad.data());  // dv = p^T dout
+      matmul<T>(true, false, seq, hd, seq, T(1), p, dout_h.data(), T(0), grad.data(), precision);  // dv = p^T dout
       add_head(grad.data(), b, h, seq, 3 * d, 2 * d, hd, dqkv);
-      matmul<T>(false, true, seq, seq, hd, T(1), dout_h.data(), v.data(), T(0), ds.data());  // dp = dout v^T
+      matmul<T>(false, true, seq, seq, hd, T(1), dout_h.data(), v.data(), T(0), ds.data(), precision);  // dp = dout v^T
       for (int i = 0; i < seq; ++i) {
         T* row = ds.data() + static_cast<std::size_t>(i) * seq;
         const T* pr = p + static_cast<std::size_t>(i) * seq;
@@ -180,9 +196,9 @@ void attention_backward(int batch, int seq, int d, int heads, const T* qkv, cons
         for (int j = 0; j <= i; ++j) dot += static_cast<double>(pr[j]) * row[j];
         for (int j = 0; j < seq; ++j) row[j] = j <= i ? static_cast<T>(pr[j] * (row[j] - dot) * scale) : T(0);
       }
-      matmul<T>(false, false, seq, hd, seq, T(1), ds.data(), k.data(), T(0), grad.data());  // dq = ds k
+      matmul<T>(false, false, seq, hd, seq, T(1), ds.data(), k.data(), T(0), grad.data(), precision);  // dq = ds k
       add_head(grad.data(), b, h, seq, 3 * d, 0, hd, dqkv);
-      matmul<T>(true, false, seq, hd, seq, T(1), ds.data(), q.data(), T(0), grad.data());  // dk = ds^T q
+      matmul<T>(true, false, seq, hd, seq, T(1), ds.data(), q.data(), T(0), grad.data(), precision);  // dk = ds^T q
       add_head(grad.data(), b, h, seq, 3 * d, d, hd, dqkv);
     }
 }
@@ -205,14 +221,14 @@ double cross_entropy(int n, int v, const T* logits, const std::int32_t* targets,
 }
 
 #define SKEW_MOE_OPS(T)                                                                                        \
-  template void linear_forward<T>(int, int, int, const T*, const T*, const T*, T*);                            \
-  template void linear_backward<T>(int, int, int, const T*, const T*, const T*, T*, T*, T*);                   \
+  template void linear_forward<T>(int, int, int, const T*, const T*, const T*, T*, Precision);                            \
+  template void linear_backward<T>(int, int, int, const T*, const T*, const T*, T*, T*, T*, Precision);                   \
   template void layernorm_forward<T>(int, int, const T*, const T*, const T*, T*, T*, T*);                      \
   template void layernorm_backward<T>(int, int, const T*, const T*, const T*, const T*, const T*, T*, T*, T*); \
   template void gelu_forward<T>(std::size_t, const T*, T*);                                                    \
   template void gelu_backward<T>(std::size_t, const T*, const T*, T*);                                         \
-  template void attention_forward<T>(int, int, int, int, const T*, T*, T*);                                    \
-  template void attention_backward<T>(int, int, int, int, const T*, const T*, const T*, T*);                   \
+  template void attention_forward<T>(int, int, int, int, const T*, T*, T*, Precision);                                    \
+  template void attention_backward<T>(int, int, int, int, const T*, const T*, const T*, T*, Precision);                   \
   template double cross_entropy<T>(int, int, const T*, const std::int32_t*, T, T*);
 SKEW_MOE_OPS(float)
 SKEW_MOE_OPS(double)

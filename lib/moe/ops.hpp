@@ -3,21 +3,30 @@
 // matrices; every backward *accumulates* into parameter gradients and writes input gradients.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace skew::moe {
 
-// C = alpha * op(A) op(B) + beta * C; float goes to kernels::gemm (OpenBLAS/cuBLAS), double to
-// a plain loop (tests only).
+// Inputs of a matrix product: fp32 as stored, or rounded to bf16 with fp32 accumulation (mixed
+// precision, as on GPU tensor cores; the operands are rounded, the stored fp32 values are not).
+enum class Precision { Fp32, Bf16 };
+Precision parse_precision(const std::string& name);
+
+// C = alpha * op(A) op(B) + beta * C; float goes to kernels::gemm / gemm_bf16 (OpenBLAS or the
+// AVX512-BF16 kernel / cuBLAS), double to a plain loop (tests only; with Bf16 it rounds the
+// inputs to bf16 first, the float64 reference of mixed precision).
 template <class T>
-void matmul(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, const T* b, T beta, T* c);
+void matmul(bool trans_a, bool trans_b, int m, int n, int k, T alpha, const T* a, const T* b, T beta, T* c,
+            Precision precision);
 
 // y[n,out] = x[n,in] w[in,out] + b[out]
 template <class T>
-void linear_forward(int n, int in, int out, const T* x, const T* w, const T* b, T* y);
+void linear_forward(int n, int in, int out, const T* x, const T* w, const T* b, T* y, Precision precision);
 // dx = dy w^T (overwritten, skipped when dx is null); dw += x^T dy; db += colsum(dy)
 template <class T>
-void linear_backward(int n, int in, int out, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db);
+void linear_backward(int n, int in, int out, const T* x, const T* w, const T* dy, T* dx, T* dw, T* db,
+                     Precision precision);
 
 // Per-row LayerNorm with gain g and bias b; keeps mean and 1/std per row for the backward.
 template <class T>
@@ -35,9 +44,10 @@ void gelu_backward(std::size_t n, const T* x, const T* dy, T* dx);  // dx = dy *
 // Causal multi-head self-attention on qkv[b, s, 3d] (q, k, v blocks of d = heads * head_dim):
 // out[b, s, d]; probs[b, h, s, s] is kept for the backward.
 template <class T>
-void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* out, T* probs);
+void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* out, T* probs, Precision precision);
 template <class T>
-void attention_backward(int batch, int seq, int d, int heads, const T* qkv, const T* probs, const T* dout, T* dqkv);
+void attention_backward(int batch, int seq, int d, int heads, const T* qkv, const T* probs, const T* dout, T* dqkv,
+                        Precision precision);
 
 // Mean cross-entropy of logits[n, v] against targets, times `scale` (so callers can normalise
 // by a global token count); writes dlogits = scale * (softmax - onehot). Returns the scaled sum.

@@ -62,6 +62,9 @@ Schema moe_train_schema() {
   s.add_int("train.eval_sequences", 32, "validation windows per evaluation, over all ranks");
   s.add_int("train.log_interval", 10, "iterations between progress lines");
   s.add_int("train.blas_threads", 1, "OpenBLAS threads per rank (0 = OpenBLAS default)");
+  s.add_choice("train.precision", "fp32", {"fp32", "bf16"},
+               "matrix products: fp32, or bf16 inputs with fp32 accumulation (mixed precision; the router, "
+               "LayerNorm, softmax and the fp32 master weights, gradients and AdamW state are unchanged)");
   s.add_string("output.metrics", "", "JSONL file: one record per iteration (rank 0)");
   s.add_string("output.checkpoint_dir", "", "checkpoint directory (empty = none)");
   s.add_int("output.checkpoint_interval", 0, "iterations between checkpoints (0 = only at the end when a dir is set)");
@@ -93,6 +96,7 @@ Run read_options(const Config& c) {
   SKEW_CHECK(m.moe_every == 1 || m.moe_every == 2, "model.moe_every must be 1 or 2, got " << m.moe_every);
   m.init_std = c.get_float("model.init_std");
   m.jitter = c.get_float("moe.jitter");
+  m.precision = parse_precision(c.get_string("train.precision"));
   MoeOptions& e = m.moe;
   e.d_ff = static_cast<int>(c.get_int("moe.d_ff"));
   e.gate.num_experts = static_cast<int>(c.get_int("moe.num_experts"));

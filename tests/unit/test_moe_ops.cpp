@@ -67,11 +67,11 @@ TEST_CASE("causal attention backward matches finite differences", "[moe]") {
   auto qkv = randn(batch * seq * 3 * d, 5), r = randn(batch * seq * d, 6);
   std::vector<double> out(batch * seq * d), probs(batch * heads * seq * seq), dqkv(qkv.size());
   auto loss = [&] {
-    attention_forward<double>(batch, seq, d, heads, qkv.data(), out.data(), probs.data());
+    attention_forward<double>(batch, seq, d, heads, qkv.data(), out.data(), probs.data(), Precision::Fp32);
     return dot(out, r);
   };
   loss();
-  attention_backward<double>(batch, seq, d, heads, qkv.data(), probs.data(), r.data(), dqkv.data());
+  attention_backward<double>(batch, seq, d, heads, qkv.data(), probs.data(), r.data(), dqkv.data(), Precision::Fp32);
   check_fd(qkv, dqkv, loss);
   // Causality: the first position's output only sees the first value row.
   for (int c = 0; c < 3; ++c) REQUIRE(out[c] == Approx(qkv[2 * d + c]));
@@ -84,16 +84,56 @@ TEST_CASE("linear, gelu and cross-entropy backward match finite differences", "[
   std::vector<double> pre(n * out), h(n * out), dlogits(n * out), dh(n * out), dx(n * in), dw(in * out, 0.0),
       db(out, 0.0);
   auto loss = [&] {
-    linear_forward<double>(n, in, out, x.data(), w.data(), b.data(), pre.data());
+    linear_forward<double>(n, in, out, x.data(), w.data(), b.data(), pre.data(), Precision::Fp32);
     gelu_forward<double>(h.size(), pre.data(), h.data());
     return cross_entropy<double>(n, out, h.data(), targets.data(), 1.0 / n, dlogits.data());
   };
   loss();
   gelu_backward<double>(h.size(), pre.data(), dlogits.data(), dh.data());
-  linear_backward<double>(n, in, out, x.data(), w.data(), dh.data(), dx.data(), dw.data(), db.data());
+  linear_backward<double>(n, in, out, x.data(), w.data(), dh.data(), dx.data(), dw.data(), db.data(), Precision::Fp32);
   check_fd(x, dx, loss);
   check_fd(w, dw, loss);
   check_fd(b, db, loss);
+}
+
+TEST_CASE("bf16 linear layer in float matches its float64 reference on the same operands", "[moe]") {
+  const int n = 37, in = 24, out = 19;
+  // Float-representable operands, so both precisions round exactly the same values to bf16.
+  auto as_float = [](std::vector<double> v) {
+    for (auto& x : v) x = static_cast<float>(x);
+    return v;
+  };
+  const auto x = as_float(randn(n * in, 21)), w = as_float(randn(in * out, 22)), b = as_float(randn(out, 23));
+  const auto dy = as_float(randn(n * out, 24));
+  auto to_float = [](const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); };
+  const auto xf = to_float(x), wf = to_float(w), bf = to_float(b), dyf = to_float(dy);
+  std::vector<float> yf(n * out), dxf(n * in), dwf(in * out, 0.f), dbf(out, 0.f);
+  linear_forward<float>(n, in, out, xf.data(), wf.data(), bf.data(), yf.data(), Precision::Bf16);
+  linear_backward<float>(n, in, out, xf.data(), wf.data(), dyf.data(), dxf.data(), dwf.data(), dbf.data(),
+                         Precision::Bf16);
+  struct Outputs {
+    std::vector<double> y, dx, dw, db;
+  };
+  auto reference = [&](Precision p) {
+    Outputs r{std::vector<double>(n * out), std::vector<double>(n * in), std::vector<double>(in * out, 0.0),
+              std::vector<double>(out, 0.0)};
+    linear_forward<double>(n, in, out, x.data(), w.data(), b.data(), r.y.data(), p);
+    linear_backward<double>(n, in, out, x.data(), w.data(), dy.data(), r.dx.data(), r.dw.data(), r.db.data(), p);
+    return r;
+  };
+  const Outputs want = reference(Precision::Bf16), fp32 = reference(Precision::Fp32);
+  // fp32 accumulation over at most n = 37 products of unit-scale values.
+  auto check = [](const std::vector<float>& got, const std::vector<double>& ref, const std::vector<double>& unrounded) {
+    double rounding_effect = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      REQUIRE(got[i] == Approx(ref[i]).margin(2e-5).epsilon(1e-5));
+      rounding_effect = std::max(rounding_effect, std::abs(ref[i] - unrounded[i]));
+    }
+    REQUIRE(rounding_effect > 1e-2);  // the inputs really were rounded
+  };
+  check(yf, want.y, fp32.y);
+  check(dxf, want.dx, fp32.dx);
+  check(dwf, want.dw, fp32.dw);
 }
 
 TEST_CASE("gate backward (top-k weights, balance loss, z-loss, jitter) matches finite differences", "[moe]") {
