@@ -1,0 +1,224 @@
+// gemm_bench: the AVX512-BF16 GEMM kernel against OpenBLAS SGEMM (fp32, one thread) on the GEMM
+// shapes of moe_train, measured in one run: per shape the median over interleaved repeats of the
+// thread CPU time per call (robust to other processes sharing the cores), after a warmup. The
+// bound is the core's vdpbf16ps peak, measured with a register-only loop of independent
+// vdpbf16ps (no memory traffic), next to the matching fp32 FMA peak. Without AVX512-BF16 it
+// prints a SKIPPED line.
+#include <cblas.h>
+#include <immintrin.h>
+#include <time.h>
+
+#include <algorithm>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/gemm_bf16_avx512.hpp"
+#include "lib/core/config.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/metrics.hpp"
+#include "lib/core/rng.hpp"
+
+using namespace skew;
+using kernels::GemmShape;
+
+namespace {
+
+double thread_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
+// Peak flop rates of one core from register-only loops: kChains independent accumulators (more
+// than latency x throughput on current cores), so the loop runs at the instruction's throughput.
+constexpr int kChains = 24;
+constexpr long kPeakIterations = 20'000'000;
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+// GCC 12's AVX-512 intrinsics trip -Wuninitialized once inlined (GCC PR 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// Flop/s of vdpbf16ps zmm: 16 lanes x 2 products x 2 flops per instruction.
+double bf16_peak() {
+  __m512 acc[kChains];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3f803f80));  // (1, 1)
+  const __m512bh y = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x33803380));  // (2^-24, 2^-24)
+  const double start = thread_seconds();
+  for (long i = 0; i < kPeakIterations; ++i)
+#pragma GCC unroll 24
+    for (auto& a : acc) a = _mm512_dpbf16_ps(a, x, y);
+  const double seconds = thread_seconds() - start;
+  __m512 sum = acc[0];
+  for (int c = 1; c < kChains; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  volatile float sink = _mm512_reduce_add_ps(sum);  // keeps the loop
+  (void)sink;
+  return double(kPeakIterations) * kChains * 64 / seconds;
+}
+// Flop/s of vfmadd zmm fp32: 16 lanes x 2 flops per instruction.
+double fp32_peak() {
+  __m512 acc[kChains];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  const __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(0x1p-24f);
+  const double start = thread_seconds();
+  for (long i = 0; i < kPeakIterations; ++i)
+#pragma GCC unroll 24
+    for (auto& a : acc) a = _mm512_fmadd_ps(a, x, y);
+  const double seconds = thread_seconds() - start;
+  __m512 sum = acc[0];
+  for (int c = 1; c < kChains; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  volatile float sink = _mm512_reduce_add_ps(sum);
+  (void)sink;
+  return double(kPeakIterations) * kChains * 32 / seconds;
+}
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+
+struct Shape {
+  std::string name;
+  bool trans_a, trans_b;
+  int m, n, k;
+};
+
+// moe_train's GEMMs (d_model 64, 3 x 64 fused QKV, FFN width 256, vocabulary 256) at `tokens` rows:
+// forward, input gradient (dX = dY W^T, trans_b) and weight gradient (dW = X^T dY, trans_a).
+std::vector<Shape> token_shapes(int t) {
+  std::vector<Shape> shapes = {{"qkv fwd", false, false, t, 192, 64},    {"qkv dX", false, true, t, 64, 192},
+                               {"qkv dW", true, false, 64, 192, t},      {"proj fwd", false, false, t, 64, 64},
+                               {"proj dX", false, true, t, 64, 64},      {"proj dW", true, false, 64, 64, t},
+                               {"ffn_up fwd", false, false, t, 256, 64}, {"ffn_up dX", false, true, t, 64, 256},
+                               {"ffn_up dW", true, false, 64, 256, t},   {"ffn_down fwd", false, false, t, 64, 256},
+                               {"ffn_down dX", false, true, t, 256, 64}, {"ffn_down dW", true, false, 256, 64, t},
+                               {"lm_head fwd", false, true, t, 256, 64}};
+  for (auto& s : shapes) s.name.append("@").append(std::to_string(t));
+  return shapes;
+}
+
+struct Operands {
+  std::vector<float> a, b, c;
+};
+
+Operands random_operands(const Shape& s) {
+  Rng rng(1, 0);
+  auto fill = [&](std::size_t n) {
+    std::vector<float> v(n);
+    for (auto& x : v) x = 2.0f * rng.uniform() - 1.0f;
+    return v;
+  };
+  return {fill(std::size_t(s.m) * s.k), fill(std::size_t(s.k) * s.n), fill(std::size_t(s.m) * s.n)};
+}
+
+GemmShape packed_shape(const Shape& s) {
+  GemmShape g;
+  g.trans_a = s.trans_a;
+  g.trans_b = s.trans_b;
+  g.m = s.m;
+  g.n = s.n;
+  g.k = s.k;
+  g.lda = s.trans_a ? s.m : s.k;
+  g.ldb = s.trans_b ? s.k : s.n;
+  g.ldc = s.n;
+  return g;
+}
+
+// Median thread CPU seconds per call of `sgemm` and `bf16` over `repeats` interleaved samples,
+// each sample long enough (>= 20 ms) for the clock; both warmed up first.
+template <class F, class G>
+std::pair<double, double> time_pair(F sgemm, G bf16, int repeats) {
+  auto calls_for = [](auto fn) {
+    for (int w = 0; w < 3; ++w) fn();
+    const double start = thread_seconds();
+    fn();
+    return std::max(1, int(0.02 / std::max(thread_seconds() - start, 1e-9)));
+  };
+  const int sgemm_calls = calls_for(sgemm), bf16_calls = calls_for(bf16);
+  auto sample = [](auto fn, int calls) {
+    const double start = thread_seconds();
+    for (int i = 0; i < calls; ++i) fn();
+    return (thread_seconds() - start) / calls;
+  };
+  std::vector<double> ts, tb;
+  for (int r = 0; r < repeats; ++r) {
+    ts.push_back(sample(sgemm, sgemm_calls));
+    tb.push_back(sample(bf16, bf16_calls));
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  return {median(ts), median(tb)};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Schema schema("gemm_bench",
+                "AVX512-BF16 GEMM kernel vs OpenBLAS SGEMM (one thread) on moe_train's GEMM shapes: "
+                "GFLOP/s from the median thread CPU time per call, against the measured vdpbf16ps peak.");
+  schema.add_string("tokens", "512,2048", "token counts (rows of the activations) to run the moe shapes at");
+  schema.add_int("repeats", 7, "interleaved timing samples per kernel and shape (medians reported)");
+  schema.add_string("csv", "", "CSV output path (empty = none)");
+  try {
+    const Config c = Config::parse(schema, argc, argv);
+    if (c.answer_help_or_print(std::cout, true)) return 0;
+    if (!kernels::cpu::has_avx512_bf16()) {
+      std::cout << "SKIPPED: this CPU has no AVX512-BF16\n";
+      return 0;
+    }
+    const int repeats = int(c.get_int("repeats"));
+    SKEW_CHECK(repeats >= 1, "repeats must be >= 1 (got " << repeats << ")");
+    std::vector<Shape> shapes;
+    for (const auto t : c.get_int_list("tokens")) {
+      SKEW_CHECK(t >= 1, "tokens must be positive (got " << t << ")");
+      for (auto& s : token_shapes(int(t))) shapes.push_back(s);
+    }
+    // Attention per head (sequence 64, head width 16): scores Q K^T and the value product.
+    shapes.push_back({"attn QK^T", false, true, 64, 64, 16});
+    shapes.push_back({"attn PV", false, false, 64, 16, 64});
+    shapes.push_back({"square 1024", false, false, 1024, 1024, 1024});
+
+    openblas_set_num_threads(1);
+    const double peak_bf16 = bf16_peak(), peak_fp32 = fp32_peak();
+    std::cout << std::fixed << std::setprecision(1) << "one core: vdpbf16ps peak " << peak_bf16 / 1e9
+              << " GFLOP/s, fp32 FMA peak " << peak_fp32 / 1e9 << " GFLOP/s (register-only loops)\n";
+    std::unique_ptr<CsvWriter> csv;
+    if (!c.get_string("csv").empty())
+      csv = std::make_unique<CsvWriter>(
+          c.get_string("csv"),
+          std::vector<std::string>{"shape", "trans_a", "trans_b", "m", "n", "k", "sgemm_gflops", "bf16_gflops",
+                                   "bf16_over_sgemm", "bf16_of_peak", "bf16_peak_gflops", "fp32_peak_gflops"});
+    std::cout << std::left << std::setw(20) << "shape" << std::right << std::setw(18) << "m x n x k" << std::setw(9)
+              << "sgemm" << std::setw(9) << "bf16" << std::setw(8) << "ratio" << std::setw(9) << "of peak"
+              << "   (GFLOP/s)\n";
+    for (const auto& s : shapes) {
+      Operands o = random_operands(s);
+      const GemmShape g = packed_shape(s);
+      const auto [sgemm_s, bf16_s] = time_pair(
+          [&] {
+            cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
+                        s.m, s.n, s.k, 1.0f, o.a.data(), g.lda, o.b.data(), g.ldb, 0.0f, o.c.data(), g.ldc);
+          },
+          [&] { kernels::cpu::gemm_bf16_avx512(g, 1.0f, o.a.data(), o.b.data(), 0.0f, o.c.data()); }, repeats);
+      const double flops = 2.0 * s.m * s.n * s.k;
+      const double sgemm_rate = flops / sgemm_s, bf16_rate = flops / bf16_s;
+      const std::string dims = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
+      std::cout << std::left << std::setw(20) << s.name << std::right << std::setw(18) << dims << std::setw(9)
+                << std::setprecision(1) << sgemm_rate / 1e9 << std::setw(9) << bf16_rate / 1e9 << std::setw(8)
+                << std::setprecision(2) << bf16_rate / sgemm_rate << std::setw(9) << bf16_rate / peak_bf16 << "\n";
+      if (csv)
+        csv->row({s.name, std::to_string(s.trans_a), std::to_string(s.trans_b), std::to_string(s.m),
+                  std::to_string(s.n), std::to_string(s.k), csv_number(sgemm_rate / 1e9), csv_number(bf16_rate / 1e9),
+                  csv_number(bf16_rate / sgemm_rate), csv_number(bf16_rate / peak_bf16), csv_number(peak_bf16 / 1e9),
+                  csv_number(peak_fp32 / 1e9)});
+    }
+    return 0;
+  } catch (const Error& e) {
+    std::cerr << "gemm_bench: " << e.what() << "\n";
+    return 1;
+  }
+}
