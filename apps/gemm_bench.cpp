@@ -184,14 +184,16 @@ int main(int argc, char** argv) {
 
     openblas_set_num_threads(1);
     const double peak_bf16 = bf16_peak(), peak_fp32 = fp32_peak();
+    const std::string blas_core = openblas_get_corename();
+    std::cout << "OpenBLAS " << openblas_get_config() << ", kernels for core " << blas_core << "\n";
     std::cout << std::fixed << std::setprecision(1) << "one core: vdpbf16ps peak " << peak_bf16 / 1e9
               << " GFLOP/s, fp32 FMA peak " << peak_fp32 / 1e9 << " GFLOP/s (register-only loops)\n";
     std::unique_ptr<CsvWriter> csv;
     if (!c.get_string("csv").empty())
       csv = std::make_unique<CsvWriter>(
-          c.get_string("csv"),
-          std::vector<std::string>{"shape", "trans_a", "trans_b", "m", "n", "k", "sgemm_gflops", "bf16_gflops",
-                                   "bf16_over_sgemm", "bf16_of_peak", "bf16_peak_gflops", "fp32_peak_gflops"});
+          c.get_string("csv"), std::vector<std::string>{"shape", "sgemm_core", "trans_a", "trans_b", "m", "n", "k",
+                                                        "sgemm_gflops", "bf16_gflops", "bf16_over_sgemm",
+                                                        "bf16_of_peak", "bf16_peak_gflops", "fp32_peak_gflops"});
     std::cout << std::left << std::setw(20) << "shape" << std::right << std::setw(18) << "m x n x k" << std::setw(9)
               << "sgemm" << std::setw(9) << "bf16" << std::setw(8) << "ratio" << std::setw(9) << "of peak"
               << "   (GFLOP/s)\n";
@@ -211,7 +213,7 @@ int main(int argc, char** argv) {
                 << std::setprecision(1) << sgemm_rate / 1e9 << std::setw(9) << bf16_rate / 1e9 << std::setw(8)
                 << std::setprecision(2) << bf16_rate / sgemm_rate << std::setw(9) << bf16_rate / peak_bf16 << "\n";
       if (csv)
-        csv->row({s.name, std::to_string(s.trans_a), std::to_string(s.trans_b), std::to_string(s.m),
+        csv->row({s.name, blas_core, std::to_string(s.trans_a), std::to_string(s.trans_b), std::to_string(s.m),
                   std::to_string(s.n), std::to_string(s.k), csv_number(sgemm_rate / 1e9), csv_number(bf16_rate / 1e9),
                   csv_number(bf16_rate / sgemm_rate), csv_number(bf16_rate / peak_bf16), csv_number(peak_bf16 / 1e9),
                   csv_number(peak_fp32 / 1e9)});

@@ -54,41 +54,44 @@ __m512i round_to_pairs(__m512 lo, __m512 hi) {
 }
 
 // Stores 16 pairs that belong to 16 consecutive x (rows of A or columns of B), starting at x, into
-// panels of `width` x (width 8 or 32) laid out [pair][x]. `panels` bounds the destination.
-void store_pairs(__m512i v, Pair* dst, int p, int kp, int x, int width, int panels) {
-  const int panel = x / width;
-  Pair* row = dst + (static_cast<std::size_t>(panel) * kp + p) * width + x % width;
-  if (width >= 16) {
+// panels of kWidth (8 or 32) x laid out [pair][x]. `panels` bounds the destination.
+template <int kWidth>
+void store_pairs(__m512i v, Pair* dst, int p, int kp, int x, int panels) {
+  const int panel = x / kWidth;
+  Pair* row = dst + (static_cast<std::size_t>(panel) * kp + p) * kWidth + x % kWidth;
+  if constexpr (kWidth >= 16) {
     _mm512_storeu_si512(row, v);
-    return;
+  } else {
+    // Width 8: the upper 8 pairs go to the next panel; a masked store puts lane 8 at its start.
+    _mm512_mask_storeu_epi32(row, 0x00FF, v);
+    if (panel + 1 < panels) _mm512_mask_storeu_epi32(row + static_cast<std::size_t>(kp) * kWidth - 8, 0xFF00, v);
   }
-  // Width 8: the upper 8 pairs go to the next panel; a masked store puts lane 8 at its start.
-  _mm512_mask_storeu_epi32(row, 0x00FF, v);
-  if (panel + 1 < panels) _mm512_mask_storeu_epi32(row + static_cast<std::size_t>(kp) * width - 8, 0xFF00, v);
 }
 
 // Packs xc x kc of a matrix stored with k along rows (element (k, x) at src[k * ld + x]): B without
 // transpose, A transposed. Pair p of x interleaves rows 2p and 2p + 1; an odd kc pads with zero.
-void pack_k_rows(const float* src, int ld, int kc, int xc, int width, Pair* dst) {
-  const int kp = ceil_div(kc, 2), panels = ceil_div(xc, width);
+template <int kWidth>
+void pack_k_rows(const float* src, int ld, int kc, int xc, Pair* dst) {
+  const int kp = ceil_div(kc, 2), panels = ceil_div(xc, kWidth);
   // Word i of the source vector comes from row 2p (i < 16) or 2p + 1 (i >= 16), column i % 16.
   alignas(64) static const std::uint16_t interleave[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
                                                            21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
                                                            11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   const __m512i order = _mm512_load_si512(interleave);
-  for (int x = 0; x < panels * width; x += 16) {
+  for (int x = 0; x < panels * kWidth; x += 16) {
     const __mmask16 mask = first_lanes(xc - x);
     for (int p = 0; p < kp; ++p) {
       const float* even = src + static_cast<std::size_t>(2 * p) * ld + x;
       const __m512 lo = _mm512_maskz_loadu_ps(mask, even);
       const __m512 hi = 2 * p + 1 < kc ? _mm512_maskz_loadu_ps(mask, even + ld) : _mm512_setzero_ps();
-      store_pairs(_mm512_permutexvar_epi16(order, round_to_pairs(lo, hi)), dst, p, kp, x, width, panels);
+      store_pairs<kWidth>(_mm512_permutexvar_epi16(order, round_to_pairs(lo, hi)), dst, p, kp, x, panels);
     }
   }
 }
 
 // Transposes 16 x 16 32-bit elements: on return r[j] holds what was column j.
-void transpose16(__m512i r[16]) {
+// Inlined so that the 16 rows stay in registers.
+__attribute__((always_inline)) inline void transpose16(__m512i r[16]) {
   __m512i t[16], u[16];
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
@@ -116,9 +119,10 @@ void transpose16(__m512i r[16]) {
 // Packs xc x kc of a matrix stored with x along rows (element (k, x) at src[x * ld + k]): A without
 // transpose, B transposed. Rows are rounded 32 k at a time into 16 pairs, then 16 x 16 blocks of
 // pairs are transposed into the [pair][x] panel layout. Missing rows and k are zero.
-void pack_x_rows(const float* src, int ld, int kc, int xc, int width, Pair* dst) {
-  const int kp = ceil_div(kc, 2), panels = ceil_div(xc, width);
-  for (int x = 0; x < panels * width; x += 16) {
+template <int kWidth>
+void pack_x_rows(const float* src, int ld, int kc, int xc, Pair* dst) {
+  const int kp = ceil_div(kc, 2), panels = ceil_div(xc, kWidth);
+  for (int x = 0; x < panels * kWidth; x += 16) {
     for (int k = 0; k < kc; k += 32) {
       const __mmask16 lo_mask = first_lanes(kc - k), hi_mask = first_lanes(kc - k - 16);
       __m512i r[16];
@@ -132,18 +136,19 @@ void pack_x_rows(const float* src, int ld, int kc, int xc, int width, Pair* dst)
       }
       transpose16(r);
       const int p0 = k / 2, pairs = std::min(16, kp - p0);
-      for (int j = 0; j < pairs; ++j) store_pairs(r[j], dst, p0 + j, kp, x, width, panels);
+      for (int j = 0; j < pairs; ++j) store_pairs<kWidth>(r[j], dst, p0 + j, kp, x, panels);
     }
   }
 }
 
 // Packs op(X)'s xc x kc block at (x0, k0) into panels; `k_rows` says whether k runs along the rows of
 // the stored matrix (it does for A^T and for B).
-void pack(const float* x, int ld, bool k_rows, int x0, int k0, int xc, int kc, int width, Pair* dst) {
+template <int kWidth>
+void pack(const float* x, int ld, bool k_rows, int x0, int k0, int xc, int kc, Pair* dst) {
   if (k_rows)
-    pack_k_rows(x + static_cast<std::size_t>(k0) * ld + x0, ld, kc, xc, width, dst);
+    pack_k_rows<kWidth>(x + static_cast<std::size_t>(k0) * ld + x0, ld, kc, xc, dst);
   else
-    pack_x_rows(x + static_cast<std::size_t>(x0) * ld + k0, ld, kc, xc, width, dst);
+    pack_x_rows<kWidth>(x + static_cast<std::size_t>(x0) * ld + k0, ld, kc, xc, dst);
 }
 
 // C[0..kRows, 0..16 kVecs) = alpha * (A panel)(B panel) + beta * C over kp pairs; the last vector's
@@ -216,10 +221,10 @@ void gemm_bf16_avx512(const GemmShape& s, float alpha, const float* a, const flo
       const int kc = std::min(kKc, s.k - pc), kp = ceil_div(kc, 2);
       // Later k blocks add to what the first one wrote.
       const float block_beta = pc == 0 ? beta : 1.0f;
-      pack(b, s.ldb, !s.trans_b, jc, pc, nc, kc, kNr, b_packed.data());
+      pack<kNr>(b, s.ldb, !s.trans_b, jc, pc, nc, kc, b_packed.data());
       for (int ic = 0; ic < s.m; ic += kMc) {
         const int mc = std::min(kMc, s.m - ic);
-        pack(a, s.lda, s.trans_a, ic, pc, mc, kc, kMr, a_packed.data());
+        pack<kMr>(a, s.lda, s.trans_a, ic, pc, mc, kc, a_packed.data());
         for (int jr = 0; jr < nc; jr += kNr) {
           const int cols = std::min(kNr, nc - jr);
           const __mmask16 last_mask = first_lanes(cols > 16 ? cols - 16 : cols);
