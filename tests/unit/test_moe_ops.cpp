@@ -136,6 +136,25 @@ TEST_CASE("bf16 linear layer in float matches its float64 reference on the same 
   check(dwf, want.dw, fp32.dw);
 }
 
+TEST_CASE("float GELU (vectorised tanh) matches the float64 GELU", "[moe]") {
+  // Dense in [-12, 12], plus tiny and huge magnitudes where tanh saturates or is linear.
+  std::vector<double> x;
+  for (int i = -24000; i <= 24000; ++i) x.push_back(i * 5e-4);
+  for (double v : {1e-30, -1e-30, 1e-7, -1e-7, 40.0, -40.0, 1e4, -1e4}) x.push_back(v);
+  const auto dy = randn(x.size(), 31);
+  std::vector<float> xf(x.begin(), x.end()), dyf(dy.begin(), dy.end()), yf(x.size()), dxf(x.size());
+  std::vector<double> xd(xf.begin(), xf.end()), dyd(dyf.begin(), dyf.end()), yd(x.size()), dxd(x.size());
+  gelu_forward<float>(xf.size(), xf.data(), yf.data());
+  gelu_backward<float>(xf.size(), xf.data(), dyf.data(), dxf.data());
+  gelu_forward<double>(xd.size(), xd.data(), yd.data());
+  gelu_backward<double>(xd.size(), xd.data(), dyd.data(), dxd.data());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    INFO("x = " << xd[i]);
+    REQUIRE(yf[i] == Approx(yd[i]).margin(3e-7).epsilon(1e-6));
+    REQUIRE(dxf[i] == Approx(dxd[i]).margin(3e-7 * std::abs(dyd[i])).epsilon(1e-6));
+  }
+}
+
 TEST_CASE("gate backward (top-k weights, balance loss, z-loss, jitter) matches finite differences", "[moe]") {
   for (int k : {1, 2, 3}) {
     GateOptions opt;
