@@ -72,7 +72,6 @@ std::vector<float> random_floats(std::size_t n, std::uint64_t stream) {
   return v;
 }
 
-
 // Device-to-device copy bandwidth, bytes read + written per second, at `bytes` (>= 1 GiB).
 double copy_bandwidth(std::size_t bytes, int repeats) {
   char* a = device_alloc<char>(bytes);
@@ -154,8 +153,9 @@ Json bench_experts(const Sizes& s, int repeats) {
   for (int g = 0; g < s.groups; ++g)
     b[std::size_t(g)] = g == 0 ? upload(b_host) : upload(random_floats(b_len, 10 + std::uint64_t(g)));
   float* c = device_alloc<float>(std::size_t(s.gemm_rows) * std::size_t(s.gemm_n));
-  const double grouped_ms = median_ms(
-      repeats, [&] { moe::grouped_gemm_bf16(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a, b.data(), c); });
+  const double grouped_ms = median_ms(repeats, [&] {
+    moe::grouped_gemm_bf16(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a, b.data(), c);
+  });
   // Baseline: one bf16 GEMM of the same total shape, operands converted once beforehand.
   std::vector<__nv_bfloat16> a16(a_len), b16(b_len);
   for (std::size_t i = 0; i < a_len; ++i) a16[i] = __float2bfloat16(a_host[i]);

@@ -33,8 +33,9 @@ void abort_job(const std::string& message, int code) {
 
 std::shared_ptr<ProcessGroup> make_world_group(const Runtime& rt, Backend backend) {
   if (backend == Backend::Mpi) return rt.world;
-  SKEW_CHECK(rt.cuda_device >= 0, "the NCCL backend needs a GPU on every rank; rank " << rt.world_rank << " has none"
-                                   << (cuda_built() ? "" : " (this build has no CUDA support)"));
+  SKEW_CHECK(rt.cuda_device >= 0, "the NCCL backend needs a GPU on every rank; rank "
+                                      << rt.world_rank << " has none"
+                                      << (cuda_built() ? "" : " (this build has no CUDA support)"));
 #ifdef SKEW_WITH_CUDA
   return make_nccl_group(MPI_COMM_WORLD);
 #else
@@ -55,7 +56,8 @@ int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runti
   }
   int code = 1;
   try {
-    SKEW_CHECK(provided >= MPI_THREAD_MULTIPLE, "MPI library provides thread level " << provided << " < MPI_THREAD_MULTIPLE");
+    SKEW_CHECK(provided >= MPI_THREAD_MULTIPLE,
+               "MPI library provides thread level " << provided << " < MPI_THREAD_MULTIPLE");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     Runtime rt;
     SKEW_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rt.world_rank));

@@ -26,8 +26,8 @@ void gemm(Device device, const GemmShape& shape, float alpha, const float* a, co
     cuda::gemm(s, alpha, a, b, beta, c);
     return;
   }
-  cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
-              alpha, a, s.lda, b, s.ldb, beta, c, s.ldc);
+  cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n,
+              s.k, alpha, a, s.lda, b, s.ldb, beta, c, s.ldc);
 }
 
 namespace {
@@ -36,7 +36,8 @@ const float* rounded_copy(const float* src, int rows, int cols, int ld, std::vec
   out.resize(static_cast<std::size_t>(rows) * cols);
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j)
-      out[static_cast<std::size_t>(i) * cols + j] = bf16_to_float(float_to_bf16(src[static_cast<std::size_t>(i) * ld + j]));
+      out[static_cast<std::size_t>(i) * cols + j] =
+          bf16_to_float(float_to_bf16(src[static_cast<std::size_t>(i) * ld + j]));
   return out.data();
 }
 }  // namespace

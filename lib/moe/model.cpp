@@ -128,7 +128,8 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     layernorm_forward<T>(n, D, x.data(), param(p("ln1.g")), param(p("ln1.b")), A.ln1.data(), A.mean1.data(),
                          A.rstd1.data());
     A.qkv.resize(nD * 3), A.att.resize(nD), A.probs.resize(static_cast<std::size_t>(batch) * H * S * S);
-    linear_forward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), param(p("attn.b_qkv")), A.qkv.data(), opt_.precision);
+    linear_forward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), param(p("attn.b_qkv")), A.qkv.data(),
+                      opt_.precision);
     attention_forward<T>(batch, S, D, H, A.qkv.data(), A.att.data(), A.probs.data(), opt_.precision);
     linear_forward<T>(n, D, D, A.att.data(), param(p("attn.w_o")), param(p("attn.b_o")), tmp.data(), opt_.precision);
     for (std::size_t i = 0; i < nD; ++i) x[i] += tmp[i];
@@ -176,7 +177,8 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   // Backward.
   std::vector<T> dx(nD), dln(nD);
   matmul<T>(false, false, n, D, V, T(1), dlogits.data(), wte, T(0), dln.data(), opt_.precision);
-  matmul<T>(true, false, V, D, n, T(1), dlogits.data(), lnf_.data(), T(1), dense_g_.data() + offset_of_["wte"], opt_.precision);
+  matmul<T>(true, false, V, D, n, T(1), dlogits.data(), lnf_.data(), T(1), dense_g_.data() + offset_of_["wte"],
+            opt_.precision);
   auto grad = [&](const std::string& name) { return dense_g_.data() + offset_of_.at(name); };
   layernorm_backward<T>(n, D, x_final_.data(), param("lnf.g"), meanf_.data(), rstdf_.data(), dln.data(), dx.data(),
                         grad("lnf.g"), grad("lnf.b"));

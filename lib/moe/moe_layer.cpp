@@ -142,7 +142,7 @@ void MoeLayer<T>::expert_backward(int e, int rows, const T* x, const T* hpre, co
   const std::size_t off2 = static_cast<std::size_t>(D) * F + F;
   std::vector<T> dh(static_cast<std::size_t>(rows) * F);
   linear_backward<T>(rows, F, D, h, w + off2, dy, dh.data(), g + off2, g + off2 + static_cast<std::size_t>(D) * F,
-                    opt_.precision);
+                     opt_.precision);
   gelu_backward<T>(dh.size(), hpre, dh.data(), dh.data());
   linear_backward<T>(rows, D, F, x, w, dh.data(), dx, g, g + static_cast<std::size_t>(D) * F, opt_.precision);
 }

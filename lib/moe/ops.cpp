@@ -32,8 +32,7 @@ void matmul<double>(bool ta, bool tb, int m, int n, int k, double alpha, const d
                     double* c, Precision precision) {
   const int lda = ta ? m : k, ldb = tb ? k : n;
   auto input = [precision](double v) {
-    return precision == Precision::Bf16 ? static_cast<double>(bf16_to_float(float_to_bf16(static_cast<float>(v))))
-                                        : v;
+    return precision == Precision::Bf16 ? static_cast<double>(bf16_to_float(float_to_bf16(static_cast<float>(v)))) : v;
   };
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
@@ -264,14 +263,14 @@ double cross_entropy(int n, int v, const T* logits, const std::int32_t* targets,
 }
 
 #define SKEW_MOE_OPS(T)                                                                                        \
-  template void linear_forward<T>(int, int, int, const T*, const T*, const T*, T*, Precision);                            \
-  template void linear_backward<T>(int, int, int, const T*, const T*, const T*, T*, T*, T*, Precision);                   \
+  template void linear_forward<T>(int, int, int, const T*, const T*, const T*, T*, Precision);                 \
+  template void linear_backward<T>(int, int, int, const T*, const T*, const T*, T*, T*, T*, Precision);        \
   template void layernorm_forward<T>(int, int, const T*, const T*, const T*, T*, T*, T*);                      \
   template void layernorm_backward<T>(int, int, const T*, const T*, const T*, const T*, const T*, T*, T*, T*); \
   template void gelu_forward<T>(std::size_t, const T*, T*);                                                    \
   template void gelu_backward<T>(std::size_t, const T*, const T*, T*);                                         \
-  template void attention_forward<T>(int, int, int, int, const T*, T*, T*, Precision);                                    \
-  template void attention_backward<T>(int, int, int, int, const T*, const T*, const T*, T*, Precision);                   \
+  template void attention_forward<T>(int, int, int, int, const T*, T*, T*, Precision);                         \
+  template void attention_backward<T>(int, int, int, int, const T*, const T*, const T*, T*, Precision);        \
   template double cross_entropy<T>(int, int, const T*, const std::int32_t*, T, T*);
 SKEW_MOE_OPS(float)
 SKEW_MOE_OPS(double)

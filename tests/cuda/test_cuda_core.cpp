@@ -1,4 +1,5 @@
-// Tensor host <-> device copies and cuBLAS GEMM against the float64 reference.
+// Tensor host <-> device copies and cuBLAS GEMM (fp32, and bf16 inputs with fp32 accumulation)
+// against the float64 reference.
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -40,42 +41,51 @@ TEST_CASE("cuda tensor: host -> device -> host copies are exact", "[cuda]") {
   CHECK_THROWS_WITH(dev.to_float_vector(), Catch::Contains("needs a host tensor"));
 }
 
-TEST_CASE("cuda gemm: cuBLAS matches the float64 reference", "[cuda][gemm]") {
+TEST_CASE("cuda gemm: cuBLAS matches the float64 reference, fp32 and bf16", "[cuda][gemm]") {
   SKEW_REQUIRE_GPU();
   const int m = 33, n = 17, k = 65;
-  for (const bool ta : {false, true})
-    for (const bool tb : {false, true})
-      for (const int pad : {0, 5}) {
-        skew::kernels::GemmShape s;
-        s.trans_a = ta;
-        s.trans_b = tb;
-        s.m = m;
-        s.n = n;
-        s.k = k;
-        const int a_cols = ta ? m : k, a_rows = ta ? k : m, b_cols = tb ? k : n, b_rows = tb ? n : k;
-        const int lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
-        if (pad) {
-          s.lda = lda;
-          s.ldb = ldb;
-          s.ldc = ldc;
+  for (const bool bf16 : {false, true})
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true})
+        for (const int pad : {0, 5}) {
+          skew::kernels::GemmShape s;
+          s.trans_a = ta;
+          s.trans_b = tb;
+          s.m = m;
+          s.n = n;
+          s.k = k;
+          const int a_cols = ta ? m : k, a_rows = ta ? k : m, b_cols = tb ? k : n, b_rows = tb ? n : k;
+          const int lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
+          if (pad) {
+            s.lda = lda;
+            s.ldb = ldb;
+            s.ldc = ldc;
+          }
+          skew::Rng rng(5, static_cast<std::uint64_t>(ta * 4 + tb * 2 + (pad > 0)));
+          const auto fill = [&](std::size_t count) {
+            std::vector<float> v(count);
+            for (auto& x : v) x = 2.0f * rng.uniform() - 1.0f;
+            return v;
+          };
+          const auto a = fill(static_cast<std::size_t>(a_rows * lda));
+          const auto b = fill(static_cast<std::size_t>(b_rows * ldb));
+          const auto c = fill(static_cast<std::size_t>(m * ldc));
+          Tensor da = Tensor::from_vector(a, {a_rows, lda}).to(Device::Cuda);
+          Tensor db = Tensor::from_vector(b, {b_rows, ldb}).to(Device::Cuda);
+          Tensor dc = Tensor::from_vector(c, {m, ldc}).to(Device::Cuda);
+          (bf16 ? skew::kernels::gemm_bf16 : skew::kernels::gemm)(Device::Cuda, s, 1.5f, da.data<float>(),
+                                                                  db.data<float>(), 0.25f, dc.data<float>());
+          const auto got = dc.to(Device::Host).to_float_vector();
+          // bf16: the reference multiplies the rounded inputs exactly.
+          const auto rounded = [&](std::vector<float> v) {
+            if (bf16)
+              for (auto& x : v) x = skew::bf16_to_float(skew::float_to_bf16(x));
+            return v;
+          };
+          std::vector<double> ref(c.begin(), c.end());
+          skew::kernels::gemm_reference(s, 1.5, rounded(a).data(), rounded(b).data(), 0.25, ref.data());
+          INFO("bf16 " << bf16 << " trans_a " << ta << " trans_b " << tb << " pad " << pad);
+          for (std::size_t i = 0; i < ref.size(); ++i)
+            REQUIRE(std::fabs(got[i] - ref[i]) <= 1e-4 * (1.0 + std::fabs(ref[i])));
         }
-        skew::Rng rng(5, static_cast<std::uint64_t>(ta * 4 + tb * 2 + (pad > 0)));
-        const auto fill = [&](std::size_t count) {
-          std::vector<float> v(count);
-          for (auto& x : v) x = 2.0f * rng.uniform() - 1.0f;
-          return v;
-        };
-        const auto a = fill(static_cast<std::size_t>(a_rows * lda));
-        const auto b = fill(static_cast<std::size_t>(b_rows * ldb));
-        const auto c = fill(static_cast<std::size_t>(m * ldc));
-        Tensor da = Tensor::from_vector(a, {a_rows, lda}).to(Device::Cuda);
-        Tensor db = Tensor::from_vector(b, {b_rows, ldb}).to(Device::Cuda);
-        Tensor dc = Tensor::from_vector(c, {m, ldc}).to(Device::Cuda);
-        skew::kernels::gemm(Device::Cuda, s, 1.5f, da.data<float>(), db.data<float>(), 0.25f, dc.data<float>());
-        const auto got = dc.to(Device::Host).to_float_vector();
-        std::vector<double> ref(c.begin(), c.end());
-        skew::kernels::gemm_reference(s, 1.5, a.data(), b.data(), 0.25, ref.data());
-        INFO("trans_a " << ta << " trans_b " << tb << " pad " << pad);
-        for (std::size_t i = 0; i < ref.size(); ++i) REQUIRE(std::fabs(got[i] - ref[i]) <= 1e-4 * (1.0 + std::fabs(ref[i])));
-      }
 }
