@@ -151,29 +151,32 @@ void pack(const float* x, int ld, bool k_rows, int x0, int k0, int xc, int kc, P
     pack_x_rows<kWidth>(x + static_cast<std::size_t>(x0) * ld + k0, ld, kc, xc, dst);
 }
 
-// C[0..kRows, 0..16 kVecs) = alpha * (A panel)(B panel) + beta * C over kp pairs; the last vector's
-// columns are limited by `last_mask`. beta == 0 does not read C.
+// C[0..kRows, 0..16 kVecs) = alpha * (A panels)(B panel) + beta * C over kp pairs; the last vector's
+// columns are limited by `last_mask`. beta == 0 does not read C. Rows past kMr come from the next A
+// panel: a one-vector tile (n <= 16) takes 16 rows, so that it still has 16 accumulators.
 template <int kRows, int kVecs>
 void micro_kernel(int kp, const Pair* a, const Pair* b, float* c, int ldc, __mmask16 last_mask, float alpha,
                   float beta) {
+  const std::size_t a_panel_size = static_cast<std::size_t>(kp) * kMr;
   __m512 acc[kRows][kVecs];
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r)
     for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm512_setzero_ps();
 #pragma GCC unroll 4
   for (int p = 0; p < kp; ++p) {
     __m512bh bv[kVecs];
     for (int v = 0; v < kVecs; ++v) bv[v] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(b + 16 * v));
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int r = 0; r < kRows; ++r) {
-      const __m512bh av = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(a[r])));
+      const Pair pair = a[(r / kMr) * a_panel_size + r % kMr];
+      const __m512bh av = reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(pair)));
       for (int v = 0; v < kVecs; ++v) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], av, bv[v]);
     }
     a += kMr;
     b += kNr;
   }
   const __m512 alpha_v = _mm512_set1_ps(alpha), beta_v = _mm512_set1_ps(beta);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
   for (int r = 0; r < kRows; ++r)
     for (int v = 0; v < kVecs; ++v) {
       float* dst = c + static_cast<std::size_t>(r) * ldc + 16 * v;
@@ -188,14 +191,19 @@ using MicroKernel = void (*)(int, const Pair*, const Pair*, float*, int, __mmask
 
 template <int kVecs, std::size_t... kRowsMinus1>
 constexpr auto kernels_by_rows(std::index_sequence<kRowsMinus1...>) {
-  return std::array<MicroKernel, kMr>{&micro_kernel<static_cast<int>(kRowsMinus1) + 1, kVecs>...};
+  return std::array<MicroKernel, sizeof...(kRowsMinus1)>{&micro_kernel<static_cast<int>(kRowsMinus1) + 1, kVecs>...};
 }
 
-// One (row count, 16-column vector count) edge tile calls a kernel specialised for it.
+// Rows per tile: 16 x 1 vector or 8 x 2 vectors of accumulators.
+int tile_rows(int cols) {
+  return cols > 16 ? kMr : 2 * kMr;
+}
+
+// Each (row count, 16-column vector count) tile, edges included, calls a kernel specialised for it.
 MicroKernel select_kernel(int rows, int cols) {
-  static constexpr auto one_vector = kernels_by_rows<1>(std::make_index_sequence<kMr>());
+  static constexpr auto one_vector = kernels_by_rows<1>(std::make_index_sequence<2 * kMr>());
   static constexpr auto two_vectors = kernels_by_rows<2>(std::make_index_sequence<kMr>());
-  return (cols > 16 ? two_vectors : one_vector)[rows - 1];
+  return (cols > 16 ? two_vectors.data() : one_vector.data())[rows - 1];
 }
 
 // C = beta * C without reading C when beta == 0 (k == 0: there is no product to add).
@@ -229,8 +237,8 @@ void gemm_bf16_avx512(const GemmShape& s, float alpha, const float* a, const flo
           const int cols = std::min(kNr, nc - jr);
           const __mmask16 last_mask = first_lanes(cols > 16 ? cols - 16 : cols);
           const Pair* b_panel = b_packed.data() + static_cast<std::size_t>(jr / kNr) * kp * kNr;
-          for (int ir = 0; ir < mc; ir += kMr) {
-            const int rows = std::min(kMr, mc - ir);
+          for (int ir = 0; ir < mc; ir += tile_rows(cols)) {
+            const int rows = std::min(tile_rows(cols), mc - ir);
             const Pair* a_panel = a_packed.data() + static_cast<std::size_t>(ir / kMr) * kp * kMr;
             float* c_tile = c + static_cast<std::size_t>(ic + ir) * s.ldc + jc + jr;
             select_kernel(rows, cols)(kp, a_panel, b_panel, c_tile, s.ldc, last_mask, alpha, block_beta);

@@ -100,10 +100,10 @@ TEST_CASE("gemm_bf16_avx512: matches the float64 reference on bf16-rounded input
     WARN("skipped: this CPU has no AVX512-BF16");
     return;
   }
-  // m and n off the 8 x 32 tile and the 16-column vector, k odd and 1, one k block and several
-  // (k block 256, row block 128), columns past the 512-column block.
-  const int shapes[][3] = {{1, 1, 1},     {7, 33, 65}, {65, 130, 7},   {33, 7, 130},
-                           {130, 65, 33}, {9, 17, 1},  {200, 40, 300}, {9, 600, 33}};
+  // m and n off the 8 x 32 and 16 x 16 tiles, k odd and 1, one k block and several (k block 256,
+  // row block 128), columns past the 512-column block.
+  const int shapes[][3] = {{1, 1, 1},  {7, 33, 65},    {65, 130, 7}, {33, 7, 130}, {130, 65, 33},
+                           {9, 17, 1}, {200, 40, 300}, {9, 600, 33}, {45, 12, 19}};
   for (const auto& shape : shapes)
     for (const bool ta : {false, true})
       for (const bool tb : {false, true})
