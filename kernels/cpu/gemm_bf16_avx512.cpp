@@ -32,7 +32,7 @@ namespace {
 // A is packed in panels of kMr rows laid out [pair][row] (the micro-kernel broadcasts one pair per
 // row and step); B in panels of kNr columns laid out [pair][column] (two zmm loads per step).
 using Pair = std::uint32_t;
-constexpr int kMr = 8;   // rows of C per micro-kernel: 8 x 2 zmm = 16 accumulators, latency hidden
+constexpr int kMr = 8;   // rows of C per micro-kernel (16 where n <= 16): 16 zmm accumulators
 constexpr int kNr = 32;  // columns of C per micro-kernel (two zmm of fp32)
 // Cache blocking. A KC x NR panel of B (16 KiB) stays in L1 while the micro-kernel sweeps the MC x KC
 // block of A (64 KiB, L2); the KC x NC block of B (256 KiB) stays in L2.

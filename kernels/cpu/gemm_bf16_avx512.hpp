@@ -3,8 +3,9 @@
 // the result equals an fp32 GEMM of the rounded inputs up to accumulation order. Both instructions
 // treat denormal inputs as zero (and vdpbf16ps flushes denormal results to zero), so inputs below
 // 2^-126 in magnitude become 0 where float_to_bf16 would keep a bf16 denormal; NaN stays NaN.
-// Single-threaded: ranks are the parallelism in skew's apps. Private to kernels/cpu: callers use
-// kernels::gemm_bf16.
+// Single-threaded: ranks are the parallelism in skew's apps. On moe_train's shapes it runs
+// 1.7-2.1x OpenBLAS's AVX-512 SGEMM on one Zen 5 core (results/gemm). Private to kernels/cpu:
+// callers use kernels::gemm_bf16.
 #pragma once
 #include "kernels/gemm.hpp"
 
