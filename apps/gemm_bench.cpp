@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/gemm_bf16_avx512.hpp"
+#include "kernels/cpu/gemm_bf16.hpp"
 #include "lib/core/config.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/metrics.hpp"

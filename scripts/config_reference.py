@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 APPS = ["wide_train", "moe_train", "preduce_train", "placement_sim", "skew_commbench",
-        "wide_bench", "wide_gpu_bench", "moe_gpu_bench"]
+        "wide_bench", "wide_gpu_bench", "moe_gpu_bench", "gemm_bench"]
 KEY = re.compile(r"^  --(\S+) \((.*), default (.*)\)$")
 
 
@@ -30,7 +30,7 @@ def main() -> int:
     if "-h" in sys.argv or "--help" in sys.argv:
         print(__doc__)
         print("usage: scripts/config_reference.py [BUILD_DIR] [--check]   (BUILD_DIR defaults to build;"
-              " it needs BUILD_DIR/apps/<app> for all eight apps)")
+              " it needs BUILD_DIR/apps/<app> for all nine apps)")
         return 0
     build = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] != "--check" else "build")
     root = pathlib.Path(__file__).resolve().parent.parent

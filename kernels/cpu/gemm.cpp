@@ -2,17 +2,19 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/gemm_bf16_avx512.hpp"
+#include "kernels/cpu/gemm_bf16.hpp"
 #include "lib/core/error.hpp"
 
 namespace skew::kernels {
 namespace {
+// BLAS wants every leading dimension >= 1, even for an empty matrix (k = 0).
 GemmShape packed(GemmShape s) {
-  if (!s.lda) s.lda = s.trans_a ? s.m : s.k;
-  if (!s.ldb) s.ldb = s.trans_b ? s.k : s.n;
-  if (!s.ldc) s.ldc = s.n;
+  if (!s.lda) s.lda = std::max(1, s.trans_a ? s.m : s.k);
+  if (!s.ldb) s.ldb = std::max(1, s.trans_b ? s.k : s.n);
+  if (!s.ldc) s.ldc = std::max(1, s.n);
   return s;
 }
 }  // namespace
@@ -42,9 +44,24 @@ const float* rounded_copy(const float* src, int rows, int cols, int ld, std::vec
 }
 }  // namespace
 
+namespace cpu {
+void gemm_bf16_rounded_sgemm(const GemmShape& shape, float alpha, const float* a, const float* b, float beta,
+                             float* c) {
+  GemmShape s = shape;
+  thread_local std::vector<float> a_rounded, b_rounded;
+  const int a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
+  const int b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
+  a = rounded_copy(a, a_rows, a_cols, s.lda, a_rounded);
+  b = rounded_copy(b, b_rows, b_cols, s.ldb, b_rounded);
+  s.lda = std::max(1, a_cols);
+  s.ldb = std::max(1, b_cols);
+  gemm(Device::Host, s, alpha, a, b, beta, c);
+}
+}  // namespace cpu
+
 void gemm_bf16(Device device, const GemmShape& shape, float alpha, const float* a, const float* b, float beta,
                float* c) {
-  GemmShape s = packed(shape);
+  const GemmShape s = packed(shape);
   SKEW_CHECK(s.m >= 0 && s.n >= 0 && s.k >= 0, "gemm_bf16: negative dimension");
   if (s.m == 0 || s.n == 0) return;
   if (device == Device::Cuda) {
@@ -52,18 +69,10 @@ void gemm_bf16(Device device, const GemmShape& shape, float alpha, const float* 
     cuda::gemm_bf16(s, alpha, a, b, beta, c);
     return;
   }
-  if (cpu::has_avx512_bf16()) {
+  if (cpu::has_avx512_bf16())
     cpu::gemm_bf16_avx512(s, alpha, a, b, beta, c);
-    return;
-  }
-  thread_local std::vector<float> a_rounded, b_rounded;
-  const int a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
-  const int b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
-  a = rounded_copy(a, a_rows, a_cols, s.lda, a_rounded);
-  b = rounded_copy(b, b_rows, b_cols, s.ldb, b_rounded);
-  s.lda = a_cols;
-  s.ldb = b_cols;
-  gemm(Device::Host, s, alpha, a, b, beta, c);
+  else
+    cpu::gemm_bf16_rounded_sgemm(s, alpha, a, b, beta, c);
 }
 
 void gemm_reference(const GemmShape& shape, double alpha, const float* a, const float* b, double beta, double* c) {

@@ -1,4 +1,4 @@
-#include "kernels/cpu/gemm_bf16_avx512.hpp"
+#include "kernels/cpu/gemm_bf16.hpp"
 
 #include <immintrin.h>
 

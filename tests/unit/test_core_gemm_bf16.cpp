@@ -1,15 +1,17 @@
-// The AVX512-BF16 GEMM kernel against a float64 reference on bf16-rounded inputs: every transpose
+// Both CPU paths of gemm_bf16 (the AVX512-BF16 kernel, skipped on CPUs without it, and the
+// portable rounded SGEMM) against a float64 reference on bf16-rounded inputs: every transpose
 // combination, padded leading dimensions, edge tiles in m and n, odd k, k blocking, alpha and beta
-// (beta == 0 on a C full of NaN). Skipped on CPUs without AVX512-BF16.
+// (beta == 0 on a C full of NaN).
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <sstream>
 #include <vector>
 
-#include "kernels/cpu/gemm_bf16_avx512.hpp"
+#include "kernels/cpu/gemm_bf16.hpp"
 #include "lib/core/rng.hpp"
 
 using skew::kernels::GemmShape;
+namespace cpu = skew::kernels::cpu;
 
 namespace {
 
@@ -39,7 +41,19 @@ std::string describe(const Case& t) {
 
 // Runs one case and checks every element of C, padding included. Returns the largest ratio of
 // |C - (product of the unrounded inputs)| to the tolerance, which shows whether rounding happened.
-double check_case(const Case& t) {
+using Gemm = void (*)(const GemmShape&, float, const float*, const float*, float, float*);
+
+// The paths this CPU can run, with their names.
+std::vector<std::pair<const char*, Gemm>> implementations() {
+  std::vector<std::pair<const char*, Gemm>> out = {{"rounded sgemm", cpu::gemm_bf16_rounded_sgemm}};
+  if (cpu::has_avx512_bf16())
+    out.push_back({"avx512_bf16", cpu::gemm_bf16_avx512});
+  else
+    WARN("AVX512-BF16 kernel skipped: this CPU has no AVX512-BF16");
+  return out;
+}
+
+double check_case(Gemm gemm, const Case& t) {
   GemmShape s;
   s.trans_a = t.trans_a;
   s.trans_b = t.trans_b;
@@ -57,7 +71,7 @@ double check_case(const Case& t) {
   auto c = t.beta == 0.0f ? std::vector<float>(static_cast<std::size_t>(t.m) * s.ldc, std::nanf(""))
                           : random_matrix(static_cast<std::size_t>(t.m) * s.ldc, 3);
   const auto c0 = c;
-  skew::kernels::cpu::gemm_bf16_avx512(s, t.alpha, a.data(), b.data(), t.beta, c.data());
+  gemm(s, t.alpha, a.data(), b.data(), t.beta, c.data());
 
   auto op_a = [&](int i, int p) { return a[t.trans_a ? std::size_t(p) * s.lda + i : std::size_t(i) * s.lda + p]; };
   auto op_b = [&](int p, int j) { return b[t.trans_b ? std::size_t(j) * s.ldb + p : std::size_t(p) * s.ldb + j]; };
@@ -95,44 +109,34 @@ double check_case(const Case& t) {
 
 }  // namespace
 
-TEST_CASE("gemm_bf16_avx512: matches the float64 reference on bf16-rounded inputs", "[gemm]") {
-  if (!skew::kernels::cpu::has_avx512_bf16()) {
-    WARN("skipped: this CPU has no AVX512-BF16");
-    return;
-  }
+TEST_CASE("gemm_bf16 CPU paths: match the float64 reference on bf16-rounded inputs", "[gemm]") {
   // m and n off the 8 x 32 and 16 x 16 tiles, k odd and 1, one k block and several (k block 256,
   // row block 128), columns past the 512-column block.
   const int shapes[][3] = {{1, 1, 1},  {7, 33, 65},    {65, 130, 7}, {33, 7, 130}, {130, 65, 33},
                            {9, 17, 1}, {200, 40, 300}, {9, 600, 33}, {45, 12, 19}};
-  for (const auto& shape : shapes)
-    for (const bool ta : {false, true})
-      for (const bool tb : {false, true})
-        for (const int pad : {0, 5})
-          for (const float beta : {0.0f, 0.5f}) {
-            const Case t{ta, tb, shape[0], shape[1], shape[2], pad, 0.75f, beta};
-            INFO(describe(t));
-            CHECK(check_case(t) > 10.0);
-          }
+  for (const auto& [name, gemm] : implementations())
+    for (const auto& shape : shapes)
+      for (const bool ta : {false, true})
+        for (const bool tb : {false, true})
+          for (const int pad : {0, 5})
+            for (const float beta : {0.0f, 0.5f}) {
+              const Case t{ta, tb, shape[0], shape[1], shape[2], pad, 0.75f, beta};
+              INFO(name << ": " << describe(t));
+              CHECK(check_case(gemm, t) > 10.0);
+            }
 }
 
-TEST_CASE("gemm_bf16_avx512: weight-gradient shape with k = 2048", "[gemm]") {
-  if (!skew::kernels::cpu::has_avx512_bf16()) {
-    WARN("skipped: this CPU has no AVX512-BF16");
-    return;
-  }
+TEST_CASE("gemm_bf16 CPU paths: weight-gradient shape with k = 2048", "[gemm]") {
   // dW = X^T dY over 2048 tokens: A transposed, k far past one block.
-  for (const float beta : {0.0f, 0.5f}) {
-    const Case t{true, false, 64, 192, 2048, 0, 1.5f, beta};
-    INFO(describe(t));
-    CHECK(check_case(t) > 10.0);
-  }
+  for (const auto& [name, gemm] : implementations())
+    for (const float beta : {0.0f, 0.5f}) {
+      const Case t{true, false, 64, 192, 2048, 0, 1.5f, beta};
+      INFO(name << ": " << describe(t));
+      CHECK(check_case(gemm, t) > 10.0);
+    }
 }
 
-TEST_CASE("gemm_bf16_avx512: k = 0 scales C by beta", "[gemm]") {
-  if (!skew::kernels::cpu::has_avx512_bf16()) {
-    WARN("skipped: this CPU has no AVX512-BF16");
-    return;
-  }
+TEST_CASE("gemm_bf16 CPU paths: k = 0 scales C by beta", "[gemm]") {
   GemmShape s;
   s.m = 2;
   s.n = 3;
@@ -140,10 +144,14 @@ TEST_CASE("gemm_bf16_avx512: k = 0 scales C by beta", "[gemm]") {
   s.lda = 1;
   s.ldb = 3;
   s.ldc = 3;
-  std::vector<float> c{1, 2, 3, 4, 5, 6};
-  skew::kernels::cpu::gemm_bf16_avx512(s, 1.0f, nullptr, nullptr, 0.5f, c.data());
-  CHECK(c == std::vector<float>{0.5f, 1, 1.5f, 2, 2.5f, 3});
-  c.assign(6, std::nanf(""));
-  skew::kernels::cpu::gemm_bf16_avx512(s, 1.0f, nullptr, nullptr, 0.0f, c.data());
-  CHECK(c == std::vector<float>(6, 0.0f));
+  const float none = 0.0f;  // k = 0: no element of A or B is read
+  for (const auto& [name, gemm] : implementations()) {
+    INFO(name);
+    std::vector<float> c{1, 2, 3, 4, 5, 6};
+    gemm(s, 1.0f, &none, &none, 0.5f, c.data());
+    CHECK(c == std::vector<float>{0.5f, 1, 1.5f, 2, 2.5f, 3});
+    c.assign(6, std::nanf(""));
+    gemm(s, 1.0f, &none, &none, 0.0f, c.data());
+    CHECK(c == std::vector<float>(6, 0.0f));
+  }
 }
