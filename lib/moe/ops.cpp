@@ -116,6 +116,18 @@ inline float exp_float(float x) {
       1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
   return p * std::bit_cast<float>(static_cast<std::int32_t>((n + 127) << 23));
 }
+
+// e^x in the scalar type: the vectorised exp_float in training, libm for the float64 references.
+template <class T>
+T exp_of(T x);
+template <>
+inline float exp_of(float x) {
+  return exp_float(x);
+}
+template <>
+inline double exp_of(double x) {
+  return std::exp(x);
+}
 }  // namespace
 
 template <class T>
@@ -199,10 +211,12 @@ void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* ou
       matmul<T>(false, true, seq, seq, hd, scale, q.data(), k.data(), T(0), p, precision);
       for (int i = 0; i < seq; ++i) {
         T* row = p + static_cast<std::size_t>(i) * seq;
-        const double mx = *std::max_element(row, row + i + 1);
+        const T mx = *std::max_element(row, row + i + 1);
+        for (int j = 0; j <= i; ++j) row[j] = exp_of<T>(row[j] - mx);
         double z = 0;
-        for (int j = 0; j <= i; ++j) z += std::exp(row[j] - mx);
-        for (int j = 0; j <= i; ++j) row[j] = static_cast<T>(std::exp(row[j] - mx) / z);
+        for (int j = 0; j <= i; ++j) z += row[j];
+        const T inv_z = static_cast<T>(1.0 / z);
+        for (int j = 0; j <= i; ++j) row[j] *= inv_z;
         std::fill(row + i + 1, row + seq, T(0));
       }
       matmul<T>(false, false, seq, hd, seq, T(1), p, v.data(), T(0), o.data(), precision);
@@ -251,12 +265,13 @@ double cross_entropy(int n, int v, const T* logits, const std::int32_t* targets,
   for (int i = 0; i < n; ++i) {
     const T* l = logits + static_cast<std::size_t>(i) * v;
     T* dl = dlogits + static_cast<std::size_t>(i) * v;
-    const double mx = *std::max_element(l, l + v);
+    const T mx = *std::max_element(l, l + v);
+    for (int j = 0; j < v; ++j) dl[j] = exp_of<T>(l[j] - mx);
     double z = 0;
-    for (int j = 0; j < v; ++j) z += std::exp(l[j] - mx);
-    const double lse = mx + std::log(z);
-    total += lse - l[targets[i]];
-    for (int j = 0; j < v; ++j) dl[j] = static_cast<T>(scale * std::exp(l[j] - lse));
+    for (int j = 0; j < v; ++j) z += dl[j];
+    total += mx + std::log(z) - l[targets[i]];
+    const T factor = static_cast<T>(scale / z);
+    for (int j = 0; j < v; ++j) dl[j] *= factor;
     dl[targets[i]] -= scale;
   }
   return total * static_cast<double>(scale);

@@ -10,6 +10,7 @@
 
 #include "lib/core/rng.hpp"
 #include "lib/moe/model.hpp"
+#include "lib/moe/optimizer.hpp"
 #include "mpi/mpi_process_group.hpp"
 
 using namespace skew;
@@ -299,4 +300,84 @@ TEST_CASE("bf16 mixed precision: the float model matches its float64 reference, 
   REQUIRE(to_reference < 4e-3);
   REQUIRE(bf16_effect > 4 * to_reference);
   REQUIRE(std::abs(want_fp32 - want_bf16) > 20 * std::abs(loss_bf16 - want_bf16));
+}
+
+TEST_CASE("AdamW matches a float64 reference: clipping, warmup, bias correction, decay on matrices only", "[moe]") {
+  const int N = world().size();
+  const ModelOptions o = tiny(4, 2);
+  GptMoe<float> model(o, world(), block_placements(o, N, 4));
+  model.init(13);
+  AdamWOptions opt;
+  opt.lr = 0.05, opt.warmup = 2, opt.total = 10, opt.weight_decay = 0.1, opt.grad_clip = 0.5;
+  AdamW adam(opt, model, world());
+  const std::size_t P = static_cast<std::size_t>(model.options().moe.expert_params());
+  const std::size_t D = static_cast<std::size_t>(o.d_model), F = static_cast<std::size_t>(o.moe.d_ff);
+  // Gradients keyed by (step, expert), so every rank and every replica hold the same ones.
+  auto dense_grads = [&](int step) {
+    Rng rng(77, static_cast<std::uint64_t>(step));
+    std::vector<double> g(model.dense_g().size());
+    for (auto& x : g) x = static_cast<float>(0.3 * rng.normal());
+    return g;
+  };
+  auto expert_grads = [&](int step, int e) {
+    Rng rng(78 + static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(e));
+    std::vector<double> g(P);
+    for (auto& x : g) x = static_cast<float>(0.3 * rng.normal());
+    return g;
+  };
+  // Reference state: weights, moments and decay flags of every dense parameter and local expert.
+  struct Ref {
+    std::vector<double> w, m, v;
+    std::vector<bool> decay;
+  };
+  Ref dense{std::vector<double>(model.dense_w().begin(), model.dense_w().end()), {}, {}, {}};
+  dense.m.assign(dense.w.size(), 0.0), dense.v.assign(dense.w.size(), 0.0), dense.decay.assign(dense.w.size(), false);
+  for (const auto& seg : model.segments()) {
+    const std::string& n = seg.name;
+    const bool matrix = n == "wte" || n == "wpe" || n.ends_with(".w") || n.ends_with("w_qkv") || n.ends_with("w_o");
+    for (std::size_t i = 0; i < seg.size; ++i) dense.decay[seg.offset + i] = matrix;
+  }
+  std::map<std::pair<std::size_t, int>, Ref> experts;
+  for (std::size_t l = 0; l < model.moe().size(); ++l)
+    for (auto& [e, s] : model.moe()[l]->experts()) {
+      const float* w = s.w.data<float>();
+      Ref r{std::vector<double>(w, w + P), std::vector<double>(P, 0.0), std::vector<double>(P, 0.0), {}};
+      for (std::size_t i = 0; i < P; ++i) r.decay.push_back(i < D * F || (i >= D * F + F && i < 2 * D * F + F));
+      experts[{l, e}] = r;
+    }
+  for (int step = 0; step < 2; ++step) {
+    const auto dg = dense_grads(step);
+    std::copy(dg.begin(), dg.end(), model.dense_g().begin());
+    double sumsq = 0;
+    for (double x : dg) sumsq += x * x;
+    for (std::size_t l = 0; l < model.moe().size(); ++l) {
+      for (int e = 0; e < o.moe.gate.num_experts; ++e)
+        for (double x : expert_grads(step + 10 * static_cast<int>(l), e)) sumsq += x * x;
+      for (auto& [e, s] : model.moe()[l]->experts()) {
+        const auto g = expert_grads(step + 10 * static_cast<int>(l), e);
+        std::copy(g.begin(), g.end(), s.g.begin());
+      }
+    }
+    const double norm = std::sqrt(sumsq);
+    REQUIRE(norm > opt.grad_clip);  // clipping is exercised
+    REQUIRE(adam.step(step) == Approx(norm).epsilon(1e-6));
+    const double lr = opt.lr * (step + 1) / opt.warmup;  // warmup: linear from lr / warmup
+    const double c1 = 1 - std::pow(opt.beta1, step + 1), c2 = 1 - std::pow(opt.beta2, step + 1);
+    auto update = [&](Ref& r, const std::vector<double>& g) {
+      for (std::size_t i = 0; i < r.w.size(); ++i) {
+        const double gi = g[i] * opt.grad_clip / norm;
+        r.m[i] = opt.beta1 * r.m[i] + (1 - opt.beta1) * gi;
+        r.v[i] = opt.beta2 * r.v[i] + (1 - opt.beta2) * gi * gi;
+        r.w[i] -=
+            lr * ((r.m[i] / c1) / (std::sqrt(r.v[i] / c2) + opt.eps) + (r.decay[i] ? opt.weight_decay * r.w[i] : 0));
+      }
+    };
+    update(dense, dg);
+    for (auto& [key, r] : experts) update(r, expert_grads(step + 10 * static_cast<int>(key.first), key.second));
+  }
+  for (std::size_t i = 0; i < dense.w.size(); ++i) REQUIRE(model.dense_w()[i] == Approx(dense.w[i]).margin(1e-6));
+  for (auto& [key, r] : experts) {
+    const float* w = model.moe()[key.first]->experts().at(key.second).w.data<float>();
+    for (std::size_t i = 0; i < P; ++i) REQUIRE(w[i] == Approx(r.w[i]).margin(1e-6));
+  }
 }

@@ -136,7 +136,7 @@ TEST_CASE("bf16 linear layer in float matches its float64 reference on the same 
   check(dwf, want.dw, fp32.dw);
 }
 
-TEST_CASE("float GELU (vectorised tanh) matches the float64 GELU", "[moe]") {
+TEST_CASE("float GELU (vectorised exp, sigmoid form) matches the float64 GELU", "[moe]") {
   // Dense in [-12, 12], plus tiny and huge magnitudes where tanh saturates or is linear.
   std::vector<double> x;
   for (int i = -24000; i <= 24000; ++i) x.push_back(i * 5e-4);
