@@ -30,13 +30,16 @@ variants=(
   "preduce_p3_blocking|--sync.mode=preduce --preduce.group_size=3 --preduce.overlap=false --preduce.refresh_staleness=0"
   "adpsgd|--sync.mode=adpsgd"
   "eager|--sync.mode=eager"
+  "allreduce_homogeneous|--sync.mode=allreduce --hetero.slowdown=1,1,1,1"
 )
+# allreduce_homogeneous is the bound: all-reduce without the straggler (every worker fast), the
+# time to accuracy of the same total batch with nothing to tolerate.
 # allreduce stops by steps (every round needs every worker); the others stop by time.
 sync_steps=1000
 run() {  # run KIND N TAG_SUFFIX NAME ARGS...
   local kind=$1 n=$2 suffix=$3 name=$4
   shift 4
-  [[ $name == allreduce ]] && set -- "$@" --train.steps="$sync_steps"
+  [[ $name == allreduce* ]] && set -- "$@" --train.steps="$sync_steps"
   local tag="${kind}_${n}_${name}${suffix}"
   echo "bench_preduce: $tag" >&2
   if [[ $kind == real ]]; then
@@ -119,7 +122,8 @@ def summary(tag):
     if idle is None:
         idle = sum(w["idle_fraction"] for w in s["per_worker"]) / len(s["per_worker"])
     return s, idle
-modes = ["allreduce", "preduce_p2", "preduce_p3", "preduce_p2_blocking", "preduce_p3_blocking", "adpsgd", "eager"]
+modes = ["allreduce", "preduce_p2", "preduce_p3", "preduce_p2_blocking", "preduce_p3_blocking", "adpsgd", "eager",
+         "allreduce_homogeneous"]
 show = lambda t: "" if t == math.inf else round(t, 3)
 rows = []
 for kind, n, targets in (("real", 4, (0.95, 0.94)), ("sim", 4, (0.95, 0.94)), ("sim", 32, (0.9,)), ("sim", 256, (0.9,))):
