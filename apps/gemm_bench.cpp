@@ -43,38 +43,33 @@ constexpr long kPeakIterations = 20'000'000;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// Flop/s of vdpbf16ps zmm: 16 lanes x 2 products x 2 flops per instruction.
-double bf16_peak() {
+// Flop/s of one instruction kind, run as kChains independent accumulator chains so that
+// throughput, not latency, bounds it: `step(acc)` issues one instruction doing `flops` flops.
+template <class Step>
+double register_peak(Step step, int flops) {
   __m512 acc[kChains];
   for (auto& a : acc) a = _mm512_setzero_ps();
-  const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3f803f80));  // (1, 1)
-  const __m512bh y = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x33803380));  // (2^-24, 2^-24)
   const double start = thread_seconds();
   for (long i = 0; i < kPeakIterations; ++i)
 #pragma GCC unroll 24
-    for (auto& a : acc) a = _mm512_dpbf16_ps(a, x, y);
+    for (auto& a : acc) a = step(a);
   const double seconds = thread_seconds() - start;
   __m512 sum = acc[0];
   for (int c = 1; c < kChains; ++c) sum = _mm512_add_ps(sum, acc[c]);
   volatile float sink = _mm512_reduce_add_ps(sum);  // keeps the loop
   (void)sink;
-  return double(kPeakIterations) * kChains * 64 / seconds;
+  return double(kPeakIterations) * kChains * flops / seconds;
 }
-// Flop/s of vfmadd zmm fp32: 16 lanes x 2 flops per instruction.
+// vdpbf16ps zmm: 16 lanes x 2 products x 2 flops.
+double bf16_peak() {
+  const __m512bh x = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x3f803f80));  // (1, 1)
+  const __m512bh y = reinterpret_cast<__m512bh>(_mm512_set1_epi32(0x33803380));  // (2^-24, 2^-24)
+  return register_peak([&](__m512 a) { return _mm512_dpbf16_ps(a, x, y); }, 64);
+}
+// vfmadd zmm fp32: 16 lanes x 2 flops.
 double fp32_peak() {
-  __m512 acc[kChains];
-  for (auto& a : acc) a = _mm512_setzero_ps();
   const __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(0x1p-24f);
-  const double start = thread_seconds();
-  for (long i = 0; i < kPeakIterations; ++i)
-#pragma GCC unroll 24
-    for (auto& a : acc) a = _mm512_fmadd_ps(a, x, y);
-  const double seconds = thread_seconds() - start;
-  __m512 sum = acc[0];
-  for (int c = 1; c < kChains; ++c) sum = _mm512_add_ps(sum, acc[c]);
-  volatile float sink = _mm512_reduce_add_ps(sum);
-  (void)sink;
-  return double(kPeakIterations) * kChains * 32 / seconds;
+  return register_peak([&](__m512 a) { return _mm512_fmadd_ps(a, x, y); }, 32);
 }
 #pragma GCC diagnostic pop
 #pragma GCC pop_options
