@@ -138,8 +138,11 @@ void gelu_forward(std::size_t n, const T* x, T* y) {
   }
 }
 
+// target_clones: GCC builds the loop for AVX-512, AVX2 and the x86-64 baseline and picks one at
+// load time, so the 16-wide version runs where the CPU has it without changing global flags.
 template <>
-void gelu_forward<float>(std::size_t n, const float* x, float* y) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void gelu_forward<float>(std::size_t n, const float* x,
+                                                                                      float* y) {
   constexpr float c = static_cast<float>(kGeluC);
   for (std::size_t i = 0; i < n; ++i) {
     const float v = x[i];
@@ -161,7 +164,8 @@ void gelu_backward(std::size_t n, const T* x, const T* dy, T* dx) {
 }
 
 template <>
-void gelu_backward<float>(std::size_t n, const float* x, const float* dy, float* dx) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void gelu_backward<float>(std::size_t n, const float* x,
+                                                                                       const float* dy, float* dx) {
   constexpr float c = static_cast<float>(kGeluC);
   for (std::size_t i = 0; i < n; ++i) {
     const float v = x[i];
