@@ -19,6 +19,8 @@ void gemm(Device device, const GemmShape& shape, float alpha, const float* a, co
 // numerics up to accumulation order, slower than plain fp32).
 void gemm_bf16(Device device, const GemmShape& shape, float alpha, const float* a, const float* b, float beta,
                float* c);
+// Which CPU path gemm_bf16 takes on this machine, in words (for the apps' logs).
+const char* gemm_bf16_host_path();
 // Float64 reference (naive triple loop) used by tests to check both backends.
 void gemm_reference(const GemmShape& shape, double alpha, const float* a, const float* b, double beta, double* c);
 

@@ -75,6 +75,12 @@ void gemm_bf16(Device device, const GemmShape& shape, float alpha, const float* 
     cpu::gemm_bf16_rounded_sgemm(s, alpha, a, b, beta, c);
 }
 
+const char* gemm_bf16_host_path() {
+  return cpu::has_avx512_bf16()
+             ? "the AVX512-BF16 kernel"
+             : "rounded copies and SGEMM (this CPU has no AVX512-BF16: slower than fp32, same numerics)";
+}
+
 void gemm_reference(const GemmShape& shape, double alpha, const float* a, const float* b, double beta, double* c) {
   const GemmShape s = packed(shape);
   for (int i = 0; i < s.m; ++i)

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <numeric>
 
+#include "kernels/gemm.hpp"
 #include "kernels/moe_threads.hpp"
 #include "lib/core/checkpoint.hpp"
 #include "lib/core/error.hpp"
@@ -158,6 +159,8 @@ Json train(const Config& config, comm::ProcessGroup& world) {
   if (config.get_int("train.blas_threads") > 0)
     kernels::moe::set_blas_threads(static_cast<int>(config.get_int("train.blas_threads")));
   const int N = world.size(), rank = world.rank();
+  if (run.model.precision == Precision::Bf16 && rank == 0)
+    SKEW_INFO("train.precision = bf16: matrix products on the CPU use " << kernels::gemm_bf16_host_path());
   const int E = run.model.moe.gate.num_experts, S = run.model.seq_len;
   SKEW_CHECK(E % N == 0, "moe.num_experts " << E << " is not a multiple of the " << N << " ranks");
   std::string text = config.get_string("data.train").empty()
