@@ -155,9 +155,9 @@ int main(int argc, char** argv) {
   Schema schema("gemm_bench",
                 "AVX512-BF16 GEMM kernel vs OpenBLAS SGEMM (one thread) on moe_train's GEMM shapes: "
                 "GFLOP/s from the median thread CPU time per call, against the measured vdpbf16ps peak.");
-  schema.add_string("tokens", "512,2048", "token counts (rows of the activations) to run the moe shapes at");
-  schema.add_int("repeats", 7, "interleaved timing samples per kernel and shape (medians reported)");
-  schema.add_string("csv", "", "CSV output path (empty = none)");
+  schema.add_string("bench.tokens", "512,2048", "token counts (rows of the activations) to run the moe shapes at");
+  schema.add_int("bench.repeats", 7, "interleaved timing samples per kernel and shape (medians reported)");
+  schema.add_string("bench.csv", "", "CSV output path (empty = none)");
   try {
     const Config c = Config::parse(schema, argc, argv);
     if (c.answer_help_or_print(std::cout, true)) return 0;
@@ -165,11 +165,11 @@ int main(int argc, char** argv) {
       std::cout << "SKIPPED: this CPU has no AVX512-BF16\n";
       return 0;
     }
-    const int repeats = int(c.get_int("repeats"));
-    SKEW_CHECK(repeats >= 1, "repeats must be >= 1 (got " << repeats << ")");
+    const int repeats = int(c.get_int("bench.repeats"));
+    SKEW_CHECK(repeats >= 1, "bench.repeats must be >= 1 (got " << repeats << ")");
     std::vector<Shape> shapes;
-    for (const auto t : c.get_int_list("tokens")) {
-      SKEW_CHECK(t >= 1, "tokens must be positive (got " << t << ")");
+    for (const auto t : c.get_int_list("bench.tokens")) {
+      SKEW_CHECK(t >= 1, "bench.tokens must be positive (got " << t << ")");
       for (auto& s : token_shapes(int(t))) shapes.push_back(s);
     }
     // Attention per head (sequence 64, head width 16): scores Q K^T and the value product.
@@ -184,9 +184,9 @@ int main(int argc, char** argv) {
     std::cout << std::fixed << std::setprecision(1) << "one core: vdpbf16ps peak " << peak_bf16 / 1e9
               << " GFLOP/s, fp32 FMA peak " << peak_fp32 / 1e9 << " GFLOP/s (register-only loops)\n";
     std::unique_ptr<CsvWriter> csv;
-    if (!c.get_string("csv").empty())
+    if (!c.get_string("bench.csv").empty())
       csv = std::make_unique<CsvWriter>(
-          c.get_string("csv"), std::vector<std::string>{"shape", "sgemm_core", "trans_a", "trans_b", "m", "n", "k",
+          c.get_string("bench.csv"), std::vector<std::string>{"shape", "sgemm_core", "trans_a", "trans_b", "m", "n", "k",
                                                         "sgemm_gflops", "bf16_gflops", "bf16_over_sgemm",
                                                         "bf16_of_peak", "bf16_peak_gflops", "fp32_peak_gflops"});
     std::cout << std::left << std::setw(20) << "shape" << std::right << std::setw(18) << "m x n x k" << std::setw(9)
