@@ -38,8 +38,7 @@ const float* rounded_copy(const float* src, int rows, int cols, int ld, std::vec
   out.resize(static_cast<std::size_t>(rows) * cols);
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j)
-      out[static_cast<std::size_t>(i) * cols + j] =
-          bf16_to_float(float_to_bf16(src[static_cast<std::size_t>(i) * ld + j]));
+      out[static_cast<std::size_t>(i) * cols + j] = round_to_bf16(src[static_cast<std::size_t>(i) * ld + j]);
   return out.data();
 }
 }  // namespace

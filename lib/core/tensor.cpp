@@ -79,6 +79,10 @@ float bf16_to_float(std::uint16_t b) {
   return f;
 }
 
+float round_to_bf16(float f) {
+  return bf16_to_float(float_to_bf16(f));
+}
+
 std::uint16_t float_to_f16(float f) {
   std::uint32_t x;
   std::memcpy(&x, &f, 4);

@@ -25,6 +25,8 @@ bool cuda_built();
 // Storage conversions for half types (round to nearest even).
 std::uint16_t float_to_bf16(float f);
 float bf16_to_float(std::uint16_t b);
+// f rounded to the nearest bf16 and widened back: the value a bf16 operand carries.
+float round_to_bf16(float f);
 std::uint16_t float_to_f16(float f);
 float f16_to_float(std::uint16_t h);
 

@@ -31,14 +31,23 @@ template <>
 void matmul<double>(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, const double* b, double beta,
                     double* c, Precision precision) {
   const int lda = ta ? m : k, ldb = tb ? k : n;
-  auto input = [precision](double v) {
-    return precision == Precision::Bf16 ? static_cast<double>(bf16_to_float(float_to_bf16(static_cast<float>(v)))) : v;
-  };
+  // Bf16: the products of the operands as bf16 carries them (each rounded once, as fp32 first).
+  std::vector<double> a_rounded, b_rounded;
+  if (precision == Precision::Bf16) {
+    auto rounded = [](const double* x, std::size_t count) {
+      std::vector<double> out(count);
+      for (std::size_t i = 0; i < count; ++i) out[i] = round_to_bf16(static_cast<float>(x[i]));
+      return out;
+    };
+    a_rounded = rounded(a, static_cast<std::size_t>(m) * k);
+    b_rounded = rounded(b, static_cast<std::size_t>(k) * n);
+    a = a_rounded.data(), b = b_rounded.data();
+  }
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
       double acc = 0;
       for (int p = 0; p < k; ++p)
-        acc += input(ta ? a[p * lda + i] : a[i * lda + p]) * input(tb ? b[j * ldb + p] : b[p * ldb + j]);
+        acc += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
       c[i * n + j] = alpha * acc + (beta == 0 ? 0.0 : beta * c[i * n + j]);
     }
 }

@@ -79,7 +79,7 @@ TEST_CASE("cuda gemm: cuBLAS matches the float64 reference, fp32 and bf16", "[cu
           // bf16: the reference multiplies the rounded inputs exactly.
           const auto rounded = [&](std::vector<float> v) {
             if (bf16)
-              for (auto& x : v) x = skew::bf16_to_float(skew::float_to_bf16(x));
+              for (auto& x : v) x = skew::round_to_bf16(x);
             return v;
           };
           std::vector<double> ref(c.begin(), c.end());

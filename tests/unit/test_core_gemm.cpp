@@ -5,18 +5,11 @@
 #include <vector>
 
 #include "kernels/gemm.hpp"
-#include "lib/core/rng.hpp"
+#include "tests/unit/random_matrix.hpp"
 
 using skew::kernels::GemmShape;
 
-namespace {
-std::vector<float> random_matrix(std::size_t n, std::uint64_t stream) {
-  skew::Rng rng(99, stream);
-  std::vector<float> v(n);
-  for (auto& x : v) x = 2.0f * rng.uniform() - 1.0f;
-  return v;
-}
-}  // namespace
+constexpr std::uint64_t kSeed = 99;
 
 TEST_CASE("gemm: CPU matches the float64 reference", "[gemm]") {
   const int m = 7, n = 5, k = 9;
@@ -36,9 +29,9 @@ TEST_CASE("gemm: CPU matches the float64 reference", "[gemm]") {
         s.ldb = pad ? b_cols + pad : 0;
         s.ldc = pad ? n + pad : 0;
         const int lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
-        const auto a = random_matrix(static_cast<std::size_t>(a_rows * lda), 1);
-        const auto b = random_matrix(static_cast<std::size_t>(b_rows * ldb), 2);
-        auto c = random_matrix(static_cast<std::size_t>(m * ldc), 3);
+        const auto a = random_matrix(static_cast<std::size_t>(a_rows * lda), kSeed, 1);
+        const auto b = random_matrix(static_cast<std::size_t>(b_rows * ldb), kSeed, 2);
+        auto c = random_matrix(static_cast<std::size_t>(m * ldc), kSeed, 3);
         std::vector<double> ref(c.begin(), c.end());
         const float alpha = 0.75f, beta = -0.5f;
         skew::kernels::gemm(skew::Device::Host, s, alpha, a.data(), b.data(), beta, c.data());

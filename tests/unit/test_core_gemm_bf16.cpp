@@ -8,23 +8,14 @@
 #include <vector>
 
 #include "kernels/cpu/gemm_bf16.hpp"
-#include "lib/core/rng.hpp"
+#include "tests/unit/random_matrix.hpp"
 
 using skew::kernels::GemmShape;
 namespace cpu = skew::kernels::cpu;
 
 namespace {
 
-std::vector<float> random_matrix(std::size_t n, std::uint64_t stream) {
-  skew::Rng rng(7, stream);
-  std::vector<float> v(n);
-  for (auto& x : v) x = 2.0f * rng.uniform() - 1.0f;
-  return v;
-}
-
-double bf16_rounded(float x) {
-  return skew::bf16_to_float(skew::float_to_bf16(x));
-}
+constexpr std::uint64_t kSeed = 7;
 
 struct Case {
   bool trans_a, trans_b;
@@ -65,11 +56,11 @@ double check_case(Gemm gemm, const Case& t) {
   s.lda = a_cols + t.pad;
   s.ldb = b_cols + t.pad;
   s.ldc = t.n + t.pad;
-  const auto a = random_matrix(static_cast<std::size_t>(a_rows) * s.lda, 1);
-  const auto b = random_matrix(static_cast<std::size_t>(b_rows) * s.ldb, 2);
+  const auto a = random_matrix(static_cast<std::size_t>(a_rows) * s.lda, kSeed, 1);
+  const auto b = random_matrix(static_cast<std::size_t>(b_rows) * s.ldb, kSeed, 2);
   // beta == 0 must not read C: NaN there would poison any product that did.
   auto c = t.beta == 0.0f ? std::vector<float>(static_cast<std::size_t>(t.m) * s.ldc, std::nanf(""))
-                          : random_matrix(static_cast<std::size_t>(t.m) * s.ldc, 3);
+                          : random_matrix(static_cast<std::size_t>(t.m) * s.ldc, kSeed, 3);
   const auto c0 = c;
   gemm(s, t.alpha, a.data(), b.data(), t.beta, c.data());
 
@@ -87,7 +78,7 @@ double check_case(Gemm gemm, const Case& t) {
       }
       double rounded = 0, unrounded = 0, magnitude = 0;
       for (int p = 0; p < t.k; ++p) {
-        const double x = bf16_rounded(op_a(i, p)), y = bf16_rounded(op_b(p, j));
+        const double x = skew::round_to_bf16(op_a(i, p)), y = skew::round_to_bf16(op_b(p, j));
         rounded += x * y;
         magnitude += std::fabs(x * y);
         unrounded += double(op_a(i, p)) * op_b(p, j);
