@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   schema.add_choice("bench.optimizer", "sgd", {"sgd", "adagrad", "ftrl"}, "optimizer (same for all schemas)");
   schema.add_int("bench.tile_samples", 256, "flow: samples per tile");
   schema.add_int("bench.hot_features", 4096, "flow: cached hottest features");
+  schema.add_int("bench.replica_budget_mb", 16, "flow LR: every feature hot if threads x features x 4 B fit (0 = never)");
   schema.add_int("bench.repeats", 3, "interleaved repeats of the three runs per model (medians reported)");
   schema.add_string("bench.csv", "", "CSV output path (empty = none)");
   return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
@@ -135,6 +136,7 @@ int main(int argc, char** argv) {
       o.optimizer.lr = 0.05f;
       o.flow.tile_samples = int(c.get_int("bench.tile_samples"));
       o.flow.hot_features = c.get_int("bench.hot_features");
+      o.flow.replica_budget_bytes = c.get_int("bench.replica_budget_mb") << 20;
       struct Case {
         const char* schema;
         const char* ids;

@@ -51,6 +51,8 @@ Schema make_schema() {
   s.add_bool("train.renumber", true, "renumber features by frequency (flow: hot features get small ids)");
   s.add_int("train.tile_samples", 256, "flow: samples per tile");
   s.add_int("train.hot_features", 4096, "flow: number of hottest features with cached, replicated accumulators");
+  s.add_int("train.replica_budget_mb", 16,
+            "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot (0 = never)");
   s.add_int("train.log_every", 20, "progress line and metrics record every N steps");
   s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
   s.add_string("output.model", "", "where to save the model (default OUTPUT_DIR/model.safetensors)");
@@ -137,6 +139,9 @@ int train(const Config& c, comm::Runtime& rt) {
   o.optimizer.beta = float(c.get_float("train.ftrl_beta"));
   o.flow.tile_samples = int(c.get_int("train.tile_samples"));
   o.flow.hot_features = c.get_int("train.hot_features");
+  SKEW_CHECK(c.get_int("train.replica_budget_mb") >= 0,
+             "train.replica_budget_mb must be >= 0, got " << c.get_int("train.replica_budget_mb"));
+  o.flow.replica_budget_bytes = c.get_int("train.replica_budget_mb") << 20;
   WideTrainer trainer(WideModel::create(shape, std::uint64_t(c.get_int("model.seed")), float(c.get_float("model.init_std"))), o,
                       rt.world);
 

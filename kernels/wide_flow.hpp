@@ -16,11 +16,14 @@
 // On the CPU, LR has one weight per row, so a per-tile sort costs more than it saves; instead
 // its flow is one sample pass and one feature pass (sparse_gradient below): the sample pass
 // gathers, applies, and routes each entry's gradient either into the thread's replicated hot
-// cache or, for a cold feature, into the buffer of the thread that owns the feature (features are
-// dealt out by cache line, so owners never share a line); the feature pass has each owner
-// counting-sort its entries into blocks of 2048 features (8 KB of accumulators: L1-sized) and
-// reduce them there, emitting one row per touched feature. No atomics, no dense gradient array,
-// and the optimizer then walks the touched rows in block order. FFM (the pairwise term does not
+// cache (marking the feature in the thread's touched bits) or, for a cold feature, into the
+// buffer of the thread that owns the feature (features are dealt out by cache line, so owners
+// never share a line); the feature pass has each thread merge the hot replicas over its own
+// range of features, and each owner counting-sort its entries into blocks of 2048 features
+// (8 KB of accumulators: L1-sized) and reduce them there, emitting one row per touched feature.
+// When a replica of every feature per thread fits `replica_budget_bytes` (a model that the
+// last-level cache holds), every feature is hot and nothing is routed. No atomics, no dense
+// gradient array, and the optimizer then walks the touched rows in feature order. FFM (the pairwise term does not
 // factor into per-feature partial sums) keeps sample order inside a tile and routes gradients
 // through the hot cache. The CUDA twin sorts the tiles of LR and FM; its FFM keeps sample order
 // too (a warp per sample).
@@ -80,6 +83,10 @@ struct FmProgram {
 struct WideFlowOptions {
   int tile_samples = 256;            // samples per tile (the sample side of the 2D partition)
   std::int64_t hot_features = 4096;  // ids below this get cached, replicated accumulators
+  // LR on the CPU: when one replica per thread of every feature's gradient (threads x features x
+  // 4 B) fits in this budget (the last-level cache), every feature is hot: no entry is routed to
+  // an owner, and the feature pass only merges the replicas.
+  std::int64_t replica_budget_bytes = std::int64_t(16) << 20;
 };
 
 struct WideFlowStats {
@@ -130,10 +137,9 @@ class WideFlow {
   std::vector<WideTileScratch> scratch_;       // one per thread
   std::vector<std::vector<float>> hot_cache_;  // one replica per thread: hot_ * row_len floats
   WideFlowStats stats_;
-  // LR: per-thread flags (and list) of the touched hot features; per owner, the cold entries each tile
-  // routed to it (tile t writes from its first entry's offset) and the per-(tile, owner) counts.
-  std::vector<std::vector<std::uint8_t>> hot_touched_;
-  std::vector<std::vector<std::uint32_t>> hot_lists_;  // per thread: its touched hot features
+  // LR: per thread, a bit per hot feature it touched; per owner, the cold entries each tile routed
+  // to it (tile t writes from its first entry's offset) and the per-(tile, owner) counts.
+  std::vector<std::vector<std::uint64_t>> hot_bits_;
   std::vector<std::vector<std::uint32_t>> owner_keys_;
   std::vector<std::vector<float>> owner_values_;
   std::vector<std::uint32_t> tile_owner_counts_;

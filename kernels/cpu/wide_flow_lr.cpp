@@ -37,15 +37,16 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
   const std::int64_t base = b.row_ptr[0];
   const std::size_t nnz = std::size_t(b.nnz());
   if (std::size_t(threads) > scratch_.size()) scratch_.resize(std::size_t(threads));
+  const std::size_t hot_words = std::size_t((hot_ + 63) >> 6);
   hot_cache_.resize(std::size_t(threads), std::vector<float>(std::size_t(hot_), 0.0f));
-  hot_touched_.resize(std::size_t(threads), std::vector<std::uint8_t>(std::size_t(hot_), 0));
-  hot_lists_.resize(std::size_t(threads));
+  hot_bits_.resize(std::size_t(threads), std::vector<std::uint64_t>(hot_words, 0));
   owner_keys_.resize(owners);
   owner_values_.resize(owners);
-  for (std::uint32_t p = 0; p < owners; ++p) {
-    if (owner_keys_[p].size() < nnz) owner_keys_[p].resize(nnz);
-    if (owner_values_[p].size() < nnz) owner_values_[p].resize(nnz);
-  }
+  if (hot_ < shape_.num_features)
+    for (std::uint32_t p = 0; p < owners; ++p) {
+      if (owner_keys_[p].size() < nnz) owner_keys_[p].resize(nnz);
+      if (owner_values_[p].size() < nnz) owner_values_[p].resize(nnz);
+    }
   tile_owner_counts_.assign(std::size_t(tiles) * owners, 0u);
   std::vector<float> bias_grads(std::size_t(threads), 0.0f);
 
@@ -53,8 +54,7 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
   pool.run(tiles, [&](std::int64_t task, int thread) {
     const std::int64_t first = task * tile, last = std::min(b.rows, first + tile);
     float* cache = hot_cache_[std::size_t(thread)].data();
-    std::uint8_t* touched = hot_touched_[std::size_t(thread)].data();
-    std::vector<std::uint32_t>& hot_list = hot_lists_[std::size_t(thread)];
+    std::uint64_t* touched = hot_bits_[std::size_t(thread)].data();
     std::uint32_t* counts = tile_owner_counts_.data() + std::size_t(task) * owners;
     const std::size_t offset = std::size_t(b.row_ptr[first] - base);
     const std::int64_t stop = b.row_ptr[last];
@@ -73,10 +73,10 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
         const float v = g * b.value[e];
         if (f < hot_) {
           cache[f] += v;
-          if (!touched[f]) {
-            touched[f] = 1;
-            hot_list.push_back(f);
-          }
+          // Test before setting: hot features are mostly touched already, and a store to the
+          // same few words every entry would chain the loop through memory.
+          const std::uint64_t bit = std::uint64_t(1) << (f & 63);
+          if (!(touched[f >> 6] & bit)) touched[f >> 6] |= bit;
         } else {
           const std::uint32_t p = line_owner(f, owners);
           const std::size_t at = offset + counts[p]++;
@@ -88,33 +88,39 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
     bias_grads[std::size_t(thread)] += bias_grad;
   });
 
-  // Feature pass: part 0 reduces the hot replicas; part 1 + p is owner p's cold features.
-  out.parts.resize(owners + 1);
+  // Feature pass: parts 0..threads-1 merge the hot replicas, each over its own range of
+  // features; part threads + p is owner p's cold features.
+  out.parts.resize(std::size_t(threads) + owners);
   const std::uint32_t blocks = std::uint32_t((shape_.num_features + kBlockMask) >> kBlockBits);
-  pool.run(owners + 1, [&](std::int64_t task, int thread) {
+  pool.run(threads + std::int64_t(owners), [&](std::int64_t task, int thread) {
     WideSparseGradient::Part& part = out.parts[std::size_t(task)];
     part.features.clear();
     part.rows.clear();
-    if (task == 0) {
-      // Only the hot features some thread touched (its list): small batches pay for what they
-      // touch, not for the whole cache. The first list naming f emits it and clears its flags.
-      for (int r = 0; r < threads; ++r) {
-        for (std::uint32_t f : hot_lists_[std::size_t(r)]) {
-          if (!hot_touched_[std::size_t(r)][f]) continue;
+    if (task < threads) {
+      // A word of touched bits covers 64 features (256 B of each replica), so ranges of whole
+      // words never share a cache line; bits and replica entries are cleared as they are read.
+      const std::size_t word_begin = hot_words * std::size_t(task) / std::size_t(threads);
+      const std::size_t word_end = hot_words * std::size_t(task + 1) / std::size_t(threads);
+      for (std::size_t w = word_begin; w < word_end; ++w) {
+        std::uint64_t bits = 0;
+        for (int q = 0; q < threads; ++q) {
+          bits |= hot_bits_[std::size_t(q)][w];
+          hot_bits_[std::size_t(q)][w] = 0;
+        }
+        for (; bits != 0; bits &= bits - 1) {
+          const std::uint32_t f = std::uint32_t(w * 64 + std::size_t(__builtin_ctzll(bits)));
           float sum = 0.0f;
           for (int q = 0; q < threads; ++q) {
             sum += hot_cache_[std::size_t(q)][f];
             hot_cache_[std::size_t(q)][f] = 0.0f;
-            hot_touched_[std::size_t(q)][f] = 0;
           }
           part.features.push_back(f);
           part.rows.push_back(sum);
         }
-        hot_lists_[std::size_t(r)].clear();
       }
       return;
     }
-    const std::uint32_t p = std::uint32_t(task - 1);
+    const std::uint32_t p = std::uint32_t(task - threads);
     WideTileScratch& s = scratch_[std::size_t(thread)];
     // Counting sort of the owner's entries (from every tile's region) by block.
     s.block_start.assign(std::size_t(blocks) + 1, 0u);
@@ -170,7 +176,7 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
   stats_.tiles = tiles;
   stats_.entries = std::int64_t(nnz);
   stats_.columns = out.num_features();
-  stats_.hot_columns = std::int64_t(out.parts[0].features.size());
+  for (int h = 0; h < threads; ++h) stats_.hot_columns += std::int64_t(out.parts[std::size_t(h)].features.size());
 }
 
 }  // namespace skew::kernels

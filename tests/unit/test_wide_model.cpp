@@ -49,22 +49,30 @@ TEST_CASE("classical == flow == float64 reference on one batch (logits and gradi
     Setup s = make_setup(kind, 300);
     const BatchReference ref = batch_reference(s);
     REQUIRE(ref.grad_scale > 0.1);
-    for (const char* schema : {"classical", "flow"}) {
+    // Flow LR either routes cold features to owners (no replica budget) or, when every feature's
+    // per-thread replica fits the budget, caches them all.
+    for (const auto& [schema, replica_budget] : {std::pair{"classical", 0}, {"flow", 0}, {"flow", 1 << 20}}) {
       for (int threads : {1, 2}) {
         TrainOptions o;
         o.schema = schema_from_name(schema);
         o.threads = threads;
         o.flow.tile_samples = 32;
         o.flow.hot_features = 64;
+        o.flow.replica_budget_bytes = replica_budget;
         WideTrainer t(s.model, o);
         std::vector<float> g, logits;
         t.gradient(s.data, 0, s.data.rows(), g, logits);
-        INFO(kernels::wide_kind_name(kind) << " " << schema << " threads=" << threads);
+        INFO(kernels::wide_kind_name(kind) << " " << schema << " threads=" << threads << " budget=" << replica_budget);
         REQUIRE(logits.size() == ref.logits.size());
         const BatchError err = batch_error(ref, logits, g);
         CHECK(err.logit < 1e-4);
         CHECK(err.grad < 1e-4);
-        if (o.schema == TrainSchema::Flow && kind != WideKind::FFM) CHECK(t.flow()->last_stats().hot_columns > 0);
+        if (o.schema == TrainSchema::Flow && kind != WideKind::FFM) {
+          const kernels::WideFlowStats& stats = t.flow()->last_stats();
+          CHECK(stats.hot_columns > 0);
+          const bool all_hot = kind == WideKind::LR && replica_budget > 0;
+          CHECK((stats.hot_columns == stats.columns) == all_hot);
+        }
       }
     }
   }
@@ -111,8 +119,8 @@ TEST_CASE("flow LR training (feature-row gradient) follows classical for every o
   for (const char* opt : {"sgd", "adagrad", "ftrl"}) {
     for (int threads : {1, 3}) {
       Setup s = make_setup(WideKind::LR, 600);
-      std::vector<std::vector<float>> params;
-      for (const char* schema : {"classical", "flow"}) {
+      std::vector<std::vector<float>> params;  // classical, flow routed, flow all hot
+      for (const auto& [schema, replica_budget] : {std::pair{"classical", 0}, {"flow", 0}, {"flow", 1 << 20}}) {
         TrainOptions o;
         o.schema = schema_from_name(schema);
         o.threads = threads;
@@ -121,21 +129,24 @@ TEST_CASE("flow LR training (feature-row gradient) follows classical for every o
         o.optimizer.l2 = 1e-3f;
         o.flow.tile_samples = 16;
         o.flow.hot_features = 40;
+        o.flow.replica_budget_bytes = replica_budget;
         WideTrainer t(s.model, o);
         for (int epoch = 0; epoch < 3; ++epoch)
           for (std::int64_t b = 0; b < 600; b += 100) t.step(s.data, b, b + 100);
         params.push_back(t.parameters());
       }
-      INFO(opt << " threads=" << threads);
-      double worst = 0, moved = 0;
-      for (std::size_t c = 0; c < params[0].size(); ++c) {
-        worst = std::max(worst, double(std::fabs(params[0][c] - params[1][c])));
-        moved = std::max(moved, double(std::fabs(params[0][c] - s.model.params[c])));
+      for (std::size_t flow = 1; flow < params.size(); ++flow) {
+        INFO(opt << " threads=" << threads << (flow == 1 ? " routed" : " all hot"));
+        double worst = 0, moved = 0;
+        for (std::size_t c = 0; c < params[0].size(); ++c) {
+          worst = std::max(worst, double(std::fabs(params[0][c] - params[flow][c])));
+          moved = std::max(moved, double(std::fabs(params[0][c] - s.model.params[c])));
+        }
+        CHECK(moved > 0.01);
+        CHECK(worst < 1e-5);
+        const std::size_t last = 1 + 1999;  // feature 1999 is in no row of the 600
+        CHECK(params[flow][last] == s.model.params[last]);
       }
-      CHECK(moved > 0.01);
-      CHECK(worst < 1e-5);
-      const std::size_t last = 1 + 1999;  // feature 1999 is in no row of the 600
-      CHECK(params[1][last] == s.model.params[last]);
     }
   }
 }
