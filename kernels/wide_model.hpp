@@ -44,4 +44,13 @@ struct WideBatch {
 
 inline float wide_sigmoid(float z) { return 1.0f / (1.0f + __builtin_expf(-z)); }
 
+// CPU: start fetching every cache line of a parameter row (rows of rare features are scattered
+// over an array far larger than the caches; the loops that visit them know the next rows early).
+inline void wide_prefetch_row(const float* row, int row_len) {
+  const char* first = reinterpret_cast<const char*>(row);
+  const char* last = reinterpret_cast<const char*>(row + row_len - 1);
+  for (const char* p = first; p < last; p += 64) __builtin_prefetch(p);
+  __builtin_prefetch(last);
+}
+
 }  // namespace skew::kernels

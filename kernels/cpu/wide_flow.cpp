@@ -92,6 +92,10 @@ void WideFlow::build_tile_csc(const WideBatch& b, std::int64_t first, std::int64
 
 namespace {
 
+// Columns of a tile are distinct features in id order, so their rows are scattered over the
+// parameter array: fetch the rows this many columns ahead.
+constexpr std::size_t kColumnPrefetch = 8;
+
 // Sample index (within the tile) of each entry: entries of a tile are contiguous per sample.
 inline void entry_samples(const WideBatch& b, std::int64_t first, std::int64_t last, std::vector<std::uint32_t>& out) {
   const std::int64_t base = b.row_ptr[first];
@@ -115,6 +119,7 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
   const std::size_t columns = t.col_feature.size();
   // gather: feature -> sample.
   for (std::size_t c = 0; c < columns; ++c) {
+    if (c + kColumnPrefetch < columns) wide_prefetch_row(params + 1 + std::int64_t(t.col_feature[c + kColumnPrefetch]) * row_len, row_len);
     const float* row = params + 1 + std::int64_t(t.col_feature[c]) * row_len;
     for (std::uint32_t e = t.col_begin[c]; e < t.col_begin[c + 1]; ++e) {
       const std::uint32_t entry = t.order[e];
@@ -132,6 +137,11 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
   // scatter: sample -> feature, one write per weight per tile.
   std::int64_t hot_columns = 0;
   for (std::size_t c = 0; c < columns; ++c) {
+    if (c + kColumnPrefetch < columns) {
+      const std::int64_t ahead = 1 + std::int64_t(t.col_feature[c + kColumnPrefetch]) * row_len;
+      wide_prefetch_row(params + ahead, row_len);
+      if (t.col_feature[c + kColumnPrefetch] >= hot) wide_prefetch_row(grad + ahead, row_len);
+    }
     const std::int64_t feature = t.col_feature[c];
     const float* row = params + 1 + feature * row_len;
     std::fill(t.row_grad.begin(), t.row_grad.end(), 0.0f);

@@ -44,9 +44,20 @@ void Optimizer::step(float* params, float* grad, const std::vector<std::uint32_t
   const std::size_t row_len = std::size_t(shape_.row_len());
   constexpr std::int64_t kRowsPerTask = 2048;
   const std::int64_t n = std::int64_t(features.size());
+  // The touched rows come in batch order, scattered over arrays that need not fit any cache:
+  // the rows (and optimizer state) kRowsAhead positions on are fetched while these update.
+  constexpr std::int64_t kRowsAhead = 8;
+  const int len = int(row_len);
   pool.run((n + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(n, (task + 1) * kRowsPerTask);
     for (std::int64_t i = task * kRowsPerTask; i < end; ++i) {
+      if (i + kRowsAhead < end) {
+        const std::size_t ahead = 1 + features[std::size_t(i + kRowsAhead)] * row_len;
+        kernels::wide_prefetch_row(params + ahead, len);
+        kernels::wide_prefetch_row(grad + ahead, len);
+        if (!n_.empty()) kernels::wide_prefetch_row(n_.data() + ahead, len);
+        if (!z_.empty()) kernels::wide_prefetch_row(z_.data() + ahead, len);
+      }
       const std::size_t offset = 1 + features[std::size_t(i)] * row_len;
       update(params, grad + offset, offset, row_len, scale);
     }
