@@ -1,7 +1,8 @@
 // Flow schema for LR on the CPU (WideFlow::sparse_gradient; see kernels/wide_flow.hpp): a
 // sample pass that routes each entry's gradient into a per-thread hot replica or to the owner of
-// the feature's cache line, then a feature pass where each owner reduces its entries block by
-// block in L1-sized accumulators and emits one gradient row per touched feature. No atomics.
+// the feature's cache line, then a feature pass where each thread merges the replicas over its
+// range of hot features and each owner reduces its entries block by block in L1-sized
+// accumulators; both emit one gradient row per touched feature. No atomics.
 #include <algorithm>
 
 #include "kernels/wide_flow.hpp"
@@ -97,8 +98,9 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
     part.features.clear();
     part.rows.clear();
     if (task < threads) {
-      // A word of touched bits covers 64 features (256 B of each replica), so ranges of whole
-      // words never share a cache line; bits and replica entries are cleared as they are read.
+      // Ranges of whole words of touched bits (64 features each) are disjoint, so every bit and
+      // replica entry is read and cleared by one thread. Walking every word costs 1/64 of a
+      // read per hot feature per batch: small next to a batch's entries even when all are hot.
       const std::size_t word_begin = hot_words * std::size_t(task) / std::size_t(threads);
       const std::size_t word_end = hot_words * std::size_t(task + 1) / std::size_t(threads);
       for (std::size_t w = word_begin; w < word_end; ++w) {
