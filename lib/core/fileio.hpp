@@ -10,4 +10,19 @@ void write_file_atomic(const std::string& path, std::string_view bytes);
 std::string read_file(const std::string& path);
 void make_directories(const std::string& path);
 
+// A whole file, read-only, mapped from the page cache instead of copied into a zeroed buffer:
+// parsing a large text file then costs no copy and no page faults on a fresh buffer.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  std::string_view view() const { return {data_, size_}; }
+
+ private:
+  const char* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
 }  // namespace skew

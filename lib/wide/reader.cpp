@@ -164,15 +164,6 @@ void parse_chunk(const char* begin, const char* end, TextFormat format, bool ski
   }
 }
 
-std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  SKEW_CHECK(in.good(), "cannot open '" << path << "'");
-  std::string text(std::filesystem::file_size(path), '\0');
-  in.read(text.data(), std::streamsize(text.size()));
-  SKEW_CHECK(in.gcount() == std::streamsize(text.size()), "short read of '" << path << "'");
-  return text;
-}
-
 TextFormat format_for(const std::string& path, const std::string& option) {
   if (option == "libsvm") return TextFormat::Libsvm;
   if (option == "libffm") return TextFormat::Libffm;
@@ -275,11 +266,9 @@ SparseDataset parse_text(std::string_view text, const std::string& origin, TextF
   parse_chunk(cuts[0], cuts[1], format, options.skip_bad_lines, parts[0]);
   for (auto& th : pool) th.join();
 
-  SparseDataset out;
-  if (parts.size() == 1 && parts[0].first_error.line < 0) {
-    out = std::move(parts[0].data);
-    parts[0].data = SparseDataset{};
-  }
+  // The first chunk's arrays become the dataset's; the others are appended to them.
+  SparseDataset out = std::move(parts[0].data);
+  parts[0].data = SparseDataset{};
   std::int64_t line_base = 0, max_index = -1;
   ReadReport local;
   for (auto& part : parts) {
@@ -331,9 +320,9 @@ SparseDataset load_dataset(const std::string& spec, const ReadOptions& o, ReadRe
     want.skip_bad = o.skip_bad_lines ? 1 : 0;
     const std::string cache = spec + ".skewbin";
     if (!(o.use_cache && read_cache_slice(cache, want, o, d, report))) {
-      const std::string text = read_whole_file(spec);
-      report.megabytes = double(text.size()) / 1e6;
-      SparseDataset all = parse_text(text, spec, format, o, &report);
+      const MappedFile text(spec);
+      report.megabytes = double(text.view().size()) / 1e6;
+      SparseDataset all = parse_text(text.view(), spec, format, o, &report);
       if (o.use_cache) {
         CacheHeader h = want;
         h.rows = all.rows();

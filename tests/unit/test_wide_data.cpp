@@ -142,3 +142,27 @@ TEST_CASE("synthetic criteo: fields, determinism, slices, zipf skew") {
   CHECK(positives < 3800);
   CHECK_THROWS_WITH(parse_synthetic_spec("synthetic:criteo?rows=10&bogus=1"), Catch::Contains("bogus"));
 }
+
+TEST_CASE("a file loads (mapped) exactly as its text parses; an empty file has no rows") {
+  const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_map_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "d.libffm").string(), empty = (dir / "e.libsvm").string();
+  std::string text;
+  for (int i = 0; i < 3000; ++i)
+    text += std::to_string(i % 2) + " " + std::to_string(i % 7) + ":" + std::to_string(i * 13 % 9973) + ":0." +
+            std::to_string(i % 1000) + " 3:" + std::to_string(i) + ":1\r\n";
+  std::ofstream(path, std::ios::binary) << text;
+  std::ofstream(empty, std::ios::binary).flush();
+  ReadOptions o;
+  o.use_cache = false;
+  o.threads = 2;
+  const SparseDataset loaded = load_dataset(path, o), parsed = parse_text(text, path, TextFormat::Libffm, o, nullptr);
+  REQUIRE(loaded.rows() == 3000);
+  CHECK(loaded.index == parsed.index);
+  CHECK(loaded.field == parsed.field);
+  CHECK(loaded.value == parsed.value);
+  CHECK(loaded.label == parsed.label);
+  CHECK(loaded.row_ptr == parsed.row_ptr);
+  CHECK(load_dataset(empty, o).rows() == 0);
+  std::filesystem::remove_all(dir);
+}
