@@ -156,10 +156,20 @@ int train(const Config& c, comm::Runtime& rt) {
   const std::int64_t log_every = std::max<std::int64_t>(1, c.get_int("train.log_every"));
   const int patience = int(c.get_int("train.patience"));
 
+  // The best model so far is saved (atomically) whenever an epoch improves it: a crash or a
+  // kill later in the run keeps it.
+  std::string model_path = c.get_string("output.model");
+  if (model_path.empty() && !dir.empty()) model_path = dir + "/model.safetensors";
   std::vector<float> best_params = trainer.parameters();
+  int best_epoch = 0;
+  const auto save_best = [&] {
+    if (model_path.empty() || rt.world_rank != 0) return;
+    WideModel saved{shape, renumber ? order.to_original(shape, best_params) : best_params};
+    saved.save(model_path, {{"schema", c.get_string("train.schema")}, {"epoch", std::to_string(best_epoch)}});
+  };
   double best_loss = 1e300, best_auc = 0.5, train_seconds = 0;
   std::int64_t total_samples = 0, total_nnz = 0, global_step = 0;
-  int best_epoch = 0, epochs_run = 0, since_best = 0;
+  int epochs_run = 0, since_best = 0;
   for (int epoch = 1; epoch <= int(c.get_int("train.epochs")); ++epoch) {
     Timer epoch_timer;
     double loss_sum = 0, window_loss = 0;
@@ -190,6 +200,7 @@ int train(const Config& c, comm::Runtime& rt) {
     if (!has_valid) {
       best_params = trainer.parameters();
       best_epoch = epoch;
+      save_best();
       metrics.write(record);
       continue;
     }
@@ -205,19 +216,12 @@ int train(const Config& c, comm::Runtime& rt) {
       best_auc = e.auc;
       best_epoch = epoch;
       best_params = trainer.parameters();
+      save_best();
       since_best = 0;
     } else if (patience > 0 && ++since_best >= patience) {
       SKEW_INFO("early stop: no better validation logloss for " << patience << " epoch(s); keeping epoch " << best_epoch);
       break;
     }
-  }
-  trainer.parameters() = best_params;
-
-  std::string model_path = c.get_string("output.model");
-  if (model_path.empty() && !dir.empty()) model_path = dir + "/model.safetensors";
-  if (!model_path.empty() && rt.world_rank == 0) {
-    WideModel saved{shape, renumber ? order.to_original(shape, best_params) : best_params};
-    saved.save(model_path, {{"schema", c.get_string("train.schema")}});
   }
   Json summary{{"app", "wide_train"}, {"model", c.get_string("model.type")}, {"schema", c.get_string("train.schema")},
                {"device", c.get_string("train.device")}, {"ranks", rt.world_size}, {"threads", threads}, {"features", shape.num_features},

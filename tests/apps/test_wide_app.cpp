@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lib/core/fileio.hpp"
+#include "lib/core/safetensors.hpp"
 #include "lib/core/tensor.hpp"
 #include "lib/wide/trainer.hpp"
 
@@ -65,4 +66,27 @@ TEST_CASE("wide_train --train.device=cuda without a GPU exits with an error nami
   INFO(text);
   CHECK(text.find("train.device = cuda") != std::string::npos);
   std::filesystem::remove(log);
+}
+
+TEST_CASE("wide_train killed mid-run leaves its best model so far, whole and usable") {
+  const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_app_kill_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const auto model = dir / "model.safetensors", pid_file = dir / "pid";
+  // Far more epochs than the test waits for, and no early stop: the run is killed, never done.
+  REQUIRE(run("sh -c '" + std::string(SKEW_WIDE_TRAIN) + " --config " + SKEW_SOURCE_DIR + "/configs/wide.ini --data.train=\"" +
+              kTrain + "\" --data.valid=\"" + kValid + "\" --train.epochs=100000 --train.patience=0 --output.dir=" +
+              dir.string() + " > " + dir.string() + ".log 2>&1 & echo $! > " + pid_file.string() + "'") == 0);
+  for (int waited_ms = 0; !std::filesystem::exists(model) && waited_ms < 120000; waited_ms += 20) usleep(20000);
+  const std::string pid = skew::read_file(pid_file.string());
+  run("kill -9 " + pid);
+  REQUIRE(std::filesystem::exists(model));
+  CHECK_FALSE(std::filesystem::exists(dir / "summary.json"));
+  const skew::TensorFile file = skew::load_safetensors(model.string());
+  CHECK(std::stoi(file.metadata.at("epoch")) >= 1);
+  TrainOptions o;
+  WideTrainer kept(WideModel::load(model.string()), o);
+  CHECK(kept.evaluate(load_dataset(kValid, ReadOptions{})).auc > 0.7);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(dir.string() + ".log");
 }
