@@ -55,7 +55,7 @@ Schema make_schema() {
             "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot (0 = never)");
   s.add_int("train.log_every", 20, "progress line and metrics record every N steps");
   s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
-  s.add_string("output.model", "", "where to save the model (default OUTPUT_DIR/model.safetensors)");
+  s.add_string("output.model", "", "where the best model so far is saved, each time an epoch improves it (default OUTPUT_DIR/model.safetensors)");
   s.add_string("predict.model", "", "--predict: the model to load");
   s.add_string("predict.data", "", "--predict: the data to score");
   s.add_string("predict.output", "-", "--predict: output file, one probability per line ('-' = stdout)");
