@@ -31,12 +31,14 @@ TEST_CASE("allreduce data parallel equals one rank with the same global batch") 
                           &part.value[std::size_t(part.row_ptr[i])], std::size_t(part.row_ptr[i + 1] - part.row_ptr[i]),
                           part.label[std::size_t(i)]);
     }
-  for (const char* schema : {"classical", "flow"}) {
+  // Flow LR both ways: cold features routed to owners (no replica budget) and all hot.
+  for (const auto& [schema, replica_budget] : {std::pair{"classical", 0}, {"flow", 0}, {"flow", 1 << 20}}) {
     for (const char* model_type : {"lr", "fm"}) {
       const kernels::WideKind kind = kernels::wide_kind_from_name(model_type);
       const kernels::WideShape shape{kind, 5000, 39, kind == kernels::WideKind::LR ? 0 : 4};
       TrainOptions o;
       o.schema = schema_from_name(schema);
+      o.flow.replica_budget_bytes = replica_budget;
       o.optimizer.kind = OptimizerKind::AdaGrad;
       o.optimizer.lr = 0.1f;
       o.optimizer.l2 = 1e-4f;
@@ -47,7 +49,7 @@ TEST_CASE("allreduce data parallel equals one rank with the same global batch") 
         loss_parallel = parallel.step(mine, s * local_batch, (s + 1) * local_batch).loss;
         loss_single = single.step(serial, s * global_batch, (s + 1) * global_batch).loss;
       }
-      INFO(schema << " " << model_type << " ranks=" << P);
+      INFO(schema << " " << model_type << " ranks=" << P << " replica budget " << replica_budget);
       CHECK(loss_parallel == Approx(loss_single).epsilon(1e-5));
       double worst = 0, largest = 0;
       for (std::size_t i = 0; i < single.parameters().size(); ++i) {
