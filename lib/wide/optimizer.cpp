@@ -27,8 +27,10 @@ Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& 
   }
 }
 
-void Optimizer::update(float* params, float* g, std::size_t offset, std::size_t count, float scale) {
-  const kernels::WideUpdateRule r = rule();
+// Called once per touched row (a single float for LR): inlined into the loops over rows, with
+// the rule read once per step.
+[[gnu::always_inline]] inline void Optimizer::update(const kernels::WideUpdateRule& r, float* params, float* g,
+                                                     std::size_t offset, std::size_t count, float scale) {
   float* n = n_.empty() ? nullptr : n_.data();
   float* z = z_.empty() ? nullptr : z_.data();
   for (std::size_t j = offset; j < offset + count; ++j) {
@@ -40,7 +42,8 @@ void Optimizer::update(float* params, float* g, std::size_t offset, std::size_t 
 
 void Optimizer::step(float* params, float* grad, const std::vector<std::uint32_t>& features, float scale,
                      kernels::WidePool& pool) {
-  update(params, grad, 0, 1, scale);
+  const kernels::WideUpdateRule r = rule();
+  update(r, params, grad, 0, 1, scale);
   const std::size_t row_len = std::size_t(shape_.row_len());
   constexpr std::int64_t kRowsPerTask = 2048;
   const std::int64_t n = std::int64_t(features.size());
@@ -59,13 +62,14 @@ void Optimizer::step(float* params, float* grad, const std::vector<std::uint32_t
         if (!z_.empty()) kernels::wide_prefetch_row(z_.data() + ahead, len);
       }
       const std::size_t offset = 1 + features[std::size_t(i)] * row_len;
-      update(params, grad + offset, offset, row_len, scale);
+      update(r, params, grad + offset, offset, row_len, scale);
     }
   });
 }
 
 void Optimizer::step(float* params, kernels::WideSparseGradient& grad, float scale, kernels::WidePool& pool) {
-  update(params, &grad.bias, 0, 1, scale);
+  const kernels::WideUpdateRule r = rule();
+  update(r, params, &grad.bias, 0, 1, scale);
   const std::size_t row_len = std::size_t(shape_.row_len());
   constexpr std::size_t kRowsPerTask = 4096;
   std::vector<std::pair<std::size_t, std::size_t>> tasks;  // (part, first row)
@@ -75,8 +79,8 @@ void Optimizer::step(float* params, kernels::WideSparseGradient& grad, float sca
     const auto [p, first] = tasks[std::size_t(task)];
     kernels::WideSparseGradient::Part& part = grad.parts[p];
     const std::size_t end = std::min(part.features.size(), first + kRowsPerTask);
-    for (std::size_t r = first; r < end; ++r)
-      update(params, part.rows.data() + r * row_len, 1 + part.features[r] * row_len, row_len, scale);
+    for (std::size_t row = first; row < end; ++row)
+      update(r, params, part.rows.data() + row * row_len, 1 + part.features[row] * row_len, row_len, scale);
   });
 }
 

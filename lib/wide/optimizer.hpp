@@ -39,7 +39,8 @@ class Optimizer {
 
  private:
   // Updates params[offset, offset + count) from g[0, count) and zeroes g.
-  void update(float* params, float* g, std::size_t offset, std::size_t count, float scale);
+  void update(const kernels::WideUpdateRule& r, float* params, float* g, std::size_t offset, std::size_t count,
+              float scale);
   OptimizerOptions options_;
   kernels::WideShape shape_;
   std::vector<float> n_, z_;  // AdaGrad: n_ = sum g^2; FTRL: z_, n_
