@@ -137,10 +137,14 @@ int train(const Config& c, comm::Runtime& rt) {
   o.optimizer.l2 = float(c.get_float("train.l2"));
   o.optimizer.l1 = float(c.get_float("train.l1"));
   o.optimizer.beta = float(c.get_float("train.ftrl_beta"));
+  const auto require_at_least = [&](const char* key, std::int64_t least) {
+    SKEW_CHECK(c.get_int(key) >= least, key << " must be at least " << least << ", got " << c.get_int(key));
+  };
+  require_at_least("train.tile_samples", 1);
+  require_at_least("train.hot_features", 0);
+  require_at_least("train.replica_budget_mb", 0);
   o.flow.tile_samples = int(c.get_int("train.tile_samples"));
   o.flow.hot_features = c.get_int("train.hot_features");
-  SKEW_CHECK(c.get_int("train.replica_budget_mb") >= 0,
-             "train.replica_budget_mb must be >= 0, got " << c.get_int("train.replica_budget_mb"));
   o.flow.replica_budget_bytes = c.get_int("train.replica_budget_mb") << 20;
   WideTrainer trainer(WideModel::create(shape, std::uint64_t(c.get_int("model.seed")), float(c.get_float("model.init_std"))), o,
                       rt.world);

@@ -113,7 +113,7 @@ void wide_ffm_flow_cuda(const WideShape& shape, const WideFlowOptions& options, 
   if (batch.rows == 0) return;
   const int tile = std::max(1, std::min(options.tile_samples, 64));
   const std::int64_t hot_fit = std::int64_t(kSharedBudget / sizeof(float) - 1) / shape.row_len();
-  const int hot = int(std::min({options.hot_features, shape.num_features, hot_fit}));
+  const int hot = int(std::max<std::int64_t>(0, std::min({options.hot_features, shape.num_features, hot_fit})));
   const std::size_t shared = (std::size_t(hot) * std::size_t(shape.row_len()) + 1) * sizeof(float);
   ffm_flow_kernel<<<unsigned((batch.rows + tile - 1) / tile), kThreads, shared, stream>>>(
       shape.k, shape.row_len(), tile, hot, batch, params, grad, logits);

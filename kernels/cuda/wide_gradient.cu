@@ -7,6 +7,7 @@
 //  in replicated shared-memory copies indexed by thread id modulo the copy count, and writes
 //  them with one atomic per weight per tile; cold features take global atomics directly.
 #include <cub/device/device_segmented_radix_sort.cuh>
+#include <limits>
 
 #include "kernels/cuda/wide_ffm.cuh"
 #include "kernels/wide_classical.hpp"
@@ -92,7 +93,7 @@ __global__ void flow_kernel(Program prog, int row_len, int tile, int hot, WideBa
     const std::uint32_t entry = entries[e], s = sample_of[entry], f = keys[e];
     float row_grad[kMaxRow] = {};
     prog.scatter(params + 1 + std::int64_t(f) * row_len, b.value[base + entry], acc + s * acc_len, sample_grad[s], row_grad);
-    float* out = int(f) < hot ? replica + std::int64_t(f) * row_len : grad + 1 + std::int64_t(f) * row_len;
+    float* out = f < std::uint32_t(hot) ? replica + std::int64_t(f) * row_len : grad + 1 + std::int64_t(f) * row_len;
     for (int j = 0; j < row_len; ++j) atomicAdd(out + j, row_grad[j]);
   }
   __syncthreads();
@@ -139,15 +140,19 @@ void wide_flow_gradient_cuda(const WideShape& shape, const WideFlowOptions& opti
   const int row_len = shape.row_len(), acc_len = shape.kind == WideKind::LR ? 1 : 2 + shape.k;
   const std::size_t fixed = std::size_t(tile) * (acc_len + 1) * sizeof(float);
   const std::int64_t hot_fit = std::int64_t((kSharedBudget - fixed) / (kReplicas * row_len * sizeof(float)));
-  const int hot = int(std::min({options.hot_features, shape.num_features, hot_fit}));
+  const int hot = int(std::max<std::int64_t>(0, std::min({options.hot_features, shape.num_features, hot_fit})));
   const std::size_t shared = fixed + std::size_t(kReplicas) * hot * row_len * sizeof(float);
 
+  // CUB's segmented sort counts items and offsets in int.
+  SKEW_CHECK(nnz <= std::numeric_limits<int>::max(), "a batch of " << nnz << " nonzeros is too large for one flow step");
+  // A batch of empty rows has no entries: allocate one, as zero-byte allocations need not succeed.
+  const std::size_t entry_bytes = std::size_t(std::max<std::int64_t>(nnz, 1)) * sizeof(std::uint32_t);
   std::uint32_t *keys_out, *entry_in, *entry_out, *sample_of;
   int* segment;
-  SKEW_CUDA_CHECK(cudaMallocAsync(&keys_out, nnz * 4, stream));
-  SKEW_CUDA_CHECK(cudaMallocAsync(&entry_in, nnz * 4, stream));
-  SKEW_CUDA_CHECK(cudaMallocAsync(&entry_out, nnz * 4, stream));
-  SKEW_CUDA_CHECK(cudaMallocAsync(&sample_of, nnz * 4, stream));
+  SKEW_CUDA_CHECK(cudaMallocAsync(&keys_out, entry_bytes, stream));
+  SKEW_CUDA_CHECK(cudaMallocAsync(&entry_in, entry_bytes, stream));
+  SKEW_CUDA_CHECK(cudaMallocAsync(&entry_out, entry_bytes, stream));
+  SKEW_CUDA_CHECK(cudaMallocAsync(&sample_of, entry_bytes, stream));
   SKEW_CUDA_CHECK(cudaMallocAsync(&segment, (tiles + 1) * sizeof(int), stream));
   prepare_kernel<<<unsigned((batch.rows + kThreads - 1) / kThreads), kThreads, 0, stream>>>(batch, tile, base, sample_of,
                                                                                              entry_in, segment);

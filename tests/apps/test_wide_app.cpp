@@ -90,3 +90,16 @@ TEST_CASE("wide_train killed mid-run leaves its best model so far, whole and usa
   std::filesystem::remove_all(dir);
   std::filesystem::remove(dir.string() + ".log");
 }
+
+TEST_CASE("wide_train rejects out-of-range flow keys, naming them") {
+  for (const char* bad : {"train.hot_features=-1", "train.tile_samples=0", "train.replica_budget_mb=-2"}) {
+    const auto log = std::filesystem::temp_directory_path() / ("skew_wide_app_bad_" + std::to_string(getpid()) + ".log");
+    const int rc = run(std::string(SKEW_WIDE_TRAIN) + " --data.train='" + kTrain + "' --data.valid= --" + bad + " > " +
+                       log.string() + " 2>&1");
+    const std::string text = skew::read_file(log.string()), key = std::string(bad).substr(0, std::string(bad).find('='));
+    INFO(text);
+    CHECK(rc != 0);
+    CHECK(text.find(key + " must be at least") != std::string::npos);
+    std::filesystem::remove(log);
+  }
+}

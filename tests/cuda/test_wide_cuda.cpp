@@ -28,7 +28,7 @@ TEST_CASE("CUDA logits and gradients equal the float64 reference (LR, FM, FFM; c
       o.flow.hot_features = 64;
       WideTrainer t(s.model, o);
       std::vector<float> g, logits;
-      // Rows 100..300 after rows 0..100: the second batch starts at a non-zero offset.
+      // Two batches through one trainer: the second reuses the staging buffers of the first.
       t.gradient(s.data, 0, 100, g, logits);
       std::vector<float> g_rest, logits_rest;
       t.gradient(s.data, 100, 300, g_rest, logits_rest);
@@ -45,8 +45,20 @@ TEST_CASE("CUDA logits and gradients equal the float64 reference (LR, FM, FFM; c
 
 TEST_CASE("CUDA training (with and without overlap) ends where the CPU training ends") {
   SKEW_REQUIRE_GPU();
-  for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
-    for (const char* schema : {"classical", "flow"}) {
+  // Every model and schema under AdaGrad; LR flow also under SGD (no optimizer state) and FTRL
+  // (two state arrays, z set from the starting weights).
+  struct Case {
+    WideKind kind;
+    const char* schema;
+    const char* optimizer;
+  };
+  std::vector<Case> cases;
+  for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM})
+    for (const char* schema : {"classical", "flow"}) cases.push_back({kind, schema, "adagrad"});
+  cases.push_back({WideKind::LR, "flow", "sgd"});
+  cases.push_back({WideKind::LR, "flow", "ftrl"});
+  for (const auto& [kind, schema, optimizer] : cases) {
+    {
       Setup s = make_setup(kind, 600);
       std::vector<std::vector<float>> params;
       std::vector<double> last_loss;
@@ -55,7 +67,7 @@ TEST_CASE("CUDA training (with and without overlap) ends where the CPU training 
         o.schema = schema_from_name(schema);
         o.device = run == 0 ? TrainDevice::Cpu : TrainDevice::Cuda;
         o.overlap = run == 2;
-        o.optimizer.kind = OptimizerKind::AdaGrad;
+        o.optimizer.kind = optimizer_from_name(optimizer);
         o.optimizer.lr = 0.1f;
         o.optimizer.l2 = 1e-3f;
         o.flow.tile_samples = 32;
@@ -69,7 +81,7 @@ TEST_CASE("CUDA training (with and without overlap) ends where the CPU training 
         last_loss.push_back(loss);
       }
       for (int run = 1; run < 3; ++run) {
-        INFO(kernels::wide_kind_name(kind) << " " << schema << (run == 2 ? " overlap" : " no overlap"));
+        INFO(kernels::wide_kind_name(kind) << " " << schema << " " << optimizer << (run == 2 ? " overlap" : " no overlap"));
         CHECK(last_loss[std::size_t(run)] == Approx(last_loss[0]).epsilon(1e-4));
         double worst = 0, moved = 0;
         for (std::size_t c = 0; c < params[0].size(); ++c) {
