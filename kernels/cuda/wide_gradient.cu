@@ -143,6 +143,18 @@ void wide_flow_gradient_cuda(const WideShape& shape, const WideFlowOptions& opti
   const int hot = int(std::max<std::int64_t>(0, std::min({options.hot_features, shape.num_features, hot_fit})));
   const std::size_t shared = fixed + std::size_t(kReplicas) * hot * row_len * sizeof(float);
 
+  // The step's scratch comes from the device's default pool, which by default hands memory back
+  // to the driver at every synchronisation (each training step ends with one): keep it mapped.
+  static const bool pool_kept = [] {
+    int device = 0;
+    SKEW_CUDA_CHECK(cudaGetDevice(&device));
+    cudaMemPool_t pool;
+    SKEW_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+    std::uint64_t keep_all = std::numeric_limits<std::uint64_t>::max();
+    SKEW_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+    return true;
+  }();
+  (void)pool_kept;
   // CUB's segmented sort counts items and offsets in int.
   SKEW_CHECK(nnz <= std::numeric_limits<int>::max(), "a batch of " << nnz << " nonzeros is too large for one flow step");
   // A batch of empty rows has no entries: allocate one, as zero-byte allocations need not succeed.
