@@ -132,6 +132,9 @@ void parse_chunk(const char* begin, const char* end, TextFormat format, bool ski
   res.data.index.reserve(nnz_guess);
   res.data.field.reserve(nnz_guess);
   res.data.value.reserve(nnz_guess);
+  advise_huge_pages(res.data.index.data(), nnz_guess * sizeof(std::uint32_t));
+  advise_huge_pages(res.data.field.data(), nnz_guess * sizeof(std::uint16_t));
+  advise_huge_pages(res.data.value.data(), nnz_guess * sizeof(float));
   std::vector<std::uint32_t> idx;
   std::vector<std::uint16_t> fld;
   std::vector<float> val;

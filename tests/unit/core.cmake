@@ -1,4 +1,4 @@
-# Foundation tests: config, tensor, rng, safetensors, checkpoints, metrics, gemm (fp32 and the bf16 kernel), errors and log.
+# Foundation tests: config, tensor, rng, safetensors, checkpoints, metrics, gemm (fp32 and the bf16 kernel), errors, log and file helpers.
 skew_unit_test(skew_core_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_core_config.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_tensor.cpp
@@ -9,4 +9,5 @@ skew_unit_test(skew_core_test
           ${CMAKE_CURRENT_LIST_DIR}/test_core_gemm.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_gemm_bf16.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_log.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_core_fileio.cpp
   LIBS skew_core skew_kernels)
