@@ -36,7 +36,7 @@ Schema make_schema() {
   s.add_int("model.seed", 1, "initialisation seed");
   s.add_choice("train.schema", "flow", {"classical", "flow"}, "training schema");
   s.add_choice("train.device", "cpu", {"cpu", "cuda"},
-               "where to train: cpu (train.threads per rank) or cuda (one GPU, one rank; validation on the CPU)");
+               "where to train: cpu (train.threads per rank) or cuda (one GPU per rank; validation on the CPU)");
   s.add_bool("train.overlap", true, "cuda: copy the next mini-batch to the GPU on a second stream while this one computes");
   s.add_choice("train.optimizer", "adagrad", {"sgd", "adagrad", "ftrl"}, "optimizer");
   s.add_float("train.lr", 0.05, "learning rate (FTRL: alpha)");
@@ -253,7 +253,9 @@ int main(int argc, char** argv) {
   const int count = int(args.size());
   args.push_back(nullptr);  // MPI_Init expects argv[argc] == NULL
   const Schema schema = make_schema();
-  return comm::run_main(count, args.data(), false, [&](comm::Runtime& rt) {
+  // Each rank binds GPU local_rank % count when GPUs are visible (train.device = cuda on several
+  // ranks: one GPU each).
+  return comm::run_main(count, args.data(), /*bind_gpu=*/true, [&](comm::Runtime& rt) {
     const Config c = Config::parse(schema, count, args.data());
     if (c.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
     return predict_mode ? predict(c, rt) : train(c, rt);

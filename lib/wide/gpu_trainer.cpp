@@ -65,6 +65,8 @@ struct WideGpuTrainer::State {
   float *params = nullptr, *grad = nullptr, *n = nullptr, *z = nullptr, *logits = nullptr, *host_logits = nullptr;
   std::size_t logits_cap = 0, host_logits_cap = 0;
   std::uint8_t* touched = nullptr;
+  std::vector<float> host_grad;             // several ranks: the gradient exchanged on the host
+  std::vector<std::uint8_t> host_touched;  // and its touched flags
   cudaStream_t compute = nullptr, copy = nullptr;
   cudaEvent_t kernel_start = nullptr, kernel_stop = nullptr;
   Slot slots[2];
@@ -208,15 +210,30 @@ WideGpuTrainer::~WideGpuTrainer() {
 }
 
 double WideGpuTrainer::step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin,
-                            std::int64_t next_end, std::vector<float>& logits) {
+                            std::int64_t next_end, std::vector<float>& logits, const GradientExchange& exchange) {
   State& s = *state_;
   const std::int64_t rows = end - begin;
   Slot& slot = s.batch_slot(data, begin, end);
   SKEW_CUDA_CHECK(cudaStreamWaitEvent(s.compute, slot.copied, 0));
   kernels::wide_mark_touched_cuda(s.device_batch(slot), 0, slot.nnz, s.touched, s.compute);
   s.launch_gradient(slot);
-  if (rows > 0)
-    kernels::wide_update_cuda(s.shape, s.rule, 1.0f / float(rows), s.touched, s.params, s.grad, s.n, s.z, s.compute);
+  std::int64_t samples = rows;
+  if (exchange) {
+    // The whole gradient and flag arrays cross PCIe both ways: simple and exact, and O(model)
+    // per step (a compacted touched list would move only the batch's rows).
+    const std::size_t params = std::size_t(s.shape.num_params()), features = std::size_t(s.shape.num_features);
+    s.logits_to_host(rows, logits);
+    s.host_grad.resize(params);
+    s.host_touched.resize(features);
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.host_grad.data(), s.grad, params * sizeof(float), cudaMemcpyDeviceToHost, s.compute));
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.host_touched.data(), s.touched, features, cudaMemcpyDeviceToHost, s.compute));
+    SKEW_CUDA_CHECK(cudaStreamSynchronize(s.compute));
+    samples = exchange(s.host_grad, s.host_touched, logits);
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.grad, s.host_grad.data(), params * sizeof(float), cudaMemcpyHostToDevice, s.compute));
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.touched, s.host_touched.data(), features, cudaMemcpyHostToDevice, s.compute));
+  }
+  if (samples > 0)
+    kernels::wide_update_cuda(s.shape, s.rule, 1.0f / float(samples), s.touched, s.params, s.grad, s.n, s.z, s.compute);
   // The next batch's copy runs on the copy stream while this one computes. Its slot's last
   // user (the previous step) has finished: every step ends with a synchronisation.
   if (s.overlap && next_begin < next_end) {
@@ -225,7 +242,10 @@ double WideGpuTrainer::step(const SparseDataset& data, std::int64_t begin, std::
     other.staged_ahead = true;
     s.next_slot = &slot == &s.slots[0] ? 0 : 1;
   }
-  s.logits_to_host(rows, logits);
+  if (exchange)
+    SKEW_CUDA_CHECK(cudaStreamSynchronize(s.compute));  // the host buffers are the next step's again
+  else
+    s.logits_to_host(rows, logits);
   float ms = 0.0f;
   SKEW_CUDA_CHECK(cudaEventElapsedTime(&ms, s.kernel_start, s.kernel_stop));
   return 1e-3 * double(ms);
@@ -275,7 +295,7 @@ WideGpuTrainer::WideGpuTrainer(const kernels::WideShape&, bool, const kernels::W
 }
 WideGpuTrainer::~WideGpuTrainer() = default;
 double WideGpuTrainer::step(const SparseDataset&, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                            std::vector<float>&) {
+                            std::vector<float>&, const GradientExchange&) {
   SKEW_THROW("train.device = cuda: this build has no CUDA");
 }
 void WideGpuTrainer::gradient(const SparseDataset&, std::int64_t, std::int64_t, std::vector<float>&,

@@ -4,9 +4,12 @@
 // batch computes (events order the slot reuse); with it off, copy and compute take turns on one
 // stream. Gradient kernels: kernels/cuda/wide_gradient.cu (classical or flow, LR/FM/FFM); the
 // update: kernels/cuda/wide_update.cu, the same rules and touched rows as the CPU optimiser.
-// Built without CUDA, constructing one throws.
+// On several ranks (one GPU each) the batch gradient is summed over the group on the host
+// between the gradient kernel and the update (GradientExchange). Built without CUDA,
+// constructing one throws.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -26,11 +29,19 @@ class WideGpuTrainer {
   WideGpuTrainer(const WideGpuTrainer&) = delete;
   WideGpuTrainer& operator=(const WideGpuTrainer&) = delete;
 
-  // One step on rows [begin, end): gradient, update with scale 1/rows, logits back to the host.
-  // Rows [next_begin, next_end) (empty when next_begin >= next_end) are the next step's batch,
-  // staged now when overlap is on. Returns the seconds the gradient kernel took on the GPU.
+  // Several ranks: called between the gradient and the update with host copies of the batch's
+  // dense gradient (every parameter), its touched flags (one per feature) and its logits. It
+  // makes gradient and flags the group's (sum over ranks, union of touched features) and returns
+  // the number of samples the update divides by; both go back to the GPU for the update.
+  using GradientExchange =
+      std::function<std::int64_t(std::vector<float>& grad, std::vector<std::uint8_t>& touched, const std::vector<float>& logits)>;
+
+  // One step on rows [begin, end): gradient, (exchange,) update with scale 1/samples (rows
+  // without an exchange), logits back to the host. Rows [next_begin, next_end) (empty when
+  // next_begin >= next_end) are the next step's batch, staged now when overlap is on. Returns
+  // the seconds the gradient kernel took on the GPU.
   double step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin,
-              std::int64_t next_end, std::vector<float>& logits);
+              std::int64_t next_end, std::vector<float>& logits, const GradientExchange& exchange = {});
   // The batch gradient alone (for tests): grad has every parameter; nothing is updated.
   void gradient(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::vector<float>& grad,
                 std::vector<float>& logits);

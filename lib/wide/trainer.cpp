@@ -28,8 +28,6 @@ WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shar
   if (options.device == TrainDevice::Cuda) {
     SKEW_CHECK(cuda_built(), "train.device = cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON)");
     SKEW_CHECK(cuda_device_count() > 0, "train.device = cuda, but no CUDA device is visible; use train.device = cpu");
-    SKEW_CHECK(!group_ || group_->size() == 1,
-               "train.device = cuda trains on one rank; run one process or use train.device = cpu");
     gpu_ = std::make_unique<WideGpuTrainer>(model_.shape, options.schema == TrainSchema::Flow, options.flow,
                                             optimizer_->rule(), options.overlap, model_.params, optimizer_->n_state(),
                                             optimizer_->z_state());
@@ -67,9 +65,11 @@ void WideTrainer::touched_features(const kernels::WideBatch& b) {
   if (group_ && group_->size() > 1) std::sort(touched_.begin(), touched_.end());
 }
 
-// Sums the gradient over the group. Only rows some rank touched travel: the union of the
-// ranks' feature lists is gathered, those rows packed and all-reduced with the loss totals.
-void WideTrainer::synchronise(double& loss_sum, std::int64_t& samples, std::int64_t& nonzeros) {
+// Sums the dense gradient `grad` over the group. Only rows some rank touched (touched_, sorted)
+// travel: the union of the ranks' feature lists is gathered, those rows packed and all-reduced
+// with the loss totals; touched_ becomes the union.
+void WideTrainer::synchronise(std::vector<float>& grad, double& loss_sum, std::int64_t& samples,
+                              std::int64_t& nonzeros) {
   if (!group_ || group_->size() == 1) return;
   comm::ProcessGroup& g = *group_;
   std::vector<std::int64_t> count{std::int64_t(touched_.size())}, counts(std::size_t(g.size()));
@@ -81,22 +81,22 @@ void WideTrainer::synchronise(double& loss_sum, std::int64_t& samples, std::int6
   all.erase(std::unique(all.begin(), all.end()), all.end());
   const std::size_t row_len = std::size_t(model_.shape.row_len());
   std::vector<double> packed(4 + all.size() * row_len);
-  packed[0] = grad_[0];
+  packed[0] = grad[0];
   packed[1] = loss_sum;
   packed[2] = double(samples);
   packed[3] = double(nonzeros);
   for (std::size_t r = 0; r < all.size(); ++r)
-    std::copy_n(grad_.begin() + std::ptrdiff_t(1 + std::size_t(all[r]) * row_len), row_len,
+    std::copy_n(grad.begin() + std::ptrdiff_t(1 + std::size_t(all[r]) * row_len), row_len,
                 packed.begin() + std::ptrdiff_t(4 + r * row_len));
   g.allreduce(comm::view(packed), comm::ReduceOp::Sum);
-  grad_[0] = float(packed[0]);
+  grad[0] = float(packed[0]);
   loss_sum = packed[1];
   samples = std::llround(packed[2]);
   nonzeros = std::llround(packed[3]);
   touched_.assign(all.begin(), all.end());
   for (std::size_t r = 0; r < all.size(); ++r)
     for (std::size_t j = 0; j < row_len; ++j)
-      grad_[1 + std::size_t(all[r]) * row_len + j] = float(packed[4 + r * row_len + j]);
+      grad[1 + std::size_t(all[r]) * row_len + j] = float(packed[4 + r * row_len + j]);
 }
 
 // Flow LR on several ranks: the synchronisation works on the dense gradient and a sorted
@@ -128,9 +128,27 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
   if (gpu_) {
     if (host_params_newer_) gpu_->upload(model_.params);
     host_params_newer_ = false;
-    const double kernel_seconds = gpu_->step(data, begin, end, next_begin, next_end, logits_);
-    const double loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
-    return StepResult{b.rows > 0 ? loss / double(b.rows) : 0.0, b.rows, b.nnz(), kernel_seconds};
+    double loss = 0;
+    std::int64_t samples = b.rows, nonzeros = b.nnz();
+    // Several ranks: the GPU hands over its dense gradient and touched flags, which become the
+    // group's here, as on the CPU path.
+    const auto exchange = [&](std::vector<float>& grad, std::vector<std::uint8_t>& touched,
+                              const std::vector<float>& logits) {
+      loss = logloss_sum(logits.data(), b.label, std::size_t(b.rows));
+      touched_.clear();
+      for (std::size_t f = 0; f < touched.size(); ++f)
+        if (touched[f]) touched_.push_back(std::uint32_t(f));
+      synchronise(grad, loss, samples, nonzeros);
+      std::fill(touched.begin(), touched.end(), std::uint8_t(0));
+      for (std::uint32_t f : touched_) touched[f] = 1;
+      return samples;
+    };
+    const bool distributed = group_ && group_->size() > 1;
+    const double kernel_seconds =
+        gpu_->step(data, begin, end, next_begin, next_end, logits_,
+                   distributed ? WideGpuTrainer::GradientExchange(exchange) : WideGpuTrainer::GradientExchange());
+    if (!distributed) loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
+    return StepResult{samples > 0 ? loss / double(samples) : 0.0, samples, nonzeros, kernel_seconds};
   }
   logits_.resize(std::size_t(b.rows));
   // Flow LR produces its touched features and their gradient rows itself.
@@ -146,7 +164,7 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
   double loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
   std::int64_t samples = b.rows, nonzeros = b.nnz();
   if (sparse && distributed) densify_sparse_gradient();
-  synchronise(loss, samples, nonzeros);
+  synchronise(grad_, loss, samples, nonzeros);
   if (samples > 0) {
     const float scale = 1.0f / float(samples);
     if (sparse && !distributed)

@@ -76,7 +76,7 @@ class WideTrainer {
   void compute(const kernels::WideBatch& batch, float* grad, float* logits);
   void touched_features(const kernels::WideBatch& batch);
   void densify_sparse_gradient();
-  void synchronise(double& loss_sum, std::int64_t& samples, std::int64_t& nonzeros);
+  void synchronise(std::vector<float>& grad, double& loss_sum, std::int64_t& samples, std::int64_t& nonzeros);
 
   WideModel model_;
   TrainOptions options_;

@@ -1,66 +1,22 @@
-// Data parallel wide training: N ranks with local batches B/N end with the same model as one
-// rank stepping through the same global batches (each the concatenation of the ranks' shares).
-#include <mpi.h>
-
-#include <catch2/catch.hpp>
-#include <cmath>
-
-#include "lib/wide/trainer.hpp"
-#include "mpi/mpi_process_group.hpp"
+// Data parallel wide training on the CPU: every schema and model (flow LR routed and all hot)
+// against one rank stepping through the same global batches (tests/mpi/wide_data_parallel.hpp).
+#include "tests/mpi/wide_data_parallel.hpp"
 
 using namespace skew;
 using namespace skew::wide;
 
 TEST_CASE("allreduce data parallel equals one rank with the same global batch") {
-  auto world = std::make_shared<comm::MpiProcessGroup>(MPI_COMM_WORLD);
-  const int P = world->size(), r = world->rank();
-  const std::int64_t rows = 768, global_batch = 128, local_batch = global_batch / P;
-  const auto spec = parse_synthetic_spec("synthetic:criteo?features=5000&alpha=1.2&seed=4");
-  const SparseDataset mine = generate_synthetic(spec, rows * r / P, rows * (r + 1) / P);
-  // One rank's view: global batch s = rank 0's share s, rank 1's share s, ...
-  SparseDataset serial;
-  serial.num_features = 5000;
-  serial.num_fields = 39;
-  const std::int64_t steps = rows / global_batch;
-  for (std::int64_t s = 0; s < steps; ++s)
-    for (int q = 0; q < P; ++q) {
-      const std::int64_t a = rows * q / P + s * local_batch;
-      const SparseDataset part = generate_synthetic(spec, a, a + local_batch);
-      for (std::int64_t i = 0; i < part.rows(); ++i)
-        serial.append_row(&part.index[std::size_t(part.row_ptr[i])], &part.field[std::size_t(part.row_ptr[i])],
-                          &part.value[std::size_t(part.row_ptr[i])], std::size_t(part.row_ptr[i + 1] - part.row_ptr[i]),
-                          part.label[std::size_t(i)]);
-    }
   // Flow LR both ways: cold features routed to owners (no replica budget) and all hot.
   for (const auto& [schema, replica_budget] : {std::pair{"classical", 0}, {"flow", 0}, {"flow", 1 << 20}}) {
     for (const char* model_type : {"lr", "fm"}) {
-      const kernels::WideKind kind = kernels::wide_kind_from_name(model_type);
-      const kernels::WideShape shape{kind, 5000, 39, kind == kernels::WideKind::LR ? 0 : 4};
       TrainOptions o;
       o.schema = schema_from_name(schema);
       o.flow.replica_budget_bytes = replica_budget;
       o.optimizer.kind = OptimizerKind::AdaGrad;
       o.optimizer.lr = 0.1f;
       o.optimizer.l2 = 1e-4f;
-      WideTrainer parallel(WideModel::create(shape, 3, 0.05f), o, world);
-      WideTrainer single(WideModel::create(shape, 3, 0.05f), o);
-      double loss_parallel = 0, loss_single = 0;
-      for (std::int64_t s = 0; s < steps; ++s) {
-        loss_parallel = parallel.step(mine, s * local_batch, (s + 1) * local_batch).loss;
-        loss_single = single.step(serial, s * global_batch, (s + 1) * global_batch).loss;
-      }
-      INFO(schema << " " << model_type << " ranks=" << P << " replica budget " << replica_budget);
-      CHECK(loss_parallel == Approx(loss_single).epsilon(1e-5));
-      double worst = 0, largest = 0;
-      for (std::size_t i = 0; i < single.parameters().size(); ++i) {
-        worst = std::max(worst, double(std::fabs(parallel.parameters()[i] - single.parameters()[i])));
-        largest = std::max(largest, double(std::fabs(single.parameters()[i])));
-      }
-      CHECK(largest > 0.05);
-      CHECK(worst < 1e-4 * largest);
-      const Evaluation e_parallel = parallel.evaluate(mine), e_single = single.evaluate(serial);
-      CHECK(e_parallel.samples == rows);
-      CHECK(e_parallel.auc == Approx(e_single.auc).epsilon(1e-4));
+      INFO(schema << " " << model_type << " replica budget " << replica_budget);
+      testing::check_data_parallel_equals_one_rank(kernels::wide_kind_from_name(model_type), o, o);
     }
   }
 }

@@ -1,0 +1,58 @@
+// The data-parallel check shared by the CPU and the CUDA MPI tests of wide training: the ranks
+// of MPI_COMM_WORLD with local batches B/N must end with the same model, loss and AUC as one
+// rank stepping through the same global batches (each the concatenation of the ranks' shares).
+#pragma once
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <memory>
+
+#include "lib/wide/trainer.hpp"
+#include "mpi/mpi_process_group.hpp"
+
+namespace skew::wide::testing {
+
+inline void check_data_parallel_equals_one_rank(kernels::WideKind kind, const TrainOptions& parallel_options,
+                                                const TrainOptions& single_options) {
+  auto world = std::make_shared<comm::MpiProcessGroup>(MPI_COMM_WORLD);
+  const int P = world->size(), r = world->rank();
+  const std::int64_t rows = 768, global_batch = 128, local_batch = global_batch / P;
+  const auto spec = parse_synthetic_spec("synthetic:criteo?features=5000&alpha=1.2&seed=4");
+  const SparseDataset mine = generate_synthetic(spec, rows * r / P, rows * (r + 1) / P);
+  // One rank's view: global batch s = rank 0's share s, rank 1's share s, ...
+  SparseDataset serial;
+  serial.num_features = 5000;
+  serial.num_fields = 39;
+  const std::int64_t steps = rows / global_batch;
+  for (std::int64_t s = 0; s < steps; ++s)
+    for (int q = 0; q < P; ++q) {
+      const std::int64_t a = rows * q / P + s * local_batch;
+      const SparseDataset part = generate_synthetic(spec, a, a + local_batch);
+      for (std::int64_t i = 0; i < part.rows(); ++i)
+        serial.append_row(&part.index[std::size_t(part.row_ptr[i])], &part.field[std::size_t(part.row_ptr[i])],
+                          &part.value[std::size_t(part.row_ptr[i])], std::size_t(part.row_ptr[i + 1] - part.row_ptr[i]),
+                          part.label[std::size_t(i)]);
+    }
+  const kernels::WideShape shape{kind, 5000, 39, kind == kernels::WideKind::LR ? 0 : 4};
+  WideTrainer parallel(WideModel::create(shape, 3, 0.05f), parallel_options, world);
+  WideTrainer single(WideModel::create(shape, 3, 0.05f), single_options);
+  double loss_parallel = 0, loss_single = 0;
+  for (std::int64_t s = 0; s < steps; ++s) {
+    loss_parallel = parallel.step(mine, s * local_batch, (s + 1) * local_batch).loss;
+    loss_single = single.step(serial, s * global_batch, (s + 1) * global_batch).loss;
+  }
+  CHECK(loss_parallel == Approx(loss_single).epsilon(1e-5));
+  double worst = 0, largest = 0;
+  for (std::size_t i = 0; i < single.parameters().size(); ++i) {
+    worst = std::max(worst, double(std::fabs(parallel.parameters()[i] - single.parameters()[i])));
+    largest = std::max(largest, double(std::fabs(single.parameters()[i])));
+  }
+  CHECK(largest > 0.05);
+  CHECK(worst < 1e-4 * largest);
+  const Evaluation e_parallel = parallel.evaluate(mine), e_single = single.evaluate(serial);
+  CHECK(e_parallel.samples == rows);
+  CHECK(e_parallel.auc == Approx(e_single.auc).epsilon(1e-4));
+}
+
+}  // namespace skew::wide::testing
