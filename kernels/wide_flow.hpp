@@ -23,9 +23,9 @@
 // (8 KB of accumulators: L1-sized) and reduce them there, emitting one row per touched feature.
 // When a replica of every feature per thread fits `replica_budget_bytes` (a model that the
 // last-level cache holds), every feature is hot and nothing is routed. No atomics, no dense
-// gradient array, and the optimizer then walks the touched rows in feature order. FFM (the pairwise term does not
-// factor into per-feature partial sums) keeps sample order inside a tile and routes gradients
-// through the hot cache. The CUDA twin sorts the tiles of LR and FM; its FFM keeps sample order
+// gradient array, and the optimizer then walks the touched rows in feature order. FFM (the
+// pairwise term does not factor into per-feature partial sums) keeps sample order inside a
+// tile and routes gradients through the hot cache. The CUDA twin sorts the tiles of LR and FM; its FFM keeps sample order
 // too (a warp per sample).
 #pragma once
 #include <cstdint>

@@ -41,13 +41,14 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
   const std::size_t hot_words = std::size_t((hot_ + 63) >> 6);
   hot_cache_.resize(std::size_t(threads), std::vector<float>(std::size_t(hot_), 0.0f));
   hot_bits_.resize(std::size_t(threads), std::vector<std::uint64_t>(hot_words, 0));
-  owner_keys_.resize(owners);
-  owner_values_.resize(owners);
-  if (hot_ < shape_.num_features)
-    for (std::uint32_t p = 0; p < owners; ++p) {
-      if (owner_keys_[p].size() < nnz) owner_keys_[p].resize(nnz);
-      if (owner_values_[p].size() < nnz) owner_values_[p].resize(nnz);
-    }
+  // With every feature hot nothing is routed: no owner buffers, no owner parts.
+  const std::uint32_t cold_owners = hot_ < shape_.num_features ? owners : 0;
+  owner_keys_.resize(cold_owners);
+  owner_values_.resize(cold_owners);
+  for (std::uint32_t p = 0; p < cold_owners; ++p) {
+    if (owner_keys_[p].size() < nnz) owner_keys_[p].resize(nnz);
+    if (owner_values_[p].size() < nnz) owner_values_[p].resize(nnz);
+  }
   tile_owner_counts_.assign(std::size_t(tiles) * owners, 0u);
   std::vector<float> bias_grads(std::size_t(threads), 0.0f);
 
@@ -91,9 +92,9 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
 
   // Feature pass: parts 0..threads-1 merge the hot replicas, each over its own range of
   // features; part threads + p is owner p's cold features.
-  out.parts.resize(std::size_t(threads) + owners);
+  out.parts.resize(std::size_t(threads) + cold_owners);
   const std::uint32_t blocks = std::uint32_t((shape_.num_features + kBlockMask) >> kBlockBits);
-  pool.run(threads + std::int64_t(owners), [&](std::int64_t task, int thread) {
+  pool.run(threads + std::int64_t(cold_owners), [&](std::int64_t task, int thread) {
     WideSparseGradient::Part& part = out.parts[std::size_t(task)];
     part.features.clear();
     part.rows.clear();

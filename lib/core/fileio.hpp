@@ -1,5 +1,7 @@
-// Crash-safe file writing: write to "<path>.tmp.<pid>", fsync, rename over <path>, fsync the
-// directory. A reader therefore sees either the old file or the complete new one.
+// File helpers. Crash-safe writing: write to "<path>.tmp.<pid>", fsync, rename over <path>,
+// fsync the directory, so a reader sees either the old file or the complete new one. Reading
+// whole files (copied, or mapped for large inputs), and a page-size hint for the large arrays
+// parsed out of them.
 #pragma once
 #include <string>
 #include <string_view>

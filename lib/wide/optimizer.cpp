@@ -27,8 +27,9 @@ Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& 
   }
 }
 
-// Called once per touched row (a single float for LR): inlined into the loops over rows, with
-// the rule read once per step.
+// Called once per touched row (a single float for LR): inlined into the loops over rows. The
+// rule comes as the step's local copy: stores to params could alias the member's floats and
+// force them to be reloaded for every coordinate.
 [[gnu::always_inline]] inline void Optimizer::update(const kernels::WideUpdateRule& r, float* params, float* g,
                                                      std::size_t offset, std::size_t count, float scale) {
   float* n = n_.empty() ? nullptr : n_.data();
