@@ -161,7 +161,7 @@ void PartialReduce::average_model(std::vector<float>& x, const Group& group, std
   scratch.resize(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) scratch[i] = static_cast<float>(w * x[i]);
   group_comm(group)->allreduce(view(scratch), ReduceOp::Sum);
-  apply_member_update(x.data(), scratch.data(), x.size(), w, static_cast<int>(k));
+  apply_member_update(x.data(), scratch.data(), x.size(), w, static_cast<int>(k), options_.member_rule);
 }
 
 void PartialReduce::average_gradient(std::vector<float>& g, const Group& group) {

@@ -45,8 +45,8 @@ class PartialReduce {
   double queued_seconds(const Group& group) const;
   // The cached process group of `group`'s members (this worker must be one of them).
   std::shared_ptr<ProcessGroup> group_comm(const Group& group);
-  // Weighted model average with the member update rule: x <- (x + (k-1)(S - w x)/(1-w)) / k,
-  // S = sum_j w_j x_j all-reduced in the group. `scratch` is resized to x's length.
+  // Weighted model average with the options' member rule (apply_member_update), S = sum_j w_j x_j
+  // all-reduced in the group. `scratch` is resized to x's length.
   void average_model(std::vector<float>& x, const Group& group, std::vector<float>& scratch);
   // Weighted gradient average: g <- sum_j w_j g_j over the group.
   void average_gradient(std::vector<float>& g, const Group& group);

@@ -40,8 +40,12 @@ std::vector<double> staleness_weights(const std::vector<std::int64_t>& versions,
   return w;
 }
 
-void apply_member_update(float* x, const float* weighted_sum, std::size_t n, double w_self, int k) {
+void apply_member_update(float* x, const float* weighted_sum, std::size_t n, double w_self, int k, MemberRule rule) {
   if (k <= 1) return;
+  if (rule == MemberRule::WeightedMean) {
+    std::copy(weighted_sum, weighted_sum + n, x);
+    return;
+  }
   SKEW_CHECK(w_self < 1.0, "member weight " << w_self << " leaves nothing for the other " << k - 1 << " members");
   const double others = static_cast<double>(k - 1) / (1.0 - w_self);
   const double inv_k = 1.0 / k;

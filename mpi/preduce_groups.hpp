@@ -21,6 +21,15 @@
 
 namespace skew::comm {
 
+// How a member combines its group's staleness-weighted sum S = sum_j w_j x_j.
+//   KeepOwn (reference/preduce.md): x_i <- (x_i + (k-1) (S - w_i x_i) / (1 - w_i)) / k, 1/k on
+//     its own model and (k-1)/k on the weighted mean of the others. For k = 2 the weights cancel
+//     (each member takes the plain pair mean), so a fresh worker is pulled halfway back to a
+//     stale one however stale it is.
+//   WeightedMean: x_i <- S. Every member leaves with the same model, in which each member counts
+//     by its staleness weight, for pairs too.
+enum class MemberRule { KeepOwn, WeightedMean };
+
 struct GroupOptions {
   int num_workers = 1;
   int group_size = 2;          // P
@@ -29,6 +38,7 @@ struct GroupOptions {
   double deadline_s = 0.0;     // 0 = close only at P members
   int min_group = 1;           // members needed to close at the deadline
   int full_sync_every = 0;     // every n-th group waits for all active workers; 0 = never
+  MemberRule member_rule = MemberRule::KeepOwn;
 };
 
 struct Group {
@@ -48,9 +58,9 @@ struct Group {
 // level 1, members of one level share it, and all is divided by (1 - alpha^T).
 std::vector<double> staleness_weights(const std::vector<std::int64_t>& versions, double alpha);
 
-// Member update with S = sum_j w_j x_j: x_i <- (x_i + (k-1) (S - w_i x_i) / (1 - w_i)) / k.
-// A group of one (k = 1) leaves x unchanged.
-void apply_member_update(float* x, const float* weighted_sum, std::size_t n, double w_self, int k);
+// Member update of `rule` with S = sum_j w_j x_j (`weighted_sum`). A group of one (k = 1)
+// leaves x unchanged.
+void apply_member_update(float* x, const float* weighted_sum, std::size_t n, double w_self, int k, MemberRule rule);
 
 class GroupFormer {
  public:

@@ -65,6 +65,10 @@ Schema make_schema() {
   s.add_choice("preduce.reduce", "model", {"model", "gradient"}, "what a group averages");
   s.add_float("preduce.alpha", 0.9,
               "staleness decay: level i (s = max version - version + 1) gets (1-alpha) alpha^(i-1); 1 = equal weights");
+  s.add_choice("preduce.member_rule", "keep_own", {"keep_own", "weighted_mean"},
+               "model reduce: keep_own = each member keeps 1/P of its own model and takes (P-1)/P of the others' "
+               "staleness-weighted mean (the reference; for P = 2 the weights cancel); weighted_mean = every member "
+               "takes the group's staleness-weighted mean");
   s.add_int("preduce.isolation_bound", 10,
             "ssp bound b: after b*N/P groups (about b updates per worker) a group must "
             "connect every worker (union-find over recent groups); 0 = off");
@@ -132,6 +136,8 @@ TrainOptions read_options(const Config& c) {
   o.group_size = static_cast<int>(c.get_int("preduce.group_size"));
   o.reduce_gradient = c.get_string("preduce.reduce") == "gradient";
   o.alpha = c.get_float("preduce.alpha");
+  o.member_rule = c.get_string("preduce.member_rule") == "weighted_mean" ? comm::MemberRule::WeightedMean
+                                                                        : comm::MemberRule::KeepOwn;
   o.isolation_bound = static_cast<int>(c.get_int("preduce.isolation_bound"));
   o.dedicated_controller = c.get_string("preduce.controller") == "rank";
   o.preduce_deadline_ms = c.get_float("preduce.deadline_ms");
@@ -199,6 +205,7 @@ comm::GroupOptions group_options(const TrainOptions& opt, int num_workers) {
   }
   g.group_size = opt.group_size;
   g.alpha = opt.alpha;
+  g.member_rule = opt.member_rule;
   // The reference's bound counts worker updates (b * N); a group carries about P of them.
   g.isolation_bound =
       opt.isolation_bound > 0 ? std::max(1, opt.isolation_bound * num_workers / std::max(1, opt.group_size)) : 0;

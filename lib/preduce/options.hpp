@@ -41,6 +41,7 @@ struct TrainOptions {
   int refresh_staleness = 0;  // preduce.refresh_staleness (overlap): 0 = off
   int group_size = 2, isolation_bound = 10;
   double alpha = 0.9, preduce_deadline_ms = 0.0;
+  comm::MemberRule member_rule = comm::MemberRule::KeepOwn;  // preduce.member_rule
   double eager_deadline_ms = 5.0;
   bool eager_majority = false;
   int eager_sync_every = 10;

@@ -165,7 +165,7 @@ void Simulation::average_in_group(const comm::Group& g, bool gradients) {
     if (gradients)
       std::copy(sum_.begin(), sum_.end(), v.begin());
     else
-      comm::apply_member_update(v.data(), sum_.data(), v.size(), g.weights[j], static_cast<int>(k));
+      comm::apply_member_update(v.data(), sum_.data(), v.size(), g.weights[j], static_cast<int>(k), opt_.member_rule);
   }
 }
 

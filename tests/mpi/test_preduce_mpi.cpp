@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
 
 #include "lib/preduce/trainer.hpp"
 #include "mpi/mpi_process_group.hpp"
@@ -27,7 +28,8 @@ float model_value(int w, int round, std::size_t i) {
 }  // namespace
 
 TEST_CASE("group averaging matches the closed form; communicators are cached", "[preduce]") {
-  for (bool dedicated : {false, true}) {
+  for (const auto& [rule, dedicated] : {std::pair{comm::MemberRule::KeepOwn, false}, std::pair{comm::MemberRule::KeepOwn, true},
+                                       std::pair{comm::MemberRule::WeightedMean, false}}) {
     auto w = world();
     if (dedicated && w->size() < 2) continue;
     // Rounds are kept in lockstep (a barrier each) so every member's model and version are
@@ -36,6 +38,7 @@ TEST_CASE("group averaging matches the closed form; communicators are cached", "
     comm::GroupOptions o;
     o.group_size = workers % 2 == 0 ? 2 : workers;
     o.alpha = 0.8;
+    o.member_rule = rule;
     comm::PartialReduce pr(w, o, dedicated);
     if (!pr.is_worker()) {
       pr.serve();
@@ -65,7 +68,10 @@ TEST_CASE("group averaging matches the closed form; communicators are cached", "
         for (std::size_t j = 0; j < k; ++j)
           if (j != mine) others += g.weights[j] * model_value(g.members[j], round, i);
         const double own = model_value(me, round, i);
-        const double expected = k == 1 ? own : own / k + (k - 1.0) / k * others / (1.0 - g.weights[mine]);
+        const double weighted_mean = others + g.weights[mine] * own;
+        const double expected = k == 1                                   ? own
+                                : rule == comm::MemberRule::WeightedMean ? weighted_mean
+                                                                         : own / k + (k - 1.0) / k * others / (1.0 - g.weights[mine]);
         CHECK(x[i] == Approx(expected).epsilon(1e-5).margin(1e-6));  // some values cancel to ~0
       }
       pr.workers()->barrier();

@@ -41,7 +41,7 @@ TEST_CASE("member update keeps 1/k on itself and (k-1)/k on the weighted others"
     for (std::size_t i = 0; i < 2; ++i) s[i] += static_cast<float>(w[j] * x[j][i]);
   for (std::size_t me = 0; me < 3; ++me) {
     std::vector<float> mine = x[me];
-    skew::comm::apply_member_update(mine.data(), s.data(), 2, w[me], 3);
+    skew::comm::apply_member_update(mine.data(), s.data(), 2, w[me], 3, skew::comm::MemberRule::KeepOwn);
     for (std::size_t i = 0; i < 2; ++i) {
       double others = 0.0;
       for (std::size_t j = 0; j < 3; ++j)
@@ -52,8 +52,31 @@ TEST_CASE("member update keeps 1/k on itself and (k-1)/k on the weighted others"
   }
   // Equal weights give every member the plain average.
   std::vector<float> a = {2.0f}, sum = {3.0f};  // x = 2, 4: S = 3
-  skew::comm::apply_member_update(a.data(), sum.data(), 1, 0.5, 2);
+  skew::comm::apply_member_update(a.data(), sum.data(), 1, 0.5, 2, skew::comm::MemberRule::KeepOwn);
   CHECK(a[0] == Approx(3.0f));
+}
+
+TEST_CASE("weighted_mean members all take the staleness-weighted mean, pairs included", "[preduce]") {
+  // A fresh worker (version 9) meets one three versions behind (6): levels 1 and 4, so level 1
+  // gets (1-a)(1 + a + a^2) and level 4 (1-a) a^3, over 1 - a^4.
+  const double a = 0.9;
+  const std::vector<std::int64_t> versions = {9, 6};
+  const auto w = skew::comm::staleness_weights(versions, a);
+  const double norm = 1.0 - std::pow(a, 4);
+  CHECK(w[0] == Approx((1 - a) * (1 + a + a * a) / norm).epsilon(1e-12));
+  CHECK(w[1] == Approx((1 - a) * a * a * a / norm).epsilon(1e-12));
+  const std::vector<std::vector<float>> x = {{1.0f, -2.0f, 0.25f}, {3.0f, 0.5f, -4.0f}};
+  std::vector<float> s(3);
+  for (std::size_t i = 0; i < 3; ++i) s[i] = static_cast<float>(w[0] * x[0][i] + w[1] * x[1][i]);
+  for (std::size_t me = 0; me < 2; ++me) {
+    std::vector<float> mine = x[me];
+    skew::comm::apply_member_update(mine.data(), s.data(), 3, w[me], 2, skew::comm::MemberRule::WeightedMean);
+    for (std::size_t i = 0; i < 3; ++i) CHECK(mine[i] == Approx(w[0] * x[0][i] + w[1] * x[1][i]).epsilon(1e-6));
+    // keep_own would have given the pair's plain mean whatever the weights.
+    std::vector<float> reference = x[me];
+    skew::comm::apply_member_update(reference.data(), s.data(), 3, w[me], 2, skew::comm::MemberRule::KeepOwn);
+    for (std::size_t i = 0; i < 3; ++i) CHECK(reference[i] == Approx(0.5 * (x[0][i] + x[1][i])).epsilon(1e-5));
+  }
 }
 
 TEST_CASE("the first P ready workers form a group", "[preduce]") {
