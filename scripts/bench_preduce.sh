@@ -5,12 +5,15 @@
 #      injected delays are real sleep); time to accuracy is the median over the repeats
 #   2. the simulator at N = 4, given the per-step costs measured in step 1 for the same mode,
 #      and its time-to-accuracy error against the real median
-#   3. the simulator at N = 32 and 256 (a smaller MLP, 784-32-10, to fit this machine)
+#   3. the simulator at N = 32 and 256 (a smaller MLP, 784-32-10, to fit this machine), for
+#      train.seed = 1..SCALE_SEEDS; time to accuracy is the median over the seeds
 # Writes results/preduce/{results.csv,calibration.txt,curve_*.csv,summary_*.json,tta.png}.
 #   scripts/bench_preduce.sh [BUILD_DIR]     (default build; about 15 minutes on 2 busy cores)
 #   REPEATS=1 scripts/bench_preduce.sh ...   one real run per mode
 #   BENCH_REUSE_REAL=1 scripts/bench_preduce.sh ...   keeps existing real-run results
 #   BENCH_REUSE_SCALE=1 scripts/bench_preduce.sh ...  keeps existing N = 32 and 256 results
+#   SCALE_SEEDS=6 scripts/bench_preduce.sh ...        seeds per mode at N = 32 and 256 (default 1;
+#                                                     6 take about 25 minutes more)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build="${1:-build}"
@@ -18,6 +21,7 @@ app="$build/apps/preduce_train"
 [[ -x "$app" ]] || { echo "bench_preduce: $app not built"; exit 2; }
 out=results/preduce
 repeats="${REPEATS:-3}"
+scale_seeds="${SCALE_SEEDS:-1}"
 mkdir -p "$out"
 scripts/fetch/mnist.sh data/mnist
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -97,14 +101,16 @@ done
 sync_steps=250
 scale=(--model.hidden=32 --train.max_seconds=6 --train.eval_interval_s=0.1 --train.target_accuracy=0.9)
 for n in 32 256; do
-  for v in "${variants[@]}"; do
-    # shellcheck disable=SC2086
-    run sim "$n" "" "${v%%|*}" ${v#*|} "${scale[@]}"
+  for seed in $(seq 1 "$scale_seeds"); do
+    for v in "${variants[@]}"; do
+      # shellcheck disable=SC2086
+      run sim "$n" "_s$seed" "${v%%|*}" ${v#*|} "${scale[@]}" --train.seed="$seed"
+    done
   done
 done
-"${PYTHON:-/usr/bin/python3}" - "$out" "$repeats" <<'PY'
+"${PYTHON:-/usr/bin/python3}" - "$out" "$repeats" "$scale_seeds" <<'PY'
 import csv, json, math, os, statistics, sys
-out, repeats = sys.argv[1], int(sys.argv[2])
+out, repeats, scale_seeds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 def curve(tag):
     rows = list(csv.reader(open(f"{out}/curve_{tag}.csv")))[1:]
     return [(float(t), float(a)) for t, a in rows]
@@ -127,7 +133,10 @@ modes = ["allreduce", "preduce_p2", "preduce_p3", "preduce_p2_blocking", "preduc
 show = lambda t: "" if t == math.inf else round(t, 3)
 rows = []
 for kind, n, targets in (("real", 4, (0.95, 0.94)), ("sim", 4, (0.95, 0.94)), ("sim", 32, (0.9,)), ("sim", 256, (0.9,))):
-    tags = {m: [f"{kind}_{n}_{m}_r{r}" for r in range(1, repeats + 1)] if kind == "real" else [f"{kind}_{n}_{m}"] for m in modes}
+    # Real: repeats of seed 1; simulated N = 4: one run (seed 1, as the real runs); N = 32, 256: seeds.
+    runs = ([f"_r{r}" for r in range(1, repeats + 1)] if kind == "real"
+            else [""] if n == 4 else [f"_s{seed}" for seed in range(1, scale_seeds + 1)])
+    tags = {m: [f"{kind}_{n}_{m}{run}" for run in runs] for m in modes}
     for target in targets:
         base = None
         for mode in modes:
