@@ -175,19 +175,22 @@ try:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, kind, suffix in zip(axes, ("real", "sim"), ("_r1", "")):
+    panels = (("real", 4, "_r1", 0.95, "MNIST MLP, 4 ranks (one 4x slower), repeat 1"),
+              ("sim", 4, "", 0.95, "MNIST MLP, 4 workers (one 4x slower), simulated"),
+              ("sim", 256, "_s1", 0.90, "784-32-10 MLP, 256 workers (every 4th 4x slower), seed 1"))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
+    for ax, (kind, n, suffix, target, title) in zip(axes, panels):
         for mode in modes:
-            tag = f"{kind}_4_{mode}{suffix}"
+            tag = f"{kind}_{n}_{mode}{suffix}"
             if os.path.exists(f"{out}/curve_{tag}.csv"):
                 pts = curve(tag)
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], label=mode, lw=1)
-        ax.set_ylim(0.88, 0.97)
-        ax.axhline(0.95, color="gray", lw=0.5)
-        ax.set_title(f"MNIST MLP, 4 workers (one 4x slower), {kind}" + (" (repeat 1)" if kind == "real" else ""))
+        ax.set_ylim(target - 0.07, target + 0.02)
+        ax.axhline(target, color="gray", lw=0.5)
+        ax.set_title(title, fontsize=9)
         ax.set_xlabel("time (s)")
         ax.set_ylabel("mean worker test accuracy")
-        ax.legend()
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(f"{out}/tta.png", dpi=90)
 except ImportError:

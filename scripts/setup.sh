@@ -7,7 +7,10 @@ set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libopenmpi-dev openmpi-bin libboost-program-options-dev
           libopenblas-dev catch2 nlohmann-json3-dev python3)
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(python3-numpy python3-matplotlib liblinear-tools nodejs npm)
+  packages+=(python3-numpy python3-matplotlib liblinear-tools)
+  # npm may come with another distribution's nodejs (NodeSource's bundles it and conflicts with
+  # Debian's npm package), so the command decides, not the package list.
+  command -v npm >/dev/null || packages+=(nodejs npm)
 fi
 missing=()
 for p in "${packages[@]}"; do
