@@ -62,7 +62,7 @@ void WideTrainer::touched_features(const kernels::WideBatch& b) {
     }
   }
   // Only the multi-rank union merge needs the list sorted.
-  if (group_ && group_->size() > 1) std::sort(touched_.begin(), touched_.end());
+  if (distributed()) std::sort(touched_.begin(), touched_.end());
 }
 
 // Sums the dense gradient `grad` over the group. Only rows some rank touched (touched_, sorted)
@@ -70,7 +70,7 @@ void WideTrainer::touched_features(const kernels::WideBatch& b) {
 // with the loss totals; touched_ becomes the union.
 void WideTrainer::synchronise(std::vector<float>& grad, double& loss_sum, std::int64_t& samples,
                               std::int64_t& nonzeros) {
-  if (!group_ || group_->size() == 1) return;
+  if (!distributed()) return;
   comm::ProcessGroup& g = *group_;
   std::vector<std::int64_t> count{std::int64_t(touched_.size())}, counts(std::size_t(g.size()));
   g.allgather(comm::view(count), comm::view(counts));
@@ -143,17 +143,15 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
       for (std::uint32_t f : touched_) touched[f] = 1;
       return samples;
     };
-    const bool distributed = group_ && group_->size() > 1;
     const double kernel_seconds =
         gpu_->step(data, begin, end, next_begin, next_end, logits_,
-                   distributed ? WideGpuTrainer::GradientExchange(exchange) : WideGpuTrainer::GradientExchange());
-    if (!distributed) loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
+                   distributed() ? WideGpuTrainer::GradientExchange(exchange) : WideGpuTrainer::GradientExchange());
+    if (!distributed()) loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
     return StepResult{samples > 0 ? loss / double(samples) : 0.0, samples, nonzeros, kernel_seconds};
   }
   logits_.resize(std::size_t(b.rows));
   // Flow LR produces its touched features and their gradient rows itself.
   const bool sparse = flow_ && flow_->has_sparse_gradient();
-  const bool distributed = group_ && group_->size() > 1;
   if (!sparse) touched_features(b);
   Timer kernel_timer;
   if (sparse)
@@ -163,11 +161,11 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
   const double kernel_seconds = kernel_timer.seconds();
   double loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
   std::int64_t samples = b.rows, nonzeros = b.nnz();
-  if (sparse && distributed) densify_sparse_gradient();
+  if (sparse && distributed()) densify_sparse_gradient();
   synchronise(grad_, loss, samples, nonzeros);
   if (samples > 0) {
     const float scale = 1.0f / float(samples);
-    if (sparse && !distributed)
+    if (sparse && !distributed())
       optimizer_->step(model_.params.data(), sparse_grad_, scale, *pool_);
     else
       optimizer_->step(model_.params.data(), grad_.data(), touched_, scale, *pool_);
@@ -202,7 +200,7 @@ Evaluation WideTrainer::evaluate(const SparseDataset& data) {
   kernels::wide_forward(model_.shape, data.batch(0, data.rows()), model_.params.data(), logits.data(), *pool_);
   std::vector<double> totals{logloss_sum(logits.data(), data.label.data(), logits.size()), double(data.rows())};
   std::vector<float> scores = logits, labels = data.label;
-  if (group_ && group_->size() > 1) {
+  if (distributed()) {
     group_->allreduce(comm::view(totals), comm::ReduceOp::Sum);
     std::vector<std::int64_t> n{data.rows()}, all_n(std::size_t(group_->size()));
     group_->allgather(comm::view(n), comm::view(all_n));

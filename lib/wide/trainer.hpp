@@ -73,6 +73,8 @@ class WideTrainer {
   const kernels::WideFlow* flow() const { return flow_.get(); }
 
  private:
+  // More than one rank trains: gradients are summed over the group.
+  bool distributed() const { return group_ && group_->size() > 1; }
   void compute(const kernels::WideBatch& batch, float* grad, float* logits);
   void touched_features(const kernels::WideBatch& batch);
   void densify_sparse_gradient();
