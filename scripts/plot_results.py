@@ -85,7 +85,7 @@ def wide_tta(d):
     p = plt()
     fig, ax = p.subplots(figsize=(6, 3.6))
     labels = [f"{x['tool']}\n{x['schema']}\nAUC {float(x['test_auc']):.4f}" for x in r]
-    bars(ax, labels, [float(x["seconds_to_liblinear_auc"]) for x in r], "%.2f s")
+    bars(ax, labels, [float(x["seconds_to_liblinear_auc"]) for x in r], "%.3f s")
     ax.set_ylabel("seconds to liblinear's test AUC")
     ax.set_title("LR on SpamAssassin: time to AUC %.3f (parsing included)" % float(r[0]["test_auc"]), fontsize=9)
     fig.tight_layout()
