@@ -17,7 +17,7 @@ struct FlexMoeOptions {
   int interval = 50;       // also plan every `interval` iterations (0 = only on threshold)
   // Load monitor's exponential smoothing. 0.3 rather than 0.5: while routing churns a shorter
   // memory predicts the next step's counts better, and 0.3 beat 0.5 on four skewed moe_train
-  // traces (results/moe/bench_notes.md).
+  // traces (results/moe/archive/bench_notes.md).
   double smoothing = 0.3;
   bool live_shares = true;  // the runtime re-levels replica shares every step on that step's counts
   PlannerOptions planner;
