@@ -31,17 +31,9 @@ void Config::store(const std::string& key, const std::string& value, const std::
     throw Error(where + ": bad value '" + value + "' for key '" + key + "': expected " + expected);
   };
   if (k->type == "int") {
-    try {
-      std::size_t pos = 0;
-      (void)std::stoll(value, &pos);
-      if (pos != value.size()) bad("an integer");
-    } catch (const std::logic_error&) { bad("an integer"); }
+    if (!config_text::whole_number<std::int64_t>(value)) bad("an integer");
   } else if (k->type == "float") {
-    try {
-      std::size_t pos = 0;
-      (void)std::stod(value, &pos);
-      if (pos != value.size()) bad("a number");
-    } catch (const std::logic_error&) { bad("a number"); }
+    if (!config_text::whole_number<double>(value)) bad("a number");
   } else if (k->type == "bool") {
     bool b;
     if (!config_text::parse_bool_text(value, &b)) bad("true/false, yes/no, on/off or 1/0");

@@ -114,13 +114,10 @@ std::vector<double> Config::get_float_list(const std::string& key) const {
   while (std::getline(ss, item, ',')) {
     item = config_text::trim(item);
     if (item.empty()) continue;
-    try {
-      std::size_t pos = 0;
-      out.push_back(std::stod(item, &pos));
-      if (pos != item.size()) throw std::invalid_argument(item);
-    } catch (const std::logic_error&) {
+    const auto v = config_text::whole_number<double>(item);
+    if (!v)
       throw Error(source(key) + ": bad list item '" + item + "' in key '" + key + "': expected numbers separated by commas");
-    }
+    out.push_back(*v);
   }
   return out;
 }
