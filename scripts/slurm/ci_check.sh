@@ -26,6 +26,7 @@ if ! $cluster status >/dev/null 2>&1; then
   started_cluster=1
 fi
 work=$(mktemp -d /tmp/skew-slurm-ci.XXXXXX)
+passed=0
 jobs=()   # sbatch job ids
 pids=()   # background srun processes
 cleanup() {
@@ -33,7 +34,7 @@ cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
   if [[ ${#jobs[@]} -gt 0 ]]; then scancel "${jobs[@]}" 2>/dev/null || true; fi
   if [[ $started_cluster == 1 ]]; then $cluster stop || true; fi
-  rm -rf "$work"
+  if [[ $passed == 1 ]]; then rm -rf "$work"; else echo "slurm check: logs kept in $work" >&2; fi
 }
 trap cleanup EXIT
 trap "exit 130" INT TERM
@@ -52,9 +53,14 @@ start=$SECONDS
 # sbatch: the job log lands in the --chdir directory (the scripts' relative --output), the
 # scripts themselves work from the submit directory (this checkout).
 declare -A job_app
+failed=()
 for app in "${apps[@]}"; do
   # shellcheck disable=SC2086
-  id=$(sbatch --parsable --chdir="$work" "${shape[@]}" "scripts/slurm/$app.sbatch" ${small[$app]})
+  if ! id=$(sbatch --parsable --chdir="$work" "${shape[@]}" "scripts/slurm/$app.sbatch" ${small[$app]} 2>"$work/sbatch-$app.err"); then
+    echo "FAIL sbatch scripts/slurm/$app.sbatch: rejected at submission: $(cat "$work/sbatch-$app.err")" >&2
+    failed+=("sbatch $app (not submitted)")
+    continue
+  fi
   jobs+=("$id")
   job_app[$id]=$app
 done
@@ -73,7 +79,6 @@ srun -J ci-srun-nopmi "${shape[@]/--ntasks-per-node=2/--ntasks=2}" --mpi=none "$
   --config configs/moe.ini --train.iterations=1 >"$work/srun-nopmi.log" 2>&1 &
 nopmi_pid=$!
 
-failed=()
 show() {  # name, log file
   echo "---- $1: $2" >&2
   tail -n 40 "$2" >&2 2>/dev/null || echo "(no log)" >&2
@@ -157,4 +162,5 @@ if [[ ${#failed[@]} -gt 0 ]]; then
   echo "slurm check FAILED: ${failed[*]}" >&2
   exit 1
 fi
+passed=1
 echo "slurm check passed"
