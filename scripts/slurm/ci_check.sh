@@ -21,10 +21,6 @@ done
 cluster=scripts/slurm/local_cluster.sh
 eval "$($cluster env)"
 started_cluster=0
-if ! $cluster status >/dev/null 2>&1; then
-  $cluster start
-  started_cluster=1
-fi
 work=$(mktemp -d /tmp/skew-slurm-ci.XXXXXX)
 passed=0
 jobs=()   # sbatch job ids
@@ -38,6 +34,10 @@ cleanup() {
 }
 trap cleanup EXIT
 trap "exit 130" INT TERM
+if ! $cluster status >/dev/null 2>&1; then
+  started_cluster=1  # stopped again on exit, also when start fails half way
+  $cluster start
+fi
 
 # Two ranks on one CPU each (2 shared cores); Open MPI yields instead of busy-polling.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
