@@ -7,7 +7,6 @@
 // steadier measure of the work a schema does.
 #include <algorithm>
 #include <cstring>
-#include <ctime>
 #include <iostream>
 
 #include "lib/core/config.hpp"
@@ -33,12 +32,6 @@ double copy_bandwidth(std::size_t bytes) {
     a[std::size_t(rep)] = b[bytes - 1];
   }
   return best;
-}
-
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
 struct Run {
