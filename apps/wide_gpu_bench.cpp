@@ -23,6 +23,7 @@
 #include "lib/core/metrics.hpp"
 #include "lib/core/safetensors.hpp"
 #include "lib/core/timer.hpp"
+#include "lib/wide/bench_keys.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/trainer.hpp"
@@ -157,15 +158,12 @@ double train_epoch_ms(const SparseDataset& d, const WideModel& model, const kern
 
 int main(int argc, char** argv) {
   Schema schema("wide_gpu_bench", "CUDA classical vs flow gradient kernels on synthetic Criteo-like data.");
-  schema.add_string("bench.data", "synthetic:criteo?rows=1000000&features=4194304&alpha=1.1&seed=1",
-                    "data (file or synthetic spec)");
-  schema.add_string("bench.models", "fm,lr,ffm", "models to run (lr, fm, ffm)");
+  add_bench_data_keys(schema, "fm,lr,ffm");
   schema.add_int("bench.k", 16, "latent dimension for FM");
   schema.add_int("bench.ffm_k", 4, "latent dimension for FFM (rows are 1 + fields * k floats)");
   schema.add_int("bench.train_repeats", 3, "timed training epochs per schema through wide_train's CUDA path (median)");
   schema.add_int("bench.batch_size", 16384, "mini-batch size");
-  schema.add_int("bench.tile_samples", 256, "flow: samples per tile");
-  schema.add_int("bench.hot_features", 4096, "flow: cached hottest features");
+  add_bench_flow_keys(schema);
   schema.add_int("bench.repeats", 10, "timed epochs per schema (median reported)");
   schema.add_string("bench.export", "",
                     "write the renumbered data here as safetensors for the PyTorch script (empty = no)");
