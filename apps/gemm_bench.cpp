@@ -6,7 +6,6 @@
 // prints a SKIPPED line.
 #include <cblas.h>
 #include <immintrin.h>
-#include <time.h>
 
 #include <algorithm>
 #include <iomanip>
@@ -20,17 +19,12 @@
 #include "lib/core/error.hpp"
 #include "lib/core/metrics.hpp"
 #include "lib/core/rng.hpp"
+#include "lib/core/timer.hpp"
 
 using namespace skew;
 using kernels::GemmShape;
 
 namespace {
-
-double thread_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
-}
 
 // Peak flop rates of one core from register-only loops: kChains independent accumulators (more
 // than latency x throughput on current cores), so the loop runs at the instruction's throughput.
@@ -49,11 +43,11 @@ template <class Step>
 double register_peak(Step step, int flops) {
   __m512 acc[kChains];
   for (auto& a : acc) a = _mm512_setzero_ps();
-  const double start = thread_seconds();
+  const double start = thread_cpu_seconds();
   for (long i = 0; i < kPeakIterations; ++i)
 #pragma GCC unroll 24
     for (auto& a : acc) a = step(a);
-  const double seconds = thread_seconds() - start;
+  const double seconds = thread_cpu_seconds() - start;
   __m512 sum = acc[0];
   for (int c = 1; c < kChains; ++c) sum = _mm512_add_ps(sum, acc[c]);
   volatile float sink = _mm512_reduce_add_ps(sum);  // keeps the loop
@@ -127,15 +121,15 @@ template <class F, class G>
 std::pair<double, double> time_pair(F sgemm, G bf16, int repeats) {
   auto calls_for = [](auto fn) {
     for (int w = 0; w < 3; ++w) fn();
-    const double start = thread_seconds();
+    const double start = thread_cpu_seconds();
     fn();
-    return std::max(1, int(0.02 / std::max(thread_seconds() - start, 1e-9)));
+    return std::max(1, int(0.02 / std::max(thread_cpu_seconds() - start, 1e-9)));
   };
   const int sgemm_calls = calls_for(sgemm), bf16_calls = calls_for(bf16);
   auto sample = [](auto fn, int calls) {
-    const double start = thread_seconds();
+    const double start = thread_cpu_seconds();
     for (int i = 0; i < calls; ++i) fn();
-    return (thread_seconds() - start) / calls;
+    return (thread_cpu_seconds() - start) / calls;
   };
   std::vector<double> ts, tb;
   for (int r = 0; r < repeats; ++r) {

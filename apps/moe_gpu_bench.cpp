@@ -27,6 +27,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "kernels/cuda_memory.hpp"
 #include "kernels/cuda_timing.hpp"
 #include "lib/core/cuda_check.hpp"
 #endif
@@ -56,32 +57,16 @@ std::vector<std::int64_t> skewed_offsets(int groups, std::int64_t rows, double s
 }
 
 #if defined(SKEW_WITH_CUDA)
+using kernels::cuda::device_alloc;
+using kernels::cuda::device_copy_bandwidth;
 using kernels::cuda::median_ms;
 using kernels::cuda::upload;
 
-template <typename T>
-T* device_alloc(std::size_t n) {
-  T* p = nullptr;
-  SKEW_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, n) * sizeof(T)));
-  return p;
-}
 std::vector<float> random_floats(std::size_t n, std::uint64_t stream) {
   Rng rng(7, stream);
   std::vector<float> v(n);
   for (float& x : v) x = float(rng.normal());
   return v;
-}
-
-// Device-to-device copy bandwidth, bytes read + written per second, at `bytes` (>= 1 GiB).
-double copy_bandwidth(std::size_t bytes, int repeats) {
-  char* a = device_alloc<char>(bytes);
-  char* b = device_alloc<char>(bytes);
-  SKEW_CUDA_CHECK(cudaMemset(a, 1, bytes));
-  const double ms =
-      median_ms(repeats, [&] { SKEW_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
-  SKEW_CUDA_CHECK(cudaFree(a));
-  SKEW_CUDA_CHECK(cudaFree(b));
-  return 2.0 * double(bytes) / (ms * 1e-3);
 }
 
 Json bench_gate(const Sizes& s, int repeats, double bandwidth) {
@@ -226,7 +211,7 @@ int main(int argc, char** argv) {
     }
 #if defined(SKEW_WITH_CUDA)
     const int repeats = int(c.get_int("bench.repeats"));
-    const double bandwidth = copy_bandwidth(std::size_t(1) << 30, repeats);
+    const double bandwidth = device_copy_bandwidth(std::size_t(1) << 30, repeats);
     summary["copy_GBps"] = bandwidth / 1e9;
     summary["gate"] = bench_gate(s, repeats, bandwidth);
     summary["dispatch"] = bench_dispatch(s, repeats, bandwidth);

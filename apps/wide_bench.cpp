@@ -7,13 +7,13 @@
 // steadier measure of the work a schema does.
 #include <algorithm>
 #include <cstring>
-#include <ctime>
 #include <iostream>
 
 #include "lib/core/config.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/metrics.hpp"
 #include "lib/core/timer.hpp"
+#include "lib/wide/bench_keys.hpp"
 #include "lib/wide/trainer.hpp"
 #include "mpi/runtime.hpp"
 
@@ -33,12 +33,6 @@ double copy_bandwidth(std::size_t bytes) {
     a[std::size_t(rep)] = b[bytes - 1];
   }
   return best;
-}
-
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
 struct Run {
@@ -86,15 +80,12 @@ Run median_run(std::vector<Run> runs) {
 
 int main(int argc, char** argv) {
   Schema schema("wide_bench", "Classical vs flow training throughput on synthetic Criteo-like data.");
-  schema.add_string("bench.data", "synthetic:criteo?rows=1000000&features=4194304&alpha=1.1&seed=1",
-                    "data (file or synthetic spec)");
-  schema.add_string("bench.models", "lr,fm", "models to run (lr, fm, ffm)");
+  add_bench_data_keys(schema, "lr,fm");
   schema.add_int("bench.k", 16, "latent dimension for FM/FFM");
   schema.add_int("bench.batch_size", 4096, "mini-batch size");
   schema.add_int("bench.threads", 2, "worker threads");
   schema.add_choice("bench.optimizer", "sgd", {"sgd", "adagrad", "ftrl"}, "optimizer (same for all schemas)");
-  schema.add_int("bench.tile_samples", 256, "flow: samples per tile");
-  schema.add_int("bench.hot_features", 4096, "flow: cached hottest features");
+  add_bench_flow_keys(schema);
   schema.add_int("bench.replica_budget_mb", 16, "flow LR: every feature hot if threads x features x 4 B fit (0 = never)");
   schema.add_int("bench.repeats", 3, "interleaved repeats of the three runs per model (medians reported)");
   schema.add_string("bench.csv", "", "CSV output path (empty = none)");

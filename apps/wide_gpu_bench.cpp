@@ -23,6 +23,7 @@
 #include "lib/core/metrics.hpp"
 #include "lib/core/safetensors.hpp"
 #include "lib/core/timer.hpp"
+#include "lib/wide/bench_keys.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/trainer.hpp"
@@ -31,6 +32,7 @@
 #if defined(SKEW_WITH_CUDA)
 #include <cuda_runtime.h>
 
+#include "kernels/cuda_memory.hpp"
 #include "kernels/cuda_timing.hpp"
 #include "lib/core/cuda_check.hpp"
 #endif
@@ -41,21 +43,10 @@ using namespace skew::wide;
 namespace {
 
 #if defined(SKEW_WITH_CUDA)
+using kernels::cuda::device_alloc;
+using kernels::cuda::device_copy_bandwidth;
 using kernels::cuda::median_ms;
 using kernels::cuda::upload;
-
-// Device-to-device copy bandwidth, bytes read + written per second, on a 1 GiB buffer.
-double copy_bandwidth() {
-  const std::size_t bytes = std::size_t(1) << 30;
-  void *a, *b;
-  SKEW_CUDA_CHECK(cudaMalloc(&a, bytes));
-  SKEW_CUDA_CHECK(cudaMalloc(&b, bytes));
-  SKEW_CUDA_CHECK(cudaMemset(a, 1, bytes));
-  const double ms = median_ms(10, [&] { SKEW_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
-  SKEW_CUDA_CHECK(cudaFree(a));
-  SKEW_CUDA_CHECK(cudaFree(b));
-  return 2.0 * double(bytes) / (ms * 1e-3);
-}
 
 Json time_on_gpu(const SparseDataset& d, const WideModel& m, const kernels::WideFlowOptions& flow, std::int64_t batch,
                  int repeats) {
@@ -66,9 +57,8 @@ Json time_on_gpu(const SparseDataset& d, const WideModel& m, const kernels::Wide
   auto* field = upload(d.field);
   auto* label = upload(d.label);
   auto* params = upload(m.params);
-  float *grad, *logits;
-  SKEW_CUDA_CHECK(cudaMalloc(&grad, m.params.size() * sizeof(float)));
-  SKEW_CUDA_CHECK(cudaMalloc(&logits, std::size_t(d.rows()) * sizeof(float)));
+  float* grad = device_alloc<float>(m.params.size());
+  float* logits = device_alloc<float>(std::size_t(d.rows()));
   auto batch_at = [&](std::int64_t begin) {
     kernels::WideBatch b;
     b.rows = std::min(batch, d.rows() - begin);
@@ -168,15 +158,12 @@ double train_epoch_ms(const SparseDataset& d, const WideModel& model, const kern
 
 int main(int argc, char** argv) {
   Schema schema("wide_gpu_bench", "CUDA classical vs flow gradient kernels on synthetic Criteo-like data.");
-  schema.add_string("bench.data", "synthetic:criteo?rows=1000000&features=4194304&alpha=1.1&seed=1",
-                    "data (file or synthetic spec)");
-  schema.add_string("bench.models", "fm,lr,ffm", "models to run (lr, fm, ffm)");
+  add_bench_data_keys(schema, "fm,lr,ffm");
   schema.add_int("bench.k", 16, "latent dimension for FM");
   schema.add_int("bench.ffm_k", 4, "latent dimension for FFM (rows are 1 + fields * k floats)");
   schema.add_int("bench.train_repeats", 3, "timed training epochs per schema through wide_train's CUDA path (median)");
   schema.add_int("bench.batch_size", 16384, "mini-batch size");
-  schema.add_int("bench.tile_samples", 256, "flow: samples per tile");
-  schema.add_int("bench.hot_features", 4096, "flow: cached hottest features");
+  add_bench_flow_keys(schema);
   schema.add_int("bench.repeats", 10, "timed epochs per schema (median reported)");
   schema.add_string("bench.export", "",
                     "write the renumbered data here as safetensors for the PyTorch script (empty = no)");
@@ -212,7 +199,7 @@ int main(int argc, char** argv) {
       return 0;
     }
 #if defined(SKEW_WITH_CUDA)
-    const double bandwidth = copy_bandwidth();
+    const double bandwidth = device_copy_bandwidth(std::size_t(1) << 30, 10);
     // The least an epoch must stream: the CSR data once (ids, values, row offsets, labels).
     const double data_bytes = double(d.nnz()) * 8.0 + double(d.rows()) * 12.0;
     summary["copy_GBps"] = bandwidth / 1e9;

@@ -1,248 +1,17 @@
 // wide_train: LR / FM / FFM on sparse CTR data with the classical or the flow (cuWide) schema,
-// data parallel over MPI ranks. `wide_train --predict --predict.model=M --predict.data=D`
-// writes one probability per line instead of training.
+// data parallel over MPI ranks (the epoch loop: lib/wide/fit.hpp).
+//   mpirun -np 2 wide_train --config configs/wide.ini [--model.type=ffm ...]
+// `wide_train --predict --predict.model=M --predict.data=D` writes one probability per line
+// instead of training.
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <iostream>
+#include <vector>
 
 #include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
-#include "lib/core/log.hpp"
 #include "lib/core/metrics.hpp"
-#include "lib/core/timer.hpp"
-#include "lib/wide/trainer.hpp"
+#include "lib/wide/fit.hpp"
 #include "mpi/runtime.hpp"
-
-using namespace skew;
-using namespace skew::wide;
-
-namespace {
-
-Schema make_schema() {
-  Schema s("wide_train", "Train LR/FM/FFM on sparse data with the classical or flow (cuWide) schema.");
-  s.add_string("data.train", "synthetic:criteo?rows=20000&features=50000&alpha=1.1&seed=1",
-               "training data: a libsvm/libffm file or synthetic:criteo?rows=N&features=F&alpha=A&seed=S");
-  s.add_string("data.valid", "synthetic:criteo?rows=5000&features=50000&alpha=1.1&seed=1&first_row=1000000",
-               "validation data (same forms); empty = no validation");
-  s.add_choice("data.format", "auto", {"auto", "libsvm", "libffm"}, "text format (auto: .libffm/.ffm -> libffm)");
-  s.add_bool("data.skip_bad_lines", false, "skip (and count) malformed lines instead of failing");
-  s.add_bool("data.cache", true, "read/write a binary cache FILE.skewbin beside a text file");
-  s.add_choice("model.type", "fm", {"lr", "fm", "ffm"}, "model: logistic regression, FM or field-aware FM");
-  s.add_int("model.k", 8, "latent dimension (FM/FFM)");
-  s.add_int("model.features", 0, "number of features; 0 = max index + 1 in the data");
-  s.add_float("model.init_std", 0.01, "std of the initial latent factors");
-  s.add_int("model.seed", 1, "initialisation seed");
-  s.add_choice("train.schema", "flow", {"classical", "flow"}, "training schema");
-  s.add_choice("train.device", "cpu", {"cpu", "cuda"},
-               "where to train: cpu (train.threads per rank) or cuda (one GPU per rank; validation on the CPU)");
-  s.add_bool("train.overlap", true, "cuda: copy the next mini-batch to the GPU on a second stream while this one computes");
-  s.add_choice("train.optimizer", "adagrad", {"sgd", "adagrad", "ftrl"}, "optimizer");
-  s.add_float("train.lr", 0.05, "learning rate (FTRL: alpha)");
-  s.add_float("train.l2", 1e-5, "L2 regularisation");
-  s.add_float("train.l1", 0.0, "L1 (FTRL only)");
-  s.add_float("train.ftrl_beta", 1.0, "FTRL beta");
-  s.add_int("train.epochs", 5, "maximum number of epochs");
-  s.add_int("train.batch_size", 1024, "global mini-batch size (split evenly over ranks)");
-  s.add_int("train.threads", 1, "worker threads per rank");
-  s.add_int("train.patience", 2, "stop after this many epochs without a better validation logloss (0 = never)");
-  s.add_choice("train.sync", "allreduce", {"allreduce"}, "multi-rank synchronisation of the gradient");
-  s.add_bool("train.renumber", true, "renumber features by frequency (flow: hot features get small ids)");
-  s.add_int("train.tile_samples", 256, "flow: samples per tile");
-  s.add_int("train.hot_features", 4096, "flow: number of hottest features with cached, replicated accumulators");
-  s.add_int("train.replica_budget_mb", 16,
-            "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot (0 = never)");
-  s.add_int("train.log_every", 20, "progress line and metrics record every N steps");
-  s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
-  s.add_string("output.model", "", "where the best model so far is saved, each time an epoch improves it (default OUTPUT_DIR/model.safetensors)");
-  s.add_string("predict.model", "", "--predict: the model to load");
-  s.add_string("predict.data", "", "--predict: the data to score");
-  s.add_string("predict.output", "-", "--predict: output file, one probability per line ('-' = stdout)");
-  return s;
-}
-
-ReadOptions read_options(const Config& c, const comm::Runtime& rt, int threads) {
-  ReadOptions o;
-  o.format = c.get_string("data.format");
-  o.skip_bad_lines = c.get_bool("data.skip_bad_lines");
-  o.use_cache = c.get_bool("data.cache");
-  o.threads = threads;
-  o.rank = rt.world_rank;
-  o.world = rt.world_size;
-  return o;
-}
-
-int predict(const Config& c, comm::Runtime& rt) {
-  SKEW_CHECK(rt.world_size == 1, "--predict runs on one rank");
-  const std::string model_path = c.get_string("predict.model"), data_path = c.get_string("predict.data");
-  SKEW_CHECK(!model_path.empty() && !data_path.empty(), "--predict needs predict.model and predict.data");
-  WideModel model = WideModel::load(model_path);
-  SparseDataset data = load_dataset(data_path, read_options(c, rt, int(c.get_int("train.threads"))));
-  for (auto i : data.index)
-    SKEW_CHECK(i < model.shape.num_features, data_path << ": feature " << i << " is beyond the model's " << model.shape.num_features);
-  TrainOptions o;
-  o.schema = TrainSchema::Classical;
-  WideTrainer t(std::move(model), o);
-  const std::vector<float> p = t.predict(data);
-  std::string text;
-  for (float v : p) text += std::to_string(v) + "\n";
-  const std::string out = c.get_string("predict.output");
-  if (out == "-") std::cout << text << std::flush;
-  else write_file_atomic(out, text);
-  return 0;
-}
-
-int train(const Config& c, comm::Runtime& rt) {
-  Timer total;
-  const int threads = int(c.get_int("train.threads"));
-  const ReadOptions ro = read_options(c, rt, threads);
-  ReadReport train_report;
-  SparseDataset train = load_dataset(c.get_string("data.train"), ro, &train_report);
-  SparseDataset valid;
-  const bool has_valid = !c.get_string("data.valid").empty();
-  if (has_valid) valid = load_dataset(c.get_string("data.valid"), ro);
-  SKEW_INFO("data: " << train.rows() << " training rows on rank 0 (" << train_report.lines << " lines"
-                     << (train_report.from_cache ? ", from cache" : "") << ", " << train_report.skipped_lines
-                     << " skipped, " << train_report.seconds << " s)" << (has_valid ? ", validation " + std::to_string(valid.rows()) + " rows" : ""));
-
-  kernels::WideShape shape;
-  shape.kind = kernels::wide_kind_from_name(c.get_string("model.type"));
-  shape.k = shape.kind == kernels::WideKind::LR ? 0 : int(c.get_int("model.k"));
-  const std::int64_t data_features = std::max(train.num_features, valid.num_features);
-  shape.num_features = c.get_int("model.features") > 0 ? c.get_int("model.features") : data_features;
-  SKEW_CHECK(data_features <= shape.num_features, "the data has feature ids up to " << data_features - 1
-                 << " but model.features = " << shape.num_features);
-  SKEW_CHECK(shape.num_features <= (std::int64_t(1) << 28), "model.features = " << shape.num_features
-                 << " is too large; hash the data into fewer ids");
-  shape.num_fields = std::max(train.num_fields, valid.num_fields);
-
-  FeatureOrder order;
-  const bool renumber = c.get_bool("train.renumber");
-  if (renumber) {
-    std::vector<std::int64_t> counts = feature_counts(train, shape.num_features);
-    rt.world->allreduce(comm::view(counts), comm::ReduceOp::Sum);
-    order = FeatureOrder::by_frequency(counts);
-    order.apply(train);
-    if (has_valid) order.apply(valid);
-  }
-
-  TrainOptions o;
-  o.schema = schema_from_name(c.get_string("train.schema"));
-  o.device = device_from_name(c.get_string("train.device"));
-  o.overlap = c.get_bool("train.overlap");
-  o.threads = threads;
-  o.optimizer.kind = optimizer_from_name(c.get_string("train.optimizer"));
-  o.optimizer.lr = float(c.get_float("train.lr"));
-  o.optimizer.l2 = float(c.get_float("train.l2"));
-  o.optimizer.l1 = float(c.get_float("train.l1"));
-  o.optimizer.beta = float(c.get_float("train.ftrl_beta"));
-  const auto require_at_least = [&](const char* key, std::int64_t least) {
-    SKEW_CHECK(c.get_int(key) >= least, key << " must be at least " << least << ", got " << c.get_int(key));
-  };
-  require_at_least("train.tile_samples", 1);
-  require_at_least("train.hot_features", 0);
-  require_at_least("train.replica_budget_mb", 0);
-  o.flow.tile_samples = int(c.get_int("train.tile_samples"));
-  o.flow.hot_features = c.get_int("train.hot_features");
-  o.flow.replica_budget_bytes = c.get_int("train.replica_budget_mb") << 20;
-  WideTrainer trainer(WideModel::create(shape, std::uint64_t(c.get_int("model.seed")), float(c.get_float("model.init_std"))), o,
-                      rt.world);
-
-  const std::string dir = c.get_string("output.dir");
-  if (!dir.empty() && rt.world_rank == 0) make_directories(dir);
-  JsonlWriter metrics(rt.world_rank == 0 && !dir.empty() ? dir + "/metrics.jsonl" : "");
-  const std::int64_t global_batch = c.get_int("train.batch_size");
-  SKEW_CHECK(global_batch >= rt.world_size, "train.batch_size = " << global_batch << " is smaller than the " << rt.world_size << " ranks");
-  const std::int64_t local_batch = global_batch / rt.world_size;
-  std::vector<std::int64_t> steps{(train.rows() + local_batch - 1) / local_batch};
-  rt.world->allreduce(comm::view(steps), comm::ReduceOp::Min);
-  const std::int64_t log_every = std::max<std::int64_t>(1, c.get_int("train.log_every"));
-  const int patience = int(c.get_int("train.patience"));
-
-  // The best model so far is saved (atomically) whenever an epoch improves it: a crash or a
-  // kill later in the run keeps it.
-  std::string model_path = c.get_string("output.model");
-  if (model_path.empty() && !dir.empty()) model_path = dir + "/model.safetensors";
-  std::vector<float> best_params = trainer.parameters();
-  int best_epoch = 0;
-  const auto save_best = [&] {
-    if (model_path.empty() || rt.world_rank != 0) return;
-    WideModel saved{shape, renumber ? order.to_original(shape, best_params) : best_params};
-    saved.save(model_path, {{"schema", c.get_string("train.schema")}, {"epoch", std::to_string(best_epoch)}});
-  };
-  double best_loss = 1e300, best_auc = 0.5, train_seconds = 0;
-  std::int64_t total_samples = 0, total_nnz = 0, global_step = 0;
-  int epochs_run = 0, since_best = 0;
-  for (int epoch = 1; epoch <= int(c.get_int("train.epochs")); ++epoch) {
-    Timer epoch_timer;
-    double loss_sum = 0, window_loss = 0;
-    std::int64_t epoch_samples = 0, window_steps = 0;
-    for (std::int64_t s = 0; s < steps[0]; ++s) {
-      const std::int64_t begin = std::min(train.rows(), s * local_batch), end = std::min(train.rows(), begin + local_batch);
-      const std::int64_t next_end = s + 1 < steps[0] ? std::min(train.rows(), end + local_batch) : end;
-      const StepResult r = trainer.step(train, begin, end, end, next_end);
-      loss_sum += r.loss * double(r.samples);
-      epoch_samples += r.samples;
-      total_nnz += r.nonzeros;
-      window_loss += r.loss;
-      ++window_steps;
-      ++global_step;
-      if (global_step % log_every == 0) {
-        const double rate = double(epoch_samples) / epoch_timer.seconds();
-        SKEW_INFO("epoch " << epoch << " step " << s + 1 << "/" << steps[0] << " loss " << window_loss / double(window_steps)
-                           << " samples/s " << std::llround(rate));
-        metrics.write(Json{{"step", global_step}, {"epoch", epoch}, {"train_loss", window_loss / double(window_steps)}, {"samples_per_s", rate}});
-        window_loss = 0;
-        window_steps = 0;
-      }
-    }
-    train_seconds += epoch_timer.seconds();
-    total_samples += epoch_samples;
-    epochs_run = epoch;
-    Json record{{"epoch", epoch}, {"train_logloss", loss_sum / double(std::max<std::int64_t>(1, epoch_samples))}};
-    if (!has_valid) {
-      best_params = trainer.parameters();
-      best_epoch = epoch;
-      save_best();
-      metrics.write(record);
-      continue;
-    }
-    const Evaluation e = trainer.evaluate(valid);
-    record["valid_logloss"] = e.logloss;
-    record["valid_auc"] = e.auc;
-    record["elapsed_s"] = total.seconds();  // since start, data loading included: time-to-AUC
-    metrics.write(record);
-    SKEW_INFO("epoch " << epoch << " train logloss " << record["train_logloss"].get<double>() << " valid logloss " << e.logloss
-                       << " auc " << e.auc << " (" << epoch_timer.seconds() << " s)");
-    if (e.logloss < best_loss) {
-      best_loss = e.logloss;
-      best_auc = e.auc;
-      best_epoch = epoch;
-      best_params = trainer.parameters();
-      save_best();
-      since_best = 0;
-    } else if (patience > 0 && ++since_best >= patience) {
-      SKEW_INFO("early stop: no better validation logloss for " << patience << " epoch(s); keeping epoch " << best_epoch);
-      break;
-    }
-  }
-  Json summary{{"app", "wide_train"}, {"model", c.get_string("model.type")}, {"schema", c.get_string("train.schema")},
-               {"device", c.get_string("train.device")}, {"ranks", rt.world_size}, {"threads", threads}, {"features", shape.num_features},
-               {"epochs_run", epochs_run}, {"best_epoch", best_epoch},
-               {"valid_logloss", has_valid ? best_loss : 0.0}, {"valid_auc", best_auc},
-               {"train_samples_per_s", double(total_samples) / std::max(1e-9, train_seconds)},
-               {"train_nonzeros_per_s", double(total_nnz) / std::max(1e-9, train_seconds)},
-               {"train_rows_skipped", train_report.skipped_lines}, {"data_seconds", train_report.seconds},
-               {"seconds", total.seconds()}, {"model_path", model_path}};
-  if (rt.world_rank == 0) {
-    if (!dir.empty()) write_file_atomic(dir + "/summary.json", summary.dump() + "\n");
-    print_summary(summary);
-  }
-  return 0;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   // --predict is a mode switch, not a schema key: take it out before parsing.
@@ -252,12 +21,18 @@ int main(int argc, char** argv) {
   if (predict_mode) args.erase(it);
   const int count = int(args.size());
   args.push_back(nullptr);  // MPI_Init expects argv[argc] == NULL
-  const Schema schema = make_schema();
+  const skew::Schema schema = skew::wide::wide_train_schema();
   // Each rank binds GPU local_rank % count when GPUs are visible (train.device = cuda on several
   // ranks: one GPU each).
-  return comm::run_main(count, args.data(), /*bind_gpu=*/true, [&](comm::Runtime& rt) {
-    const Config c = Config::parse(schema, count, args.data());
-    if (c.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
-    return predict_mode ? predict(c, rt) : train(c, rt);
+  return skew::comm::run_main(count, args.data(), /*bind_gpu=*/true, [&](skew::comm::Runtime& rt) {
+    const skew::Config config = skew::Config::parse(schema, count, args.data());
+    if (config.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
+    if (predict_mode) {
+      skew::wide::predict(config, *rt.world);
+      return 0;
+    }
+    const skew::Json summary = skew::wide::fit(config, rt.world);
+    if (rt.world_rank == 0) skew::print_summary(summary);
+    return 0;
   });
 }

@@ -1,5 +1,5 @@
-// GPU benchmark helpers (CUDA builds only): device upload and event-timed medians, shared by
-// the GPU benchmark apps so that every figure is measured the same way.
+// GPU benchmark timing (CUDA builds only): event-timed medians and the device copy bandwidth,
+// shared by the GPU benchmark apps so that every figure is measured the same way.
 #pragma once
 #if defined(SKEW_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -7,17 +7,10 @@
 #include <algorithm>
 #include <vector>
 
+#include "kernels/cuda_memory.hpp"
 #include "lib/core/cuda_check.hpp"
 
 namespace skew::kernels::cuda {
-
-template <typename T>
-T* upload(const std::vector<T>& v) {
-  T* p = nullptr;
-  SKEW_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)));
-  SKEW_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return p;
-}
 
 // Median milliseconds of `repeats` runs of fn after one warm-up run, timed with CUDA events on
 // the default stream.
@@ -42,6 +35,19 @@ double median_ms(int repeats, Fn fn) {
   SKEW_CUDA_CHECK(cudaEventDestroy(stop));
   std::nth_element(ms.begin(), ms.begin() + static_cast<std::ptrdiff_t>(ms.size() / 2), ms.end());
   return ms[ms.size() / 2];
+}
+
+// Device-to-device copy bandwidth, bytes read + written per second, over a buffer of `bytes`
+// (1 GiB or more, so that no cache holds it): the bound the benchmarks' figures are set against.
+inline double device_copy_bandwidth(std::size_t bytes, int repeats) {
+  char* a = device_alloc<char>(bytes);
+  char* b = device_alloc<char>(bytes);
+  SKEW_CUDA_CHECK(cudaMemset(a, 1, bytes));
+  const double ms =
+      median_ms(repeats, [&] { SKEW_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
+  SKEW_CUDA_CHECK(cudaFree(a));
+  SKEW_CUDA_CHECK(cudaFree(b));
+  return 2.0 * double(bytes) / (ms * 1e-3);
 }
 
 }  // namespace skew::kernels::cuda

@@ -33,12 +33,7 @@
 
 #include "kernels/wide_model.hpp"
 #include "kernels/wide_pool.hpp"
-
-#if defined(__CUDACC__)
-#define SKEW_WIDE_HD __host__ __device__
-#else
-#define SKEW_WIDE_HD
-#endif
+#include "lib/core/host_device.hpp"
 
 namespace skew::kernels {
 
@@ -46,10 +41,10 @@ namespace skew::kernels {
 // parameter row; `grad_row` its gradient row (row_len floats).
 struct LrProgram {
   int k;
-  SKEW_WIDE_HD int acc_len() const { return 1; }
-  SKEW_WIDE_HD void gather(const float* row, float x, float* acc) const { acc[0] += row[0] * x; }
-  SKEW_WIDE_HD float apply(const float* acc, float bias) const { return bias + acc[0]; }
-  SKEW_WIDE_HD void scatter(const float*, float x, const float*, float g, float* grad_row) const {
+  SKEW_HD int acc_len() const { return 1; }
+  SKEW_HD void gather(const float* row, float x, float* acc) const { acc[0] += row[0] * x; }
+  SKEW_HD float apply(const float* acc, float bias) const { return bias + acc[0]; }
+  SKEW_HD void scatter(const float*, float x, const float*, float g, float* grad_row) const {
     grad_row[0] += g * x;
   }
 };
@@ -57,8 +52,8 @@ struct LrProgram {
 // acc = [linear sum, sum of squares, s_1..s_k] with s_f = sum_j v_jf x_j.
 struct FmProgram {
   int k;
-  SKEW_WIDE_HD int acc_len() const { return 2 + k; }
-  SKEW_WIDE_HD void gather(const float* row, float x, float* acc) const {
+  SKEW_HD int acc_len() const { return 2 + k; }
+  SKEW_HD void gather(const float* row, float x, float* acc) const {
     acc[0] += row[0] * x;
     float squares = 0.0f;
     for (int f = 0; f < k; ++f) {
@@ -68,12 +63,12 @@ struct FmProgram {
     }
     acc[1] += squares;
   }
-  SKEW_WIDE_HD float apply(const float* acc, float bias) const {
+  SKEW_HD float apply(const float* acc, float bias) const {
     float interaction = -acc[1];
     for (int f = 0; f < k; ++f) interaction += acc[2 + f] * acc[2 + f];
     return bias + acc[0] + 0.5f * interaction;
   }
-  SKEW_WIDE_HD void scatter(const float* row, float x, const float* acc, float g, float* grad_row) const {
+  SKEW_HD void scatter(const float* row, float x, const float* acc, float g, float* grad_row) const {
     const float gx = g * x;
     grad_row[0] += gx;
     for (int f = 0; f < k; ++f) grad_row[1 + f] += gx * (acc[2 + f] - row[1 + f] * x);

@@ -10,6 +10,7 @@
 //                                  v_{f,field} (FFM, num_fields*k floats, field-major)
 // so everything a feature owns is one contiguous row.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -52,5 +53,21 @@ inline void wide_prefetch_row(const float* row, int row_len) {
   for (const char* p = first; p < last; p += 64) __builtin_prefetch(p);
   __builtin_prefetch(last);
 }
+
+// CPU: *dst += v, as a relaxed atomic add when other threads may add to the same float
+// (Atomic), plainly otherwise. An object rather than a function template so that the kernels
+// can also hand it on as the `add` of a shared per-entry body (kernels/wide_ffm.hpp).
+template <bool Atomic>
+struct WideAddTo {
+  void operator()(float* dst, float v) const {
+    if constexpr (Atomic) {
+      std::atomic_ref<float>(*dst).fetch_add(v, std::memory_order_relaxed);
+    } else {
+      *dst += v;
+    }
+  }
+};
+template <bool Atomic>
+inline constexpr WideAddTo<Atomic> wide_add_to{};
 
 }  // namespace skew::kernels

@@ -8,6 +8,7 @@
 
 #include "kernels/wide_flow.hpp"
 #include "kernels/wide_model.hpp"
+#include "lib/core/host_device.hpp"
 
 namespace skew::kernels {
 
@@ -23,7 +24,7 @@ struct WideUpdateRule {
 
 // One coordinate: w from its (scaled) gradient; n is AdaGrad's/FTRL's sum of squares, z FTRL's
 // state (unused pointers may be null for the rules that do not read them).
-SKEW_WIDE_HD inline void wide_update_coordinate(const WideUpdateRule& o, float& w, float grad, float* n, float* z) {
+SKEW_HD inline void wide_update_coordinate(const WideUpdateRule& o, float& w, float grad, float* n, float* z) {
   switch (o.kind) {
     case WideOptimizerKind::Sgd: w -= o.lr * (grad + o.l2 * w); break;
     case WideOptimizerKind::AdaGrad:

@@ -2,10 +2,11 @@
 // scatters its own gradient into the shared array (atomic float adds when threads > 1).
 #include "kernels/wide_classical.hpp"
 
-#include <atomic>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
+
+#include "kernels/wide_ffm.hpp"
 
 namespace skew::kernels {
 
@@ -23,15 +24,6 @@ const char* wide_kind_name(WideKind kind) {
 namespace {
 
 constexpr std::int64_t kSamplesPerTask = 64;
-
-template <bool Atomic>
-inline void add_to(float* dst, float v) {
-  if constexpr (Atomic) {
-    std::atomic_ref<float>(*dst).fetch_add(v, std::memory_order_relaxed);
-  } else {
-    *dst += v;
-  }
-}
 
 // Logit of sample i; `sums` (k floats) receives sum_j v_j x_j for FM.
 inline float sample_logit(const WideShape& s, const WideBatch& b, const float* params, std::int64_t i,
@@ -61,18 +53,7 @@ inline float sample_logit(const WideShape& s, const WideBatch& b, const float* p
     return z + 0.5f * interaction;
   }
   // FFM: sum over pairs i<j of <v_{i,field_j}, v_{j,field_i}> x_i x_j.
-  for (std::int64_t e = begin; e < end; ++e) {
-    const float* row_a = params + 1 + std::int64_t(b.index[e]) * row_len;
-    z += row_a[0] * b.value[e];
-    for (std::int64_t o = e + 1; o < end; ++o) {
-      const float* row_b = params + 1 + std::int64_t(b.index[o]) * row_len;
-      const float* va = row_a + 1 + b.field[o] * k;
-      const float* vb = row_b + 1 + b.field[e] * k;
-      float dot = 0.0f;
-      for (int f = 0; f < k; ++f) dot += va[f] * vb[f];
-      z += dot * b.value[e] * b.value[o];
-    }
-  }
+  for (std::int64_t e = begin; e < end; ++e) z = wide_ffm_entry_logit(b, k, row_len, params, e, end, z);
   return z;
 }
 
@@ -83,19 +64,15 @@ inline void sample_scatter(const WideShape& s, const WideBatch& b, const float* 
   const std::int64_t begin = b.row_ptr[i], end = b.row_ptr[i + 1];
   for (std::int64_t e = begin; e < end; ++e) {
     const std::int64_t off = 1 + std::int64_t(b.index[e]) * row_len;
+    if (s.kind == WideKind::FFM) {
+      wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g, grad + off, wide_add_to<Atomic>);
+      continue;
+    }
     const float x = b.value[e];
-    add_to<Atomic>(grad + off, g * x);
+    wide_add_to<Atomic>(grad + off, g * x);
     if (s.kind == WideKind::FM) {
       const float* v = params + off + 1;
-      for (int f = 0; f < k; ++f) add_to<Atomic>(grad + off + 1 + f, g * x * (sums[f] - v[f] * x));
-    } else if (s.kind == WideKind::FFM) {
-      for (std::int64_t o = begin; o < end; ++o) {
-        if (o == e) continue;
-        const float* vb = params + 1 + std::int64_t(b.index[o]) * row_len + 1 + b.field[e] * k;
-        float* ga = grad + off + 1 + b.field[o] * k;
-        const float scale = g * x * b.value[o];
-        for (int f = 0; f < k; ++f) add_to<Atomic>(ga + f, scale * vb[f]);
-      }
+      for (int f = 0; f < k; ++f) wide_add_to<Atomic>(grad + off + 1 + f, g * x * (sums[f] - v[f] * x));
     }
   }
 }
@@ -115,7 +92,7 @@ void classical(const WideShape& s, const WideBatch& b, const float* params, floa
       bias_grad += g;
       sample_scatter<Atomic>(s, b, params, i, sums.data(), g, grad);
     }
-    add_to<Atomic>(grad, bias_grad);
+    wide_add_to<Atomic>(grad, bias_grad);
   });
 }
 

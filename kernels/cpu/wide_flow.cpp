@@ -6,9 +6,10 @@
 #include "kernels/wide_flow.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cstring>
+
+#include "kernels/wide_ffm.hpp"
 
 namespace skew::kernels {
 
@@ -16,15 +17,6 @@ namespace {
 
 constexpr int kDigitBits = 11;
 constexpr std::uint32_t kBuckets = 1u << kDigitBits;
-
-template <bool Atomic>
-inline void add_to(float* dst, float v) {
-  if constexpr (Atomic) {
-    std::atomic_ref<float>(*dst).fetch_add(v, std::memory_order_relaxed);
-  } else {
-    *dst += v;
-  }
-}
 
 }  // namespace
 
@@ -156,7 +148,7 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
       ++hot_columns;
     } else {
       float* out = grad + 1 + feature * row_len;
-      for (int j = 0; j < row_len; ++j) add_to<Atomic>(out + j, t.row_grad[std::size_t(j)]);
+      for (int j = 0; j < row_len; ++j) wide_add_to<Atomic>(out + j, t.row_grad[std::size_t(j)]);
     }
   }
   stats.columns += static_cast<std::int64_t>(columns);
@@ -171,41 +163,19 @@ void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, s
   for (std::int64_t i = first; i < last; ++i) {
     const std::int64_t begin = b.row_ptr[i], end = b.row_ptr[i + 1];
     float z = params[0];
-    for (std::int64_t e = begin; e < end; ++e) {
-      const float* ra = params + 1 + std::int64_t(b.index[e]) * row_len;
-      z += ra[0] * b.value[e];
-      for (std::int64_t o = e + 1; o < end; ++o) {
-        const float* va = ra + 1 + b.field[o] * k;
-        const float* vb = params + 1 + std::int64_t(b.index[o]) * row_len + 1 + b.field[e] * k;
-        float dot = 0.0f;
-        for (int f = 0; f < k; ++f) dot += va[f] * vb[f];
-        z += dot * b.value[e] * b.value[o];
-      }
-    }
+    for (std::int64_t e = begin; e < end; ++e) z = wide_ffm_entry_logit(b, k, row_len, params, e, end, z);
     logits[i] = z;
     const float g = wide_sigmoid(z) - b.label[i];
     bias_grad += g;
     for (std::int64_t e = begin; e < end; ++e) {
+      // A hot row is this thread's own replica: plain adds.
       const std::int64_t feature = b.index[e];
-      const bool cached = feature < hot;
-      float* out = cached ? hot_cache + feature * row_len : grad + 1 + feature * row_len;
-      const float x = b.value[e];
-      if (cached)
-        out[0] += g * x;
+      if (feature < hot)
+        wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g, hot_cache + feature * row_len,
+                               wide_add_to<false>);
       else
-        add_to<Atomic>(out, g * x);
-      for (std::int64_t o = begin; o < end; ++o) {
-        if (o == e) continue;
-        const float* vb = params + 1 + std::int64_t(b.index[o]) * row_len + 1 + b.field[e] * k;
-        float* ga = out + 1 + b.field[o] * k;
-        const float scale = g * x * b.value[o];
-        for (int f = 0; f < k; ++f) {
-          if (cached)
-            ga[f] += scale * vb[f];
-          else
-            add_to<Atomic>(ga + f, scale * vb[f]);
-        }
-      }
+        wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g, grad + 1 + feature * row_len,
+                               wide_add_to<Atomic>);
     }
   }
 }

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/wide_ffm.cuh"
+#include "kernels/wide_ffm.hpp"
 #include "lib/core/cuda_check.hpp"
 
 namespace skew::kernels {
@@ -21,49 +22,23 @@ constexpr int kThreads = 128;
 constexpr int kWarp = 32;
 constexpr std::size_t kSharedBudget = 40 * 1024;
 
-__device__ float pair_dot(const float* va, const float* vb, int k) {
-  float dot = 0.0f;
-  for (int f = 0; f < k; ++f) dot += va[f] * vb[f];
-  return dot;
-}
-
-// grad rows of entry e: d z / d v_{a,field_o} = v_{o,field_a} x_a x_o for every other entry o.
-__device__ void scatter_entry(const WideBatch& b, int k, int row_len, const float* params, std::int64_t e,
-                              std::int64_t begin, std::int64_t end, float g, float* out) {
-  const float x = b.value[e];
-  atomicAdd(out, g * x);
-  for (std::int64_t o = begin; o < end; ++o) {
-    if (o == e) continue;
-    const float* vb = params + 1 + std::int64_t(b.index[o]) * row_len + 1 + b.field[e] * k;
-    float* ga = out + 1 + b.field[o] * k;
-    const float scale = g * x * b.value[o];
-    for (int f = 0; f < k; ++f) atomicAdd(ga + f, scale * vb[f]);
-  }
-}
-
-// Linear term and the pairs (e, o > e) of entry e.
-__device__ float entry_logit_part(const WideBatch& b, int k, int row_len, const float* params, std::int64_t e,
-                                  std::int64_t end) {
-  const float* ra = params + 1 + std::int64_t(b.index[e]) * row_len;
-  float z = ra[0] * b.value[e];
-  for (std::int64_t o = e + 1; o < end; ++o) {
-    const float* vb = params + 1 + std::int64_t(b.index[o]) * row_len + 1 + b.field[e] * k;
-    z += pair_dot(ra + 1 + b.field[o] * k, vb, k) * b.value[e] * b.value[o];
-  }
-  return z;
-}
+// Every gradient write of both kernels: rows in global or shared memory that other threads add to.
+struct AtomicAdd {
+  __device__ void operator()(float* dst, float v) const { atomicAdd(dst, v); }
+};
 
 __global__ void ffm_classical_kernel(int k, int row_len, WideBatch b, const float* params, float* grad, float* logits) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= b.rows) return;
   const std::int64_t begin = b.row_ptr[i], end = b.row_ptr[i + 1];
   float z = params[0];
-  for (std::int64_t e = begin; e < end; ++e) z += entry_logit_part(b, k, row_len, params, e, end);
+  for (std::int64_t e = begin; e < end; ++e) z += wide_ffm_entry_logit(b, k, row_len, params, e, end, 0.0f);
   logits[i] = z;
   const float g = 1.0f / (1.0f + expf(-z)) - b.label[i];
   atomicAdd(grad, g);
   for (std::int64_t e = begin; e < end; ++e)
-    scatter_entry(b, k, row_len, params, e, begin, end, g, grad + 1 + std::int64_t(b.index[e]) * row_len);
+    wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g, grad + 1 + std::int64_t(b.index[e]) * row_len,
+                           AtomicAdd{});
 }
 
 __global__ void ffm_flow_kernel(int k, int row_len, int tile, int hot, WideBatch b, const float* params, float* grad,
@@ -78,7 +53,8 @@ __global__ void ffm_flow_kernel(int k, int row_len, int tile, int hot, WideBatch
   for (int s = warp; s < samples; s += warps) {
     const std::int64_t i = first + s, begin = b.row_ptr[i], end = b.row_ptr[i + 1];
     float part = 0.0f;
-    for (std::int64_t e = begin + lane; e < end; e += kWarp) part += entry_logit_part(b, k, row_len, params, e, end);
+    for (std::int64_t e = begin + lane; e < end; e += kWarp)
+      part += wide_ffm_entry_logit(b, k, row_len, params, e, end, 0.0f);
     for (int offset = kWarp / 2; offset > 0; offset /= 2) part += __shfl_xor_sync(0xffffffffu, part, offset);
     const float z = params[0] + part;
     const float g = 1.0f / (1.0f + expf(-z)) - b.label[i];
@@ -89,7 +65,7 @@ __global__ void ffm_flow_kernel(int k, int row_len, int tile, int hot, WideBatch
     for (std::int64_t e = begin + lane; e < end; e += kWarp) {
       const std::int64_t f = b.index[e];
       float* out = f < hot ? cache + f * row_len : grad + 1 + f * row_len;
-      scatter_entry(b, k, row_len, params, e, begin, end, g, out);
+      wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g, out, AtomicAdd{});
     }
   }
   __syncthreads();

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cuda_memory.hpp"
 #include "kernels/wide_classical.hpp"
 #include "lib/core/cuda_check.hpp"
 
@@ -15,29 +16,9 @@ namespace skew::wide {
 
 namespace {
 
-template <typename T>
-void grow_pinned(T*& p, std::size_t& capacity, std::size_t n) {
-  if (n <= capacity) return;
-  if (p) SKEW_CUDA_CHECK(cudaFreeHost(p));
-  SKEW_CUDA_CHECK(cudaMallocHost(&p, n * sizeof(T)));
-  capacity = n;
-}
-
-template <typename T>
-void grow_device(T*& p, std::size_t& capacity, std::size_t n) {
-  if (n <= capacity) return;
-  if (p) SKEW_CUDA_CHECK(cudaFree(p));
-  SKEW_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
-  capacity = n;
-}
-
-template <typename T>
-T* device_copy(const std::vector<T>& v) {
-  T* p = nullptr;
-  SKEW_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)));
-  if (!v.empty()) SKEW_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return p;
-}
+using kernels::cuda::device_alloc;
+using kernels::cuda::grow_device;
+using kernels::cuda::grow_pinned;
 
 // One staged mini-batch: pinned host copy (row offsets rebased to 0) and its device twin.
 struct Slot {
@@ -170,12 +151,12 @@ WideGpuTrainer::WideGpuTrainer(const kernels::WideShape& shape, bool flow, const
   s.flow_options = flow_options;
   s.rule = rule;
   s.overlap = overlap;
-  s.params = device_copy(params);
-  SKEW_CUDA_CHECK(cudaMalloc(&s.grad, std::max<std::size_t>(1, params.size()) * sizeof(float)));
+  s.params = kernels::cuda::upload(params);
+  s.grad = device_alloc<float>(params.size());
   SKEW_CUDA_CHECK(cudaMemset(s.grad, 0, std::max<std::size_t>(1, params.size()) * sizeof(float)));
-  if (!n_state.empty()) s.n = device_copy(n_state);
-  if (!z_state.empty()) s.z = device_copy(z_state);
-  SKEW_CUDA_CHECK(cudaMalloc(&s.touched, std::size_t(std::max<std::int64_t>(1, shape.num_features))));
+  if (!n_state.empty()) s.n = kernels::cuda::upload(n_state);
+  if (!z_state.empty()) s.z = kernels::cuda::upload(z_state);
+  s.touched = device_alloc<std::uint8_t>(std::size_t(shape.num_features));
   SKEW_CUDA_CHECK(cudaMemset(s.touched, 0, std::size_t(std::max<std::int64_t>(1, shape.num_features))));
   SKEW_CUDA_CHECK(cudaStreamCreateWithFlags(&s.compute, cudaStreamNonBlocking));
   SKEW_CUDA_CHECK(cudaStreamCreateWithFlags(&s.copy, cudaStreamNonBlocking));

@@ -1,0 +1,52 @@
+// Device and pinned host buffers (CUDA builds only), shared by the GPU trainer
+// (lib/wide/gpu_trainer.cpp) and the GPU benchmark apps: allocation, upload, and the grow-only
+// staging buffers a trainer refills every batch.
+#pragma once
+#if defined(SKEW_WITH_CUDA)
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "lib/core/cuda_check.hpp"
+
+namespace skew::kernels::cuda {
+
+// n elements of device memory, uninitialised; at least one, so that the pointer is never null
+// (kernels and copies of an empty model or batch still get a valid address).
+template <typename T>
+T* device_alloc(std::size_t n) {
+  T* p = nullptr;
+  SKEW_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, n) * sizeof(T)));
+  return p;
+}
+
+// A device copy of v (synchronous).
+template <typename T>
+T* upload(const std::vector<T>& v) {
+  T* p = device_alloc<T>(v.size());
+  if (!v.empty()) SKEW_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
+}
+
+// Makes p hold at least n elements, reallocating (contents dropped: staging buffers are
+// refilled whole) only when `capacity` is smaller, so that steady batches allocate nothing.
+// Pinned (page-locked) host memory is what asynchronous host-to-device copies need.
+template <typename T>
+void grow(T*& p, std::size_t& capacity, std::size_t n, bool pinned) {
+  if (n <= capacity) return;
+  if (p) SKEW_CUDA_CHECK(pinned ? cudaFreeHost(p) : cudaFree(p));
+  SKEW_CUDA_CHECK(pinned ? cudaMallocHost(&p, n * sizeof(T)) : cudaMalloc(&p, n * sizeof(T)));
+  capacity = n;
+}
+template <typename T>
+void grow_device(T*& p, std::size_t& capacity, std::size_t n) {
+  grow(p, capacity, n, false);
+}
+template <typename T>
+void grow_pinned(T*& p, std::size_t& capacity, std::size_t n) {
+  grow(p, capacity, n, true);
+}
+
+}  // namespace skew::kernels::cuda
+#endif

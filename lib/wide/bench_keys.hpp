@@ -1,0 +1,16 @@
+// Config keys that both wide benchmarks read (wide_bench on the CPU, wide_gpu_bench on the GPU),
+// defined once so that the same data spec and flow settings mean the same in both.
+#pragma once
+#include <string>
+
+#include "lib/core/config.hpp"
+
+namespace skew::wide {
+
+// bench.data (file or synthetic spec, 1M synthetic Criteo-like rows by default) and
+// bench.models (the models to run, `models` by default).
+void add_bench_data_keys(Schema& schema, const std::string& models);
+// bench.tile_samples and bench.hot_features: the flow schema's tiling and hot-feature cache.
+void add_bench_flow_keys(Schema& schema);
+
+}  // namespace skew::wide
