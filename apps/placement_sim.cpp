@@ -14,6 +14,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/metrics.hpp"
+#include "lib/moe/placement_config.hpp"
 #include "lib/placement/simulator.hpp"
 #include "lib/placement/validate.hpp"
 #include "mpi/runtime.hpp"
@@ -25,7 +26,7 @@ namespace {
 
 Schema make_schema() {
   Schema s("placement_sim", "Trace-driven simulation of MoE expert placement policies on a modelled cluster");
-  add_placement_keys(s);
+  moe::add_placement_keys(s);
   s.add_int("sim.gpus", 64, "GPUs (ranks) of the simulated cluster")
       .add_int("sim.experts_per_gpu", 1, "experts per GPU in the block placement (experts = gpus x this)")
       .add_int("sim.layers", 2, "MoE layers")
@@ -62,8 +63,8 @@ Schema make_schema() {
 // Unset cluster constants (0; latency -1) take these simulated-cluster defaults (A100-class GPU,
 // NVLink, 200 Gb/s network per GPU, 20 us per all-to-all round) instead of being measured: the simulator describes a
 // cluster it does not run on.
-CostConstants cluster_constants(const Config& cfg) {
-  CostConstants c = cost_overrides_from_config(cfg);
+CostConstants cluster_constants(const PlacementOptions& options) {
+  CostConstants c = options.cost_overrides;
   if (c.gemm_flops <= 0) c.gemm_flops = 100e12;
   if (c.intra_bandwidth <= 0) c.intra_bandwidth = 150e9;
   if (c.inter_bandwidth <= 0) c.inter_bandwidth = 25e9;
@@ -73,16 +74,19 @@ CostConstants cluster_constants(const Config& cfg) {
 }
 
 SimSetup make_setup(const Config& cfg, int gpus) {
+  const PlacementOptions options = moe::placement_options_from_config(cfg);
   SimSetup s;
-  s.constants = cluster_constants(cfg);
+  s.constants = cluster_constants(options);
   const std::int64_t hidden = cfg.get_int("sim.hidden"), ffn = cfg.get_int("sim.ffn_hidden");
   SKEW_CHECK(hidden > 0 && ffn > 0, "sim.hidden and sim.ffn_hidden must be > 0");
-  s.shape = expert_shape_from_config(cfg, 2 * hidden * ffn, static_cast<int>(hidden));
+  s.shape = options.shape;
+  s.shape.params = 2 * hidden * ffn;
+  s.shape.hidden_dim = static_cast<int>(hidden);
   s.gpus = gpus;
-  s.slots_per_rank = static_cast<int>(cfg.get_int("placement.slots_per_rank"));
+  s.slots_per_rank = options.slots_per_rank;
   s.capacity_factor = cfg.get_float("sim.capacity_factor");
   s.fastermoe_groups = static_cast<int>(cfg.get_int("sim.fastermoe_groups"));
-  s.flexmoe = flexmoe_options_from_config(cfg);
+  s.flexmoe = options.flexmoe;
   return s;
 }
 
@@ -207,12 +211,15 @@ int simulate_main(const Config& cfg) {
 int validate_main(const Config& cfg, comm::ProcessGroup& world) {
   const MeasuredRun run = read_measured_jsonl(cfg.get_string("sim.validate"));
   const std::int64_t hidden = cfg.get_int("sim.hidden"), ffn = cfg.get_int("sim.ffn_hidden");
+  const PlacementOptions options = moe::placement_options_from_config(cfg);
   // moe_train's expert: two matrices and two bias vectors.
-  const ExpertShape shape = expert_shape_from_config(cfg, 2 * hidden * ffn + hidden + ffn, static_cast<int>(hidden));
-  const CostConstants constants = measure_constants(world, cost_overrides_from_config(cfg), shape);
+  ExpertShape shape = options.shape;
+  shape.params = 2 * hidden * ffn + hidden + ffn;
+  shape.hidden_dim = static_cast<int>(hidden);
+  const CostConstants constants = measure_constants(world, options.cost_overrides, shape);
   if (world.rank() != 0) return 0;
   const CostModel model(constants, shape);
-  const Validation v = validate_cost_model(model, run, world.size(), flexmoe_options_from_config(cfg).live_shares);
+  const Validation v = validate_cost_model(model, run, world.size(), options.flexmoe.live_shares);
   std::cout << std::fixed << std::setprecision(3) << "cost model vs " << cfg.get_string("sim.validate") << " at "
             << world.size() << " ranks, " << v.iterations << " iterations (measured here: gemm "
             << constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all " << constants.inter_bandwidth / 1e9 << " GB/s + "

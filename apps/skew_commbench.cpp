@@ -37,7 +37,7 @@ skew::Schema make_schema() {
       .add_float("bench.alltoallv_zipf", 0.0,
                  "alltoallv skew: every rank sends share (p+1)^-s of its data to rank p (0 = even split; MoE traffic to a hot expert's rank is s > 0)")
       .add_bool("bench.check", true, "check each size's result against the closed form (#wrong)")
-      .add_string("output.csv", "results/comm/commbench_np{ranks}_{device}.csv",
+      .add_string("output.csv", "results/comm/archive/commbench_np{ranks}_{device}.csv",
                   "CSV of the table ({ranks}, {backend}, {device} are substituted; empty: none)")
       .add_string("output.metrics", "", "JSONL file with one object per row (empty: none)");
   return s;

@@ -16,7 +16,11 @@
 # times one per-row cost for all runs (rows model: immune to load on the cores). The bandwidth is
 # the all-to-all bandwidth flexmoe measured at start-up (median over its runs;
 # SKEW_BENCH_BANDWIDTH=bytes/s overrides it), the same for every policy.
-# Writes results/moe/bench_<preset>.{csv,md} and rebuilds results/moe/bench_README.md.
+# Writes the preset's claim folder: configs/moe_bench_skew.ini -> results/moe/skew_8experts/,
+# configs/moe_bench.ini -> results/moe/balanced_4experts/ (any other preset ->
+# results/moe/archive/bench_<preset>/): bench_<preset>.csv (the policy table), checks.csv (the
+# modelled-time constants and the ratios against the targets), per_layer.csv (per-layer terms of
+# fastermoe and flexmoe) and modelled_step.png; the same as markdown goes to stdout.
 # Usage: scripts/bench_moe.sh [configs/moe_bench*.ini] [extra moe_train flags]
 #        (default configs/moe_bench.ini); SKEW_BUILD_DIR picks the build.
 set -euo pipefail
@@ -35,7 +39,12 @@ fi
 preset=$(basename "$config" .ini)
 preset=${preset/moe_bench/moe}  # moe_bench -> moe, moe_bench_skew -> moe_skew
 repeats=${SKEW_BENCH_REPEATS:-3}
-out=results/moe
+case $preset in
+  moe_skew) out=results/moe/skew_8experts ;;
+  moe) out=results/moe/balanced_4experts ;;
+  *) out=results/moe/archive/bench_$preset ;;
+esac
+mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -116,6 +125,7 @@ for r in rows:
     lines.append("| %s | %.0f | %.1f | %.0f%% | %.1f | %.2f | %.1f | %.2f | %.1f | %.2f | %.3f | %d | %d | %.4f | %.2fx |"
                  % tuple(r + [base / r[2]]))
 text = "\n".join(lines) + "\n"
+checks, layer_rows = [], []
 if "flexmoe" in summary:
     # Ratios within each repeat (the policies of one repeat ran back to back under similar
     # background load), then the median over repeats, with the range.
@@ -176,26 +186,27 @@ if "flexmoe" in summary:
                 avg = lambda fn: sum(fn(x) for x in part) / len(part)
                 pr = lambda x, k: [q[l] for q in x["per_rank"][k]]
                 err = avg(lambda x: x["prediction_error"][l]) if "prediction_error" in part[0] else float("nan")
-                text += "| %s | %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %s |\n" % (
-                    n, label, l, avg(lambda x: max(pr(x, "rows"))), avg(lambda x: sum(pr(x, "rows")) / len(pr(x, "rows"))),
-                    avg(lambda x: max(pr(x, "alltoall_bytes"))) / 1e3, avg(lambda x: max(pr(x, "sync_bytes"))) / 1e3,
-                    avg(lambda x: max(pr(x, "move_bytes"))) / 1e3, "-" if err != err else "%.2f" % err)
+                cells = ["%s" % n, label, "%d" % l, "%.0f" % avg(lambda x: max(pr(x, "rows"))),
+                         "%.0f" % avg(lambda x: sum(pr(x, "rows")) / len(pr(x, "rows"))),
+                         "%.0f" % (avg(lambda x: max(pr(x, "alltoall_bytes"))) / 1e3),
+                         "%.0f" % (avg(lambda x: max(pr(x, "sync_bytes"))) / 1e3),
+                         "%.0f" % (avg(lambda x: max(pr(x, "move_bytes"))) / 1e3), "-" if err != err else "%.2f" % err]
+                layer_rows.append(cells)
+                text += "| " + " | ".join(cells) + " |\n"
+    checks = [("modelled time: all-to-all bandwidth (GB/s)", "%.2f" % (bandwidth / 1e9)),
+              ("modelled time: expert CPU time per row (us)", "%.2f" % (row_cost * 1e6))] + checks
 print(text)
-cfg = open(config).read()
-open(f"{out}/bench_{preset}.md", "w").write(
-    f"## {config} ({repeats} runs per policy, median)\n\n" + text +
-    f"\nCommand: `SKEW_BENCH_REPEATS={repeats} scripts/bench_moe.sh {config}`\n\n```ini\n" + cfg + "```\n")
-sections = "\n".join(open(p).read() for p in sorted(glob.glob(f"{out}/bench_moe*.md")))
-open(f"{out}/bench_README.md", "w").write(
-    "# moe_train policies at 2 ranks (scripts/bench_moe.sh)\n\n"
-    "Same model, data and seed; every policy replays the routing trace recorded by a static run\n"
-    "(aux loss off, so routing is skewed), so all see identical traffic. Step times are means over\n"
-    "the run after the first step (flexmoe's include planning and moving experts); ideal = the same\n"
-    "step with the expert work spread evenly (step - max-rank expert time + total expert time / N),\n"
-    "the modelled balanced ideal. Balance = max/mean rows computed per rank, averaged over layers\n"
-    "and iterations. Val loss after the fixed token budget. Each policy runs several times,\n"
-    "interleaved; the table shows the median run and spread = (max - min) / median of step time.\n"
-    "Measured on a shared 2-core machine (other jobs running): wall-time ratios are indicative only;\n"
-    "the model_* columns (see the findings) are computed from what each rank measured itself.\n\n"
-    + sections + (open(f"{out}/bench_notes.md").read() if os.path.exists(f"{out}/bench_notes.md") else ""))
+with open(f"{out}/checks.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["check", "value"])
+    w.writerows(checks)
+with open(f"{out}/per_layer.csv", "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(["policy", "iterations", "layer", "busiest_rows", "mean_rows", "a2a_KB", "sync_KB", "move_KB",
+                "prediction_error"])
+    w.writerows(layer_rows)
+print(f"Command: SKEW_BENCH_REPEATS={repeats} scripts/bench_moe.sh {config}; written to {out}/")
 PY
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  /usr/bin/python3 scripts/plot_results.py moe-bench "$out"
+fi

@@ -7,7 +7,10 @@
 #      and its time-to-accuracy error against the real median
 #   3. the simulator at N = 32 and 256 (a smaller MLP, 784-32-10, to fit this machine), for
 #      train.seed = 1..SCALE_SEEDS; time to accuracy is the median over the seeds
-# Writes results/preduce/{results.csv,calibration.txt,curve_*.csv,summary_*.json,tta.png}.
+# Writes two claim folders: results/preduce/mnist_4rank/ (steps 1 and 2) and
+# results/preduce/sim_scale/ (step 3), each a results.csv and a tta.png
+# (scripts/preduce_report.py) over the runs' curve_*.csv and summary_*.json in its runs/
+# (mnist_4rank/runs/ also holds calibration.txt).
 #   scripts/bench_preduce.sh [BUILD_DIR]     (default build; about 15 minutes on 2 busy cores)
 #   REPEATS=1 scripts/bench_preduce.sh ...   one real run per mode
 #   BENCH_REUSE_REAL=1 scripts/bench_preduce.sh ...   keeps existing real-run results
@@ -19,10 +22,11 @@ cd "$(dirname "$0")/.."
 build="${1:-build}"
 app="$build/apps/preduce_train"
 [[ -x "$app" ]] || { echo "bench_preduce: $app not built"; exit 2; }
-out=results/preduce
+real_out=results/preduce/mnist_4rank   # N = 4: real runs and their simulation
+scale_out=results/preduce/sim_scale    # the simulator at N = 32 and 256
 repeats="${REPEATS:-3}"
 scale_seeds="${SCALE_SEEDS:-1}"
-mkdir -p "$out"
+mkdir -p "$real_out/runs" "$scale_out/runs"
 scripts/fetch/mnist.sh data/mnist
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 cfg=configs/preduce_mnist.ini
@@ -45,6 +49,8 @@ run() {  # run KIND N TAG_SUFFIX NAME ARGS...
   shift 4
   [[ $name == allreduce* ]] && set -- "$@" --train.steps="$sync_steps"
   local tag="${kind}_${n}_${name}${suffix}"
+  local out="$real_out/runs"
+  [[ $n == 4 ]] || out="$scale_out/runs"
   echo "bench_preduce: $tag" >&2
   if [[ $kind == real ]]; then
     [[ ${BENCH_REUSE_REAL:-0} == 1 && -s "$out/summary_$tag.json" ]] && return
@@ -69,7 +75,7 @@ done
 #   controller: preduce/eager, the part of each wait that is controller and message latency, per
 #     step (per averaging when overlapped).
 calibrate() {
-  python3 - "$out" "$1" "$repeats" <<'PY'
+  python3 - "$real_out/runs" "$1" "$repeats" <<'PY'
 import json, sys
 out, mode, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
 compute = overhead = latency = controller = 0.0
@@ -90,11 +96,11 @@ print(f"--sim.compute_ms={1e3 * compute:.4f} --sim.overhead_ms={1e3 * overhead:.
       f"--sim.controller_ms={1e3 * controller:.4f}")
 PY
 }
-rm -f "$out/calibration.txt"
+rm -f "$real_out/runs/calibration.txt"
 for v in "${variants[@]}"; do
   cal=$(calibrate "${v%%|*}")
   echo "bench_preduce: ${v%%|*} measured $cal" >&2
-  echo "${v%%|*} $cal" >>"$out/calibration.txt"
+  echo "${v%%|*} $cal" >>"$real_out/runs/calibration.txt"
   # shellcheck disable=SC2086
   run sim 4 "" "${v%%|*}" ${v#*|} $cal
 done
@@ -108,91 +114,5 @@ for n in 32 256; do
     done
   done
 done
-"${PYTHON:-/usr/bin/python3}" - "$out" "$repeats" "$scale_seeds" <<'PY'
-import csv, json, math, os, statistics, sys
-out, repeats, scale_seeds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-def curve(tag):
-    rows = list(csv.reader(open(f"{out}/curve_{tag}.csv")))[1:]
-    return [(float(t), float(a)) for t, a in rows]
-# Time to accuracy: the first grid time at which the mean worker accuracy, averaged over the
-# last 4 grid points (1 s at N = 4), reaches the target. A single point crosses early by SGD
-# noise (a few tenths of a point on 2000 test digits); the trailing window does not.
-def tta(points, target, window=4):
-    for k in range(window - 1, len(points)):
-        if sum(a for _, a in points[k - window + 1 : k + 1]) / window >= target:
-            return points[k][0]
-    return math.inf
-def summary(tag):
-    s = json.load(open(f"{out}/summary_{tag}.json"))
-    idle = s.get("mean_idle_fraction")
-    if idle is None:
-        idle = sum(w["idle_fraction"] for w in s["per_worker"]) / len(s["per_worker"])
-    return s, idle
-modes = ["allreduce", "preduce_p2", "preduce_p3", "preduce_p2_blocking", "preduce_p3_blocking", "adpsgd", "eager",
-         "allreduce_homogeneous"]
-show = lambda t: "" if t == math.inf else round(t, 3)
-rows = []
-for kind, n, targets in (("real", 4, (0.95, 0.94)), ("sim", 4, (0.95, 0.94)), ("sim", 32, (0.9,)), ("sim", 256, (0.9,))):
-    # Real: repeats of seed 1; simulated N = 4: one run (seed 1, as the real runs); N = 32, 256: seeds.
-    runs = ([f"_r{r}" for r in range(1, repeats + 1)] if kind == "real"
-            else [""] if n == 4 else [f"_s{seed}" for seed in range(1, scale_seeds + 1)])
-    tags = {m: [f"{kind}_{n}_{m}{run}" for run in runs] for m in modes}
-    for target in targets:
-        base = None
-        for mode in modes:
-            if not all(os.path.exists(f"{out}/summary_{t}.json") for t in tags[mode]):
-                continue
-            times = [tta(curve(t), target) for t in tags[mode]]
-            t = statistics.median(times)
-            if mode == "allreduce":
-                base = t
-            stats = [summary(t) for t in tags[mode]]
-            med = lambda f: statistics.median(f(s, idle) for s, idle in stats)
-            rows.append(dict(kind=kind, workers=n, mode=mode, target=target, time_to_target_s=show(t),
-                             repeats=" ".join(str(show(x)) or "-" for x in times),
-                             speedup_vs_allreduce="" if t == math.inf or base in (None, math.inf) else round(base / t, 3),
-                             final_accuracy_mean=round(med(lambda s, i: s["final_accuracy_mean"]), 4),
-                             average_model_accuracy=round(med(lambda s, i: s["average_model_accuracy"]), 4),
-                             wall_s=round(med(lambda s, i: s["wall_s"]), 2), mean_idle_fraction=round(med(lambda s, i: i), 3)))
-# Simulator error at N = 4 against the real median (same target).
-real = {(r["mode"], r["target"]): r["time_to_target_s"] for r in rows if r["kind"] == "real"}
-for r in rows:
-    ref = real.get((r["mode"], r["target"]))
-    ok = r["kind"] == "sim" and r["workers"] == 4 and ref not in (None, "") and r["time_to_target_s"] != ""
-    r["sim_error_vs_real"] = round((r["time_to_target_s"] - ref) / ref, 3) if ok else ""
-cols = list(rows[0].keys())
-with open(f"{out}/results.csv", "w") as f:
-    w = csv.DictWriter(f, cols)
-    w.writeheader()
-    w.writerows(rows)
-print("# N=4 simulation costs measured per mode on the real ranks:")
-for line in open(f"{out}/calibration.txt"):
-    print("#   " + line.strip())
-print(" ".join(f"{c:>20}" for c in cols))
-for r in rows:
-    print(" ".join(f"{str(r[c]):>20}" for c in cols))
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    panels = (("real", 4, "_r1", 0.95, "MNIST MLP, 4 ranks (one 4x slower), repeat 1"),
-              ("sim", 4, "", 0.95, "MNIST MLP, 4 workers (one 4x slower), simulated"),
-              ("sim", 256, "_s1", 0.90, "784-32-10 MLP, 256 workers (every 4th 4x slower), seed 1"))
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4))
-    for ax, (kind, n, suffix, target, title) in zip(axes, panels):
-        for mode in modes:
-            tag = f"{kind}_{n}_{mode}{suffix}"
-            if os.path.exists(f"{out}/curve_{tag}.csv"):
-                pts = curve(tag)
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], label=mode, lw=1)
-        ax.set_ylim(target - 0.07, target + 0.02)
-        ax.axhline(target, color="gray", lw=0.5)
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("time (s)")
-        ax.set_ylabel("mean worker test accuracy")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(f"{out}/tta.png", dpi=90)
-except ImportError:
-    print("# matplotlib not available: no plot")
-PY
+# Time to accuracy per mode (median over repeats / seeds), results.csv and tta.png in each folder.
+"${PYTHON:-/usr/bin/python3}" scripts/preduce_report.py "$real_out" "$scale_out" "$repeats" "$scale_seeds"

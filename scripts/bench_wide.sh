@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# Benchmarks for wide_train (results in results/wide/):
+# Benchmarks for wide_train (results in the claim folders under results/wide/):
 #   1. wide_bench: classical vs flow in one run on synthetic Criteo-like data (1M rows, 2^22
 #      features; LR and FM k=16), samples/s, nonzeros/s, flow/classical ratio and the fraction
-#      of the memory-bandwidth bound -> bench_criteo.csv, bench_criteo.txt
+#      of the memory-bandwidth bound -> fm_criteo/bench_criteo_fm.csv, lr_criteo/bench_criteo_lr.csv
+#      (the FM and LR rows of the one run's CSV)
 #   2. on the SpamAssassin split (scripts/fetch_data.sh spam): the same wide_bench comparison on
 #      its training file (4810 rows, about 750 nonzeros each, 2^20 hashed features; batch 512 so
-#      an epoch is several timed steps after the untimed first) -> bench_spam.csv, bench_spam.txt;
-#      and time-to-AUC for LR: wide_train (classical and flow) vs liblinear-train -> spam_liblinear.csv
+#      an epoch is several timed steps after the untimed first) -> spam_throughput/bench_spam.csv;
+#      and time-to-AUC for LR: wide_train (classical and flow) vs liblinear-train
+#      -> spam_time_to_auc/spam_liblinear.csv
+# Then scripts/plot_results.py redraws each folder's plot (when matplotlib is installed).
 # Usage: scripts/bench_wide.sh [BUILD_DIR] (default build); ROWS=... THREADS=... override;
 # PARTS=criteo or PARTS=spam runs one part only.
 set -euo pipefail
@@ -16,20 +19,25 @@ out=results/wide
 rows=${ROWS:-1000000}
 threads=${THREADS:-2}
 parts=${PARTS:-criteo,spam}
-mkdir -p "$out"
+mkdir -p "$out"/{fm_criteo,lr_criteo,spam_throughput,spam_time_to_auc}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-[[ $parts == *criteo* ]] && "$build/apps/wide_bench" --bench.data="synthetic:criteo?rows=$rows&features=4194304&alpha=1.1&seed=1" \
-  --bench.models=lr,fm --bench.k=16 --bench.threads="$threads" --bench.csv="$out/bench_criteo.csv" \
-  2>&1 | tee "$out/bench_criteo.txt"
+if [[ $parts == *criteo* ]]; then
+  csv=$(mktemp)
+  "$build/apps/wide_bench" --bench.data="synthetic:criteo?rows=$rows&features=4194304&alpha=1.1&seed=1" \
+    --bench.models=lr,fm --bench.k=16 --bench.threads="$threads" --bench.csv="$csv" 2>&1
+  for model in fm lr; do  # one claim folder per model, the same run's rows
+    { head -n 1 "$csv"; grep "^$model," "$csv"; } >"$out/${model}_criteo/bench_criteo_$model.csv"
+  done
+  rm -f "$csv"
+fi
 
 if [[ $parts != *spam* ]]; then
   :
 elif [[ -f data/spam/train.libsvm && -x "$(command -v liblinear-train)" ]]; then
   "$build/apps/wide_bench" --bench.data=data/spam/train.libsvm --bench.models=lr,fm --bench.k=16 \
-    --bench.batch_size=512 --bench.repeats=5 --bench.threads="$threads" --bench.csv="$out/bench_spam.csv" \
-    2>&1 | tee "$out/bench_spam.txt"
+    --bench.batch_size=512 --bench.repeats=5 --bench.threads="$threads" --bench.csv="$out/spam_throughput/bench_spam.csv" 2>&1
   tmp=$(mktemp -d)
-  echo "tool,schema,seconds,test_auc,seconds_to_liblinear_auc" > "$out/spam_liblinear.csv"
+  echo "tool,schema,seconds,test_auc,seconds_to_liblinear_auc" > "$out/spam_time_to_auc/spam_liblinear.csv"
   start=$(date +%s.%N)
   liblinear-train -q -s 0 -c 1 data/spam/train.libsvm "$tmp/ll.model"
   liblinear-predict -q -b 1 data/spam/test.libsvm "$tmp/ll.model" "$tmp/ll.pred"
@@ -51,7 +59,7 @@ print((rank_sum - pos * (pos + 1) / 2) / (pos * neg))
 PY
 )
   ll_seconds=$(python3 -c "print(round($end-$start,3))")
-  echo "liblinear,s0_c1,$ll_seconds,$auc,$ll_seconds" >> "$out/spam_liblinear.csv"
+  echo "liblinear,s0_c1,$ll_seconds,$auc,$ll_seconds" >> "$out/spam_time_to_auc/spam_liblinear.csv"
   # wide_train: total time and the first epoch (elapsed since start, parsing included) whose
   # test AUC reaches liblinear's.
   for schema in classical flow; do
@@ -68,10 +76,19 @@ hits = [r["elapsed_s"] for r in map(json.loads, open(sys.argv[1])) if "valid_auc
 print(round(hits[0], 3) if hits else "never")
 PY
 )
-    echo "wide_train,$schema,$(python3 -c "print(round($end-$start,3))"),$best,$reach" >> "$out/spam_liblinear.csv"
+    echo "wide_train,$schema,$(python3 -c "print(round($end-$start,3))"),$best,$reach" >> "$out/spam_time_to_auc/spam_liblinear.csv"
   done
-  cat "$out/spam_liblinear.csv"
+  cat "$out/spam_time_to_auc/spam_liblinear.csv"
   rm -rf "$tmp"
 else
   echo "bench_wide: data/spam missing (scripts/fetch_data.sh spam) or liblinear-train not installed; skipping the spam part"
+fi
+if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
+  if [[ $parts == *criteo* ]]; then
+    for model in fm lr; do /usr/bin/python3 scripts/plot_results.py wide-criteo "$out/${model}_criteo"; done
+  fi
+  if [[ -s "$out/spam_time_to_auc/spam_liblinear.csv" && $parts == *spam* ]]; then
+    /usr/bin/python3 scripts/plot_results.py wide-spam "$out/spam_throughput"
+    /usr/bin/python3 scripts/plot_results.py wide-tta "$out/spam_time_to_auc"
+  fi
 fi

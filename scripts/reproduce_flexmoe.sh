@@ -3,7 +3,10 @@
 # model for a 64-GPU cluster (configs/sim_64gpu.ini: balance ratio ~2.5 under the static
 # placement) and for 8..1024 GPUs, and compares static, deepspeed (dropless, padding to the max
 # count; and capacity factor 1.25 with token dropping), fastermoe (shadowing + smart
-# scheduling), flexmoe and the balanced ideal. Writes results/moe/sim_*.{csv,md,png}.
+# scheduling), flexmoe and the balanced ideal. Writes the claim folder results/moe/sim_64gpu/:
+# sim_summary.csv, sim_summary_cf1.25.csv, sim_steps.csv, validation.csv, sim_step.png,
+# sim_balance.png, and the raw outputs (summary JSON, placement changes, validation JSON and the
+# 2-rank runs' metrics) in its runs/; the policy table is printed, not stored.
 # Usage: scripts/reproduce_flexmoe.sh [extra placement_sim flags]; SKEW_BUILD_DIR picks the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,24 +16,27 @@ if [[ ! -x "$sim" ]]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
   cmake --build "$build_dir" -j "${SKEW_JOBS:-2}" --target placement_sim
 fi
-out=results/moe
-mkdir -p "$out"
+out=results/moe/sim_64gpu
+runs=$out/runs
+mkdir -p "$runs"
+table=$(mktemp)
+trap 'rm -f "$table"' EXIT
 
 "$sim" --config configs/sim_64gpu.ini --output.summary_csv="$out/sim_summary.csv" \
-  --output.steps_csv="$out/sim_steps.csv" --output.table="$out/sim_table.md" --output.changes="$out/sim_changes.jsonl" "$@" \
-  | tail -n 1 >"$out/sim_summary.json"
+  --output.steps_csv="$out/sim_steps.csv" --output.table="$table" --output.changes="$runs/sim_changes.jsonl" "$@" \
+  | tail -n 1 >"$runs/sim_summary.json"
 # DeepSpeed with a capacity factor drops tokens instead of padding: shown for reference.
 "$sim" --config configs/sim_64gpu.ini --sim.capacity_factor=1.25 --sim.scaling= \
-  --output.summary_csv="$out/sim_summary_cf1.25.csv" "$@" | tail -n 1 >"$out/sim_summary_cf1.25.json"
+  --output.summary_csv="$out/sim_summary_cf1.25.csv" "$@" | tail -n 1 >"$runs/sim_summary_cf1.25.json"
 
 {
   echo
-  python_ds=$(/usr/bin/python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%.2fx (deepspeed ms %.3f)" % (j["flexmoe_vs_deepspeed"], j["step_ms"]["deepspeed"]))' "$out/sim_summary_cf1.25.json")
+  python_ds=$(/usr/bin/python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print("%.2fx (deepspeed ms %.3f)" % (j["flexmoe_vs_deepspeed"], j["step_ms"]["deepspeed"]))' "$runs/sim_summary_cf1.25.json")
   echo "DeepSpeed with capacity factor 1.25 (drops tokens, see dropped_fraction in sim_summary_cf1.25.csv): flexmoe over it $python_ds"
   echo "Paper (FlexMoE, SIGMOD 2023): 1.70x average (up to 2.10x) over DeepSpeed, 1.30x (up to 1.45x) over FasterMoE."
   echo "Command: scripts/reproduce_flexmoe.sh (placement_sim --config configs/sim_64gpu.ini)"
-} >>"$out/sim_table.md"
-cat "$out/sim_table.md"
+} >>"$table"
+cat "$table"
 
 # Cost model against measured 2-rank moe_train runs on the skewed preset (static and flexmoe,
 # 40 iterations): the constants are measured on this machine, then each term is compared with
@@ -40,10 +46,13 @@ if [[ -x "$build_dir/apps/moe_train" ]] && command -v mpirun >/dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   for policy in static flexmoe; do
     mpirun --oversubscribe -np 2 "$build_dir/apps/moe_train" --config configs/moe_bench_skew.ini --train.iterations=40 \
-      --moe.policy=$policy --output.metrics="$out/sim_validation_moe_$policy.jsonl" >/dev/null
-    mpirun --oversubscribe -np 2 "$sim" --sim.validate="$out/sim_validation_moe_$policy.jsonl" --sim.hidden=64 \
-      --sim.ffn_hidden=512 --output.validation="$out/sim_validation_$policy.json" | head -n 7
+      --moe.policy=$policy --output.metrics="$runs/sim_validation_moe_$policy.jsonl" >/dev/null
+    mpirun --oversubscribe -np 2 "$sim" --sim.validate="$runs/sim_validation_moe_$policy.jsonl" --sim.hidden=64 \
+      --sim.ffn_hidden=512 --output.validation="$runs/sim_validation_$policy.json" | head -n 7
   done
+  # (the committed runs/sim_validation_*_calibrated.json were made by hand with the same command
+  # plus --placement.gemm_flops=1.28e10, the measured effective per-rank throughput)
+  /usr/bin/python3 scripts/plot_results.py tabulate-sim-validation "$out"
 fi
 
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then

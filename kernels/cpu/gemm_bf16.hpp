@@ -7,7 +7,7 @@
 // treat denormal inputs as zero (and vdpbf16ps flushes denormal results to zero), so inputs below
 // 2^-126 in magnitude become 0 where float_to_bf16 would keep a bf16 denormal; NaN stays NaN.
 // Single-threaded: ranks are the parallelism in skew's apps. On moe_train's shapes it runs
-// 1.7-2.1x OpenBLAS's AVX-512 SGEMM on one Zen 5 core (results/gemm).
+// 1.7-2.1x OpenBLAS's AVX-512 SGEMM on one Zen 5 core (results/gemm/bf16_gemm).
 //
 // Portable path: A and B rounded (float_to_bf16) into fp32 copies, then OpenBLAS SGEMM. Same
 // numerics up to accumulation order and denormals, slower than a plain fp32 GEMM.

@@ -13,6 +13,7 @@
 #include "lib/core/timer.hpp"
 #include "lib/moe/corpus.hpp"
 #include "lib/moe/optimizer.hpp"
+#include "lib/moe/placement_config.hpp"
 #include "lib/moe/state.hpp"
 #include "lib/placement/flexmoe.hpp"
 #include "lib/placement/policy.hpp"
@@ -71,7 +72,7 @@ Schema moe_train_schema() {
   s.add_int("output.checkpoint_interval", 0, "iterations between checkpoints (0 = only at the end when a dir is set)");
   s.add_int("output.keep", 2, "checkpoints kept");
   s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
-  placement::add_placement_keys(s);
+  add_placement_keys(s);
   return s;
 }
 
@@ -179,7 +180,7 @@ Json train(const Config& config, comm::ProcessGroup& world) {
 
   const std::string policy_name = config.get_string("moe.policy");
   const bool flexmoe = run.model.moe.policy == Policy::FlexMoE;
-  const int slots = flexmoe ? placement::slots_per_rank_from_config(config, E, N) : E / N;
+  const int slots = flexmoe ? slots_per_rank_from_config(config, E, N) : E / N;
   std::vector<placement::LayerPlacement> placements(static_cast<std::size_t>(run.model.moe_layers()),
                                                     placement::LayerPlacement::block(E, N, slots));
   GptMoe<float> model(run.model, world, placements);
@@ -189,8 +190,8 @@ Json train(const Config& config, comm::ProcessGroup& world) {
   ModelExpertStore store(model);
   std::unique_ptr<placement::PlacementPolicy> policy;
   if (flexmoe)
-    policy =
-        placement::make_flexmoe_policy(config, world, L, E, model.options().moe.expert_params(), run.model.d_model);
+    policy = placement::make_flexmoe_policy(placement_options_from_config(config), world, L, E,
+                                            model.options().moe.expert_params(), run.model.d_model);
   std::int64_t placement_changes = 0;
   const std::size_t choices =
       static_cast<std::size_t>(run.batch) * S * static_cast<std::size_t>(run.model.moe.gate.top_k);

@@ -17,10 +17,28 @@ struct FlexMoeOptions {
   int interval = 50;       // also plan every `interval` iterations (0 = only on threshold)
   // Load monitor's exponential smoothing. 0.3 rather than 0.5: while routing churns a shorter
   // memory predicts the next step's counts better, and 0.3 beat 0.5 on four skewed moe_train
-  // traces (results/moe/bench_notes.md).
+  // traces (results/moe/archive/bench_notes.md).
   double smoothing = 0.3;
   bool live_shares = true;  // the runtime re-levels replica shares every step on that step's counts
   PlannerOptions planner;
+};
+
+// Everything the FlexMoE policy takes from outside besides the model's sizes; the apps fill it
+// from their [placement] settings.
+struct PlacementOptions {
+  // Cost-model constants to use instead of measuring at start-up: values <= 0 (the all-to-all
+  // latency: < 0) are measured by measure_constants; gpus_per_node is always taken from here.
+  CostConstants cost_overrides{.gemm_flops = 0,
+                               .intra_bandwidth = 0,
+                               .inter_bandwidth = 0,
+                               .allreduce_bandwidth = 0,
+                               .gpus_per_node = 8,
+                               .alltoall_latency = -1};
+  // Byte sizes of the expert's traffic and state; params and hidden_dim are the model's, set by
+  // make_flexmoe_policy.
+  ExpertShape shape;
+  FlexMoeOptions flexmoe;
+  int slots_per_rank = 0;  // expert slots per rank (memory budget); 0 = experts per rank + 1
 };
 
 // A change with the measured step time around it: `step_seconds_before` is the last step
@@ -58,12 +76,5 @@ class FlexMoePolicy : public PlacementPolicy {
   std::int64_t plans_run_ = 0;
   std::vector<LoggedChange> waiting_, done_;
 };
-
-// [placement] values read from a config holding add_placement_keys: constants (0 = measure),
-// expert shape, planner options, and slots per rank (0 = experts per rank + 1).
-CostConstants cost_overrides_from_config(const Config& config);
-ExpertShape expert_shape_from_config(const Config& config, std::int64_t expert_params, int hidden_dim);
-FlexMoeOptions flexmoe_options_from_config(const Config& config);
-int slots_per_rank_from_config(const Config& config, int num_experts, int world_size);
 
 }  // namespace skew::placement

@@ -10,13 +10,9 @@
 #include "lib/core/safetensors.hpp"
 #include "lib/placement/placement.hpp"
 
-namespace skew {
-class Schema;
-class Config;
-namespace comm {
+namespace skew::comm {
 class ProcessGroup;
 }
-}  // namespace skew
 
 namespace skew::placement {
 
@@ -61,10 +57,12 @@ std::vector<double> apply_placement(comm::ProcessGroup& world, ExpertStateStore&
                                     const std::vector<LayerPlacement>& before,
                                     const std::vector<LayerPlacement>& after);
 
-// Config keys of the [placement] section (slots_per_rank, threshold, interval, cost-model
-// overrides, ...) and the FlexMoE policy built from them.
-void add_placement_keys(Schema& schema);
-std::unique_ptr<PlacementPolicy> make_flexmoe_policy(const Config& config, comm::ProcessGroup& world, int num_layers,
-                                                     int num_experts, std::int64_t expert_params, int hidden_dim);
+// The FlexMoE policy (flexmoe.hpp) for `num_layers` MoE layers of `num_experts` experts of
+// `expert_params` parameters on tokens of width `hidden_dim`: cost constants not given in
+// `options` are measured over `world` (collective; every rank gets rank 0's values).
+struct PlacementOptions;
+std::unique_ptr<PlacementPolicy> make_flexmoe_policy(const PlacementOptions& options, comm::ProcessGroup& world,
+                                                     int num_layers, int num_experts, std::int64_t expert_params,
+                                                     int hidden_dim);
 
 }  // namespace skew::placement

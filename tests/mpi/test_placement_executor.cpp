@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 #include <map>
 
-#include "lib/core/config.hpp"
 #include "lib/placement/flexmoe.hpp"
 #include "mpi/mpi_process_group.hpp"
 
@@ -117,10 +116,10 @@ TEST_CASE("apply_placement: ranks holding different placements all throw", "[pla
 
 TEST_CASE("make_flexmoe_policy: measured cost constants are identical on every rank", "[placement][policy][mpi]") {
   comm::MpiProcessGroup world(MPI_COMM_WORLD);
-  Schema schema("t", "test");
-  add_placement_keys(schema);
-  const auto cfg = Config::parse_ini_text(schema, "[placement]\ngpus_per_node = 2\nnvlink_bandwidth = 5e10\n", "t.ini");
-  auto policy = make_flexmoe_policy(cfg, world, 2, 2 * world.size(), 4096, 32);
+  PlacementOptions options;  // as [placement] gpus_per_node = 2, nvlink_bandwidth = 5e10 give it
+  options.cost_overrides.gpus_per_node = 2;
+  options.cost_overrides.intra_bandwidth = 5e10;
+  auto policy = make_flexmoe_policy(options, world, 2, 2 * world.size(), 4096, 32);
   const auto* flex = dynamic_cast<FlexMoePolicy*>(policy.get());
   REQUIRE(flex != nullptr);
   const CostConstants& c = flex->model().constants();

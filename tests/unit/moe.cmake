@@ -1,4 +1,5 @@
-# MoE building blocks: op and gate backward vs finite differences, gate vs float64, kernels.
+# MoE building blocks: op and gate backward vs finite differences, gate vs float64, kernels; the
+# [placement] config keys.
 skew_unit_test(skew_moe_test
-  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_ops.cpp
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_ops.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_placement_config.cpp
   LIBS skew_moe)

@@ -1,7 +1,6 @@
 // Planner on constructed loads, load monitor, and the FlexMoE policy's trigger and change log.
 #include <catch2/catch.hpp>
 
-#include "lib/core/config.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/placement/flexmoe.hpp"
 
@@ -184,23 +183,4 @@ TEST_CASE("flexmoe policy: plans on imbalance, keeps a balanced placement, logs 
   CHECK(j["op"] == "expand");
   CHECK(j["expert"] == 0);
   CHECK(policy.plan(4, next) == next);  // balanced now
-}
-
-TEST_CASE("placement config keys: defaults, overrides and derived values", "[placement][config]") {
-  skew::Schema schema("t", "test");
-  add_placement_keys(schema);
-  const auto cfg = skew::Config::parse_ini_text(schema, "[placement]\nthreshold = 1.5\ngemm_flops = 2e12\n", "test.ini",
-                                                {"--placement.shares=even"});
-  const auto o = flexmoe_options_from_config(cfg);
-  CHECK(o.threshold == 1.5);
-  CHECK(o.interval == 50);
-  CHECK(o.smoothing == 0.3);
-  CHECK(!o.planner.balanced_shares);
-  CHECK(cost_overrides_from_config(cfg).gemm_flops == 2e12);
-  CHECK(cost_overrides_from_config(cfg).inter_bandwidth == 0.0);    // measured at start-up
-  CHECK(cost_overrides_from_config(cfg).alltoall_latency == -1.0);  // measured at start-up
-  CHECK(slots_per_rank_from_config(cfg, 8, 4) == 3);
-  CHECK(expert_shape_from_config(cfg, 4096, 64).state_bytes_per_param == 12);
-  CHECK_THROWS_WITH(skew::Config::parse_ini_text(schema, "", "x", {"--placement.shares=odd"}),
-                    Catch::Contains("placement.shares"));
 }

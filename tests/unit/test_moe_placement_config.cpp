@@ -1,0 +1,50 @@
+// The [placement] keys and their parsing into lib/placement's options (lib/moe/placement_config).
+#include <catch2/catch.hpp>
+
+#include "lib/core/config.hpp"
+#include "lib/moe/placement_config.hpp"
+
+using namespace skew::moe;
+
+TEST_CASE("placement config keys: defaults, overrides and derived values", "[placement][config]") {
+  skew::Schema schema("t", "test");
+  add_placement_keys(schema);
+  const auto cfg = skew::Config::parse_ini_text(schema, "[placement]\nthreshold = 1.5\ngemm_flops = 2e12\n", "test.ini",
+                                                {"--placement.shares=even"});
+  const skew::placement::PlacementOptions p = placement_options_from_config(cfg);
+  const auto& o = p.flexmoe;
+  CHECK(o.threshold == 1.5);
+  CHECK(o.interval == 50);
+  CHECK(o.smoothing == 0.3);
+  CHECK(!o.planner.balanced_shares);
+  CHECK(p.cost_overrides.gemm_flops == 2e12);
+  CHECK(p.cost_overrides.inter_bandwidth == 0.0);    // measured at start-up
+  CHECK(p.cost_overrides.alltoall_latency == -1.0);  // measured at start-up
+  CHECK(slots_per_rank_from_config(cfg, 8, 4) == 3);
+  CHECK(p.shape.state_bytes_per_param == 12);
+  CHECK_THROWS_WITH(skew::Config::parse_ini_text(schema, "", "x", {"--placement.shares=odd"}),
+                    Catch::Contains("placement.shares"));
+}
+
+TEST_CASE("placement config keys: node size, link overrides and range checks", "[placement][config]") {
+  skew::Schema schema("t", "test");
+  add_placement_keys(schema);
+  const auto parse = [&](std::vector<std::string> args) {
+    return skew::Config::parse_ini_text(schema, "[placement]\ngpus_per_node = 2\nnvlink_bandwidth = 5e10\n", "t.ini",
+                                        args);
+  };
+  const auto p = placement_options_from_config(parse({"--placement.slots_per_rank=5"}));
+  CHECK(p.cost_overrides.gpus_per_node == 2);
+  CHECK(p.cost_overrides.intra_bandwidth == 5e10);
+  CHECK(p.cost_overrides.allreduce_bandwidth == 0.0);  // measured at start-up
+  CHECK(p.slots_per_rank == 5);
+  CHECK(slots_per_rank_from_config(parse({"--placement.slots_per_rank=5"}), 8, 4) == 5);
+  CHECK_THROWS_WITH(placement_options_from_config(parse({"--placement.gpus_per_node=0"})),
+                    Catch::Contains("placement.gpus_per_node must be >= 1, got 0"));
+  CHECK_THROWS_WITH(placement_options_from_config(parse({"--placement.hedge=-0.5"})),
+                    Catch::Contains("placement.hedge must be >= 0, got -0.5"));
+  CHECK_THROWS_WITH(slots_per_rank_from_config(parse({"--placement.slots_per_rank=-1"}), 8, 4),
+                    Catch::Contains("placement.slots_per_rank must be >= 0, got -1"));
+  CHECK_THROWS_WITH(slots_per_rank_from_config(parse({}), 6, 4),
+                    Catch::Contains("moe.num_experts 6 must be a multiple of the 4 ranks"));
+}
