@@ -56,14 +56,6 @@ std::vector<std::vector<std::int64_t>> locality_split(const std::vector<std::int
 }
 }  // namespace
 
-Policy parse_policy(const std::string& name) {
-  if (name == "static") return Policy::Static;
-  if (name == "deepspeed") return Policy::DeepSpeed;
-  if (name == "fastermoe") return Policy::FasterMoE;
-  if (name == "flexmoe") return Policy::FlexMoE;
-  SKEW_THROW("moe.policy: unknown policy '" << name << "' (static, deepspeed, fastermoe, flexmoe)");
-}
-
 template <class T>
 MoeLayer<T>::MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placement::LayerPlacement placement,
                       std::shared_ptr<BalancingPolicy<T>> policy)

@@ -31,9 +31,6 @@ struct MoeOptions {
   bool drop_tokens = true;                                         // deepspeed: false pads to max load
   bool drop_by_probability = false;                                // deepspeed: keep the most probable
   double fastermoe_gflops = 20.0, fastermoe_gbps = 5.0;            // fastermoe cost model constants
-  // flexmoe: re-level replicated experts' token shares every step from that step's global
-  // counts (placement::assign_shares), instead of keeping the planner's shares between plans.
-  bool live_replica_shares = false;
   Precision precision = Precision::Fp32;  // of the expert FFN GEMMs (the model sets it)
   std::int64_t expert_params() const { return 2LL * d_model * d_ff + d_ff + d_model; }
 };

@@ -1,6 +1,8 @@
 #include "lib/moe/schema.hpp"
 
+#include "lib/core/error.hpp"
 #include "lib/moe/placement_config.hpp"
+#include "lib/moe/policies/flexmoe.hpp"
 
 namespace skew::moe {
 
@@ -58,6 +60,32 @@ Schema moe_train_schema() {
   s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
   add_placement_keys(s);
   return s;
+}
+
+MoeOptions moe_options(const Config& c) {
+  MoeOptions e;
+  e.d_ff = static_cast<int>(c.get_int("moe.d_ff"));
+  e.gate.num_experts = static_cast<int>(c.get_int("moe.num_experts"));
+  e.gate.top_k = static_cast<int>(c.get_int("moe.top_k"));
+  SKEW_CHECK(e.gate.top_k >= 1 && e.gate.top_k <= e.gate.num_experts,
+             "moe.top_k " << e.gate.top_k << " must be in [1, moe.num_experts]");
+  e.gate.aux_weight = c.get_float("moe.aux_weight");
+  e.gate.z_weight = c.get_float("moe.z_weight");
+  e.policy = parse_policy(c.get_string("moe.policy"));
+  e.capacity_factor_train = c.get_float("moe.capacity_factor");
+  e.capacity_factor_eval = c.get_float("moe.eval_capacity_factor");
+  e.drop_tokens = c.get_bool("moe.drop_tokens");
+  e.drop_by_probability = c.get_string("moe.drop_policy") == "probability";
+  e.fastermoe_gflops = c.get_float("moe.fastermoe_gflops");
+  e.fastermoe_gbps = c.get_float("moe.fastermoe_gbps");
+  return e;
+}
+
+std::shared_ptr<BalancingPolicy<float>> policy_from_config(const Config& config, const MoeOptions& moe, int moe_layers,
+                                                           comm::ProcessGroup& world) {
+  if (moe.policy != Policy::FlexMoE) return make_policy<float>(moe);
+  const int slots = slots_per_rank_from_config(config, moe.gate.num_experts, world.size());
+  return make_flexmoe<float>(placement_options_from_config(config), slots, world, moe_layers, moe);
 }
 
 }  // namespace skew::moe

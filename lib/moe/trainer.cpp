@@ -13,10 +13,7 @@
 #include "lib/core/timer.hpp"
 #include "lib/moe/corpus.hpp"
 #include "lib/moe/optimizer.hpp"
-#include "lib/moe/placement_config.hpp"
 #include "lib/moe/state.hpp"
-#include "lib/placement/flexmoe.hpp"
-#include "lib/placement/policy.hpp"
 
 namespace skew::moe {
 
@@ -43,22 +40,7 @@ Run read_options(const Config& c) {
   m.init_std = c.get_float("model.init_std");
   m.jitter = c.get_float("moe.jitter");
   m.precision = parse_precision(c.get_string("train.precision"));
-  MoeOptions& e = m.moe;
-  e.d_ff = static_cast<int>(c.get_int("moe.d_ff"));
-  e.gate.num_experts = static_cast<int>(c.get_int("moe.num_experts"));
-  e.gate.top_k = static_cast<int>(c.get_int("moe.top_k"));
-  SKEW_CHECK(e.gate.top_k >= 1 && e.gate.top_k <= e.gate.num_experts,
-             "moe.top_k " << e.gate.top_k << " must be in [1, moe.num_experts]");
-  e.gate.aux_weight = c.get_float("moe.aux_weight");
-  e.gate.z_weight = c.get_float("moe.z_weight");
-  e.policy = parse_policy(c.get_string("moe.policy"));
-  e.capacity_factor_train = c.get_float("moe.capacity_factor");
-  e.capacity_factor_eval = c.get_float("moe.eval_capacity_factor");
-  e.drop_tokens = c.get_bool("moe.drop_tokens");
-  e.drop_by_probability = c.get_string("moe.drop_policy") == "probability";
-  e.fastermoe_gflops = c.get_float("moe.fastermoe_gflops");
-  e.fastermoe_gbps = c.get_float("moe.fastermoe_gbps");
-  e.live_replica_shares = e.policy == Policy::FlexMoE && c.get_string("placement.shares") == "live";
+  m.moe = moe_options(c);
   r.batch = static_cast<int>(c.get_int("train.batch_size"));
   r.iterations = c.get_int("train.iterations");
   r.seed = static_cast<std::uint64_t>(c.get_int("train.seed"));
@@ -123,20 +105,17 @@ Json train(const Config& config, comm::ProcessGroup& world) {
   const double entropy = unigram_entropy(valid_text);
 
   const std::string policy_name = config.get_string("moe.policy");
-  const bool flexmoe = run.model.moe.policy == Policy::FlexMoE;
-  const int slots = flexmoe ? slots_per_rank_from_config(config, E, N) : E / N;
-  std::vector<placement::LayerPlacement> placements(static_cast<std::size_t>(run.model.moe_layers()),
-                                                    placement::LayerPlacement::block(E, N, slots));
-  GptMoe<float> model(run.model, world, placements);
+  MoeOptions moe = run.model.moe;
+  moe.d_model = run.model.d_model;  // the experts' width is the model's
+  const std::shared_ptr<BalancingPolicy<float>> policy = policy_from_config(config, moe, run.model.moe_layers(), world);
+  std::vector<placement::LayerPlacement> placements(
+      static_cast<std::size_t>(run.model.moe_layers()),
+      placement::LayerPlacement::block(E, N, policy->slots_per_rank(E, N)));
+  GptMoe<float> model(run.model, world, placements, policy);
   model.init(run.seed);
   AdamW adam(run.adam, model, world);
   const int L = static_cast<int>(model.moe().size());
   ModelExpertStore store(model);
-  std::unique_ptr<placement::PlacementPolicy> policy;
-  if (flexmoe)
-    policy = placement::make_flexmoe_policy(placement_options_from_config(config), world, L, E,
-                                            model.options().moe.expert_params(), run.model.d_model);
-  std::int64_t placement_changes = 0;
   const std::size_t choices =
       static_cast<std::size_t>(run.batch) * S * static_cast<std::size_t>(run.model.moe.gate.top_k);
 
@@ -151,7 +130,7 @@ Json train(const Config& config, comm::ProcessGroup& world) {
       const TensorFile shard = ckpt->read_shard(start);
       check_index_before_load(index, ckpt->index_file(start), shard, CheckpointDir::shard_name(rank), policy_name);
       load_state(shard, model, adam, rank);
-      if (policy) policy->load_state(shard);
+      policy->load_state(shard);
       check_index_after_load(index, ckpt->index_file(start), model);
       SKEW_INFO("resumed from " << ckpt->rank_file(start) << " at iteration " << start);
     }
@@ -191,53 +170,18 @@ Json train(const Config& config, comm::ProcessGroup& world) {
       }
     }
     for (auto& layer : model.moe()) layer->times() = LayerTimes{};
-    Json change;
-    // The step time includes planning and moving experts: that overhead is part of FlexMoE's cost.
+    // The step time includes re-planning and moving experts: that overhead is part of the cost.
     Timer step_timer;
-    if (policy) {  // FlexMoE: re-place experts between iterations; routing is unchanged
-      std::vector<placement::LayerPlacement> current;
-      for (auto& layer : model.moe()) current.push_back(layer->placement());
-      const auto next = policy->plan(it, current);
-      if (next != current) {
-        Timer move;
-        const std::vector<double> sent = placement::apply_placement(world, store, current, next);
-        for (std::size_t l = 0; l < next.size(); ++l) {
-          model.moe()[l]->set_placement(next[l]);
-          model.moe()[l]->times().move_bytes += sent[l];
-        }
-        change = {{"seconds", move.seconds()}, {"placement", Json::array()}};
-        for (const auto& p : next) change["placement"].push_back(p.to_string());
-        ++placement_changes;
-      }
-    }
+    policy->replan(it, model.moe(), store);
     model.zero_grads();
     const double loss = model.step(tokens.data(), targets.data(), run.batch, in, true);
     model.sync_grads();
     const double grad_norm = adam.step(it);
     const double step_s = step_timer.seconds();
     last_loss = loss;
-    Json prediction_error = Json::array();
-    if (policy) {  // every rank must observe the same numbers: the slowest rank's step time
-      placement::RoutingCounts counts;
-      for (auto& layer : model.moe()) counts.push_back(layer->gate_state().global_counts);
-      // How far the load the plan was made for lay from this step's load: sum over experts of
-      // |estimate - count| / tokens, per layer (2 = every token elsewhere than predicted).
-      const auto& monitor = dynamic_cast<const placement::FlexMoePolicy&>(*policy).monitor();
-      for (std::size_t l = 0; l < counts.size() && !monitor.empty(); ++l) {
-        double off = 0, tokens = 0;
-        for (std::size_t e = 0; e < counts[l].size(); ++e) {
-          off += std::abs(monitor.estimate(static_cast<int>(l))[e] - static_cast<double>(counts[l][e]));
-          tokens += static_cast<double>(counts[l][e]);
-        }
-        prediction_error.push_back(tokens > 0 ? off / tokens : 0.0);
-      }
-      std::vector<double> slowest = {step_s};
-      world.allreduce(comm::view(slowest), comm::ReduceOp::Max);
-      policy->observe(it, counts, slowest[0]);
-    }
-
+    policy->observe(it, model.moe(), step_s);
     LayerTimes t;  // wall seconds by phase, summed over layers
-    Json per_expert = Json::array(), balance = Json::array(), expert_balance = Json::array(), shadows = Json::array();
+    Json per_expert = Json::array(), balance = Json::array(), expert_balance = Json::array();
     // Per rank: per layer rows computed, expert CPU seconds, bytes sent in the all-to-all, in
     // replica/shadow sync and in placement moves; then the expert wall seconds of all layers.
     constexpr int kPerLayer = 5;
@@ -254,7 +198,6 @@ Json train(const Config& config, comm::ProcessGroup& world) {
       const auto& counts = layer->gate_state().global_counts;
       per_expert.push_back(counts);
       expert_balance.push_back(max_over_mean(std::vector<double>(counts.begin(), counts.end())));
-      shadows.push_back(layer->shadowed());
       dropped += layer->dropped(), padded += layer->padded();
       if (save_trace.is_open())
         save_trace.write(reinterpret_cast<const char*>(layer->gate_state().expert.data()),
@@ -315,9 +258,7 @@ Json train(const Config& config, comm::ProcessGroup& world) {
                   {"alltoall", t.alltoall},
                   {"sync", model.sync_seconds()}}},
                 {"per_rank", per_rank}};
-    if (run.model.moe.policy == Policy::FasterMoE) rec["shadowed"] = shadows;
-    if (!prediction_error.empty()) rec["prediction_error"] = prediction_error;
-    if (!change.is_null()) rec["placement_change"] = change;
+    policy->record(model.moe(), rec);
     if ((eval_interval > 0 && (it + 1) % eval_interval == 0) || it + 1 == run.iterations) {
       last_val = validate(model, valid_data, run.batch, config.get_int("train.eval_sequences"), world);
       rec["val_loss"] = last_val;
@@ -329,8 +270,7 @@ Json train(const Config& config, comm::ProcessGroup& world) {
                         << balance_mean << " dropped " << dropped << " step " << step_s * 1e3 << " ms");
     if (ckpt && ((ckpt_interval > 0 && (it + 1) % ckpt_interval == 0) || it + 1 == run.iterations)) {
       auto tensors = save_state(model, adam);
-      if (policy)
-        for (auto& t : policy->save_state()) tensors.push_back(std::move(t));
+      for (auto& t : policy->save_state()) tensors.push_back(std::move(t));
       ckpt->write_shard(it + 1, tensors, {{"iteration", std::to_string(it + 1)}});
       const Json index = checkpoint_index(world, tensors, policy_name, model);
       world.barrier();  // every shard is on disk: the index, then the marker
@@ -353,14 +293,7 @@ Json train(const Config& config, comm::ProcessGroup& world) {
       {"balance", done ? balance_sum / static_cast<double>(done) : NAN},
       {"dropped", dropped_total},
       {"padded", padded_total}};
-  if (flexmoe) {
-    summary["placement_changes"] = placement_changes;
-    const auto& c = dynamic_cast<const placement::FlexMoePolicy&>(*policy).model().constants();
-    summary["cost_constants"] = {{"gemm_flops", c.gemm_flops},
-                                 {"alltoall_bandwidth", c.inter_bandwidth},
-                                 {"allreduce_bandwidth", c.allreduce_bandwidth},
-                                 {"alltoall_latency", c.alltoall_latency}};
-  }
+  policy->summarise(summary);
   return summary;
 }
 

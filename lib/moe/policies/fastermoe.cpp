@@ -97,6 +97,13 @@ void FasterMoePolicy<T>::reduce_grads(MoeLayer<T>& layer) {
   layer.drop_shadow_copies();
 }
 
+template <class T>
+void FasterMoePolicy<T>::record(const typename BalancingPolicy<T>::Layers& layers, Json& record) const {
+  Json shadows = Json::array();
+  for (const auto& layer : layers) shadows.push_back(layer->shadowed());
+  record["shadowed"] = shadows;
+}
+
 // Every other rank sends its shadow gradients to the owner, which adds them in rank order
 // (deterministic); all shadows' messages go in one batch.
 template <class T>

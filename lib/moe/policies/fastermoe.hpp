@@ -38,6 +38,8 @@ class FasterMoePolicy : public StaticPolicy<T> {
   void plan(MoeLayer<T>& layer) override;
   // Reduces the shadows' gradients to their owners, then the replicas' as StaticPolicy does.
   void reduce_grads(MoeLayer<T>& layer) override;
+  // The record's "shadowed": per layer, the experts shadowed this iteration.
+  void record(const typename BalancingPolicy<T>::Layers& layers, Json& record) const override;
 
  private:
   void reduce_shadow_grads(MoeLayer<T>& layer);

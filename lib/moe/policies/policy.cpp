@@ -4,10 +4,17 @@
 #include "lib/moe/moe_layer.hpp"
 #include "lib/moe/policies/deepspeed.hpp"
 #include "lib/moe/policies/fastermoe.hpp"
-#include "lib/moe/policies/flexmoe.hpp"
 #include "lib/moe/policies/static.hpp"
 
 namespace skew::moe {
+
+Policy parse_policy(const std::string& name) {
+  if (name == "static") return Policy::Static;
+  if (name == "deepspeed") return Policy::DeepSpeed;
+  if (name == "fastermoe") return Policy::FasterMoE;
+  if (name == "flexmoe") return Policy::FlexMoE;
+  SKEW_THROW("moe.policy: unknown policy '" << name << "' (static, deepspeed, fastermoe, flexmoe)");
+}
 
 template <class T>
 std::shared_ptr<BalancingPolicy<T>> make_policy(const MoeOptions& o) {
@@ -22,9 +29,9 @@ std::shared_ptr<BalancingPolicy<T>> make_policy(const MoeOptions& o) {
       return std::make_shared<FasterMoePolicy<T>>(
           FasterMoeOptions{.gflops = o.fastermoe_gflops, .gbps = o.fastermoe_gbps}, o.d_model, o.d_ff,
           o.expert_params());
-    case Policy::FlexMoE: return std::make_shared<FlexMoePolicy<T>>(o.live_replica_shares);
+    case Policy::FlexMoE: break;
   }
-  SKEW_THROW("unknown moe policy " << static_cast<int>(o.policy));
+  SKEW_THROW("moe.policy flexmoe needs its placement machinery: build it with make_flexmoe (policies/flexmoe.hpp)");
 }
 
 template std::shared_ptr<BalancingPolicy<float>> make_policy<float>(const MoeOptions&);

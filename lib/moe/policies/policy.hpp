@@ -11,9 +11,17 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
+#include "lib/core/metrics.hpp"
+#include "lib/core/safetensors.hpp"
 #include "lib/placement/placement.hpp"
+
+namespace skew::placement {
+class ExpertStateStore;
+}
 
 namespace skew::moe {
 
@@ -24,6 +32,7 @@ struct MoeOptions;
 template <class T>
 class BalancingPolicy {
  public:
+  using Layers = std::vector<std::unique_ptr<MoeLayer<T>>>;
   virtual ~BalancingPolicy() = default;
 
   // Inside every MoE layer's step, in this order.
@@ -42,10 +51,26 @@ class BalancingPolicy {
   // 4. Gradient reduction after backward: every copy of an expert (replicas, shadows) ends with
   //    the gradient of all its tokens on every rank that updates it.
   virtual void reduce_grads(MoeLayer<T>& layer) = 0;
+
+  // Between iterations, asked by the trainer.
+  // Expert slots each rank offers: its memory budget for experts and their replicas.
+  virtual int slots_per_rank(int experts, int ranks) const = 0;
+  // 5. Re-plan before an iteration: where the experts' replicas live from now on, moving their
+  //    state (`store`) to realise it.
+  virtual void replan(std::int64_t iteration, Layers& layers, placement::ExpertStateStore& store) = 0;
+  // After an iteration: what the policy learns from its routing and its wall time.
+  virtual void observe(std::int64_t iteration, const Layers& layers, double step_seconds) = 0;
+  // What the policy adds to the iteration's metrics record, and to the run's summary.
+  virtual void record(const Layers& layers, Json& record) const = 0;
+  virtual void summarise(Json& summary) const = 0;
+  // Everything replan depends on besides the placements, as named host tensors identical on
+  // every rank, for checkpoints; and restoring them from a checkpoint shard.
+  virtual std::vector<std::pair<std::string, Tensor>> save_state() const = 0;
+  virtual void load_state(const TensorFile& file) = 0;
 };
 
-// The policy MoeOptions::policy names, for a model built from options alone (static, deepspeed,
-// fastermoe, flexmoe).
+// The policy MoeOptions::policy names, built from the options alone: static, deepspeed or
+// fastermoe (flexmoe needs its placement machinery: make_flexmoe, flexmoe.hpp).
 template <class T>
 std::shared_ptr<BalancingPolicy<T>> make_policy(const MoeOptions& options);
 

@@ -17,6 +17,14 @@ class StaticPolicy : public BalancingPolicy<T> {
                                            const std::vector<std::int64_t>& all_counts) const override;
   std::int64_t pad(const MoeLayer<T>&, std::vector<std::int64_t>&) const override { return 0; }
   void reduce_grads(MoeLayer<T>& layer) override;
+  // One replica per expert, nothing re-planned, learned, recorded or saved.
+  int slots_per_rank(int experts, int ranks) const override { return experts / ranks; }
+  void replan(std::int64_t, typename BalancingPolicy<T>::Layers&, placement::ExpertStateStore&) override {}
+  void observe(std::int64_t, const typename BalancingPolicy<T>::Layers&, double) override {}
+  void record(const typename BalancingPolicy<T>::Layers&, Json&) const override {}
+  void summarise(Json&) const override {}
+  std::vector<std::pair<std::string, Tensor>> save_state() const override { return {}; }
+  void load_state(const TensorFile&) override {}
 
  protected:
   // Sums expert e's gradients over its replicas (a ring all-reduce within their ranks) when it
