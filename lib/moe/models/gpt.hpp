@@ -1,4 +1,4 @@
-// The GPT family: a GptMoe network (lib/moe/model.hpp) trained as a byte-level language model,
+// The GPT family: a GptMoe network (gpt_network.hpp) trained as a byte-level language model,
 // next-byte cross-entropy on a text corpus (data.*, lib/moe/corpus.hpp), with model.* shaping
 // the network.
 #pragma once

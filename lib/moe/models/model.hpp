@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "lib/core/metrics.hpp"
-#include "lib/moe/model.hpp"
+#include "lib/moe/models/gpt_network.hpp"
 
 namespace skew::moe {
 

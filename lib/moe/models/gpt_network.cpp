@@ -1,4 +1,4 @@
-#include "lib/moe/model.hpp"
+#include "lib/moe/models/gpt_network.hpp"
 
 #include <algorithm>
 
