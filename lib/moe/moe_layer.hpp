@@ -47,7 +47,7 @@ struct StepContext {
 // four all-to-all rounds, in replica gradient all-reduce (ring: 2 (n-1)/n of the buffer), in
 // fastermoe's shadow exchange (parameter broadcast: the buffer, from the owner; gradient reduce:
 // the buffer, from every other rank to the owner) and in moving expert state to new replicas
-// before the step (flexmoe placement changes, counted by the trainer).
+// before the step (flexmoe placement changes, counted by the policy's re-plan).
 struct LayerTimes {
   double gate = 0, dispatch = 0, expert = 0, combine = 0, alltoall = 0, sync = 0;
   double expert_cpu = 0, alltoall_bytes = 0, sync_bytes = 0, move_bytes = 0;
