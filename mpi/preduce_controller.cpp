@@ -1,11 +1,11 @@
 #include "mpi/preduce_controller.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <exception>
 #include <iostream>
 
 #include "mpi/mpi_check.hpp"
+#include "mpi/polling.hpp"
 #include "mpi/runtime.hpp"
 
 namespace skew::comm {
@@ -15,16 +15,6 @@ constexpr int kReadyTag = 1;  // worker -> controller: {worker, version, kind}
 constexpr int kGroupTag = 2;  // controller -> worker: {k, max_version, full_sync, closed_at, members.., weights.., ready_at..}
 constexpr std::int64_t kReady = 0, kFinished = 1;
 constexpr int kControllerRank = 0;
-
-// Polls instead of blocking: a blocking MPI_Recv spins a core, and ranks share few cores.
-void wait_polling(MPI_Request& request) {
-  int done = 0;
-  for (;;) {
-    SKEW_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
 
 }  // namespace
 
@@ -98,7 +88,7 @@ void PartialReduce::controller_loop() {
           SKEW_MPI_CHECK(MPI_Send(reply.data(), static_cast<int>(4 + 3 * k), MPI_DOUBLE, world_rank_of_worker(member),
                                   kGroupTag, control_));
       }
-      if (!arrived) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (!arrived) poll_pause();
     }
   } catch (const std::exception& e) {
     abort_job(std::string("partial-reduce controller: ") + e.what());

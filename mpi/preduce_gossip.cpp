@@ -1,13 +1,13 @@
 #include "mpi/preduce_gossip.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <exception>
 #include <string>
 
 #include "lib/core/rng.hpp"
 #include "lib/core/tensor.hpp"  // mpi_check.hpp names DType
 #include "mpi/mpi_check.hpp"
+#include "mpi/polling.hpp"
 #include "mpi/runtime.hpp"
 
 namespace skew::comm {
@@ -16,16 +16,6 @@ namespace {
 constexpr int kPushTag = 1;   // active -> passive: version, then the model (kPushTag + 1)
 constexpr int kReplyTag = 3;  // passive -> active: version, then the model (kReplyTag + 1)
 constexpr int kByeTag = 5;    // active -> passive: no more averaging requests from this worker
-
-// Polls instead of blocking: a blocking MPI call spins a core, and ranks share few cores.
-void wait_all_polling(MPI_Request* requests, int count) {
-  int done = 0;
-  for (;;) {
-    SKEW_MPI_CHECK(MPI_Testall(count, requests, &done, MPI_STATUSES_IGNORE));
-    if (done) return;
-    std::this_thread::sleep_for(std::chrono::microseconds(50));
-  }
-}
 
 // Runs a communication thread's loop; an error aborts the job (the computing thread would
 // otherwise wait on a partner forever).
@@ -132,7 +122,7 @@ void PairwiseGossip::passive_loop() {
     MPI_Status status;
     SKEW_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &arrived, &status));
     if (!arrived) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      poll_pause();
       continue;
     }
     const int source = status.MPI_SOURCE;

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "lib/core/log.hpp"
+#include "mpi/launch_check.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/mpi_process_group.hpp"
 #include "mpi/nccl_process_group.hpp"
@@ -49,9 +50,26 @@ int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runti
   // faults on them (a fifth of a CPU moe_train step). Keep them in the heap and in the process.
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  // Said before MPI_Init, which is where Open MPI aborts without PMI (and without naming the fix).
+  const int no_pmi_tasks = srun_tasks_without_pmi();
+  if (no_pmi_tasks > 0 && first_srun_task()) {
+    std::fprintf(stderr, "srun task 0: error: %s\n", srun_pmi_message(no_pmi_tasks).c_str());
+    std::fflush(stderr);
+  }
   int provided = 0;
   if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "error: MPI_Init_thread failed\n");
+    return 1;
+  }
+  // An MPI that started anyway runs every task as its own 1-rank job: stop instead.
+  int init_size = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &init_size);
+  if (const int tasks = srun_tasks_as_singleton(init_size); tasks > 0) {
+    if (first_srun_task() && no_pmi_tasks == 0)
+      std::fprintf(stderr, "srun task 0: error: %s\n", srun_pmi_message(tasks).c_str());
+    else if (first_srun_task())
+      std::fprintf(stderr, "srun task 0: error: MPI_COMM_WORLD has 1 rank in a %d-task srun step (see above)\n", tasks);
+    MPI_Finalize();
     return 1;
   }
   int code = 1;

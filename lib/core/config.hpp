@@ -1,7 +1,9 @@
 // Configuration: one Schema per app (key, type, default, help) on Boost.Program_options, filled
 // from defaults < INI file (--config FILE; [section] key = value becomes section.key) <
 // command line (--section.key=value or --section.key value). Every error names the key and
-// where its value came from (file:line or the command line).
+// where its value came from (file:line or the command line). Implemented in three parts:
+// config_schema.cpp (keys, types, close spellings, typed reads), config_parse.cpp (INI file and
+// command line) and config_print.cpp (--help, --print-config).
 #pragma once
 #include <cstdint>
 #include <iosfwd>

@@ -1,0 +1,197 @@
+// The parsing half of lib/core/config.hpp: the INI file and the command line into a Config,
+// validating every value against the schema. Precedence: defaults < INI file < command line.
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <fstream>
+#include <sstream>
+
+#include "lib/core/config.hpp"
+#include "lib/core/config_text.hpp"
+#include "lib/core/error.hpp"
+
+namespace po = boost::program_options;
+
+namespace skew {
+
+void Config::store(const std::string& key, const std::string& value, const std::string& where) {
+  const Schema::Key* k = schema_->find(key);
+  if (!k) {
+    std::ostringstream msg;
+    msg << where << ": unknown key '" << key << "'";
+    const auto close = schema_->close_spellings(key);
+    if (!close.empty()) {
+      msg << " (did you mean";
+      for (std::size_t i = 0; i < close.size(); ++i) msg << (i ? ", " : " ") << "'" << close[i] << "'";
+      msg << "?)";
+    }
+    msg << "; see " << schema_->app() << " --help";
+    throw Error(msg.str());
+  }
+  const auto bad = [&](const std::string& expected) {
+    throw Error(where + ": bad value '" + value + "' for key '" + key + "': expected " + expected);
+  };
+  if (k->type == "int") {
+    if (!config_text::whole_number<std::int64_t>(value)) bad("an integer");
+  } else if (k->type == "float") {
+    if (!config_text::whole_number<double>(value)) bad("a number");
+  } else if (k->type == "bool") {
+    bool b;
+    if (!config_text::parse_bool_text(value, &b)) bad("true/false, yes/no, on/off or 1/0");
+  } else if (k->type == "choice") {
+    if (std::find(k->choices.begin(), k->choices.end(), value) == k->choices.end()) {
+      std::string list;
+      for (const auto& c : k->choices) list += (list.empty() ? "" : ", ") + c;
+      bad("one of " + list);
+    }
+  }
+  // First value stored wins (command line is stored before the file).
+  if (source_.count(key)) return;
+  po::parsed_options parsed(&schema_->description());
+  parsed.options.emplace_back(key, std::vector<std::string>{value});
+  po::store(parsed, *vm_);
+  raw_[key] = value;
+  source_[key] = where;
+}
+
+namespace {
+
+using config_text::trim;
+
+struct IniEntry {
+  std::string key, value, where;
+};
+
+std::vector<IniEntry> read_ini(std::istream& in, const std::string& origin) {
+  std::vector<IniEntry> out;
+  std::string line, section;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    const std::string where = origin + ":" + std::to_string(lineno);
+    std::string t = trim(line);
+    if (t.empty() || t[0] == '#' || t[0] == ';') continue;
+    if (t[0] == '[') {
+      if (t.back() != ']' || t.size() < 3)
+        throw Error(where + ": malformed section header '" + t + "' (expected [name])");
+      section = trim(t.substr(1, t.size() - 2));
+      continue;
+    }
+    const auto eq = t.find('=');
+    if (eq == std::string::npos)
+      throw Error(where + ": malformed line '" + t + "' (expected key = value)");
+    std::string key = trim(t.substr(0, eq));
+    std::string value = trim(t.substr(eq + 1));
+    if (key.empty()) throw Error(where + ": malformed line '" + t + "' (empty key)");
+    if (!value.empty() && value.front() == '"') {
+      // A quoted value runs to the last quote and is taken verbatim (spaces, '#', ';' and
+      // inner quotes included); only a comment may follow it.
+      const auto close = value.rfind('"');
+      const std::string rest = trim(value.substr(close + 1));
+      if (close == 0 || !(rest.empty() || rest[0] == '#' || rest[0] == ';'))
+        throw Error(where + ": malformed line '" + t + "' (unterminated quoted value)");
+      value = value.substr(1, close - 1);
+    } else {
+      // Trailing comments after whitespace: "key = 3   # why".
+      for (const char* marker : {" #", "\t#", " ;", "\t;"}) {
+        const auto c = value.find(marker);
+        if (c != std::string::npos) value = trim(value.substr(0, c));
+      }
+    }
+    const std::string full = section.empty() ? key : section + "." + key;
+    for (const auto& e : out)
+      if (e.key == full) throw Error(where + ": key '" + full + "' is set twice in the file (first at " + e.where + ")");
+    out.push_back({full, value, where});
+  }
+  return out;
+}
+
+}  // namespace
+
+Config Config::parse_ini_text(const Schema& schema, const std::string& ini_text,
+                              const std::string& origin, const std::vector<std::string>& overrides) {
+  std::vector<std::string> args = {schema.app()};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  Config c;
+  c.schema_ = &schema;
+  c.vm_ = std::make_shared<po::variables_map>();
+  std::vector<std::pair<std::string, std::string>> cli;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a.rfind("--", 0) != 0) throw Error("command line: unexpected argument '" + a + "'");
+    std::string key = a.substr(2), value;
+    const auto eq = key.find('=');
+    if (eq != std::string::npos) {
+      value = key.substr(eq + 1);
+      key = key.substr(0, eq);
+    } else {
+      const Schema::Key* k = schema.find(key);
+      const bool flag = k && k->type == "bool" &&
+                        (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0);
+      if (flag) {
+        value = "true";
+      } else {
+        if (i + 1 >= args.size()) throw Error("command line: key '" + key + "' has no value");
+        value = args[++i];
+      }
+    }
+    cli.emplace_back(key, value);
+  }
+  // The first stored value wins, so the command line is stored before the file, and in reverse
+  // so that a key given twice takes its last value (appended overrides win, as in most tools).
+  for (auto it = cli.rbegin(); it != cli.rend(); ++it) c.store(it->first, it->second, "command line");
+  std::istringstream in(ini_text);
+  for (const auto& e : read_ini(in, origin)) c.store(e.key, e.value, e.where);
+  c.finish();
+  return c;
+}
+
+Config Config::parse(const Schema& schema, int argc, const char* const* argv) {
+  std::vector<std::string> overrides;
+  std::string config_file;
+  bool help = false, print = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      help = true;
+    } else if (a == "--print-config") {
+      print = true;
+    } else if (a == "--config") {
+      if (i + 1 >= argc) throw Error("command line: --config needs a file name");
+      config_file = argv[++i];
+    } else if (a.rfind("--config=", 0) == 0) {
+      config_file = a.substr(9);
+    } else {
+      overrides.push_back(a);
+    }
+  }
+  if (help) {
+    Config c;
+    c.schema_ = &schema;
+    c.vm_ = std::make_shared<po::variables_map>();
+    c.help_ = true;
+    c.finish();
+    return c;
+  }
+  std::string text;
+  if (!config_file.empty()) {
+    std::ifstream f(config_file);
+    if (!f) throw Error("cannot open config file '" + config_file + "'");
+    std::ostringstream ss;
+    ss << f.rdbuf();
+    text = ss.str();
+  }
+  Config c = parse_ini_text(schema, text, config_file.empty() ? "<none>" : config_file, overrides);
+  c.print_config_ = print;
+  return c;
+}
+
+void Config::finish() {
+  for (const auto& k : schema_->keys()) {
+    if (!source_.count(k.name)) {
+      raw_[k.name] = k.default_text;
+      source_[k.name] = "default";
+    }
+  }
+}
+
+}  // namespace skew

@@ -1,0 +1,141 @@
+// The schema half of lib/core/config.hpp: Schema (keys with type, default and help, the
+// closest spellings of an unknown key) and Config's typed reads of the values it holds.
+// Parsing is in config_parse.cpp, --help and --print-config in config_print.cpp.
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <sstream>
+
+#include "lib/core/config.hpp"
+#include "lib/core/config_text.hpp"
+#include "lib/core/error.hpp"
+
+namespace po = boost::program_options;
+
+namespace skew {
+namespace {
+
+using config_text::format_double;
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+Schema::Schema(std::string app, std::string summary)
+    : app_(std::move(app)), summary_(std::move(summary)),
+      desc_(std::make_unique<po::options_description>()) {}
+Schema::~Schema() = default;
+Schema::Schema(Schema&&) noexcept = default;
+
+void Schema::add(Key key) {
+  SKEW_CHECK(find(key.name) == nullptr, "duplicate config key '" << key.name << "'");
+  // Values are stored as text and converted on access, so the raw text (for --print-config)
+  // and the typed value cannot disagree; validation happens in Config::store.
+  desc_->add_options()(key.name.c_str(), po::value<std::string>(), key.help.c_str());
+  keys_.push_back(std::move(key));
+}
+
+Schema& Schema::add_string(const std::string& k, const std::string& d, const std::string& h) {
+  add({k, "string", d, h, {}});
+  return *this;
+}
+Schema& Schema::add_int(const std::string& k, std::int64_t d, const std::string& h) {
+  add({k, "int", std::to_string(d), h, {}});
+  return *this;
+}
+Schema& Schema::add_float(const std::string& k, double d, const std::string& h) {
+  add({k, "float", format_double(d), h, {}});
+  return *this;
+}
+Schema& Schema::add_bool(const std::string& k, bool d, const std::string& h) {
+  add({k, "bool", d ? "true" : "false", h, {}});
+  return *this;
+}
+Schema& Schema::add_choice(const std::string& k, const std::string& d,
+                           const std::vector<std::string>& choices, const std::string& h) {
+  SKEW_CHECK(std::find(choices.begin(), choices.end(), d) != choices.end(),
+             "default '" << d << "' of key '" << k << "' is not among its choices");
+  add({k, "choice", d, h, choices});
+  return *this;
+}
+
+const Schema::Key* Schema::find(const std::string& key) const {
+  for (const auto& k : keys_)
+    if (k.name == key) return &k;
+  return nullptr;
+}
+
+std::vector<std::string> Schema::close_spellings(const std::string& key) const {
+  std::vector<std::pair<std::size_t, std::string>> scored;
+  const auto leaf = [](const std::string& s) { return s.substr(s.rfind('.') + 1); };
+  for (const auto& k : keys_) {
+    const std::size_t d = std::min(edit_distance(key, k.name), edit_distance(leaf(key), leaf(k.name)));
+    if (d <= std::max<std::size_t>(2, key.size() / 4)) scored.push_back({d, k.name});
+  }
+  std::sort(scored.begin(), scored.end());
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < scored.size() && i < 3; ++i) out.push_back(scored[i].second);
+  return out;
+}
+
+namespace {
+const std::string& lookup(const std::map<std::string, std::string>& raw, const Schema& schema,
+                          const std::string& key, const char* want) {
+  const Schema::Key* k = schema.find(key);
+  SKEW_CHECK(k != nullptr, "program error: config key '" << key << "' is not in the schema of " << schema.app());
+  const std::string t = k->type == "choice" ? "string" : k->type;
+  SKEW_CHECK(t == want, "program error: config key '" << key << "' is " << k->type << ", read as " << want);
+  return raw.at(key);
+}
+}  // namespace
+
+std::string Config::get_string(const std::string& key) const { return lookup(raw_, *schema_, key, "string"); }
+std::int64_t Config::get_int(const std::string& key) const { return std::stoll(lookup(raw_, *schema_, key, "int")); }
+double Config::get_float(const std::string& key) const { return std::stod(lookup(raw_, *schema_, key, "float")); }
+bool Config::get_bool(const std::string& key) const {
+  bool b = false;
+  config_text::parse_bool_text(lookup(raw_, *schema_, key, "bool"), &b);
+  return b;
+}
+
+std::vector<double> Config::get_float_list(const std::string& key) const {
+  std::vector<double> out;
+  std::stringstream ss(get_string(key));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item = config_text::trim(item);
+    if (item.empty()) continue;
+    const auto v = config_text::whole_number<double>(item);
+    if (!v)
+      throw Error(source(key) + ": bad list item '" + item + "' in key '" + key + "': expected numbers separated by commas");
+    out.push_back(*v);
+  }
+  return out;
+}
+
+std::vector<std::int64_t> Config::get_int_list(const std::string& key) const {
+  std::vector<std::int64_t> out;
+  for (double v : get_float_list(key)) {
+    if (v != static_cast<double>(static_cast<std::int64_t>(v)))
+      throw Error(source(key) + ": list item " + format_double(v) + " in key '" + key + "' is not an integer");
+    out.push_back(static_cast<std::int64_t>(v));
+  }
+  return out;
+}
+
+std::string Config::source(const std::string& key) const {
+  const auto it = source_.find(key);
+  SKEW_CHECK(it != source_.end(), "program error: config key '" << key << "' is not in the schema");
+  return it->second;
+}
+
+}  // namespace skew

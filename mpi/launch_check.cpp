@@ -1,0 +1,56 @@
+#include "mpi/launch_check.hpp"
+
+#include <cstdlib>
+#include <sstream>
+
+namespace skew::comm {
+namespace {
+
+bool has_env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+int env_int(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? 0 : std::atoi(v);
+}
+
+// Tasks of this srun step, or 0 when this process is no srun task (a batch script's own step
+// sets no step id; mpirun's ranks carry OMPI_COMM_WORLD_SIZE).
+int srun_step_tasks() {
+  if (!has_env("SLURM_STEP_ID") && !has_env("SLURM_STEPID")) return 0;
+  if (has_env("OMPI_COMM_WORLD_SIZE")) return 0;      // started by mpirun (its daemons run as a step)
+  const int tasks = env_int("SLURM_STEP_NUM_TASKS");  // srun's own; SLURM_NTASKS is the allocation's
+  return tasks > 1 ? tasks : 0;
+}
+
+}  // namespace
+
+int srun_tasks_without_pmi() {
+  // srun --mpi=pmix sets PMIX_RANK, PMIX_NAMESPACE, ...; --mpi=pmi2 sets PMI_FD, PMI_RANK,
+  // PMI_SIZE; MPICH's and Intel MPI's launchers set PMI_RANK or PMI_FD.
+  for (const char* name : {"PMIX_RANK", "PMIX_NAMESPACE", "PMI_RANK", "PMI_FD", "PMI_SIZE", "PMI_ID"})
+    if (has_env(name)) return 0;
+  return srun_step_tasks();
+}
+
+int srun_tasks_as_singleton(int world_size) {
+  return world_size == 1 ? srun_step_tasks() : 0;
+}
+
+bool first_srun_task() {
+  return !has_env("SLURM_PROCID") || env_int("SLURM_PROCID") == 0;
+}
+
+std::string srun_pmi_message(int tasks) {
+  std::ostringstream s;
+  s << "srun started " << tasks
+    << " tasks without PMI support for MPI (no PMIX_* or PMI_* variables in the environment), so MPI "
+       "cannot join them into one job: launch with `srun --mpi=pmix` (Debian's and most Open MPI "
+       "builds; `srun --mpi=list` shows what this Slurm offers, and SLURM_MPI_TYPE=pmix or "
+       "MpiDefault=pmix in slurm.conf make it the default), or with mpirun inside the allocation";
+  return s.str();
+}
+
+}  // namespace skew::comm

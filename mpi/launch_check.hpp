@@ -1,0 +1,25 @@
+// Recognises a task that srun started without PMI support for MPI (srun without --mpi=pmix on a
+// cluster whose MpiDefault is none): MPI then either aborts in MPI_Init (Debian's Open MPI, with
+// a message that does not name the fix) or starts every task as its own 1-rank MPI_COMM_WORLD.
+// Both checks read only the environment Slurm and the MPI launchers set.
+#pragma once
+#include <string>
+
+namespace skew::comm {
+
+// Before MPI_Init: the step's task count when this process is a task of a multi-task srun step
+// and no PMI server is visible (no PMIX_*, PMI_* or mpirun's OMPI_COMM_WORLD_* variables);
+// 0 otherwise.
+int srun_tasks_without_pmi();
+
+// After MPI_Init: the step's task count when this process is a task of a multi-task srun step
+// not launched by mpirun, yet MPI_COMM_WORLD has `world_size` 1; 0 otherwise.
+int srun_tasks_as_singleton(int world_size);
+
+// Whether this process is Slurm's task 0 of its step (or not under srun): the one that prints.
+bool first_srun_task();
+
+// The message naming the fix: `srun --mpi=pmix`.
+std::string srun_pmi_message(int tasks);
+
+}  // namespace skew::comm
