@@ -9,9 +9,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/core/timer.hpp"
-#include "lib/moe/fastermoe.hpp"
 #include "lib/moe/ops.hpp"
-#include "lib/placement/planner.hpp"
 
 namespace skew::moe {
 
@@ -30,13 +28,6 @@ double sent_elements(const std::vector<std::size_t>& rows, int self, int width) 
   for (std::size_t r = 0; r < rows.size(); ++r)
     if (static_cast<int>(r) != self) sum += static_cast<double>(rows[r]) * width;
   return sum;
-}
-
-// Tags of shadow gradient messages: this base plus the expert id.
-constexpr int kShadowGradTag = 9100;
-
-double ring_allreduce_share(std::size_t ranks) {
-  return 2.0 * static_cast<double>(ranks - 1) / static_cast<double>(ranks);
 }
 
 // Rows each source rank sends to each replica of one expert. Replica targets are the shares of
@@ -65,17 +56,13 @@ std::vector<std::vector<std::int64_t>> locality_split(const std::vector<std::int
 }
 }  // namespace
 
-Policy parse_policy(const std::string& name) {
-  if (name == "static") return Policy::Static;
-  if (name == "deepspeed") return Policy::DeepSpeed;
-  if (name == "fastermoe") return Policy::FasterMoE;
-  if (name == "flexmoe") return Policy::FlexMoE;
-  SKEW_THROW("moe.policy: unknown policy '" << name << "' (static, deepspeed, fastermoe, flexmoe)");
-}
-
 template <class T>
-MoeLayer<T>::MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placement::LayerPlacement placement)
-    : opt_(opt), world_(world), placement_(std::move(placement)) {
+MoeLayer<T>::MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placement::LayerPlacement placement,
+                      std::shared_ptr<BalancingPolicy<T>> policy)
+    : opt_(opt),
+      world_(world),
+      placement_(std::move(placement)),
+      policy_(policy ? std::move(policy) : make_policy<T>(opt)) {
   placement_.validate();
   SKEW_CHECK(placement_.world_size == world.size(),
              "placement is for " << placement_.world_size << " ranks, world has " << world.size());
@@ -109,19 +96,27 @@ void MoeLayer<T>::init_experts(std::uint64_t seed, int layer, double stddev) {
 }
 
 template <class T>
+void MoeLayer<T>::set_shadowed(std::vector<int> experts) {
+  shadowed_ = std::move(experts);
+  shadow_flag_.assign(static_cast<std::size_t>(opt_.gate.num_experts), 0);
+  for (int e : shadowed_) shadow_flag_[static_cast<std::size_t>(e)] = 1;
+  shadows_.clear();
+}
+
+template <class T>
 T* MoeLayer<T>::params_of(int e) {
   auto it = experts_.find(e);
   if (it != experts_.end()) return it->second.w.template data<T>();
-  auto sh = shadow_w_.find(e);
-  SKEW_CHECK(sh != shadow_w_.end(),
+  auto sh = shadows_.find(e);
+  SKEW_CHECK(sh != shadows_.end(),
              "rank " << world_.rank() << " received tokens for expert " << e << " it does not hold");
-  return sh->second.data();
+  return sh->second.w.data();
 }
 
 template <class T>
 T* MoeLayer<T>::grads_of(int e) {
   auto it = experts_.find(e);
-  return it != experts_.end() ? it->second.g.data() : shadow_g_.at(e).data();
+  return it != experts_.end() ? it->second.g.data() : shadows_.at(e).g.data();
 }
 
 template <class T>
@@ -147,64 +142,6 @@ void MoeLayer<T>::expert_backward(int e, int rows, const T* x, const T* hpre, co
   linear_backward<T>(rows, D, F, x, w, dh.data(), dx, g, g + static_cast<std::size_t>(D) * F, opt_.precision);
 }
 
-// Deepspeed: capacity C = ceil(n / E * factor) * k per expert on this rank; assignments beyond
-// it are dropped, first choices before second ones and earlier tokens first (position), or the
-// most probable first (probability). Other policies keep everything.
-template <class T>
-void MoeLayer<T>::choose_kept(bool training) {
-  const int E = opt_.gate.num_experts, k = opt_.gate.top_k;
-  kept_.assign(static_cast<std::size_t>(n_) * k, 1);
-  if (opt_.policy != Policy::DeepSpeed || !opt_.drop_tokens) return;
-  const double factor = training ? opt_.capacity_factor_train : opt_.capacity_factor_eval;
-  const std::int64_t capacity = static_cast<std::int64_t>(std::ceil(static_cast<double>(n_) / E * factor)) * k;
-  std::vector<std::vector<std::int64_t>> by_expert(static_cast<std::size_t>(E));
-  for (int j = 0; j < k; ++j)
-    for (int t = 0; t < n_; ++t) {
-      const std::int64_t a = static_cast<std::int64_t>(t) * k + j;
-      by_expert[static_cast<std::size_t>(gate_.expert[static_cast<std::size_t>(a)])].push_back(a);
-    }
-  for (auto& list : by_expert) {
-    if (opt_.drop_by_probability)
-      std::stable_sort(list.begin(), list.end(), [&](std::int64_t a, std::int64_t b) {
-        return gate_.weight[static_cast<std::size_t>(a)] > gate_.weight[static_cast<std::size_t>(b)];
-      });
-    for (std::size_t i = static_cast<std::size_t>(capacity); i < list.size(); ++i)
-      kept_[static_cast<std::size_t>(list[i])] = 0;
-  }
-}
-
-// FasterMoE: shadow the experts choose_shadows picks from all ranks' counts (identical on every
-// rank), broadcasting each one's parameters from its owner.
-template <class T>
-void MoeLayer<T>::shadow_hot_experts() {
-  const int E = opt_.gate.num_experts, N = world_.size();
-  shadowed_.assign(static_cast<std::size_t>(E), 0);
-  shadow_list_.clear();
-  if (opt_.policy != Policy::FasterMoE || N == 1) return;
-  std::vector<std::int64_t> local(static_cast<std::size_t>(N) * E);
-  world_.allgather(comm::cview(gate_.local_counts), comm::view(local));
-  std::vector<int> owner;
-  for (const auto& reps : placement_.experts) owner.push_back(reps[0].rank);
-  ShadowCosts costs;
-  costs.sec_per_token = 3.0 * 4.0 * opt_.d_model * opt_.d_ff / (opt_.fastermoe_gflops * 1e9);  // fwd + bwd flops
-  costs.sec_per_row_moved = 2.0 * 2.0 * opt_.d_model * sizeof(T) / (opt_.fastermoe_gbps * 1e9);
-  costs.sec_per_shadow = 2.0 * static_cast<double>(opt_.expert_params()) * sizeof(T) / (opt_.fastermoe_gbps * 1e9);
-  shadow_list_ = moe::choose_shadows(local, owner, N, costs);
-  for (int e : shadow_list_) shadowed_[static_cast<std::size_t>(e)] = 1;
-  for (int e : shadow_list_) {
-    const int owner = placement_.experts[static_cast<std::size_t>(e)][0].rank;
-    if (owner == world_.rank()) {
-      times_.sync_bytes += static_cast<double>(opt_.expert_params()) * sizeof(T);
-      world_.broadcast(comm::view(experts_.at(e).w), owner);
-    } else {
-      auto& w = shadow_w_[e];
-      w.assign(static_cast<std::size_t>(opt_.expert_params()), T(0));
-      shadow_g_[e].assign(w.size(), T(0));
-      world_.broadcast(comm::view(w), owner);
-    }
-  }
-}
-
 // Decides the destination (rank, expert) block of every kept assignment and its row there.
 template <class T>
 void MoeLayer<T>::route() {
@@ -219,21 +156,12 @@ void MoeLayer<T>::route() {
   for (int e = 0; e < E; ++e) replicated = replicated || placement_.experts[static_cast<std::size_t>(e)].size() >= 2;
   std::vector<std::int64_t> all_counts(static_cast<std::size_t>(N) * E);
   if (replicated) world_.allgather(comm::view(kept_count), comm::view(all_counts));
-  // Live shares: the planner fixed where replicas live; this step's own counts decide how the
-  // tokens are split among them (every rank computes the same shares from the same counts).
-  placement::LayerPlacement live;
-  if (replicated && opt_.live_replica_shares) {
-    live = placement_;
-    std::vector<double> global(static_cast<std::size_t>(E), 0.0);
-    for (int r = 0; r < N; ++r)
-      for (int e = 0; e < E; ++e)
-        global[static_cast<std::size_t>(e)] += static_cast<double>(all_counts[static_cast<std::size_t>(r) * E + e]);
-    placement::assign_shares(live, global, true);
-  }
-  const placement::LayerPlacement& shares = live.experts.empty() ? placement_ : live;
+  // The policy decides how each replicated expert's tokens split among its replicas this step.
+  const placement::LayerPlacement shares =
+      replicated ? policy_->replica_shares(*this, all_counts) : placement::LayerPlacement{};
   std::vector<std::vector<std::int64_t>> split(static_cast<std::size_t>(E));
   for (int e = 0; e < E; ++e) {
-    if (shadowed_[static_cast<std::size_t>(e)]) continue;
+    if (is_shadowed(e)) continue;
     if (!replicated) {
       split[static_cast<std::size_t>(e)] = {kept_count[static_cast<std::size_t>(e)]};
       continue;
@@ -249,13 +177,12 @@ void MoeLayer<T>::route() {
   std::vector<std::size_t> replica_at(static_cast<std::size_t>(E), 0);
   std::vector<std::int64_t> left(static_cast<std::size_t>(E), 0);
   for (int e = 0; e < E; ++e)
-    if (!shadowed_[static_cast<std::size_t>(e)])
-      left[static_cast<std::size_t>(e)] = split[static_cast<std::size_t>(e)][0];
+    if (!is_shadowed(e)) left[static_cast<std::size_t>(e)] = split[static_cast<std::size_t>(e)][0];
   for (std::size_t a = 0; a < nk; ++a) {
     if (!kept_[a]) continue;
     const int e = gate_.expert[a];
     int dest = world_.rank();
-    if (!shadowed_[static_cast<std::size_t>(e)]) {
+    if (!is_shadowed(e)) {
       auto& r = replica_at[static_cast<std::size_t>(e)];
       while (left[static_cast<std::size_t>(e)] == 0)
         left[static_cast<std::size_t>(e)] = split[static_cast<std::size_t>(e)][++r];
@@ -268,17 +195,8 @@ void MoeLayer<T>::route() {
   const int bins = N * E;
   std::vector<std::int64_t> block(static_cast<std::size_t>(bins)), offsets(static_cast<std::size_t>(bins));
   km::histogram(Device::Host, keys.data(), static_cast<std::int64_t>(keys.size()), bins, block.data());
-  std::vector<double> totals = {static_cast<double>(nk - keys.size()), 0.0};
-  if (opt_.policy == Policy::DeepSpeed && !opt_.drop_tokens) {
-    // Pad every expert's block to the largest block over all ranks and experts.
-    std::vector<std::int64_t> mx = {*std::max_element(block.begin(), block.end())};
-    world_.allreduce(comm::view(mx), comm::ReduceOp::Max);
-    for (int e = 0; e < E; ++e) {
-      const int owner = placement_.experts[static_cast<std::size_t>(e)][0].rank;
-      totals[1] += static_cast<double>(mx[0] - block[static_cast<std::size_t>(owner * E + e)]);
-      block[static_cast<std::size_t>(owner * E + e)] = mx[0];
-    }
-  }
+  const std::int64_t padded = policy_->pad(*this, block);
+  std::vector<double> totals = {static_cast<double>(nk - keys.size()), static_cast<double>(padded)};
   world_.allreduce(comm::view(totals), comm::ReduceOp::Sum);
   dropped_ = std::llround(totals[0]);
   padded_ = std::llround(totals[1]);
@@ -357,8 +275,9 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
       [&](std::vector<double>& v) { world_.allreduce(comm::view(v), comm::ReduceOp::Sum); }, gate_);
   times_.gate += timer.seconds();
   timer.reset();
-  choose_kept(ctx.training);
-  shadow_hot_experts();
+  policy_->plan(*this);
+  kept_.assign(static_cast<std::size_t>(n_) * k, 1);
+  policy_->keep(*this, ctx.training, kept_);
   route();
   const std::size_t send_total = std::accumulate(send_rows_.begin(), send_rows_.end(), std::size_t{0});
   const std::size_t recv_total = std::accumulate(recv_rows_.begin(), recv_rows_.end(), std::size_t{0});
@@ -455,54 +374,9 @@ void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
 }
 
 template <class T>
-void MoeLayer<T>::reduce_shadow_grads() {
-  // FasterMoE reduces a shadow's gradients back to the expert's owner, the only rank that
-  // updates it: every other rank sends its shadow gradients there, and the owner adds them in
-  // rank order (deterministic). All shadows' messages go in one batch.
-  const int me = world_.rank();
-  const auto P = static_cast<std::size_t>(opt_.expert_params());
-  std::vector<comm::P2POp> ops;
-  std::vector<std::pair<int, std::vector<std::vector<T>>>> received;  // owner side: (expert, per-rank gradients)
-  for (int e : shadow_list_) {
-    const int owner = placement_.experts[static_cast<std::size_t>(e)][0].rank;
-    if (owner != me) {
-      times_.sync_bytes += static_cast<double>(P) * sizeof(T);
-      ops.push_back(comm::send_op(comm::view(shadow_g_.at(e)), owner, kShadowGradTag + e));
-      continue;
-    }
-    received.push_back({e, std::vector<std::vector<T>>(static_cast<std::size_t>(world_.size()))});
-  }
-  for (auto& [e, from] : received)
-    for (int r = 0; r < world_.size(); ++r)
-      if (r != me) {
-        from[static_cast<std::size_t>(r)].resize(P);
-        ops.push_back(comm::recv_op(comm::view(from[static_cast<std::size_t>(r)]), r, kShadowGradTag + e));
-      }
-  if (!ops.empty()) world_.batch_isend_irecv(ops)->wait();
-  for (auto& [e, from] : received) {
-    T* g = experts_.at(e).g.data();
-    for (const auto& part : from)
-      for (std::size_t i = 0; i < part.size(); ++i) g[i] += part[i];
-  }
-}
-
-template <class T>
 void MoeLayer<T>::reduce_replica_grads() {
   Timer timer;
-  const int E = opt_.gate.num_experts;
-  if (!shadow_list_.empty()) reduce_shadow_grads();
-  for (int e = 0; e < E; ++e) {
-    const auto& reps = placement_.experts[static_cast<std::size_t>(e)];
-    if (!shadowed_.empty() && shadowed_[static_cast<std::size_t>(e)]) continue;
-    if (reps.size() < 2 || !experts_.count(e)) continue;
-    std::vector<int> ranks;
-    for (const auto& r : reps) ranks.push_back(r.rank);
-    std::sort(ranks.begin(), ranks.end());
-    times_.sync_bytes += ring_allreduce_share(ranks.size()) * sizeof(T) * experts_.at(e).g.size();
-    world_.subgroup(ranks)->allreduce(comm::view(experts_.at(e).g), comm::ReduceOp::Sum);
-  }
-  shadow_w_.clear();
-  shadow_g_.clear();
+  policy_->reduce_grads(*this);
   times_.sync += timer.seconds();
 }
 

@@ -1,8 +1,9 @@
-// One MoE feed-forward layer, expert-parallel over the world group: gate -> capacity/drop
-// policy -> per-source split among each expert's replicas -> permute into (rank, expert)
-// blocks -> all-to-all-v -> local experts' FFN (GEMM) -> all-to-all-v back -> weighted
-// combine; and the backward through all of it. Expert e's FFN: y = gelu(x W1 + b1) W2 + b2, its
-// parameters packed flat [W1 | b1 | W2 | b2] so replicas and shadows move as one buffer.
+// One MoE feed-forward layer, expert-parallel over the world group: gate -> the balancing
+// policy's plan and drops -> per-source split among each expert's replicas -> permute into
+// (rank, expert) blocks -> all-to-all-v -> local experts' FFN (GEMM) -> all-to-all-v back ->
+// weighted combine; and the backward through all of it. The policy (lib/moe/policies) is
+// consulted at fixed points of the step; the layer never asks which one it holds. Expert e's FFN: y = gelu(x W1 + b1)
+// W2 + b2, its parameters packed flat [W1 | b1 | W2 | b2] so replicas and shadows move as one buffer.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -13,6 +14,7 @@
 #include "lib/core/tensor.hpp"
 #include "lib/moe/gate.hpp"
 #include "lib/moe/ops.hpp"
+#include "lib/moe/policies/policy.hpp"
 #include "lib/placement/placement.hpp"
 #include "mpi/process_group.hpp"
 
@@ -29,9 +31,6 @@ struct MoeOptions {
   bool drop_tokens = true;                                         // deepspeed: false pads to max load
   bool drop_by_probability = false;                                // deepspeed: keep the most probable
   double fastermoe_gflops = 20.0, fastermoe_gbps = 5.0;            // fastermoe cost model constants
-  // flexmoe: re-level replicated experts' token shares every step from that step's global
-  // counts (placement::assign_shares), instead of keeping the planner's shares between plans.
-  bool live_replica_shares = false;
   Precision precision = Precision::Fp32;  // of the expert FFN GEMMs (the model sets it)
   std::int64_t expert_params() const { return 2LL * d_model * d_ff + d_ff + d_model; }
 };
@@ -48,7 +47,7 @@ struct StepContext {
 // four all-to-all rounds, in replica gradient all-reduce (ring: 2 (n-1)/n of the buffer), in
 // fastermoe's shadow exchange (parameter broadcast: the buffer, from the owner; gradient reduce:
 // the buffer, from every other rank to the owner) and in moving expert state to new replicas
-// before the step (flexmoe placement changes, counted by the trainer).
+// before the step (flexmoe placement changes, counted by the policy's re-plan).
 struct LayerTimes {
   double gate = 0, dispatch = 0, expert = 0, combine = 0, alltoall = 0, sync = 0;
   double expert_cpu = 0, alltoall_bytes = 0, sync_bytes = 0, move_bytes = 0;
@@ -60,10 +59,18 @@ struct ExpertState {
   std::vector<T> g;
 };
 
+// A copy of an expert this rank computes for one step without holding it (FasterMoE's shadows).
+template <class T>
+struct ShadowCopy {
+  std::vector<T> w, g;  // parameters lent by the owner, gradients to return to it
+};
+
 template <class T>
 class MoeLayer {
  public:
-  MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placement::LayerPlacement placement);
+  // `policy` may be shared by all layers of a model; null = the one opt.policy names.
+  MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placement::LayerPlacement placement,
+           std::shared_ptr<BalancingPolicy<T>> policy = nullptr);
   // Initialises the replicas this rank holds from a generator keyed by (seed, layer, expert),
   // so every replica of an expert and every world size get the same weights.
   void init_experts(std::uint64_t seed, int layer, double stddev);
@@ -71,8 +78,7 @@ class MoeLayer {
   void forward(int n, const T* x, const T* wg, const StepContext& ctx, T* y);
   // dy -> dx (written); accumulates dwg and local expert gradients.
   void backward(const T* dy, const T* wg, T* dx, T* dwg);
-  // All-reduces expert gradients within each replica group, and reduces shadows' gradients to
-  // their owner.
+  // The policy's gradient reduction: within each replica group, shadows' to their owner.
   void reduce_replica_grads();
 
   const placement::LayerPlacement& placement() const { return placement_; }
@@ -83,13 +89,20 @@ class MoeLayer {
   std::int64_t dropped() const { return dropped_; }  // assignments dropped this step, global
   std::int64_t padded() const { return padded_; }    // zero rows computed this step, global
   std::int64_t computed_rows() const { return static_cast<std::int64_t>(xe_.size()) / opt_.d_model; }  // on this rank
-  const std::vector<int>& shadowed() const { return shadow_list_; }
   LayerTimes& times() { return times_; }
+  const MoeOptions& options() const { return opt_; }
+  comm::ProcessGroup& world() const { return world_; }
+
+  // Experts computed this step on every rank that routes tokens to them, from a ShadowCopy
+  // where the rank does not hold them (set by the policy before routing, ascending).
+  const std::vector<int>& shadowed() const { return shadowed_; }
+  bool is_shadowed(int e) const { return !shadow_flag_.empty() && shadow_flag_[static_cast<std::size_t>(e)]; }
+  // Names this step's shadows; drops the previous step's copies.
+  void set_shadowed(std::vector<int> experts);
+  ShadowCopy<T>& shadow(int e) { return shadows_[e]; }
+  void drop_shadow_copies() { shadows_.clear(); }
 
  private:
-  void choose_kept(bool training);
-  void shadow_hot_experts();
-  void reduce_shadow_grads();
   void route();
   T* params_of(int e);
   T* grads_of(int e);
@@ -99,10 +112,11 @@ class MoeLayer {
   MoeOptions opt_;
   comm::ProcessGroup& world_;
   placement::LayerPlacement placement_;
+  std::shared_ptr<BalancingPolicy<T>> policy_;
   std::map<int, ExpertState<T>> experts_;
-  std::map<int, std::vector<T>> shadow_w_, shadow_g_;  // fastermoe: broadcast copies
-  std::vector<int> shadow_list_;
-  std::vector<char> shadowed_;
+  std::map<int, ShadowCopy<T>> shadows_;
+  std::vector<int> shadowed_;
+  std::vector<char> shadow_flag_;  // [E]
 
   GateState<T> gate_;
   int n_ = 0;

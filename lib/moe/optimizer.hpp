@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "lib/moe/model.hpp"
+#include "lib/moe/models/gpt_network.hpp"
 
 namespace skew::moe {
 

@@ -11,122 +11,39 @@
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/timer.hpp"
-#include "lib/moe/corpus.hpp"
+#include "lib/moe/models/gpt.hpp"
 #include "lib/moe/optimizer.hpp"
-#include "lib/moe/placement_config.hpp"
 #include "lib/moe/state.hpp"
-#include "lib/placement/flexmoe.hpp"
-#include "lib/placement/policy.hpp"
 
 namespace skew::moe {
 
-Schema moe_train_schema() {
-  Schema s("moe_train", "GPT-style MoE language model, experts spread over MPI ranks, with balancing policies");
-  s.add_string("data.train", "", "training text file (bytes are tokens); empty = the built-in generated corpus");
-  s.add_string("data.valid", "", "validation text file; empty = the last 10% of the training text");
-  s.add_int("data.builtin_bytes", 200000, "size of the built-in corpus in bytes");
-  s.add_int("model.d_model", 64, "embedding width");
-  s.add_int("model.heads", 4, "attention heads");
-  s.add_int("model.layers", 2, "transformer blocks");
-  s.add_int("model.seq_len", 64, "context length in bytes");
-  s.add_int("model.d_ff", 128, "hidden width of the dense FFN blocks (moe_every = 2)");
-  s.add_int("model.moe_every", 1, "1: every block's FFN is MoE; 2: every other block's");
-  s.add_float("model.init_std", 0.1, "stddev of the normal weight init");
-  s.add_int("moe.num_experts", 4, "experts per MoE layer (a multiple of the rank count)");
-  s.add_int("moe.top_k", 1, "experts per token");
-  s.add_int("moe.d_ff", 128, "hidden width of each expert FFN");
-  s.add_float("moe.aux_weight", 0.01, "weight of the GShard/Switch balance loss");
-  s.add_float("moe.z_weight", 0.001, "weight of the router z-loss");
-  s.add_float("moe.jitter", 0.0, "multiplicative gate-input noise U(1-j, 1+j) while training");
-  s.add_choice("moe.policy", "static", {"static", "deepspeed", "fastermoe", "flexmoe"},
-               "static: one replica per expert, dropless; deepspeed: capacity factor; fastermoe: shadow hot experts; "
-               "flexmoe: dynamic expert replication and placement ([placement] keys)");
-  s.add_float("moe.capacity_factor", 1.0, "deepspeed: training capacity factor");
-  s.add_float("moe.eval_capacity_factor", 2.0, "deepspeed: evaluation capacity factor");
-  s.add_bool("moe.drop_tokens", true, "deepspeed: drop tokens over capacity (false: pad every expert to the max load)");
-  s.add_choice("moe.drop_policy", "position", {"position", "probability"},
-               "deepspeed: which tokens over capacity to drop");
-  s.add_float("moe.fastermoe_gflops", 20.0, "fastermoe cost model: expert GEMM throughput per rank");
-  s.add_float("moe.fastermoe_gbps", 5.0, "fastermoe cost model: network bandwidth per rank");
-  s.add_string("moe.save_trace", "", "write every token's expert choices to FILE.rank<r>");
-  s.add_string("moe.replay_trace", "", "force the expert choices recorded in FILE.rank<r> (same config and ranks)");
-  s.add_int("train.batch_size", 8, "sequences per rank per iteration");
-  s.add_int("train.iterations", 100, "training iterations");
-  s.add_float("train.lr", 1e-2, "peak learning rate");
-  s.add_float("train.min_lr_ratio", 0.1, "final learning rate as a fraction of the peak (cosine)");
-  s.add_int("train.warmup", 10, "linear warmup iterations");
-  s.add_float("train.weight_decay", 0.01, "AdamW decoupled weight decay (matrices only)");
-  s.add_float("train.beta1", 0.9, "AdamW beta1");
-  s.add_float("train.beta2", 0.95, "AdamW beta2");
-  s.add_float("train.grad_clip", 1.0, "clip the global gradient norm to this (0 = off)");
-  s.add_int("train.seed", 1, "seed of weights, batches and jitter");
-  s.add_int("train.eval_interval", 25, "iterations between validation losses (and at the end)");
-  s.add_int("train.eval_sequences", 32, "validation windows per evaluation, over all ranks");
-  s.add_int("train.log_interval", 10, "iterations between progress lines");
-  s.add_int("train.blas_threads", 1, "OpenBLAS threads per rank (0 = OpenBLAS default)");
-  s.add_choice("train.precision", "fp32", {"fp32", "bf16"},
-               "matrix products: fp32, or bf16 inputs with fp32 accumulation (mixed precision; the router, "
-               "LayerNorm, softmax and the fp32 master weights, gradients and AdamW state are unchanged)");
-  s.add_string("output.metrics", "", "JSONL file: one record per iteration (rank 0)");
-  s.add_string("output.checkpoint_dir", "", "checkpoint directory (empty = none)");
-  s.add_int("output.checkpoint_interval", 0, "iterations between checkpoints (0 = only at the end when a dir is set)");
-  s.add_int("output.keep", 2, "checkpoints kept");
-  s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
-  add_placement_keys(s);
-  return s;
-}
-
 namespace {
 
-struct Run {
-  ModelOptions model;
+// train.* and output.* as the loop uses them (the model family reads its own keys).
+struct LoopOptions {
   AdamWOptions adam;
-  int batch = 8;
-  std::int64_t iterations = 0;
-  std::uint64_t seed = 1;
+  std::int64_t iterations = 0, eval_interval = 0, log_interval = 0, checkpoint_interval = 0;
+  // Whether iteration `it` ends an `interval` (0 = none), or is the last.
+  bool due(std::int64_t interval, std::int64_t it) const {
+    return (interval > 0 && (it + 1) % interval == 0) || it + 1 == iterations;
+  }
 };
 
-Run read_options(const Config& c) {
-  Run r;
-  ModelOptions& m = r.model;
-  m.d_model = static_cast<int>(c.get_int("model.d_model"));
-  m.heads = static_cast<int>(c.get_int("model.heads"));
-  m.layers = static_cast<int>(c.get_int("model.layers"));
-  m.seq_len = static_cast<int>(c.get_int("model.seq_len"));
-  m.d_ff = static_cast<int>(c.get_int("model.d_ff"));
-  m.moe_every = static_cast<int>(c.get_int("model.moe_every"));
-  SKEW_CHECK(m.moe_every == 1 || m.moe_every == 2, "model.moe_every must be 1 or 2, got " << m.moe_every);
-  m.init_std = c.get_float("model.init_std");
-  m.jitter = c.get_float("moe.jitter");
-  m.precision = parse_precision(c.get_string("train.precision"));
-  MoeOptions& e = m.moe;
-  e.d_ff = static_cast<int>(c.get_int("moe.d_ff"));
-  e.gate.num_experts = static_cast<int>(c.get_int("moe.num_experts"));
-  e.gate.top_k = static_cast<int>(c.get_int("moe.top_k"));
-  SKEW_CHECK(e.gate.top_k >= 1 && e.gate.top_k <= e.gate.num_experts,
-             "moe.top_k " << e.gate.top_k << " must be in [1, moe.num_experts]");
-  e.gate.aux_weight = c.get_float("moe.aux_weight");
-  e.gate.z_weight = c.get_float("moe.z_weight");
-  e.policy = parse_policy(c.get_string("moe.policy"));
-  e.capacity_factor_train = c.get_float("moe.capacity_factor");
-  e.capacity_factor_eval = c.get_float("moe.eval_capacity_factor");
-  e.drop_tokens = c.get_bool("moe.drop_tokens");
-  e.drop_by_probability = c.get_string("moe.drop_policy") == "probability";
-  e.fastermoe_gflops = c.get_float("moe.fastermoe_gflops");
-  e.fastermoe_gbps = c.get_float("moe.fastermoe_gbps");
-  e.live_replica_shares = e.policy == Policy::FlexMoE && c.get_string("placement.shares") == "live";
-  r.batch = static_cast<int>(c.get_int("train.batch_size"));
-  r.iterations = c.get_int("train.iterations");
-  r.seed = static_cast<std::uint64_t>(c.get_int("train.seed"));
-  r.adam.lr = c.get_float("train.lr");
-  r.adam.min_lr_ratio = c.get_float("train.min_lr_ratio");
-  r.adam.warmup = c.get_int("train.warmup");
-  r.adam.total = r.iterations;
-  r.adam.weight_decay = c.get_float("train.weight_decay");
-  r.adam.beta1 = c.get_float("train.beta1");
-  r.adam.beta2 = c.get_float("train.beta2");
-  r.adam.grad_clip = c.get_float("train.grad_clip");
-  return r;
+LoopOptions loop_options(const Config& c) {
+  LoopOptions o;
+  o.iterations = c.get_int("train.iterations");
+  o.eval_interval = c.get_int("train.eval_interval");
+  o.log_interval = c.get_int("train.log_interval");
+  o.checkpoint_interval = c.get_int("output.checkpoint_interval");
+  o.adam.lr = c.get_float("train.lr");
+  o.adam.min_lr_ratio = c.get_float("train.min_lr_ratio");
+  o.adam.warmup = c.get_int("train.warmup");
+  o.adam.total = o.iterations;
+  o.adam.weight_decay = c.get_float("train.weight_decay");
+  o.adam.beta1 = c.get_float("train.beta1");
+  o.adam.beta2 = c.get_float("train.beta2");
+  o.adam.grad_clip = c.get_float("train.grad_clip");
+  return o;
 }
 
 double max_over_mean(const std::vector<double>& v) {
@@ -134,290 +51,263 @@ double max_over_mean(const std::vector<double>& v) {
   return mean > 0 ? *std::max_element(v.begin(), v.end()) / mean : 1.0;
 }
 
-// Mean validation cross-entropy over `total` evenly spaced windows, split over the ranks.
-double validate(GptMoe<float>& model, const ByteCorpus& valid, int batch, std::int64_t total,
-                comm::ProcessGroup& world) {
-  const std::int64_t per_rank = std::max<std::int64_t>(1, total / world.size());
-  double sum = 0;
-  int chunks = 0;
-  for (std::int64_t first = 0; first < per_rank; first += batch, ++chunks) {
-    const int count = static_cast<int>(std::min<std::int64_t>(batch, per_rank - first));
-    std::vector<std::int32_t> tokens, targets;
-    for (int i = 0; i < count; ++i)
-      valid.window(world.rank() * per_rank + first + i, per_rank * world.size(), tokens, targets);
-    StepInputs in;
-    in.training = false;
-    model.step(tokens.data(), targets.data(), count, in, false);
-    sum += model.last_ce();
+// Everything one run holds, built from the config: the model family (GPT) with its MoE layers
+// consulting the balancing policy, AdamW, and the checkpoint directory.
+struct Session {
+  Session(const Config& config, comm::ProcessGroup& world);
+  comm::ProcessGroup& world;
+  LoopOptions loop;
+  std::string policy_name;
+  std::shared_ptr<BalancingPolicy<float>> policy;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<AdamW> adam;
+  std::unique_ptr<ModelExpertStore> store;  // where the policy moves expert state
+  std::unique_ptr<CheckpointDir> ckpt;
+};
+
+Session::Session(const Config& config, comm::ProcessGroup& world_group)
+    : world(world_group), loop(loop_options(config)), policy_name(config.get_string("moe.policy")) {
+  if (config.get_int("train.blas_threads") > 0)
+    kernels::moe::set_blas_threads(static_cast<int>(config.get_int("train.blas_threads")));
+  const ModelOptions options = GptModel::options(config, moe_options(config));
+  const int N = world.size(), E = options.moe.gate.num_experts;
+  if (options.precision == Precision::Bf16 && world.rank() == 0)
+    SKEW_INFO("train.precision = bf16: matrix products on the CPU use " << kernels::gemm_bf16_host_path());
+  SKEW_CHECK(E % N == 0, "moe.num_experts " << E << " is not a multiple of the " << N << " ranks");
+  policy = policy_from_config(config, options.moe, options.moe_layers(), world);
+  const std::vector<placement::LayerPlacement> placements(
+      static_cast<std::size_t>(options.moe_layers()),
+      placement::LayerPlacement::block(E, N, policy->slots_per_rank(E, N)));
+  model = std::make_unique<GptModel>(config, options, world, placements, policy);
+  adam = std::make_unique<AdamW>(loop.adam, model->network(), world);
+  store = std::make_unique<ModelExpertStore>(model->network());
+  if (!config.get_string("output.checkpoint_dir").empty())
+    ckpt = std::make_unique<CheckpointDir>(config.get_string("output.checkpoint_dir"), world.rank(), N,
+                                           static_cast<int>(config.get_int("output.keep")));
+}
+
+// output.resume: loads the newest complete checkpoint; returns the iteration to start from.
+std::int64_t restore(Session& s, const Config& config) {
+  if (!s.ckpt || !config.get_bool("output.resume") || s.ckpt->latest_complete() < 0) return 0;
+  const int rank = s.world.rank();
+  const std::int64_t start = s.ckpt->latest_complete();
+  const Json index = s.ckpt->read_index(start);
+  const TensorFile shard = s.ckpt->read_shard(start);
+  check_index_before_load(index, s.ckpt->index_file(start), shard, CheckpointDir::shard_name(rank), s.policy_name);
+  load_state(shard, s.model->network(), *s.adam, rank);
+  s.policy->load_state(shard);
+  check_index_after_load(index, s.ckpt->index_file(start), s.model->network());
+  SKEW_INFO("resumed from " << s.ckpt->rank_file(start) << " at iteration " << start);
+  return start;
+}
+
+void checkpoint(Session& s, std::int64_t step) {
+  auto tensors = save_state(s.model->network(), *s.adam);
+  for (auto& t : s.policy->save_state()) tensors.push_back(std::move(t));
+  s.ckpt->write_shard(step, tensors, {{"iteration", std::to_string(step)}});
+  const Json index = checkpoint_index(s.world, tensors, s.policy_name, s.model->network());
+  s.world.barrier();  // every shard is on disk: the index, then the marker
+  if (s.world.rank() == 0) s.ckpt->write_index(step, index), s.ckpt->commit(step);
+}
+
+// moe.save_trace / moe.replay_trace: every token's expert choices, per iteration and MoE layer,
+// in FILE.rank<r>; a resumed run appends to (or replays from) where it stopped.
+class RoutingTrace {
+ public:
+  RoutingTrace(const Config& config, Session& s, std::int64_t start)
+      : suffix_(".rank" + std::to_string(s.world.rank())),
+        replay_name_(config.get_string("moe.replay_trace")),
+        choices_(static_cast<std::size_t>(s.model->tokens_per_step() * s.model->network().options().moe.gate.top_k)),
+        forced_(s.model->network().moe().size(), std::vector<std::int32_t>(choices_)) {
+    const std::string save = config.get_string("moe.save_trace");
+    if (!save.empty()) {
+      save_.open(save + suffix_, std::ios::binary | (start > 0 ? std::ios::app : std::ios::trunc));
+      SKEW_CHECK(save_, "moe.save_trace: cannot write " << save << suffix_);
+    }
+    if (!replay_name_.empty()) {
+      replay_.open(replay_name_ + suffix_, std::ios::binary);
+      SKEW_CHECK(replay_, "moe.replay_trace: cannot read " << replay_name_ << suffix_);
+      replay_.seekg(static_cast<std::streamoff>(start * forced_.size() * choices_ * sizeof(std::int32_t)));
+    }
   }
-  return sum / chunks;
+  // Iteration `it`'s replayed choices per layer; none when not replaying.
+  std::vector<const std::int32_t*> read(std::int64_t it) {
+    std::vector<const std::int32_t*> out;
+    if (!replay_.is_open()) return out;
+    for (auto& f : forced_) {
+      replay_.read(reinterpret_cast<char*>(f.data()), static_cast<std::streamsize>(f.size() * sizeof(std::int32_t)));
+      SKEW_CHECK(replay_, "moe.replay_trace: " << replay_name_ << suffix_ << " ends before iteration " << it);
+      out.push_back(f.data());
+    }
+    return out;
+  }
+  void write(const std::vector<std::unique_ptr<MoeLayer<float>>>& layers) {
+    if (!save_.is_open()) return;
+    for (const auto& layer : layers)
+      save_.write(reinterpret_cast<const char*>(layer->gate_state().expert.data()),
+                  static_cast<std::streamsize>(choices_ * sizeof(std::int32_t)));
+  }
+
+ private:
+  std::string suffix_, replay_name_;
+  std::size_t choices_;  // per layer and iteration: tokens * top_k
+  std::ofstream save_;
+  std::ifstream replay_;
+  std::vector<std::vector<std::int32_t>> forced_;
+};
+
+// Sums over the iterations run, for the summary.
+struct Totals {
+  double step_s = 0, ideal_s = 0, balance = 0, last_val = NAN, last_loss = NAN;
+  std::int64_t dropped = 0, padded = 0, measured = 0;
+};
+
+// What an iteration's record says of its load, also kept for the progress line and totals.
+struct StepLoad {
+  double balance = 0;  // max/mean rows computed per rank, averaged over the layers
+  double ideal_s = 0;  // the same step with the expert work spread evenly over the ranks
+  std::int64_t dropped = 0, padded = 0;
+};
+
+// The load and traffic part of an iteration's record (collective): per layer the routing and
+// its balance; per rank and layer the rows computed, expert CPU seconds, and bytes sent in the
+// all-to-all, in replica or shadow sync and in placement moves.
+StepLoad record_load(Session& s, double step_s, Json& rec) {
+  StepLoad out;
+  auto& layers = s.model->network().moe();
+  const int N = s.world.size(), L = static_cast<int>(layers.size());
+  LayerTimes t;  // wall seconds by phase, summed over layers
+  Json per_expert = Json::array(), balance = Json::array(), expert_balance = Json::array();
+  constexpr int kPerLayer = 5;
+  const int W = kPerLayer * L + 1;  // then the expert wall seconds of all layers
+  std::vector<double> gathered(static_cast<std::size_t>(N) * W);
+  std::vector<double> mine;
+  for (auto& layer : layers) {
+    const LayerTimes& lt = layer->times();
+    t.gate += lt.gate, t.dispatch += lt.dispatch, t.expert += lt.expert;
+    t.combine += lt.combine, t.alltoall += lt.alltoall;
+    mine.insert(mine.end(), {static_cast<double>(layer->computed_rows()), lt.expert_cpu, lt.alltoall_bytes,
+                             lt.sync_bytes, lt.move_bytes});
+    const auto& counts = layer->gate_state().global_counts;
+    per_expert.push_back(counts);
+    expert_balance.push_back(max_over_mean(std::vector<double>(counts.begin(), counts.end())));
+    out.dropped += layer->dropped(), out.padded += layer->padded();
+  }
+  mine.push_back(t.expert);
+  s.world.allgather(comm::cview(mine), comm::view(gathered));
+  const auto at = [&](int r, int l, int field) {
+    return gathered[static_cast<std::size_t>(r) * W + static_cast<std::size_t>(l) * kPerLayer + field];
+  };
+  double expert_max = 0, expert_sum = 0;
+  const char* fields[kPerLayer] = {"rows", "expert_cpu_s", "alltoall_bytes", "sync_bytes", "move_bytes"};
+  Json per_rank;
+  for (const char* f : fields) per_rank[f] = Json::array();
+  for (int r = 0; r < N; ++r) {
+    const double expert_wall = gathered[static_cast<std::size_t>(r) * W + W - 1];
+    expert_max = std::max(expert_max, expert_wall);
+    expert_sum += expert_wall;
+    for (int f = 0; f < kPerLayer; ++f) {
+      Json values = Json::array();
+      for (int l = 0; l < L; ++l) values.push_back(at(r, l, f));
+      per_rank[fields[f]].push_back(values);
+    }
+  }
+  for (int l = 0; l < L; ++l) {
+    std::vector<double> rows;
+    for (int r = 0; r < N; ++r) rows.push_back(at(r, l, 0));
+    balance.push_back(max_over_mean(rows));
+    out.balance += max_over_mean(rows) / L;
+  }
+  out.ideal_s = step_s - expert_max + expert_sum / N;
+  rec["ideal_step_s"] = out.ideal_s;
+  rec["tokens_per_s"] = static_cast<double>(N) * static_cast<double>(s.model->tokens_per_step()) / step_s;
+  rec["balance"] = balance;
+  rec["expert_balance"] = expert_balance;
+  rec["dropped"] = out.dropped;
+  rec["padded"] = out.padded;
+  rec["tokens_per_expert"] = per_expert;
+  rec["time"] = {{"gate", t.gate},       {"dispatch", t.dispatch}, {"expert", t.expert},
+                 {"combine", t.combine}, {"alltoall", t.alltoall}, {"sync", s.model->network().sync_seconds()}};
+  rec["per_rank"] = per_rank;
+  return out;
+}
+
+// One training iteration: the policy's re-plan, forward and backward, gradient sync and AdamW
+// make the step time (FlexMoE's planning and moving are part of its cost); then the policy
+// observes the step, and the record gets the load and what the policy adds.
+Json step(Session& s, RoutingTrace& trace, std::int64_t it, std::int64_t start, Totals& totals, StepLoad& load) {
+  const std::vector<const std::int32_t*> forced = trace.read(it);
+  GptMoe<float>& net = s.model->network();
+  for (auto& layer : net.moe()) layer->times() = LayerTimes{};
+  Timer step_timer;
+  s.policy->replan(it, net.moe(), *s.store);
+  net.zero_grads();
+  const double loss = s.model->train_step(it, forced);
+  net.sync_grads();
+  const double grad_norm = s.adam->step(it);
+  const double step_s = step_timer.seconds();
+  s.policy->observe(it, net.moe(), step_s);
+  trace.write(net.moe());
+  Json rec = {{"iter", it},
+              {"loss", loss},
+              {"ce", s.model->last_objective()},
+              {"lr", learning_rate(s.loop.adam, it)},
+              {"grad_norm", grad_norm},
+              {"step_s", step_s}};
+  load = record_load(s, step_s, rec);
+  s.policy->record(net.moe(), rec);
+  if (it > start)
+    totals.step_s += step_s, totals.ideal_s += load.ideal_s, ++totals.measured;  // first step warms caches
+  totals.balance += load.balance, totals.dropped += load.dropped, totals.padded += load.padded;
+  totals.last_loss = loss;
+  return rec;
+}
+
+// The progress line. Its "ce" is the objective of the model's last forward pass: the
+// validation one after an evaluation.
+void log_progress(const Session& s, std::int64_t it, const Json& rec, const StepLoad& load, double last_val) {
+  SKEW_INFO("iter " << it + 1 << "/" << s.loop.iterations << " loss " << rec["loss"].get<double>() << " ce "
+                    << s.model->last_objective()
+                    << (std::isnan(last_val) ? std::string() : " val " + std::to_string(last_val)) << " balance "
+                    << load.balance << " dropped " << load.dropped << " step " << rec["step_s"].get<double>() * 1e3
+                    << " ms");
+}
+
+Json summarise(const Session& s, const Totals& t, std::int64_t start) {
+  const std::int64_t done = s.loop.iterations - start;
+  const double tokens = static_cast<double>(s.world.size()) * static_cast<double>(s.model->tokens_per_step());
+  Json summary = {{"app", "moe_train"},        {"ranks", s.world.size()},
+                  {"policy", s.policy_name},   {"iterations", s.loop.iterations},
+                  {"final_loss", t.last_loss}, {"final_val_loss", t.last_val}};
+  s.model->summarise(summary);
+  summary["step_s"] = t.measured ? t.step_s / static_cast<double>(t.measured) : NAN;
+  summary["ideal_step_s"] = t.measured ? t.ideal_s / static_cast<double>(t.measured) : NAN;
+  summary["tokens_per_s"] = t.measured ? tokens * static_cast<double>(t.measured) / t.step_s : NAN;
+  summary["balance"] = done ? t.balance / static_cast<double>(done) : NAN;
+  summary["dropped"] = t.dropped;
+  summary["padded"] = t.padded;
+  s.policy->summarise(summary);
+  return summary;
 }
 
 }  // namespace
 
 Json train(const Config& config, comm::ProcessGroup& world) {
-  const Run run = read_options(config);
-  if (config.get_int("train.blas_threads") > 0)
-    kernels::moe::set_blas_threads(static_cast<int>(config.get_int("train.blas_threads")));
-  const int N = world.size(), rank = world.rank();
-  if (run.model.precision == Precision::Bf16 && rank == 0)
-    SKEW_INFO("train.precision = bf16: matrix products on the CPU use " << kernels::gemm_bf16_host_path());
-  const int E = run.model.moe.gate.num_experts, S = run.model.seq_len;
-  SKEW_CHECK(E % N == 0, "moe.num_experts " << E << " is not a multiple of the " << N << " ranks");
-  std::string text = config.get_string("data.train").empty()
-                         ? builtin_corpus(static_cast<std::size_t>(config.get_int("data.builtin_bytes")), 12345)
-                         : read_text(config.get_string("data.train"));
-  std::string valid_text;
-  if (!config.get_string("data.valid").empty()) {
-    valid_text = read_text(config.get_string("data.valid"));
-  } else {
-    const std::size_t cut = text.size() - text.size() / 10;
-    valid_text = text.substr(cut);
-    text.resize(cut);
-  }
-  const ByteCorpus train_data(text, S), valid_data(valid_text, S);
-  const double entropy = unigram_entropy(valid_text);
-
-  const std::string policy_name = config.get_string("moe.policy");
-  const bool flexmoe = run.model.moe.policy == Policy::FlexMoE;
-  const int slots = flexmoe ? slots_per_rank_from_config(config, E, N) : E / N;
-  std::vector<placement::LayerPlacement> placements(static_cast<std::size_t>(run.model.moe_layers()),
-                                                    placement::LayerPlacement::block(E, N, slots));
-  GptMoe<float> model(run.model, world, placements);
-  model.init(run.seed);
-  AdamW adam(run.adam, model, world);
-  const int L = static_cast<int>(model.moe().size());
-  ModelExpertStore store(model);
-  std::unique_ptr<placement::PlacementPolicy> policy;
-  if (flexmoe)
-    policy = placement::make_flexmoe_policy(placement_options_from_config(config), world, L, E,
-                                            model.options().moe.expert_params(), run.model.d_model);
-  std::int64_t placement_changes = 0;
-  const std::size_t choices =
-      static_cast<std::size_t>(run.batch) * S * static_cast<std::size_t>(run.model.moe.gate.top_k);
-
-  std::unique_ptr<CheckpointDir> ckpt;
-  std::int64_t start = 0;
-  if (!config.get_string("output.checkpoint_dir").empty()) {
-    ckpt = std::make_unique<CheckpointDir>(config.get_string("output.checkpoint_dir"), rank, N,
-                                           static_cast<int>(config.get_int("output.keep")));
-    if (config.get_bool("output.resume") && ckpt->latest_complete() >= 0) {
-      start = ckpt->latest_complete();
-      const Json index = ckpt->read_index(start);
-      const TensorFile shard = ckpt->read_shard(start);
-      check_index_before_load(index, ckpt->index_file(start), shard, CheckpointDir::shard_name(rank), policy_name);
-      load_state(shard, model, adam, rank);
-      if (policy) policy->load_state(shard);
-      check_index_after_load(index, ckpt->index_file(start), model);
-      SKEW_INFO("resumed from " << ckpt->rank_file(start) << " at iteration " << start);
-    }
-  }
-  const std::string suffix = ".rank" + std::to_string(rank);
-  std::ofstream save_trace;
-  std::ifstream replay;
-  if (!config.get_string("moe.save_trace").empty()) {
-    save_trace.open(config.get_string("moe.save_trace") + suffix,
-                    std::ios::binary | (start > 0 ? std::ios::app : std::ios::trunc));
-    SKEW_CHECK(save_trace, "moe.save_trace: cannot write " << config.get_string("moe.save_trace") << suffix);
-  }
-  if (!config.get_string("moe.replay_trace").empty()) {
-    replay.open(config.get_string("moe.replay_trace") + suffix, std::ios::binary);
-    SKEW_CHECK(replay, "moe.replay_trace: cannot read " << config.get_string("moe.replay_trace") << suffix);
-    replay.seekg(static_cast<std::streamoff>(start * L * choices * sizeof(std::int32_t)));
-  }
-  JsonlWriter metrics(rank == 0 ? config.get_string("output.metrics") : "");
-  const std::int64_t eval_interval = config.get_int("train.eval_interval"),
-                     log_interval = config.get_int("train.log_interval");
-  const std::int64_t ckpt_interval = config.get_int("output.checkpoint_interval");
-
-  double total_step_s = 0, total_ideal_s = 0, balance_sum = 0, last_val = NAN, last_loss = NAN;
-  std::int64_t dropped_total = 0, padded_total = 0, measured = 0;
-  std::vector<std::int32_t> tokens, targets;
-  std::vector<std::vector<std::int32_t>> forced(static_cast<std::size_t>(L), std::vector<std::int32_t>(choices));
-  for (std::int64_t it = start; it < run.iterations; ++it) {
-    train_data.sample(run.seed, it, static_cast<std::int64_t>(rank) * run.batch, run.batch, tokens, targets);
-    StepInputs in;
-    in.training = true, in.iteration = it, in.seed = run.seed;
-    if (replay.is_open()) {
-      for (auto& f : forced) {
-        replay.read(reinterpret_cast<char*>(f.data()), static_cast<std::streamsize>(f.size() * sizeof(std::int32_t)));
-        SKEW_CHECK(replay, "moe.replay_trace: " << config.get_string("moe.replay_trace") << suffix
-                                                << " ends before iteration " << it);
-        in.forced.push_back(f.data());
-      }
-    }
-    for (auto& layer : model.moe()) layer->times() = LayerTimes{};
-    Json change;
-    // The step time includes planning and moving experts: that overhead is part of FlexMoE's cost.
-    Timer step_timer;
-    if (policy) {  // FlexMoE: re-place experts between iterations; routing is unchanged
-      std::vector<placement::LayerPlacement> current;
-      for (auto& layer : model.moe()) current.push_back(layer->placement());
-      const auto next = policy->plan(it, current);
-      if (next != current) {
-        Timer move;
-        const std::vector<double> sent = placement::apply_placement(world, store, current, next);
-        for (std::size_t l = 0; l < next.size(); ++l) {
-          model.moe()[l]->set_placement(next[l]);
-          model.moe()[l]->times().move_bytes += sent[l];
-        }
-        change = {{"seconds", move.seconds()}, {"placement", Json::array()}};
-        for (const auto& p : next) change["placement"].push_back(p.to_string());
-        ++placement_changes;
-      }
-    }
-    model.zero_grads();
-    const double loss = model.step(tokens.data(), targets.data(), run.batch, in, true);
-    model.sync_grads();
-    const double grad_norm = adam.step(it);
-    const double step_s = step_timer.seconds();
-    last_loss = loss;
-    Json prediction_error = Json::array();
-    if (policy) {  // every rank must observe the same numbers: the slowest rank's step time
-      placement::RoutingCounts counts;
-      for (auto& layer : model.moe()) counts.push_back(layer->gate_state().global_counts);
-      // How far the load the plan was made for lay from this step's load: sum over experts of
-      // |estimate - count| / tokens, per layer (2 = every token elsewhere than predicted).
-      const auto& monitor = dynamic_cast<const placement::FlexMoePolicy&>(*policy).monitor();
-      for (std::size_t l = 0; l < counts.size() && !monitor.empty(); ++l) {
-        double off = 0, tokens = 0;
-        for (std::size_t e = 0; e < counts[l].size(); ++e) {
-          off += std::abs(monitor.estimate(static_cast<int>(l))[e] - static_cast<double>(counts[l][e]));
-          tokens += static_cast<double>(counts[l][e]);
-        }
-        prediction_error.push_back(tokens > 0 ? off / tokens : 0.0);
-      }
-      std::vector<double> slowest = {step_s};
-      world.allreduce(comm::view(slowest), comm::ReduceOp::Max);
-      policy->observe(it, counts, slowest[0]);
-    }
-
-    LayerTimes t;  // wall seconds by phase, summed over layers
-    Json per_expert = Json::array(), balance = Json::array(), expert_balance = Json::array(), shadows = Json::array();
-    // Per rank: per layer rows computed, expert CPU seconds, bytes sent in the all-to-all, in
-    // replica/shadow sync and in placement moves; then the expert wall seconds of all layers.
-    constexpr int kPerLayer = 5;
-    const int W = kPerLayer * L + 1;
-    std::vector<double> gathered(static_cast<std::size_t>(N) * W);
-    std::vector<double> mine;
-    std::int64_t dropped = 0, padded = 0;
-    for (auto& layer : model.moe()) {
-      const LayerTimes& lt = layer->times();
-      t.gate += lt.gate, t.dispatch += lt.dispatch, t.expert += lt.expert;
-      t.combine += lt.combine, t.alltoall += lt.alltoall;
-      mine.insert(mine.end(), {static_cast<double>(layer->computed_rows()), lt.expert_cpu, lt.alltoall_bytes,
-                               lt.sync_bytes, lt.move_bytes});
-      const auto& counts = layer->gate_state().global_counts;
-      per_expert.push_back(counts);
-      expert_balance.push_back(max_over_mean(std::vector<double>(counts.begin(), counts.end())));
-      shadows.push_back(layer->shadowed());
-      dropped += layer->dropped(), padded += layer->padded();
-      if (save_trace.is_open())
-        save_trace.write(reinterpret_cast<const char*>(layer->gate_state().expert.data()),
-                         static_cast<std::streamsize>(choices * sizeof(std::int32_t)));
-    }
-    mine.push_back(t.expert);
-    world.allgather(comm::cview(mine), comm::view(gathered));
-    const auto at = [&](int r, int l, int field) {
-      return gathered[static_cast<std::size_t>(r) * W + static_cast<std::size_t>(l) * kPerLayer + field];
-    };
-    double expert_max = 0, expert_sum = 0;
-    Json per_rank = {{"rows", Json::array()},
-                     {"expert_cpu_s", Json::array()},
-                     {"alltoall_bytes", Json::array()},
-                     {"sync_bytes", Json::array()},
-                     {"move_bytes", Json::array()}};
-    const char* fields[kPerLayer] = {"rows", "expert_cpu_s", "alltoall_bytes", "sync_bytes", "move_bytes"};
-    for (int r = 0; r < N; ++r) {
-      const double expert_wall = gathered[static_cast<std::size_t>(r) * W + W - 1];
-      expert_max = std::max(expert_max, expert_wall);
-      expert_sum += expert_wall;
-      for (int f = 0; f < kPerLayer; ++f) {
-        Json values = Json::array();
-        for (int l = 0; l < L; ++l) values.push_back(at(r, l, f));
-        per_rank[fields[f]].push_back(values);
-      }
-    }
-    double balance_mean = 0;
-    for (int l = 0; l < L; ++l) {
-      std::vector<double> rows;
-      for (int r = 0; r < N; ++r) rows.push_back(at(r, l, 0));
-      balance.push_back(max_over_mean(rows));
-      balance_mean += max_over_mean(rows) / L;
-    }
-    // Balanced ideal: the same step with the expert work spread evenly over the ranks.
-    const double ideal_s = step_s - expert_max + expert_sum / N;
-    if (it > start) total_step_s += step_s, total_ideal_s += ideal_s, ++measured;  // first step warms caches
-    balance_sum += balance_mean, dropped_total += dropped, padded_total += padded;
-
-    Json rec = {{"iter", it},
-                {"loss", loss},
-                {"ce", model.last_ce()},
-                {"lr", learning_rate(run.adam, it)},
-                {"grad_norm", grad_norm},
-                {"step_s", step_s},
-                {"ideal_step_s", ideal_s},
-                {"tokens_per_s", static_cast<double>(N) * run.batch * S / step_s},
-                {"balance", balance},
-                {"expert_balance", expert_balance},
-                {"dropped", dropped},
-                {"padded", padded},
-                {"tokens_per_expert", per_expert},
-                {"time",
-                 {{"gate", t.gate},
-                  {"dispatch", t.dispatch},
-                  {"expert", t.expert},
-                  {"combine", t.combine},
-                  {"alltoall", t.alltoall},
-                  {"sync", model.sync_seconds()}}},
-                {"per_rank", per_rank}};
-    if (run.model.moe.policy == Policy::FasterMoE) rec["shadowed"] = shadows;
-    if (!prediction_error.empty()) rec["prediction_error"] = prediction_error;
-    if (!change.is_null()) rec["placement_change"] = change;
-    if ((eval_interval > 0 && (it + 1) % eval_interval == 0) || it + 1 == run.iterations) {
-      last_val = validate(model, valid_data, run.batch, config.get_int("train.eval_sequences"), world);
-      rec["val_loss"] = last_val;
-    }
+  Session s(config, world);
+  const std::int64_t start = restore(s, config);
+  RoutingTrace trace(config, s, start);
+  JsonlWriter metrics(world.rank() == 0 ? config.get_string("output.metrics") : "");
+  const LoopOptions& o = s.loop;
+  Totals totals;
+  for (std::int64_t it = start; it < o.iterations; ++it) {
+    StepLoad load;
+    Json rec = step(s, trace, it, start, totals, load);
+    if (o.due(o.eval_interval, it)) rec["val_loss"] = totals.last_val = s.model->validation_loss();
     metrics.write(rec);
-    if (log_interval > 0 && ((it + 1) % log_interval == 0 || it + 1 == run.iterations))
-      SKEW_INFO("iter " << it + 1 << "/" << run.iterations << " loss " << loss << " ce " << model.last_ce()
-                        << (std::isnan(last_val) ? std::string() : " val " + std::to_string(last_val)) << " balance "
-                        << balance_mean << " dropped " << dropped << " step " << step_s * 1e3 << " ms");
-    if (ckpt && ((ckpt_interval > 0 && (it + 1) % ckpt_interval == 0) || it + 1 == run.iterations)) {
-      auto tensors = save_state(model, adam);
-      if (policy)
-        for (auto& t : policy->save_state()) tensors.push_back(std::move(t));
-      ckpt->write_shard(it + 1, tensors, {{"iteration", std::to_string(it + 1)}});
-      const Json index = checkpoint_index(world, tensors, policy_name, model);
-      world.barrier();  // every shard is on disk: the index, then the marker
-      if (rank == 0) ckpt->write_index(it + 1, index), ckpt->commit(it + 1);
-    }
+    if (o.log_interval > 0 && o.due(o.log_interval, it)) log_progress(s, it, rec, load, totals.last_val);
+    if (s.ckpt && o.due(o.checkpoint_interval, it)) checkpoint(s, it + 1);
   }
-  const std::int64_t done = run.iterations - start;
-  Json summary = {
-      {"app", "moe_train"},
-      {"ranks", N},
-      {"policy", policy_name},
-      {"iterations", run.iterations},
-      {"final_loss", last_loss},
-      {"final_val_loss", last_val},
-      {"unigram_entropy", entropy},
-      {"step_s", measured ? total_step_s / static_cast<double>(measured) : NAN},
-      {"ideal_step_s", measured ? total_ideal_s / static_cast<double>(measured) : NAN},
-      {"tokens_per_s",
-       measured ? static_cast<double>(N) * run.batch * S * static_cast<double>(measured) / total_step_s : NAN},
-      {"balance", done ? balance_sum / static_cast<double>(done) : NAN},
-      {"dropped", dropped_total},
-      {"padded", padded_total}};
-  if (flexmoe) {
-    summary["placement_changes"] = placement_changes;
-    const auto& c = dynamic_cast<const placement::FlexMoePolicy&>(*policy).model().constants();
-    summary["cost_constants"] = {{"gemm_flops", c.gemm_flops},
-                                 {"alltoall_bandwidth", c.inter_bandwidth},
-                                 {"allreduce_bandwidth", c.allreduce_bandwidth},
-                                 {"alltoall_latency", c.alltoall_latency}};
-  }
-  return summary;
+  return summarise(s, totals, start);
 }
 
 }  // namespace skew::moe

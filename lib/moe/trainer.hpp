@@ -6,11 +6,10 @@
 
 #include "lib/core/config.hpp"
 #include "lib/core/metrics.hpp"
+#include "lib/moe/schema.hpp"
 #include "mpi/process_group.hpp"
 
 namespace skew::moe {
-
-Schema moe_train_schema();
 
 // Runs the configured training on `world`; returns the summary (final loss, validation loss,
 // throughput, balance, drops, the unigram entropy of the training text, ...).

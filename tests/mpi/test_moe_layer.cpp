@@ -9,7 +9,7 @@
 #include <type_traits>
 
 #include "lib/core/rng.hpp"
-#include "lib/moe/model.hpp"
+#include "lib/moe/models/gpt_network.hpp"
 #include "lib/moe/optimizer.hpp"
 #include "mpi/mpi_process_group.hpp"
 

@@ -7,7 +7,7 @@
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_expert.hpp"
 #include "lib/core/rng.hpp"
-#include "lib/moe/fastermoe.hpp"
+#include "lib/moe/policies/fastermoe.hpp"
 #include "lib/moe/gate.hpp"
 #include "lib/moe/ops.hpp"
 

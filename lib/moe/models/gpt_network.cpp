@@ -1,4 +1,4 @@
-#include "lib/moe/model.hpp"
+#include "lib/moe/models/gpt_network.hpp"
 
 #include <algorithm>
 
@@ -43,7 +43,7 @@ T* GptMoe<T>::param(const std::string& name) {
 
 template <class T>
 GptMoe<T>::GptMoe(const ModelOptions& opt, comm::ProcessGroup& world,
-                  const std::vector<placement::LayerPlacement>& placements)
+                  const std::vector<placement::LayerPlacement>& placements, std::shared_ptr<BalancingPolicy<T>> policy)
     : opt_(opt), world_(world) {
   const std::size_t D = static_cast<std::size_t>(opt.d_model), F = static_cast<std::size_t>(opt.d_ff);
   SKEW_CHECK(opt.d_model % opt.heads == 0,
@@ -51,6 +51,7 @@ GptMoe<T>::GptMoe(const ModelOptions& opt, comm::ProcessGroup& world,
   SKEW_CHECK(static_cast<int>(placements.size()) == opt.moe_layers(), "need one placement per MoE layer");
   opt_.moe.d_model = opt.d_model;
   opt_.moe.precision = opt.precision;
+  if (!policy) policy = make_policy<T>(opt_.moe);
   add("wte", static_cast<std::size_t>(opt.vocab) * D);
   add("wpe", static_cast<std::size_t>(opt.seq_len) * D);
   for (int l = 0; l < opt.layers; ++l) {
@@ -60,7 +61,7 @@ GptMoe<T>::GptMoe(const ModelOptions& opt, comm::ProcessGroup& world,
     if (opt.is_moe_block(l)) {
       add(p("gate.w"), D * static_cast<std::size_t>(opt.moe.gate.num_experts));
       moe_index_.push_back(static_cast<int>(moe_.size()));
-      moe_.push_back(std::make_unique<MoeLayer<T>>(opt_.moe, world, placements[moe_.size()]));
+      moe_.push_back(std::make_unique<MoeLayer<T>>(opt_.moe, world, placements[moe_.size()], policy));
     } else {
       add(p("ffn.w1"), D * F), add(p("ffn.b1"), F), add(p("ffn.w2"), F * D), add(p("ffn.b2"), D);
       moe_index_.push_back(-1);

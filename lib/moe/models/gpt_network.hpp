@@ -43,7 +43,9 @@ struct StepInputs {
 template <class T>
 class GptMoe {
  public:
-  GptMoe(const ModelOptions& opt, comm::ProcessGroup& world, const std::vector<placement::LayerPlacement>& placements);
+  // Every MoE layer consults `policy`; null = the one opt.moe.policy names.
+  GptMoe(const ModelOptions& opt, comm::ProcessGroup& world, const std::vector<placement::LayerPlacement>& placements,
+         std::shared_ptr<BalancingPolicy<T>> policy = nullptr);
   void init(std::uint64_t seed);
 
   // Forward on `batch` local sequences (tokens and targets: batch * seq_len each); with

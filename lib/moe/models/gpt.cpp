@@ -1,0 +1,88 @@
+#include "lib/moe/models/gpt.hpp"
+
+#include <algorithm>
+
+#include "lib/core/error.hpp"
+
+namespace skew::moe {
+
+ModelOptions GptModel::options(const Config& c, MoeOptions moe) {
+  ModelOptions m;
+  m.d_model = static_cast<int>(c.get_int("model.d_model"));
+  m.heads = static_cast<int>(c.get_int("model.heads"));
+  m.layers = static_cast<int>(c.get_int("model.layers"));
+  m.seq_len = static_cast<int>(c.get_int("model.seq_len"));
+  m.d_ff = static_cast<int>(c.get_int("model.d_ff"));
+  m.moe_every = static_cast<int>(c.get_int("model.moe_every"));
+  SKEW_CHECK(m.moe_every == 1 || m.moe_every == 2, "model.moe_every must be 1 or 2, got " << m.moe_every);
+  m.init_std = c.get_float("model.init_std");
+  m.jitter = c.get_float("moe.jitter");
+  m.precision = parse_precision(c.get_string("train.precision"));
+  m.moe = moe;
+  m.moe.d_model = m.d_model;  // the experts' width is the model's (GptMoe sets it too)
+  return m;
+}
+
+GptModel::Texts GptModel::read_texts(const Config& config) {
+  Texts t;
+  t.train = config.get_string("data.train").empty()
+                ? builtin_corpus(static_cast<std::size_t>(config.get_int("data.builtin_bytes")), 12345)
+                : read_text(config.get_string("data.train"));
+  if (!config.get_string("data.valid").empty()) {
+    t.valid = read_text(config.get_string("data.valid"));
+  } else {
+    const std::size_t cut = t.train.size() - t.train.size() / 10;
+    t.valid = t.train.substr(cut);
+    t.train.resize(cut);
+  }
+  return t;
+}
+
+GptModel::GptModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+                   const std::vector<placement::LayerPlacement>& placements,
+                   std::shared_ptr<BalancingPolicy<float>> policy)
+    : GptModel(config, options, world, placements, std::move(policy), read_texts(config)) {}
+
+GptModel::GptModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+                   const std::vector<placement::LayerPlacement>& placements,
+                   std::shared_ptr<BalancingPolicy<float>> policy, const Texts& texts)
+    : world_(world),
+      train_(texts.train, options.seq_len),
+      valid_(texts.valid, options.seq_len),
+      entropy_(unigram_entropy(texts.valid)),
+      batch_(static_cast<int>(config.get_int("train.batch_size"))),
+      seed_(static_cast<std::uint64_t>(config.get_int("train.seed"))),
+      eval_sequences_(config.get_int("train.eval_sequences")),
+      net_(options, world, placements, std::move(policy)) {
+  net_.init(seed_);
+}
+
+std::int64_t GptModel::tokens_per_step() const {
+  return static_cast<std::int64_t>(batch_) * net_.options().seq_len;
+}
+
+double GptModel::train_step(std::int64_t iteration, const std::vector<const std::int32_t*>& forced) {
+  train_.sample(seed_, iteration, static_cast<std::int64_t>(world_.rank()) * batch_, batch_, tokens_, targets_);
+  StepInputs in;
+  in.training = true, in.iteration = iteration, in.seed = seed_, in.forced = forced;
+  return net_.step(tokens_.data(), targets_.data(), batch_, in, true);
+}
+
+double GptModel::validation_loss() {
+  const std::int64_t per_rank = std::max<std::int64_t>(1, eval_sequences_ / world_.size());
+  double sum = 0;
+  int chunks = 0;
+  for (std::int64_t first = 0; first < per_rank; first += batch_, ++chunks) {
+    const int count = static_cast<int>(std::min<std::int64_t>(batch_, per_rank - first));
+    std::vector<std::int32_t> tokens, targets;
+    for (int i = 0; i < count; ++i)
+      valid_.window(world_.rank() * per_rank + first + i, per_rank * world_.size(), tokens, targets);
+    StepInputs in;
+    in.training = false;
+    net_.step(tokens.data(), targets.data(), count, in, false);
+    sum += net_.last_ce();
+  }
+  return sum / chunks;
+}
+
+}  // namespace skew::moe

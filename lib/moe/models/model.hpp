@@ -1,0 +1,32 @@
+// A model family as moe_train's loop sees it: its network, its data and its objective. GPT is
+// the one family today (gpt.hpp); BERT and Swin plug in here. The trainer drives the step (zero
+// gradients, the family's train_step, gradient sync, AdamW), evaluation, checkpoints and the
+// balancing policy without knowing which family it trains.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "lib/core/metrics.hpp"
+#include "lib/moe/models/gpt_network.hpp"
+
+namespace skew::moe {
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  // The parameters and MoE layers, which the optimizer, checkpoints and policy act on.
+  virtual GptMoe<float>& network() = 0;
+  // Tokens this rank routes per MoE layer and iteration (top_k choices each).
+  virtual std::int64_t tokens_per_step() const = 0;
+  // Forward and backward of training iteration `iteration` on this rank's batch, accumulating
+  // gradients; `forced`: per MoE layer, replayed expert choices (or none). Returns the loss.
+  virtual double train_step(std::int64_t iteration, const std::vector<const std::int32_t*>& forced) = 0;
+  // The objective alone of the last train_step (the loss without the gates' auxiliary losses).
+  virtual double last_objective() const = 0;
+  // The objective on held-out data (collective).
+  virtual double validation_loss() = 0;
+  // What the family adds to the run's summary (e.g. the loss of a context-free baseline).
+  virtual void summarise(Json& summary) const = 0;
+};
+
+}  // namespace skew::moe
