@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <numeric>
 
 #include "kernels/moe_dispatch.hpp"
@@ -16,12 +15,6 @@ namespace skew::moe {
 namespace km = kernels::moe;
 
 namespace {
-double thread_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 // Elements this rank sends to others when `rows[r]` rows of `width` go to each rank r.
 double sent_elements(const std::vector<std::size_t>& rows, int self, int width) {
   double sum = 0;
