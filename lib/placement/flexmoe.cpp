@@ -118,7 +118,7 @@ std::vector<LoggedChange> FlexMoePolicy::take_changes() {
   return out;
 }
 
-std::unique_ptr<PlacementPolicy> make_flexmoe_policy(const PlacementOptions& options, comm::ProcessGroup& world,
+std::unique_ptr<FlexMoePolicy> make_flexmoe_policy(const PlacementOptions& options, comm::ProcessGroup& world,
                                                      int num_layers, int num_experts, std::int64_t expert_params,
                                                      int hidden_dim) {
   ExpertShape shape = options.shape;

@@ -3,6 +3,7 @@
 // returned placements with apply_placement.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "lib/core/metrics.hpp"
@@ -76,5 +77,12 @@ class FlexMoePolicy : public PlacementPolicy {
   std::int64_t plans_run_ = 0;
   std::vector<LoggedChange> waiting_, done_;
 };
+
+// The FlexMoE policy for `num_layers` MoE layers of `num_experts` experts of `expert_params`
+// parameters on tokens of width `hidden_dim`: cost constants not given in `options` are
+// measured over `world` (collective; every rank gets rank 0's values).
+std::unique_ptr<FlexMoePolicy> make_flexmoe_policy(const PlacementOptions& options, comm::ProcessGroup& world,
+                                                   int num_layers, int num_experts, std::int64_t expert_params,
+                                                   int hidden_dim);
 
 }  // namespace skew::placement

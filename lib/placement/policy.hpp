@@ -57,12 +57,4 @@ std::vector<double> apply_placement(comm::ProcessGroup& world, ExpertStateStore&
                                     const std::vector<LayerPlacement>& before,
                                     const std::vector<LayerPlacement>& after);
 
-// The FlexMoE policy (flexmoe.hpp) for `num_layers` MoE layers of `num_experts` experts of
-// `expert_params` parameters on tokens of width `hidden_dim`: cost constants not given in
-// `options` are measured over `world` (collective; every rank gets rank 0's values).
-struct PlacementOptions;
-std::unique_ptr<PlacementPolicy> make_flexmoe_policy(const PlacementOptions& options, comm::ProcessGroup& world,
-                                                     int num_layers, int num_experts, std::int64_t expert_params,
-                                                     int hidden_dim);
-
 }  // namespace skew::placement

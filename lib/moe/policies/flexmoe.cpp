@@ -2,7 +2,6 @@
 
 #include <cmath>
 
-#include "lib/core/error.hpp"
 #include "lib/core/timer.hpp"
 #include "lib/moe/moe_layer.hpp"
 #include "lib/placement/planner.hpp"
@@ -90,14 +89,10 @@ void FlexMoePolicy<T>::summarise(Json& summary) const {
 template <class T>
 std::shared_ptr<FlexMoePolicy<T>> make_flexmoe(const placement::PlacementOptions& placement, int slots_per_rank,
                                                comm::ProcessGroup& world, int layers, const MoeOptions& options) {
-  std::unique_ptr<placement::PlacementPolicy> built = placement::make_flexmoe_policy(
-      placement, world, layers, options.gate.num_experts, options.expert_params(), options.d_model);
-  // make_flexmoe_policy builds a placement::FlexMoePolicy; its monitor and cost model feed the
-  // metrics, which the generic PlacementPolicy does not expose.
-  auto* planner = dynamic_cast<placement::FlexMoePolicy*>(built.get());
-  SKEW_CHECK(planner, "make_flexmoe_policy did not build a FlexMoePolicy");
-  built.release();
-  return std::make_shared<FlexMoePolicy<T>>(std::unique_ptr<placement::FlexMoePolicy>(planner), slots_per_rank, world);
+  return std::make_shared<FlexMoePolicy<T>>(
+      placement::make_flexmoe_policy(placement, world, layers, options.gate.num_experts, options.expert_params(),
+                                     options.d_model),
+      slots_per_rank, world);
 }
 
 template class FlexMoePolicy<float>;
