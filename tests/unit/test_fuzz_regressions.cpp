@@ -187,3 +187,13 @@ TEST_CASE("config: integer lists reject items outside int64 instead of convertin
     CHECK_THROWS_WITH(c.get_int_list("a.list"), Catch::Contains("fuzz.ini:2") && Catch::Contains("not an integer"));
   }
 }
+
+TEST_CASE("config: --print-config of a key set empty in a file parses back empty") {
+  // fuzz_config's find: "list = " printed as "list =   # from fuzz.ini:2", read back as the comment.
+  skew::Schema schema("t", "t");
+  schema.add_string("data.list", "1,2,3", "a list");
+  const auto c = skew::Config::parse_ini_text(schema, "[data]\nlist = \n", "fuzz.ini");
+  REQUIRE(c.get_string("data.list").empty());
+  const auto again = skew::Config::parse_ini_text(schema, c.to_ini(), "again.ini");
+  CHECK(again.get_string("data.list").empty());
+}
