@@ -4,14 +4,14 @@
 # corpus (tests/fuzz/corpus/<name>/) with a fixed seed. Any crash, sanitizer report, leak, input
 # slower than 10 s or allocation over 2 GiB fails the script; the input is left in
 # <build>/artifacts/<name>/ (replay it with: <build>/tests/fuzz/fuzz_<name> FILE).
-#   SKEW_FUZZ_RUNS=N   executions per harness (default 50000: about 4 minutes in all on 2 cores)
+#   SKEW_FUZZ_RUNS=N   executions per harness (default 150000: 2-3 minutes for all seven on 2 cores)
 #   SKEW_FUZZ_SEED=S   libFuzzer seed (default 1)
 #   scripts/fuzz_check.sh [name...]   only these harnesses
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --fuzz
 build=${SKEW_FUZZ_BUILD_DIR:-build-fuzz}
-runs=${SKEW_FUZZ_RUNS:-50000}
+runs=${SKEW_FUZZ_RUNS:-150000}
 seed=${SKEW_FUZZ_SEED:-1}
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSKEW_CUDA=OFF \
   -DSKEW_FUZZ=ON -DSKEW_BUILD_TESTS=OFF >/dev/null
