@@ -3,10 +3,14 @@
 # need. Idempotent: a machine that has everything runs no apt-get at all.
 #   scripts/setup.sh            build + test + quickstart packages
 #   scripts/setup.sh --bench    also what the reproduce/bench scripts use (plots, liblinear)
+#   scripts/setup.sh --fuzz     also clang and its sanitizer/libFuzzer runtimes (fuzz_check.sh)
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libopenmpi-dev openmpi-bin libboost-program-options-dev
           libopenblas-dev catch2 nlohmann-json3-dev python3)
-if [[ "${1:-}" == "--bench" ]]; then
+if [[ " $* " == *" --fuzz "* ]]; then
+  packages+=(clang libclang-rt-14-dev)
+fi
+if [[ " $* " == *" --bench "* ]]; then
   packages+=(python3-numpy python3-matplotlib liblinear-tools)
   # npm may come with another distribution's nodejs (NodeSource's bundles it and conflicts with
   # Debian's npm package), so the command decides, not the package list.

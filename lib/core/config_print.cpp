@@ -67,8 +67,11 @@ std::string Config::to_ini() const {
       section = sec;
       if (!sec.empty()) os << "\n[" << sec << "]\n";
     }
-    os << leaf << " = " << ini_value_text(raw_.at(k.name));
-    if (source_.at(k.name) != "default") os << "  # from " << source_.at(k.name);
+    const bool commented = source_.at(k.name) != "default";
+    // An empty value before the comment is written "", or the comment would be read as the value.
+    const std::string& raw = raw_.at(k.name);
+    os << leaf << " = " << (raw.empty() && commented ? "\"\"" : ini_value_text(raw));
+    if (commented) os << "  # from " << source_.at(k.name);
     os << "\n";
   }
   return os.str();

@@ -125,7 +125,8 @@ std::vector<double> Config::get_float_list(const std::string& key) const {
 std::vector<std::int64_t> Config::get_int_list(const std::string& key) const {
   std::vector<std::int64_t> out;
   for (double v : get_float_list(key)) {
-    if (v != static_cast<double>(static_cast<std::int64_t>(v)))
+    // Range first: casting 1e300 or nan to an integer is undefined behaviour.
+    if (!(v >= -0x1p63 && v < 0x1p63) || v != static_cast<double>(static_cast<std::int64_t>(v)))
       throw Error(source(key) + ": list item " + format_double(v) + " in key '" + key + "' is not an integer");
     out.push_back(static_cast<std::int64_t>(v));
   }

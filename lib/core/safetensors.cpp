@@ -45,8 +45,9 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   write_file_atomic(path, bytes);
 }
 
-TensorFile load_safetensors(const std::string& path) {
-  const std::string bytes = read_file(path);
+TensorFile load_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
+
+TensorFile parse_safetensors(std::string_view bytes, const std::string& path) {
   const auto fail = [&](const std::string& why) -> void { throw Error("corrupt safetensors file '" + path + "': " + why); };
   if (bytes.size() < 8) fail("shorter than the 8-byte header length (" + std::to_string(bytes.size()) + " bytes)");
   std::uint64_t n = 0;
@@ -54,7 +55,7 @@ TensorFile load_safetensors(const std::string& path) {
   if (n > bytes.size() - 8) fail("header length " + std::to_string(n) + " exceeds the file (" + std::to_string(bytes.size()) + " bytes): truncated?");
   nlohmann::ordered_json header;
   try {
-    header = nlohmann::ordered_json::parse(bytes.substr(8, n));
+    header = nlohmann::ordered_json::parse(bytes.substr(8, static_cast<std::size_t>(n)));
   } catch (const nlohmann::json::exception& e) {
     fail(std::string("header is not valid JSON: ") + e.what());
   }
@@ -79,8 +80,24 @@ TensorFile load_safetensors(const std::string& path) {
       } catch (const Error& e) {
         fail("tensor '" + name + "': " + e.what());
       }
-      const auto shape = info.at("shape").get<std::vector<std::int64_t>>();
-      const auto offsets = info.at("data_offsets").get<std::vector<std::int64_t>>();
+      // Integers only: nlohmann's get<int64_t> of a float such as 1e300 is an out-of-range
+      // conversion (undefined behaviour), not an exception. (Plain references: clang 14 cannot
+      // capture structured bindings.)
+      const std::string& tensor = name;
+      const auto& entry = info;
+      const auto integers = [&](const char* field) {
+        const auto& a = entry.at(field);
+        if (!a.is_array()) fail("tensor '" + tensor + "': " + field + " is not an array");
+        std::vector<std::int64_t> v;
+        for (const auto& x : a) {
+          if (!x.is_number_integer())
+            fail("tensor '" + tensor + "': " + field + " holds " + x.dump() + ", not an integer");
+          v.push_back(x.get<std::int64_t>());
+        }
+        return v;
+      };
+      const auto shape = integers("shape");
+      const auto offsets = integers("data_offsets");
       if (offsets.size() != 2 || offsets[0] < 0 || offsets[0] > offsets[1]) fail("tensor '" + name + "' has bad data_offsets");
       const auto begin = static_cast<std::uint64_t>(offsets[0]), end = static_cast<std::uint64_t>(offsets[1]);
       if (end > data_size)

@@ -4,6 +4,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,5 +23,7 @@ struct TensorFile {
 void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 TensorFile load_safetensors(const std::string& path);
+// The same from the file's bytes in memory; `origin` names the file in errors.
+TensorFile parse_safetensors(std::string_view bytes, const std::string& origin);
 
 }  // namespace skew

@@ -51,15 +51,27 @@ RoutingTrace read_trace_jsonl(const std::string& path, const std::string& key) {
     if (!j.is_object() || !j.contains(key)) return;
     const auto& v = j.at(key);
     SKEW_CHECK(v.is_array() && !v.empty(), where << ": '" << key << "' must be a non-empty array");
+    // Checked element by element: nlohmann's get<int64_t> of a float such as 1e300 is an
+    // out-of-range conversion (undefined behaviour), not an exception.
+    const auto layer = [&](const Json& a) {
+      SKEW_CHECK(a.is_array() && !a.empty(),
+                 where << ": '" << key << "' must hold a non-empty array of counts per layer");
+      std::vector<std::int64_t> out;
+      for (const auto& c : a) {
+        SKEW_CHECK(c.is_number_integer() && c.get<std::int64_t>() >= 0,
+                   where << ": '" << key << "' must hold integer counts >= 0 per expert, got " << c.dump());
+        out.push_back(c.get<std::int64_t>());
+      }
+      return out;
+    };
     RoutingCounts counts;
-    try {
-      if (v.front().is_array())
-        counts = v.get<RoutingCounts>();
-      else
-        counts.push_back(v.get<std::vector<std::int64_t>>());
-    } catch (const std::exception& e) {
-      SKEW_THROW(where << ": '" << key << "' must hold integer counts per expert: " << e.what());
-    }
+    if (v.front().is_array())
+      for (const auto& l : v) counts.push_back(layer(l));
+    else
+      counts.push_back(layer(v));
+    for (const auto& l : counts)
+      SKEW_CHECK(l.size() == counts.front().size(), where << ": '" << key << "' has layers of " << counts.front().size()
+                                                          << " and " << l.size() << " experts");
     if (!trace.empty())
       SKEW_CHECK(counts.size() == trace.front().size() && counts.front().size() == trace.front().front().size(),
                  where << ": " << counts.size() << " layers x " << counts.front().size() << " experts, earlier lines had "

@@ -2,9 +2,11 @@
 // the text file, and rank slicing.
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "lib/core/error.hpp"
@@ -98,6 +100,8 @@ bool parse_line(const char* begin, const char* end, TextFormat format, std::vect
   const char* label_at = p;
   if (!parse_number(p, end, label) || (p < end && !is_space(*p)))
     return fail(label_at, "bad label '" + token_text(label_at) + "' (expected a number: 0/1 or -1/+1)");
+  if (label != 0 && label != 1 && label != -1)
+    return fail(label_at, "label '" + token_text(label_at) + "' out of range (expected 0/1 or -1/+1)");
   y = label > 0 ? 1.0f : 0.0f;
   for (;;) {
     while (p < end && is_space(*p)) ++p;
@@ -120,6 +124,7 @@ bool parse_line(const char* begin, const char* end, TextFormat format, std::vect
     const char* val_at = p;
     if (!parse_number(p, end, v) || (p < end && !is_space(*p)))
       return fail(val_at, "bad value in token '" + token_text(tok) + "'");
+    if (!std::isfinite(v)) return fail(val_at, "value in token '" + token_text(tok) + "' is not finite");
     idx.push_back(static_cast<std::uint32_t>(i));
     fld.push_back(static_cast<std::uint16_t>(f));
     val.push_back(v);
@@ -227,18 +232,46 @@ bool read_cache_slice(const std::string& cache, const CacheHeader& want, const R
   if (!in || std::memcmp(h.magic, kMagic, 8) != 0 || h.source_size != want.source_size ||
       h.source_mtime != want.source_mtime || h.format != want.format || h.skip_bad != want.skip_bad)
     return false;
+  const auto corrupt = [&](const auto&... why) {
+    std::ostringstream os;
+    (os << ... << why);
+    SKEW_THROW("corrupt data cache " << cache << ": " << os.str() << " (delete it to re-parse)");
+  };
+  // Every count is checked against the file's size before anything is allocated from it.
+  if (h.rows < 0 || h.nnz < 0 || h.num_features < 0 || h.num_features > (std::int64_t(1) << 32) - 1 ||
+      h.num_fields < 1 || h.num_fields > 65536 || h.lines < 0 || h.skipped < 0)
+    corrupt("header out of range (rows ", h.rows, ", nonzeros ", h.nnz, ", features ", h.num_features, ", fields ",
+            h.num_fields, ")");
+  const std::uint64_t file_bytes = std::filesystem::file_size(cache), rows = std::uint64_t(h.rows),
+                      nnz = std::uint64_t(h.nnz);
+  if (rows > file_bytes / 12 || nnz > file_bytes / 10 || sizeof h + (rows + 1) * 8 + rows * 4 + nnz * 10 != file_bytes)
+    corrupt(h.rows, " rows and ", h.nnz, " nonzeros in the header do not fit its ", file_bytes, " bytes");
   const std::int64_t r0 = h.rows * o.rank / o.world, r1 = h.rows * (o.rank + 1) / o.world;
   std::int64_t off = sizeof h;
   get(in, off + r0 * 8, d.row_ptr, r1 - r0 + 1, cache);
   off += (h.rows + 1) * 8;
   get(in, off + r0 * 4, d.label, r1 - r0, cache);
   off += h.rows * 4;
+  for (std::int64_t r = r0; r <= r1; ++r) {
+    const std::int64_t p = d.row_ptr[std::size_t(r - r0)];
+    if (p < 0 || p > h.nnz || (r > r0 && p < d.row_ptr[std::size_t(r - r0 - 1)]) || (r == 0 && p != 0) ||
+        (r == h.rows && p != h.nnz))
+      corrupt("row offset ", r, " is ", p, " (rows must start at 0, never go back, and end at ", h.nnz, ")");
+  }
+  for (std::int64_t r = r0; r < r1; ++r)
+    if (const float y = d.label[std::size_t(r - r0)]; y != 0.0f && y != 1.0f) corrupt("row ", r, " has label ", y);
   const std::int64_t a = d.row_ptr.front(), n = d.row_ptr.back() - a;
   get(in, off + a * 4, d.index, n, cache);
   off += h.nnz * 4;
   get(in, off + a * 2, d.field, n, cache);
   off += h.nnz * 2;
   get(in, off + a * 4, d.value, n, cache);
+  for (std::int64_t j = 0; j < n; ++j) {
+    const std::size_t i = std::size_t(j);
+    if (d.index[i] >= h.num_features || d.field[i] >= h.num_fields || !std::isfinite(d.value[i]))
+      corrupt("nonzero ", a + j, " is ", d.field[i], ":", d.index[i], ":", d.value[i], " (features ", h.num_features,
+              ", fields ", h.num_fields, ", values finite)");
+  }
   for (auto& p : d.row_ptr) p -= a;
   d.num_features = h.num_features;
   d.num_fields = static_cast<int>(h.num_fields);

@@ -1,0 +1,58 @@
+// Binary data cache (FILE.skewbin beside a libsvm file), read through load_dataset. The input is
+// a whole cache file; its first 32 bytes (magic, source size and mtime, format, skip flag) are
+// overwritten to match the source so the reader always trusts the rest, and two of them choose
+// the rank slice first. A rejection must be a skew::Error naming the cache file; a loaded slice
+// must be consistent (see wide_check.hpp).
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+#include "lib/core/error.hpp"
+#include "tests/fuzz/wide_check.hpp"
+
+namespace {
+constexpr std::size_t kHeaderBytes = 80;  // sizeof(CacheHeader) in lib/wide/reader.cpp
+
+struct Source {
+  std::string path;
+  std::uint64_t size = 0;
+  std::int64_t mtime = 0;
+};
+
+const Source& source() {
+  static const Source s = [] {
+    Source s;
+    s.path = skew::fuzz::write_scratch("data.libsvm", "1 1:0.5 3:1\n0 2:1\n");
+    s.size = std::filesystem::file_size(s.path);
+    s.mtime = static_cast<std::int64_t>(std::filesystem::last_write_time(s.path).time_since_epoch().count());
+    return s;
+  }();
+  return s;
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const Source& src = source();
+  std::string bytes(reinterpret_cast<const char*>(data), size);
+  if (bytes.size() < kHeaderBytes) bytes.resize(kHeaderBytes, '\0');
+  skew::wide::ReadOptions o;
+  o.world = 1 + static_cast<unsigned char>(bytes[0]) % 4;
+  o.rank = static_cast<unsigned char>(bytes[1]) % o.world;
+  const std::uint32_t format = 0, skip_bad = 0;  // TextFormat::Libsvm, skip_bad_lines = false
+  std::memcpy(bytes.data(), "SKWIDE01", 8);
+  std::memcpy(bytes.data() + 8, &src.size, 8);
+  std::memcpy(bytes.data() + 16, &src.mtime, 8);
+  std::memcpy(bytes.data() + 24, &format, 4);
+  std::memcpy(bytes.data() + 28, &skip_bad, 4);
+  const std::string cache = skew::fuzz::write_scratch("data.libsvm.skewbin", bytes);
+  try {
+    skew::wide::ReadReport report;
+    const auto d = skew::wide::load_dataset(src.path, o, &report);
+    FUZZ_ASSERT(report.from_cache);
+    skew::fuzz::check_dataset(d);
+  } catch (const skew::Error& e) {
+    FUZZ_ASSERT(std::string(e.what()).find(cache) != std::string::npos);
+  }
+  return 0;
+}

@@ -1,0 +1,199 @@
+// Inputs found by the fuzz harnesses in tests/fuzz (minimised), kept as tests: every reader must
+// reject them with a skew::Error that names the file and, for text, the line and column.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "lib/core/config.hpp"
+#include "lib/core/error.hpp"
+#include "lib/core/safetensors.hpp"
+#include "lib/placement/trace.hpp"
+#include "lib/wide/dataset.hpp"
+
+using namespace skew::wide;
+
+namespace {
+std::string text_error(const std::string& text, TextFormat format = TextFormat::Libsvm) {
+  try {
+    parse_text(text, "fuzz.txt", format, ReadOptions{}, nullptr);
+  } catch (const skew::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A libsvm file with its .skewbin cache written by the reader, whose bytes a test then patches
+// (the source file is untouched, so the cache still matches it and is read).
+struct CacheFixture {
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("skew_fuzz_regression_" + std::to_string(getpid()));
+  std::string source = (dir / "d.libsvm").string(), cache = source + ".skewbin";
+  // "1 1:0.5 3:1\n0 2:1\n": 2 rows, 3 nonzeros. Layout: 80-byte header (rows at 32, nonzeros at 40,
+  // features at 48, fields at 56), row offsets at 80, labels at 104, indices at 112, fields at
+  // 124, values at 130; 142 bytes in all.
+  CacheFixture() {
+    std::filesystem::create_directories(dir);
+    std::ofstream(source) << "1 1:0.5 3:1\n0 2:1\n";
+    ReadReport r;
+    load_dataset(source, ReadOptions{}, &r);
+    REQUIRE_FALSE(r.from_cache);
+    REQUIRE(std::filesystem::file_size(cache) == 142);
+  }
+  ~CacheFixture() { std::filesystem::remove_all(dir); }
+  template <class T>
+  void patch(std::size_t offset, T value) {
+    std::fstream f(cache, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(offset));
+    f.write(reinterpret_cast<const char*>(&value), sizeof value);
+  }
+  std::string error(int rank = 0, int world = 1) {
+    ReadOptions o;
+    o.rank = rank, o.world = world;
+    try {
+      load_dataset(source, o);
+    } catch (const skew::Error& e) {
+      return e.what();
+    }
+    return "(no error)";
+  }
+};
+}  // namespace
+
+TEST_CASE("text readers reject non-finite values with file:line:column") {
+  // fuzz_libsvm's find, minimised: the value was kept and fed NaN to training.
+  CHECK_THAT(text_error("1 2:nan"), Catch::Contains("fuzz.txt:1:5") && Catch::Contains("not finite"));
+  CHECK_THAT(text_error("1 1:1\n0 2:nan\n"), Catch::Contains("fuzz.txt:2:5") && Catch::Contains("not finite"));
+  CHECK_THAT(text_error("1 7:-inf\n"), Catch::Contains("fuzz.txt:1:5") && Catch::Contains("not finite"));
+  CHECK_THAT(text_error("0 1:2:infinity\n", TextFormat::Libffm), Catch::Contains("fuzz.txt:1:7"));
+}
+
+TEST_CASE("text readers reject labels other than 0/1 and -1/+1 with file:line:column") {
+  CHECK_THAT(text_error("1 1:1\n\n2 1:1\n"),
+             Catch::Contains("fuzz.txt:3:1") && Catch::Contains("label '2' out of range"));
+  CHECK_THAT(text_error("nan 1:1\n"), Catch::Contains("fuzz.txt:1:1") && Catch::Contains("label 'nan'"));
+  CHECK_THAT(text_error("0.5 0:1:1\n", TextFormat::Libffm), Catch::Contains("fuzz.txt:1:1"));
+  const auto d =
+      parse_text("+1 1:1\n-1.0 1:1\n0.0 1:1\n1e0 1:1\n", "ok.txt", TextFormat::Libsvm, ReadOptions{}, nullptr);
+  CHECK(d.label == std::vector<float>{1, 0, 0, 1});
+}
+
+TEST_CASE("the binary cache checks its header's counts against the file before allocating") {
+  CacheFixture f;
+  SECTION("a byte missing from the row offsets (fuzz_skewbin's find: std::length_error, uncaught)") {
+    std::string bytes(142, '\0');
+    std::ifstream(f.cache, std::ios::binary).read(bytes.data(), 142);
+    bytes.erase(90, 1);
+    std::ofstream(f.cache, std::ios::binary | std::ios::trunc) << bytes;
+    CHECK_THAT(f.error(), Catch::Contains("corrupt data cache " + f.cache) &&
+                              Catch::Contains("2 rows and 3 nonzeros in the header do not fit its 141 bytes"));
+  }
+  SECTION("rows far beyond the file") {
+    f.patch<std::int64_t>(32, std::int64_t(1) << 40);
+    CHECK_THAT(f.error(), Catch::Contains("corrupt data cache " + f.cache) && Catch::Contains("do not fit"));
+  }
+  SECTION("negative nonzeros") {
+    f.patch<std::int64_t>(40, -3);
+    CHECK_THAT(f.error(), Catch::Contains("corrupt data cache " + f.cache) && Catch::Contains("header out of range"));
+  }
+  SECTION("zero fields") {
+    f.patch<std::int64_t>(56, 0);
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("fields 0"));
+  }
+}
+
+TEST_CASE("the binary cache checks row offsets, labels and nonzeros") {
+  CacheFixture f;
+  SECTION("a row offset past the nonzeros") {
+    f.patch<std::int64_t>(88, 1000);
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("row offset 1 is 1000"));
+    CHECK_THAT(f.error(1, 2), Catch::Contains(f.cache) && Catch::Contains("row offset 1 is 1000"));
+  }
+  SECTION("row offsets going back") {
+    f.patch<std::int64_t>(88, 3);
+    f.patch<std::int64_t>(96, 2);
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("row offset 2 is 2"));
+  }
+  SECTION("a label that is not 0 or 1") {
+    f.patch<float>(108, NAN);
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("row 1 has label nan"));
+  }
+  SECTION("an index outside the header's feature count") {
+    f.patch<std::uint32_t>(116, 4);
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("nonzero 1 is 0:4:"));
+  }
+  SECTION("an infinite value") {
+    f.patch<float>(138, INFINITY);
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("nonzero 2 is 0:2:inf"));
+  }
+}
+
+namespace {
+const std::string trace_path =
+    (std::filesystem::temp_directory_path() / ("skew_fuzz_trace_" + std::to_string(getpid()) + ".jsonl")).string();
+std::string trace_error(const std::string& text) {
+  std::ofstream(trace_path) << text;
+  std::string what = "(no error)";
+  try {
+    skew::placement::read_trace_jsonl(trace_path, "tokens_per_expert");
+  } catch (const skew::Error& e) {
+    what = e.what();
+  }
+  std::filesystem::remove(trace_path);
+  return what;
+}
+}  // namespace
+
+TEST_CASE("routing traces: counts must be non-negative integers in rectangular layers") {
+  // Each was accepted (or, for 1e300, converted to int64 with undefined behaviour). The first is
+  // fuzz_trace's own find (seed 2): a second layer narrower than the first.
+  CHECK_THAT(trace_error("{\"iteration\": 0, \"tokens_per_expert\": [[10, 2, 5, 1], [3,3]]}\n{\"loss\": 2.5}\n"),
+             Catch::Contains(trace_path + ":1:") && Catch::Contains("layers of 4 and 2 experts"));
+  CHECK_THAT(trace_error("{\"tokens_per_expert\": [[1,2]]}\n{\"tokens_per_expert\": [[]]}\n"),
+             Catch::Contains(trace_path + ":2:") && Catch::Contains("non-empty array"));
+  CHECK_THAT(trace_error("{\"tokens_per_expert\": [1e300, 2]}\n"),
+             Catch::Contains(trace_path + ":1:") && Catch::Contains("got 1e+300"));
+  CHECK_THAT(trace_error("\n{\"tokens_per_expert\": [-5, 2]}\n"),
+             Catch::Contains(trace_path + ":2:") && Catch::Contains("got -5"));
+}
+
+TEST_CASE("safetensors: shape and data_offsets must hold integers") {
+  const auto file = [](const std::string& header) {
+    std::string bytes(8, '\0');
+    for (std::size_t i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    return bytes + header;
+  };
+  // Both were converted to int64 with undefined behaviour (UBSan: float-cast-overflow).
+  CHECK_THROWS_WITH(
+      skew::parse_safetensors(file(R"({"w":{"dtype":"F32","shape":[1e300],"data_offsets":[0,0]}})"), "x.st"),
+      Catch::Contains("corrupt safetensors file 'x.st'") && Catch::Contains("shape holds 1e+300"));
+  CHECK_THROWS_WITH(
+      skew::parse_safetensors(file(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8.5e30]}})"), "x.st"),
+      Catch::Contains("'x.st'") && Catch::Contains("data_offsets holds 8.5e+30"));
+  CHECK_THROWS_WITH(skew::parse_safetensors(file(R"({"w":{"dtype":"F32","shape":7,"data_offsets":[0,4]}})"), "x.st"),
+                    Catch::Contains("'x.st'") && Catch::Contains("shape is not an array"));
+}
+
+TEST_CASE("config: integer lists reject items outside int64 instead of converting them") {
+  skew::Schema schema("t", "t");
+  schema.add_string("a.list", "", "a list");
+  // 1e300 and nan were cast to int64 with undefined behaviour.
+  for (const std::string item : {"1e300", "nan", "-1e19"}) {
+    const auto c = skew::Config::parse_ini_text(schema, "[a]\nlist = 1, " + item + "\n", "fuzz.ini");
+    CHECK_THROWS_WITH(c.get_int_list("a.list"), Catch::Contains("fuzz.ini:2") && Catch::Contains("not an integer"));
+  }
+}
+
+TEST_CASE("config: --print-config of a key set empty in a file parses back empty") {
+  // fuzz_config's find: "list = " printed as "list =   # from fuzz.ini:2", read back as the comment.
+  skew::Schema schema("t", "t");
+  schema.add_string("data.list", "1,2,3", "a list");
+  const auto c = skew::Config::parse_ini_text(schema, "[data]\nlist = \n", "fuzz.ini");
+  REQUIRE(c.get_string("data.list").empty());
+  const auto again = skew::Config::parse_ini_text(schema, c.to_ini(), "again.ini");
+  CHECK(again.get_string("data.list").empty());
+}
