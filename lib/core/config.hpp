@@ -116,7 +116,8 @@ class Config {
   T get_int_as(const std::string& key) const {
     const std::int64_t v = get_int(key);
     if (!std::in_range<T>(v))
-      narrowing_error(key, v, std::to_string(std::numeric_limits<T>::min()), std::to_string(std::numeric_limits<T>::max()));
+      narrowing_error(key, v, std::to_string(std::numeric_limits<T>::min()),
+                      std::to_string(std::numeric_limits<T>::max()));
     return static_cast<T>(v);
   }
   double get_float(const std::string& key) const;

@@ -54,7 +54,8 @@ std::string FloatRange::text() const {
   else if (!low)
     t = (max_open ? "< " : "<= ") + format_double(max);
   else
-    t = "in " + std::string(min_open ? "(" : "[") + format_double(min) + ", " + format_double(max) + (max_open ? ")" : "]");
+    t = "in " + std::string(min_open ? "(" : "[") + format_double(min) + ", " + format_double(max) +
+        (max_open ? ")" : "]");
   if (!low && !high) return nonfinite ? "any, nan/inf too" : "any finite";
   return nonfinite ? t + ", nan/inf too" : t;
 }
@@ -87,7 +88,8 @@ Schema& Schema::add_int(const std::string& k, std::int64_t d, IntRange r, const 
   return *this;
 }
 Schema& Schema::add_float(const std::string& k, double d, FloatRange r, const std::string& h) {
-  SKEW_CHECK(!(r.min > r.max) && r.contains(d), "default " << format_double(d) << " of key '" << k << "' is not " << r.text());
+  SKEW_CHECK(!(r.min > r.max) && r.contains(d),
+             "default " << format_double(d) << " of key '" << k << "' is not " << r.text());
   add({k, "float", format_double(d), h, {}, {}, r});
   return *this;
 }

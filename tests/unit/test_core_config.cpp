@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <limits>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -287,10 +287,12 @@ TEST_CASE("config: values outside a key's range name key, value, range and sourc
              Catch::Contains("bad value '0' for key 'train.lr': expected a finite number > 0"));
   CHECK_THAT(error_of([&] { parse_args(s, {"--train.smoothing=1"}); }),
              Catch::Contains("bad value '1' for key 'train.smoothing': expected a finite number in [0, 1)"));
-  CHECK_THAT(error_of([&] { parse_args(s, {"--train.latency=-1.5"}); }), Catch::Contains("expected a finite number >= -1"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.latency=-1.5"}); }),
+             Catch::Contains("expected a finite number >= -1"));
   TempFile ini("range.ini", "[train]\nlr = 0.5\n\nthreads = -3   # too few\n");
   CHECK_THAT(error_of([&] { parse_args(s, {"--config", ini.path}); }),
-             Catch::Contains(ini.path + ":4: bad value '-3' for key 'train.threads': expected an integer in [1, 1024]"));
+             Catch::Contains(ini.path + ":4: bad value '-3' for key 'train.threads': expected an integer in [1, "
+                                        "1024]"));
   // The command line is checked too when it overrides a good file value, and a good command
   // line value does not hide a bad one in the file.
   CHECK_THAT(error_of([&] { parse_args(s, {"--config", ini.path, "--train.threads=2"}); }),
