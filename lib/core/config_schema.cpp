@@ -46,17 +46,15 @@ bool FloatRange::contains(double v) const {
 
 std::string FloatRange::text() const {
   const bool low = std::isfinite(min), high = std::isfinite(max);
+  if (!low && !high) return nonfinite ? "any, nan/inf too" : "any finite";
   std::string t;
-  if (!low && !high)
-    t = "any";
-  else if (!high)
+  if (!high)
     t = (min_open ? "> " : ">= ") + format_double(min);
   else if (!low)
     t = (max_open ? "< " : "<= ") + format_double(max);
   else
     t = "in " + std::string(min_open ? "(" : "[") + format_double(min) + ", " + format_double(max) +
         (max_open ? ")" : "]");
-  if (!low && !high) return nonfinite ? "any, nan/inf too" : "any finite";
   return nonfinite ? t + ", nan/inf too" : t;
 }
 

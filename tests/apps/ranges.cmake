@@ -1,9 +1,15 @@
-# Issue 17: every numeric key of these apps declares its range (--help shows "(int in [..]" or
+# Issue 17: every numeric key of every app declares its range (--help shows "(int in [..]" or
 # "(float >= ..", never a bare "(int, default"), and bad values stop at start-up naming the key.
-# moe_train and wide_train join the list once their schemas (lib/moe/schema.cpp, lib/wide/fit.cpp)
-# declare ranges.
+# A new app is checked without being listed. Pending: moe_train and wide_train, whose schemas are
+# moving (lib/moe/schema.cpp, lib/wide/fit.cpp); drop each from this list once its keys have ranges.
+set(skew_apps_without_ranges moe_train wide_train)
 set(skew_root_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
-foreach(app preduce_train placement_sim skew_commbench wide_bench gemm_bench moe_gpu_bench wide_gpu_bench)
+file(GLOB skew_app_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/apps/*.cpp)
+foreach(src ${skew_app_sources})
+  get_filename_component(app ${src} NAME_WE)
+  if(app IN_LIST skew_apps_without_ranges)
+    continue()
+  endif()
   add_test(NAME ${app}_ranges_declared COMMAND $<TARGET_FILE:${app}> --help)
   set_tests_properties(${app}_ranges_declared PROPERTIES TIMEOUT 60 ENVIRONMENT "${skew_root_env}"
     PASS_REGULAR_EXPRESSION "usage: ${app}" FAIL_REGULAR_EXPRESSION "\\((int|float), default")
