@@ -30,3 +30,9 @@ skew_bad_value(placement_sim_nan_zipf "bad value 'nan' for key 'sim.zipf': expec
 skew_bad_value(wide_bench_zero_threads "bad value '0' for key 'bench.threads'" wide_bench --bench.threads=0
                --bench.data=synthetic:criteo?rows=1000&features=1000&alpha=1.1&seed=1)
 skew_bad_value(skew_commbench_zero_iters "bad value '0' for key 'bench.iters'" skew_commbench --bench.iters=0)
+# Checked by the config layer for every schema, moe_train's and wide_train's included.
+skew_bad_value(moe_train_nan_lr "bad value 'nan' for key 'train.lr': expected a finite number" moe_train --train.lr=nan)
+skew_bad_value(wide_train_inf_init_std "bad value 'inf' for key 'model.init_std': expected a finite number" wide_train
+               --model.init_std=inf)
+skew_bad_value(moe_train_config_directory "--config '.*' is a directory, expected an INI file" moe_train
+               --config ${PROJECT_SOURCE_DIR}/configs)
