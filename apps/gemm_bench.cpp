@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
                 "AVX512-BF16 GEMM kernel vs OpenBLAS SGEMM (one thread) on moe_train's GEMM shapes: "
                 "GFLOP/s from the median thread CPU time per call, against the measured vdpbf16ps peak.");
   schema.add_string("bench.tokens", "512,2048", "token counts (rows of the activations) to run the moe shapes at");
-  schema.add_int("bench.repeats", 7, "interleaved timing samples per kernel and shape (medians reported)");
+  schema.add_int("bench.repeats", 7, {1, 1000}, "interleaved timing samples per kernel and shape (medians reported)");
   schema.add_string("bench.csv", "", "CSV output path (empty = none)");
   try {
     const Config c = Config::parse(schema, argc, argv);
@@ -159,11 +159,11 @@ int main(int argc, char** argv) {
       std::cout << "SKIPPED: this CPU has no AVX512-BF16\n";
       return 0;
     }
-    const int repeats = int(c.get_int("bench.repeats"));
-    SKEW_CHECK(repeats >= 1, "bench.repeats must be >= 1 (got " << repeats << ")");
+    const int repeats = c.get_int_as<int>("bench.repeats");
     std::vector<Shape> shapes;
     for (const auto t : c.get_int_list("bench.tokens")) {
-      SKEW_CHECK(t >= 1, "bench.tokens must be positive (got " << t << ")");
+      SKEW_CHECK(t >= 1 && t <= 1 << 20, c.source("bench.tokens")
+                                             << ": bench.tokens item " << t << " is not in [1, 1048576]");
       for (auto& s : token_shapes(int(t))) shapes.push_back(s);
     }
     // Attention per head (sequence 64, head width 16): scores Q K^T and the value product.

@@ -177,25 +177,25 @@ Json bench_experts(const Sizes& s, int repeats) {
 
 int main(int argc, char** argv) {
   Schema schema("moe_gpu_bench", "CUDA MoE gate, dispatch and grouped bf16 expert GEMM against their bounds.");
-  schema.add_int("bench.tokens", 65536, "tokens per step");
-  schema.add_int("bench.experts", 64, "experts (gate columns, dispatch bins)");
-  schema.add_int("bench.topk", 2, "experts per token");
-  schema.add_int("bench.width", 1024, "floats per dispatched row (model dimension)");
-  schema.add_int("bench.groups", 8, "local experts in the grouped GEMM");
-  schema.add_int("bench.gemm_rows", 32768, "total rows of the grouped GEMM");
-  schema.add_int("bench.gemm_k", 2048, "GEMM inner dimension (model dimension)");
-  schema.add_int("bench.gemm_n", 8192, "GEMM output columns (FFN dimension)");
-  schema.add_float("bench.zipf", 1.0, "skew of the group sizes (Zipf exponent)");
-  schema.add_int("bench.repeats", 20, "timed runs per kernel (median reported)");
+  schema.add_int("bench.tokens", 65536, {1, 1 << 24}, "tokens per step");
+  schema.add_int("bench.experts", 64, {1, 1 << 16}, "experts (gate columns, dispatch bins)");
+  schema.add_int("bench.topk", 2, {1, 64}, "experts per token");
+  schema.add_int("bench.width", 1024, {1, 1 << 16}, "floats per dispatched row (model dimension)");
+  schema.add_int("bench.groups", 8, {1, 1 << 16}, "local experts in the grouped GEMM");
+  schema.add_int("bench.gemm_rows", 32768, {1, 1 << 24}, "total rows of the grouped GEMM");
+  schema.add_int("bench.gemm_k", 2048, {1, 1 << 16}, "GEMM inner dimension (model dimension)");
+  schema.add_int("bench.gemm_n", 8192, {1, 1 << 16}, "GEMM output columns (FFN dimension)");
+  schema.add_float("bench.zipf", 1.0, FloatRange::at_least(0), "skew of the group sizes (Zipf exponent)");
+  schema.add_int("bench.repeats", 20, {1, 1000}, "timed runs per kernel (median reported)");
   return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
     const Config c = Config::parse(schema, argc, argv);
     if (c.answer_help_or_print(std::cout, true)) return 0;
-    const Sizes s{c.get_int("bench.tokens"),      int(c.get_int("bench.experts")), int(c.get_int("bench.topk")),
-                  int(c.get_int("bench.width")),  int(c.get_int("bench.groups")),  int(c.get_int("bench.gemm_n")),
-                  int(c.get_int("bench.gemm_k")), c.get_int("bench.gemm_rows"),    c.get_float("bench.zipf")};
-    SKEW_CHECK(s.tokens > 0 && s.experts > 0 && s.topk > 0 && s.topk <= s.experts && s.width > 0,
-               "bench: bad gate/dispatch sizes");
-    SKEW_CHECK(s.groups > 0 && s.gemm_rows >= s.groups && s.gemm_n > 0 && s.gemm_k > 0, "bench: bad GEMM sizes");
+    const Sizes s{
+        c.get_int("bench.tokens"),         c.get_int_as<int>("bench.experts"), c.get_int_as<int>("bench.topk"),
+        c.get_int_as<int>("bench.width"),  c.get_int_as<int>("bench.groups"),  c.get_int_as<int>("bench.gemm_n"),
+        c.get_int_as<int>("bench.gemm_k"), c.get_int("bench.gemm_rows"),       c.get_float("bench.zipf")};
+    SKEW_CHECK(s.topk <= s.experts, "bench.topk " << s.topk << " is more than bench.experts " << s.experts);
+    SKEW_CHECK(s.gemm_rows >= s.groups, "bench.gemm_rows " << s.gemm_rows << " is less than bench.groups " << s.groups);
     Json summary{{"tokens", s.tokens}, {"experts", s.experts},     {"topk", s.topk},     {"width", s.width},
                  {"groups", s.groups}, {"gemm_rows", s.gemm_rows}, {"gemm_k", s.gemm_k}, {"gemm_n", s.gemm_n}};
     Json sizes = Json::array();
@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
       return 0;
     }
 #if defined(SKEW_WITH_CUDA)
-    const int repeats = int(c.get_int("bench.repeats"));
+    const int repeats = c.get_int_as<int>("bench.repeats");
     const double bandwidth = device_copy_bandwidth(std::size_t(1) << 30, repeats);
     summary["copy_GBps"] = bandwidth / 1e9;
     summary["gate"] = bench_gate(s, repeats, bandwidth);

@@ -27,27 +27,30 @@ namespace {
 Schema make_schema() {
   Schema s("placement_sim", "Trace-driven simulation of MoE expert placement policies on a modelled cluster");
   moe::add_placement_keys(s);
-  s.add_int("sim.gpus", 64, "GPUs (ranks) of the simulated cluster")
-      .add_int("sim.experts_per_gpu", 1, "experts per GPU in the block placement (experts = gpus x this)")
-      .add_int("sim.layers", 2, "MoE layers")
-      .add_int("sim.iterations", 200, "iterations to generate (a recorded trace sets its own)")
-      .add_int("sim.tokens_per_gpu", 4096, "tokens per GPU per iteration")
-      .add_int("sim.top_k", 2, "experts per token")
-      .add_int("sim.hidden", 1024, "model width (token activation size)")
-      .add_int("sim.ffn_hidden", 4096, "expert FFN inner width; an expert has 2 x hidden x ffn_hidden parameters")
-      .add_float("sim.zipf", 0.3, "generated trace: popularity of the i-th hottest expert ~ 1 / i^zipf")
-      .add_float("sim.drift", 0.05,
+  s.add_int("sim.gpus", 64, {1, 1 << 16}, "GPUs (ranks) of the simulated cluster")
+      .add_int("sim.experts_per_gpu", 1, {1, 1024}, "experts per GPU in the block placement (experts = gpus x this)")
+      .add_int("sim.layers", 2, {1, 1024}, "MoE layers")
+      .add_int("sim.iterations", 200, {1, 1 << 24}, "iterations to generate (a recorded trace sets its own)")
+      .add_int("sim.tokens_per_gpu", 4096, {1, 1 << 24}, "tokens per GPU per iteration")
+      .add_int("sim.top_k", 2, {1, 64}, "experts per token")
+      .add_int("sim.hidden", 1024, {1, 1 << 20}, "model width (token activation size)")
+      .add_int("sim.ffn_hidden", 4096, {1, 1 << 20},
+               "expert FFN inner width; an expert has 2 x hidden x ffn_hidden parameters")
+      .add_float("sim.zipf", 0.3, FloatRange::at_least(0),
+                 "generated trace: popularity of the i-th hottest expert ~ 1 / i^zipf")
+      .add_float("sim.drift", 0.05, {0, 1},
                  "generated trace: per-iteration probability that two experts adjacent in popularity order swap")
-      .add_float("sim.noise", 1.0, "generated trace: multiplier of the sqrt(count) sampling noise")
-      .add_int("sim.seed", 1, "generated trace seed")
+      .add_float("sim.noise", 1.0, FloatRange::at_least(0),
+                 "generated trace: multiplier of the sqrt(count) sampling noise")
+      .add_int("sim.seed", 1, IntRange::at_least(0), "generated trace seed")
       .add_string("sim.trace", "", "routing trace JSONL to replay instead of generating (moe_train metrics)")
       .add_string("sim.trace_key", "tokens_per_expert", "JSONL key holding [layer][expert] counts")
-      .add_float("sim.capacity_factor", 0.0,
+      .add_float("sim.capacity_factor", 0.0, FloatRange::at_least(0),
                  "deepspeed capacity factor; 0 = drop_tokens=false, padding to the max count")
-      .add_int("sim.fastermoe_groups", 4,
+      .add_int("sim.fastermoe_groups", 4, {1, 1024},
                "fastermoe smart scheduling: chunks overlapping all-to-all with compute (1 = none)")
       .add_string("sim.scaling", "", "comma-separated GPU counts for scaling rows (generated traces), e.g. 8,64,1024")
-      .add_int("sim.scaling_iterations", 60, "iterations per scaling row")
+      .add_int("sim.scaling_iterations", 60, {1, 1 << 24}, "iterations per scaling row")
       .add_string("sim.validate", "",
                   "moe_train metrics JSONL to check the cost model against (run with its rank count)")
       .add_string("output.validation", "", "validation result as one JSON line")
@@ -78,14 +81,13 @@ SimSetup make_setup(const Config& cfg, int gpus) {
   SimSetup s;
   s.constants = cluster_constants(options);
   const std::int64_t hidden = cfg.get_int("sim.hidden"), ffn = cfg.get_int("sim.ffn_hidden");
-  SKEW_CHECK(hidden > 0 && ffn > 0, "sim.hidden and sim.ffn_hidden must be > 0");
   s.shape = options.shape;
   s.shape.params = 2 * hidden * ffn;
   s.shape.hidden_dim = static_cast<int>(hidden);
   s.gpus = gpus;
   s.slots_per_rank = options.slots_per_rank;
   s.capacity_factor = cfg.get_float("sim.capacity_factor");
-  s.fastermoe_groups = static_cast<int>(cfg.get_int("sim.fastermoe_groups"));
+  s.fastermoe_groups = cfg.get_int_as<int>("sim.fastermoe_groups");
   s.flexmoe = options.flexmoe;
   return s;
 }
@@ -93,13 +95,16 @@ SimSetup make_setup(const Config& cfg, int gpus) {
 RoutingTrace generated(const Config& cfg, int gpus, int iterations) {
   TraceSpec t;
   t.iterations = iterations;
-  t.layers = static_cast<int>(cfg.get_int("sim.layers"));
-  t.experts = gpus * static_cast<int>(cfg.get_int("sim.experts_per_gpu"));
+  t.layers = cfg.get_int_as<int>("sim.layers");
+  t.experts = gpus * cfg.get_int_as<int>("sim.experts_per_gpu");
+  if (cfg.get_int("sim.top_k") > t.experts)
+    SKEW_THROW("sim.top_k " << cfg.get_int("sim.top_k") << " is more than the " << t.experts
+                            << " experts (sim.gpus x sim.experts_per_gpu at " << gpus << " GPUs)");
   t.assignments = cfg.get_int("sim.tokens_per_gpu") * cfg.get_int("sim.top_k") * gpus;
   t.zipf = cfg.get_float("sim.zipf");
   t.drift = cfg.get_float("sim.drift");
   t.noise = cfg.get_float("sim.noise");
-  t.seed = static_cast<std::uint64_t>(cfg.get_int("sim.seed"));
+  t.seed = cfg.get_int_as<std::uint64_t>("sim.seed");
   return generate_trace(t);
 }
 
@@ -128,12 +133,14 @@ void summary_rows(CsvWriter* csv, int gpus, double trace_balance, const std::vec
 
 int simulate_main(const Config& cfg) {
   {
-    const int gpus = static_cast<int>(cfg.get_int("sim.gpus"));
-    SKEW_CHECK(gpus >= 1, "sim.gpus must be >= 1, got " << gpus);
+    const int gpus = cfg.get_int_as<int>("sim.gpus");
+    const auto sizes = cfg.get_int_list("sim.scaling");
+    for (auto g : sizes)
+      if (g < 1 || g > 1 << 16)
+        SKEW_THROW(cfg.source("sim.scaling") << ": GPU count " << g << " in key 'sim.scaling' is not in [1, 65536]");
     const std::string trace_path = cfg.get_string("sim.trace");
-    const RoutingTrace trace = trace_path.empty()
-                                   ? generated(cfg, gpus, static_cast<int>(cfg.get_int("sim.iterations")))
-                                   : read_trace_jsonl(trace_path, cfg.get_string("sim.trace_key"));
+    const RoutingTrace trace = trace_path.empty() ? generated(cfg, gpus, cfg.get_int_as<int>("sim.iterations"))
+                                                  : read_trace_jsonl(trace_path, cfg.get_string("sim.trace_key"));
     const double trace_balance = trace_balance_ratio(trace, gpus);
     log::set_level(cfg.get_bool("sim.verbose") ? log::Level::Info : log::Level::Warn);
     JsonlWriter changes(cfg.get_string("output.changes"));
@@ -167,13 +174,12 @@ int simulate_main(const Config& cfg) {
           steps.row({std::to_string(i), s.policy, csv_number(s.step_seconds[i] * 1e3), csv_number(s.balance[i])});
     }
     Json scaling = Json::array();
-    const auto sizes = cfg.get_int_list("sim.scaling");
     if (!sizes.empty()) {
       table << "\n| GPUs | trace balance | static ms | deepspeed ms | fastermoe ms | flexmoe ms | ideal ms | vs "
                "deepspeed | vs fastermoe | flexmoe/ideal |\n"
             << "|---|---|---|---|---|---|---|---|---|---|\n";
       for (auto g : sizes) {
-        const auto t = generated(cfg, static_cast<int>(g), static_cast<int>(cfg.get_int("sim.scaling_iterations")));
+        const auto t = generated(cfg, static_cast<int>(g), cfg.get_int_as<int>("sim.scaling_iterations"));
         const auto r = simulate(t, make_setup(cfg, static_cast<int>(g)));
         const double tb = trace_balance_ratio(t, static_cast<int>(g));
         summary_rows(summary.get(), static_cast<int>(g), tb, r);

@@ -29,13 +29,14 @@ skew::Schema make_schema() {
       .add_choice("bench.backend", "mpi", {"mpi", "nccl"}, "process group: mpi (host buffers) or nccl (GPU buffers)")
       .add_choice("bench.dtype", "float", {"float", "double", "int32", "int64"}, "element type")
       .add_choice("bench.redop", "sum", {"sum", "avg", "max", "min"}, "reduction of allreduce")
-      .add_int("bench.min_bytes", 8, "smallest message size in bytes (rounded down to whole elements)")
-      .add_int("bench.max_bytes", 64 << 20, "largest message size in bytes")
-      .add_int("bench.step_factor", 2, "size multiplier between rows")
-      .add_int("bench.iters", 20, "timed iterations per size")
-      .add_int("bench.warmup", 5, "untimed iterations per size before timing")
-      .add_float("bench.alltoallv_zipf", 0.0,
-                 "alltoallv skew: every rank sends share (p+1)^-s of its data to rank p (0 = even split; MoE traffic to a hot expert's rank is s > 0)")
+      .add_int("bench.min_bytes", 8, {1, 1LL << 40}, "smallest message size in bytes (rounded down to whole elements)")
+      .add_int("bench.max_bytes", 64 << 20, {1, 1LL << 40}, "largest message size in bytes")
+      .add_int("bench.step_factor", 2, {2, 1024}, "size multiplier between rows")
+      .add_int("bench.iters", 20, {1, 1 << 20}, "timed iterations per size")
+      .add_int("bench.warmup", 5, {0, 1 << 20}, "untimed iterations per size before timing")
+      .add_float("bench.alltoallv_zipf", 0.0, skew::FloatRange::at_least(0),
+                 "alltoallv skew: every rank sends share (p+1)^-s of its data to rank p (0 = even split; MoE traffic "
+                 "to a hot expert's rank is s > 0)")
       .add_bool("bench.check", true, "check each size's result against the closed form (#wrong)")
       .add_string("output.csv", "results/comm/archive/commbench_np{ranks}_{device}.csv",
                   "CSV of the table ({ranks}, {backend}, {device} are substituted; empty: none)")
@@ -222,11 +223,8 @@ int main(int argc, char** argv) {
     b.warmup = config.get_int("bench.warmup");
     b.check = config.get_bool("bench.check");
     b.alltoallv_zipf = config.get_float("bench.alltoallv_zipf");
-    SKEW_CHECK(b.alltoallv_zipf >= 0, "bench.alltoallv_zipf must be >= 0, got " << b.alltoallv_zipf);
-    SKEW_CHECK(min_bytes >= 1 && max_bytes >= min_bytes,
-               "bench.min_bytes (" << min_bytes << ") must be >= 1 and <= bench.max_bytes (" << max_bytes << ")");
-    SKEW_CHECK(step >= 2, "bench.step_factor must be >= 2, got " << step);
-    SKEW_CHECK(b.iters >= 1 && b.warmup >= 0, "bench.iters must be >= 1 and bench.warmup >= 0");
+    SKEW_CHECK(max_bytes >= min_bytes,
+               "bench.min_bytes (" << min_bytes << ") must be <= bench.max_bytes (" << max_bytes << ")");
     b.dtype = dtype_text == "float" ? skew::DType::F32 : dtype_text == "double" ? skew::DType::F64
             : dtype_text == "int32" ? skew::DType::I32 : skew::DType::I64;
     b.redop = redop_text == "sum" ? ReduceOp::Sum : redop_text == "avg" ? ReduceOp::Avg

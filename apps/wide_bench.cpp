@@ -81,19 +81,20 @@ Run median_run(std::vector<Run> runs) {
 int main(int argc, char** argv) {
   Schema schema("wide_bench", "Classical vs flow training throughput on synthetic Criteo-like data.");
   add_bench_data_keys(schema, "lr,fm");
-  schema.add_int("bench.k", 16, "latent dimension for FM/FFM");
-  schema.add_int("bench.batch_size", 4096, "mini-batch size");
-  schema.add_int("bench.threads", 2, "worker threads");
+  schema.add_int("bench.k", 16, {1, 1024}, "latent dimension for FM/FFM");
+  schema.add_int("bench.batch_size", 4096, {1, 1 << 24}, "mini-batch size");
+  schema.add_int("bench.threads", 2, {1, 1024}, "worker threads");
   schema.add_choice("bench.optimizer", "sgd", {"sgd", "adagrad", "ftrl"}, "optimizer (same for all schemas)");
   add_bench_flow_keys(schema);
-  schema.add_int("bench.replica_budget_mb", 16, "flow LR: every feature hot if threads x features x 4 B fit (0 = never)");
-  schema.add_int("bench.repeats", 3, "interleaved repeats of the three runs per model (medians reported)");
+  schema.add_int("bench.replica_budget_mb", 16, {0, 1 << 20},
+                 "flow LR: every feature hot if threads x features x 4 B fit (0 = never)");
+  schema.add_int("bench.repeats", 3, {1, 1000}, "interleaved repeats of the three runs per model (medians reported)");
   schema.add_string("bench.csv", "", "CSV output path (empty = none)");
   return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
     const Config c = Config::parse(schema, argc, argv);
     if (c.answer_help_or_print(std::cout, true)) return 0;
     ReadOptions ro;
-    ro.threads = int(c.get_int("bench.threads"));
+    ro.threads = c.get_int_as<int>("bench.threads");
     Timer load;
     SparseDataset original = load_dataset(c.get_string("bench.data"), ro);
     SparseDataset renumbered = original;
@@ -120,12 +121,12 @@ int main(int argc, char** argv) {
       shape.kind = kernels::wide_kind_from_name(name);
       shape.num_features = original.num_features;
       shape.num_fields = original.num_fields;
-      shape.k = shape.kind == kernels::WideKind::LR ? 0 : int(c.get_int("bench.k"));
+      shape.k = shape.kind == kernels::WideKind::LR ? 0 : c.get_int_as<int>("bench.k");
       TrainOptions o;
-      o.threads = int(c.get_int("bench.threads"));
+      o.threads = c.get_int_as<int>("bench.threads");
       o.optimizer.kind = optimizer_from_name(c.get_string("bench.optimizer"));
       o.optimizer.lr = 0.05f;
-      o.flow.tile_samples = int(c.get_int("bench.tile_samples"));
+      o.flow.tile_samples = c.get_int_as<int>("bench.tile_samples");
       o.flow.hot_features = c.get_int("bench.hot_features");
       o.flow.replica_budget_bytes = c.get_int("bench.replica_budget_mb") << 20;
       struct Case {

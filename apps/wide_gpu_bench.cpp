@@ -159,12 +159,13 @@ double train_epoch_ms(const SparseDataset& d, const WideModel& model, const kern
 int main(int argc, char** argv) {
   Schema schema("wide_gpu_bench", "CUDA classical vs flow gradient kernels on synthetic Criteo-like data.");
   add_bench_data_keys(schema, "fm,lr,ffm");
-  schema.add_int("bench.k", 16, "latent dimension for FM");
-  schema.add_int("bench.ffm_k", 4, "latent dimension for FFM (rows are 1 + fields * k floats)");
-  schema.add_int("bench.train_repeats", 3, "timed training epochs per schema through wide_train's CUDA path (median)");
-  schema.add_int("bench.batch_size", 16384, "mini-batch size");
+  schema.add_int("bench.k", 16, {1, 1024}, "latent dimension for FM");
+  schema.add_int("bench.ffm_k", 4, {1, 1024}, "latent dimension for FFM (rows are 1 + fields * k floats)");
+  schema.add_int("bench.train_repeats", 3, {1, 1000},
+                 "timed training epochs per schema through wide_train's CUDA path (median)");
+  schema.add_int("bench.batch_size", 16384, {1, 1 << 24}, "mini-batch size");
   add_bench_flow_keys(schema);
-  schema.add_int("bench.repeats", 10, "timed epochs per schema (median reported)");
+  schema.add_int("bench.repeats", 10, {1, 1000}, "timed epochs per schema (median reported)");
   schema.add_string("bench.export", "",
                     "write the renumbered data here as safetensors for the PyTorch script (empty = no)");
   return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
@@ -204,7 +205,7 @@ int main(int argc, char** argv) {
     const double data_bytes = double(d.nnz()) * 8.0 + double(d.rows()) * 12.0;
     summary["copy_GBps"] = bandwidth / 1e9;
     summary["bound_ms"] = data_bytes / bandwidth * 1e3;
-    const kernels::WideFlowOptions flow{int(c.get_int("bench.tile_samples")), c.get_int("bench.hot_features")};
+    const kernels::WideFlowOptions flow{c.get_int_as<int>("bench.tile_samples"), c.get_int("bench.hot_features")};
     Json runs = Json::array();
     std::string models = c.get_string("bench.models");
     for (std::size_t pos = 0; pos <= models.size();) {
@@ -212,12 +213,12 @@ int main(int argc, char** argv) {
       const kernels::WideKind kind = kernels::wide_kind_from_name(models.substr(pos, end - pos));
       pos = end + 1;
       const int k = kind == kernels::WideKind::LR    ? 0
-                    : kind == kernels::WideKind::FFM ? int(c.get_int("bench.ffm_k"))
-                                                     : int(c.get_int("bench.k"));
+                    : kind == kernels::WideKind::FFM ? c.get_int_as<int>("bench.ffm_k")
+                                                     : c.get_int_as<int>("bench.k");
       const WideModel model = bench_model({kind, d.num_features, d.num_fields, k});
-      Json r = time_on_gpu(d, model, flow, batch, int(c.get_int("bench.repeats")));
+      Json r = time_on_gpu(d, model, flow, batch, c.get_int_as<int>("bench.repeats"));
       r["k"] = k;
-      const int train_repeats = int(c.get_int("bench.train_repeats"));
+      const int train_repeats = c.get_int_as<int>("bench.train_repeats");
       const double train_classical =
           train_epoch_ms(d, model, flow, batch, train_repeats, TrainSchema::Classical, false);
       const double train_flow = train_epoch_ms(d, model, flow, batch, train_repeats, TrainSchema::Flow, false);

@@ -2,6 +2,10 @@
 // validating every value against the schema. Precedence: defaults < INI file < command line.
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -31,9 +35,17 @@ void Config::store(const std::string& key, const std::string& value, const std::
     throw Error(where + ": bad value '" + value + "' for key '" + key + "': expected " + expected);
   };
   if (k->type == "int") {
-    if (!config_text::whole_number<std::int64_t>(value)) bad("an integer");
+    const auto v = config_text::whole_number<std::int64_t>(value);
+    if (!v) bad("an integer");
+    if (k->int_range && !k->int_range->contains(*v)) bad("an integer " + k->int_range->text());
   } else if (k->type == "float") {
-    if (!config_text::whole_number<double>(value)) bad("a number");
+    const auto v = config_text::whole_number<double>(value);
+    if (!v) bad("a number");
+    const FloatRange finite = FloatRange{-HUGE_VAL, HUGE_VAL};
+    const FloatRange& r = k->float_range ? *k->float_range : finite;
+    const std::string range = r.text();
+    if (!r.contains(*v))
+      bad(std::string(r.nonfinite ? "a number" : "a finite number") + (range.rfind("any", 0) == 0 ? "" : " " + range));
   } else if (k->type == "bool") {
     bool b;
     if (!config_text::parse_bool_text(value, &b)) bad("true/false, yes/no, on/off or 1/0");
@@ -68,6 +80,8 @@ std::vector<IniEntry> read_ini(std::istream& in, const std::string& origin) {
   while (std::getline(in, line)) {
     ++lineno;
     const std::string where = origin + ":" + std::to_string(lineno);
+    // A UTF-8 byte order mark (as some editors write) is not part of the first line.
+    if (lineno == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);
     std::string t = trim(line);
     if (t.empty() || t[0] == '#' || t[0] == ';') continue;
     if (t[0] == '[') {
@@ -174,10 +188,15 @@ Config Config::parse(const Schema& schema, int argc, const char* const* argv) {
   }
   std::string text;
   if (!config_file.empty()) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(config_file, ec))
+      throw Error("command line: --config '" + config_file + "' is a directory, expected an INI file");
+    errno = 0;
     std::ifstream f(config_file);
-    if (!f) throw Error("cannot open config file '" + config_file + "'");
+    if (!f) throw Error("cannot open config file '" + config_file + "': " + std::strerror(errno ? errno : ENOENT));
     std::ostringstream ss;
     ss << f.rdbuf();
+    if (f.bad()) throw Error("cannot read config file '" + config_file + "': " + std::strerror(errno ? errno : EIO));
     text = ss.str();
   }
   Config c = parse_ini_text(schema, text, config_file.empty() ? "<none>" : config_file, overrides);

@@ -33,6 +33,8 @@ std::string Schema::help_text() const {
       os << (sec.empty() ? "[general]" : "[" + sec + "]") << "\n";
     }
     os << "  --" << k.name << " (" << k.type;
+    const std::string range = k.range_text();
+    if (!range.empty()) os << (range.rfind("any", 0) == 0 ? ", " : " ") << range;
     if (!k.choices.empty()) {
       os << ": ";
       for (std::size_t i = 0; i < k.choices.size(); ++i) os << (i ? "|" : "") << k.choices[i];

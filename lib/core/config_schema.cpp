@@ -3,6 +3,7 @@
 // Parsing is in config_parse.cpp, --help and --print-config in config_print.cpp.
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <sstream>
 
 #include "lib/core/config.hpp"
@@ -30,6 +31,37 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 
 }  // namespace
 
+std::string IntRange::text() const {
+  const std::int64_t lowest = std::numeric_limits<std::int64_t>::min();
+  if (min == lowest && max == kMaxInt64) return "any";
+  if (max == kMaxInt64) return ">= " + std::to_string(min);
+  if (min == lowest) return "<= " + std::to_string(max);
+  return "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+}
+
+bool FloatRange::contains(double v) const {
+  if (!std::isfinite(v)) return nonfinite;
+  return (min_open ? v > min : v >= min) && (max_open ? v < max : v <= max);
+}
+
+std::string FloatRange::text() const {
+  const bool low = std::isfinite(min), high = std::isfinite(max);
+  if (!low && !high) return nonfinite ? "any, nan/inf too" : "any finite";
+  std::string t;
+  if (!high)
+    t = (min_open ? "> " : ">= ") + format_double(min);
+  else if (!low)
+    t = (max_open ? "< " : "<= ") + format_double(max);
+  else
+    t = "in " + std::string(min_open ? "(" : "[") + format_double(min) + ", " + format_double(max) +
+        (max_open ? ")" : "]");
+  return nonfinite ? t + ", nan/inf too" : t;
+}
+
+std::string Schema::Key::range_text() const {
+  return int_range ? int_range->text() : float_range ? float_range->text() : "";
+}
+
 Schema::Schema(std::string app, std::string summary)
     : app_(std::move(app)), summary_(std::move(summary)),
       desc_(std::make_unique<po::options_description>()) {}
@@ -45,26 +77,37 @@ void Schema::add(Key key) {
 }
 
 Schema& Schema::add_string(const std::string& k, const std::string& d, const std::string& h) {
-  add({k, "string", d, h, {}});
+  add({k, "string", d, h, {}, {}, {}});
+  return *this;
+}
+Schema& Schema::add_int(const std::string& k, std::int64_t d, IntRange r, const std::string& h) {
+  SKEW_CHECK(r.min <= r.max && r.contains(d), "default " << d << " of key '" << k << "' is not " << r.text());
+  add({k, "int", std::to_string(d), h, {}, r, {}});
+  return *this;
+}
+Schema& Schema::add_float(const std::string& k, double d, FloatRange r, const std::string& h) {
+  SKEW_CHECK(!(r.min > r.max) && r.contains(d),
+             "default " << format_double(d) << " of key '" << k << "' is not " << r.text());
+  add({k, "float", format_double(d), h, {}, {}, r});
   return *this;
 }
 Schema& Schema::add_int(const std::string& k, std::int64_t d, const std::string& h) {
-  add({k, "int", std::to_string(d), h, {}});
+  add({k, "int", std::to_string(d), h, {}, {}, {}});
   return *this;
 }
 Schema& Schema::add_float(const std::string& k, double d, const std::string& h) {
-  add({k, "float", format_double(d), h, {}});
+  add({k, "float", format_double(d), h, {}, {}, {}});
   return *this;
 }
 Schema& Schema::add_bool(const std::string& k, bool d, const std::string& h) {
-  add({k, "bool", d ? "true" : "false", h, {}});
+  add({k, "bool", d ? "true" : "false", h, {}, {}, {}});
   return *this;
 }
 Schema& Schema::add_choice(const std::string& k, const std::string& d,
                            const std::vector<std::string>& choices, const std::string& h) {
   SKEW_CHECK(std::find(choices.begin(), choices.end(), d) != choices.end(),
              "default '" << d << "' of key '" << k << "' is not among its choices");
-  add({k, "choice", d, h, choices});
+  add({k, "choice", d, h, choices, {}, {}});
   return *this;
 }
 
@@ -72,6 +115,13 @@ const Schema::Key* Schema::find(const std::string& key) const {
   for (const auto& k : keys_)
     if (k.name == key) return &k;
   return nullptr;
+}
+
+std::vector<std::string> Schema::keys_without_range() const {
+  std::vector<std::string> out;
+  for (const auto& k : keys_)
+    if ((k.type == "int" || k.type == "float") && !k.int_range && !k.float_range) out.push_back(k.name);
+  return out;
 }
 
 std::vector<std::string> Schema::close_spellings(const std::string& key) const {
@@ -131,6 +181,12 @@ std::vector<std::int64_t> Config::get_int_list(const std::string& key) const {
     out.push_back(static_cast<std::int64_t>(v));
   }
   return out;
+}
+
+void Config::narrowing_error(const std::string& key, std::int64_t value, const std::string& min,
+                             const std::string& max) const {
+  throw Error(source(key) + ": value " + std::to_string(value) + " of key '" + key + "' does not fit the range [" +
+              min + ", " + max + "] of the variable it sets");
 }
 
 std::string Config::source(const std::string& key) const {

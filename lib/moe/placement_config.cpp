@@ -5,15 +5,19 @@
 namespace skew::moe {
 
 void add_placement_keys(Schema& schema) {
-  schema.add_int("placement.slots_per_rank", 0, "expert slots per rank (memory budget); 0 = experts per rank + 1")
-      .add_float("placement.threshold", 1.2, "re-plan when a layer's predicted max/mean rank load exceeds this")
-      .add_int("placement.interval", 50,
+  schema
+      .add_int("placement.slots_per_rank", 0, {0, 1 << 16},
+               "expert slots per rank (memory budget); 0 = experts per rank + 1")
+      .add_float("placement.threshold", 1.2, FloatRange::at_least(1),
+                 "re-plan when a layer's predicted max/mean rank load exceeds this")
+      .add_int("placement.interval", 50, {0, kMaxInt32},
                "also re-plan every this many iterations; amortisation horizon of a change (0 = threshold only)")
-      .add_float("placement.smoothing", 0.3,
+      .add_float("placement.smoothing", 0.3, {.min = 0, .max = 1, .max_open = true},
                  "exponential smoothing of the per-expert load estimate, in [0, 1): estimate = smoothing x "
                  "estimate + (1 - smoothing) x counts")
-      .add_int("placement.max_ops", 0, "greedy expand/shrink/migrate steps per layer per plan; 0 = until none pays off")
-      .add_float("placement.hedge", 0.02,
+      .add_int("placement.max_ops", 0, {0, kMaxInt32},
+               "greedy expand/shrink/migrate steps per layer per plan; 0 = until none pays off")
+      .add_float("placement.hedge", 0.02, FloatRange::at_least(0),
                  "fill free slots with replicas of the hottest experts while each costs at most this fraction of "
                  "the predicted step (gradient sync, amortised move): spare replicas let live shares absorb load "
                  "shifts the estimate has not seen; 0 = off")
@@ -21,16 +25,20 @@ void add_placement_keys(Schema& schema) {
                   "token split among replicas: live (the planner's replica sets, shares re-levelled every step "
                   "from that step's counts), balanced (shares levelling the ranks' predicted loads, fixed between "
                   "plans) or even")
-      .add_float("placement.gemm_flops", 0, "expert GEMM throughput per rank, FLOP/s; 0 = measure at start-up")
-      .add_float("placement.alltoall_bandwidth", 0, "per-rank all-to-all bandwidth across nodes, bytes/s; 0 = measure")
-      .add_float("placement.nvlink_bandwidth", 0, "per-rank bandwidth inside a node, bytes/s; 0 = measure")
-      .add_float("placement.allreduce_bandwidth", 0,
+      .add_float("placement.gemm_flops", 0, FloatRange::at_least(0),
+                 "expert GEMM throughput per rank, FLOP/s; 0 = measure at start-up")
+      .add_float("placement.alltoall_bandwidth", 0, FloatRange::at_least(0),
+                 "per-rank all-to-all bandwidth across nodes, bytes/s; 0 = measure")
+      .add_float("placement.nvlink_bandwidth", 0, FloatRange::at_least(0),
+                 "per-rank bandwidth inside a node, bytes/s; 0 = measure")
+      .add_float("placement.allreduce_bandwidth", 0, FloatRange::at_least(0),
                  "bus bandwidth of replica gradient all-reduce across nodes, bytes/s; 0 = measure")
-      .add_float("placement.alltoall_latency", -1, "fixed seconds per all-to-all round; -1 = measure at start-up")
-      .add_int("placement.gpus_per_node", 8, "ranks per node: pairs inside one node use nvlink_bandwidth")
-      .add_int("placement.activation_bytes", 4, "bytes per activation element sent in the all-to-all")
-      .add_int("placement.grad_bytes_per_param", 4, "bytes per gradient element in the replica all-reduce")
-      .add_int("placement.state_bytes_per_param", 12,
+      .add_float("placement.alltoall_latency", -1, FloatRange::at_least(-1),
+                 "fixed seconds per all-to-all round; -1 = measure at start-up")
+      .add_int("placement.gpus_per_node", 8, {1, 1 << 16}, "ranks per node: pairs inside one node use nvlink_bandwidth")
+      .add_int("placement.activation_bytes", 4, {1, 16}, "bytes per activation element sent in the all-to-all")
+      .add_int("placement.grad_bytes_per_param", 4, {1, 16}, "bytes per gradient element in the replica all-reduce")
+      .add_int("placement.state_bytes_per_param", 12, {1, 64},
                "bytes moved per parameter with a replica (parameter + optimiser moments)");
 }
 
@@ -41,36 +49,33 @@ placement::PlacementOptions placement_options_from_config(const Config& config) 
   c.inter_bandwidth = config.get_float("placement.alltoall_bandwidth");
   c.intra_bandwidth = config.get_float("placement.nvlink_bandwidth");
   c.allreduce_bandwidth = config.get_float("placement.allreduce_bandwidth");
-  c.gpus_per_node = static_cast<int>(config.get_int("placement.gpus_per_node"));
+  c.gpus_per_node = config.get_int_as<int>("placement.gpus_per_node");
   c.alltoall_latency = config.get_float("placement.alltoall_latency");
-  SKEW_CHECK(c.gpus_per_node >= 1, "placement.gpus_per_node must be >= 1, got " << c.gpus_per_node);
 
   placement::ExpertShape& s = p.shape;
-  s.activation_bytes = static_cast<int>(config.get_int("placement.activation_bytes"));
-  s.grad_bytes_per_param = static_cast<int>(config.get_int("placement.grad_bytes_per_param"));
-  s.state_bytes_per_param = static_cast<int>(config.get_int("placement.state_bytes_per_param"));
+  s.activation_bytes = config.get_int_as<int>("placement.activation_bytes");
+  s.grad_bytes_per_param = config.get_int_as<int>("placement.grad_bytes_per_param");
+  s.state_bytes_per_param = config.get_int_as<int>("placement.state_bytes_per_param");
 
   placement::FlexMoeOptions& o = p.flexmoe;
   o.threshold = config.get_float("placement.threshold");
-  o.interval = static_cast<int>(config.get_int("placement.interval"));
+  o.interval = config.get_int_as<int>("placement.interval");
   o.smoothing = config.get_float("placement.smoothing");
   o.planner.interval = o.interval > 0 ? o.interval : 50;
-  o.planner.max_ops = static_cast<int>(config.get_int("placement.max_ops"));
+  o.planner.max_ops = config.get_int_as<int>("placement.max_ops");
   o.planner.balanced_shares = config.get_string("placement.shares") != "even";
   o.live_shares = config.get_string("placement.shares") == "live";
   o.planner.hedge = config.get_float("placement.hedge");
-  SKEW_CHECK(o.planner.hedge >= 0, "placement.hedge must be >= 0, got " << o.planner.hedge);
 
-  p.slots_per_rank = static_cast<int>(config.get_int("placement.slots_per_rank"));
+  p.slots_per_rank = config.get_int_as<int>("placement.slots_per_rank");
   return p;
 }
 
 int slots_per_rank_from_config(const Config& config, int num_experts, int world_size) {
-  const auto slots = config.get_int("placement.slots_per_rank");
-  SKEW_CHECK(slots >= 0, "placement.slots_per_rank must be >= 0, got " << slots);
+  const int slots = config.get_int_as<int>("placement.slots_per_rank");
   SKEW_CHECK(world_size >= 1 && num_experts % world_size == 0,
              "moe.num_experts " << num_experts << " must be a multiple of the " << world_size << " ranks");
-  return slots > 0 ? static_cast<int>(slots) : num_experts / world_size + 1;
+  return slots > 0 ? slots : num_experts / world_size + 1;
 }
 
 }  // namespace skew::moe

@@ -11,6 +11,10 @@
 
 namespace skew::preduce {
 
+namespace {
+constexpr long kMaxLabel = 65535;
+}  // namespace
+
 Dataset load_csv(const std::string& path, int min_classes) {
   std::ifstream in(path);
   SKEW_CHECK(in, "cannot open " << path << " (fetch MNIST with scripts/fetch/mnist.sh data/mnist)");
@@ -24,6 +28,10 @@ Dataset load_csv(const std::string& path, int min_classes) {
     char* end = nullptr;
     const long label = std::strtol(p, &end, 10);
     SKEW_CHECK(end != p && label >= 0, path << ":" << line_no << ": expected a non-negative integer label");
+    // classes = max label + 1 sizes the output layer: a label past this is a corrupt file.
+    if (label > kMaxLabel)
+      SKEW_THROW(path << ":" << line_no << ": label " << std::string(p, static_cast<std::size_t>(end - p))
+                      << " is out of range [0, " << kMaxLabel << "]");
     d.y.push_back(static_cast<int>(label));
     max_label = std::max(max_label, static_cast<int>(label));
     int fields = 0;

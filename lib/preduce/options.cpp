@@ -37,39 +37,40 @@ Schema make_schema() {
       "generated Gaussian clusters, MNIST from data.mnist_dir, or lib/wide's synthetic CTR data (model.kind lr/fm)");
   s.add_string("data.mnist_dir", "data/mnist",
                "directory with train.csv and test.csv (scripts/fetch/mnist.sh data/mnist)");
-  s.add_int("data.rows", 4000, "generated training rows");
-  s.add_int("data.test_rows", 1000, "generated test rows");
-  s.add_int("data.dim", 32, "generated feature dimension");
-  s.add_int("data.classes", 4, "generated classes");
-  s.add_float("data.separation", 4.0, "generated cluster-center spread (larger = easier)");
-  s.add_int("data.ctr_features", 1 << 14, "features of the synthetic CTR data");
+  s.add_int("data.rows", 4000, {1, 1 << 24}, "generated training rows");
+  s.add_int("data.test_rows", 1000, {1, 1 << 24}, "generated test rows");
+  s.add_int("data.dim", 32, {1, 1 << 16}, "generated feature dimension");
+  s.add_int("data.classes", 4, {2, 1 << 16}, "generated classes");
+  s.add_float("data.separation", 4.0, FloatRange::at_least(0), "generated cluster-center spread (larger = easier)");
+  s.add_int("data.ctr_features", 1 << 14, {1, 1 << 30}, "features of the synthetic CTR data");
   s.add_choice("model.kind", "mlp", {"mlp", "lr", "fm"},
                "MLP classifier (metric: accuracy) or wide LR/FM (metric: AUC)");
-  s.add_int("model.k", 4, "FM latent dimension");
+  s.add_int("model.k", 4, {1, 1024}, "FM latent dimension");
   s.add_string("model.hidden", "64", "hidden layer widths of the MLP, comma-separated; empty = logistic regression");
-  s.add_int("train.steps", 200, "local steps per worker");
-  s.add_float("train.max_seconds", 0.0,
+  s.add_int("train.steps", 200, IntRange::at_least(1), "local steps per worker");
+  s.add_float("train.max_seconds", 0.0, FloatRange::at_least(0),
               "stop a worker after this many (wall or virtual) seconds; 0 = none; "
               "all modes but allreduce (which stops by steps)");
-  s.add_int("train.batch", 32, "minibatch per worker and step");
-  s.add_float("train.lr", 0.1, "SGD learning rate");
-  s.add_int("train.seed", 1, "seed of the model, data and delays");
-  s.add_float("train.eval_interval_s", 0.25, "test accuracy every this many (wall or virtual) seconds");
-  s.add_float("train.target_accuracy", 0.9, "time to this mean worker test accuracy is reported");
-  s.add_int("train.log_interval", 50, "progress line every this many steps (rank 0)");
+  s.add_int("train.batch", 32, {1, 1 << 20}, "minibatch per worker and step");
+  s.add_float("train.lr", 0.1, FloatRange::above(0), "SGD learning rate");
+  s.add_int("train.seed", 1, IntRange::at_least(0), "seed of the model, data and delays");
+  s.add_float("train.eval_interval_s", 0.25, FloatRange::at_least(1e-3),
+              "test accuracy every this many (wall or virtual) seconds");
+  s.add_float("train.target_accuracy", 0.9, {0, 1}, "time to this mean worker test accuracy is reported");
+  s.add_int("train.log_interval", 50, IntRange::at_least(0), "progress line every this many steps (rank 0)");
   s.add_choice("sync.mode", "preduce", {"allreduce", "preduce", "adpsgd", "eager", "local"},
                "allreduce: synchronous gradient average each step; preduce: partial reduce; adpsgd: asynchronous "
                "pairwise averaging (active/passive workers, a communication thread each); eager: partial collective "
                "with a deadline; local: none");
-  s.add_int("preduce.group_size", 2, "P: workers per partial-reduce group");
+  s.add_int("preduce.group_size", 2, {2, 1 << 20}, "P: workers per partial-reduce group");
   s.add_choice("preduce.reduce", "model", {"model", "gradient"}, "what a group averages");
-  s.add_float("preduce.alpha", 0.9,
+  s.add_float("preduce.alpha", 0.9, {.min = 0, .max = 1, .min_open = true},
               "staleness decay: level i (s = max version - version + 1) gets (1-alpha) alpha^(i-1); 1 = equal weights");
   s.add_choice("preduce.member_rule", "keep_own", {"keep_own", "weighted_mean"},
                "model reduce: keep_own = each member keeps 1/P of its own model and takes (P-1)/P of the others' "
                "staleness-weighted mean (the reference; for P = 2 the weights cancel); weighted_mean = every member "
                "takes the group's staleness-weighted mean");
-  s.add_int("preduce.isolation_bound", 10,
+  s.add_int("preduce.isolation_bound", 10, {0, 1 << 20},
             "ssp bound b: after b*N/P groups (about b updates per worker) a group must "
             "connect every worker (union-find over recent groups); 0 = off");
   s.add_choice("preduce.controller", "thread", {"thread", "rank"},
@@ -78,33 +79,36 @@ Schema make_schema() {
              "average in the group on a communication thread while the worker computes its next "
              "steps (a snapshot is averaged; the change is added to the model); model reduce only");
   s.add_int(
-      "preduce.refresh_staleness", 0,
+      "preduce.refresh_staleness", 0, {0, kMaxInt32},
       "overlap only: a worker whose staleness s (max version - its version + 1) in its local step's group reached "
       "this rejoins a group at once up to s - 1 times before its next step (brings a straggler up to date); "
       "0 = off, else >= 2");
-  s.add_float("preduce.deadline_ms", 0.0,
+  s.add_float("preduce.deadline_ms", 0.0, FloatRange::at_least(0),
               "close a group below P members this long after its first member; 0 = wait for P");
-  s.add_float("eager.deadline_ms", 5.0, "a round closes this long after its first arrival; late workers join the next");
+  s.add_float("eager.deadline_ms", 5.0, FloatRange::at_least(0),
+              "a round closes this long after its first arrival; late workers join the next");
   s.add_choice("eager.quorum", "solo", {"solo", "majority"},
                "members needed at the deadline: one, or half the workers");
-  s.add_int("eager.sync_every", 10, "every n-th round is a synchronous model average over all workers");
+  s.add_int("eager.sync_every", 10, {0, kMaxInt32}, "every n-th round is a synchronous model average over all workers");
   s.add_string("hetero.slowdown", "", "per-worker step-time multipliers, repeated over workers (1,1,1,4)");
-  s.add_float("hetero.base_ms", 0.0, "nominal device step time added before the slowdown (ms)");
+  s.add_float("hetero.base_ms", 0.0, FloatRange::at_least(0),
+              "nominal device step time added before the slowdown (ms)");
   s.add_choice("hetero.jitter", "none", {"none", "exp", "uniform", "spike"}, "random extra delay per step");
-  s.add_float("hetero.jitter_ms", 0.0, "jitter scale: exp mean, uniform half-range, spike size (ms)");
-  s.add_float("hetero.jitter_prob", 0.1, "spike probability per step");
+  s.add_float("hetero.jitter_ms", 0.0, FloatRange::at_least(0),
+              "jitter scale: exp mean, uniform half-range, spike size (ms)");
+  s.add_float("hetero.jitter_prob", 0.1, {0, 1}, "spike probability per step");
   s.add_string("hetero.trace", "", "file of per-step delays in ms: line s, one comma-separated value per worker");
-  s.add_int("sim.workers", 4, "virtual workers (--simulate)");
-  s.add_float("sim.compute_ms", 1.0, "virtual compute time of one step (ms), before hetero");
-  s.add_float("sim.latency_ms", 0.05, "virtual latency of one reduction (ms)");
-  s.add_float("sim.bandwidth_gbs", 10.0, "virtual reduction bandwidth (GB/s)");
-  s.add_float("sim.overhead_ms", 0.0,
+  s.add_int("sim.workers", 4, {1, 1 << 20}, "virtual workers (--simulate)");
+  s.add_float("sim.compute_ms", 1.0, FloatRange::at_least(0), "virtual compute time of one step (ms), before hetero");
+  s.add_float("sim.latency_ms", 0.05, FloatRange::at_least(0), "virtual latency of one reduction (ms)");
+  s.add_float("sim.bandwidth_gbs", 10.0, FloatRange::above(0), "virtual reduction bandwidth (GB/s)");
+  s.add_float("sim.overhead_ms", 0.0, FloatRange::at_least(0),
               "virtual per-step time that the slowdown does not scale (ms): loop overhead and "
               "sleep overshoot of a real run");
-  s.add_float("sim.controller_ms", 0.0,
+  s.add_float("sim.controller_ms", 0.0, FloatRange::at_least(0),
               "virtual controller and message latency of each preduce/eager group (ms): "
               "ready to controller, group back to the members");
-  s.add_int("sim.eval_workers", 8, "workers whose models are evaluated (evenly spaced)");
+  s.add_int("sim.eval_workers", 8, {1, 1 << 20}, "workers whose models are evaluated (evenly spaced)");
   s.add_string("output.metrics", "", "per-step JSONL; '%r' is replaced by the rank");
   s.add_string("output.curve", "", "CSV of time and mean worker test accuracy (rank 0)");
   return s;
@@ -115,37 +119,42 @@ TrainOptions read_options(const Config& c) {
   o.simulate = c.get_bool("simulate");
   o.source = c.get_string("data.source");
   o.mnist_dir = c.get_string("data.mnist_dir");
-  o.rows = static_cast<int>(c.get_int("data.rows"));
-  o.test_rows = static_cast<int>(c.get_int("data.test_rows"));
-  o.dim = static_cast<int>(c.get_int("data.dim"));
-  o.classes = static_cast<int>(c.get_int("data.classes"));
+  o.rows = c.get_int_as<int>("data.rows");
+  o.test_rows = c.get_int_as<int>("data.test_rows");
+  o.dim = c.get_int_as<int>("data.dim");
+  o.classes = c.get_int_as<int>("data.classes");
   o.separation = c.get_float("data.separation");
   o.ctr_features = c.get_int("data.ctr_features");
   o.model_kind = c.get_string("model.kind");
-  o.fm_k = static_cast<int>(c.get_int("model.k"));
-  for (auto w : c.get_int_list("model.hidden")) o.hidden.push_back(static_cast<int>(w));
+  o.fm_k = c.get_int_as<int>("model.k");
+  for (auto w : c.get_int_list("model.hidden")) {
+    if (w < 1 || w > 1 << 16)
+      throw Error(c.source("model.hidden") + ": width " + std::to_string(w) +
+                  " in key 'model.hidden' is not in [1, 65536]");
+    o.hidden.push_back(static_cast<int>(w));
+  }
   o.steps = c.get_int("train.steps");
   o.max_seconds = c.get_float("train.max_seconds");
-  o.batch = static_cast<int>(c.get_int("train.batch"));
+  o.batch = c.get_int_as<int>("train.batch");
   o.lr = c.get_float("train.lr");
-  o.seed = static_cast<std::uint64_t>(c.get_int("train.seed"));
+  o.seed = c.get_int_as<std::uint64_t>("train.seed");
   o.eval_interval_s = c.get_float("train.eval_interval_s");
   o.target_accuracy = c.get_float("train.target_accuracy");
   o.log_interval = c.get_int("train.log_interval");
   o.mode = parse_sync_mode(c.get_string("sync.mode"));
-  o.group_size = static_cast<int>(c.get_int("preduce.group_size"));
+  o.group_size = c.get_int_as<int>("preduce.group_size");
   o.reduce_gradient = c.get_string("preduce.reduce") == "gradient";
   o.alpha = c.get_float("preduce.alpha");
   o.member_rule = c.get_string("preduce.member_rule") == "weighted_mean" ? comm::MemberRule::WeightedMean
                                                                         : comm::MemberRule::KeepOwn;
-  o.isolation_bound = static_cast<int>(c.get_int("preduce.isolation_bound"));
+  o.isolation_bound = c.get_int_as<int>("preduce.isolation_bound");
   o.dedicated_controller = c.get_string("preduce.controller") == "rank";
   o.preduce_deadline_ms = c.get_float("preduce.deadline_ms");
   o.overlap = c.get_bool("preduce.overlap");
-  o.refresh_staleness = static_cast<int>(c.get_int("preduce.refresh_staleness"));
+  o.refresh_staleness = c.get_int_as<int>("preduce.refresh_staleness");
   o.eager_deadline_ms = c.get_float("eager.deadline_ms");
   o.eager_majority = c.get_string("eager.quorum") == "majority";
-  o.eager_sync_every = static_cast<int>(c.get_int("eager.sync_every"));
+  o.eager_sync_every = c.get_int_as<int>("eager.sync_every");
   o.hetero.slowdown = c.get_float_list("hetero.slowdown");
   o.hetero.base_ms = c.get_float("hetero.base_ms");
   o.hetero.jitter = c.get_string("hetero.jitter");
@@ -153,28 +162,21 @@ TrainOptions read_options(const Config& c) {
   o.hetero.jitter_prob = c.get_float("hetero.jitter_prob");
   o.hetero.trace = c.get_string("hetero.trace");
   o.hetero.seed = o.seed;
-  o.sim_workers = static_cast<int>(c.get_int("sim.workers"));
+  o.sim_workers = c.get_int_as<int>("sim.workers");
   o.sim_compute_ms = c.get_float("sim.compute_ms");
   o.sim_latency_ms = c.get_float("sim.latency_ms");
   o.sim_bandwidth_gbs = c.get_float("sim.bandwidth_gbs");
   o.sim_controller_ms = c.get_float("sim.controller_ms");
   o.sim_overhead_ms = c.get_float("sim.overhead_ms");
-  o.sim_eval_workers = static_cast<int>(c.get_int("sim.eval_workers"));
+  o.sim_eval_workers = c.get_int_as<int>("sim.eval_workers");
   o.metrics = c.get_string("output.metrics");
   o.curve = c.get_string("output.curve");
-  SKEW_CHECK(o.steps >= 1, "train.steps must be >= 1, got " << o.steps);
-  SKEW_CHECK(o.lr > 0.0, "train.lr must be > 0, got " << o.lr);
-  SKEW_CHECK(o.eval_interval_s > 0.0, "train.eval_interval_s must be > 0");
-  SKEW_CHECK(o.sim_workers >= 1, "sim.workers must be >= 1, got " << o.sim_workers);
-  SKEW_CHECK(o.sim_bandwidth_gbs > 0.0, "sim.bandwidth_gbs must be > 0");
-  SKEW_CHECK(o.sim_overhead_ms >= 0.0, "sim.overhead_ms must be >= 0, got " << o.sim_overhead_ms);
-  SKEW_CHECK(o.sim_controller_ms >= 0.0, "sim.controller_ms must be >= 0, got " << o.sim_controller_ms);
+  // Single-key ranges are the schema's; these rules span keys.
   SKEW_CHECK(o.refresh_staleness == 0 || o.refresh_staleness >= 2,
              "preduce.refresh_staleness must be 0 (off) or >= 2 (the freshest member has staleness 1), got "
                  << o.refresh_staleness);
   SKEW_CHECK(o.refresh_staleness == 0 || o.overlap, "preduce.refresh_staleness needs preduce.overlap = true");
   SKEW_CHECK(!(o.overlap && o.reduce_gradient), "preduce.overlap averages models: it needs preduce.reduce = model");
-  SKEW_CHECK(o.eager_sync_every >= 0, "eager.sync_every must be >= 0");
   return o;
 }
 
@@ -203,6 +205,11 @@ comm::GroupOptions group_options(const TrainOptions& opt, int num_workers) {
     g.full_sync_every = opt.eager_sync_every;
     return g;
   }
+  // A lone worker (a single-rank run) has no one to group with and trains alone, as before.
+  if (opt.mode == SyncMode::Preduce && num_workers > 1 && opt.group_size > num_workers)
+    SKEW_THROW("preduce.group_size " << opt.group_size << " is more than the " << num_workers
+                                     << " workers (sim.workers with --simulate, else the MPI ranks less a dedicated "
+                                        "controller)");
   g.group_size = opt.group_size;
   g.alpha = opt.alpha;
   g.member_rule = opt.member_rule;

@@ -9,8 +9,8 @@ void add_bench_data_keys(Schema& schema, const std::string& models) {
 }
 
 void add_bench_flow_keys(Schema& schema) {
-  schema.add_int("bench.tile_samples", 256, "flow: samples per tile");
-  schema.add_int("bench.hot_features", 4096, "flow: cached hottest features");
+  schema.add_int("bench.tile_samples", 256, {1, 1 << 20}, "flow: samples per tile");
+  schema.add_int("bench.hot_features", 4096, {0, 1 << 30}, "flow: cached hottest features");
 }
 
 }  // namespace skew::wide

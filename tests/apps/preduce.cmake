@@ -17,3 +17,20 @@ add_test(NAME preduce_train_bad_refresh
          COMMAND $<TARGET_FILE:preduce_train> --simulate --preduce.overlap=true --preduce.refresh_staleness=1)
 set_tests_properties(preduce_train_bad_refresh PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "refresh_staleness must be 0"
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+# Issue 17: bad values stop at start-up with a message naming the key, never run or hang.
+add_test(NAME preduce_train_group_larger_than_ranks_np2
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS} --oversubscribe
+                 $<TARGET_FILE:preduce_train> --preduce.group_size=3 ${MPIEXEC_POSTFLAGS})
+set_tests_properties(preduce_train_group_larger_than_ranks_np2 PROPERTIES TIMEOUT 60 PROCESSORS 2
+  PASS_REGULAR_EXPRESSION "preduce.group_size 3 is more than the 2 workers"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+add_test(NAME preduce_train_group_size_one COMMAND $<TARGET_FILE:preduce_train> --simulate --preduce.group_size=1)
+set_tests_properties(preduce_train_group_size_one PROPERTIES TIMEOUT 60
+  PASS_REGULAR_EXPRESSION "command line: bad value '1' for key 'preduce.group_size': expected an integer in \\[2, "
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+add_test(NAME preduce_train_mnist_huge_label
+         COMMAND ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+                 sh -c "d=$(mktemp -d) && printf '2147483647,0.5,0.25\\n0,0.1,0.2\\n' > $d/train.csv && cp $d/train.csv $d/test.csv && $0 --simulate --data.source=mnist --data.mnist_dir=$d; rm -r $d"
+                 $<TARGET_FILE:preduce_train>)
+set_tests_properties(preduce_train_mnist_huge_label PROPERTIES TIMEOUT 60
+  PASS_REGULAR_EXPRESSION "train.csv:1: label 2147483647 is out of range \\[0, 65535\\]")

@@ -1,8 +1,11 @@
 // Config: precedence defaults < INI file < command line, every error path and its message,
 // --help and --print-config.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -250,4 +253,158 @@ TEST_CASE("config: --print-config output parses back to the same config", "[conf
   CHECK(back.get_string("train.weights") == "  padded ");
   // Printing the re-parsed config gives the same values again (sources differ).
   CHECK(back.to_ini().find("lr = 0.25") != std::string::npos);
+}
+
+namespace {
+
+// The same kind of keys with declared ranges: every value outside is an error at parse time.
+skew::Schema ranged_schema() {
+  skew::Schema s("ranged_app", "Keys with declared ranges.");
+  s.add_int("train.epochs", 5, {1, skew::kMaxInt32}, "epochs")
+      .add_int("train.threads", 1, {1, 1024}, "worker threads")
+      .add_int("train.seed", 1, skew::IntRange::at_least(0), "seed")
+      .add_int("train.offset", 0, {std::numeric_limits<std::int64_t>::min(), skew::kMaxInt64}, "anything")
+      .add_float("train.lr", 0.1, skew::FloatRange::above(0), "learning rate")
+      .add_float("train.smoothing", 0.3, {.min = 0, .max = 1, .max_open = true}, "smoothing in [0, 1)")
+      .add_float("train.latency", -1, skew::FloatRange::at_least(-1), "seconds; -1 = measure")
+      .add_float("train.shift", 0, {-HUGE_VAL, HUGE_VAL}, "any finite number")
+      .add_float("train.cap", HUGE_VAL, {.min = 0, .max = HUGE_VAL, .nonfinite = true}, "inf = no cap");
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("config: values outside a key's range name key, value, range and source", "[config]") {
+  const auto s = ranged_schema();
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.threads=0"}); }),
+             Catch::Contains("command line: bad value '0' for key 'train.threads': expected an integer in [1, 1024]"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.threads=1025"}); }), Catch::Contains("in [1, 1024]"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.epochs=4294967297"}); }),
+             Catch::Contains("bad value '4294967297' for key 'train.epochs': expected an integer in [1, 2147483647]"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.seed=-1"}); }),
+             Catch::Contains("bad value '-1' for key 'train.seed': expected an integer >= 0"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.lr=0"}); }),
+             Catch::Contains("bad value '0' for key 'train.lr': expected a finite number > 0"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.smoothing=1"}); }),
+             Catch::Contains("bad value '1' for key 'train.smoothing': expected a finite number in [0, 1)"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.latency=-1.5"}); }),
+             Catch::Contains("expected a finite number >= -1"));
+  TempFile ini("range.ini", "[train]\nlr = 0.5\n\nthreads = -3   # too few\n");
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config", ini.path}); }),
+             Catch::Contains(ini.path + ":4: bad value '-3' for key 'train.threads': expected an integer in [1, "
+                                        "1024]"));
+  // The command line is checked too when it overrides a good file value, and a good command
+  // line value does not hide a bad one in the file.
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config", ini.path, "--train.threads=2"}); }),
+             Catch::Contains(ini.path + ":4: bad value '-3'"));
+  // Both ends are inclusive unless declared open.
+  const auto c = parse_args(s, {"--train.threads=1024", "--train.epochs=2147483647", "--train.smoothing=0",
+                                "--train.latency=-1", "--train.lr=1e-300", "--train.offset=-9223372036854775808"});
+  CHECK(c.get_int("train.threads") == 1024);
+  CHECK(c.get_int("train.epochs") == 2147483647);
+  CHECK(c.get_float("train.smoothing") == 0.0);
+  CHECK(c.get_float("train.latency") == -1.0);
+  CHECK(c.get_int("train.offset") == std::numeric_limits<std::int64_t>::min());
+}
+
+TEST_CASE("config: nan and inf are rejected unless a range allows them", "[config]") {
+  const auto s = ranged_schema();
+  for (const std::string v : {"nan", "NaN", "-nan", "inf", "-inf", "infinity"}) {
+    INFO(v);
+    CHECK_THAT(error_of([&] { parse_args(s, {"--train.lr=" + v}); }),
+               Catch::Contains("bad value '" + v + "' for key 'train.lr': expected"));
+    CHECK_THAT(error_of([&] { parse_args(s, {"--train.shift=" + v}); }),
+               Catch::EndsWith("bad value '" + v + "' for key 'train.shift': expected a finite number"));
+  }
+  // A key without a declared range still takes finite numbers only.
+  const auto legacy = test_schema();
+  CHECK_THAT(error_of([&] { parse_args(legacy, {"--train.lr=nan"}); }),
+             Catch::Contains("command line: bad value 'nan' for key 'train.lr': expected a finite number"));
+  CHECK_THAT(error_of([&] { parse_args(legacy, {"--train.lr=-inf"}); }), Catch::Contains("expected a finite number"));
+  // A range that allows them says so.
+  CHECK(std::isinf(parse_args(s, {}).get_float("train.cap")));
+  CHECK(std::isinf(parse_args(s, {"--train.cap=inf"}).get_float("train.cap")));
+  CHECK(parse_args(s, {"--train.cap=2.5"}).get_float("train.cap") == 2.5);
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.cap=-1"}); }),
+             Catch::Contains("bad value '-1' for key 'train.cap': expected a number >= 0, nan/inf too"));
+}
+
+TEST_CASE("config: a default outside its declared range is a program error", "[config]") {
+  skew::Schema s("x", "y");
+  CHECK_THROWS_WITH(s.add_int("a.n", 0, {1, 8}, "h"), Catch::Contains("default 0 of key 'a.n' is not in [1, 8]"));
+  CHECK_THROWS_WITH(s.add_float("a.x", 0, skew::FloatRange::above(0), "h"),
+                    Catch::Contains("default 0 of key 'a.x' is not > 0"));
+  CHECK_THROWS_WITH(s.add_float("a.y", NAN, {0, 1}, "h"), Catch::Contains("default nan of key 'a.y'"));
+  CHECK_THROWS_WITH(s.add_int("a.m", 3, {4, 2}, "h"), Catch::Contains("key 'a.m'"));
+  CHECK(s.keys().empty());
+}
+
+TEST_CASE("config: keys_without_range lists the numeric keys that declare none", "[config]") {
+  CHECK(ranged_schema().keys_without_range().empty());
+  CHECK(test_schema().keys_without_range() == std::vector<std::string>{"train.steps", "train.lr", "seed"});
+}
+
+TEST_CASE("config: get_int_as narrows with a check naming the key and source", "[config]") {
+  const auto s = ranged_schema();
+  TempFile ini("narrow.ini", "[train]\noffset = 4294967297\n");
+  const auto c = parse_args(s, {"--config", ini.path, "--train.seed=3000000000"});
+  CHECK_THAT(error_of([&] { c.get_int_as<int>("train.offset"); }),
+             Catch::Contains(ini.path + ":2: value 4294967297 of key 'train.offset' does not fit the range "
+                                        "[-2147483648, 2147483647]"));
+  CHECK(c.get_int_as<std::int64_t>("train.offset") == 4294967297LL);
+  CHECK_THAT(error_of([&] { c.get_int_as<int>("train.seed"); }),
+             Catch::Contains("command line: value 3000000000 of key 'train.seed' does not fit"));
+  CHECK(c.get_int_as<unsigned>("train.seed") == 3000000000u);
+  CHECK(c.get_int_as<std::uint64_t>("train.seed") == 3000000000u);
+  const auto neg = parse_args(s, {"--train.offset=-1"});
+  CHECK_THAT(error_of([&] { neg.get_int_as<std::size_t>("train.offset"); }),
+             Catch::Contains("command line: value -1 of key 'train.offset' does not fit the range [0, "));
+  CHECK(neg.get_int_as<int>("train.offset") == -1);
+  CHECK(parse_args(s, {}).get_int_as<int>("train.threads") == 1);
+}
+
+TEST_CASE("config: --help shows each numeric key's range", "[config]") {
+  const std::string help = ranged_schema().help_text();
+  CHECK_THAT(help, Catch::Contains("--train.threads (int in [1, 1024], default 1)"));
+  CHECK_THAT(help, Catch::Contains("--train.seed (int >= 0, default 1)"));
+  CHECK_THAT(help, Catch::Contains("--train.offset (int, any, default 0)"));
+  CHECK_THAT(help, Catch::Contains("--train.lr (float > 0, default 0.1)"));
+  CHECK_THAT(help, Catch::Contains("--train.smoothing (float in [0, 1), default 0.3)"));
+  CHECK_THAT(help, Catch::Contains("--train.latency (float >= -1, default -1)"));
+  CHECK_THAT(help, Catch::Contains("--train.shift (float, any finite, default 0)"));
+  CHECK_THAT(help, Catch::Contains("--train.cap (float >= 0, nan/inf too, default inf)"));
+  // --print-config of a ranged schema parses back (inf included).
+  const auto s = ranged_schema();
+  const auto c = parse_args(s, {"--train.threads=7"});
+  const auto back = skew::Config::parse_ini_text(c.schema(), c.to_ini(), "printed.ini");
+  CHECK(back.get_int("train.threads") == 7);
+  CHECK(std::isinf(back.get_float("train.cap")));
+}
+
+TEST_CASE("config: --config naming a directory or an unreadable file is a clear error", "[config]") {
+  const auto s = test_schema();
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config", "/tmp"}); }),
+             Catch::Contains("--config '/tmp' is a directory, expected an INI file"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config=/tmp/"}); }), Catch::Contains("is a directory"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config", "/nonexistent/x.ini"}); }),
+             Catch::Contains("cannot open config file '/nonexistent/x.ini': No such file or directory"));
+  TempFile locked("locked.ini", "seed = 3\n");
+  std::filesystem::permissions(locked.path, std::filesystem::perms::none);
+  if (!std::ifstream(locked.path)) {  // root reads it anyway
+    CHECK_THAT(error_of([&] { parse_args(s, {"--config", locked.path}); }),
+               Catch::Contains("cannot open config file '" + locked.path + "': Permission denied"));
+  }
+}
+
+TEST_CASE("config: a UTF-8 byte order mark at the start of an INI file is skipped", "[config]") {
+  const auto s = test_schema();
+  TempFile section("bom_section.ini", "\xEF\xBB\xBF[train]\nsteps = 12\n");
+  const auto c = parse_args(s, {"--config", section.path});
+  CHECK(c.get_int("train.steps") == 12);
+  CHECK(c.source("train.steps") == section.path + ":2");
+  TempFile key("bom_key.ini", "\xEF\xBB\xBFseed = 9\n");
+  CHECK(parse_args(s, {"--config", key.path}).get_int("seed") == 9);
+  // Only at the start of the file: elsewhere it is part of the line (here, of the key).
+  TempFile later("bom_later.ini", "seed = 9\n\xEF\xBB\xBF[train]\n");
+  CHECK_THAT(error_of([&] { parse_args(s, {"--config", later.path}); }), Catch::Contains(later.path + ":2"));
 }

@@ -39,12 +39,26 @@ TEST_CASE("placement config keys: node size, link overrides and range checks", "
   CHECK(p.cost_overrides.allreduce_bandwidth == 0.0);  // measured at start-up
   CHECK(p.slots_per_rank == 5);
   CHECK(slots_per_rank_from_config(parse({"--placement.slots_per_rank=5"}), 8, 4) == 5);
+  // Ranges are checked when the config is parsed, naming the key, the value and the source.
   CHECK_THROWS_WITH(placement_options_from_config(parse({"--placement.gpus_per_node=0"})),
-                    Catch::Contains("placement.gpus_per_node must be >= 1, got 0"));
+                    Catch::Contains("command line: bad value '0' for key 'placement.gpus_per_node'"));
   CHECK_THROWS_WITH(placement_options_from_config(parse({"--placement.hedge=-0.5"})),
-                    Catch::Contains("placement.hedge must be >= 0, got -0.5"));
+                    Catch::Contains("bad value '-0.5' for key 'placement.hedge': expected a finite number >= 0"));
   CHECK_THROWS_WITH(slots_per_rank_from_config(parse({"--placement.slots_per_rank=-1"}), 8, 4),
-                    Catch::Contains("placement.slots_per_rank must be >= 0, got -1"));
+                    Catch::Contains("bad value '-1' for key 'placement.slots_per_rank': expected an integer in [0, "));
+  CHECK_THROWS_WITH(parse({"--placement.smoothing=1"}),
+                    Catch::Contains("bad value '1' for key 'placement.smoothing': expected a finite number in [0, 1)"));
+  CHECK_THROWS_WITH(parse({"--placement.threshold=nan"}), Catch::Contains("key 'placement.threshold'"));
+  CHECK_THROWS_WITH(parse({"--placement.gemm_flops=inf"}), Catch::Contains("key 'placement.gemm_flops'"));
+  CHECK_THROWS_WITH(parse({"--placement.alltoall_latency=-2"}),
+                    Catch::Contains("key 'placement.alltoall_latency': expected a finite number >= -1"));
+  CHECK_THROWS_WITH(parse({"--placement.interval=4294967297"}), Catch::Contains("key 'placement.interval'"));
   CHECK_THROWS_WITH(slots_per_rank_from_config(parse({}), 6, 4),
                     Catch::Contains("moe.num_experts 6 must be a multiple of the 4 ranks"));
+}
+
+TEST_CASE("placement config keys: every numeric key declares a range", "[placement][config]") {
+  skew::Schema schema("t", "test");
+  add_placement_keys(schema);
+  CHECK(schema.keys_without_range().empty());
 }

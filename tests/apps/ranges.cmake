@@ -1,0 +1,38 @@
+# Issue 17: every numeric key of every app declares its range (--help shows "(int in [..]" or
+# "(float >= ..", never a bare "(int, default"), and bad values stop at start-up naming the key.
+# A new app is checked without being listed. Pending: moe_train and wide_train, whose schemas are
+# moving (lib/moe/schema.cpp, lib/wide/fit.cpp); drop each from this list once its keys have ranges.
+set(skew_apps_without_ranges moe_train wide_train)
+set(skew_root_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+file(GLOB skew_app_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/apps/*.cpp)
+foreach(src ${skew_app_sources})
+  get_filename_component(app ${src} NAME_WE)
+  if(app IN_LIST skew_apps_without_ranges)
+    continue()
+  endif()
+  add_test(NAME ${app}_ranges_declared COMMAND $<TARGET_FILE:${app}> --help)
+  set_tests_properties(${app}_ranges_declared PROPERTIES TIMEOUT 60 ENVIRONMENT "${skew_root_env}"
+    PASS_REGULAR_EXPRESSION "usage: ${app}" FAIL_REGULAR_EXPRESSION "\\((int|float), default")
+endforeach()
+# skew_bad_value(NAME "MESSAGE REGEX" APP ARGS...): the app stops with that message.
+function(skew_bad_value name regex app)
+  add_test(NAME ${name} COMMAND $<TARGET_FILE:${app}> ${ARGN})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 60 ENVIRONMENT "${skew_root_env}" PASS_REGULAR_EXPRESSION "${regex}")
+endfunction()
+skew_bad_value(placement_sim_top_k_zero "bad value '0' for key 'sim.top_k': expected an integer in" placement_sim
+               --sim.top_k=0 --sim.iterations=5)
+skew_bad_value(placement_sim_negative_capacity "bad value '-1' for key 'sim.capacity_factor'" placement_sim
+               --sim.capacity_factor=-1 --sim.iterations=5)
+skew_bad_value(placement_sim_top_k_above_experts "sim.top_k 3 is more than the 2 experts" placement_sim
+               --sim.gpus=2 --sim.top_k=3 --sim.iterations=5)
+skew_bad_value(placement_sim_nan_zipf "bad value 'nan' for key 'sim.zipf': expected a finite number" placement_sim
+               --sim.zipf=nan --sim.iterations=5)
+skew_bad_value(wide_bench_zero_threads "bad value '0' for key 'bench.threads'" wide_bench --bench.threads=0
+               --bench.data=synthetic:criteo?rows=1000&features=1000&alpha=1.1&seed=1)
+skew_bad_value(skew_commbench_zero_iters "bad value '0' for key 'bench.iters'" skew_commbench --bench.iters=0)
+# Checked by the config layer for every schema, moe_train's and wide_train's included.
+skew_bad_value(moe_train_nan_lr "bad value 'nan' for key 'train.lr': expected a finite number" moe_train --train.lr=nan)
+skew_bad_value(wide_train_inf_init_std "bad value 'inf' for key 'model.init_std': expected a finite number" wide_train
+               --model.init_std=inf)
+skew_bad_value(moe_train_config_directory "--config '.*' is a directory, expected an INI file" moe_train
+               --config ${PROJECT_SOURCE_DIR}/configs)
