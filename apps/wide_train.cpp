@@ -88,7 +88,7 @@ int predict(const Config& c, comm::Runtime& rt) {
   std::string text;
   for (float v : p) text += std::to_string(v) + "\n";
   const std::string out = c.get_string("predict.output");
-  if (out == "-") std::cout << text << std::flush;
+  if (out == "-") write_stdout(text, "the predictions");
   else write_file_atomic(out, text);
   return 0;
 }

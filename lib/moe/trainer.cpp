@@ -213,12 +213,11 @@ Json train(const Config& config, comm::ProcessGroup& world) {
     }
   }
   const std::string suffix = ".rank" + std::to_string(rank);
-  std::ofstream save_trace;
+  OutputFile save_trace;
   std::ifstream replay;
   if (!config.get_string("moe.save_trace").empty()) {
     save_trace.open(config.get_string("moe.save_trace") + suffix,
-                    std::ios::binary | (start > 0 ? std::ios::app : std::ios::trunc));
-    SKEW_CHECK(save_trace, "moe.save_trace: cannot write " << config.get_string("moe.save_trace") << suffix);
+                    start > 0 ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
   }
   if (!config.get_string("moe.replay_trace").empty()) {
     replay.open(config.get_string("moe.replay_trace") + suffix, std::ios::binary);
