@@ -4,7 +4,6 @@
 // list of sizes (scaling rows). With sim.validate = moe_train metrics JSONL, run under mpirun
 // with the recorded run's rank count instead: measures the cost-model constants here and
 // compares predicted with measured expert compute and all-to-all time.
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -172,6 +171,7 @@ int simulate_main(const Config& cfg) {
       for (const auto& s : results)
         for (std::size_t i = 0; i < s.step_seconds.size(); ++i)
           steps.row({std::to_string(i), s.policy, csv_number(s.step_seconds[i] * 1e3), csv_number(s.balance[i])});
+      steps.close();
     }
     Json scaling = Json::array();
     if (!sizes.empty()) {
@@ -194,8 +194,10 @@ int simulate_main(const Config& cfg) {
                            {"flexmoe_vs_fastermoe", find(r, "fastermoe").mean_step() / f}});
       }
     }
-    std::cout << table.str();
-    if (!cfg.get_string("output.table").empty()) std::ofstream(cfg.get_string("output.table")) << table.str();
+    if (summary) summary->close();
+    changes.close();
+    write_stdout(table.str(), "the results table");
+    if (!cfg.get_string("output.table").empty()) write_file_atomic(cfg.get_string("output.table"), table.str());
     Json j;
     j["app"] = "placement_sim";
     j["gpus"] = gpus;
@@ -246,7 +248,7 @@ int validate_main(const Config& cfg, comm::ProcessGroup& world) {
     j[name] = {{"predicted", term.predicted * scale}, {"measured", term.measured * scale}, {"error", term.error()}};
   }
   if (!cfg.get_string("output.validation").empty())
-    std::ofstream(cfg.get_string("output.validation")) << j.dump() << "\n";
+    write_file_atomic(cfg.get_string("output.validation"), j.dump() + "\n");
   print_summary(j);
   return 0;
 }

@@ -21,10 +21,7 @@ int main(int argc, char** argv) {
     } else {
       result = skew::preduce::train_mpi(rt.world, opt);
     }
-    if (result) {
-      if (!opt.curve.empty()) skew::preduce::write_curve(opt.curve, result->curve);
-      skew::print_summary(result->summary);
-    }
+    if (result) skew::print_summary(result->summary);  // the curve file is written by the run
     return 0;
   });
 }

@@ -1,7 +1,8 @@
 #include "lib/core/metrics.hpp"
 
 #include <cstdio>
-#include <filesystem>
+#include <exception>
+#include <fstream>
 #include <sstream>
 
 #include "lib/core/error.hpp"
@@ -10,45 +11,62 @@
 namespace skew {
 
 namespace {
-void open_for_write(std::ofstream& out, const std::string& path) {
-  const std::filesystem::path p(path);
-  if (p.has_parent_path()) make_directories(p.parent_path().string());
-  out.open(path, std::ios::out | std::ios::trunc);
-  SKEW_CHECK(out.is_open(), "cannot open '" << path << "' for writing");
+std::string csv_line(const std::vector<std::string>& cells) {
+  std::string line;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const bool quote = cells[i].find_first_of(",\"\n\r") != std::string::npos;
+    if (i) line += ',';
+    if (quote) {
+      line += '"';
+      for (char c : cells[i]) line += c == '"' ? std::string("\"\"") : std::string(1, c);
+      line += '"';
+    } else {
+      line += cells[i];
+    }
+  }
+  return line + '\n';
 }
 }  // namespace
 
 JsonlWriter::JsonlWriter(const std::string& path) : path_(path) {
-  if (!path.empty()) open_for_write(out_, path);
+  if (!path.empty()) out_.open(path);
 }
 
 void JsonlWriter::write(const Json& record) {
   if (!out_.is_open()) return;
-  out_ << record.dump() << '\n';
-  out_.flush();
+  out_.write(record.dump() + '\n');  // one write per line: a crash loses at most this line
 }
 
 CsvWriter::CsvWriter(const std::string& path, const std::vector<std::string>& columns)
-    : path_(path), columns_(columns.size()) {
-  open_for_write(out_, path);
-  row(columns);
+    : path_(path),
+      columns_(columns.size()),
+      header_(csv_line(columns)),
+      out_(path),
+      exceptions_(std::uncaught_exceptions()) {}
+
+CsvWriter::~CsvWriter() {
+  if (!out_.is_open() || std::uncaught_exceptions() > exceptions_) return;  // failing: the old file stays
+  try {
+    close();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+  }
 }
 
 void CsvWriter::row(const std::vector<std::string>& cells) {
-  SKEW_CHECK(cells.size() == columns_, "CSV row for '" << path_ << "' has " << cells.size() << " cells, header has " << columns_);
-  for (std::size_t i = 0; i < cells.size(); ++i) {
-    const bool quote = cells[i].find_first_of(",\"\n\r") != std::string::npos;
-    if (i) out_ << ',';
-    if (quote) {
-      out_ << '"';
-      for (char c : cells[i]) out_ << (c == '"' ? "\"\"" : std::string(1, c));
-      out_ << '"';
-    } else {
-      out_ << cells[i];
-    }
-  }
-  out_ << '\n';
-  out_.flush();
+  SKEW_CHECK(cells.size() == columns_,
+             "CSV row for '" << path_ << "' has " << cells.size() << " cells, header has " << columns_);
+  std::string text = std::move(header_);  // pending only once, written or not
+  header_.clear();
+  out_.write(text + csv_line(cells));
+}
+
+void CsvWriter::close() {
+  if (!out_.is_open()) return;
+  const std::string header = std::move(header_);
+  header_.clear();
+  if (!header.empty()) out_.write(header);
+  out_.close();
 }
 
 void read_jsonl(const std::string& path, const std::string& what,
@@ -77,8 +95,7 @@ std::string csv_number(double v) {
 }
 
 void print_summary(const Json& summary) {
-  std::printf("%s\n", summary.dump().c_str());
-  std::fflush(stdout);
+  write_stdout(summary.dump() + "\n", "the run summary");
 }
 
 }  // namespace skew

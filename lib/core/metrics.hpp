@@ -1,11 +1,15 @@
-// Run outputs: JSONL metrics (one object per logged step, flushed per line so a crash loses
-// at most the current line), CSV tables for benchmarks, and the one-line JSON run summary.
+// Run outputs: JSONL metrics (one object per logged step, handed to the kernel per line so a
+// crash loses at most the current line), CSV tables for benchmarks, and the one-line JSON run
+// summary. Files go through OutputFile (lib/core/fileio.hpp): opened at construction, so an
+// unwritable path fails at once; an earlier run's file is replaced only at the first record;
+// every write is checked, and a failed one is a skew::Error naming the file and the OS reason.
 #pragma once
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "lib/core/fileio.hpp"
 
 namespace skew {
 
@@ -13,27 +17,36 @@ using Json = nlohmann::ordered_json;
 
 class JsonlWriter {
  public:
-  JsonlWriter() = default;               // disabled: write() does nothing
+  JsonlWriter() = default;                        // disabled: write() does nothing
   explicit JsonlWriter(const std::string& path);  // empty path = disabled
   void write(const Json& record);
   bool enabled() const { return out_.is_open(); }
   const std::string& path() const { return path_; }
+  void close() { out_.close(); }  // checked; the destructor closes too, reporting on stderr
 
  private:
   std::string path_;
-  std::ofstream out_;
+  OutputFile out_;
 };
 
+// The header goes out with the first row (or at close(), for a table without rows).
 class CsvWriter {
  public:
   CsvWriter(const std::string& path, const std::vector<std::string>& columns);
+  ~CsvWriter();
+  CsvWriter(CsvWriter&&) = default;
   void row(const std::vector<std::string>& cells);
+  // Writes the header if no row did, and closes, checked. The destructor does the same when
+  // the run did not fail, but can only log an error.
+  void close();
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
   std::size_t columns_;
-  std::ofstream out_;
+  std::string header_;  // until written
+  OutputFile out_;
+  int exceptions_;  // std::uncaught_exceptions() at construction: more in the destructor = failing
 };
 
 // Calls `fn(record, where)` for every non-blank line of the JSONL file at `path`, where `where`
@@ -44,6 +57,7 @@ void read_jsonl(const std::string& path, const std::string& what,
 
 std::string csv_number(double v);
 // Prints `summary` as one JSON line on stdout (prefixed by nothing, so `tail -1 | jq` works).
+// A failed write (stdout on a full disk or closed) is an Error.
 void print_summary(const Json& summary);
 
 }  // namespace skew

@@ -121,8 +121,7 @@ class RoutingTrace {
         forced_(s.model->network().moe().size(), std::vector<std::int32_t>(choices_)) {
     const std::string save = config.get_string("moe.save_trace");
     if (!save.empty()) {
-      save_.open(save + suffix_, std::ios::binary | (start > 0 ? std::ios::app : std::ios::trunc));
-      SKEW_CHECK(save_, "moe.save_trace: cannot write " << save << suffix_);
+      save_.open(save + suffix_, start > 0 ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
     }
     if (!replay_name_.empty()) {
       replay_.open(replay_name_ + suffix_, std::ios::binary);
@@ -144,14 +143,17 @@ class RoutingTrace {
   void write(const std::vector<std::unique_ptr<MoeLayer<float>>>& layers) {
     if (!save_.is_open()) return;
     for (const auto& layer : layers)
-      save_.write(reinterpret_cast<const char*>(layer->gate_state().expert.data()),
-                  static_cast<std::streamsize>(choices_ * sizeof(std::int32_t)));
+      save_.write(layer->gate_state().expert.data(), choices_ * sizeof(std::int32_t));
+  }
+  // A failed last write or close is an error naming the file, not a line on stderr.
+  void close() {
+    if (save_.is_open()) save_.close();
   }
 
  private:
   std::string suffix_, replay_name_;
   std::size_t choices_;  // per layer and iteration: tokens * top_k
-  std::ofstream save_;
+  OutputFile save_;
   std::ifstream replay_;
   std::vector<std::vector<std::int32_t>> forced_;
 };
@@ -307,6 +309,8 @@ Json train(const Config& config, comm::ProcessGroup& world) {
     if (o.log_interval > 0 && o.due(o.log_interval, it)) log_progress(s, it, rec, load, totals.last_val);
     if (s.ckpt && o.due(o.checkpoint_interval, it)) checkpoint(s, it + 1);
   }
+  trace.close();
+  metrics.close();
   return summarise(s, totals, start);
 }
 

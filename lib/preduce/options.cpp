@@ -109,8 +109,10 @@ Schema make_schema() {
               "virtual controller and message latency of each preduce/eager group (ms): "
               "ready to controller, group back to the members");
   s.add_int("sim.eval_workers", 8, {1, 1 << 20}, "workers whose models are evaluated (evenly spaced)");
-  s.add_string("output.metrics", "", "per-step JSONL; '%r' is replaced by the rank");
-  s.add_string("output.curve", "", "CSV of time and mean worker test accuracy (rank 0)");
+  s.add_string("output.metrics", "",
+               "per-step JSONL, one file per worker: '%r' is replaced by the rank, and a name without it is "
+               "refused when more than one worker would write it (not written with --simulate)");
+  s.add_string("output.curve", "", "CSV of time and mean worker test accuracy (written by the first worker only)");
   return s;
 }
 

@@ -341,7 +341,10 @@ RunResult Simulation::run() {
 }  // namespace
 
 RunResult simulate(const TrainOptions& opt) {
-  return Simulation(opt).run();
+  std::optional<CsvWriter> curve_out = open_curve(opt);
+  RunResult r = Simulation(opt).run();
+  write_curve(curve_out, r.curve);
+  return r;
 }
 
 }  // namespace skew::preduce

@@ -14,10 +14,23 @@
 
 namespace skew::preduce {
 
-void write_curve(const std::string& path, const Curve& curve) {
-  CsvWriter csv(path, {"time_s", "mean_accuracy"});
+std::optional<CsvWriter> open_curve(const TrainOptions& opt) {
+  if (opt.curve.empty()) return std::nullopt;
+  return std::optional<CsvWriter>(std::in_place, opt.curve, std::vector<std::string>{"time_s", "mean_accuracy"});
+}
+
+void write_curve(std::optional<CsvWriter>& out, const Curve& curve) {
+  if (!out) return;
   for (std::size_t k = 0; k < curve.mean_accuracy.size(); ++k)
-    csv.row({csv_number(static_cast<double>(k) * curve.interval), csv_number(curve.mean_accuracy[k])});
+    out->row({csv_number(static_cast<double>(k) * curve.interval), csv_number(curve.mean_accuracy[k])});
+  out->close();
+}
+
+void check_metrics_path(const TrainOptions& opt, int workers) {
+  if (workers > 1 && !opt.metrics.empty() && opt.metrics.find("%r") == std::string::npos)
+    SKEW_THROW("output.metrics = '" << opt.metrics << "' has no '%r', but " << workers
+                                    << " workers would all write that one file; put '%r' (the rank) in the name, "
+                                       "e.g. output.metrics=metrics.%r.jsonl");
 }
 
 namespace {
@@ -33,6 +46,7 @@ std::string metrics_path(std::string path, int rank) {
 std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& world, const TrainOptions& opt) {
   const bool controlled = opt.mode == SyncMode::Preduce || opt.mode == SyncMode::Eager;
   const bool dedicated = controlled && opt.dedicated_controller;
+  check_metrics_path(opt, world->size() - (dedicated ? 1 : 0));
   std::unique_ptr<comm::PartialReduce> pr;
   std::shared_ptr<comm::ProcessGroup> workers = world;
   if (controlled) {
@@ -51,6 +65,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   if (opt.mode == SyncMode::Adpsgd) background = make_gossip(workers, me, opt.seed);
   if (overlapped(opt)) background = make_overlapped_reduce(*pr, me, opt);
   JsonlWriter metrics(metrics_path(opt.metrics, world->rank()));
+  std::optional<CsvWriter> curve_out = id == 0 ? open_curve(opt) : std::nullopt;
   const auto evaluate = [&] { return task->metric(me.params()); };
   // Models are snapshotted on the time grid and evaluated after training, so evaluation never
   // stalls a worker (or, through the reductions, its peers) inside the timed loop.
@@ -212,6 +227,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   std::int64_t created = static_cast<std::int64_t>(workers->subgroups_created());
   workers->allreduce(comm::view(&created, 1), comm::ReduceOp::Max);
   if (id != 0) return std::nullopt;
+  write_curve(curve_out, curve);
 
   RunResult result;
   result.curve = curve;

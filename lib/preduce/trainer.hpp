@@ -30,7 +30,14 @@ RunResult simulate(const TrainOptions& opt);
 Json run_summary(const TrainOptions& opt, bool simulated, int workers, double wall_s, const char* metric,
                  const Curve& curve, double final_accuracy_mean, double average_model_accuracy);
 
-// Writes "time_s,mean_accuracy" rows.
-void write_curve(const std::string& path, const Curve& curve);
+// The curve file (output.curve, "time_s,mean_accuracy" rows) on the one process that writes it:
+// opened before the run, so an unwritable path fails at once; nothing when the path is empty.
+// write_curve fills and closes it (every write checked) when the run ends.
+std::optional<CsvWriter> open_curve(const TrainOptions& opt);
+void write_curve(std::optional<CsvWriter>& out, const Curve& curve);
+
+// Throws unless the per-worker metrics path names each writer's file apart: with more than one
+// worker, output.metrics must contain '%r'.
+void check_metrics_path(const TrainOptions& opt, int workers);
 
 }  // namespace skew::preduce

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <iostream>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fileio.hpp"
@@ -269,7 +268,7 @@ void predict(const Config& c, const comm::ProcessGroup& world) {
   std::string text;
   for (float v : p) text += std::to_string(v) + "\n";
   const std::string out = c.get_string("predict.output");
-  if (out == "-") std::cout << text << std::flush;
+  if (out == "-") write_stdout(text, "the predictions");
   else write_file_atomic(out, text);
 }
 

@@ -14,17 +14,13 @@
 #include "lib/core/safetensors.hpp"
 #include "lib/placement/trace.hpp"
 #include "lib/wide/dataset.hpp"
+#include "tests/unit/error_message.hpp"
 
 using namespace skew::wide;
 
 namespace {
 std::string text_error(const std::string& text, TextFormat format = TextFormat::Libsvm) {
-  try {
-    parse_text(text, "fuzz.txt", format, ReadOptions{}, nullptr);
-  } catch (const skew::Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return skew::test::error_of([&] { parse_text(text, "fuzz.txt", format, ReadOptions{}, nullptr); });
 }
 
 // A libsvm file with its .skewbin cache written by the reader, whose bytes a test then patches
@@ -54,12 +50,7 @@ struct CacheFixture {
   std::string error(int rank = 0, int world = 1) {
     ReadOptions o;
     o.rank = rank, o.world = world;
-    try {
-      load_dataset(source, o);
-    } catch (const skew::Error& e) {
-      return e.what();
-    }
-    return "(no error)";
+    return skew::test::error_of([&] { load_dataset(source, o); });
   }
 };
 }  // namespace
@@ -137,12 +128,8 @@ const std::string trace_path =
     (std::filesystem::temp_directory_path() / ("skew_fuzz_trace_" + std::to_string(getpid()) + ".jsonl")).string();
 std::string trace_error(const std::string& text) {
   std::ofstream(trace_path) << text;
-  std::string what = "(no error)";
-  try {
-    skew::placement::read_trace_jsonl(trace_path, "tokens_per_expert");
-  } catch (const skew::Error& e) {
-    what = e.what();
-  }
+  const std::string what =
+      skew::test::error_of([&] { skew::placement::read_trace_jsonl(trace_path, "tokens_per_expert"); });
   std::filesystem::remove(trace_path);
   return what;
 }

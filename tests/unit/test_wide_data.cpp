@@ -6,6 +6,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/wide/dataset.hpp"
+#include "tests/unit/error_message.hpp"
 
 using namespace skew::wide;
 
@@ -17,12 +18,7 @@ SparseDataset parse(const std::string& text, TextFormat format = TextFormat::Lib
   return parse_text(text, "mem.txt", format, o, report);
 }
 std::string error_of(const std::string& text, TextFormat format = TextFormat::Libsvm) {
-  try {
-    parse(text, format);
-  } catch (const skew::Error& e) {
-    return e.what();
-  }
-  return "";
+  return skew::test::error_of([&] { parse(text, format); });
 }
 }  // namespace
 
