@@ -74,9 +74,11 @@ double unigram_entropy(const std::string& text) {
   return h;
 }
 
-ByteCorpus::ByteCorpus(std::string text, int seq_len) : text_(std::move(text)), seq_len_(seq_len) {
+ByteCorpus::ByteCorpus(std::string text, int seq_len, const std::string& source)
+    : text_(std::move(text)), seq_len_(seq_len) {
   SKEW_CHECK(text_.size() > static_cast<std::size_t>(seq_len) + 1,
-             "text of " << text_.size() << " bytes is too short for model.seq_len " << seq_len);
+             source << ": " << text_.size() << " bytes is too short for model.seq_len " << seq_len
+                    << " (needs at least " << seq_len + 2 << ")");
 }
 
 void ByteCorpus::append(std::size_t start, std::vector<std::int32_t>& tokens,

@@ -19,7 +19,8 @@ double unigram_entropy(const std::string& text);
 
 class ByteCorpus {
  public:
-  ByteCorpus(std::string text, int seq_len);
+  // `source` names where the text came from, for the error when it is too short.
+  ByteCorpus(std::string text, int seq_len, const std::string& source);
   // Sequences [first, first + count) of a batch: tokens and next-byte targets, seq_len each.
   void sample(std::uint64_t seed, std::int64_t iteration, std::int64_t first, int count,
               std::vector<std::int32_t>& tokens, std::vector<std::int32_t>& targets) const;

@@ -10,53 +10,53 @@ Schema moe_train_schema() {
   Schema s("moe_train", "GPT-style MoE language model, experts spread over MPI ranks, with balancing policies");
   s.add_string("data.train", "", "training text file (bytes are tokens); empty = the built-in generated corpus");
   s.add_string("data.valid", "", "validation text file; empty = the last 10% of the training text");
-  s.add_int("data.builtin_bytes", 200000, "size of the built-in corpus in bytes");
-  s.add_int("model.d_model", 64, "embedding width");
-  s.add_int("model.heads", 4, "attention heads");
-  s.add_int("model.layers", 2, "transformer blocks");
-  s.add_int("model.seq_len", 64, "context length in bytes");
-  s.add_int("model.d_ff", 128, "hidden width of the dense FFN blocks (moe_every = 2)");
-  s.add_int("model.moe_every", 1, "1: every block's FFN is MoE; 2: every other block's");
-  s.add_float("model.init_std", 0.1, "stddev of the normal weight init");
-  s.add_int("moe.num_experts", 4, "experts per MoE layer (a multiple of the rank count)");
-  s.add_int("moe.top_k", 1, "experts per token");
-  s.add_int("moe.d_ff", 128, "hidden width of each expert FFN");
-  s.add_float("moe.aux_weight", 0.01, "weight of the GShard/Switch balance loss");
-  s.add_float("moe.z_weight", 0.001, "weight of the router z-loss");
-  s.add_float("moe.jitter", 0.0, "multiplicative gate-input noise U(1-j, 1+j) while training");
+  s.add_int("data.builtin_bytes", 200000, {2, std::int64_t{1} << 32}, "size of the built-in corpus in bytes");
+  s.add_int("model.d_model", 64, {1, 1 << 16}, "embedding width");
+  s.add_int("model.heads", 4, {1, 1 << 12}, "attention heads");
+  s.add_int("model.layers", 2, {1, 1 << 10}, "transformer blocks");
+  s.add_int("model.seq_len", 64, {1, 1 << 20}, "context length in bytes");
+  s.add_int("model.d_ff", 128, {1, 1 << 20}, "hidden width of the dense FFN blocks (moe_every = 2)");
+  s.add_int("model.moe_every", 1, {1, 2}, "1: every block's FFN is MoE; 2: every other block's");
+  s.add_float("model.init_std", 0.1, FloatRange::at_least(0), "stddev of the normal weight init");
+  s.add_int("moe.num_experts", 4, {1, 1 << 16}, "experts per MoE layer (a multiple of the rank count)");
+  s.add_int("moe.top_k", 1, {1, 1 << 16}, "experts per token");
+  s.add_int("moe.d_ff", 128, {1, 1 << 20}, "hidden width of each expert FFN");
+  s.add_float("moe.aux_weight", 0.01, FloatRange::at_least(0), "weight of the GShard/Switch balance loss");
+  s.add_float("moe.z_weight", 0.001, FloatRange::at_least(0), "weight of the router z-loss");
+  s.add_float("moe.jitter", 0.0, {0, 1, false, true}, "multiplicative gate-input noise U(1-j, 1+j) while training");
   s.add_choice("moe.policy", "static", {"static", "deepspeed", "fastermoe", "flexmoe"},
                "static: one replica per expert, dropless; deepspeed: capacity factor; fastermoe: shadow hot experts; "
                "flexmoe: dynamic expert replication and placement ([placement] keys)");
-  s.add_float("moe.capacity_factor", 1.0, "deepspeed: training capacity factor");
-  s.add_float("moe.eval_capacity_factor", 2.0, "deepspeed: evaluation capacity factor");
+  s.add_float("moe.capacity_factor", 1.0, FloatRange::above(0), "deepspeed: training capacity factor");
+  s.add_float("moe.eval_capacity_factor", 2.0, FloatRange::above(0), "deepspeed: evaluation capacity factor");
   s.add_bool("moe.drop_tokens", true, "deepspeed: drop tokens over capacity (false: pad every expert to the max load)");
   s.add_choice("moe.drop_policy", "position", {"position", "probability"},
                "deepspeed: which tokens over capacity to drop");
-  s.add_float("moe.fastermoe_gflops", 20.0, "fastermoe cost model: expert GEMM throughput per rank");
-  s.add_float("moe.fastermoe_gbps", 5.0, "fastermoe cost model: network bandwidth per rank");
+  s.add_float("moe.fastermoe_gflops", 20.0, FloatRange::above(0), "fastermoe cost model: expert GEMM throughput per rank");
+  s.add_float("moe.fastermoe_gbps", 5.0, FloatRange::above(0), "fastermoe cost model: network bandwidth per rank");
   s.add_string("moe.save_trace", "", "write every token's expert choices to FILE.rank<r>");
   s.add_string("moe.replay_trace", "", "force the expert choices recorded in FILE.rank<r> (same config and ranks)");
-  s.add_int("train.batch_size", 8, "sequences per rank per iteration");
-  s.add_int("train.iterations", 100, "training iterations");
-  s.add_float("train.lr", 1e-2, "peak learning rate");
-  s.add_float("train.min_lr_ratio", 0.1, "final learning rate as a fraction of the peak (cosine)");
-  s.add_int("train.warmup", 10, "linear warmup iterations");
-  s.add_float("train.weight_decay", 0.01, "AdamW decoupled weight decay (matrices only)");
-  s.add_float("train.beta1", 0.9, "AdamW beta1");
-  s.add_float("train.beta2", 0.95, "AdamW beta2");
-  s.add_float("train.grad_clip", 1.0, "clip the global gradient norm to this (0 = off)");
-  s.add_int("train.seed", 1, "seed of weights, batches and jitter");
-  s.add_int("train.eval_interval", 25, "iterations between validation losses (and at the end)");
-  s.add_int("train.eval_sequences", 32, "validation windows per evaluation, over all ranks");
-  s.add_int("train.log_interval", 10, "iterations between progress lines");
-  s.add_int("train.blas_threads", 1, "OpenBLAS threads per rank (0 = OpenBLAS default)");
+  s.add_int("train.batch_size", 8, {1, 1 << 20}, "sequences per rank per iteration");
+  s.add_int("train.iterations", 100, {1, kMaxInt64}, "training iterations");
+  s.add_float("train.lr", 1e-2, FloatRange::above(0), "peak learning rate");
+  s.add_float("train.min_lr_ratio", 0.1, {0, 1}, "final learning rate as a fraction of the peak (cosine)");
+  s.add_int("train.warmup", 10, IntRange::at_least(0), "linear warmup iterations");
+  s.add_float("train.weight_decay", 0.01, FloatRange::at_least(0), "AdamW decoupled weight decay (matrices only)");
+  s.add_float("train.beta1", 0.9, {0, 1, false, true}, "AdamW beta1");
+  s.add_float("train.beta2", 0.95, {0, 1, false, true}, "AdamW beta2");
+  s.add_float("train.grad_clip", 1.0, FloatRange::at_least(0), "clip the global gradient norm to this (0 = off)");
+  s.add_int("train.seed", 1, IntRange::at_least(0), "seed of weights, batches and jitter");
+  s.add_int("train.eval_interval", 25, IntRange::at_least(0), "iterations between validation losses (and at the end)");
+  s.add_int("train.eval_sequences", 32, {1, 1 << 24}, "validation windows per evaluation, over all ranks");
+  s.add_int("train.log_interval", 10, IntRange::at_least(0), "iterations between progress lines");
+  s.add_int("train.blas_threads", 1, {0, 1024}, "OpenBLAS threads per rank (0 = OpenBLAS default)");
   s.add_choice("train.precision", "fp32", {"fp32", "bf16"},
                "matrix products: fp32, or bf16 inputs with fp32 accumulation (mixed precision; the router, "
                "LayerNorm, softmax and the fp32 master weights, gradients and AdamW state are unchanged)");
   s.add_string("output.metrics", "", "JSONL file: one record per iteration (rank 0)");
   s.add_string("output.checkpoint_dir", "", "checkpoint directory (empty = none)");
-  s.add_int("output.checkpoint_interval", 0, "iterations between checkpoints (0 = only at the end when a dir is set)");
-  s.add_int("output.keep", 2, "checkpoints kept");
+  s.add_int("output.checkpoint_interval", 0, IntRange::at_least(0), "iterations between checkpoints (0 = only at the end when a dir is set)");
+  s.add_int("output.keep", 2, {1, 1 << 20}, "checkpoints kept");
   s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
   add_placement_keys(s);
   return s;
@@ -64,11 +64,11 @@ Schema moe_train_schema() {
 
 MoeOptions moe_options(const Config& c) {
   MoeOptions e;
-  e.d_ff = static_cast<int>(c.get_int("moe.d_ff"));
-  e.gate.num_experts = static_cast<int>(c.get_int("moe.num_experts"));
-  e.gate.top_k = static_cast<int>(c.get_int("moe.top_k"));
-  SKEW_CHECK(e.gate.top_k >= 1 && e.gate.top_k <= e.gate.num_experts,
-             "moe.top_k " << e.gate.top_k << " must be in [1, moe.num_experts]");
+  e.d_ff = c.get_int_as<int>("moe.d_ff");
+  e.gate.num_experts = c.get_int_as<int>("moe.num_experts");
+  e.gate.top_k = c.get_int_as<int>("moe.top_k");
+  SKEW_CHECK(e.gate.top_k <= e.gate.num_experts,
+             "moe.top_k " << e.gate.top_k << " is more than moe.num_experts " << e.gate.num_experts);
   e.gate.aux_weight = c.get_float("moe.aux_weight");
   e.gate.z_weight = c.get_float("moe.z_weight");
   e.policy = parse_policy(c.get_string("moe.policy"));

@@ -8,13 +8,13 @@ namespace skew::moe {
 
 ModelOptions GptModel::options(const Config& c, MoeOptions moe) {
   ModelOptions m;
-  m.d_model = static_cast<int>(c.get_int("model.d_model"));
-  m.heads = static_cast<int>(c.get_int("model.heads"));
-  m.layers = static_cast<int>(c.get_int("model.layers"));
-  m.seq_len = static_cast<int>(c.get_int("model.seq_len"));
-  m.d_ff = static_cast<int>(c.get_int("model.d_ff"));
-  m.moe_every = static_cast<int>(c.get_int("model.moe_every"));
-  SKEW_CHECK(m.moe_every == 1 || m.moe_every == 2, "model.moe_every must be 1 or 2, got " << m.moe_every);
+  m.d_model = c.get_int_as<int>("model.d_model");
+  m.heads = c.get_int_as<int>("model.heads");
+  m.layers = c.get_int_as<int>("model.layers");
+  m.seq_len = c.get_int_as<int>("model.seq_len");
+  m.d_ff = c.get_int_as<int>("model.d_ff");
+  m.moe_every = c.get_int_as<int>("model.moe_every");
+  SKEW_CHECK(m.d_model % m.heads == 0, "model.d_model " << m.d_model << " is not a multiple of model.heads " << m.heads);
   m.init_std = c.get_float("model.init_std");
   m.jitter = c.get_float("moe.jitter");
   m.precision = parse_precision(c.get_string("train.precision"));
@@ -25,15 +25,18 @@ ModelOptions GptModel::options(const Config& c, MoeOptions moe) {
 
 GptModel::Texts GptModel::read_texts(const Config& config) {
   Texts t;
-  t.train = config.get_string("data.train").empty()
-                ? builtin_corpus(static_cast<std::size_t>(config.get_int("data.builtin_bytes")), 12345)
-                : read_text(config.get_string("data.train"));
-  if (!config.get_string("data.valid").empty()) {
-    t.valid = read_text(config.get_string("data.valid"));
+  const std::string train_file = config.get_string("data.train"), valid_file = config.get_string("data.valid");
+  t.train_source = train_file.empty() ? "the built-in corpus (data.builtin_bytes)" : "data.train " + train_file;
+  t.train = train_file.empty() ? builtin_corpus(config.get_int_as<std::size_t>("data.builtin_bytes"), 12345)
+                               : read_text(train_file);
+  if (!valid_file.empty()) {
+    t.valid = read_text(valid_file);
+    t.valid_source = "data.valid " + valid_file;
   } else {
     const std::size_t cut = t.train.size() - t.train.size() / 10;
     t.valid = t.train.substr(cut);
     t.train.resize(cut);
+    t.valid_source = "the last 10% of " + t.train_source + ", the validation text";
   }
   return t;
 }
@@ -47,11 +50,11 @@ GptModel::GptModel(const Config& config, const ModelOptions& options, comm::Proc
                    const std::vector<placement::LayerPlacement>& placements,
                    std::shared_ptr<BalancingPolicy<float>> policy, const Texts& texts)
     : world_(world),
-      train_(texts.train, options.seq_len),
-      valid_(texts.valid, options.seq_len),
+      train_(texts.train, options.seq_len, texts.train_source),
+      valid_(texts.valid, options.seq_len, texts.valid_source),
       entropy_(unigram_entropy(texts.valid)),
-      batch_(static_cast<int>(config.get_int("train.batch_size"))),
-      seed_(static_cast<std::uint64_t>(config.get_int("train.seed"))),
+      batch_(config.get_int_as<int>("train.batch_size")),
+      seed_(config.get_int_as<std::uint64_t>("train.seed")),
       eval_sequences_(config.get_int("train.eval_sequences")),
       net_(options, world, placements, std::move(policy)) {
   net_.init(seed_);

@@ -33,6 +33,7 @@ class GptModel : public Model {
  private:
   struct Texts {
     std::string train, valid;
+    std::string train_source, valid_source;  // for errors: a file name or the built-in corpus
   };
   static Texts read_texts(const Config& config);
   GptModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
