@@ -11,6 +11,12 @@
 
 namespace skew::wide {
 
+namespace {
+// Feature ids are 32-bit in the kernels, and a model this wide is already 2^28 rows: beyond it
+// the data should be hashed into fewer ids.
+constexpr std::int64_t kMaxModelFeatures = std::int64_t(1) << 28;
+}  // namespace
+
 Schema wide_train_schema() {
   Schema s("wide_train",
            "Train LR/FM/FFM on sparse data with the classical or flow (cuWide) schema; with --predict, score "
@@ -23,30 +29,30 @@ Schema wide_train_schema() {
   s.add_bool("data.skip_bad_lines", false, "skip (and count) malformed lines instead of failing");
   s.add_bool("data.cache", true, "read/write a binary cache FILE.skewbin beside a text file");
   s.add_choice("model.type", "fm", {"lr", "fm", "ffm"}, "model: logistic regression, FM or field-aware FM");
-  s.add_int("model.k", 8, "latent dimension (FM/FFM)");
-  s.add_int("model.features", 0, "number of features; 0 = max index + 1 in the data");
-  s.add_float("model.init_std", 0.01, "std of the initial latent factors");
-  s.add_int("model.seed", 1, "initialisation seed");
+  s.add_int("model.k", 8, {1, 1024}, "latent dimension (FM/FFM)");
+  s.add_int("model.features", 0, {0, kMaxModelFeatures}, "number of features; 0 = max index + 1 in the data");
+  s.add_float("model.init_std", 0.01, FloatRange::at_least(0), "std of the initial latent factors");
+  s.add_int("model.seed", 1, IntRange::at_least(0), "initialisation seed");
   s.add_choice("train.schema", "flow", {"classical", "flow"}, "training schema");
   s.add_choice("train.device", "cpu", {"cpu", "cuda"},
                "where to train: cpu (train.threads per rank) or cuda (one GPU per rank; validation on the CPU)");
   s.add_bool("train.overlap", true, "cuda: copy the next mini-batch to the GPU on a second stream while this one computes");
   s.add_choice("train.optimizer", "adagrad", {"sgd", "adagrad", "ftrl"}, "optimizer");
-  s.add_float("train.lr", 0.05, "learning rate (FTRL: alpha)");
-  s.add_float("train.l2", 1e-5, "L2 regularisation");
-  s.add_float("train.l1", 0.0, "L1 (FTRL only)");
-  s.add_float("train.ftrl_beta", 1.0, "FTRL beta");
-  s.add_int("train.epochs", 5, "maximum number of epochs");
-  s.add_int("train.batch_size", 1024, "global mini-batch size (split evenly over ranks)");
-  s.add_int("train.threads", 1, "worker threads per rank");
-  s.add_int("train.patience", 2, "stop after this many epochs without a better validation logloss (0 = never)");
+  s.add_float("train.lr", 0.05, FloatRange::above(0), "learning rate (FTRL: alpha)");
+  s.add_float("train.l2", 1e-5, FloatRange::at_least(0), "L2 regularisation");
+  s.add_float("train.l1", 0.0, FloatRange::at_least(0), "L1 (FTRL only)");
+  s.add_float("train.ftrl_beta", 1.0, FloatRange::at_least(0), "FTRL beta");
+  s.add_int("train.epochs", 5, {1, kMaxInt32}, "maximum number of epochs");
+  s.add_int("train.batch_size", 1024, IntRange::at_least(1), "global mini-batch size (split evenly over ranks)");
+  s.add_int("train.threads", 1, {1, 1024}, "worker threads per rank");
+  s.add_int("train.patience", 2, {0, kMaxInt32}, "stop after this many epochs without a better validation logloss (0 = never)");
   s.add_choice("train.sync", "allreduce", {"allreduce"}, "multi-rank synchronisation of the gradient");
   s.add_bool("train.renumber", true, "renumber features by frequency (flow: hot features get small ids)");
-  s.add_int("train.tile_samples", 256, "flow: samples per tile");
-  s.add_int("train.hot_features", 4096, "flow: number of hottest features with cached, replicated accumulators");
-  s.add_int("train.replica_budget_mb", 16,
+  s.add_int("train.tile_samples", 256, {1, 1 << 20}, "flow: samples per tile");
+  s.add_int("train.hot_features", 4096, {0, 1 << 30}, "flow: number of hottest features with cached, replicated accumulators");
+  s.add_int("train.replica_budget_mb", 16, {0, 1 << 20},  // 1 TiB: MiB << 20 stays far inside int64
             "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot (0 = never)");
-  s.add_int("train.log_every", 20, "progress line and metrics record every N steps");
+  s.add_int("train.log_every", 20, IntRange::at_least(1), "progress line and metrics record every N steps");
   s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
   s.add_string("output.model", "", "where the best model so far is saved, each time an epoch improves it (default OUTPUT_DIR/model.safetensors)");
   s.add_string("predict.model", "", "--predict: the model to load");
@@ -91,12 +97,12 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
 
   kernels::WideShape& shape = d.shape;
   shape.kind = kernels::wide_kind_from_name(c.get_string("model.type"));
-  shape.k = shape.kind == kernels::WideKind::LR ? 0 : int(c.get_int("model.k"));
+  shape.k = shape.kind == kernels::WideKind::LR ? 0 : c.get_int_as<int>("model.k");
   const std::int64_t data_features = std::max(d.train.num_features, d.valid.num_features);
   shape.num_features = c.get_int("model.features") > 0 ? c.get_int("model.features") : data_features;
   SKEW_CHECK(data_features <= shape.num_features, "the data has feature ids up to " << data_features - 1
                  << " but model.features = " << shape.num_features);
-  SKEW_CHECK(shape.num_features <= (std::int64_t(1) << 28), "model.features = " << shape.num_features
+  SKEW_CHECK(shape.num_features <= kMaxModelFeatures, "model.features = " << shape.num_features
                  << " is too large; hash the data into fewer ids");
   shape.num_fields = std::max(d.train.num_fields, d.valid.num_fields);
 
@@ -122,13 +128,7 @@ TrainOptions train_options(const Config& c, int threads) {
   o.optimizer.l2 = float(c.get_float("train.l2"));
   o.optimizer.l1 = float(c.get_float("train.l1"));
   o.optimizer.beta = float(c.get_float("train.ftrl_beta"));
-  const auto require_at_least = [&](const char* key, std::int64_t least) {
-    SKEW_CHECK(c.get_int(key) >= least, key << " must be at least " << least << ", got " << c.get_int(key));
-  };
-  require_at_least("train.tile_samples", 1);
-  require_at_least("train.hot_features", 0);
-  require_at_least("train.replica_budget_mb", 0);
-  o.flow.tile_samples = int(c.get_int("train.tile_samples"));
+  o.flow.tile_samples = c.get_int_as<int>("train.tile_samples");
   o.flow.hot_features = c.get_int("train.hot_features");
   o.flow.replica_budget_bytes = c.get_int("train.replica_budget_mb") << 20;
   return o;
@@ -174,11 +174,11 @@ EpochSteps train_epoch(WideTrainer& trainer, const SparseDataset& train, int epo
 Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   Timer total;
   const int rank = world->rank(), ranks = world->size();
-  const int threads = int(c.get_int("train.threads"));
+  const int threads = c.get_int_as<int>("train.threads");
   Data data = load_data(c, *world, threads);
   const kernels::WideShape& shape = data.shape;
   const TrainOptions options = train_options(c, threads);
-  WideTrainer trainer(WideModel::create(shape, std::uint64_t(c.get_int("model.seed")), float(c.get_float("model.init_std"))),
+  WideTrainer trainer(WideModel::create(shape, c.get_int_as<std::uint64_t>("model.seed"), float(c.get_float("model.init_std"))),
                       options, world);
 
   const std::string dir = c.get_string("output.dir");
@@ -190,8 +190,8 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   // Every rank takes as many steps as the rank with the fewest rows: the steps are collective.
   std::vector<std::int64_t> steps{(data.train.rows() + local_batch - 1) / local_batch};
   world->allreduce(comm::view(steps), comm::ReduceOp::Min);
-  const std::int64_t log_every = std::max<std::int64_t>(1, c.get_int("train.log_every"));
-  const int patience = int(c.get_int("train.patience"));
+  const std::int64_t log_every = c.get_int("train.log_every");
+  const int patience = c.get_int_as<int>("train.patience");
 
   // The best model so far is saved (atomically) whenever an epoch improves it: a crash or a
   // kill later in the run keeps it.
@@ -207,7 +207,7 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   double best_loss = 1e300, best_auc = 0.5, train_seconds = 0;
   std::int64_t total_samples = 0, total_nnz = 0, global_step = 0;
   int epochs_run = 0, since_best = 0;
-  for (int epoch = 1; epoch <= int(c.get_int("train.epochs")); ++epoch) {
+  for (int epoch = 1; epoch <= c.get_int_as<int>("train.epochs"); ++epoch) {
     Timer epoch_timer;
     const EpochSteps e = train_epoch(trainer, data.train, epoch, steps[0], local_batch, log_every, epoch_timer,
                                      global_step, total_nnz, metrics);
@@ -258,7 +258,7 @@ void predict(const Config& c, const comm::ProcessGroup& world) {
   const std::string model_path = c.get_string("predict.model"), data_path = c.get_string("predict.data");
   SKEW_CHECK(!model_path.empty() && !data_path.empty(), "--predict needs predict.model and predict.data");
   WideModel model = WideModel::load(model_path);
-  SparseDataset data = load_dataset(data_path, read_options(c, world, int(c.get_int("train.threads"))));
+  SparseDataset data = load_dataset(data_path, read_options(c, world, c.get_int_as<int>("train.threads")));
   for (auto i : data.index)
     SKEW_CHECK(i < model.shape.num_features, data_path << ": feature " << i << " is beyond the model's " << model.shape.num_features);
   TrainOptions o;
