@@ -151,6 +151,9 @@ EpochSteps train_epoch(WideTrainer& trainer, const SparseDataset& train, int epo
     const std::int64_t begin = std::min(train.rows(), s * local_batch), end = std::min(train.rows(), begin + local_batch);
     const std::int64_t next_end = s + 1 < steps ? std::min(train.rows(), end + local_batch) : end;
     const StepResult r = trainer.step(train, begin, end, end, next_end);
+    // The loss is the group's (summed over ranks), so every rank stops here together.
+    SKEW_CHECK(std::isfinite(r.loss), "epoch " << epoch << " step " << s + 1 << ": the training loss is " << r.loss
+                                                << ": the model diverged (try a smaller train.lr)");
     e.loss_sum += r.loss * double(r.samples);
     e.samples += r.samples;
     total_nnz += r.nonzeros;
@@ -223,6 +226,9 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
       continue;
     }
     const Evaluation v = trainer.evaluate(data.valid);
+    // The last step's update can diverge after its own (finite) loss was taken.
+    SKEW_CHECK(std::isfinite(v.logloss) && !std::isnan(v.auc), "epoch " << epoch << ": the validation logloss is "
+                   << v.logloss << " and AUC " << v.auc << ": the model diverged (try a smaller train.lr)");
     record["valid_logloss"] = v.logloss;
     record["valid_auc"] = v.auc;
     record["elapsed_s"] = total.seconds();  // since start, data loading included: time-to-AUC

@@ -1,8 +1,10 @@
 // wide_train end to end: a tiny run under mpirun -np 2 learns the synthetic signal (validation
-// AUC clearly above 0.5), saves a model, and --predict reproduces the in-process predictions.
+// AUC clearly above 0.5), saves a model, and --predict reproduces the in-process predictions;
+// bad keys and a diverging model stop the run with an error naming the key or the step.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -105,5 +107,27 @@ TEST_CASE("wide_train rejects out-of-range keys at start-up, naming them") {
     CHECK(rc != 0);
     CHECK(text.find("bad value '" + value + "' for key '" + key + "'") != std::string::npos);
     std::filesystem::remove(log);
+  }
+}
+
+TEST_CASE("wide_train whose model diverges stops with an error naming the epoch and step, on 1 and 2 ranks") {
+  // train.lr = 1e30: the first update sends the weights to inf, the next loss is NaN. The run
+  // once went on to spin forever in roc_auc; now every rank stops at that step.
+  for (int ranks : {1, 2}) {
+    for (const char* model : {"lr", "ffm"}) {
+      const auto log = std::filesystem::temp_directory_path() /
+                       ("skew_wide_app_diverge_" + std::to_string(getpid()) + "_" + model + ".log");
+      const int rc = run("timeout 120 " + std::string(SKEW_MPIEXEC) + " --oversubscribe -np " + std::to_string(ranks) + " " +
+                         SKEW_WIDE_TRAIN + " --data.train='" + kTrain + "' --data.valid='" + kValid +
+                         "' --train.lr=1e30 --train.optimizer=sgd --train.epochs=2 --model.type=" + model + " > " +
+                         log.string() + " 2>&1");
+      const std::string text = skew::read_file(log.string());
+      INFO(ranks << " ranks, " << model << ": " << text);
+      CHECK(rc != 0);
+      CHECK(WEXITSTATUS(rc) != 124);  // stopped by the check, not by the timeout
+      CHECK(text.find("epoch 1 step ") != std::string::npos);
+      CHECK(text.find("the model diverged") != std::string::npos);
+      std::filesystem::remove(log);
+    }
   }
 }
