@@ -7,6 +7,7 @@
 #include "lib/core/fileio.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/timer.hpp"
+#include "lib/wide/checkpoint.hpp"
 #include "lib/wide/trainer.hpp"
 
 namespace skew::wide {
@@ -55,6 +56,14 @@ Schema wide_train_schema() {
   s.add_int("train.log_every", 20, IntRange::at_least(1), "progress line and metrics record every N steps");
   s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
   s.add_string("output.model", "", "where the best model so far is saved, each time an epoch improves it (default OUTPUT_DIR/model.safetensors)");
+  // The names and meanings of moe_train's checkpoint keys (lib/moe/schema.cpp).
+  s.add_string("output.checkpoint_dir", "",
+               "checkpoint directory (empty = none): model, optimizer state and the run's position, at every epoch end "
+               "(CPU only; bit-exact resume at train.threads = 1)");
+  s.add_int("output.checkpoint_interval", 0, IntRange::at_least(0),
+            "steps between mid-epoch checkpoints (0 = only at the epoch ends)");
+  s.add_int("output.keep", 2, {1, kMaxInt32}, "checkpoints kept");
+  s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
   s.add_string("predict.model", "", "--predict: the model to load");
   s.add_string("predict.data", "", "--predict: the data to score");
   s.add_string("predict.output", "-", "--predict: output file, one probability per line ('-' = stdout)");
@@ -134,42 +143,67 @@ TrainOptions train_options(const Config& c, int threads) {
   return o;
 }
 
-// The training steps of one epoch, each rank taking its local_batch rows of every global
-// mini-batch; a progress line (rank 0) and a metrics record every log_every global steps.
-struct EpochSteps {
-  double loss_sum = 0;  // sum over samples of the pre-update loss
-  std::int64_t samples = 0;
+// The rest of epoch st.epoch from step st.step_in_epoch on, each rank taking its local_batch rows
+// of every global mini-batch; a progress line (rank 0) and a metrics record every log_every
+// global steps, a checkpoint every checkpoint.interval() (but the epoch's last step: the
+// epoch-end checkpoint follows it, with the validation's outcome).
+// One JSON line per record; a no-op when the file is not open (ranks other than 0, no output.dir).
+void write_record(OutputFile& file, const Json& record) {
+  if (file.is_open()) file.write(record.dump() + '\n');
+}
+
+struct EpochLoop {
+  WideTrainer& trainer;
+  const SparseDataset& train;
+  std::int64_t steps, local_batch, log_every;
+  OutputFile& metrics;
+  WideCheckpoint& checkpoint;
 };
 
-EpochSteps train_epoch(WideTrainer& trainer, const SparseDataset& train, int epoch, std::int64_t steps,
-                       std::int64_t local_batch, std::int64_t log_every, const Timer& epoch_timer,
-                       std::int64_t& global_step, std::int64_t& total_nnz, JsonlWriter& metrics) {
-  EpochSteps e;
-  double window_loss = 0;
-  std::int64_t window_steps = 0;
-  for (std::int64_t s = 0; s < steps; ++s) {
-    const std::int64_t begin = std::min(train.rows(), s * local_batch), end = std::min(train.rows(), begin + local_batch);
-    const std::int64_t next_end = s + 1 < steps ? std::min(train.rows(), end + local_batch) : end;
-    const StepResult r = trainer.step(train, begin, end, end, next_end);
+void train_epoch(EpochLoop& loop, WideRunState& st, const Timer& epoch_timer) {
+  const SparseDataset& train = loop.train;
+  const std::int64_t interval = loop.checkpoint.interval();
+  for (std::int64_t s = st.step_in_epoch; s < loop.steps; ++s) {
+    const std::int64_t begin = std::min(train.rows(), s * loop.local_batch),
+                       end = std::min(train.rows(), begin + loop.local_batch);
+    const std::int64_t next_end = s + 1 < loop.steps ? std::min(train.rows(), end + loop.local_batch) : end;
+    const StepResult r = loop.trainer.step(train, begin, end, end, next_end);
     // The loss is the group's (summed over ranks), so every rank stops here together.
-    SKEW_CHECK(std::isfinite(r.loss), "epoch " << epoch << " step " << s + 1 << ": the training loss is " << r.loss
+    SKEW_CHECK(std::isfinite(r.loss), "epoch " << st.epoch << " step " << s + 1 << ": the training loss is " << r.loss
                                                 << ": the model diverged (try a smaller train.lr)");
-    e.loss_sum += r.loss * double(r.samples);
-    e.samples += r.samples;
-    total_nnz += r.nonzeros;
-    window_loss += r.loss;
-    ++window_steps;
-    ++global_step;
-    if (global_step % log_every == 0) {
-      const double rate = double(e.samples) / epoch_timer.seconds();
-      SKEW_INFO("epoch " << epoch << " step " << s + 1 << "/" << steps << " loss " << window_loss / double(window_steps)
-                         << " samples/s " << std::llround(rate));
-      metrics.write(Json{{"step", global_step}, {"epoch", epoch}, {"train_loss", window_loss / double(window_steps)}, {"samples_per_s", rate}});
-      window_loss = 0;
-      window_steps = 0;
+    st.epoch_loss_sum += r.loss * double(r.samples);
+    st.epoch_samples += r.samples;
+    st.total_nonzeros += r.nonzeros;
+    st.window_loss += r.loss;
+    ++st.window_steps;
+    ++st.global_step;
+    st.step_in_epoch = s + 1;
+    if (st.global_step % loop.log_every == 0) {
+      const double rate = double(st.epoch_samples) / (st.epoch_seconds + epoch_timer.seconds());
+      const double loss = st.window_loss / double(st.window_steps);
+      SKEW_INFO("epoch " << st.epoch << " step " << s + 1 << "/" << loop.steps << " loss " << loss << " samples/s "
+                         << std::llround(rate));
+      write_record(loop.metrics, Json{{"step", st.global_step}, {"epoch", st.epoch}, {"train_loss", loss}, {"samples_per_s", rate}});
+      st.window_loss = 0;
+      st.window_steps = 0;
+    }
+    if (interval > 0 && st.global_step % interval == 0 && s + 1 < loop.steps) {
+      WideRunState saved = st;
+      saved.epoch_seconds += epoch_timer.seconds();
+      loop.checkpoint.save(loop.trainer, saved);
     }
   }
-  return e;
+}
+
+// The identity a checkpoint must share with the run resuming from it (lib/wide/checkpoint.hpp).
+RunIdentity run_identity(const Config& c, const kernels::WideShape& shape, std::int64_t steps) {
+  return {{"model.type", c.get_string("model.type")},
+          {"model.k", std::to_string(shape.k)},
+          {"model.features", std::to_string(shape.num_features)},
+          {"fields in data.train/data.valid", std::to_string(shape.num_fields)},
+          {"train.optimizer", c.get_string("train.optimizer")},
+          {"train.renumber", c.get_bool("train.renumber") ? "true" : "false"},
+          {"steps per epoch (data.train rows / train.batch_size)", std::to_string(steps)}};
 }
 
 }  // namespace
@@ -180,81 +214,88 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   const int threads = c.get_int_as<int>("train.threads");
   Data data = load_data(c, *world, threads);
   const kernels::WideShape& shape = data.shape;
-  const TrainOptions options = train_options(c, threads);
-  WideTrainer trainer(WideModel::create(shape, c.get_int_as<std::uint64_t>("model.seed"), float(c.get_float("model.init_std"))),
-                      options, world);
-
-  const std::string dir = c.get_string("output.dir");
-  if (!dir.empty() && rank == 0) make_directories(dir);
-  JsonlWriter metrics(rank == 0 && !dir.empty() ? dir + "/metrics.jsonl" : "");
   const std::int64_t global_batch = c.get_int("train.batch_size");
   SKEW_CHECK(global_batch >= ranks, "train.batch_size = " << global_batch << " is smaller than the " << ranks << " ranks");
   const std::int64_t local_batch = global_batch / ranks;
   // Every rank takes as many steps as the rank with the fewest rows: the steps are collective.
   std::vector<std::int64_t> steps{(data.train.rows() + local_batch - 1) / local_batch};
   world->allreduce(comm::view(steps), comm::ReduceOp::Min);
-  const std::int64_t log_every = c.get_int("train.log_every");
+  SKEW_CHECK(steps[0] > 0, "data.train leaves a rank without rows: nothing to train on");
+  WideCheckpoint checkpoint(c, *world, run_identity(c, shape, steps[0]));  // refuses train.device = cuda
+  WideTrainer trainer(WideModel::create(shape, c.get_int_as<std::uint64_t>("model.seed"), float(c.get_float("model.init_std"))),
+                      train_options(c, threads), world);
+  WideRunState st;
+  const bool resumed = checkpoint.restore(trainer, st);
+
+  const std::string dir = c.get_string("output.dir");
+  if (!dir.empty() && rank == 0) make_directories(dir);
+  // A resumed run continues the metrics file it was writing.
+  OutputFile metrics;
+  if (rank == 0 && !dir.empty()) metrics.open(dir + "/metrics.jsonl", resumed ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
   const int patience = c.get_int_as<int>("train.patience");
 
   // The best model so far is saved (atomically) whenever an epoch improves it: a crash or a
   // kill later in the run keeps it.
   std::string model_path = c.get_string("output.model");
   if (model_path.empty() && !dir.empty()) model_path = dir + "/model.safetensors";
-  std::vector<float> best_params = trainer.parameters();
-  int best_epoch = 0;
   const auto save_best = [&] {
+    st.best_epoch = st.epoch;
     if (model_path.empty() || rank != 0) return;
-    WideModel saved{shape, data.renumber ? data.order.to_original(shape, best_params) : best_params};
-    saved.save(model_path, {{"schema", c.get_string("train.schema")}, {"epoch", std::to_string(best_epoch)}});
+    const std::vector<float>& params = trainer.parameters();
+    WideModel saved{shape, data.renumber ? data.order.to_original(shape, params) : params};
+    saved.save(model_path, {{"schema", c.get_string("train.schema")}, {"epoch", std::to_string(st.best_epoch)}});
   };
-  double best_loss = 1e300, best_auc = 0.5, train_seconds = 0;
-  std::int64_t total_samples = 0, total_nnz = 0, global_step = 0;
-  int epochs_run = 0, since_best = 0;
-  for (int epoch = 1; epoch <= c.get_int_as<int>("train.epochs"); ++epoch) {
+  EpochLoop loop{trainer, data.train, steps[0], local_batch, c.get_int("train.log_every"), metrics, checkpoint};
+  const std::int64_t epochs = c.get_int("train.epochs");
+  // A run resumed after its early stop stays stopped.
+  const auto stopped_early = [&] { return patience > 0 && st.since_best >= patience; };
+  while (st.epoch <= epochs && !stopped_early()) {
     Timer epoch_timer;
-    const EpochSteps e = train_epoch(trainer, data.train, epoch, steps[0], local_batch, log_every, epoch_timer,
-                                     global_step, total_nnz, metrics);
-    train_seconds += epoch_timer.seconds();
-    total_samples += e.samples;
-    epochs_run = epoch;
-    Json record{{"epoch", epoch}, {"train_logloss", e.loss_sum / double(std::max<std::int64_t>(1, e.samples))}};
+    train_epoch(loop, st, epoch_timer);
+    const double epoch_seconds = st.epoch_seconds + epoch_timer.seconds();
+    st.train_seconds += epoch_seconds;
+    st.total_samples += st.epoch_samples;
+    st.epochs_run = st.epoch;
+    Json record{{"epoch", st.epoch}, {"train_logloss", st.epoch_loss_sum / double(std::max<std::int64_t>(1, st.epoch_samples))}};
     if (!data.has_valid) {
-      best_params = trainer.parameters();
-      best_epoch = epoch;
       save_best();
-      metrics.write(record);
-      continue;
+    } else {
+      const Evaluation v = trainer.evaluate(data.valid);
+      // The last step's update can diverge after its own (finite) loss was taken.
+      SKEW_CHECK(std::isfinite(v.logloss) && !std::isnan(v.auc), "epoch " << st.epoch << ": the validation logloss is "
+                     << v.logloss << " and AUC " << v.auc << ": the model diverged (try a smaller train.lr)");
+      record["valid_logloss"] = v.logloss;
+      record["valid_auc"] = v.auc;
+      record["elapsed_s"] = total.seconds();  // since start, data loading included: time-to-AUC
+      SKEW_INFO("epoch " << st.epoch << " train logloss " << record["train_logloss"].get<double>() << " valid logloss "
+                         << v.logloss << " auc " << v.auc << " (" << epoch_seconds << " s)");
+      if (v.logloss < st.best_loss) {
+        st.best_loss = v.logloss;
+        st.best_auc = v.auc;
+        save_best();
+        st.since_best = 0;
+      } else if (patience > 0) {
+        ++st.since_best;
+      }
     }
-    const Evaluation v = trainer.evaluate(data.valid);
-    // The last step's update can diverge after its own (finite) loss was taken.
-    SKEW_CHECK(std::isfinite(v.logloss) && !std::isnan(v.auc), "epoch " << epoch << ": the validation logloss is "
-                   << v.logloss << " and AUC " << v.auc << ": the model diverged (try a smaller train.lr)");
-    record["valid_logloss"] = v.logloss;
-    record["valid_auc"] = v.auc;
-    record["elapsed_s"] = total.seconds();  // since start, data loading included: time-to-AUC
-    metrics.write(record);
-    SKEW_INFO("epoch " << epoch << " train logloss " << record["train_logloss"].get<double>() << " valid logloss " << v.logloss
-                       << " auc " << v.auc << " (" << epoch_timer.seconds() << " s)");
-    if (v.logloss < best_loss) {
-      best_loss = v.logloss;
-      best_auc = v.auc;
-      best_epoch = epoch;
-      best_params = trainer.parameters();
-      save_best();
-      since_best = 0;
-    } else if (patience > 0 && ++since_best >= patience) {
-      SKEW_INFO("early stop: no better validation logloss for " << patience << " epoch(s); keeping epoch " << best_epoch);
-      break;
-    }
+    write_record(metrics, record);
+    if (stopped_early())
+      SKEW_INFO("early stop: no better validation logloss for " << patience << " epoch(s); keeping epoch " << st.best_epoch);
+    // The next epoch starts afresh: checkpointed here, a resume begins it from its first step.
+    ++st.epoch;
+    st.step_in_epoch = st.epoch_samples = st.window_steps = 0;
+    st.epoch_loss_sum = st.window_loss = st.epoch_seconds = 0;
+    checkpoint.save(trainer, st);
   }
   Json summary{{"app", "wide_train"}, {"model", c.get_string("model.type")}, {"schema", c.get_string("train.schema")},
                {"device", c.get_string("train.device")}, {"ranks", ranks}, {"threads", threads}, {"features", shape.num_features},
-               {"epochs_run", epochs_run}, {"best_epoch", best_epoch},
-               {"valid_logloss", data.has_valid ? best_loss : 0.0}, {"valid_auc", best_auc},
-               {"train_samples_per_s", double(total_samples) / std::max(1e-9, train_seconds)},
-               {"train_nonzeros_per_s", double(total_nnz) / std::max(1e-9, train_seconds)},
+               {"epochs_run", st.epochs_run}, {"best_epoch", st.best_epoch},
+               {"valid_logloss", data.has_valid ? st.best_loss : 0.0}, {"valid_auc", st.best_auc},
+               {"train_samples_per_s", double(st.total_samples) / std::max(1e-9, st.train_seconds)},
+               {"train_nonzeros_per_s", double(st.total_nonzeros) / std::max(1e-9, st.train_seconds)},
                {"train_rows_skipped", data.report.skipped_lines}, {"data_seconds", data.report.seconds},
-               {"seconds", total.seconds()}, {"model_path", model_path}};
+               {"seconds", total.seconds()}, {"model_path", model_path}, {"resumed", resumed}};
+  if (metrics.is_open()) metrics.close();  // checked: a failed last write is an error, not a stderr line
   if (rank == 0 && !dir.empty()) write_file_atomic(dir + "/summary.json", summary.dump() + "\n");
   return summary;
 }

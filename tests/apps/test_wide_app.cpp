@@ -2,7 +2,6 @@
 // AUC clearly above 0.5), saves a model, and --predict reproduces the in-process predictions;
 // bad keys and a diverging model stop the run with an error naming the key or the step.
 #include <catch2/catch.hpp>
-#include <cstdlib>
 #include <filesystem>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,19 +12,15 @@
 #include "lib/core/safetensors.hpp"
 #include "lib/core/tensor.hpp"
 #include "lib/wide/trainer.hpp"
+#include "tests/apps/wide_app_test.hpp"
 
 using namespace skew::wide;
+
+using skew::test::run;
 
 namespace {
 const std::string kTrain = "synthetic:criteo?rows=6000&features=20000&alpha=1.1&seed=2";
 const std::string kValid = "synthetic:criteo?rows=2000&features=20000&alpha=1.1&seed=2&first_row=500000";
-
-int run(const std::string& command) {
-  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-  setenv("OMPI_MCA_rmaps_base_oversubscribe", "1", 1);
-  return std::system(command.c_str());
-}
 }  // namespace
 
 TEST_CASE("wide_train learns, saves, and --predict round-trips") {
