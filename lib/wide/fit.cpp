@@ -143,15 +143,13 @@ TrainOptions train_options(const Config& c, int threads) {
   return o;
 }
 
-// The rest of epoch st.epoch from step st.step_in_epoch on, each rank taking its local_batch rows
-// of every global mini-batch; a progress line (rank 0) and a metrics record every log_every
-// global steps, a checkpoint every checkpoint.interval() (but the epoch's last step: the
-// epoch-end checkpoint follows it, with the validation's outcome).
 // One JSON line per record; a no-op when the file is not open (ranks other than 0, no output.dir).
+// JsonlWriter cannot append, and a resumed run continues its metrics file.
 void write_record(OutputFile& file, const Json& record) {
   if (file.is_open()) file.write(record.dump() + '\n');
 }
 
+// What train_epoch works with, fixed for the run.
 struct EpochLoop {
   WideTrainer& trainer;
   const SparseDataset& train;
@@ -160,6 +158,10 @@ struct EpochLoop {
   WideCheckpoint& checkpoint;
 };
 
+// The rest of epoch st.epoch from step st.step_in_epoch on, each rank taking its local_batch rows
+// of every global mini-batch; a progress line (rank 0) and a metrics record every log_every
+// global steps, a checkpoint every checkpoint.interval() (but the epoch's last step: the
+// epoch-end checkpoint follows it, with the validation's outcome).
 void train_epoch(EpochLoop& loop, WideRunState& st, const Timer& epoch_timer) {
   const SparseDataset& train = loop.train;
   const std::int64_t interval = loop.checkpoint.interval();
