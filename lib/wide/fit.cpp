@@ -7,9 +7,16 @@
 #include "lib/core/fileio.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/timer.hpp"
+#include "lib/wide/checkpoint.hpp"
 #include "lib/wide/trainer.hpp"
 
 namespace skew::wide {
+
+namespace {
+// Feature ids are 32-bit in the kernels, and a model this wide is already 2^28 rows: beyond it
+// the data should be hashed into fewer ids.
+constexpr std::int64_t kMaxModelFeatures = std::int64_t(1) << 28;
+}  // namespace
 
 Schema wide_train_schema() {
   Schema s("wide_train",
@@ -23,32 +30,40 @@ Schema wide_train_schema() {
   s.add_bool("data.skip_bad_lines", false, "skip (and count) malformed lines instead of failing");
   s.add_bool("data.cache", true, "read/write a binary cache FILE.skewbin beside a text file");
   s.add_choice("model.type", "fm", {"lr", "fm", "ffm"}, "model: logistic regression, FM or field-aware FM");
-  s.add_int("model.k", 8, "latent dimension (FM/FFM)");
-  s.add_int("model.features", 0, "number of features; 0 = max index + 1 in the data");
-  s.add_float("model.init_std", 0.01, "std of the initial latent factors");
-  s.add_int("model.seed", 1, "initialisation seed");
+  s.add_int("model.k", 8, {1, 1024}, "latent dimension (FM/FFM)");
+  s.add_int("model.features", 0, {0, kMaxModelFeatures}, "number of features; 0 = max index + 1 in the data");
+  s.add_float("model.init_std", 0.01, FloatRange::at_least(0), "std of the initial latent factors");
+  s.add_int("model.seed", 1, IntRange::at_least(0), "initialisation seed");
   s.add_choice("train.schema", "flow", {"classical", "flow"}, "training schema");
   s.add_choice("train.device", "cpu", {"cpu", "cuda"},
                "where to train: cpu (train.threads per rank) or cuda (one GPU per rank; validation on the CPU)");
   s.add_bool("train.overlap", true, "cuda: copy the next mini-batch to the GPU on a second stream while this one computes");
   s.add_choice("train.optimizer", "adagrad", {"sgd", "adagrad", "ftrl"}, "optimizer");
-  s.add_float("train.lr", 0.05, "learning rate (FTRL: alpha)");
-  s.add_float("train.l2", 1e-5, "L2 regularisation");
-  s.add_float("train.l1", 0.0, "L1 (FTRL only)");
-  s.add_float("train.ftrl_beta", 1.0, "FTRL beta");
-  s.add_int("train.epochs", 5, "maximum number of epochs");
-  s.add_int("train.batch_size", 1024, "global mini-batch size (split evenly over ranks)");
-  s.add_int("train.threads", 1, "worker threads per rank");
-  s.add_int("train.patience", 2, "stop after this many epochs without a better validation logloss (0 = never)");
+  s.add_float("train.lr", 0.05, FloatRange::above(0), "learning rate (FTRL: alpha)");
+  s.add_float("train.l2", 1e-5, FloatRange::at_least(0), "L2 regularisation");
+  s.add_float("train.l1", 0.0, FloatRange::at_least(0), "L1 (FTRL only)");
+  s.add_float("train.ftrl_beta", 1.0, FloatRange::at_least(0), "FTRL beta");
+  s.add_int("train.epochs", 5, {1, kMaxInt32}, "maximum number of epochs");
+  s.add_int("train.batch_size", 1024, IntRange::at_least(1), "global mini-batch size (split evenly over ranks)");
+  s.add_int("train.threads", 1, {1, 1024}, "worker threads per rank");
+  s.add_int("train.patience", 2, {0, kMaxInt32}, "stop after this many epochs without a better validation logloss (0 = never)");
   s.add_choice("train.sync", "allreduce", {"allreduce"}, "multi-rank synchronisation of the gradient");
   s.add_bool("train.renumber", true, "renumber features by frequency (flow: hot features get small ids)");
-  s.add_int("train.tile_samples", 256, "flow: samples per tile");
-  s.add_int("train.hot_features", 4096, "flow: number of hottest features with cached, replicated accumulators");
-  s.add_int("train.replica_budget_mb", 16,
+  s.add_int("train.tile_samples", 256, {1, 1 << 20}, "flow: samples per tile");
+  s.add_int("train.hot_features", 4096, {0, 1 << 30}, "flow: number of hottest features with cached, replicated accumulators");
+  s.add_int("train.replica_budget_mb", 16, {0, 1 << 20},  // 1 TiB: MiB << 20 stays far inside int64
             "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot (0 = never)");
-  s.add_int("train.log_every", 20, "progress line and metrics record every N steps");
+  s.add_int("train.log_every", 20, IntRange::at_least(1), "progress line and metrics record every N steps");
   s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
   s.add_string("output.model", "", "where the best model so far is saved, each time an epoch improves it (default OUTPUT_DIR/model.safetensors)");
+  // The names and meanings of moe_train's checkpoint keys (lib/moe/schema.cpp).
+  s.add_string("output.checkpoint_dir", "",
+               "checkpoint directory (empty = none): model, optimizer state and the run's position, at every epoch end "
+               "(CPU only; bit-exact resume at train.threads = 1)");
+  s.add_int("output.checkpoint_interval", 0, IntRange::at_least(0),
+            "steps between mid-epoch checkpoints (0 = only at the epoch ends)");
+  s.add_int("output.keep", 2, {1, kMaxInt32}, "checkpoints kept");
+  s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
   s.add_string("predict.model", "", "--predict: the model to load");
   s.add_string("predict.data", "", "--predict: the data to score");
   s.add_string("predict.output", "-", "--predict: output file, one probability per line ('-' = stdout)");
@@ -91,12 +106,12 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
 
   kernels::WideShape& shape = d.shape;
   shape.kind = kernels::wide_kind_from_name(c.get_string("model.type"));
-  shape.k = shape.kind == kernels::WideKind::LR ? 0 : int(c.get_int("model.k"));
+  shape.k = shape.kind == kernels::WideKind::LR ? 0 : c.get_int_as<int>("model.k");
   const std::int64_t data_features = std::max(d.train.num_features, d.valid.num_features);
   shape.num_features = c.get_int("model.features") > 0 ? c.get_int("model.features") : data_features;
   SKEW_CHECK(data_features <= shape.num_features, "the data has feature ids up to " << data_features - 1
                  << " but model.features = " << shape.num_features);
-  SKEW_CHECK(shape.num_features <= (std::int64_t(1) << 28), "model.features = " << shape.num_features
+  SKEW_CHECK(shape.num_features <= kMaxModelFeatures, "model.features = " << shape.num_features
                  << " is too large; hash the data into fewer ids");
   shape.num_fields = std::max(d.train.num_fields, d.valid.num_fields);
 
@@ -122,51 +137,75 @@ TrainOptions train_options(const Config& c, int threads) {
   o.optimizer.l2 = float(c.get_float("train.l2"));
   o.optimizer.l1 = float(c.get_float("train.l1"));
   o.optimizer.beta = float(c.get_float("train.ftrl_beta"));
-  const auto require_at_least = [&](const char* key, std::int64_t least) {
-    SKEW_CHECK(c.get_int(key) >= least, key << " must be at least " << least << ", got " << c.get_int(key));
-  };
-  require_at_least("train.tile_samples", 1);
-  require_at_least("train.hot_features", 0);
-  require_at_least("train.replica_budget_mb", 0);
-  o.flow.tile_samples = int(c.get_int("train.tile_samples"));
+  o.flow.tile_samples = c.get_int_as<int>("train.tile_samples");
   o.flow.hot_features = c.get_int("train.hot_features");
   o.flow.replica_budget_bytes = c.get_int("train.replica_budget_mb") << 20;
   return o;
 }
 
-// The training steps of one epoch, each rank taking its local_batch rows of every global
-// mini-batch; a progress line (rank 0) and a metrics record every log_every global steps.
-struct EpochSteps {
-  double loss_sum = 0;  // sum over samples of the pre-update loss
-  std::int64_t samples = 0;
+// One JSON line per record; a no-op when the file is not open (ranks other than 0, no output.dir).
+// JsonlWriter cannot append, and a resumed run continues its metrics file.
+void write_record(OutputFile& file, const Json& record) {
+  if (file.is_open()) file.write(record.dump() + '\n');
+}
+
+// What train_epoch works with, fixed for the run.
+struct EpochLoop {
+  WideTrainer& trainer;
+  const SparseDataset& train;
+  std::int64_t steps, local_batch, log_every;
+  OutputFile& metrics;
+  WideCheckpoint& checkpoint;
 };
 
-EpochSteps train_epoch(WideTrainer& trainer, const SparseDataset& train, int epoch, std::int64_t steps,
-                       std::int64_t local_batch, std::int64_t log_every, const Timer& epoch_timer,
-                       std::int64_t& global_step, std::int64_t& total_nnz, JsonlWriter& metrics) {
-  EpochSteps e;
-  double window_loss = 0;
-  std::int64_t window_steps = 0;
-  for (std::int64_t s = 0; s < steps; ++s) {
-    const std::int64_t begin = std::min(train.rows(), s * local_batch), end = std::min(train.rows(), begin + local_batch);
-    const std::int64_t next_end = s + 1 < steps ? std::min(train.rows(), end + local_batch) : end;
-    const StepResult r = trainer.step(train, begin, end, end, next_end);
-    e.loss_sum += r.loss * double(r.samples);
-    e.samples += r.samples;
-    total_nnz += r.nonzeros;
-    window_loss += r.loss;
-    ++window_steps;
-    ++global_step;
-    if (global_step % log_every == 0) {
-      const double rate = double(e.samples) / epoch_timer.seconds();
-      SKEW_INFO("epoch " << epoch << " step " << s + 1 << "/" << steps << " loss " << window_loss / double(window_steps)
-                         << " samples/s " << std::llround(rate));
-      metrics.write(Json{{"step", global_step}, {"epoch", epoch}, {"train_loss", window_loss / double(window_steps)}, {"samples_per_s", rate}});
-      window_loss = 0;
-      window_steps = 0;
+// The rest of epoch st.epoch from step st.step_in_epoch on, each rank taking its local_batch rows
+// of every global mini-batch; a progress line (rank 0) and a metrics record every log_every
+// global steps, a checkpoint every checkpoint.interval() (but the epoch's last step: the
+// epoch-end checkpoint follows it, with the validation's outcome).
+void train_epoch(EpochLoop& loop, WideRunState& st, const Timer& epoch_timer) {
+  const SparseDataset& train = loop.train;
+  const std::int64_t interval = loop.checkpoint.interval();
+  for (std::int64_t s = st.step_in_epoch; s < loop.steps; ++s) {
+    const std::int64_t begin = std::min(train.rows(), s * loop.local_batch),
+                       end = std::min(train.rows(), begin + loop.local_batch);
+    const std::int64_t next_end = s + 1 < loop.steps ? std::min(train.rows(), end + loop.local_batch) : end;
+    const StepResult r = loop.trainer.step(train, begin, end, end, next_end);
+    // The loss is the group's (summed over ranks), so every rank stops here together.
+    SKEW_CHECK(std::isfinite(r.loss), "epoch " << st.epoch << " step " << s + 1 << ": the training loss is " << r.loss
+                                                << ": the model diverged (try a smaller train.lr)");
+    st.epoch_loss_sum += r.loss * double(r.samples);
+    st.epoch_samples += r.samples;
+    st.total_nonzeros += r.nonzeros;
+    st.window_loss += r.loss;
+    ++st.window_steps;
+    ++st.global_step;
+    st.step_in_epoch = s + 1;
+    if (st.global_step % loop.log_every == 0) {
+      const double rate = double(st.epoch_samples) / (st.epoch_seconds + epoch_timer.seconds());
+      const double loss = st.window_loss / double(st.window_steps);
+      SKEW_INFO("epoch " << st.epoch << " step " << s + 1 << "/" << loop.steps << " loss " << loss << " samples/s "
+                         << std::llround(rate));
+      write_record(loop.metrics, Json{{"step", st.global_step}, {"epoch", st.epoch}, {"train_loss", loss}, {"samples_per_s", rate}});
+      st.window_loss = 0;
+      st.window_steps = 0;
+    }
+    if (interval > 0 && st.global_step % interval == 0 && s + 1 < loop.steps) {
+      WideRunState saved = st;
+      saved.epoch_seconds += epoch_timer.seconds();
+      loop.checkpoint.save(loop.trainer, saved);
     }
   }
-  return e;
+}
+
+// The identity a checkpoint must share with the run resuming from it (lib/wide/checkpoint.hpp).
+RunIdentity run_identity(const Config& c, const kernels::WideShape& shape, std::int64_t steps) {
+  return {{"model.type", c.get_string("model.type")},
+          {"model.k", std::to_string(shape.k)},
+          {"model.features", std::to_string(shape.num_features)},
+          {"fields in data.train/data.valid", std::to_string(shape.num_fields)},
+          {"train.optimizer", c.get_string("train.optimizer")},
+          {"train.renumber", c.get_bool("train.renumber") ? "true" : "false"},
+          {"steps per epoch (data.train rows / train.batch_size)", std::to_string(steps)}};
 }
 
 }  // namespace
@@ -174,81 +213,91 @@ EpochSteps train_epoch(WideTrainer& trainer, const SparseDataset& train, int epo
 Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   Timer total;
   const int rank = world->rank(), ranks = world->size();
-  const int threads = int(c.get_int("train.threads"));
+  const int threads = c.get_int_as<int>("train.threads");
   Data data = load_data(c, *world, threads);
   const kernels::WideShape& shape = data.shape;
-  const TrainOptions options = train_options(c, threads);
-  WideTrainer trainer(WideModel::create(shape, std::uint64_t(c.get_int("model.seed")), float(c.get_float("model.init_std"))),
-                      options, world);
-
-  const std::string dir = c.get_string("output.dir");
-  if (!dir.empty() && rank == 0) make_directories(dir);
-  JsonlWriter metrics(rank == 0 && !dir.empty() ? dir + "/metrics.jsonl" : "");
   const std::int64_t global_batch = c.get_int("train.batch_size");
   SKEW_CHECK(global_batch >= ranks, "train.batch_size = " << global_batch << " is smaller than the " << ranks << " ranks");
   const std::int64_t local_batch = global_batch / ranks;
   // Every rank takes as many steps as the rank with the fewest rows: the steps are collective.
   std::vector<std::int64_t> steps{(data.train.rows() + local_batch - 1) / local_batch};
   world->allreduce(comm::view(steps), comm::ReduceOp::Min);
-  const std::int64_t log_every = std::max<std::int64_t>(1, c.get_int("train.log_every"));
-  const int patience = int(c.get_int("train.patience"));
+  SKEW_CHECK(steps[0] > 0, "data.train leaves a rank without rows: nothing to train on");
+  WideCheckpoint checkpoint(c, *world, run_identity(c, shape, steps[0]));  // refuses train.device = cuda
+  WideTrainer trainer(WideModel::create(shape, c.get_int_as<std::uint64_t>("model.seed"), float(c.get_float("model.init_std"))),
+                      train_options(c, threads), world);
+  WideRunState st;
+  const bool resumed = checkpoint.restore(trainer, st);
+
+  const std::string dir = c.get_string("output.dir");
+  if (!dir.empty() && rank == 0) make_directories(dir);
+  // A resumed run continues the metrics file it was writing.
+  OutputFile metrics;
+  if (rank == 0 && !dir.empty()) metrics.open(dir + "/metrics.jsonl", resumed ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
+  const int patience = c.get_int_as<int>("train.patience");
 
   // The best model so far is saved (atomically) whenever an epoch improves it: a crash or a
   // kill later in the run keeps it.
   std::string model_path = c.get_string("output.model");
   if (model_path.empty() && !dir.empty()) model_path = dir + "/model.safetensors";
-  std::vector<float> best_params = trainer.parameters();
-  int best_epoch = 0;
   const auto save_best = [&] {
+    st.best_epoch = st.epoch;
     if (model_path.empty() || rank != 0) return;
-    WideModel saved{shape, data.renumber ? data.order.to_original(shape, best_params) : best_params};
-    saved.save(model_path, {{"schema", c.get_string("train.schema")}, {"epoch", std::to_string(best_epoch)}});
+    const std::vector<float>& params = trainer.parameters();
+    WideModel saved{shape, data.renumber ? data.order.to_original(shape, params) : params};
+    saved.save(model_path, {{"schema", c.get_string("train.schema")}, {"epoch", std::to_string(st.best_epoch)}});
   };
-  double best_loss = 1e300, best_auc = 0.5, train_seconds = 0;
-  std::int64_t total_samples = 0, total_nnz = 0, global_step = 0;
-  int epochs_run = 0, since_best = 0;
-  for (int epoch = 1; epoch <= int(c.get_int("train.epochs")); ++epoch) {
+  EpochLoop loop{trainer, data.train, steps[0], local_batch, c.get_int("train.log_every"), metrics, checkpoint};
+  const std::int64_t epochs = c.get_int("train.epochs");
+  // A run resumed after its early stop stays stopped.
+  const auto stopped_early = [&] { return patience > 0 && st.since_best >= patience; };
+  while (st.epoch <= epochs && !stopped_early()) {
     Timer epoch_timer;
-    const EpochSteps e = train_epoch(trainer, data.train, epoch, steps[0], local_batch, log_every, epoch_timer,
-                                     global_step, total_nnz, metrics);
-    train_seconds += epoch_timer.seconds();
-    total_samples += e.samples;
-    epochs_run = epoch;
-    Json record{{"epoch", epoch}, {"train_logloss", e.loss_sum / double(std::max<std::int64_t>(1, e.samples))}};
+    train_epoch(loop, st, epoch_timer);
+    const double epoch_seconds = st.epoch_seconds + epoch_timer.seconds();
+    st.train_seconds += epoch_seconds;
+    st.total_samples += st.epoch_samples;
+    st.epochs_run = st.epoch;
+    Json record{{"epoch", st.epoch}, {"train_logloss", st.epoch_loss_sum / double(std::max<std::int64_t>(1, st.epoch_samples))}};
     if (!data.has_valid) {
-      best_params = trainer.parameters();
-      best_epoch = epoch;
       save_best();
-      metrics.write(record);
-      continue;
+    } else {
+      const Evaluation v = trainer.evaluate(data.valid);
+      // The last step's update can diverge after its own (finite) loss was taken.
+      SKEW_CHECK(std::isfinite(v.logloss) && !std::isnan(v.auc), "epoch " << st.epoch << ": the validation logloss is "
+                     << v.logloss << " and AUC " << v.auc << ": the model diverged (try a smaller train.lr)");
+      record["valid_logloss"] = v.logloss;
+      record["valid_auc"] = v.auc;
+      record["elapsed_s"] = total.seconds();  // since start, data loading included: time-to-AUC
+      SKEW_INFO("epoch " << st.epoch << " train logloss " << record["train_logloss"].get<double>() << " valid logloss "
+                         << v.logloss << " auc " << v.auc << " (" << epoch_seconds << " s)");
+      if (v.logloss < st.best_loss) {
+        st.best_loss = v.logloss;
+        st.best_auc = v.auc;
+        save_best();
+        st.since_best = 0;
+      } else if (patience > 0) {
+        ++st.since_best;
+      }
     }
-    const Evaluation v = trainer.evaluate(data.valid);
-    record["valid_logloss"] = v.logloss;
-    record["valid_auc"] = v.auc;
-    record["elapsed_s"] = total.seconds();  // since start, data loading included: time-to-AUC
-    metrics.write(record);
-    SKEW_INFO("epoch " << epoch << " train logloss " << record["train_logloss"].get<double>() << " valid logloss " << v.logloss
-                       << " auc " << v.auc << " (" << epoch_timer.seconds() << " s)");
-    if (v.logloss < best_loss) {
-      best_loss = v.logloss;
-      best_auc = v.auc;
-      best_epoch = epoch;
-      best_params = trainer.parameters();
-      save_best();
-      since_best = 0;
-    } else if (patience > 0 && ++since_best >= patience) {
-      SKEW_INFO("early stop: no better validation logloss for " << patience << " epoch(s); keeping epoch " << best_epoch);
-      break;
-    }
+    write_record(metrics, record);
+    if (stopped_early())
+      SKEW_INFO("early stop: no better validation logloss for " << patience << " epoch(s); keeping epoch " << st.best_epoch);
+    // The next epoch starts afresh: checkpointed here, a resume begins it from its first step.
+    ++st.epoch;
+    st.step_in_epoch = st.epoch_samples = st.window_steps = 0;
+    st.epoch_loss_sum = st.window_loss = st.epoch_seconds = 0;
+    checkpoint.save(trainer, st);
   }
   Json summary{{"app", "wide_train"}, {"model", c.get_string("model.type")}, {"schema", c.get_string("train.schema")},
                {"device", c.get_string("train.device")}, {"ranks", ranks}, {"threads", threads}, {"features", shape.num_features},
-               {"epochs_run", epochs_run}, {"best_epoch", best_epoch},
-               {"valid_logloss", data.has_valid ? best_loss : 0.0}, {"valid_auc", best_auc},
-               {"train_samples_per_s", double(total_samples) / std::max(1e-9, train_seconds)},
-               {"train_nonzeros_per_s", double(total_nnz) / std::max(1e-9, train_seconds)},
+               {"epochs_run", st.epochs_run}, {"best_epoch", st.best_epoch},
+               {"valid_logloss", data.has_valid ? st.best_loss : 0.0}, {"valid_auc", st.best_auc},
+               {"train_samples_per_s", double(st.total_samples) / std::max(1e-9, st.train_seconds)},
+               {"train_nonzeros_per_s", double(st.total_nonzeros) / std::max(1e-9, st.train_seconds)},
                {"train_rows_skipped", data.report.skipped_lines}, {"data_seconds", data.report.seconds},
-               {"seconds", total.seconds()}, {"model_path", model_path}};
+               {"seconds", total.seconds()}, {"model_path", model_path}, {"resumed", resumed}};
+  if (metrics.is_open()) metrics.close();  // checked: a failed last write is an error, not a stderr line
   if (rank == 0 && !dir.empty()) write_file_atomic(dir + "/summary.json", summary.dump() + "\n");
   return summary;
 }
@@ -258,7 +307,7 @@ void predict(const Config& c, const comm::ProcessGroup& world) {
   const std::string model_path = c.get_string("predict.model"), data_path = c.get_string("predict.data");
   SKEW_CHECK(!model_path.empty() && !data_path.empty(), "--predict needs predict.model and predict.data");
   WideModel model = WideModel::load(model_path);
-  SparseDataset data = load_dataset(data_path, read_options(c, world, int(c.get_int("train.threads"))));
+  SparseDataset data = load_dataset(data_path, read_options(c, world, c.get_int_as<int>("train.threads")));
   for (auto i : data.index)
     SKEW_CHECK(i < model.shape.num_features, data_path << ": feature " << i << " is beyond the model's " << model.shape.num_features);
   TrainOptions o;

@@ -1,7 +1,8 @@
 // wide_train's run around the per-step WideTrainer (lib/wide/trainer.hpp): its schema, the epoch
 // loop (data loading and frequency renumbering, validation logloss and AUC after every epoch,
-// early stopping, saving the best model so far, progress lines, JSONL metrics, the summary) and
-// the --predict mode. The app is a thin main around these, as moe_train is around lib/moe.
+// early stopping, saving the best model so far, progress lines, JSONL metrics, checkpoints and
+// resume through lib/wide/checkpoint.hpp, stopping on a diverged model, the summary) and the
+// --predict mode. The app is a thin main around these, as moe_train is around lib/moe.
 #pragma once
 #include <memory>
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "lib/core/error.hpp"
@@ -95,6 +96,10 @@ double logloss_sum(const float* logits, const float* labels, std::size_t n) {
 }
 
 double roc_auc(const std::vector<float>& scores, const std::vector<float>& labels) {
+  // NaN compares unequal to itself and unordered to everything: sorting with it is undefined and
+  // the tie loop below would never advance. A NaN score has no rank, so the AUC has none either.
+  if (std::any_of(scores.begin(), scores.end(), [](float s) { return std::isnan(s); }))
+    return std::numeric_limits<double>::quiet_NaN();
   std::vector<std::size_t> order(scores.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return scores[a] < scores[b]; });

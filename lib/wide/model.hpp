@@ -32,7 +32,9 @@ struct FeatureOrder {
 };
 std::vector<std::int64_t> feature_counts(const SparseDataset& data, std::int64_t num_features);
 
-// Mean logloss of sigmoid(logits) against 0/1 labels, and the ROC AUC (ties averaged).
+// Mean logloss of sigmoid(logits) against 0/1 labels, and the ROC AUC (ties averaged; +-inf
+// scores rank as the extremes; NaN when any score is NaN, as from a diverged model: callers
+// that must stop on divergence check for it).
 double logloss_sum(const float* logits, const float* labels, std::size_t n);
 double roc_auc(const std::vector<float>& scores, const std::vector<float>& labels);
 

@@ -27,6 +27,13 @@ Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& 
   }
 }
 
+void Optimizer::set_state(std::vector<float> n, std::vector<float> z) {
+  SKEW_CHECK(n.size() == n_.size() && z.size() == z_.size(), "optimizer state of " << n.size() << " + " << z.size()
+                 << " values given, this optimizer holds " << n_.size() << " + " << z_.size());
+  n_ = std::move(n);
+  z_ = std::move(z);
+}
+
 // Called once per touched row (a single float for LR): inlined into the loops over rows. The
 // rule comes as the step's local copy: stores to params could alias the member's floats and
 // force them to be reloaded for every coordinate.

@@ -36,6 +36,8 @@ class Optimizer {
   // CUDA trainer that starts from the same state.
   const std::vector<float>& n_state() const { return n_; }
   const std::vector<float>& z_state() const { return z_; }
+  // Replaces the state (a resumed run's): each vector as long as the one it replaces.
+  void set_state(std::vector<float> n, std::vector<float> z);
 
  private:
   // Updates params[offset, offset + count) from g[0, count) and zeroes g.

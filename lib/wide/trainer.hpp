@@ -70,6 +70,8 @@ class WideTrainer {
   WideModel& model();
   std::vector<float>& parameters() { return model().params; }
   const TrainOptions& options() const { return options_; }
+  // The optimizer and its state (CPU path: on the CUDA path the GPU holds the live state).
+  Optimizer& optimizer() { return *optimizer_; }
   const kernels::WideFlow* flow() const { return flow_.get(); }
 
  private:

@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "kernels/wide_classical.hpp"
 #include "kernels/wide_flow.hpp"
@@ -91,6 +92,37 @@ TEST_CASE("AUC and logloss closed forms") {
   CHECK(roc_auc({0.5f, 0.5f}, {0, 1}) == Approx(0.5));
   const float z[2] = {0.0f, 2.0f}, y[2] = {1.0f, 0.0f};
   CHECK(logloss_sum(z, y, 2) == Approx(std::log(2.0) + std::log1p(std::exp(2.0))));
+}
+
+// The AUC as the probability a positive outscores a negative (ties count half), over all pairs.
+static double pairwise_auc(const std::vector<float>& scores, const std::vector<float>& labels) {
+  double wins = 0, pairs = 0;
+  for (std::size_t p = 0; p < scores.size(); ++p)
+    for (std::size_t n = 0; n < scores.size(); ++n)
+      if (labels[p] > 0.5f && labels[n] < 0.5f) {
+        pairs += 1;
+        wins += scores[p] > scores[n] ? 1.0 : scores[p] == scores[n] ? 0.5 : 0.0;
+      }
+  return wins / pairs;
+}
+
+TEST_CASE("AUC with infinite scores matches the pairwise count; with a NaN score it is NaN, and returns") {
+  Rng rng(7, 0);
+  std::vector<float> scores(300), labels(300);
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    // Coarse values give many ties; a tenth are +-inf, as from a model that overflowed.
+    scores[i] = float(std::floor(rng.normal() * 4.0f)) / 4.0f;
+    if (i % 10 == 3) scores[i] = (i % 20 == 3 ? 1.0f : -1.0f) * std::numeric_limits<float>::infinity();
+    labels[i] = rng.normal() + 0.5f * (std::isinf(scores[i]) ? 0.0f : scores[i]) > 0 ? 1.0f : 0.0f;
+  }
+  CHECK(roc_auc(scores, labels) == Approx(pairwise_auc(scores, labels)).epsilon(1e-12));
+  // roc_auc once spun forever on a NaN (its tie loop never advanced): it must return NaN.
+  for (std::size_t at : {std::size_t(0), std::size_t(150), std::size_t(299)}) {
+    std::vector<float> diverged = scores;
+    diverged[at] = std::numeric_limits<float>::quiet_NaN();
+    CHECK(std::isnan(roc_auc(diverged, labels)));
+  }
+  CHECK(std::isnan(roc_auc(std::vector<float>(50, std::nanf("")), std::vector<float>(labels.begin(), labels.begin() + 50))));
 }
 
 TEST_CASE("optimizers lower the training loss; FTRL starts from the given weights") {

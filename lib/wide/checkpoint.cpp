@@ -1,0 +1,129 @@
+#include "lib/wide/checkpoint.hpp"
+
+#include <utility>
+#include <vector>
+
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+
+namespace skew::wide {
+
+namespace {
+
+// The run state's fields by tensor name: one table serves save and restore, so neither can
+// forget a field the other has. Integers and doubles travel as I64 / F64 scalars, bit-exact.
+std::vector<std::pair<const char*, std::int64_t*>> int_fields(WideRunState& s) {
+  return {{"run.epoch", &s.epoch},
+          {"run.step_in_epoch", &s.step_in_epoch},
+          {"run.global_step", &s.global_step},
+          {"run.epoch_samples", &s.epoch_samples},
+          {"run.window_steps", &s.window_steps},
+          {"run.best_epoch", &s.best_epoch},
+          {"run.since_best", &s.since_best},
+          {"run.epochs_run", &s.epochs_run},
+          {"run.total_samples", &s.total_samples},
+          {"run.total_nonzeros", &s.total_nonzeros}};
+}
+
+std::vector<std::pair<const char*, double*>> float_fields(WideRunState& s) {
+  return {{"run.epoch_loss_sum", &s.epoch_loss_sum},
+          {"run.window_loss", &s.window_loss},
+          {"run.epoch_seconds", &s.epoch_seconds},
+          {"run.best_loss", &s.best_loss},
+          {"run.best_auc", &s.best_auc},
+          {"run.train_seconds", &s.train_seconds}};
+}
+
+constexpr const char* kParams = "model.params";
+constexpr const char* kOptimizerN = "optimizer.n";  // AdaGrad's and FTRL's sum of squared gradients
+constexpr const char* kOptimizerZ = "optimizer.z";  // FTRL's z
+
+std::vector<float> floats_of(const TensorFile& file, const std::string& name, std::size_t want,
+                             const std::string& where) {
+  const Tensor& t = file.get(name);
+  SKEW_CHECK(t.dtype() == DType::F32 && t.numel() == want, where << ": " << name << " holds " << t.numel() << " "
+                                                                 << dtype_name(t.dtype()) << " values, this run needs "
+                                                                 << want << " F32");
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+}  // namespace
+
+WideCheckpoint::WideCheckpoint(const Config& c, comm::ProcessGroup& world, RunIdentity identity)
+    : world_(world), identity_(std::move(identity)) {
+  const std::string dir = c.get_string("output.checkpoint_dir");
+  resume_ = c.get_bool("output.resume");
+  SKEW_CHECK(!resume_ || !dir.empty(), "output.resume = true needs output.checkpoint_dir");
+  if (dir.empty()) return;
+  // The CUDA trainer's parameters and optimizer state live on the GPU, which has no path to
+  // bring the optimizer state back: refuse rather than save a state that would not resume.
+  SKEW_CHECK(c.get_string("train.device") == "cpu",
+             "output.checkpoint_dir is set but train.device = "
+                 << c.get_string("train.device")
+                 << ": wide_train checkpoints and resumes the CPU trainer only; leave output.checkpoint_dir empty");
+  interval_ = c.get_int("output.checkpoint_interval");
+  dir_ = std::make_unique<CheckpointDir>(dir, world.rank(), world.size(), c.get_int_as<int>("output.keep"));
+}
+
+bool WideCheckpoint::restore(WideTrainer& trainer, WideRunState& state) {
+  if (!dir_ || !resume_) return false;
+  const std::int64_t step = dir_->latest_complete();  // refuses another world size
+  if (step < 0) {
+    SKEW_INFO("output.resume: no complete checkpoint in " << dir_->dir() << ", starting afresh");
+    return false;
+  }
+  const std::string where = dir_->rank_file(step);
+  const TensorFile file = dir_->read_shard(step);
+  for (const auto& [key, value] : identity_) {
+    const auto it = file.metadata.find(key);
+    SKEW_CHECK(it != file.metadata.end(), where << ": not a wide_train checkpoint (metadata '" << key << "' missing)");
+    SKEW_CHECK(it->second == value, where << " was written by a run with " << key << " = " << it->second
+                                          << "; this run has " << key << " = " << value
+                                          << ": resume with the same setting or start a new output.checkpoint_dir");
+  }
+  std::vector<float>& params = trainer.parameters();
+  params = floats_of(file, kParams, params.size(), where);
+  Optimizer& optimizer = trainer.optimizer();
+  optimizer.set_state(optimizer.n_state().empty() ? std::vector<float>{}
+                                                  : floats_of(file, kOptimizerN, optimizer.n_state().size(), where),
+                      optimizer.z_state().empty() ? std::vector<float>{}
+                                                  : floats_of(file, kOptimizerZ, optimizer.z_state().size(), where));
+  for (auto [name, field] : int_fields(state)) {
+    const Tensor& t = file.get(name);
+    SKEW_CHECK(t.dtype() == DType::I64 && t.numel() == 1, where << ": " << name << " is not one I64");
+    *field = *t.data<std::int64_t>();
+  }
+  for (auto [name, field] : float_fields(state)) {
+    const Tensor& t = file.get(name);
+    SKEW_CHECK(t.dtype() == DType::F64 && t.numel() == 1, where << ": " << name << " is not one F64");
+    *field = *t.data<double>();
+  }
+  SKEW_CHECK(state.global_step == step,
+             where << ": run.global_step " << state.global_step << " is not the step " << step << " it is filed under");
+  SKEW_INFO("resumed from " << where << ": epoch " << state.epoch << ", " << state.step_in_epoch << " steps into it");
+  return true;
+}
+
+void WideCheckpoint::save(WideTrainer& trainer, const WideRunState& state) {
+  if (!dir_) return;
+  WideRunState copy = state;  // the field tables take pointers
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  const std::vector<float>& params = trainer.parameters();
+  tensors.emplace_back(kParams, Tensor::from_vector(params, {std::int64_t(params.size())}));
+  const Optimizer& optimizer = trainer.optimizer();
+  if (!optimizer.n_state().empty())
+    tensors.emplace_back(kOptimizerN,
+                         Tensor::from_vector(optimizer.n_state(), {std::int64_t(optimizer.n_state().size())}));
+  if (!optimizer.z_state().empty())
+    tensors.emplace_back(kOptimizerZ,
+                         Tensor::from_vector(optimizer.z_state(), {std::int64_t(optimizer.z_state().size())}));
+  for (auto [name, field] : int_fields(copy))
+    tensors.emplace_back(name, Tensor::from_vector(std::vector<std::int64_t>{*field}, {1}));
+  for (auto [name, field] : float_fields(copy))
+    tensors.emplace_back(name, Tensor::from_vector(std::vector<double>{*field}, {1}));
+  dir_->write_shard(state.global_step, tensors, identity_);
+  world_.barrier();  // every shard is on disk before the step is marked complete
+  if (world_.rank() == 0) dir_->commit(state.global_step);
+}
+
+}  // namespace skew::wide
