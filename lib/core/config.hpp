@@ -58,10 +58,6 @@ class Schema {
   // the range and the source. The default must lie inside it.
   Schema& add_int(const std::string& key, std::int64_t def, IntRange range, const std::string& help);
   Schema& add_float(const std::string& key, double def, FloatRange range, const std::string& help);
-  // Without a range (only non-finite floats are rejected): the path to remove once the moe_train
-  // and wide_train schemas declare theirs. keys_without_range() lists the keys still using it.
-  Schema& add_int(const std::string& key, std::int64_t def, const std::string& help);
-  Schema& add_float(const std::string& key, double def, const std::string& help);
   Schema& add_bool(const std::string& key, bool def, const std::string& help);
   // A string restricted to `choices`; anything else is an error naming the key.
   Schema& add_choice(const std::string& key, const std::string& def,
@@ -73,13 +69,11 @@ class Schema {
   struct Key {
     std::string name, type, default_text, help;
     std::vector<std::string> choices;
-    std::optional<IntRange> int_range;      // int keys
-    std::optional<FloatRange> float_range;  // float keys
-    std::string range_text() const;         // "in [1, 64]"; empty when none is declared
+    std::optional<IntRange> int_range;      // int keys (always set for them)
+    std::optional<FloatRange> float_range;  // float keys (always set for them)
+    std::string range_text() const;         // "in [1, 64]"; empty for the other types
   };
   const std::vector<Key>& keys() const { return keys_; }
-  // The int and float keys declared without a range (a test asserts there are none).
-  std::vector<std::string> keys_without_range() const;
   const Key* find(const std::string& key) const;
   std::vector<std::string> close_spellings(const std::string& key) const;
   boost::program_options::options_description& description() const { return *desc_; }

@@ -37,12 +37,11 @@ void Config::store(const std::string& key, const std::string& value, const std::
   if (k->type == "int") {
     const auto v = config_text::whole_number<std::int64_t>(value);
     if (!v) bad("an integer");
-    if (k->int_range && !k->int_range->contains(*v)) bad("an integer " + k->int_range->text());
+    if (!k->int_range->contains(*v)) bad("an integer " + k->int_range->text());
   } else if (k->type == "float") {
     const auto v = config_text::whole_number<double>(value);
     if (!v) bad("a number");
-    const FloatRange finite = FloatRange{-HUGE_VAL, HUGE_VAL};
-    const FloatRange& r = k->float_range ? *k->float_range : finite;
+    const FloatRange& r = *k->float_range;
     const std::string range = r.text();
     if (!r.contains(*v))
       bad(std::string(r.nonfinite ? "a number" : "a finite number") + (range.rfind("any", 0) == 0 ? "" : " " + range));

@@ -91,14 +91,6 @@ Schema& Schema::add_float(const std::string& k, double d, FloatRange r, const st
   add({k, "float", format_double(d), h, {}, {}, r});
   return *this;
 }
-Schema& Schema::add_int(const std::string& k, std::int64_t d, const std::string& h) {
-  add({k, "int", std::to_string(d), h, {}, {}, {}});
-  return *this;
-}
-Schema& Schema::add_float(const std::string& k, double d, const std::string& h) {
-  add({k, "float", format_double(d), h, {}, {}, {}});
-  return *this;
-}
 Schema& Schema::add_bool(const std::string& k, bool d, const std::string& h) {
   add({k, "bool", d ? "true" : "false", h, {}, {}, {}});
   return *this;
@@ -115,13 +107,6 @@ const Schema::Key* Schema::find(const std::string& key) const {
   for (const auto& k : keys_)
     if (k.name == key) return &k;
   return nullptr;
-}
-
-std::vector<std::string> Schema::keys_without_range() const {
-  std::vector<std::string> out;
-  for (const auto& k : keys_)
-    if ((k.type == "int" || k.type == "float") && !k.int_range && !k.float_range) out.push_back(k.name);
-  return out;
 }
 
 std::vector<std::string> Schema::close_spellings(const std::string& key) const {

@@ -14,8 +14,8 @@ const skew::Schema& schema() {
     skew::Schema s("fuzz", "every key type");
     s.add_string("data.train", "", "a path");
     s.add_string("data.list", "1,2,3", "a list");
-    s.add_int("train.iterations", 10, "an int");
-    s.add_float("train.lr", 0.1, "a float");
+    s.add_int("train.iterations", 10, {1, 1000}, "an int in a range");
+    s.add_float("train.lr", 0.1, skew::FloatRange::above(0), "a float in a range");
     s.add_bool("train.verbose", false, "a bool");
     s.add_choice("model.kind", "lr", {"lr", "fm", "ffm"}, "a choice");
     return s;

@@ -57,8 +57,3 @@ TEST_CASE("placement config keys: node size, link overrides and range checks", "
                     Catch::Contains("moe.num_experts 6 must be a multiple of the 4 ranks"));
 }
 
-TEST_CASE("placement config keys: every numeric key declares a range", "[placement][config]") {
-  skew::Schema schema("t", "test");
-  add_placement_keys(schema);
-  CHECK(schema.keys_without_range().empty());
-}

@@ -15,10 +15,6 @@
 
 using namespace skew::preduce;
 
-TEST_CASE("preduce schema: every numeric key declares a range", "[preduce][config]") {
-  CHECK(make_schema().keys_without_range().empty());
-}
-
 TEST_CASE("preduce schema: out-of-range values are rejected at parse time", "[preduce][config]") {
   const skew::Schema schema = make_schema();
   const auto parse = [&](const std::string& arg) {
