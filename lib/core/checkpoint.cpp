@@ -80,10 +80,14 @@ void CheckpointDir::commit(std::int64_t step) const {
 void CheckpointDir::prune(std::int64_t step) const {
   // The marker goes first and durably: killed after this, the step is an unmarked leftover that
   // no resume picks and the next commit clears; never a marked step with shards missing.
+  unmark(step);
+  fs::remove_all(step_dir(step));
+}
+
+void CheckpointDir::unmark(std::int64_t step) const {
   const std::string dir = step_dir(step);
   fs::remove(fs::path(dir) / "COMPLETE");
   sync_directory(dir);
-  fs::remove_all(dir);
 }
 
 std::vector<std::int64_t> CheckpointDir::step_numbers(bool complete_only) const {

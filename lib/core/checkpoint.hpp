@@ -31,6 +31,9 @@ class CheckpointDir {
                    std::map<std::string, std::string> metadata) const;
   // Rank 0 only, after a barrier: marks the step complete and prunes old steps.
   void commit(std::int64_t step) const;
+  // Rank 0 only: removes a step's marker (durably), so no resume picks it; its files stay until
+  // a later commit clears them or the step is written again.
+  void unmark(std::int64_t step) const;
   // Newest complete step, or -1. Throws if it was written by a different world size.
   std::int64_t latest_complete() const;
   // The complete steps, oldest first, whatever world size wrote them.
