@@ -14,6 +14,7 @@
 #include "lib/core/checkpoint.hpp"
 #include "lib/core/checksum.hpp"
 #include "lib/core/fileio.hpp"
+#include "tests/safetensors_damage.hpp"
 #include "tests/unit/error_message.hpp"
 
 namespace fs = std::filesystem;
@@ -48,17 +49,6 @@ std::vector<std::pair<std::string, Tensor>> sample_shard() {
           {"ids", Tensor::from_vector(std::vector<std::int32_t>{3, -1, 4, 1, 5}, {5})}};
 }
 
-// Flips one bit of byte `at` inside tensor `name`'s data in the safetensors file `path`.
-void flip_data_byte(const std::string& path, const std::string& name, std::size_t at) {
-  std::string bytes = skew::read_file(path);
-  std::uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)])) << (8 * i);
-  const auto header = nlohmann::json::parse(bytes.substr(8, n));
-  const std::size_t begin = header[name]["data_offsets"][0].get<std::size_t>();
-  bytes[8 + n + begin + at] = static_cast<char>(bytes[8 + n + begin + at] ^ 0x10);
-  skew::write_file_atomic(path, bytes);
-}
-
 }  // namespace
 
 TEST_CASE("crc32c: the check value and a bit-at-a-time reference", "[checkpoint]") {
@@ -88,7 +78,7 @@ TEST_CASE("checkpoint shards: intact loads bit-identically, a flipped byte names
   }
   CHECK(shard.metadata.at("crc32c:w") == skew::crc32c_hex(tensors[0].second));
   // A byte in the middle of "m": the file still parses, only the checksum can tell.
-  flip_data_byte(ck.rank_file(4), "m", 13);
+  skew::test::flip_tensor_byte(ck.rank_file(4), "m", 13);
   const std::string error = error_of([&] { ck.read_shard(4); });
   CHECK_THAT(error, Catch::Contains(ck.rank_file(4)) && Catch::Contains("tensor m fails its checksum"));
 }
