@@ -154,11 +154,13 @@ void CheckpointDir::verify_shard(const TensorFile& shard, const std::string& pat
       const auto it = shard.metadata.find(kChecksumPrefix + name);
       SKEW_CHECK(it != shard.metadata.end(), "checkpoint shard " << path << ": tensor " << name << " has no recorded checksum");
       const std::string actual = crc32c_hex(t);
-      SKEW_CHECK(actual == it->second, "checkpoint shard " << path << ": tensor " << name << " fails its checksum (crc32c "
-                                                           << actual << ", recorded " << it->second << "): the file is corrupt");
+      if (actual != it->second)
+        SKEW_THROW("checkpoint shard " << path << ": tensor " << name << " fails its checksum (crc32c " << actual
+                                       << ", recorded " << it->second << "): the file is corrupt");
     }
     const std::int64_t bad = first_non_finite(t);
-    SKEW_CHECK(bad < 0, "checkpoint shard " << path << ": tensor " << name << " holds a non-finite value at element " << bad);
+    if (bad >= 0)
+      SKEW_THROW("checkpoint shard " << path << ": tensor " << name << " holds a non-finite value at element " << bad);
   }
   for (const auto& [key, value] : shard.metadata)
     SKEW_CHECK(key.rfind(kChecksumPrefix, 0) != 0 || shard.has(key.substr(std::string(kChecksumPrefix).size())),

@@ -159,9 +159,10 @@ StepLoad record_load(Session& s, double step_s, Json& rec) {
 void stop_unless_finite(comm::ProcessGroup& world, std::int64_t it, const char* what, double value) {
   std::vector<double> finite = {std::isfinite(value) ? 1.0 : 0.0};
   world.allreduce(comm::view(finite), comm::ReduceOp::Min);
-  SKEW_CHECK(finite[0] > 0, "training diverged at iteration " << it << ": the " << what << " is " << value
-                                                             << (std::isfinite(value) ? " here but not on another rank" : "")
-                                                             << "; lower train.lr or model.init_std");
+  if (finite[0] == 0)
+    SKEW_THROW("training diverged at iteration " << it << ": the " << what << " is " << value
+                                                 << (std::isfinite(value) ? " here but not on another rank" : "")
+                                                 << "; lower train.lr or model.init_std");
 }
 
 // One training iteration: the policy's re-plan, forward and backward, gradient sync and AdamW
