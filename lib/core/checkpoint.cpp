@@ -46,7 +46,9 @@ std::string CheckpointDir::shard_name(int rank) {
   return name;
 }
 
-std::string CheckpointDir::rank_file(std::int64_t step) const { return shard_file(step, rank_); }
+std::string CheckpointDir::rank_file(std::int64_t step) const {
+  return shard_file(step, rank_);
+}
 
 std::string CheckpointDir::shard_file(std::int64_t step, int rank) const {
   return (fs::path(step_dir(step)) / shard_name(rank)).string();
@@ -146,13 +148,17 @@ TensorFile CheckpointDir::read_shard(std::int64_t step, int rank) const {
 }
 
 void CheckpointDir::verify_shard(const TensorFile& shard, const std::string& path) {
-  const bool has_checksums =
-      std::any_of(shard.metadata.begin(), shard.metadata.end(), [](const auto& kv) { return kv.first.rfind(kChecksumPrefix, 0) == 0; });
-  if (!has_checksums) SKEW_INFO("checkpoint shard " << path << " has no checksums (written before they were recorded): its bytes are not verified");
+  const bool has_checksums = std::any_of(shard.metadata.begin(), shard.metadata.end(),
+                                         [](const auto& kv) { return kv.first.rfind(kChecksumPrefix, 0) == 0; });
+  if (!has_checksums)
+    SKEW_INFO(
+        "checkpoint shard " << path
+                            << " has no checksums (written before they were recorded): its bytes are not verified");
   for (const auto& [name, t] : shard.tensors) {
     if (has_checksums) {
       const auto it = shard.metadata.find(kChecksumPrefix + name);
-      SKEW_CHECK(it != shard.metadata.end(), "checkpoint shard " << path << ": tensor " << name << " has no recorded checksum");
+      SKEW_CHECK(it != shard.metadata.end(),
+                 "checkpoint shard " << path << ": tensor " << name << " has no recorded checksum");
       const std::string actual = crc32c_hex(t);
       if (actual != it->second)
         SKEW_THROW("checkpoint shard " << path << ": tensor " << name << " fails its checksum (crc32c " << actual
@@ -164,8 +170,8 @@ void CheckpointDir::verify_shard(const TensorFile& shard, const std::string& pat
   }
   for (const auto& [key, value] : shard.metadata)
     SKEW_CHECK(key.rfind(kChecksumPrefix, 0) != 0 || shard.has(key.substr(std::string(kChecksumPrefix).size())),
-               "checkpoint shard " << path << " records a checksum for tensor " << key.substr(std::string(kChecksumPrefix).size())
-                                   << ", which it does not hold");
+               "checkpoint shard " << path << " records a checksum for tensor "
+                                   << key.substr(std::string(kChecksumPrefix).size()) << ", which it does not hold");
 }
 
 Json CheckpointDir::describe_tensors(const std::vector<std::pair<std::string, Tensor>>& tensors) {
@@ -192,9 +198,9 @@ Json CheckpointDir::read_index(std::int64_t step) const {
   SKEW_CHECK(index.value("step", std::int64_t{-1}) == step,
              "checkpoint index " << path << " records step " << index.value("step", Json()).dump() << ", not " << step);
   const int written = written_world_size(step);
-  SKEW_CHECK(index.value("world_size", -1) == written, "checkpoint index " << path << " records world_size "
-                                                           << index.value("world_size", Json()).dump()
-                                                           << " but the step's marker says " << written);
+  SKEW_CHECK(index.value("world_size", -1) == written,
+             "checkpoint index " << path << " records world_size " << index.value("world_size", Json()).dump()
+                                 << " but the step's marker says " << written);
   return index;
 }
 

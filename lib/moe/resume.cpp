@@ -34,12 +34,12 @@ int holder_of(const Json& index, const std::string& tensor, const std::string& i
 
 // At another world size: rank 0's shard (dense state, policy state) and the holders of the
 // experts this rank's placement gives it.
-std::set<int> shards_for_resharding(const Json& index, const std::string& index_path, GptMoe<float>& model,
-                                    int rank) {
+std::set<int> shards_for_resharding(const Json& index, const std::string& index_path, GptMoe<float>& model, int rank) {
   std::set<int> ranks = {0};
   for (std::size_t l = 0; l < model.moe().size(); ++l)
     for (int e : model.moe()[l]->placement().experts_on(rank))
-      for (const char* what : {"w", "m", "v"}) ranks.insert(holder_of(index, expert_tensor_name(l, e, what), index_path));
+      for (const char* what : {"w", "m", "v"})
+        ranks.insert(holder_of(index, expert_tensor_name(l, e, what), index_path));
   return ranks;
 }
 
@@ -125,7 +125,7 @@ std::int64_t restore(Session& s, const Config& config) {
     skipped += "step " + std::to_string(step) + (reason.empty() ? ": failed on another rank; " : ": " + reason + "; ");
   }
   SKEW_CHECK(steps.empty(), "output.resume: no complete checkpoint step in " << s.ckpt->dir()
-                                                                               << " verifies on every rank: " << skipped);
+                                                                             << " verifies on every rank: " << skipped);
   return 0;
 }
 

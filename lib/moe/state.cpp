@@ -15,7 +15,9 @@ std::string expert_tensor_name(std::size_t layer, int e, const char* what) {
 }
 
 namespace {
-std::string expert_key(std::size_t layer, int e, const char* what) { return expert_tensor_name(layer, e, what); }
+std::string expert_key(std::size_t layer, int e, const char* what) {
+  return expert_tensor_name(layer, e, what);
+}
 std::string placement_key(std::size_t layer) {
   return std::string("moe").append(std::to_string(layer)).append(".placement");
 }

@@ -102,9 +102,9 @@ TEST_CASE("a flexmoe checkpoint is not re-sharded: its placement state is the ol
   MPI_Barrier(MPI_COMM_WORLD);
   std::vector<std::string> resume = flex;
   resume.push_back("--output.resume=true");
-  CHECK_THAT(test::error_of([&] { run(schema, resume); }),
-             Catch::Contains("was written by 2 ranks under moe.policy=flexmoe") &&
-                 Catch::Contains("resume it with 2 ranks"));
+  CHECK_THAT(
+      test::error_of([&] { run(schema, resume); }),
+      Catch::Contains("was written by 2 ranks under moe.policy=flexmoe") && Catch::Contains("resume it with 2 ranks"));
   MPI_Barrier(MPI_COMM_WORLD);
   if (world().rank() == 0) fs::remove_all(dir);
 }

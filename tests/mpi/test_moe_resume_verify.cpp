@@ -15,7 +15,8 @@ using namespace skew_moe_test;
 namespace fs = std::filesystem;
 
 namespace {
-const std::vector<std::string> kCommon = {"--train.iterations=6", "--moe.policy=deepspeed", "--moe.capacity_factor=0.8"};
+const std::vector<std::string> kCommon = {"--train.iterations=6", "--moe.policy=deepspeed",
+                                          "--moe.capacity_factor=0.8"};
 std::vector<std::string> with(std::vector<std::string> extra) {
   extra.insert(extra.end(), kCommon.begin(), kCommon.end());
   return extra;
@@ -44,8 +45,9 @@ TEST_CASE("a corrupt shard of the newest step: both ranks resume from the step b
   // A directory whose only step fails on rank 1: every rank stops, rank 1 naming file and tensor.
   if (world().rank() == 0) test::flip_tensor_byte(shard(a, 6, 1), "dense.m", 7);
   MPI_Barrier(MPI_COMM_WORLD);
-  const std::string error =
-      test::error_of([&] { run(schema, with({"--output.checkpoint_dir=" + a, "--output.resume=true"})); });
+  const std::string error = test::error_of([&] {
+    run(schema, with({"--output.checkpoint_dir=" + a, "--output.resume=true"}));
+  });
   CHECK_THAT(error, Catch::Contains("no complete checkpoint step in " + a + " verifies on every rank"));
   if (world().rank() == 1)
     CHECK_THAT(error, Catch::Contains(shard(a, 6, 1)) && Catch::Contains("tensor dense.m fails its checksum"));
@@ -55,7 +57,8 @@ TEST_CASE("a corrupt shard of the newest step: both ranks resume from the step b
   if (world().rank() == 0) fs::remove_all(a), fs::remove_all(c);
 }
 
-TEST_CASE("a resumed run appends to output.metrics, dropping what the crashed run wrote after its checkpoint", "[moe]") {
+TEST_CASE("a resumed run appends to output.metrics, dropping what the crashed run wrote after its checkpoint",
+          "[moe]") {
   const Schema schema = moe::moe_train_schema();
   const std::string dir = scratch("verify_metrics");
   run(schema, with({"--output.metrics=" + dir + "/a.jsonl"}));
@@ -100,7 +103,8 @@ TEST_CASE("a NaN or inf loss ends the run naming the iteration, unsaved", "[moe]
     run(schema, with({"--train.lr=1e30", "--output.checkpoint_dir=" + dir, "--output.checkpoint_interval=1"}));
   });
   std::smatch m;
-  REQUIRE(std::regex_search(error, m, std::regex("training diverged at iteration ([0-9]+): the (loss|gradient norm) is ")));
+  REQUIRE(
+      std::regex_search(error, m, std::regex("training diverged at iteration ([0-9]+): the (loss|gradient norm) is ")));
   const int it = std::stoi(m[1]);
   CHECK(it >= 1);
   MPI_Barrier(MPI_COMM_WORLD);
