@@ -97,21 +97,22 @@ std::int64_t restore(Session& s, const Config& config) {
   std::string skipped;  // "step N: reason; " for the error when no step verifies
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     const std::int64_t step = *it;
-    // The marker is one file all ranks read alike, so a refusal here is every rank's.
-    const int written = s.ckpt->written_world_size(step);
-    SKEW_CHECK(written == s.world.size() || s.policy_name != "flexmoe",
-               "checkpoint step " << step << " in " << s.ckpt->dir() << " was written by " << written
-                                  << " ranks under moe.policy=flexmoe, whose expert replicas, placements and load "
-                                     "history are planned for that many ranks; resume it with "
-                                  << written << " ranks, or start a new checkpoint directory");
+    int written = 0;  // the world size in the step's marker
     std::string reason;
     StepFiles files;
     try {
+      written = s.ckpt->written_world_size(step);
       files = read_step(s, step, written);
     } catch (const Error& e) {
       reason = e.what();
     }
     if (all_ranks(s.world, reason.empty())) {
+      // The marker is one file all ranks read alike, so this refusal is every rank's.
+      SKEW_CHECK(written == s.world.size() || s.policy_name != "flexmoe",
+                 "checkpoint step " << step << " in " << s.ckpt->dir() << " was written by " << written
+                                    << " ranks under moe.policy=flexmoe, whose expert replicas, placements and load "
+                                       "history are planned for that many ranks; resume it with "
+                                    << written << " ranks, or start a new checkpoint directory");
       load_step(s, step, written, files);
       // Skipped newer steps lose their marker: the resumed run rewrites those steps, and a crash
       // while it does must not leave a marked step mixing old and new shards.

@@ -131,6 +131,10 @@ TEST_CASE("checkpoint pruning: an interrupted prune leaves no complete step with
   CheckpointDir rank1(dir, 1, 2, 3);
   CHECK(rank1.complete_steps() == std::vector<std::int64_t>{2});
   CHECK(rank1.written_world_size(2) == 2);
+  skew::write_file_atomic(dir + "/step_00000002/COMPLETE", "world_size=two\n");
+  CHECK_THAT(error_of([&] { rank1.written_world_size(2); }),
+             Catch::Contains(dir + "/step_00000002/COMPLETE does not record a world size"));
+  skew::write_file_atomic(dir + "/step_00000002/COMPLETE", "world_size=2\n");
   // The next commit clears the leftover; retention (keep 1) prunes step 2 whole.
   write_step(3, 1);
   CHECK_FALSE(fs::exists(dir + "/step_00000001"));
