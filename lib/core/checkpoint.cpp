@@ -1,15 +1,33 @@
 #include "lib/core/checkpoint.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
+#include "lib/core/checksum.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fileio.hpp"
+#include "lib/core/log.hpp"
 
 namespace fs = std::filesystem;
 
 namespace skew {
+
+namespace {
+constexpr const char* kChecksumPrefix = "crc32c:";
+
+// Makes a directory's entry changes (a removed marker) durable before what depends on them.
+void sync_directory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  SKEW_CHECK(fd >= 0, "cannot open checkpoint directory " << dir << " to sync it");
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  SKEW_CHECK(synced, "fsync of checkpoint directory " << dir << " failed");
+}
+}  // namespace
 
 CheckpointDir::CheckpointDir(std::string dir, int rank, int world_size, int keep)
     : dir_(std::move(dir)), rank_(rank), world_size_(world_size), keep_(keep) {
@@ -29,7 +47,11 @@ std::string CheckpointDir::shard_name(int rank) {
 }
 
 std::string CheckpointDir::rank_file(std::int64_t step) const {
-  return (fs::path(step_dir(step)) / shard_name(rank_)).string();
+  return shard_file(step, rank_);
+}
+
+std::string CheckpointDir::shard_file(std::int64_t step, int rank) const {
+  return (fs::path(step_dir(step)) / shard_name(rank)).string();
 }
 
 void CheckpointDir::write_shard(std::int64_t step, const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -37,6 +59,8 @@ void CheckpointDir::write_shard(std::int64_t step, const std::vector<std::pair<s
   metadata["step"] = std::to_string(step);
   metadata["rank"] = std::to_string(rank_);
   metadata["world_size"] = std::to_string(world_size_);
+  for (const auto& [name, t] : tensors)
+    metadata[kChecksumPrefix + name] = crc32c_hex(t.device() == Device::Host ? t : t.to(Device::Host));
   save_safetensors(rank_file(step), tensors, metadata);
 }
 
@@ -50,9 +74,22 @@ void CheckpointDir::commit(std::int64_t step) const {
     if (old < step && !fs::exists(fs::path(step_dir(old)) / "COMPLETE")) fs::remove_all(step_dir(old));
   auto steps = complete_steps();
   while (static_cast<int>(steps.size()) > keep_) {
-    fs::remove_all(step_dir(steps.front()));
+    prune(steps.front());
     steps.erase(steps.begin());
   }
+}
+
+void CheckpointDir::prune(std::int64_t step) const {
+  // The marker goes first and durably: killed after this, the step is an unmarked leftover that
+  // no resume picks and the next commit clears; never a marked step with shards missing.
+  unmark(step);
+  fs::remove_all(step_dir(step));
+}
+
+void CheckpointDir::unmark(std::int64_t step) const {
+  const std::string dir = step_dir(step);
+  fs::remove(fs::path(dir) / "COMPLETE");
+  sync_directory(dir);
 }
 
 std::vector<std::int64_t> CheckpointDir::step_numbers(bool complete_only) const {
@@ -72,6 +109,24 @@ std::vector<std::int64_t> CheckpointDir::step_numbers(bool complete_only) const 
 
 std::vector<std::int64_t> CheckpointDir::complete_steps() const { return step_numbers(true); }
 
+int CheckpointDir::written_world_size(std::int64_t step) const {
+  const std::string path = (fs::path(step_dir(step)) / "COMPLETE").string();
+  const std::string marker = read_file(path);
+  const std::string key = "world_size=";
+  std::size_t digits = 0;
+  int size = 0;
+  if (marker.rfind(key, 0) == 0) {
+    try {
+      size = std::stoi(marker.substr(key.size()), &digits);
+    } catch (const std::exception&) {
+      digits = 0;
+    }
+  }
+  SKEW_CHECK(digits > 0 && size >= 1, "checkpoint marker " << path << " does not record a world size (\""
+                                                           << marker.substr(0, marker.find('\n')) << "\")");
+  return size;
+}
+
 std::int64_t CheckpointDir::latest_complete() const {
   const auto steps = complete_steps();
   if (steps.empty()) return -1;
@@ -85,7 +140,39 @@ std::int64_t CheckpointDir::latest_complete() const {
   return step;
 }
 
-TensorFile CheckpointDir::read_shard(std::int64_t step) const { return load_safetensors(rank_file(step)); }
+TensorFile CheckpointDir::read_shard(std::int64_t step, int rank) const {
+  const std::string path = shard_file(step, rank);
+  TensorFile shard = load_safetensors(path);
+  verify_shard(shard, path);
+  return shard;
+}
+
+void CheckpointDir::verify_shard(const TensorFile& shard, const std::string& path) {
+  const bool has_checksums = std::any_of(shard.metadata.begin(), shard.metadata.end(),
+                                         [](const auto& kv) { return kv.first.rfind(kChecksumPrefix, 0) == 0; });
+  if (!has_checksums)
+    SKEW_INFO(
+        "checkpoint shard " << path
+                            << " has no checksums (written before they were recorded): its bytes are not verified");
+  for (const auto& [name, t] : shard.tensors) {
+    if (has_checksums) {
+      const auto it = shard.metadata.find(kChecksumPrefix + name);
+      SKEW_CHECK(it != shard.metadata.end(),
+                 "checkpoint shard " << path << ": tensor " << name << " has no recorded checksum");
+      const std::string actual = crc32c_hex(t);
+      if (actual != it->second)
+        SKEW_THROW("checkpoint shard " << path << ": tensor " << name << " fails its checksum (crc32c " << actual
+                                       << ", recorded " << it->second << "): the file is corrupt");
+    }
+    const std::int64_t bad = first_non_finite(t);
+    if (bad >= 0)
+      SKEW_THROW("checkpoint shard " << path << ": tensor " << name << " holds a non-finite value at element " << bad);
+  }
+  for (const auto& [key, value] : shard.metadata)
+    SKEW_CHECK(key.rfind(kChecksumPrefix, 0) != 0 || shard.has(key.substr(std::string(kChecksumPrefix).size())),
+               "checkpoint shard " << path << " records a checksum for tensor "
+                                   << key.substr(std::string(kChecksumPrefix).size()) << ", which it does not hold");
+}
 
 Json CheckpointDir::describe_tensors(const std::vector<std::pair<std::string, Tensor>>& tensors) {
   Json out = Json::object();
@@ -110,9 +197,10 @@ Json CheckpointDir::read_index(std::int64_t step) const {
   SKEW_CHECK(!index.is_discarded() && index.is_object(), "checkpoint index " << path << " is not a JSON object");
   SKEW_CHECK(index.value("step", std::int64_t{-1}) == step,
              "checkpoint index " << path << " records step " << index.value("step", Json()).dump() << ", not " << step);
-  SKEW_CHECK(index.value("world_size", -1) == world_size_, "checkpoint index " << path << " records world_size "
-                                                               << index.value("world_size", Json()).dump()
-                                                               << " but this job has " << world_size_);
+  const int written = written_world_size(step);
+  SKEW_CHECK(index.value("world_size", -1) == written,
+             "checkpoint index " << path << " records world_size " << index.value("world_size", Json()).dump()
+                                 << " but the step's marker says " << written);
   return index;
 }
 

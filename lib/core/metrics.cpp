@@ -28,8 +28,8 @@ std::string csv_line(const std::vector<std::string>& cells) {
 }
 }  // namespace
 
-JsonlWriter::JsonlWriter(const std::string& path) : path_(path) {
-  if (!path.empty()) out_.open(path);
+JsonlWriter::JsonlWriter(const std::string& path, OutputFile::Mode mode) : path_(path) {
+  if (!path.empty()) out_.open(path, mode);
 }
 
 void JsonlWriter::write(const Json& record) {

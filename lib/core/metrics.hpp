@@ -18,7 +18,8 @@ using Json = nlohmann::ordered_json;
 class JsonlWriter {
  public:
   JsonlWriter() = default;                        // disabled: write() does nothing
-  explicit JsonlWriter(const std::string& path);  // empty path = disabled
+  // Empty path = disabled. Append: after the records already in the file (a resumed run's).
+  explicit JsonlWriter(const std::string& path, OutputFile::Mode mode = OutputFile::Mode::Replace);
   void write(const Json& record);
   bool enabled() const { return out_.is_open(); }
   const std::string& path() const { return path_; }

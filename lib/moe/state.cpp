@@ -8,11 +8,15 @@
 
 namespace skew::moe {
 
-namespace {
-std::string expert_key(std::size_t layer, int e, const char* what) {
+std::string expert_tensor_name(std::size_t layer, int e, const char* what) {
   std::string key = "moe";
   key.append(std::to_string(layer)).append(".e").append(std::to_string(e)).append(".").append(what);
   return key;
+}
+
+namespace {
+std::string expert_key(std::size_t layer, int e, const char* what) {
+  return expert_tensor_name(layer, e, what);
 }
 std::string placement_key(std::size_t layer) {
   return std::string("moe").append(std::to_string(layer)).append(".placement");
@@ -41,9 +45,10 @@ std::vector<std::pair<std::string, Tensor>> save_state(GptMoe<float>& model, Ada
   return out;
 }
 
-void load_state(const TensorFile& file, GptMoe<float>& model, AdamW& adam, int rank) {
+namespace {
+void load_dense(const TensorLookup& get, GptMoe<float>& model, AdamW& adam) {
   auto copy_into = [&](const std::string& name, std::vector<float>& dst) {
-    const Tensor& t = file.get(name);
+    const Tensor& t = get(name);
     SKEW_CHECK(t.numel() == dst.size(),
                "checkpoint tensor " << name << " has " << t.numel() << " values, the model needs " << dst.size());
     std::copy(t.data<float>(), t.data<float>() + t.numel(), dst.begin());
@@ -51,6 +56,25 @@ void load_state(const TensorFile& file, GptMoe<float>& model, AdamW& adam, int r
   copy_into("dense.w", model.dense_w());
   copy_into("dense.m", adam.m());
   copy_into("dense.v", adam.v());
+}
+
+// Creates the replicas layer `l`'s placement puts on `rank`, their state from the checkpoint.
+void load_experts(const TensorLookup& get, MoeLayer<float>& layer, std::size_t l, int rank) {
+  layer.experts().clear();
+  for (int e : layer.placement().experts_on(rank)) {
+    ExpertState<float>& s = layer.create_expert(e);
+    for (auto [what, t] : {std::pair{"w", &s.w}, std::pair{"m", &s.m}, std::pair{"v", &s.v}}) {
+      const Tensor& src = get(expert_key(l, e, what));
+      SKEW_CHECK(src.numel() == t->numel(), "checkpoint tensor " << expert_key(l, e, what) << " has the wrong size");
+      t->copy_from(src);
+    }
+  }
+}
+}  // namespace
+
+void load_state(const TensorFile& file, GptMoe<float>& model, AdamW& adam, int rank) {
+  const TensorLookup get = [&](const std::string& name) -> const Tensor& { return file.get(name); };
+  load_dense(get, model, adam);
   for (std::size_t l = 0; l < model.moe().size(); ++l) {
     auto& layer = *model.moe()[l];
     placement::LayerPlacement p = layer.placement();
@@ -62,16 +86,13 @@ void load_state(const TensorFile& file, GptMoe<float>& model, AdamW& adam, int r
     }
     p.validate();
     layer.set_placement(p);
-    layer.experts().clear();
-    for (int e : p.experts_on(rank)) {
-      ExpertState<float>& s = layer.create_expert(e);
-      for (auto [what, t] : {std::pair{"w", &s.w}, std::pair{"m", &s.m}, std::pair{"v", &s.v}}) {
-        const Tensor& src = file.get(expert_key(l, e, what));
-        SKEW_CHECK(src.numel() == t->numel(), "checkpoint tensor " << expert_key(l, e, what) << " has the wrong size");
-        t->copy_from(src);
-      }
-    }
+    load_experts(get, layer, l, rank);
   }
+}
+
+void load_state_resharded(const TensorLookup& get, GptMoe<float>& model, AdamW& adam, int rank) {
+  load_dense(get, model, adam);
+  for (std::size_t l = 0; l < model.moe().size(); ++l) load_experts(get, *model.moe()[l], l, rank);
 }
 
 Json checkpoint_index(comm::ProcessGroup& world, const std::vector<std::pair<std::string, Tensor>>& shard,

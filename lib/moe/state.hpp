@@ -1,6 +1,7 @@
 // The trainer's persistent state as named tensors (checkpoints) and as the per-expert view the
 // placement executor moves between ranks (ExpertStateStore).
 #pragma once
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,13 @@ namespace skew::moe {
 std::vector<std::pair<std::string, Tensor>> save_state(GptMoe<float>& model, AdamW& adam);
 // Restores the above, including each layer's placement and the replicas it puts on this rank.
 void load_state(const TensorFile& file, GptMoe<float>& model, AdamW& adam, int rank);
+// Re-sharding at another world size: the dense state and the experts (with their AdamW moments)
+// that the model's own placement puts on `rank`, each found by `get` wherever it was saved; the
+// placements stay the model's. `get` throws naming a tensor it cannot find.
+using TensorLookup = std::function<const Tensor&(const std::string& name)>;
+void load_state_resharded(const TensorLookup& get, GptMoe<float>& model, AdamW& adam, int rank);
+// The checkpoint name of MoE layer `layer`'s expert `e` state: what = "w", "m" or "v".
+std::string expert_tensor_name(std::size_t layer, int e, const char* what);
 
 // The checkpoint index (collective; the result is complete on rank 0, which writes it):
 // {"policy", "placement": [per MoE layer, LayerPlacement::to_string()], "tensors": {name:

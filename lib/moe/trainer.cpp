@@ -5,100 +5,19 @@
 #include <fstream>
 #include <numeric>
 
-#include "kernels/gemm.hpp"
-#include "kernels/moe_threads.hpp"
-#include "lib/core/checkpoint.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/timer.hpp"
-#include "lib/moe/models/gpt.hpp"
-#include "lib/moe/optimizer.hpp"
-#include "lib/moe/state.hpp"
+#include "lib/moe/resume.hpp"
+#include "lib/moe/session.hpp"
 
 namespace skew::moe {
 
 namespace {
 
-// train.* and output.* as the loop uses them (the model family reads its own keys).
-struct LoopOptions {
-  AdamWOptions adam;
-  std::int64_t iterations = 0, eval_interval = 0, log_interval = 0, checkpoint_interval = 0;
-  // Whether iteration `it` ends an `interval` (0 = none), or is the last.
-  bool due(std::int64_t interval, std::int64_t it) const {
-    return (interval > 0 && (it + 1) % interval == 0) || it + 1 == iterations;
-  }
-};
-
-LoopOptions loop_options(const Config& c) {
-  LoopOptions o;
-  o.iterations = c.get_int("train.iterations");
-  o.eval_interval = c.get_int("train.eval_interval");
-  o.log_interval = c.get_int("train.log_interval");
-  o.checkpoint_interval = c.get_int("output.checkpoint_interval");
-  o.adam.lr = c.get_float("train.lr");
-  o.adam.min_lr_ratio = c.get_float("train.min_lr_ratio");
-  o.adam.warmup = c.get_int("train.warmup");
-  o.adam.total = o.iterations;
-  o.adam.weight_decay = c.get_float("train.weight_decay");
-  o.adam.beta1 = c.get_float("train.beta1");
-  o.adam.beta2 = c.get_float("train.beta2");
-  o.adam.grad_clip = c.get_float("train.grad_clip");
-  return o;
-}
-
 double max_over_mean(const std::vector<double>& v) {
   const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
   return mean > 0 ? *std::max_element(v.begin(), v.end()) / mean : 1.0;
-}
-
-// Everything one run holds, built from the config: the model family (GPT) with its MoE layers
-// consulting the balancing policy, AdamW, and the checkpoint directory.
-struct Session {
-  Session(const Config& config, comm::ProcessGroup& world);
-  comm::ProcessGroup& world;
-  LoopOptions loop;
-  std::string policy_name;
-  std::shared_ptr<BalancingPolicy<float>> policy;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<AdamW> adam;
-  std::unique_ptr<ModelExpertStore> store;  // where the policy moves expert state
-  std::unique_ptr<CheckpointDir> ckpt;
-};
-
-Session::Session(const Config& config, comm::ProcessGroup& world_group)
-    : world(world_group), loop(loop_options(config)), policy_name(config.get_string("moe.policy")) {
-  if (config.get_int("train.blas_threads") > 0)
-    kernels::moe::set_blas_threads(static_cast<int>(config.get_int("train.blas_threads")));
-  const ModelOptions options = GptModel::options(config, moe_options(config));
-  const int N = world.size(), E = options.moe.gate.num_experts;
-  if (options.precision == Precision::Bf16 && world.rank() == 0)
-    SKEW_INFO("train.precision = bf16: matrix products on the CPU use " << kernels::gemm_bf16_host_path());
-  SKEW_CHECK(E % N == 0, "moe.num_experts " << E << " is not a multiple of the " << N << " ranks");
-  policy = policy_from_config(config, options.moe, options.moe_layers(), world);
-  const std::vector<placement::LayerPlacement> placements(
-      static_cast<std::size_t>(options.moe_layers()),
-      placement::LayerPlacement::block(E, N, policy->slots_per_rank(E, N)));
-  model = std::make_unique<GptModel>(config, options, world, placements, policy);
-  adam = std::make_unique<AdamW>(loop.adam, model->network(), world);
-  store = std::make_unique<ModelExpertStore>(model->network());
-  if (!config.get_string("output.checkpoint_dir").empty())
-    ckpt = std::make_unique<CheckpointDir>(config.get_string("output.checkpoint_dir"), world.rank(), N,
-                                           static_cast<int>(config.get_int("output.keep")));
-}
-
-// output.resume: loads the newest complete checkpoint; returns the iteration to start from.
-std::int64_t restore(Session& s, const Config& config) {
-  if (!s.ckpt || !config.get_bool("output.resume") || s.ckpt->latest_complete() < 0) return 0;
-  const int rank = s.world.rank();
-  const std::int64_t start = s.ckpt->latest_complete();
-  const Json index = s.ckpt->read_index(start);
-  const TensorFile shard = s.ckpt->read_shard(start);
-  check_index_before_load(index, s.ckpt->index_file(start), shard, CheckpointDir::shard_name(rank), s.policy_name);
-  load_state(shard, s.model->network(), *s.adam, rank);
-  s.policy->load_state(shard);
-  check_index_after_load(index, s.ckpt->index_file(start), s.model->network());
-  SKEW_INFO("resumed from " << s.ckpt->rank_file(start) << " at iteration " << start);
-  return start;
 }
 
 void checkpoint(Session& s, std::int64_t step) {
@@ -234,6 +153,18 @@ StepLoad record_load(Session& s, double step_s, Json& rec) {
   return out;
 }
 
+// A diverged run (NaN or inf loss or gradient norm) ends here, on every rank together (the
+// value is agreed by an allreduce, so no rank goes on to a collective alone), before its
+// iteration's record or checkpoint is written: training on would only produce `loss nan`.
+void stop_unless_finite(comm::ProcessGroup& world, std::int64_t it, const char* what, double value) {
+  std::vector<double> finite = {std::isfinite(value) ? 1.0 : 0.0};
+  world.allreduce(comm::view(finite), comm::ReduceOp::Min);
+  if (finite[0] == 0)
+    SKEW_THROW("training diverged at iteration " << it << ": the " << what << " is " << value
+                                                 << (std::isfinite(value) ? " here but not on another rank" : "")
+                                                 << "; lower train.lr or model.init_std");
+}
+
 // One training iteration: the policy's re-plan, forward and backward, gradient sync and AdamW
 // make the step time (FlexMoE's planning and moving are part of its cost); then the policy
 // observes the step, and the record gets the load and what the policy adds.
@@ -245,8 +176,10 @@ Json step(Session& s, RoutingTrace& trace, std::int64_t it, std::int64_t start, 
   s.policy->replan(it, net.moe(), *s.store);
   net.zero_grads();
   const double loss = s.model->train_step(it, forced);
+  stop_unless_finite(s.world, it, "loss", loss);
   net.sync_grads();
   const double grad_norm = s.adam->step(it);
+  stop_unless_finite(s.world, it, "gradient norm", grad_norm);
   const double step_s = step_timer.seconds();
   s.policy->observe(it, net.moe(), step_s);
   trace.write(net.moe());
@@ -298,7 +231,9 @@ Json train(const Config& config, comm::ProcessGroup& world) {
   Session s(config, world);
   const std::int64_t start = restore(s, config);
   RoutingTrace trace(config, s, start);
-  JsonlWriter metrics(world.rank() == 0 ? config.get_string("output.metrics") : "");
+  const std::string metrics_path = world.rank() == 0 ? config.get_string("output.metrics") : "";
+  if (start > 0) keep_metrics_before(metrics_path, start);
+  JsonlWriter metrics(metrics_path, start > 0 ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
   const LoopOptions& o = s.loop;
   Totals totals;
   for (std::int64_t it = start; it < o.iterations; ++it) {

@@ -11,3 +11,11 @@ set_tests_properties(moe_train_bad_policy PROPERTIES TIMEOUT 60 PASS_REGULAR_EXP
 add_test(NAME moe_train_missing_text COMMAND $<TARGET_FILE:moe_train> --data.train=/nonexistent/corpus.txt)
 set_tests_properties(moe_train_missing_text PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "/nonexistent/corpus.txt"
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+# A diverging run (weights of 1e30 overflow the first logits) stops with an error naming the
+# iteration and a nonzero exit code, instead of training to `loss nan` and exiting 0.
+add_test(NAME moe_train_diverged_exits_nonzero
+         COMMAND sh -c "out=$(\"$0\" --model.init_std=1e30 --train.iterations=3 2>&1); rc=$?; echo \"$out\"; echo exit=$rc"
+                 $<TARGET_FILE:moe_train>)
+set_tests_properties(moe_train_diverged_exits_nonzero PROPERTIES TIMEOUT 60
+  PASS_REGULAR_EXPRESSION "training diverged at iteration 0: the loss is [-a-z]+.*exit=[1-9]"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")

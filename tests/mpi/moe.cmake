@@ -11,3 +11,11 @@ skew_mpi_test(skew_moe_resume_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_resume.cpp
   LIBS skew_moe
   NP 2)
+skew_mpi_test(skew_moe_resume_verify_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_resume_verify.cpp
+  LIBS skew_moe
+  NP 2)
+skew_mpi_test(skew_moe_reshard_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_reshard.cpp
+  LIBS skew_moe
+  NP 4)

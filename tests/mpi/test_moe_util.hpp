@@ -9,6 +9,7 @@
 
 #include "lib/core/config.hpp"
 #include "lib/core/safetensors.hpp"
+#include "lib/moe/resume.hpp"
 #include "lib/moe/trainer.hpp"
 #include "mpi/mpi_process_group.hpp"
 

@@ -5,6 +5,7 @@ skew_unit_test(skew_core_test
           ${CMAKE_CURRENT_LIST_DIR}/test_core_rng.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_safetensors.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_checkpoint.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_core_checkpoint_verify.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_metrics.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_gemm.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_gemm_bf16.cpp

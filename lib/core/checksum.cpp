@@ -1,0 +1,68 @@
+#include "lib/core/checksum.hpp"
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+namespace skew {
+
+namespace {
+// Reflected CRC-32C polynomial 0x1EDC6F41: the byte-at-a-time table, built once.
+std::array<std::uint32_t, 256> make_crc32c_table() {
+  std::array<std::uint32_t, 256> table{};
+  for (std::uint32_t i = 0; i < 256; ++i) {
+    std::uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+    table[i] = c;
+  }
+  return table;
+}
+
+template <typename Bits>
+Bits load_bits(const void* base, std::int64_t i) {
+  Bits b;
+  std::memcpy(&b, static_cast<const char*>(base) + i * static_cast<std::int64_t>(sizeof(Bits)), sizeof b);
+  return b;
+}
+}  // namespace
+
+std::uint32_t crc32c(const void* data, std::size_t bytes, std::uint32_t crc) {
+  static const std::array<std::uint32_t, 256> table = make_crc32c_table();
+  const auto* p = static_cast<const unsigned char*>(data);
+  crc = ~crc;
+  for (std::size_t i = 0; i < bytes; ++i) crc = table[(crc ^ p[i]) & 0xffu] ^ (crc >> 8);
+  return ~crc;
+}
+
+std::string crc32c_hex(const Tensor& host_tensor) {
+  char text[9];
+  std::snprintf(text, sizeof text, "%08x", crc32c(host_tensor.raw(), host_tensor.nbytes()));
+  return text;
+}
+
+std::int64_t first_non_finite(const Tensor& t) {
+  const std::int64_t n = static_cast<std::int64_t>(t.numel());
+  const void* raw = t.raw();
+  // The half formats are non-finite exactly when every exponent bit is set.
+  const auto scan_half = [&](std::uint16_t exponent_mask) -> std::int64_t {
+    for (std::int64_t i = 0; i < n; ++i)
+      if ((load_bits<std::uint16_t>(raw, i) & exponent_mask) == exponent_mask) return i;
+    return -1;
+  };
+  switch (t.dtype()) {
+    case DType::F32:
+      for (std::int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(load_bits<float>(raw, i))) return i;
+      return -1;
+    case DType::F64:
+      for (std::int64_t i = 0; i < n; ++i)
+        if (!std::isfinite(load_bits<double>(raw, i))) return i;
+      return -1;
+    case DType::F16: return scan_half(0x7c00);
+    case DType::BF16: return scan_half(0x7f80);
+    default: return -1;
+  }
+}
+
+}  // namespace skew

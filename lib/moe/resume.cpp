@@ -1,0 +1,162 @@
+#include "lib/moe/resume.hpp"
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fileio.hpp"
+#include "lib/core/log.hpp"
+
+namespace skew::moe {
+
+namespace {
+
+// What one rank reads of a candidate step, verified: the index and the shards it needs, by the
+// rank that wrote them.
+struct StepFiles {
+  Json index;
+  std::map<int, TensorFile> shards;
+};
+
+// The writing rank of the first shard the index lists for `tensor` ("rank_00003.safetensors").
+int holder_of(const Json& index, const std::string& tensor, const std::string& index_path) {
+  const Json* files = nullptr;
+  if (index.contains("tensors") && index["tensors"].contains(tensor)) files = &index["tensors"][tensor]["files"];
+  SKEW_CHECK(files && files->is_array() && !files->empty() && (*files)[0].is_string(),
+             "checkpoint index " << index_path << " names no shard holding tensor " << tensor);
+  const std::string name = (*files)[0].get<std::string>();
+  for (int r = 0; r < index.value("world_size", 0); ++r)
+    if (CheckpointDir::shard_name(r) == name) return r;
+  SKEW_THROW("checkpoint index " << index_path << " places tensor " << tensor << " in " << name
+                                 << ", not a shard of its " << index.value("world_size", 0) << " ranks");
+}
+
+// At another world size: rank 0's shard (dense state, policy state) and the holders of the
+// experts this rank's placement gives it.
+std::set<int> shards_for_resharding(const Json& index, const std::string& index_path, GptMoe<float>& model, int rank) {
+  std::set<int> ranks = {0};
+  for (std::size_t l = 0; l < model.moe().size(); ++l)
+    for (int e : model.moe()[l]->placement().experts_on(rank))
+      for (const char* what : {"w", "m", "v"})
+        ranks.insert(holder_of(index, expert_tensor_name(l, e, what), index_path));
+  return ranks;
+}
+
+StepFiles read_step(const Session& s, std::int64_t step, int written) {
+  StepFiles f;
+  const int rank = s.world.rank();
+  f.index = s.ckpt->read_index(step);
+  if (written == s.world.size()) {
+    f.shards.emplace(rank, s.ckpt->read_shard(step));
+    return f;
+  }
+  for (int r : shards_for_resharding(f.index, s.ckpt->index_file(step), s.model->network(), rank))
+    f.shards.emplace(r, s.ckpt->read_shard(step, r));
+  return f;
+}
+
+// Every rank's `ok`, and-ed.
+bool all_ranks(comm::ProcessGroup& world, bool ok) {
+  std::vector<double> flag = {ok ? 1.0 : 0.0};
+  world.allreduce(comm::view(flag), comm::ReduceOp::Min);
+  return flag[0] > 0;
+}
+
+void load_step(Session& s, std::int64_t step, int written, const StepFiles& f) {
+  const int rank = s.world.rank();
+  const std::string index_path = s.ckpt->index_file(step);
+  GptMoe<float>& net = s.model->network();
+  for (const auto& [r, shard] : f.shards)
+    check_index_before_load(f.index, index_path, shard, CheckpointDir::shard_name(r), s.policy_name);
+  if (written == s.world.size()) {
+    const TensorFile& shard = f.shards.at(rank);
+    load_state(shard, net, *s.adam, rank);
+    s.policy->load_state(shard);
+    check_index_after_load(f.index, index_path, net);
+    return;
+  }
+  load_state_resharded(
+      [&](const std::string& name) -> const Tensor& {
+        const TensorFile& dense_source = f.shards.at(0);
+        if (dense_source.has(name)) return dense_source.get(name);
+        return f.shards.at(holder_of(f.index, name, index_path)).get(name);
+      },
+      net, *s.adam, rank);
+  s.policy->load_state(f.shards.at(0));
+  if (rank == 0)
+    SKEW_INFO("re-sharded checkpoint step " << step << " from " << written << " ranks to " << s.world.size()
+                                            << ": experts in block placement, dense state from rank 0's shard");
+}
+
+}  // namespace
+
+std::int64_t restore(Session& s, const Config& config) {
+  if (!s.ckpt || !config.get_bool("output.resume")) return 0;
+  const std::vector<std::int64_t> steps = s.ckpt->complete_steps();
+  std::string skipped;  // "step N: reason; " for the error when no step verifies
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    const std::int64_t step = *it;
+    int written = 0;  // the world size in the step's marker
+    std::string reason;
+    StepFiles files;
+    try {
+      written = s.ckpt->written_world_size(step);
+      files = read_step(s, step, written);
+    } catch (const Error& e) {
+      reason = e.what();
+    }
+    if (all_ranks(s.world, reason.empty())) {
+      // The marker is one file all ranks read alike, so this refusal is every rank's.
+      SKEW_CHECK(written == s.world.size() || s.policy_name != "flexmoe",
+                 "checkpoint step " << step << " in " << s.ckpt->dir() << " was written by " << written
+                                    << " ranks under moe.policy=flexmoe, whose expert replicas, placements and load "
+                                       "history are planned for that many ranks; resume it with "
+                                    << written << " ranks, or start a new checkpoint directory");
+      load_step(s, step, written, files);
+      // Skipped newer steps lose their marker: the resumed run rewrites those steps, and a crash
+      // while it does must not leave a marked step mixing old and new shards.
+      if (s.world.rank() == 0)
+        for (auto newer = steps.rbegin(); newer != it; ++newer) s.ckpt->unmark(*newer);
+      SKEW_INFO("resumed from " << s.ckpt->rank_file(step) << " at iteration " << step);
+      return step;
+    }
+    if (!reason.empty()) SKEW_WARN("skipping checkpoint step " << step << ": " << reason);
+    SKEW_INFO("checkpoint step " << step << " does not verify on every rank (see the warnings); trying an older one");
+    skipped += "step " + std::to_string(step) + (reason.empty() ? ": failed on another rank; " : ": " + reason + "; ");
+  }
+  SKEW_CHECK(steps.empty(), "output.resume: no complete checkpoint step in " << s.ckpt->dir()
+                                                                             << " verifies on every rank: " << skipped);
+  return 0;
+}
+
+void keep_metrics_before(const std::string& path, std::int64_t start) {
+  if (path.empty() || !std::filesystem::exists(path)) return;
+  const std::string text = read_file(path);
+  std::string kept;
+  std::size_t pos = 0, dropped = 0;
+  for (int line_no = 1; pos < text.size(); ++line_no) {
+    const std::size_t end = text.find('\n', pos);
+    const bool whole = end != std::string::npos;
+    const std::string line = text.substr(pos, whole ? end - pos : std::string::npos);
+    pos = whole ? end + 1 : text.size();
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const Json record = Json::parse(line, nullptr, false);
+    if (record.is_discarded() && !whole) {  // a crash in the middle of the last write
+      ++dropped;
+      continue;
+    }
+    SKEW_CHECK(record.is_object() && record.contains("iter") && record["iter"].is_number_integer(),
+               "output.metrics " << path << ":" << line_no << " is not a metrics record with an \"iter\"");
+    if (record["iter"].get<std::int64_t>() < start)
+      kept.append(line).push_back('\n');
+    else
+      ++dropped;
+  }
+  if (dropped == 0) return;
+  SKEW_INFO("output.metrics " << path << ": dropped " << dropped << " record(s) from iteration " << start
+                              << " on, which the resumed run writes again");
+  write_file_atomic(path, kept);
+}
+
+}  // namespace skew::moe
