@@ -119,17 +119,17 @@ bool RunCheckpoints::due(std::int64_t step) const {
   return enabled() && (step >= opt_->steps || (opt_->checkpoint_interval > 0 && step % opt_->checkpoint_interval == 0));
 }
 
-void RunCheckpoints::save(comm::ProcessGroup& world, std::int64_t step, const TensorList& tensors) const {
+void RunCheckpoints::save(comm::ProcessGroup* world, std::int64_t step, const TensorList& tensors) const {
   dir_->write_shard(step, tensors, {{"step", std::to_string(step)}});
-  world.barrier();  // every shard is on disk: the index, then the marker
-  if (world.rank() == 0) {
+  if (world) world->barrier();  // every shard is on disk: the index, then the marker
+  if (!world || world->rank() == 0) {
     Json index = identity_;
     dir_->write_index(step, {{"run", index}});
     dir_->commit(step);
   }
   // No rank goes on (to a run that resumes from this directory, say) before the step is marked
   // complete, so every rank sees the same newest checkpoint.
-  world.barrier();
+  if (world) world->barrier();
 }
 
 std::int64_t RunCheckpoints::latest_to_resume() const {

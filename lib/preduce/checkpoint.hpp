@@ -59,8 +59,9 @@ class RunCheckpoints {
   // Whether a checkpoint is due after `step` (output.checkpoint_interval; the end always).
   bool due(std::int64_t step) const;
   // Collective over `world`: writes `tensors` as this rank's shard of `step`, then (rank 0)
-  // the index and the marker; returns once the step is complete for every rank.
-  void save(comm::ProcessGroup& world, std::int64_t step, const TensorList& tensors) const;
+  // the index and the marker; returns once the step is complete for every rank. No world: the
+  // one process of the simulator.
+  void save(comm::ProcessGroup* world, std::int64_t step, const TensorList& tensors) const;
   // With output.resume and a complete checkpoint: its step, and this rank's shard (origin
   // names the file). -1 when there is nothing to resume from.
   std::int64_t latest_to_resume() const;

@@ -217,7 +217,7 @@ void save_checkpoint(MpiRun& run, const std::shared_ptr<comm::ProcessGroup>& wor
   TensorList tensors;
   if (run.me) append_worker(tensors, *run.me, run.progress);
   if (run.controlled && world->rank() == 0) append_controller(tensors, run.controller);
-  ckpt.save(*world, step, tensors);
+  ckpt.save(world.get(), step, tensors);
 }
 
 }  // namespace
