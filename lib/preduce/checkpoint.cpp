@@ -115,8 +115,13 @@ RunCheckpoints::RunCheckpoints(const TrainOptions& opt, int world_rank, int worl
     dir_ = std::make_unique<CheckpointDir>(opt.checkpoint_dir, world_rank, world_size, opt.keep);
 }
 
-bool RunCheckpoints::due(std::int64_t step) const {
-  return enabled() && (step >= opt_->steps || (opt_->checkpoint_interval > 0 && step % opt_->checkpoint_interval == 0));
+std::vector<std::int64_t> RunCheckpoints::segment_ends(std::int64_t first) const {
+  std::vector<std::int64_t> ends;
+  const std::int64_t every = opt_->checkpoint_interval;
+  if (enabled() && every > 0)
+    for (std::int64_t b = (first / every + 1) * every; b < opt_->steps; b += every) ends.push_back(b);
+  ends.push_back(opt_->steps);
+  return ends;
 }
 
 void RunCheckpoints::save(comm::ProcessGroup* world, std::int64_t step, const TensorList& tensors) const {

@@ -56,8 +56,9 @@ class RunCheckpoints {
   // Disabled (enabled() false) when output.checkpoint_dir is empty.
   RunCheckpoints(const TrainOptions& opt, int world_rank, int world_size, int workers);
   bool enabled() const { return dir_ != nullptr; }
-  // Whether a checkpoint is due after `step` (output.checkpoint_interval; the end always).
-  bool due(std::int64_t step) const;
+  // Where the segments of a run whose slowest worker starts at `first` end: the checkpoint
+  // steps after it (output.checkpoint_interval), then train.steps.
+  std::vector<std::int64_t> segment_ends(std::int64_t first) const;
   // Collective over `world`: writes `tensors` as this rank's shard of `step`, then (rank 0)
   // the index and the marker; returns once the step is complete for every rank. No world: the
   // one process of the simulator.

@@ -201,13 +201,7 @@ RunResult Simulation::run() {
   }
   std::int64_t first = opt_.steps;
   for (auto& w : workers_) first = std::min(first, w.step());
-  std::vector<std::int64_t> ends;
-  if (ckpt.enabled() && opt_.checkpoint_interval > 0)
-    for (std::int64_t b = (first / opt_.checkpoint_interval + 1) * opt_.checkpoint_interval; b < opt_.steps;
-         b += opt_.checkpoint_interval)
-      ends.push_back(b);
-  ends.push_back(opt_.steps);
-  for (std::int64_t end : ends) {
+  for (std::int64_t end : ckpt.segment_ends(first)) {
     segment_end_ = end;
     const comm::FormerState history = former_.state();
     former_ = comm::GroupFormer(group_options(opt_, n_));

@@ -233,13 +233,12 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
              "preduce.controller = rank needs at least 2 ranks, got " << world->size());
   const bool is_worker = !(run.dedicated && world->rank() == 0);
   const RunCheckpoints ckpt(opt, world->rank(), world->size(), run.n);
-  std::int64_t resumed = -1;
   if (is_worker) {
     run.id = world->rank() - (run.dedicated ? 1 : 0);
     run.task = make_task(opt, run.n);
     run.me = std::make_unique<Worker>(opt, *run.task, run.id);
   }
-  resumed = ckpt.latest_to_resume();
+  const std::int64_t resumed = ckpt.latest_to_resume();
   std::int64_t lowest = resumed, highest = resumed;
   world->allreduce(comm::view(&lowest, 1), comm::ReduceOp::Min);
   world->allreduce(comm::view(&highest, 1), comm::ReduceOp::Max);
@@ -258,16 +257,9 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     for (const Json& line : kept) run.metrics->write(line);
   }
   std::optional<CsvWriter> curve_out = run.id == 0 ? open_curve(opt) : std::nullopt;
-  // Segment ends: the checkpoint steps after the slowest worker's start, then train.steps.
   std::int64_t first = run.me ? run.me->step() : opt.steps;
   world->allreduce(comm::view(&first, 1), comm::ReduceOp::Min);
-  std::vector<std::int64_t> ends;
-  if (ckpt.enabled() && opt.checkpoint_interval > 0)
-    for (std::int64_t b = (first / opt.checkpoint_interval + 1) * opt.checkpoint_interval; b < opt.steps;
-         b += opt.checkpoint_interval)
-      ends.push_back(b);
-  ends.push_back(opt.steps);
-  for (std::int64_t end : ends) {
+  for (std::int64_t end : ckpt.segment_ends(first)) {
     run_segment(run, world, end);
     if (ckpt.enabled() && !(end == opt.steps && end == resumed)) save_checkpoint(run, world, ckpt);
   }
