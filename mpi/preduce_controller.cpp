@@ -18,8 +18,9 @@ constexpr int kControllerRank = 0;
 
 }  // namespace
 
-PartialReduce::PartialReduce(std::shared_ptr<ProcessGroup> world, GroupOptions options, bool dedicated_controller)
-    : world_(std::move(world)), options_(options) {
+PartialReduce::PartialReduce(std::shared_ptr<ProcessGroup> world, GroupOptions options, bool dedicated_controller,
+                             FormerState initial)
+    : world_(std::move(world)), options_(options), state_(std::move(initial)) {
   SKEW_CHECK(world_ && world_->backend() == "mpi", "partial reduce needs the MPI world group");
   world_rank_ = world_->rank();
   const int world_size = world_->size();
@@ -58,6 +59,7 @@ void PartialReduce::serve() {
 void PartialReduce::controller_loop() {
   try {
     GroupFormer former(options_);
+    if (!state_.parent.empty()) former.restore(state_);
     const auto n = static_cast<std::size_t>(options_.num_workers);
     std::vector<double> reply(4 + 3 * n);
     while (!former.all_finished()) {
@@ -90,9 +92,17 @@ void PartialReduce::controller_loop() {
       }
       if (!arrived) poll_pause();
     }
+    state_ = former.state();
   } catch (const std::exception& e) {
     abort_job(std::string("partial-reduce controller: ") + e.what());
   }
+}
+
+FormerState PartialReduce::controller_state() {
+  SKEW_CHECK(world_rank_ == kControllerRank, "the controller state lives on world rank 0");
+  SKEW_CHECK(!is_worker() || finished_, "controller_state() before this worker's finish()");
+  if (controller_.joinable()) controller_.join();
+  return state_;
 }
 
 Group PartialReduce::ready(std::int64_t version) {

@@ -23,7 +23,9 @@ class PartialReduce {
   // Collective over `world` (an MPI-backed group over MPI_COMM_WORLD). With a dedicated
   // controller, world rank 0 runs only the controller and the workers are world ranks 1..N-1.
   // options.num_workers is set here from the world size.
-  PartialReduce(std::shared_ptr<ProcessGroup> world, GroupOptions options, bool dedicated_controller);
+  // `initial` (on the controller's rank; empty elsewhere) continues a checkpointed controller.
+  PartialReduce(std::shared_ptr<ProcessGroup> world, GroupOptions options, bool dedicated_controller,
+                FormerState initial = {});
   ~PartialReduce();
   PartialReduce(const PartialReduce&) = delete;
   PartialReduce& operator=(const PartialReduce&) = delete;
@@ -35,6 +37,9 @@ class PartialReduce {
 
   // Dedicated controller rank: serves until every worker has finished.
   void serve();
+  // World rank 0 once every worker has finished (after serve(), or after finish() with the
+  // controller thread, which this joins): the controller's final state, for a checkpoint.
+  FormerState controller_state();
 
   // Worker side: report ready and wait for the group this worker is put in.
   Group ready(std::int64_t version);
@@ -58,6 +63,7 @@ class PartialReduce {
 
   std::shared_ptr<ProcessGroup> world_, workers_;
   GroupOptions options_;
+  FormerState state_;  // the initial state, then (once the controller is done) its final one
   MPI_Comm control_ = MPI_COMM_NULL;  // a duplicate of MPI_COMM_WORLD reserved for control messages
   int worker_offset_ = 0, world_rank_ = 0;
   double start_ = 0.0;

@@ -116,6 +116,23 @@ int GroupFormer::components() const {
   return n;
 }
 
+FormerState GroupFormer::state() const {
+  SKEW_CHECK(fifo_.empty(), "partial-reduce state taken while " << fifo_.size() << " workers wait for a group");
+  return {groups_formed_, groups_since_reset_, connecting_groups_, parent_};
+}
+
+void GroupFormer::restore(const FormerState& saved) {
+  SKEW_CHECK(fifo_.empty() && groups_formed_ == 0, "partial-reduce state restored into a former already in use");
+  SKEW_CHECK(saved.parent.size() == parent_.size(),
+             "partial-reduce state of " << saved.parent.size() << " workers restored into one of " << parent_.size());
+  for (int p : saved.parent)
+    SKEW_CHECK(p >= 0 && p < opt_.num_workers, "partial-reduce state: union-find parent " << p << " out of range");
+  groups_formed_ = saved.groups_formed;
+  groups_since_reset_ = saved.groups_since_reset;
+  connecting_groups_ = saved.connecting_groups;
+  parent_ = saved.parent;
+}
+
 std::optional<double> GroupFormer::next_deadline() const {
   if (opt_.deadline_s <= 0.0 || fifo_.empty()) return std::nullopt;
   return fifo_.front().since + opt_.deadline_s;

@@ -62,6 +62,14 @@ std::vector<double> staleness_weights(const std::vector<std::int64_t>& versions,
 // leaves x unchanged.
 void apply_member_update(float* x, const float* weighted_sum, std::size_t n, double w_self, int k, MemberRule rule);
 
+// The part of a GroupFormer's history that shapes its future groups, for a checkpoint taken
+// with no worker queued: the group count (eager's full-sync rounds), the isolation bound's
+// count since its last reset and its union-find over the members of those groups.
+struct FormerState {
+  std::int64_t groups_formed = 0, groups_since_reset = 0, connecting_groups = 0;
+  std::vector<int> parent;  // empty: a fresh former
+};
+
 class GroupFormer {
  public:
   explicit GroupFormer(const GroupOptions& options);
@@ -80,6 +88,10 @@ class GroupFormer {
   std::int64_t connecting_groups() const { return connecting_groups_; }
   // Number of union-find components among active workers (1 = all connected).
   int components() const;
+  // Throws while a worker is queued (its group would be lost).
+  FormerState state() const;
+  // Before any ready(): continues the history of `saved` (of a former with as many workers).
+  void restore(const FormerState& saved);
 
  private:
   struct Entry {

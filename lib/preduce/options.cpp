@@ -113,6 +113,17 @@ Schema make_schema() {
                "per-step JSONL, one file per worker: '%r' is replaced by the rank, and a name without it is "
                "refused when more than one worker would write it (not written with --simulate)");
   s.add_string("output.curve", "", "CSV of time and mean worker test accuracy (written by the first worker only)");
+  s.add_string("output.checkpoint_dir", "",
+               "checkpoint directory (empty = none): every worker's model, step and version, the run's totals so "
+               "far and the partial-reduce controller's state");
+  s.add_int("output.checkpoint_interval", 0, IntRange::at_least(0),
+            "steps between checkpoints (0 = only at the end when a dir is set); a checkpoint is a point every "
+            "worker agrees on: all stop at the step, the controller drains, the state is saved, training goes on");
+  s.add_int("output.keep", 2, {1, kMaxInt32}, "checkpoints kept");
+  s.add_bool("output.resume", false,
+             "resume from the newest complete checkpoint in output.checkpoint_dir; allreduce and --simulate "
+             "resume bit-exact, the asynchronous modes (preduce, eager, adpsgd, local) from the saved state but "
+             "with timing-dependent groups; metrics lines of the steps before the checkpoint are kept");
   return s;
 }
 
@@ -173,6 +184,10 @@ TrainOptions read_options(const Config& c) {
   o.sim_eval_workers = c.get_int_as<int>("sim.eval_workers");
   o.metrics = c.get_string("output.metrics");
   o.curve = c.get_string("output.curve");
+  o.checkpoint_dir = c.get_string("output.checkpoint_dir");
+  o.checkpoint_interval = c.get_int("output.checkpoint_interval");
+  o.keep = c.get_int_as<int>("output.keep");
+  o.resume = c.get_bool("output.resume");
   // Single-key ranges are the schema's; these rules span keys.
   SKEW_CHECK(o.refresh_staleness == 0 || o.refresh_staleness >= 2,
              "preduce.refresh_staleness must be 0 (off) or >= 2 (the freshest member has staleness 1), got "

@@ -53,6 +53,10 @@ struct TrainOptions {
          sim_overhead_ms = 0.0;
   // output
   std::string metrics, curve;
+  std::string checkpoint_dir;           // empty = no checkpoints
+  std::int64_t checkpoint_interval = 0;  // steps; 0 = only at the end
+  int keep = 2;
+  bool resume = false;
 };
 
 // Modes whose workers may stop independently: all but allreduce, whose rounds need every

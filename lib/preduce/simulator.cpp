@@ -4,145 +4,12 @@
 // group sim.controller_ms more. Groups come from the same GroupFormer as the
 // MPI controller, and the model arithmetic is the same Worker code, so a run is a pure
 // function of the configuration (deterministic for a seed).
-#include <algorithm>
-#include <queue>
-
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
-#include "lib/core/rng.hpp"
-#include "lib/preduce/trainer.hpp"
-#include "mpi/preduce_groups.hpp"
+#include "lib/preduce/simulation.hpp"
 
 namespace skew::preduce {
-namespace {
-
-struct Event {
-  double time;
-  std::uint64_t seq;
-  int worker;  // -1: a group deadline
-  // Step: the worker's step is done. Gossip (adpsgd): its communication thread starts a pending
-  // averaging. Reduced (preduce.overlap): its group averaging is complete.
-  enum class Kind { Step, Gossip, Reduced } kind = Kind::Step;
-  bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
-};
-
-class Simulation {
- public:
-  explicit Simulation(const TrainOptions& opt)
-      : opt_(opt),
-        task_(make_task(opt, opt.sim_workers)),
-        n_(opt.sim_workers),
-        former_(group_options(opt, opt.sim_workers)) {
-    for (int w = 0; w < n_; ++w) workers_.emplace_back(opt, *task_, w);
-    const int e = std::min(opt.sim_eval_workers, n_);
-    for (int i = 0; i < e; ++i) eval_ids_.push_back(i * n_ / e);
-    series_.resize(eval_ids_.size());
-    bytes_ = static_cast<double>(workers_[0].params().size()) * sizeof(float);
-    ready_at_.assign(static_cast<std::size_t>(n_), 0.0);
-    wait_.assign(static_cast<std::size_t>(n_), 0.0);
-    end_.assign(static_cast<std::size_t>(n_), 0.0);
-    gossip_free_at_.assign(static_cast<std::size_t>(n_), 0.0);
-    gossip_pending_.assign(static_cast<std::size_t>(n_), 0);
-    for (int w = 0; w < n_; ++w) gossip_rng_.emplace_back(opt.seed, 0xad95d000ull + static_cast<std::uint64_t>(w));
-    reducing_.assign(static_cast<std::size_t>(n_), 0);
-    stopping_.assign(static_cast<std::size_t>(n_), 0);
-    ready_version_.assign(static_cast<std::size_t>(n_), 0);
-    refreshing_.assign(static_cast<std::size_t>(n_), 0);
-    refreshes_left_.assign(static_cast<std::size_t>(n_), 0);
-    refreshes_.assign(static_cast<std::size_t>(n_), 0);
-  }
-
-  RunResult run();
-
- private:
-  double comm_cost(std::size_t k) const {
-    if (k <= 1) return 0.0;
-    const double kk = static_cast<double>(k);
-    return opt_.sim_latency_ms * 1e-3 + 2.0 * (kk - 1.0) / kk * bytes_ / (opt_.sim_bandwidth_gbs * 1e9);
-  }
-  double step_time(Worker& w) const {
-    const double compute = opt_.sim_compute_ms * 1e-3;
-    return compute + w.hetero().injected_s(w.step(), compute) + opt_.sim_overhead_ms * 1e-3;
-  }
-  double accuracy(const std::vector<float>& params) { return task_->metric(params); }
-  // Records the accuracy of the evaluated workers for every grid point up to `t`.
-  void evaluate_until(double t) {
-    if (next_eval_ > t) return;
-    std::vector<double> acc;
-    for (int id : eval_ids_) acc.push_back(accuracy(workers_[static_cast<std::size_t>(id)].params()));
-    for (; next_eval_ <= t; next_eval_ += opt_.eval_interval_s)
-      for (std::size_t i = 0; i < acc.size(); ++i) series_[i].push_back(acc[i]);
-  }
-  void schedule(int w, double t) { queue_.push({t + step_time(workers_[static_cast<std::size_t>(w)]), seq_++, w}); }
-  // After a worker's synchronisation ends at t: next step, or finished.
-  void continue_or_finish(int w, double t) {
-    Worker& me = workers_[static_cast<std::size_t>(w)];
-    me.finish_step();
-    end_[static_cast<std::size_t>(w)] = t;
-    if (me.step() < opt_.steps && !(time_limited(opt_) && t >= opt_.max_seconds))
-      schedule(w, t);
-    else if (reducing_[static_cast<std::size_t>(w)])
-      stopping_[static_cast<std::size_t>(w)] = 1;  // finishes when reduced
-    else if (opt_.mode == SyncMode::Preduce || opt_.mode == SyncMode::Eager)
-      former_.finished(w);
-  }
-  // preduce.overlap: the worker's communication thread reports it ready (it is free).
-  void overlap_ready(int w, double t, bool refresh = false) {
-    const auto i = static_cast<std::size_t>(w);
-    reducing_[i] = 1;
-    refreshing_[i] = refresh;
-    gossip_pending_[i] = 0;
-    ready_at_[i] = t;
-    ready_version_[i] = workers_[i].version();
-    former_.ready(w, ready_version_[i], t);
-    close_groups(t);
-  }
-  void on_reduced(int w, double t) {
-    const auto i = static_cast<std::size_t>(w);
-    reducing_[i] = 0;
-    if (stopping_[i])
-      former_.finished(w);
-    else if (gossip_pending_[i])
-      overlap_ready(w, t);
-    else if (refreshes_left_[i] > 0) {
-      ++refreshes_[i];
-      overlap_ready(w, t, true);
-    }
-    if (stopping_[i]) close_groups(t);  // the others may now close without it
-  }
-  void close_groups(double t);
-  void on_step_done(int w, double t);
-  void run_allreduce();
-  void average_in_group(const comm::Group& g, bool equal_weights_gradient);
-  void gossip(int w, double t);
-
-  const TrainOptions& opt_;
-  std::unique_ptr<Task> task_;
-  int n_;
-  comm::GroupFormer former_;
-  std::vector<Worker> workers_;
-  std::vector<int> eval_ids_;
-  std::vector<std::vector<double>> series_;
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
-  std::uint64_t seq_ = 0;
-  double bytes_ = 0.0, next_eval_ = 0.0;
-  std::vector<double> ready_at_, wait_, end_;
-  // AD-PSGD: when each active worker's communication thread is free again, whether a request
-  // waits for it, and its partner choice.
-  std::vector<double> gossip_free_at_;
-  std::vector<char> gossip_pending_;
-  std::vector<Rng> gossip_rng_;
-  // preduce.overlap: a worker's reduction is in flight (in the queue or averaging); it ends its
-  // training once that completes; its version when it reported ready; whether that ready is a
-  // refresh and how many refreshes it has left (refresh_budget).
-  // gossip_pending_ doubles as its coalesced request.
-  std::vector<char> reducing_, stopping_, refreshing_;
-  std::vector<std::int64_t> refreshes_left_;
-  std::vector<std::int64_t> refreshes_;  // per worker: groups joined without a new local step
-  std::vector<std::int64_t> ready_version_;
-  std::int64_t groups_ = 0, members_ = 0;
-  std::vector<float> sum_;
-};
+namespace sim {
 
 // S = sum_j w_j v_j over the members' models (or gradients / accumulators), then each member
 // takes the update rule (models) or S itself (gradients).
@@ -271,8 +138,8 @@ void Simulation::on_step_done(int w, double t) {
 }
 
 void Simulation::run_allreduce() {
-  double t = 0.0;
-  for (std::int64_t step = 0; step < opt_.steps; ++step) {
+  double t = start_;
+  for (std::int64_t step = workers_[0].step(); step < segment_end_; ++step) {
     double slowest = 0.0;
     std::vector<double> took(static_cast<std::size_t>(n_));
     for (int w = 0; w < n_; ++w)
@@ -296,26 +163,55 @@ void Simulation::run_allreduce() {
   }
 }
 
+void Simulation::run_segment() {
+  if (opt_.mode == SyncMode::Allreduce) return run_allreduce();
+  // Transient per segment, as the MPI run's controller and communication threads are.
+  for (auto* flags : {&gossip_pending_, &reducing_, &stopping_, &refreshing_}) std::fill(flags->begin(), flags->end(), 0);
+  std::fill(refreshes_left_.begin(), refreshes_left_.end(), 0);
+  for (int w = 0; w < n_; ++w) {
+    if (workers_[static_cast<std::size_t>(w)].step() < segment_end_ && !out_of_time(w))
+      schedule(w, start_);
+    else if (opt_.mode == SyncMode::Preduce || opt_.mode == SyncMode::Eager)
+      former_.finished(w);
+  }
+  while (!queue_.empty()) {
+    const Event e = queue_.top();
+    queue_.pop();
+    evaluate_until(e.time);
+    if (e.worker < 0)
+      close_groups(e.time);
+    else if (e.kind == Event::Kind::Gossip)
+      gossip(e.worker, e.time);
+    else if (e.kind == Event::Kind::Reduced)
+      on_reduced(e.worker, e.time);
+    else
+      on_step_done(e.worker, e.time);
+  }
+  SKEW_CHECK(opt_.mode != SyncMode::Preduce && opt_.mode != SyncMode::Eager ? true : former_.all_finished(),
+             "simulation ended with " << former_.active() << " workers still active");
+}
+
 RunResult Simulation::run() {
-  if (opt_.mode == SyncMode::Allreduce) {
-    run_allreduce();
-  } else {
-    for (int w = 0; w < n_; ++w) schedule(w, 0.0);
-    while (!queue_.empty()) {
-      const Event e = queue_.top();
-      queue_.pop();
-      evaluate_until(e.time);
-      if (e.worker < 0)
-        close_groups(e.time);
-      else if (e.kind == Event::Kind::Gossip)
-        gossip(e.worker, e.time);
-      else if (e.kind == Event::Kind::Reduced)
-        on_reduced(e.worker, e.time);
-      else
-        on_step_done(e.worker, e.time);
-    }
-    SKEW_CHECK(opt_.mode != SyncMode::Preduce && opt_.mode != SyncMode::Eager ? true : former_.all_finished(),
-               "simulation ended with " << former_.active() << " workers still active");
+  const RunCheckpoints ckpt(opt_, 0, 1, n_);
+  const std::int64_t resumed = ckpt.latest_to_resume();
+  if (resumed >= 0) {
+    std::string origin;
+    load_state(ckpt.read(resumed, origin), origin);
+    SKEW_INFO("resumed from " << origin << " at step " << resumed);
+  }
+  std::int64_t first = opt_.steps;
+  for (auto& w : workers_) first = std::min(first, w.step());
+  for (std::int64_t end : ckpt.segment_ends(first)) {
+    segment_end_ = end;
+    const comm::FormerState history = former_.state();
+    former_ = comm::GroupFormer(group_options(opt_, n_));
+    former_.restore(history);
+    run_segment();
+    start_ = *std::max_element(end_.begin(), end_.end());
+    if (!ckpt.enabled() || (end == opt_.steps && end == resumed)) continue;
+    std::int64_t step = 0;
+    for (auto& w : workers_) step = std::max(step, w.step());
+    ckpt.save(nullptr, step, save_state());
   }
   const double wall = *std::max_element(end_.begin(), end_.end());
   std::vector<double> finals;
@@ -338,11 +234,11 @@ RunResult Simulation::run() {
   return r;
 }
 
-}  // namespace
+}  // namespace sim
 
 RunResult simulate(const TrainOptions& opt) {
   std::optional<CsvWriter> curve_out = open_curve(opt);
-  RunResult r = Simulation(opt).run();
+  RunResult r = sim::Simulation(opt).run();
   write_curve(curve_out, r.curve);
   return r;
 }

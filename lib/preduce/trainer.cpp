@@ -10,6 +10,7 @@
 #include "lib/core/rng.hpp"
 #include "lib/core/timer.hpp"
 #include "lib/preduce/background.hpp"
+#include "lib/preduce/checkpoint.hpp"
 #include "mpi/preduce_controller.hpp"
 
 namespace skew::preduce {
@@ -43,40 +44,54 @@ std::string metrics_path(std::string path, int rank) {
 
 }  // namespace
 
-std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& world, const TrainOptions& opt) {
-  const bool controlled = opt.mode == SyncMode::Preduce || opt.mode == SyncMode::Eager;
-  const bool dedicated = controlled && opt.dedicated_controller;
-  check_metrics_path(opt, world->size() - (dedicated ? 1 : 0));
-  std::unique_ptr<comm::PartialReduce> pr;
-  std::shared_ptr<comm::ProcessGroup> workers = world;
-  if (controlled) {
-    pr = std::make_unique<comm::PartialReduce>(world, group_options(opt, world->size() - (dedicated ? 1 : 0)),
-                                               dedicated);
-    if (!pr->is_worker()) {
-      pr->serve();
-      return std::nullopt;
-    }
-    workers = pr->workers();
-  }
-  const int n = workers->size(), id = workers->rank();
-  const std::unique_ptr<Task> task = make_task(opt, n);
-  Worker me(opt, *task, id);
-  std::unique_ptr<BackgroundSync> background;
-  if (opt.mode == SyncMode::Adpsgd) background = make_gossip(workers, me, opt.seed);
-  if (overlapped(opt)) background = make_overlapped_reduce(*pr, me, opt);
-  JsonlWriter metrics(metrics_path(opt.metrics, world->rank()));
-  std::optional<CsvWriter> curve_out = id == 0 ? open_curve(opt) : std::nullopt;
-  const auto evaluate = [&] { return task->metric(me.params()); };
-  // Models are snapshotted on the time grid and evaluated after training, so evaluation never
-  // stalls a worker (or, through the reductions, its peers) inside the timed loop.
-  std::vector<std::vector<float>> snapshots;
-  std::vector<std::size_t> snapshot_of_point;
+namespace {
+
+// One process's part of an MPI run: its worker (none on a dedicated controller rank) and what
+// it carries from one segment to the next. A segment ends at a checkpoint step, where every
+// worker stops, the controller and the communication threads drain, and the state is saved,
+// so a checkpoint is never taken while a group or an averaging is in flight.
+struct MpiRun {
+  explicit MpiRun(const TrainOptions& options) : opt(options) {}
+  const TrainOptions& opt;
+  bool controlled = false, dedicated = false;
+  int n = 0, id = -1;
+  std::unique_ptr<Task> task;
+  std::unique_ptr<Worker> me;
+  WorkerProgress progress;
+  comm::FormerState controller;  // world rank 0
+  std::unique_ptr<comm::PartialReduce> pr;  // the last segment's (its worker group ends the run)
+  std::shared_ptr<comm::ProcessGroup> workers;
+  std::unique_ptr<JsonlWriter> metrics;
   std::vector<float> scratch;
-  double next_eval = 0.0, sum_compute = 0.0, sum_injected = 0.0, sum_wait = 0.0, sum_comm = 0.0, sum_controller = 0.0;
-  std::int64_t groups_joined = 0, members_seen = 0;
-  workers->barrier();
+};
+
+// Trains up to step `end` (or train.max_seconds); returns with every synchronisation done.
+void run_segment(MpiRun& run, const std::shared_ptr<comm::ProcessGroup>& world, std::int64_t end) {
+  const TrainOptions& opt = run.opt;
+  run.pr.reset();  // the previous segment's communicators before the new ones
+  run.workers = world;
+  if (run.controlled) {
+    run.pr = std::make_unique<comm::PartialReduce>(world, group_options(opt, run.n), run.dedicated,
+                                                   world->rank() == 0 ? run.controller : comm::FormerState{});
+    if (!run.pr->is_worker()) {
+      run.pr->serve();
+      run.controller = run.pr->controller_state();
+      return;
+    }
+    run.workers = run.pr->workers();
+  }
+  Worker& me = *run.me;
+  WorkerProgress& p = run.progress;
+  comm::PartialReduce* pr = run.pr.get();
+  std::unique_ptr<BackgroundSync> background;
+  if (opt.mode == SyncMode::Adpsgd) background = make_gossip(run.workers, me, opt.seed);
+  if (overlapped(opt)) background = make_overlapped_reduce(*pr, me, opt);
+  // Models are snapshotted on the time grid and evaluated after the segment, so evaluation
+  // never stalls a worker (or, through the reductions, its peers) inside the timed loop.
+  std::vector<std::pair<std::vector<float>, std::size_t>> snapshots;  // model, grid points it covers
+  run.workers->barrier();
   const Timer clock;
-  for (std::int64_t step = 0; step < opt.steps; ++step) {
+  for (std::int64_t step = me.step(); step < end && !p.stopped; ++step) {
     Timer t;
     double wait = 0.0, comm_time = 0.0, controller = 0.0;
     std::vector<int> members;
@@ -86,9 +101,9 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
       // and the gradient is applied to whatever the model is then.
       {
         auto guard = background->lock();
-        scratch = me.params();
+        run.scratch = me.params();
       }
-      loss = me.gradient_at(scratch);
+      loss = me.gradient_at(run.scratch);
     } else {
       loss = me.local_step();
     }
@@ -107,7 +122,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
       switch (opt.mode) {
         case SyncMode::Allreduce:
           t.reset();
-          workers->allreduce(comm::view(me.grad()), comm::ReduceOp::Avg);
+          run.workers->allreduce(comm::view(me.grad()), comm::ReduceOp::Avg);
           comm_time = t.seconds();
           me.apply_reduced(false);
           break;
@@ -124,81 +139,147 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
           if (opt.mode == SyncMode::Eager) {
             pr->average_gradient(me.accum(), g);
             me.apply_reduced(true);
-            if (g.full_sync) pr->average_model(me.params(), g, scratch);
+            if (g.full_sync) pr->average_model(me.params(), g, run.scratch);
             me.set_version(g.max_version + 1);
           } else if (opt.reduce_gradient) {
             pr->average_gradient(me.grad(), g);
             me.apply_reduced(false);
             me.set_version(g.max_version + 1);
           } else {
-            pr->average_model(me.params(), g, scratch);
+            pr->average_model(me.params(), g, run.scratch);
             me.set_version(g.max_version);
           }
           comm_time = t.seconds();
           members = g.members;
-          ++groups_joined;
-          members_seen += static_cast<std::int64_t>(g.members.size());
+          ++p.groups_joined;
+          p.members_seen += static_cast<std::int64_t>(g.members.size());
           break;
         }
       }
     }
     me.finish_step();
     std::int64_t version = 0;
-    if (background) {
-      auto guard = background->lock();
+    const double now = p.elapsed_s + clock.seconds();
+    std::size_t points = 0;
+    for (; p.next_eval <= now; p.next_eval += opt.eval_interval_s) ++points;
+    {
+      std::unique_lock<std::mutex> guard;
+      if (background) guard = background->lock();
       version = me.version();
-    } else {
-      version = me.version();
+      if (points > 0) snapshots.emplace_back(me.params(), points);
     }
-    sum_compute += compute;
-    sum_injected += injected;
-    sum_wait += wait;
-    sum_comm += comm_time;
-    sum_controller += controller;
-    const double now = clock.seconds();
-    if (now >= next_eval) {
-      if (background) {
-        auto guard = background->lock();
-        snapshots.push_back(me.params());
-      } else {
-        snapshots.push_back(me.params());
-      }
-      for (; next_eval <= now; next_eval += opt.eval_interval_s) snapshot_of_point.push_back(snapshots.size() - 1);
-    }
-    if (metrics.enabled())
-      metrics.write(Json{{"step", step},
-                         {"time_s", now},
-                         {"loss", loss},
-                         {"version", version},
-                         {"members", members},
-                         {"compute_s", compute},
-                         {"injected_s", injected},
-                         {"wait_s", wait},
-                         {"controller_s", controller},
-                         {"comm_s", comm_time}});
+    p.sum_compute += compute;
+    p.sum_injected += injected;
+    p.sum_wait += wait;
+    p.sum_comm += comm_time;
+    p.sum_controller += controller;
+    if (run.metrics->enabled())
+      run.metrics->write(Json{{"step", step},
+                              {"time_s", now},
+                              {"loss", loss},
+                              {"version", version},
+                              {"members", members},
+                              {"compute_s", compute},
+                              {"injected_s", injected},
+                              {"wait_s", wait},
+                              {"controller_s", controller},
+                              {"comm_s", comm_time}});
     if (opt.log_interval > 0 && (step + 1) % opt.log_interval == 0)
       SKEW_INFO("step " << step + 1 << "/" << opt.steps << " loss " << loss << " version " << version << " t " << now
                         << "s");
-    if (time_limited(opt) && now >= opt.max_seconds) break;
+    if (time_limited(opt) && now >= opt.max_seconds) p.stopped = true;
   }
-  BackgroundSync::Stats synced;
   if (background) {
     // Its time is off the computing thread's path: comm, controller and the wait for a group are
     // the communication thread's.
     background->stop();
-    synced = background->stats();
-    groups_joined = synced.syncs;
-    members_seen = synced.members;
-    sum_comm = synced.comm_s;
-    sum_controller = synced.controller_s;
+    const BackgroundSync::Stats s = background->stats();
+    p.synced.syncs += s.syncs;
+    p.synced.refreshes += s.refreshes;
+    p.synced.members += s.members;
+    p.synced.wait_s += s.wait_s;
+    p.synced.controller_s += s.controller_s;
+    p.synced.comm_s += s.comm_s;
   }
-  if (pr) pr->finish();
-  const double end_time = clock.seconds();
-  const double final_acc = evaluate();
-  std::vector<double> snapshot_acc;
-  for (const auto& snapshot : snapshots) snapshot_acc.push_back(task->metric(snapshot));
-  std::vector<double> series;
-  for (std::size_t s : snapshot_of_point) series.push_back(snapshot_acc[s]);
+  if (pr) {
+    pr->finish();
+    if (world->rank() == 0) run.controller = pr->controller_state();
+  }
+  p.elapsed_s += clock.seconds();
+  for (const auto& [snapshot, points] : snapshots) p.series.insert(p.series.end(), points, run.task->metric(snapshot));
+}
+
+// Collective over `world` at the end of a segment: the checkpoint of the furthest worker's step
+// (with train.max_seconds workers may stop at different steps; each shard records its own).
+void save_checkpoint(MpiRun& run, const std::shared_ptr<comm::ProcessGroup>& world, const RunCheckpoints& ckpt) {
+  std::int64_t step = run.me ? run.me->step() : 0;
+  world->allreduce(comm::view(&step, 1), comm::ReduceOp::Max);
+  TensorList tensors;
+  if (run.me) append_worker(tensors, *run.me, run.progress);
+  if (run.controlled && world->rank() == 0) append_controller(tensors, run.controller);
+  ckpt.save(world.get(), step, tensors);
+}
+
+}  // namespace
+
+std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& world, const TrainOptions& opt) {
+  MpiRun run(opt);
+  run.controlled = opt.mode == SyncMode::Preduce || opt.mode == SyncMode::Eager;
+  run.dedicated = run.controlled && opt.dedicated_controller;
+  run.n = world->size() - (run.dedicated ? 1 : 0);
+  check_metrics_path(opt, run.n);
+  if (run.controlled) group_options(opt, run.n);  // refuses a bad group size before loading data
+  SKEW_CHECK(!run.dedicated || world->size() >= 2,
+             "preduce.controller = rank needs at least 2 ranks, got " << world->size());
+  const bool is_worker = !(run.dedicated && world->rank() == 0);
+  const RunCheckpoints ckpt(opt, world->rank(), world->size(), run.n);
+  if (is_worker) {
+    run.id = world->rank() - (run.dedicated ? 1 : 0);
+    run.task = make_task(opt, run.n);
+    run.me = std::make_unique<Worker>(opt, *run.task, run.id);
+  }
+  const std::int64_t resumed = ckpt.latest_to_resume();
+  std::int64_t lowest = resumed, highest = resumed;
+  world->allreduce(comm::view(&lowest, 1), comm::ReduceOp::Min);
+  world->allreduce(comm::view(&highest, 1), comm::ReduceOp::Max);
+  SKEW_CHECK(lowest == highest, opt.checkpoint_dir << ": the ranks see different newest complete checkpoints (steps "
+                                                  << lowest << " and " << highest << "; -1 = none)");
+  if (resumed >= 0) {
+    std::string origin;
+    const TensorFile shard = ckpt.read(resumed, origin);
+    if (run.me) load_worker(shard, origin, *run.me, run.progress);
+    if (run.controlled && world->rank() == 0) run.controller = load_controller(shard);
+    if (world->rank() == 0) SKEW_INFO("resumed from " << origin << " at step " << resumed);
+  }
+  if (is_worker) {
+    const std::vector<Json> kept = metrics_before(metrics_path(opt.metrics, world->rank()), run.me->step());
+    run.metrics = std::make_unique<JsonlWriter>(metrics_path(opt.metrics, world->rank()));
+    for (const Json& line : kept) run.metrics->write(line);
+  }
+  std::optional<CsvWriter> curve_out = run.id == 0 ? open_curve(opt) : std::nullopt;
+  std::int64_t first = run.me ? run.me->step() : opt.steps;
+  world->allreduce(comm::view(&first, 1), comm::ReduceOp::Min);
+  for (std::int64_t end : ckpt.segment_ends(first)) {
+    run_segment(run, world, end);
+    if (ckpt.enabled() && !(end == opt.steps && end == resumed)) save_checkpoint(run, world, ckpt);
+  }
+  if (!is_worker) return std::nullopt;
+  Worker& me = *run.me;
+  const WorkerProgress& p = run.progress;
+  const std::shared_ptr<comm::ProcessGroup>& workers = run.workers;
+  const int n = run.n, id = run.id;
+  std::int64_t groups_joined = p.groups_joined, members_seen = p.members_seen;
+  double sum_comm = p.sum_comm, sum_controller = p.sum_controller;
+  const bool background = opt.mode == SyncMode::Adpsgd || overlapped(opt);
+  if (background) {
+    groups_joined = p.synced.syncs;
+    members_seen = p.synced.members;
+    sum_comm = p.synced.comm_s;
+    sum_controller = p.synced.controller_s;
+  }
+  const double end_time = p.elapsed_s;
+  const double final_acc = run.task->metric(me.params());
+  std::vector<double> series = p.series;
 
   // Mean accuracy curve: pad every worker's series to the longest with its final accuracy.
   std::int64_t length = static_cast<std::int64_t>(series.size());
@@ -208,24 +289,25 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   Curve curve{opt.eval_interval_s, series};
   // Per-worker totals, gathered: compute, injected, wait, comm, end time, steps/s, final accuracy.
   // Then synchronisations joined, controller latency, the communication thread's wait, refreshes.
-  std::vector<double> mine{sum_compute,
-                           sum_injected,
-                           sum_wait,
+  std::vector<double> mine{p.sum_compute,
+                           p.sum_injected,
+                           p.sum_wait,
                            sum_comm,
                            end_time,
                            static_cast<double>(me.step()) / end_time,
                            final_acc,
                            static_cast<double>(groups_joined),
                            sum_controller,
-                           synced.wait_s,
-                           static_cast<double>(synced.refreshes)};
+                           p.synced.wait_s,
+                           static_cast<double>(p.synced.refreshes)};
   std::vector<double> all(mine.size() * static_cast<std::size_t>(n));
   workers->allgather(comm::view(mine), comm::view(all));
   std::vector<float> average = me.params();
   workers->allreduce(comm::view(average), comm::ReduceOp::Avg);
-  const double average_acc = task->metric(average);
+  const double average_acc = run.task->metric(average);
   std::int64_t created = static_cast<std::int64_t>(workers->subgroups_created());
   workers->allreduce(comm::view(&created, 1), comm::ReduceOp::Max);
+  const bool controlled = run.controlled;
   if (id != 0) return std::nullopt;
   write_curve(curve_out, curve);
 
@@ -253,7 +335,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     // Part of wait_s that is controller and message latency rather than queueing for peers.
     if (controlled) per_worker.back()["controller_s"] = v[8];
   }
-  result.summary = run_summary(opt, false, n, wall, task->metric_name(), curve, mean_final, average_acc);
+  result.summary = run_summary(opt, false, n, wall, run.task->metric_name(), curve, mean_final, average_acc);
   result.summary["subgroups_created"] = created;
   if (controlled) {
     result.summary["groups_joined_worker0"] = groups_joined;

@@ -25,6 +25,8 @@ class Worker {
   // After a gradient reduction: apply grad() (or accum(), eager) and clear the accumulator.
   void apply_reduced(bool from_accumulator);
   void finish_step() { ++step_; }
+  // Resume: the step a checkpoint was taken after (data order and delays follow from it).
+  void set_step(std::int64_t step) { step_ = step; }
 
   std::vector<float>& params() { return params_; }
   std::vector<float>& grad() { return grad_; }

@@ -34,3 +34,20 @@ add_test(NAME preduce_train_mnist_huge_label
                  $<TARGET_FILE:preduce_train>)
 set_tests_properties(preduce_train_mnist_huge_label PROPERTIES TIMEOUT 60
   PASS_REGULAR_EXPRESSION "train.csv:1: label 2147483647 is out of range \\[0, 65535\\]")
+# A diverging learning rate (train.lr = 100 on the default clusters: inf/nan by step 10) stops
+# the run with an error naming the worker, the step and the value, and a nonzero exit (checked
+# through "exit=N" printed after it); under mpirun the rank that throws aborts the whole job,
+# also while its peers wait for a group.
+add_test(NAME preduce_train_diverged_simulate
+         COMMAND sh -c "$0 --simulate --train.lr=100; echo exit=$?" $<TARGET_FILE:preduce_train>)
+set_tests_properties(preduce_train_diverged_simulate PROPERTIES TIMEOUT 60
+  PASS_REGULAR_EXPRESSION "worker [0-9]+ step [0-9]+: the loss is -?(nan|inf).*exit=[1-9]"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+foreach(mode allreduce preduce)
+  add_test(NAME preduce_train_diverged_${mode}_np2
+           COMMAND sh -c "$0 $1 2 $2 --oversubscribe $3 --sync.mode=${mode} --train.lr=100; echo exit=$?"
+                   ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} "${MPIEXEC_PREFLAGS}" $<TARGET_FILE:preduce_train>)
+  set_tests_properties(preduce_train_diverged_${mode}_np2 PROPERTIES TIMEOUT 60 PROCESSORS 2
+    PASS_REGULAR_EXPRESSION "rank [01]: error: [^\n]*worker [01] step [0-9]+: the loss is -?(nan|inf).*exit=[1-9]"
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+endforeach()

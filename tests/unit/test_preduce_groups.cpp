@@ -239,3 +239,72 @@ TEST_CASE("the isolation bound connects every worker within bound + 1 groups", "
   const auto free_groups = run_schedule(o, speed, 400, 1);
   CHECK(longest_unconnected_run(free_groups, 8, free_groups.size() / 2) > 2 * 7);
 }
+
+// A checkpoint's controller state: a former restored from another's state (taken when no worker
+// is queued) forms the same groups from then on as the former it was taken from (the isolation
+// bound's union-find and eager's full-sync rounds included), and not those of a fresh one.
+namespace {
+// Workers report in a pseudo-random order; one still waiting for its group is skipped.
+struct ReadyDriver {
+  skew::Rng rng{7, 1};
+  std::vector<std::int64_t> version = std::vector<std::int64_t>(6, 0);
+  std::vector<char> waiting = std::vector<char>(6, 0);
+  double now = 0.0;
+  std::vector<Group> formed;
+  void attempt(GroupFormer& f) {
+    const int w = static_cast<int>(rng.below(6));
+    if (waiting[static_cast<std::size_t>(w)]) return;
+    waiting[static_cast<std::size_t>(w)] = 1;
+    f.ready(w, version[static_cast<std::size_t>(w)]++, now += 1.0);
+    while (auto g = f.poll(now)) {
+      for (int m : g->members) waiting[static_cast<std::size_t>(m)] = 0;
+      formed.push_back(*g);
+    }
+  }
+};
+}  // namespace
+
+TEST_CASE("a restored former continues the saved history", "[preduce][resume]") {
+  GroupOptions o;
+  o.num_workers = 6;
+  o.group_size = 2;
+  o.isolation_bound = 3;
+  o.full_sync_every = 5;
+  GroupFormer original(o);
+  ReadyDriver before;
+  // Saved between full-sync rounds, so a fresh former would place the next one elsewhere.
+  for (int i = 0; i < 40 || original.queued() > 0 || original.groups_formed() % 5 == 0; ++i) before.attempt(original);
+  const skew::comm::FormerState saved = original.state();
+  CHECK(saved.groups_formed == original.groups_formed());
+  CHECK(saved.groups_formed >= 10);
+  CHECK(original.connecting_groups() > 0);
+  GroupFormer restored(o), fresh(o);
+  restored.restore(saved);
+  ReadyDriver a = before, b = before, c = before;
+  a.formed.clear(), b.formed.clear(), c.formed.clear();
+  for (int i = 0; i < 60; ++i) a.attempt(original), b.attempt(restored), c.attempt(fresh);
+  REQUIRE(a.formed.size() == b.formed.size());
+  REQUIRE(a.formed.size() >= 10);
+  bool differs_from_fresh = a.formed.size() != c.formed.size();
+  for (std::size_t i = 0; i < a.formed.size(); ++i) {
+    CHECK(a.formed[i].members == b.formed[i].members);
+    CHECK(a.formed[i].full_sync == b.formed[i].full_sync);
+    CHECK(a.formed[i].connecting == b.formed[i].connecting);
+    CHECK(a.formed[i].weights == b.formed[i].weights);
+    if (i < c.formed.size() &&
+        (a.formed[i].members != c.formed[i].members || a.formed[i].full_sync != c.formed[i].full_sync ||
+         a.formed[i].connecting != c.formed[i].connecting))
+      differs_from_fresh = true;
+  }
+  CHECK(differs_from_fresh);
+  CHECK(restored.connecting_groups() == original.connecting_groups());
+  // Taken mid-group or restored into a used former, the state would be torn: refused.
+  GroupFormer busy(o);
+  busy.ready(0, 0, 0.0);
+  CHECK_THROWS_WITH(busy.state(), Catch::Contains("while 1 workers wait for a group"));
+  CHECK_THROWS_WITH(original.restore(saved), Catch::Contains("already in use"));
+  GroupOptions other = o;
+  other.num_workers = 4;
+  GroupFormer smaller(other);
+  CHECK_THROWS_WITH(smaller.restore(saved), Catch::Contains("state of 6 workers restored into one of 4"));
+}
