@@ -29,8 +29,8 @@ TINY = {
 class Expect:
     """What a demanding user wants. `error`: regexes a clear error's stderr must all match (None:
     no error is right). `success`: regexes stdout+stderr must all match on exit 0 (None: exit 0 is
-    wrong); with `error` also set, exit 0 is a handled fallback (say, resuming an older intact
-    checkpoint with a warning naming the bad file). `creates`: files a success must leave."""
+    wrong); with `error` also set, exit 0 is handled too (say, resuming an older intact checkpoint
+    with a warning naming the bad file). `creates`: files a success must leave."""
     error: Optional[list] = None
     success: Optional[list] = None
     creates: list = dataclasses.field(default_factory=list)

@@ -2,7 +2,6 @@
 demanding user expects of the keys that declare none yet. A declared range always wins: the
 table only fills the gaps, so it goes stale harmlessly as the schemas gain ranges."""
 import dataclasses
-import math
 import re
 import subprocess
 from typing import Optional
@@ -135,9 +134,3 @@ def garbage_values(k: Key) -> list:
         return FLOAT_GARBAGE
     return []
 
-
-def is_finite_number(text: str) -> bool:
-    try:
-        return math.isfinite(float(text))
-    except ValueError:
-        return False
