@@ -34,6 +34,15 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from bad_input_cases import APPS, KINDS, all_cases  # noqa: E402
 from bad_input_cases.runner import EXPECTED, OUTCOMES, Env, run_case  # noqa: E402
 
+def read_known(path: pathlib.Path) -> set:
+    ids = set()
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            ids.add(line.split()[0])
+    return ids
+
+
 def table(results: list) -> str:
     counts = collections.defaultdict(collections.Counter)
     for r in results:

@@ -202,8 +202,9 @@ def sim_cases() -> list:
         Case("data:placement_sim:validate_garbage", "data", "placement_sim",
              tiny_args("placement_sim") + ["--sim.validate={dir}/run.jsonl"], error(place_re("run.jsonl", 1)),
              files={"run.jsonl": "{garbage\n"}),
+        # Lines that parse but lack the fields: the whole file is unusable, so its name is enough.
         Case("data:placement_sim:validate_missing_fields", "data", "placement_sim",
-             tiny_args("placement_sim") + ["--sim.validate={dir}/run.jsonl"], error(place_re("run.jsonl", 1)),
+             tiny_args("placement_sim") + ["--sim.validate={dir}/run.jsonl"], error(place_re("run.jsonl")),
              files={"run.jsonl": svm('{"iteration": 1}', '{"iteration": 2}')}),
     ]
     return out

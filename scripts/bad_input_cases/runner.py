@@ -59,15 +59,6 @@ def app_env() -> dict:
     return env
 
 
-def read_known(path: pathlib.Path) -> set:
-    ids = set()
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            ids.add(line.split()[0])
-    return ids
-
-
 def write_files(d: pathlib.Path, files: dict):
     for name, content in files.items():
         p = d / name
