@@ -35,6 +35,8 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 class Runner:
     def __init__(self, build, root):
         self.app = os.path.join(os.path.abspath(build), "apps", "moe_train")
+        if not os.access(self.app, os.X_OK):
+            sys.exit(f"fault_check: no moe_train in {build}/apps: build it first")
         self.config = os.path.join(root, "configs", "moe.ini")
 
     def command(self, ckpt, resume, iterations=ITERATIONS):

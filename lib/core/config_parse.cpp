@@ -17,20 +17,24 @@ namespace po = boost::program_options;
 
 namespace skew {
 
+namespace {
+[[noreturn]] void throw_unknown_key(const Schema& schema, const std::string& key, const std::string& where) {
+  std::ostringstream msg;
+  msg << where << ": unknown key '" << key << "'";
+  const auto close = schema.close_spellings(key);
+  if (!close.empty()) {
+    msg << " (did you mean";
+    for (std::size_t i = 0; i < close.size(); ++i) msg << (i ? ", " : " ") << "'" << close[i] << "'";
+    msg << "?)";
+  }
+  msg << "; see " << schema.app() << " --help";
+  throw Error(msg.str());
+}
+}  // namespace
+
 void Config::store(const std::string& key, const std::string& value, const std::string& where) {
   const Schema::Key* k = schema_->find(key);
-  if (!k) {
-    std::ostringstream msg;
-    msg << where << ": unknown key '" << key << "'";
-    const auto close = schema_->close_spellings(key);
-    if (!close.empty()) {
-      msg << " (did you mean";
-      for (std::size_t i = 0; i < close.size(); ++i) msg << (i ? ", " : " ") << "'" << close[i] << "'";
-      msg << "?)";
-    }
-    msg << "; see " << schema_->app() << " --help";
-    throw Error(msg.str());
-  }
+  if (!k) throw_unknown_key(*schema_, key, where);
   const auto bad = [&](const std::string& expected) {
     throw Error(where + ": bad value '" + value + "' for key '" + key + "': expected " + expected);
   };
@@ -138,6 +142,8 @@ Config Config::parse_ini_text(const Schema& schema, const std::string& ini_text,
       key = key.substr(0, eq);
     } else {
       const Schema::Key* k = schema.find(key);
+      // An unknown '--name' is a misspelt option, not a key whose value went missing.
+      if (!k) throw_unknown_key(schema, key, "command line");
       const bool flag = k && k->type == "bool" &&
                         (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0);
       if (flag) {

@@ -1,5 +1,6 @@
 #include "lib/core/safetensors.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -63,6 +64,7 @@ TensorFile parse_safetensors(std::string_view bytes, const std::string& path) {
   if (header.contains("__metadata__") && !header["__metadata__"].is_object()) fail("__metadata__ is not a JSON object");
   const std::size_t data_begin = 8 + n, data_size = bytes.size() - data_begin;
   TensorFile out;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> extents;  // each tensor's [begin, end)
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
       for (const auto& [k, v] : info.items()) {
@@ -115,11 +117,24 @@ TensorFile parse_safetensors(std::string_view bytes, const std::string& path) {
         fail("tensor '" + name + "' has " + std::to_string(end - begin) + " bytes but its shape and dtype need " + std::to_string(need));
       Tensor t = Tensor::empty(shape, dtype);
       std::memcpy(t.raw(), bytes.data() + data_begin + begin, t.nbytes());
+      extents.emplace_back(begin, end);
       out.tensors.emplace_back(name, std::move(t));
     } catch (const nlohmann::json::exception& e) {
       fail("tensor '" + name + "' entry is malformed: " + e.what());
     }
   }
+  // The format requires the tensors to cover the data section exactly, with no hole, overlap
+  // or trailing byte: anything else is a damaged (or doctored) file.
+  std::sort(extents.begin(), extents.end());
+  std::uint64_t covered = 0;
+  for (const auto& [begin, end] : extents) {
+    if (begin != covered)
+      fail(begin > covered ? "the data section has unused bytes " + std::to_string(covered) + " to " + std::to_string(begin)
+                           : "two tensors overlap at byte " + std::to_string(begin) + " of the data section");
+    covered = end;
+  }
+  if (covered != data_size)
+    fail("the data section has " + std::to_string(data_size - covered) + " bytes after its last tensor");
   return out;
 }
 

@@ -92,6 +92,8 @@ void load_step(Session& s, std::int64_t step, int written, const StepFiles& f) {
 }  // namespace
 
 std::int64_t restore(Session& s, const Config& config) {
+  SKEW_CHECK(s.ckpt || !config.get_bool("output.resume"),
+             "output.resume = true needs output.checkpoint_dir, the directory to resume from");
   if (!s.ckpt || !config.get_bool("output.resume")) return 0;
   const std::vector<std::int64_t> steps = s.ckpt->complete_steps();
   std::string skipped;  // "step N: reason; " for the error when no step verifies
@@ -113,7 +115,11 @@ std::int64_t restore(Session& s, const Config& config) {
                                     << " ranks under moe.policy=flexmoe, whose expert replicas, placements and load "
                                        "history are planned for that many ranks; resume it with "
                                     << written << " ranks, or start a new checkpoint directory");
-      load_step(s, step, written, files);
+      try {
+        load_step(s, step, written, files);
+      } catch (const Error& e) {  // the files verified: the config no longer matches them
+        throw Error("resuming from " + s.ckpt->rank_file(step) + ": " + e.what());
+      }
       // Skipped newer steps lose their marker: the resumed run rewrites those steps, and a crash
       // while it does must not leave a marked step mixing old and new shards.
       if (s.world.rank() == 0)

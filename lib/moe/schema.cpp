@@ -47,7 +47,7 @@ Schema moe_train_schema() {
   s.add_float("train.grad_clip", 1.0, FloatRange::at_least(0), "clip the global gradient norm to this (0 = off)");
   s.add_int("train.seed", 1, IntRange::at_least(0), "seed of weights, batches and jitter");
   s.add_int("train.eval_interval", 25, IntRange::at_least(0), "iterations between validation losses (and at the end)");
-  s.add_int("train.eval_sequences", 32, {1, 1 << 24}, "validation windows per evaluation, over all ranks");
+  s.add_int("train.eval_sequences", 32, {1, 1 << 24}, "validation windows per evaluation, over all ranks (rounded down to a multiple of the ranks)");
   s.add_int("train.log_interval", 10, IntRange::at_least(0), "iterations between progress lines");
   s.add_int("train.blas_threads", 1, {0, 1024}, "OpenBLAS threads per rank (0 = OpenBLAS default)");
   s.add_choice("train.precision", "fp32", {"fp32", "bf16"},

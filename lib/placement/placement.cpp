@@ -58,7 +58,8 @@ LayerPlacement LayerPlacement::block(int num_experts, int world_size, int slots_
   SKEW_CHECK(num_experts >= 1 && world_size >= 1, "block placement needs experts and ranks");
   SKEW_CHECK(num_experts % world_size == 0, "num_experts " << num_experts << " is not a multiple of the " << world_size << " ranks");
   const int per_rank = num_experts / world_size;
-  SKEW_CHECK(per_rank <= slots_per_rank, "each rank needs " << per_rank << " slots for one replica per expert, slots_per_rank is " << slots_per_rank);
+  SKEW_CHECK(per_rank <= slots_per_rank, "each rank needs " << per_rank << " slots for one replica per expert, placement.slots_per_rank is "
+                                                   << slots_per_rank);
   LayerPlacement p;
   p.world_size = world_size;
   p.slots_per_rank = slots_per_rank;

@@ -42,3 +42,10 @@ skew_bad_value(moe_train_top_k_above_experts "moe.top_k 5 is more than moe.num_e
                --moe.top_k=5 --moe.num_experts=4)
 skew_bad_value(moe_train_corpus_too_short "built-in corpus \\(data.builtin_bytes\\): [0-9]+ bytes is too short for model.seq_len 64"
                moe_train --data.builtin_bytes=50 --model.seq_len=64)
+skew_bad_value(moe_train_resume_without_directory "output.resume = true needs output.checkpoint_dir" moe_train
+               --output.resume=true)
+add_test(NAME moe_train_eval_sequences_below_ranks_np2
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 --oversubscribe $<TARGET_FILE:moe_train>
+                 --train.eval_sequences=1 --train.iterations=2)
+set_tests_properties(moe_train_eval_sequences_below_ranks_np2 PROPERTIES TIMEOUT 60 ENVIRONMENT "${skew_root_env}"
+  PASS_REGULAR_EXPRESSION "train.eval_sequences 1 is fewer than the 2 ranks")

@@ -166,6 +166,11 @@ TEST_CASE("config: malformed lines name file and line", "[config]") {
   CHECK_THAT(error_of([&] { parse_args(s, {"stray"}); }), Catch::Contains("command line: unexpected argument 'stray'"));
   CHECK_THAT(error_of([&] { parse_args(s, {"--train.steps"}); }),
              Catch::Contains("command line: key 'train.steps' has no value"));
+  // An unknown bare option is a misspelling, not a key that lost its value.
+  CHECK_THAT(error_of([&] { parse_args(s, {"--frobnicate"}); }),
+             Catch::Contains("command line: unknown key 'frobnicate'"));
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.stepz", "3"}); }),
+             Catch::Contains("unknown key 'train.stepz' (did you mean 'train.steps'?)"));
 }
 
 TEST_CASE("config: bad values name key, source and what was expected", "[config]") {

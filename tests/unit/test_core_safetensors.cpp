@@ -151,3 +151,23 @@ TEST_CASE("safetensors: truncated and corrupt files are rejected with the reason
              Catch::Contains("metadata value of 'step' is not a string"));
   CHECK_THROWS_WITH(skew::load_safetensors(kDir + "/does_not_exist.safetensors"), Catch::Contains("cannot open"));
 }
+
+TEST_CASE("safetensors: the tensors must cover the data section exactly", "[safetensors]") {
+  // The format forbids holes, overlaps and trailing bytes; a damaged checkpoint with a byte
+  // appended was resumed from before.
+  const std::string good_path = kDir + "/tiled.safetensors";
+  skew::save_safetensors(good_path, sample_tensors(), {});
+  const std::string good = skew::read_file(good_path);
+  CHECK_THAT(load_error("trailing.safetensors", good + "x"),
+             Catch::Contains("the data section has 1 bytes after its last tensor"));
+  const std::string data(16, '\0');
+  CHECK_THAT(load_error("hole.safetensors",
+                        header_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                     R"("b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})") + data),
+             Catch::Contains("unused bytes 8 to 12"));
+  CHECK_THAT(load_error("overlap.safetensors",
+                        header_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
+                                     R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})") + data.substr(0, 12)),
+             Catch::Contains("two tensors overlap at byte 8"));
+  CHECK(skew::load_safetensors(good_path).tensors.size() == sample_tensors().size());
+}

@@ -57,6 +57,8 @@ GptModel::GptModel(const Config& config, const ModelOptions& options, comm::Proc
       seed_(config.get_int_as<std::uint64_t>("train.seed")),
       eval_sequences_(config.get_int("train.eval_sequences")),
       net_(options, world, placements, std::move(policy)) {
+  SKEW_CHECK(eval_sequences_ >= world.size(), "train.eval_sequences " << eval_sequences_ << " is fewer than the "
+                                                                       << world.size() << " ranks: each evaluates at least one window");
   net_.init(seed_);
 }
 
@@ -72,7 +74,7 @@ double GptModel::train_step(std::int64_t iteration, const std::vector<const std:
 }
 
 double GptModel::validation_loss() {
-  const std::int64_t per_rank = std::max<std::int64_t>(1, eval_sequences_ / world_.size());
+  const std::int64_t per_rank = eval_sequences_ / world_.size();
   double sum = 0;
   int chunks = 0;
   for (std::int64_t first = 0; first < per_rank; first += batch_, ++chunks) {
