@@ -27,6 +27,9 @@ void checkpoint(Session& s, std::int64_t step) {
   const Json index = checkpoint_index(s.world, tensors, s.policy_name, s.model->network());
   s.world.barrier();  // every shard is on disk: the index, then the marker
   if (s.world.rank() == 0) s.ckpt->write_index(step, index), s.ckpt->commit(step);
+  // No rank goes on before the marker is down: a resume in the same job (the tests run several)
+  // must find the same newest step on every rank.
+  s.world.barrier();
 }
 
 // moe.save_trace / moe.replay_trace: every token's expert choices, per iteration and MoE layer,
