@@ -140,6 +140,7 @@ int simulate_main(const Config& cfg) {
     const std::string trace_path = cfg.get_string("sim.trace");
     const RoutingTrace trace = trace_path.empty() ? generated(cfg, gpus, cfg.get_int_as<int>("sim.iterations"))
                                                   : read_trace_jsonl(trace_path, cfg.get_string("sim.trace_key"));
+    if (!trace_path.empty()) check_trace_fits_ranks(trace, trace_path, gpus, "sim.gpus", cfg.source("sim.gpus"));
     const double trace_balance = trace_balance_ratio(trace, gpus);
     log::set_level(cfg.get_bool("sim.verbose") ? log::Level::Info : log::Level::Warn);
     JsonlWriter changes(cfg.get_string("output.changes"));

@@ -82,6 +82,15 @@ RoutingTrace read_trace_jsonl(const std::string& path, const std::string& key) {
   return trace;
 }
 
+void check_trace_fits_ranks(const RoutingTrace& trace, const std::string& path, int world_size,
+                            const std::string& ranks_key, const std::string& ranks_source) {
+  // read_trace_jsonl makes every layer of every line as wide as the first one.
+  const std::size_t experts = trace.empty() || trace.front().empty() ? 0 : trace.front().front().size();
+  SKEW_CHECK(world_size >= 1 && experts % static_cast<std::size_t>(world_size) == 0,
+             path << ": the trace has " << experts << " experts, not a multiple of the " << world_size
+                  << " ranks of key '" << ranks_key << "' (" << ranks_source << ")");
+}
+
 double trace_balance_ratio(const RoutingTrace& trace, int world_size) {
   double sum = 0;
   std::int64_t n = 0;

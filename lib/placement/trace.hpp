@@ -29,6 +29,11 @@ RoutingTrace generate_trace(const TraceSpec& spec);
 // single layer). Lines without the key are skipped; a malformed one throws naming path:line.
 RoutingTrace read_trace_jsonl(const std::string& path, const std::string& key);
 
+// A recorded trace's experts are split evenly over the ranks set by key `ranks_key` (read from
+// `ranks_source`); otherwise throws naming the trace file and that key.
+void check_trace_fits_ranks(const RoutingTrace& trace, const std::string& path, int world_size,
+                            const std::string& ranks_key, const std::string& ranks_source);
+
 // Mean over iterations and layers of max/mean expert-to-rank load for the block placement.
 double trace_balance_ratio(const RoutingTrace& trace, int world_size);
 

@@ -16,9 +16,12 @@ struct Dataset {
   const float* row(int r) const { return x.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(dim); }
 };
 
-// Reads "label,f1,...,fd" lines; every line must have the same d; classes = max label + 1
-// (at least `min_classes`). Errors name the file and line.
-Dataset load_csv(const std::string& path, int min_classes = 0);
+// Reads "label,f1,...,fd" lines of finite numbers; every line must have the same d;
+// classes = max label + 1. Errors name the file and line.
+Dataset load_csv(const std::string& path);
+// Reads test data for a model trained on `train`: every line must have train.dim features and
+// a label below train.classes; classes = train.classes. Errors name the file and line.
+Dataset load_csv(const std::string& path, const Dataset& train);
 
 // `classes` Gaussian clusters in `dim` dimensions: centers ~ N(0, separation^2 / dim) per
 // coordinate, points = center + N(0, 1). Deterministic in seed; stream separates train/test.

@@ -34,6 +34,10 @@ Hetero::Hetero(const HeteroOptions& options, int worker) : opt_(options), worker
       }
       SKEW_CHECK(row.back() >= 0.0, "hetero.trace: " << opt_.trace << ":" << line_no << ": negative delay");
     }
+    // A short row is a trace recorded for fewer workers: repeating its values would invent delays.
+    SKEW_CHECK(row.size() > static_cast<std::size_t>(worker),
+               "hetero.trace: " << opt_.trace << ":" << line_no << ": " << row.size()
+                                << " delays, none for worker " << worker << " (one value per worker)");
     trace_ms_.push_back(std::move(row));
   }
   SKEW_CHECK(!trace_ms_.empty(), "hetero.trace: " << opt_.trace << " has no delays");
@@ -47,7 +51,7 @@ double Hetero::injected_s(std::int64_t step, double compute_s) const {
   else if (opt_.jitter == "spike" && rng.uniform() < opt_.jitter_prob) ms += opt_.jitter_ms;
   if (!trace_ms_.empty()) {
     const auto& row = trace_ms_[static_cast<std::size_t>(step) % trace_ms_.size()];
-    ms += row[static_cast<std::size_t>(worker_) % row.size()];
+    ms += row[static_cast<std::size_t>(worker_)];
   }
   return ms * 1e-3;
 }

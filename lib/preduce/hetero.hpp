@@ -4,7 +4,8 @@
 // base: a nominal device step time, so that a run on few shared cores still models devices;
 // jitter: none | exp (mean jitter_ms) | uniform (0..2*jitter_ms) | spike (jitter_ms with
 // probability jitter_prob: the authors' transient straggler); trace: a file whose line s holds
-// comma-separated delays in ms for step s, one per worker (repeated over workers and steps).
+// comma-separated delays in ms for step s, one per worker (extra values are unused; the lines
+// repeat over the steps).
 // The injected part (step time - compute) is reported separately from compute.
 #pragma once
 #include <cstdint>

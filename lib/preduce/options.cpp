@@ -140,7 +140,14 @@ TrainOptions read_options(const Config& c) {
   o.ctr_features = c.get_int("data.ctr_features");
   o.model_kind = c.get_string("model.kind");
   o.fm_k = c.get_int_as<int>("model.k");
-  for (auto w : c.get_int_list("model.hidden")) {
+  const auto hidden = c.get_int_list("model.hidden");
+  // The list reader skips empty items, so "8,,8" would silently be a two-layer net: a typo.
+  const std::string hidden_text = c.get_string("model.hidden");
+  if (hidden_text.find_first_not_of(" \t") != std::string::npos &&
+      hidden.size() != static_cast<std::size_t>(std::count(hidden_text.begin(), hidden_text.end(), ',')) + 1)
+    throw Error(c.source("model.hidden") + ": key 'model.hidden' = '" + hidden_text +
+                "' has an empty item: give one width per hidden layer, e.g. 64,32");
+  for (auto w : hidden) {
     if (w < 1 || w > 1 << 16)
       throw Error(c.source("model.hidden") + ": width " + std::to_string(w) +
                   " in key 'model.hidden' is not in [1, 65536]");

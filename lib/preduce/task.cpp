@@ -18,11 +18,14 @@ class MlpTask : public Task {
   MlpTask(const TrainOptions& opt, int num_workers) : opt_(opt) {
     SKEW_CHECK(opt.source != "synthetic_ctr", "data.source = synthetic_ctr needs model.kind = lr or fm");
     if (opt.source == "mnist") {
-      train_ = load_csv(opt.mnist_dir + "/train.csv", 10);
-      test_ = load_csv(opt.mnist_dir + "/test.csv", 10);
-      SKEW_CHECK(train_.dim == test_.dim, opt.mnist_dir << ": train has " << train_.dim << " features, test " << test_.dim);
-      test_.classes = train_.classes = std::max(train_.classes, test_.classes);
+      const std::string train_path = opt.mnist_dir + "/train.csv";
+      train_ = load_csv(train_path);
+      test_ = load_csv(opt.mnist_dir + "/test.csv", train_);
+      SKEW_CHECK(train_.rows() >= num_workers,
+                 train_path << ": " << train_.rows() << " rows cannot be shared by " << num_workers << " workers");
     } else {
+      SKEW_CHECK(opt.rows >= num_workers,
+                 "data.rows = " << opt.rows << " cannot be shared by " << num_workers << " workers");
       train_ = make_clusters(opt.rows, opt.dim, opt.classes, opt.separation, opt.seed, 0);
       test_ = make_clusters(opt.test_rows, opt.dim, opt.classes, opt.separation, opt.seed, 1);
     }

@@ -132,3 +132,12 @@ TEST_CASE("traces: generated counts and JSONL round trip", "[placement][trace]")
   CHECK_THROWS_WITH(read_trace_jsonl(path, "tokens_per_expert"), Catch::Contains(path + ":2"));
   std::remove(path.c_str());
 }
+
+TEST_CASE("traces: experts that do not split over the ranks name the trace and the key", "[placement][trace]") {
+  const RoutingTrace six_experts{{{1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1}}};
+  CHECK_THROWS_WITH(check_trace_fits_ranks(six_experts, "run/trace.jsonl", 4, "sim.gpus", "command line"),
+                    Catch::Contains("run/trace.jsonl: the trace has 6 experts, not a multiple of the 4 ranks of key "
+                                    "'sim.gpus' (command line)"));
+  for (int ranks : {1, 2, 3, 6}) CHECK_NOTHROW(check_trace_fits_ranks(six_experts, "t", ranks, "sim.gpus", "default"));
+  CHECK_THROWS(check_trace_fits_ranks(six_experts, "t", 0, "sim.gpus", "default"));
+}

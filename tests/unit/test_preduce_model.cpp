@@ -39,16 +39,20 @@ TEST_CASE("MLP backward matches central finite differences", "[preduce]") {
 
 TEST_CASE("heterogeneity: slowdown repeats over workers, trace rows add per step", "[preduce]") {
   const std::string trace = "test_preduce_trace.csv";
-  std::ofstream(trace) << "1,2\n# comment\n3,4\n";
+  std::ofstream(trace) << "1,0,0,2\n# comment\n3,0,0,4\n";
   HeteroOptions o;
   o.slowdown = {1.0, 4.0};
   o.base_ms = 2.0;
   o.trace = trace;
   Hetero w3(o, 3);
   CHECK(w3.slowdown() == 4.0);
-  // (compute + base) * 4 - compute + trace[step % 2][3 % 2]
+  // (compute + base) * 4 - compute + trace[step % 2][3]
   CHECK(w3.injected_s(0, 0.001) == Approx((0.001 + 0.002) * 4 - 0.001 + 0.002));
   CHECK(w3.injected_s(1, 0.001) == Approx((0.001 + 0.002) * 4 - 0.001 + 0.004));
+  // A row short of a worker's value is a trace for fewer workers: refused naming the line.
+  std::ofstream(trace) << "1,2\n3\n";
+  CHECK(Hetero(o, 0).injected_s(1, 0.0) == Approx(0.002 + 0.003));
+  CHECK_THROWS_WITH(Hetero(o, 1), Catch::Contains("hetero.trace: " + trace + ":2: 1 delays, none for worker 1"));
   o.trace.clear();
   o.jitter = "exp";
   o.jitter_ms = 1.0;

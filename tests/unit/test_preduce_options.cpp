@@ -12,6 +12,7 @@
 #include "lib/core/error.hpp"
 #include "lib/preduce/data.hpp"
 #include "lib/preduce/options.hpp"
+#include "lib/preduce/task.hpp"
 
 using namespace skew::preduce;
 
@@ -64,10 +65,75 @@ TEST_CASE("MNIST CSV: a label past the class limit names the file and line", "[p
   for (const std::string label : {"2147483647", "65536", "99999999999999999999"}) {
     INFO(label);
     std::ofstream(path) << "1,0.5,0.25\n0,0.1,0.2\n" << label << ",0.3,0.4\n";
-    CHECK_THROWS_WITH(load_csv(path, 10),
+    CHECK_THROWS_WITH(load_csv(path),
                Catch::Contains(path + ":3: label " + label + " is out of range [0, 65535]"));
   }
   std::ofstream(path) << "1,0.5,0.25\n65535,0.1,0.2\n";
-  CHECK(load_csv(path, 10).classes == 65536);
+  CHECK(load_csv(path).classes == 65536);
   std::remove(path.c_str());
+}
+
+TEST_CASE("MNIST CSV: a feature that is not a finite float names the file and line", "[preduce]") {
+  const std::string path = "test_preduce_nonfinite.csv";
+  for (const std::string feature : {"nan", "inf", "-inf", "1e400", "-1e400"}) {
+    INFO(feature);
+    std::ofstream(path) << "0,0.1,0.2\n1," << feature << ",0.3\n";
+    CHECK_THROWS_WITH(load_csv(path), Catch::Contains(path + ":2: field 2 '" + feature + "' is not a finite float"));
+  }
+  // The largest float and a value that underflows to zero are finite: read, not refused.
+  std::ofstream(path) << "0,3.4e38,0.2\n1,1e-50,0.3\n";
+  const Dataset d = load_csv(path);
+  CHECK(d.x == std::vector<float>{3.4e38f, 0.2f, 0.0f, 0.3f});
+  std::remove(path.c_str());
+}
+
+TEST_CASE("MNIST CSV: test data is read against the training data's width and classes", "[preduce]") {
+  const std::string train_path = "test_preduce_train.csv", test_path = "test_preduce_test.csv";
+  std::ofstream(train_path) << "0,0.1,0.2,0.3\n3,0.9,0.1,0.4\n";
+  const Dataset train = load_csv(train_path);
+  REQUIRE(train.classes == 4);  // labels 0..3 size the output layer
+  std::ofstream(test_path) << "0,0.1,0.2\n";
+  CHECK_THROWS_WITH(load_csv(test_path, train),
+                    Catch::Contains(test_path + ":1: 2 features, expected 3 (the width of the training data)"));
+  std::ofstream(test_path) << "0,0.1,0.2,0.3\n4,0.1,0.2,0.3\n";
+  CHECK_THROWS_WITH(load_csv(test_path, train),
+                    Catch::Contains(test_path + ":2: label 4 is not among the 4 classes of the training data"));
+  // A test file with fewer classes than the training data is scored on the training classes.
+  std::ofstream(test_path) << "1,0.5,0.5,0.5\n";
+  const Dataset test = load_csv(test_path, train);
+  CHECK(test.classes == 4);
+  CHECK(test.y == std::vector<int>{1});
+  std::remove(train_path.c_str());
+  std::remove(test_path.c_str());
+}
+
+TEST_CASE("preduce: model.hidden with an empty item is an error naming the key", "[preduce][config]") {
+  const skew::Schema schema = make_schema();
+  const auto hidden_of = [&](const std::string& arg) {
+    return read_options(skew::Config::parse_ini_text(schema, "", "x", {arg})).hidden;
+  };
+  for (const std::string arg : {"--model.hidden=8,,8", "--model.hidden=8,", "--model.hidden=,8", "--model.hidden=8, ,8"}) {
+    INFO(arg);
+    CHECK_THROWS_WITH(hidden_of(arg), Catch::Contains("command line: key 'model.hidden'") &&
+                                          Catch::Contains("has an empty item"));
+  }
+  CHECK(hidden_of("--model.hidden=8, 16") == std::vector<int>{8, 16});
+  CHECK(hidden_of("--model.hidden=").empty());  // no hidden layer: logistic regression
+}
+
+TEST_CASE("preduce: fewer training rows than workers is an error naming the source of the rows", "[preduce][config]") {
+  const skew::Schema schema = make_schema();
+  const TrainOptions o = read_options(skew::Config::parse_ini_text(schema, "", "x", {"--data.rows=1"}));
+  CHECK_THROWS_WITH(make_task(o, 2), Catch::Contains("data.rows = 1 cannot be shared by 2 workers"));
+  CHECK(make_task(o, 1) != nullptr);
+  const std::string dir = ".";
+  std::ofstream("train.csv") << "0,0.1\n1,0.2\n";
+  std::ofstream("test.csv") << "1,0.3\n";
+  TrainOptions mnist = o;
+  mnist.source = "mnist";
+  mnist.mnist_dir = dir;
+  CHECK_THROWS_WITH(make_task(mnist, 3), Catch::Contains("./train.csv: 2 rows cannot be shared by 3 workers"));
+  CHECK(make_task(mnist, 2) != nullptr);
+  std::remove("train.csv");
+  std::remove("test.csv");
 }
