@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
+#include "lib/core/checksum.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fileio.hpp"
 #include "lib/core/log.hpp"
@@ -181,7 +181,8 @@ TextFormat format_for(const std::string& path, const std::string& option) {
 }
 
 // ---- binary cache -------------------------------------------------------------------------
-constexpr char kMagic[8] = {'S', 'K', 'W', 'I', 'D', 'E', '0', '1'};
+// Version 02 added payload_crc; a version 01 cache fails the magic test and is rebuilt.
+constexpr char kMagic[8] = {'S', 'K', 'W', 'I', 'D', 'E', '0', '2'};
 
 struct CacheHeader {
   char magic[8];
@@ -189,6 +190,9 @@ struct CacheHeader {
   std::int64_t source_mtime;
   std::uint32_t format, skip_bad;
   std::int64_t rows, nnz, num_features, num_fields, lines, skipped;
+  // CRC-32C of every byte after the header: the range checks below cannot see a flipped bit
+  // inside a value, an index or a label that stays in range.
+  std::uint32_t payload_crc, reserved;
 };
 
 std::int64_t mtime_of(const std::string& path) {
@@ -200,13 +204,16 @@ void put(std::string& out, const std::vector<T>& v) {
   out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
 
-void write_cache(const std::string& cache, const CacheHeader& h, const SparseDataset& d) {
-  std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
+void write_cache(const std::string& cache, CacheHeader h, const SparseDataset& d) {
+  std::string bytes(sizeof h, '\0');
   put(bytes, d.row_ptr);
   put(bytes, d.label);
   put(bytes, d.index);
   put(bytes, d.field);
   put(bytes, d.value);
+  h.payload_crc = crc32c(bytes.data() + sizeof h, bytes.size() - sizeof h);
+  h.reserved = 0;
+  std::memcpy(bytes.data(), &h, sizeof h);
   try {
     write_file_atomic(cache, bytes);
   } catch (const Error& e) {
@@ -214,22 +221,25 @@ void write_cache(const std::string& cache, const CacheHeader& h, const SparseDat
   }
 }
 
+// Copies `count` elements at byte `offset` of the mapped cache (bounds checked by the caller).
 template <typename T>
-void get(std::ifstream& in, std::int64_t offset, std::vector<T>& v, std::int64_t count, const std::string& cache) {
+void get(std::string_view bytes, std::uint64_t offset, std::vector<T>& v, std::int64_t count) {
   v.resize(std::size_t(count));
-  in.seekg(offset);
-  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(count * std::int64_t(sizeof(T))));
-  SKEW_CHECK(in.good() || count == 0, "truncated data cache " << cache << " (delete it to re-parse)");
+  if (count > 0) std::memcpy(v.data(), bytes.data() + offset, std::size_t(count) * sizeof(T));
 }
 
-// Reads rows [r0, r1) from the cache when it matches the source; false when it does not.
+// Reads rows [r0, r1) from the cache when it matches the source; false when it does not, or
+// when its payload fails its checksum (with a warning: the caller re-parses and rewrites it).
 bool read_cache_slice(const std::string& cache, const CacheHeader& want, const ReadOptions& o, SparseDataset& d,
                       ReadReport& report) {
-  std::ifstream in(cache, std::ios::binary);
-  if (!in) return false;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(cache, ec) || std::filesystem::file_size(cache, ec) < sizeof(CacheHeader))
+    return false;
+  const MappedFile mapped(cache);
+  const std::string_view bytes = mapped.view();
   CacheHeader h{};
-  in.read(reinterpret_cast<char*>(&h), sizeof h);
-  if (!in || std::memcmp(h.magic, kMagic, 8) != 0 || h.source_size != want.source_size ||
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (std::memcmp(h.magic, kMagic, 8) != 0 || h.source_size != want.source_size ||
       h.source_mtime != want.source_mtime || h.format != want.format || h.skip_bad != want.skip_bad)
     return false;
   const auto corrupt = [&](const auto&... why) {
@@ -242,16 +252,22 @@ bool read_cache_slice(const std::string& cache, const CacheHeader& want, const R
       h.num_fields < 1 || h.num_fields > 65536 || h.lines < 0 || h.skipped < 0)
     corrupt("header out of range (rows ", h.rows, ", nonzeros ", h.nnz, ", features ", h.num_features, ", fields ",
             h.num_fields, ")");
-  const std::uint64_t file_bytes = std::filesystem::file_size(cache), rows = std::uint64_t(h.rows),
-                      nnz = std::uint64_t(h.nnz);
+  const std::uint64_t file_bytes = bytes.size(), rows = std::uint64_t(h.rows), nnz = std::uint64_t(h.nnz);
   if (rows > file_bytes / 12 || nnz > file_bytes / 10 || sizeof h + (rows + 1) * 8 + rows * 4 + nnz * 10 != file_bytes)
     corrupt(h.rows, " rows and ", h.nnz, " nonzeros in the header do not fit its ", file_bytes, " bytes");
+  // The whole payload, not this rank's slice: one CRC per load, measured in the report.
+  const std::uint32_t crc = crc32c(bytes.data() + sizeof h, file_bytes - sizeof h);
+  if (crc != h.payload_crc) {
+    SKEW_WARN("data cache " << cache << " fails its checksum (crc32c " << std::hex << crc << ", recorded "
+                            << h.payload_crc << std::dec << "): re-parsing the text file and rewriting the cache");
+    return false;
+  }
   const std::int64_t r0 = h.rows * o.rank / o.world, r1 = h.rows * (o.rank + 1) / o.world;
-  std::int64_t off = sizeof h;
-  get(in, off + r0 * 8, d.row_ptr, r1 - r0 + 1, cache);
-  off += (h.rows + 1) * 8;
-  get(in, off + r0 * 4, d.label, r1 - r0, cache);
-  off += h.rows * 4;
+  std::uint64_t off = sizeof h;
+  get(bytes, off + std::uint64_t(r0) * 8, d.row_ptr, r1 - r0 + 1);
+  off += (rows + 1) * 8;
+  get(bytes, off + std::uint64_t(r0) * 4, d.label, r1 - r0);
+  off += rows * 4;
   for (std::int64_t r = r0; r <= r1; ++r) {
     const std::int64_t p = d.row_ptr[std::size_t(r - r0)];
     if (p < 0 || p > h.nnz || (r > r0 && p < d.row_ptr[std::size_t(r - r0 - 1)]) || (r == 0 && p != 0) ||
@@ -261,11 +277,11 @@ bool read_cache_slice(const std::string& cache, const CacheHeader& want, const R
   for (std::int64_t r = r0; r < r1; ++r)
     if (const float y = d.label[std::size_t(r - r0)]; y != 0.0f && y != 1.0f) corrupt("row ", r, " has label ", y);
   const std::int64_t a = d.row_ptr.front(), n = d.row_ptr.back() - a;
-  get(in, off + a * 4, d.index, n, cache);
-  off += h.nnz * 4;
-  get(in, off + a * 2, d.field, n, cache);
-  off += h.nnz * 2;
-  get(in, off + a * 4, d.value, n, cache);
+  get(bytes, off + std::uint64_t(a) * 4, d.index, n);
+  off += nnz * 4;
+  get(bytes, off + std::uint64_t(a) * 2, d.field, n);
+  off += nnz * 2;
+  get(bytes, off + std::uint64_t(a) * 4, d.value, n);
   for (std::int64_t j = 0; j < n; ++j) {
     const std::size_t i = std::size_t(j);
     if (d.index[i] >= h.num_features || d.field[i] >= h.num_fields || !std::isfinite(d.value[i]))
@@ -278,6 +294,7 @@ bool read_cache_slice(const std::string& cache, const CacheHeader& want, const R
   d.first_row = r0;
   report.lines = h.lines;
   report.skipped_lines = h.skipped;
+  report.total_rows = h.rows;
   report.from_cache = true;
   return true;
 }
@@ -344,9 +361,12 @@ SparseDataset load_dataset(const std::string& spec, const ReadOptions& o, ReadRe
   if (spec.rfind("synthetic:", 0) == 0) {
     const SyntheticSpec s = parse_synthetic_spec(spec);
     d = generate_synthetic(s, s.rows * o.rank / o.world, s.rows * (o.rank + 1) / o.world);
-    report.lines = s.rows;
+    report.lines = report.total_rows = s.rows;
   } else {
+    SKEW_CHECK(!spec.empty(), "no data file given (an empty path): give a libsvm/libffm file or synthetic:criteo?...");
     SKEW_CHECK(std::filesystem::exists(spec), "data file not found: " << spec);
+    SKEW_CHECK(!std::filesystem::is_directory(spec),
+               "data file " << spec << " is a directory; give a libsvm/libffm file inside it");
     const TextFormat format = format_for(spec, o.format);
     CacheHeader want{};
     std::memcpy(want.magic, kMagic, 8);
@@ -359,6 +379,7 @@ SparseDataset load_dataset(const std::string& spec, const ReadOptions& o, ReadRe
       const MappedFile text(spec);
       report.megabytes = double(text.view().size()) / 1e6;
       SparseDataset all = parse_text(text.view(), spec, format, o, &report);
+      report.total_rows = all.rows();
       if (o.use_cache) {
         CacheHeader h = want;
         h.rows = all.rows();
@@ -371,6 +392,10 @@ SparseDataset load_dataset(const std::string& spec, const ReadOptions& o, ReadRe
       }
       d = o.world == 1 ? std::move(all) : slice_rows(all, all.rows() * o.rank / o.world, all.rows() * (o.rank + 1) / o.world);
     }
+    // No rows at all is a wrong file, not a slice too small for the ranks: name it here.
+    SKEW_CHECK(report.total_rows > 0, spec << " holds no rows (" << report.lines << " lines, "
+                                           << report.skipped_lines << " of them malformed and skipped; the rest "
+                                           << "empty or comments): nothing to read");
     if (report.skipped_lines > 0)
       SKEW_WARN(spec << ": skipped " << report.skipped_lines << " malformed line(s) of " << report.lines
                      << (report.first_bad_line.empty() ? "" : "; first: " + report.first_bad_line));
