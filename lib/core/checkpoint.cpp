@@ -59,9 +59,14 @@ void CheckpointDir::write_shard(std::int64_t step, const std::vector<std::pair<s
   metadata["step"] = std::to_string(step);
   metadata["rank"] = std::to_string(rank_);
   metadata["world_size"] = std::to_string(world_size_);
+  add_checksums(tensors, metadata);
+  save_safetensors(rank_file(step), tensors, metadata);
+}
+
+void CheckpointDir::add_checksums(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                  std::map<std::string, std::string>& metadata) {
   for (const auto& [name, t] : tensors)
     metadata[kChecksumPrefix + name] = crc32c_hex(t.device() == Device::Host ? t : t.to(Device::Host));
-  save_safetensors(rank_file(step), tensors, metadata);
 }
 
 void CheckpointDir::commit(std::int64_t step) const {

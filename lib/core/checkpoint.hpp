@@ -47,6 +47,10 @@ class CheckpointDir {
   std::string shard_file(std::int64_t step, int rank) const;
   // The checks read_shard makes, on a shard already parsed from `path`.
   static void verify_shard(const TensorFile& shard, const std::string& path);
+  // Records each tensor's checksum in `metadata`, as write_shard does: lets other safetensors
+  // files (wide_train's model) be written so that verify_shard checks them.
+  static void add_checksums(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                            std::map<std::string, std::string>& metadata);
   // The shard file name of `rank` inside a step directory.
   static std::string shard_name(int rank);
 

@@ -40,6 +40,7 @@ struct ReadOptions {
 
 struct ReadReport {
   std::int64_t lines = 0, skipped_lines = 0;  // over the whole file
+  std::int64_t total_rows = 0;                // over the whole file, every rank's slice together
   std::string first_bad_line;                 // "FILE:LINE:COL: why" of the first skipped line
   bool from_cache = false;
   double seconds = 0.0, megabytes = 0.0;

@@ -97,6 +97,8 @@ struct Data {
 Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   Data d;
   const ReadOptions ro = read_options(c, world, threads);
+  SKEW_CHECK(!c.get_string("data.train").empty(),
+             "data.train is empty: give a libsvm/libffm file or synthetic:criteo?rows=N&features=F");
   d.train = load_dataset(c.get_string("data.train"), ro, &d.report);
   d.has_valid = !c.get_string("data.valid").empty();
   if (d.has_valid) d.valid = load_dataset(c.get_string("data.valid"), ro);
@@ -222,7 +224,9 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   // Every rank takes as many steps as the rank with the fewest rows: the steps are collective.
   std::vector<std::int64_t> steps{(data.train.rows() + local_batch - 1) / local_batch};
   world->allreduce(comm::view(steps), comm::ReduceOp::Min);
-  SKEW_CHECK(steps[0] > 0, "data.train leaves a rank without rows: nothing to train on");
+  SKEW_CHECK(steps[0] > 0, "data.train " << c.get_string("data.train") << " leaves a rank without rows ("
+                                         << data.report.total_rows << " rows for " << ranks
+                                         << " ranks): nothing to train on");
   WideCheckpoint checkpoint(c, *world, run_identity(c, shape, steps[0]));  // refuses train.device = cuda
   WideTrainer trainer(WideModel::create(shape, c.get_int_as<std::uint64_t>("model.seed"), float(c.get_float("model.init_std"))),
                       train_options(c, threads), world);

@@ -5,6 +5,7 @@
 #include <limits>
 #include <numeric>
 
+#include "lib/core/checkpoint.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/core/safetensors.hpp"
@@ -32,11 +33,16 @@ void WideModel::save(const std::string& path, const std::map<std::string, std::s
   meta["features"] = std::to_string(shape.num_features);
   meta["fields"] = std::to_string(shape.num_fields);
   meta["k"] = std::to_string(shape.k);
-  save_safetensors(path, {{"params", Tensor::from_vector(params, {std::int64_t(params.size())})}}, meta);
+  const std::vector<std::pair<std::string, Tensor>> tensors{
+      {"params", Tensor::from_vector(params, {std::int64_t(params.size())})}};
+  // The same per-tensor CRC-32C a checkpoint shard records, so load() can refuse a damaged file.
+  CheckpointDir::add_checksums(tensors, meta);
+  save_safetensors(path, tensors, meta);
 }
 
 WideModel WideModel::load(const std::string& path) {
   const TensorFile file = load_safetensors(path);
+  CheckpointDir::verify_shard(file, path);  // checksums and NaN/inf, naming the file and tensor
   const auto meta = [&](const char* key) {
     const auto it = file.metadata.find(key);
     SKEW_CHECK(it != file.metadata.end(), path << ": not a wide model (metadata '" << key << "' missing)");
@@ -48,8 +54,9 @@ WideModel WideModel::load(const std::string& path) {
   m.shape.num_fields = std::stoi(meta("fields"));
   m.shape.k = std::stoi(meta("k"));
   const Tensor& t = file.get("params");
-  SKEW_CHECK(t.numel() == m.shape.num_params(),
-             path << ": params has " << t.numel() << " values, the shape needs " << m.shape.num_params());
+  SKEW_CHECK(t.dtype() == DType::F32 && t.numel() == m.shape.num_params(),
+             path << ": params has " << t.numel() << " " << dtype_name(t.dtype()) << " values, the shape needs "
+                  << m.shape.num_params() << " F32");
   m.params.assign(t.data<float>(), t.data<float>() + t.numel());
   return m;
 }

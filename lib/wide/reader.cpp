@@ -1,11 +1,10 @@
-// libsvm/libffm text parsing (parallel over newline-aligned chunks), the binary cache beside
-// the text file, and rank slicing.
+// libsvm/libffm text parsing (parallel over newline-aligned chunks), use of the binary cache
+// (lib/wide/cache.cpp) beside the text file, and rank slicing.
 #include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -13,6 +12,7 @@
 #include "lib/core/fileio.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/timer.hpp"
+#include "lib/wide/cache.hpp"
 #include "lib/wide/dataset.hpp"
 
 namespace skew::wide {
@@ -180,108 +180,6 @@ TextFormat format_for(const std::string& path, const std::string& option) {
   return ext == ".libffm" || ext == ".ffm" ? TextFormat::Libffm : TextFormat::Libsvm;
 }
 
-// ---- binary cache -------------------------------------------------------------------------
-constexpr char kMagic[8] = {'S', 'K', 'W', 'I', 'D', 'E', '0', '1'};
-
-struct CacheHeader {
-  char magic[8];
-  std::uint64_t source_size;
-  std::int64_t source_mtime;
-  std::uint32_t format, skip_bad;
-  std::int64_t rows, nnz, num_features, num_fields, lines, skipped;
-};
-
-std::int64_t mtime_of(const std::string& path) {
-  return static_cast<std::int64_t>(std::filesystem::last_write_time(path).time_since_epoch().count());
-}
-
-template <typename T>
-void put(std::string& out, const std::vector<T>& v) {
-  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-
-void write_cache(const std::string& cache, const CacheHeader& h, const SparseDataset& d) {
-  std::string bytes(reinterpret_cast<const char*>(&h), sizeof h);
-  put(bytes, d.row_ptr);
-  put(bytes, d.label);
-  put(bytes, d.index);
-  put(bytes, d.field);
-  put(bytes, d.value);
-  try {
-    write_file_atomic(cache, bytes);
-  } catch (const Error& e) {
-    SKEW_WARN("could not write the data cache " << cache << " (" << e.what() << "); continuing without it");
-  }
-}
-
-template <typename T>
-void get(std::ifstream& in, std::int64_t offset, std::vector<T>& v, std::int64_t count, const std::string& cache) {
-  v.resize(std::size_t(count));
-  in.seekg(offset);
-  in.read(reinterpret_cast<char*>(v.data()), std::streamsize(count * std::int64_t(sizeof(T))));
-  SKEW_CHECK(in.good() || count == 0, "truncated data cache " << cache << " (delete it to re-parse)");
-}
-
-// Reads rows [r0, r1) from the cache when it matches the source; false when it does not.
-bool read_cache_slice(const std::string& cache, const CacheHeader& want, const ReadOptions& o, SparseDataset& d,
-                      ReadReport& report) {
-  std::ifstream in(cache, std::ios::binary);
-  if (!in) return false;
-  CacheHeader h{};
-  in.read(reinterpret_cast<char*>(&h), sizeof h);
-  if (!in || std::memcmp(h.magic, kMagic, 8) != 0 || h.source_size != want.source_size ||
-      h.source_mtime != want.source_mtime || h.format != want.format || h.skip_bad != want.skip_bad)
-    return false;
-  const auto corrupt = [&](const auto&... why) {
-    std::ostringstream os;
-    (os << ... << why);
-    SKEW_THROW("corrupt data cache " << cache << ": " << os.str() << " (delete it to re-parse)");
-  };
-  // Every count is checked against the file's size before anything is allocated from it.
-  if (h.rows < 0 || h.nnz < 0 || h.num_features < 0 || h.num_features > (std::int64_t(1) << 32) - 1 ||
-      h.num_fields < 1 || h.num_fields > 65536 || h.lines < 0 || h.skipped < 0)
-    corrupt("header out of range (rows ", h.rows, ", nonzeros ", h.nnz, ", features ", h.num_features, ", fields ",
-            h.num_fields, ")");
-  const std::uint64_t file_bytes = std::filesystem::file_size(cache), rows = std::uint64_t(h.rows),
-                      nnz = std::uint64_t(h.nnz);
-  if (rows > file_bytes / 12 || nnz > file_bytes / 10 || sizeof h + (rows + 1) * 8 + rows * 4 + nnz * 10 != file_bytes)
-    corrupt(h.rows, " rows and ", h.nnz, " nonzeros in the header do not fit its ", file_bytes, " bytes");
-  const std::int64_t r0 = h.rows * o.rank / o.world, r1 = h.rows * (o.rank + 1) / o.world;
-  std::int64_t off = sizeof h;
-  get(in, off + r0 * 8, d.row_ptr, r1 - r0 + 1, cache);
-  off += (h.rows + 1) * 8;
-  get(in, off + r0 * 4, d.label, r1 - r0, cache);
-  off += h.rows * 4;
-  for (std::int64_t r = r0; r <= r1; ++r) {
-    const std::int64_t p = d.row_ptr[std::size_t(r - r0)];
-    if (p < 0 || p > h.nnz || (r > r0 && p < d.row_ptr[std::size_t(r - r0 - 1)]) || (r == 0 && p != 0) ||
-        (r == h.rows && p != h.nnz))
-      corrupt("row offset ", r, " is ", p, " (rows must start at 0, never go back, and end at ", h.nnz, ")");
-  }
-  for (std::int64_t r = r0; r < r1; ++r)
-    if (const float y = d.label[std::size_t(r - r0)]; y != 0.0f && y != 1.0f) corrupt("row ", r, " has label ", y);
-  const std::int64_t a = d.row_ptr.front(), n = d.row_ptr.back() - a;
-  get(in, off + a * 4, d.index, n, cache);
-  off += h.nnz * 4;
-  get(in, off + a * 2, d.field, n, cache);
-  off += h.nnz * 2;
-  get(in, off + a * 4, d.value, n, cache);
-  for (std::int64_t j = 0; j < n; ++j) {
-    const std::size_t i = std::size_t(j);
-    if (d.index[i] >= h.num_features || d.field[i] >= h.num_fields || !std::isfinite(d.value[i]))
-      corrupt("nonzero ", a + j, " is ", d.field[i], ":", d.index[i], ":", d.value[i], " (features ", h.num_features,
-              ", fields ", h.num_fields, ", values finite)");
-  }
-  for (auto& p : d.row_ptr) p -= a;
-  d.num_features = h.num_features;
-  d.num_fields = static_cast<int>(h.num_fields);
-  d.first_row = r0;
-  report.lines = h.lines;
-  report.skipped_lines = h.skipped;
-  report.from_cache = true;
-  return true;
-}
-
 }  // namespace
 
 SparseDataset parse_text(std::string_view text, const std::string& origin, TextFormat format,
@@ -344,21 +242,20 @@ SparseDataset load_dataset(const std::string& spec, const ReadOptions& o, ReadRe
   if (spec.rfind("synthetic:", 0) == 0) {
     const SyntheticSpec s = parse_synthetic_spec(spec);
     d = generate_synthetic(s, s.rows * o.rank / o.world, s.rows * (o.rank + 1) / o.world);
-    report.lines = s.rows;
+    report.lines = report.total_rows = s.rows;
   } else {
+    SKEW_CHECK(!spec.empty(), "no data file given (an empty path): give a libsvm/libffm file or synthetic:criteo?...");
     SKEW_CHECK(std::filesystem::exists(spec), "data file not found: " << spec);
+    SKEW_CHECK(!std::filesystem::is_directory(spec),
+               "data file " << spec << " is a directory; give a libsvm/libffm file inside it");
     const TextFormat format = format_for(spec, o.format);
-    CacheHeader want{};
-    std::memcpy(want.magic, kMagic, 8);
-    want.source_size = std::filesystem::file_size(spec);
-    want.source_mtime = mtime_of(spec);
-    want.format = static_cast<std::uint32_t>(format);
-    want.skip_bad = o.skip_bad_lines ? 1 : 0;
+    const CacheHeader want = cache_key(spec, format, o.skip_bad_lines);
     const std::string cache = spec + ".skewbin";
     if (!(o.use_cache && read_cache_slice(cache, want, o, d, report))) {
       const MappedFile text(spec);
       report.megabytes = double(text.view().size()) / 1e6;
       SparseDataset all = parse_text(text.view(), spec, format, o, &report);
+      report.total_rows = all.rows();
       if (o.use_cache) {
         CacheHeader h = want;
         h.rows = all.rows();
@@ -371,6 +268,10 @@ SparseDataset load_dataset(const std::string& spec, const ReadOptions& o, ReadRe
       }
       d = o.world == 1 ? std::move(all) : slice_rows(all, all.rows() * o.rank / o.world, all.rows() * (o.rank + 1) / o.world);
     }
+    // No rows at all is a wrong file, not a slice too small for the ranks: name it here.
+    SKEW_CHECK(report.total_rows > 0, spec << " holds no rows (" << report.lines << " lines, "
+                                           << report.skipped_lines << " of them malformed and skipped; the rest "
+                                           << "empty or comments): nothing to read");
     if (report.skipped_lines > 0)
       SKEW_WARN(spec << ": skipped " << report.skipped_lines << " malformed line(s) of " << report.lines
                      << (report.first_bad_line.empty() ? "" : "; first: " + report.first_bad_line));

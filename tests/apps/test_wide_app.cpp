@@ -126,3 +126,23 @@ TEST_CASE("wide_train whose model diverges stops with an error naming the epoch 
     }
   }
 }
+
+TEST_CASE("wide_train with an empty data.train, or too few rows for the ranks, names the key or the file") {
+  const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_app_rows_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string log = (dir / "log").string(), one_row = (dir / "one.libsvm").string();
+  std::ofstream(one_row) << "1 1:1 2:1\n";
+  int rc = run(std::string(SKEW_WIDE_TRAIN) + " --data.train= --data.valid= > " + log + " 2>&1");
+  std::string text = skew::read_file(log);
+  INFO(text);
+  CHECK(rc != 0);
+  CHECK(text.find("data.train is empty") != std::string::npos);
+  rc = run("timeout 120 " + std::string(SKEW_MPIEXEC) + " --oversubscribe -np 2 " + SKEW_WIDE_TRAIN + " --data.train=" +
+           one_row + " --data.valid= --train.batch_size=2 > " + log + " 2>&1");
+  text = skew::read_file(log);
+  INFO(text);
+  CHECK(rc != 0);
+  CHECK(WEXITSTATUS(rc) != 124);
+  CHECK(text.find("data.train " + one_row + " leaves a rank without rows (1 rows for 2 ranks)") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}

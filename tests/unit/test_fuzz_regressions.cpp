@@ -9,7 +9,9 @@
 #include <fstream>
 #include <string>
 
+#include "lib/core/checksum.hpp"
 #include "lib/core/config.hpp"
+#include "lib/core/fileio.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/safetensors.hpp"
 #include "lib/placement/trace.hpp"
@@ -29,16 +31,16 @@ struct CacheFixture {
   std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("skew_fuzz_regression_" + std::to_string(getpid()));
   std::string source = (dir / "d.libsvm").string(), cache = source + ".skewbin";
-  // "1 1:0.5 3:1\n0 2:1\n": 2 rows, 3 nonzeros. Layout: 80-byte header (rows at 32, nonzeros at 40,
-  // features at 48, fields at 56), row offsets at 80, labels at 104, indices at 112, fields at
-  // 124, values at 130; 142 bytes in all.
+  // "1 1:0.5 3:1\n0 2:1\n": 2 rows, 3 nonzeros. Layout: 88-byte header (rows at 32, nonzeros at 40,
+  // features at 48, fields at 56, payload CRC-32C at 80), row offsets at 88, labels at 112,
+  // indices at 120, fields at 132, values at 138; 150 bytes in all.
   CacheFixture() {
     std::filesystem::create_directories(dir);
     std::ofstream(source) << "1 1:0.5 3:1\n0 2:1\n";
     ReadReport r;
     load_dataset(source, ReadOptions{}, &r);
     REQUIRE_FALSE(r.from_cache);
-    REQUIRE(std::filesystem::file_size(cache) == 142);
+    REQUIRE(std::filesystem::file_size(cache) == 150);
   }
   ~CacheFixture() { std::filesystem::remove_all(dir); }
   template <class T>
@@ -46,7 +48,16 @@ struct CacheFixture {
     std::fstream f(cache, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(std::streamoff(offset));
     f.write(reinterpret_cast<const char*>(&value), sizeof value);
+    f.close();
+    // Reseals the payload's checksum, as a forger would: the range checks behind it must still
+    // catch what the fuzzers found (an unsealed change is rebuilt, see test_wide_data.cpp).
+    const std::string bytes = skew::read_file(cache);
+    const std::uint32_t crc = skew::crc32c(bytes.data() + kPayload, bytes.size() - kPayload);
+    std::fstream g(cache, std::ios::in | std::ios::out | std::ios::binary);
+    g.seekp(std::streamoff(kPayload - 8));
+    g.write(reinterpret_cast<const char*>(&crc), sizeof crc);
   }
+  static constexpr std::size_t kPayload = 88;
   std::string error(int rank = 0, int world = 1) {
     ReadOptions o;
     o.rank = rank, o.world = world;
@@ -76,12 +87,12 @@ TEST_CASE("text readers reject labels other than 0/1 and -1/+1 with file:line:co
 TEST_CASE("the binary cache checks its header's counts against the file before allocating") {
   CacheFixture f;
   SECTION("a byte missing from the row offsets (fuzz_skewbin's find: std::length_error, uncaught)") {
-    std::string bytes(142, '\0');
-    std::ifstream(f.cache, std::ios::binary).read(bytes.data(), 142);
-    bytes.erase(90, 1);
+    std::string bytes(150, '\0');
+    std::ifstream(f.cache, std::ios::binary).read(bytes.data(), 150);
+    bytes.erase(98, 1);
     std::ofstream(f.cache, std::ios::binary | std::ios::trunc) << bytes;
     CHECK_THAT(f.error(), Catch::Contains("corrupt data cache " + f.cache) &&
-                              Catch::Contains("2 rows and 3 nonzeros in the header do not fit its 141 bytes"));
+                              Catch::Contains("2 rows and 3 nonzeros in the header do not fit its 149 bytes"));
   }
   SECTION("rows far beyond the file") {
     f.patch<std::int64_t>(32, std::int64_t(1) << 40);
@@ -100,25 +111,25 @@ TEST_CASE("the binary cache checks its header's counts against the file before a
 TEST_CASE("the binary cache checks row offsets, labels and nonzeros") {
   CacheFixture f;
   SECTION("a row offset past the nonzeros") {
-    f.patch<std::int64_t>(88, 1000);
+    f.patch<std::int64_t>(96, 1000);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("row offset 1 is 1000"));
     CHECK_THAT(f.error(1, 2), Catch::Contains(f.cache) && Catch::Contains("row offset 1 is 1000"));
   }
   SECTION("row offsets going back") {
-    f.patch<std::int64_t>(88, 3);
-    f.patch<std::int64_t>(96, 2);
+    f.patch<std::int64_t>(96, 3);
+    f.patch<std::int64_t>(104, 2);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("row offset 2 is 2"));
   }
   SECTION("a label that is not 0 or 1") {
-    f.patch<float>(108, NAN);
+    f.patch<float>(116, NAN);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("row 1 has label nan"));
   }
   SECTION("an index outside the header's feature count") {
-    f.patch<std::uint32_t>(116, 4);
+    f.patch<std::uint32_t>(124, 4);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("nonzero 1 is 0:4:"));
   }
   SECTION("an infinite value") {
-    f.patch<float>(138, INFINITY);
+    f.patch<float>(146, INFINITY);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("nonzero 2 is 0:2:inf"));
   }
 }

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "lib/core/error.hpp"
+#include "lib/core/fileio.hpp"
 #include "lib/wide/dataset.hpp"
 #include "tests/unit/error_message.hpp"
 
@@ -139,7 +140,7 @@ TEST_CASE("synthetic criteo: fields, determinism, slices, zipf skew") {
   CHECK_THROWS_WITH(parse_synthetic_spec("synthetic:criteo?rows=10&bogus=1"), Catch::Contains("bogus"));
 }
 
-TEST_CASE("a file loads (mapped) exactly as its text parses; an empty file has no rows") {
+TEST_CASE("a file loads (mapped) exactly as its text parses, and an empty file is an error naming it") {
   const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_map_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "d.libffm").string(), empty = (dir / "e.libsvm").string();
@@ -159,6 +160,66 @@ TEST_CASE("a file loads (mapped) exactly as its text parses; an empty file has n
   CHECK(loaded.value == parsed.value);
   CHECK(loaded.label == parsed.label);
   CHECK(loaded.row_ptr == parsed.row_ptr);
-  CHECK(load_dataset(empty, o).rows() == 0);
+  CHECK_THAT(skew::test::error_of([&] { load_dataset(empty, o); }),
+             Catch::Contains(empty) && Catch::Contains("holds no rows"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("files without rows and directories are refused naming the path, with or without the cache") {
+  const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_norows_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "sub");
+  for (const bool cache : {true, false}) {
+    ReadOptions o;
+    o.use_cache = cache;
+    for (const std::string text : {"", "# a\n# b\n", "\n  \n\t\n", "x\ny 1:1\n"}) {
+      const std::string path = (dir / "t.libsvm").string();
+      std::filesystem::remove(path + ".skewbin");
+      std::ofstream(path, std::ios::binary) << text;
+      o.skip_bad_lines = text[0] == 'x';  // every line malformed and skipped: no rows either
+      INFO("text '" << text << "', cache " << cache);
+      for (int attempt = 0; attempt < 2; ++attempt)  // the second may read a cache the first wrote
+        CHECK_THAT(skew::test::error_of([&] { load_dataset(path, o); }),
+                   Catch::Contains(path) && Catch::Contains("holds no rows"));
+    }
+    CHECK_THAT(skew::test::error_of([&] { load_dataset((dir / "sub").string(), o); }),
+               Catch::Contains((dir / "sub").string()) && Catch::Contains("is a directory"));
+    CHECK_THAT(skew::test::error_of([&] { load_dataset("", o); }), Catch::Contains("empty path"));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a byte flipped inside a cached value fails the cache's checksum: rebuilt from the text, same data") {
+  const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_cache_crc_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "d.libsvm").string(), cache = path + ".skewbin";
+  std::string text;
+  for (int i = 0; i < 500; ++i)
+    text += std::to_string(i % 2) + " " + std::to_string(i % 97) + ":0." + std::to_string(i % 9 + 1) + " 400:1\n";
+  std::ofstream(path, std::ios::binary) << text;
+  ReadOptions o;
+  o.use_cache = false;
+  const SparseDataset parsed = load_dataset(path, o);  // the reference: no cache involved
+  o.use_cache = true;
+  load_dataset(path, o);  // writes the cache
+  REQUIRE(std::filesystem::exists(cache));
+  const auto source_time = std::filesystem::last_write_time(path);
+  for (const std::size_t from_end : {3, 9, 4000}) {  // inside the last values, and inside the indices
+    std::string bytes = skew::read_file(cache);
+    REQUIRE(bytes.size() > from_end);
+    bytes[bytes.size() - from_end] ^= 0x40;  // 0.x becomes another finite, in-range value
+    std::ofstream(cache, std::ios::binary | std::ios::trunc) << bytes;
+    std::filesystem::last_write_time(path, source_time);
+    ReadReport rebuilt, again;
+    const SparseDataset d = load_dataset(path, o, &rebuilt);
+    INFO("byte " << from_end << " from the end");
+    CHECK_FALSE(rebuilt.from_cache);  // the damaged cache was not used
+    CHECK(d.value == parsed.value);
+    CHECK(d.index == parsed.index);
+    CHECK(d.label == parsed.label);
+    const SparseDataset e = load_dataset(path, o, &again);  // the rewritten cache verifies
+    CHECK(again.from_cache);
+    CHECK(e.value == parsed.value);
+    CHECK(e.index == parsed.index);
+  }
   std::filesystem::remove_all(dir);
 }

@@ -9,10 +9,12 @@
 
 #include "kernels/wide_classical.hpp"
 #include "kernels/wide_flow.hpp"
+#include "lib/core/fileio.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/core/tensor.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/trainer.hpp"
+#include "tests/unit/error_message.hpp"
 #include "tests/unit/wide_reference.hpp"
 
 using namespace skew;
@@ -191,7 +193,7 @@ TEST_CASE("train.device = cuda without a GPU fails with a message naming the key
   REQUIRE_THROWS_WITH(WideTrainer(s.model, o), Catch::Contains("train.device = cuda"));
 }
 
-TEST_CASE("save / load round trip and renumbering back to original ids") {
+TEST_CASE("save / load round trip") {
   Setup s = make_setup(WideKind::FFM, 10);
   const auto path =
       (std::filesystem::temp_directory_path() / ("skew_wide_model_" + std::to_string(getpid()) + ".safetensors"))
@@ -202,6 +204,32 @@ TEST_CASE("save / load round trip and renumbering back to original ids") {
   CHECK(back.shape.num_fields == 39);
   CHECK(back.params == s.model.params);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("a model file with a flipped bit or a NaN parameter is refused, naming the file and tensor") {
+  Setup s = make_setup(WideKind::FM, 10);
+  const auto path =
+      (std::filesystem::temp_directory_path() / ("skew_wide_model_bad_" + std::to_string(getpid()) + ".safetensors"))
+          .string();
+  s.model.save(path);
+  const std::string good = skew::read_file(path);
+  // The params tensor is the file's only tensor and ends it: flip a bit of its last value.
+  std::string flipped = good;
+  flipped[flipped.size() - 2] ^= 0x01;
+  skew::write_file_atomic(path, flipped);
+  CHECK_THAT(skew::test::error_of([&] { WideModel::load(path); }),
+             Catch::Contains(path) && Catch::Contains("params") && Catch::Contains("fails its checksum"));
+  WideModel nan_model = s.model;  // saved with a matching checksum: only the finiteness check sees it
+  nan_model.params[3] = std::numeric_limits<float>::quiet_NaN();
+  nan_model.save(path);
+  CHECK_THAT(skew::test::error_of([&] { WideModel::load(path); }),
+             Catch::Contains(path) && Catch::Contains("params") && Catch::Contains("non-finite value at element 3"));
+  skew::write_file_atomic(path, good);
+  CHECK(WideModel::load(path).params == s.model.params);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("renumbering maps back to original ids") {
   const FeatureOrder order = FeatureOrder::by_frequency({1, 5, 3});
   CHECK(order.new_of_old == std::vector<std::uint32_t>{2, 0, 1});
   const WideShape lr{WideKind::LR, 3, 1, 0};
