@@ -27,12 +27,41 @@ Bits load_bits(const void* base, std::int64_t i) {
 }
 }  // namespace
 
-std::uint32_t crc32c(const void* data, std::size_t bytes, std::uint32_t crc) {
+std::uint32_t crc32c_table_driven(const void* data, std::size_t bytes, std::uint32_t crc) {
   static const std::array<std::uint32_t, 256> table = make_crc32c_table();
   const auto* p = static_cast<const unsigned char*>(data);
   crc = ~crc;
   for (std::size_t i = 0; i < bytes; ++i) crc = table[(crc ^ p[i]) & 0xffu] ^ (crc >> 8);
   return ~crc;
+}
+
+#if defined(__x86_64__)
+namespace {
+// SSE4.2's crc32 instruction computes CRC-32C itself, 8 bytes a step: the table-driven loop ran
+// at ~450 MB/s, too slow to verify a large data cache on every load.
+__attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(const void* data, std::size_t bytes,
+                                                              std::uint32_t crc) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::uint64_t c = ~crc;
+  std::size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, p + i, sizeof word);
+    c = __builtin_ia32_crc32di(c, word);
+  }
+  auto c32 = static_cast<std::uint32_t>(c);
+  for (; i < bytes; ++i) c32 = __builtin_ia32_crc32qi(c32, p[i]);
+  return ~c32;
+}
+}  // namespace
+#endif
+
+std::uint32_t crc32c(const void* data, std::size_t bytes, std::uint32_t crc) {
+#if defined(__x86_64__)
+  static const bool sse42 = __builtin_cpu_supports("sse4.2");
+  if (sse42) return crc32c_sse42(data, bytes, crc);
+#endif
+  return crc32c_table_driven(data, bytes, crc);
 }
 
 std::string crc32c_hex(const Tensor& host_tensor) {

@@ -1,5 +1,6 @@
 // Integrity checks of tensor bytes for checkpoints: CRC-32C (Castagnoli, the polynomial of
-// iSCSI/ext4/RocksDB; software, table-driven, no dependency) and a scan for NaN/inf values.
+// iSCSI/ext4/RocksDB; SSE4.2 where present, else table-driven; no dependency) and a scan for
+// NaN/inf values.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,7 +12,10 @@ namespace skew {
 
 // CRC-32C of `bytes` bytes at `data`, continuing from `crc` (0 to start): crc32c("123456789") is
 // 0xe3069283.
+// Uses SSE4.2's crc32 instruction where the CPU has it, else crc32c_table_driven.
 std::uint32_t crc32c(const void* data, std::size_t bytes, std::uint32_t crc = 0);
+// The portable byte-at-a-time version (~450 MB/s).
+std::uint32_t crc32c_table_driven(const void* data, std::size_t bytes, std::uint32_t crc = 0);
 // As 8 lowercase hex digits, the spelling checkpoints record.
 std::string crc32c_hex(const Tensor& host_tensor);
 // The index of the first NaN or infinite value of a floating-point host tensor (F32, F64, F16,

@@ -61,6 +61,16 @@ TEST_CASE("crc32c: the check value and a bit-at-a-time reference", "[checkpoint]
   CHECK(whole == crc32c_bitwise(bytes));
   // Continuing from a partial CRC gives the CRC of the whole.
   CHECK(skew::crc32c(bytes.data() + 500, bytes.size() - 500, skew::crc32c(bytes.data(), 500)) == whole);
+  // Every length and alignment, so the 8-byte steps and the byte tail of the SSE4.2 path (where
+  // the CPU has it) and the table-driven one agree with the definition.
+  for (std::size_t offset = 0; offset < 9; ++offset)
+    for (std::size_t length = 0; length < 40; ++length) {
+      const std::vector<unsigned char> piece(bytes.begin() + static_cast<std::ptrdiff_t>(offset),
+                                             bytes.begin() + static_cast<std::ptrdiff_t>(offset + length));
+      const std::uint32_t expected = crc32c_bitwise(piece);
+      CHECK(skew::crc32c(bytes.data() + offset, length) == expected);
+      CHECK(skew::crc32c_table_driven(bytes.data() + offset, length) == expected);
+    }
 }
 
 TEST_CASE("checkpoint shards: intact loads bit-identically, a flipped byte names the tensor", "[checkpoint]") {
