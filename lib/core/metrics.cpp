@@ -2,11 +2,13 @@
 
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fileio.hpp"
+#include "lib/core/log.hpp"
 
 namespace skew {
 
@@ -35,6 +37,35 @@ JsonlWriter::JsonlWriter(const std::string& path, OutputFile::Mode mode) : path_
 void JsonlWriter::write(const Json& record) {
   if (!out_.is_open()) return;
   out_.write(record.dump() + '\n');  // one write per line: a crash loses at most this line
+}
+
+void keep_jsonl_records_before(const std::string& path, const std::string& counter, std::int64_t end) {
+  if (path.empty() || !std::filesystem::exists(path)) return;
+  const std::string text = read_file(path);
+  std::string kept;
+  std::size_t pos = 0, dropped = 0;
+  for (int line_no = 1; pos < text.size(); ++line_no) {
+    const std::size_t newline = text.find('\n', pos);
+    const bool whole = newline != std::string::npos;
+    const std::string line = text.substr(pos, whole ? newline - pos : std::string::npos);
+    pos = whole ? newline + 1 : text.size();
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const Json record = Json::parse(line, nullptr, false);
+    if (record.is_discarded() && !whole) {  // a crash in the middle of the last write
+      ++dropped;
+      continue;
+    }
+    SKEW_CHECK(record.is_object() && record.contains(counter) && record[counter].is_number_integer(),
+               path << ":" << line_no << " is not a metrics record with an integer \"" << counter << "\"");
+    if (record[counter].get<std::int64_t>() < end)
+      kept.append(line).push_back('\n');
+    else
+      ++dropped;
+  }
+  if (dropped == 0) return;
+  SKEW_INFO(path << ": dropped " << dropped << " record(s) from " << counter << " " << end
+                 << " on, which the resumed run writes again");
+  write_file_atomic(path, kept);
 }
 
 CsvWriter::CsvWriter(const std::string& path, const std::vector<std::string>& columns)

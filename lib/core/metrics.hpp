@@ -4,6 +4,7 @@
 // unwritable path fails at once; an earlier run's file is replaced only at the first record;
 // every write is checked, and a failed one is a skew::Error naming the file and the OS reason.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -29,6 +30,12 @@ class JsonlWriter {
   std::string path_;
   OutputFile out_;
 };
+
+// Before a resumed run appends to its JSONL output: keeps the records whose integer `counter`
+// field (the iteration or step) is below `end`, drops those at or after it (the resumed run
+// writes them again) and a torn last line (a crash in the middle of a write). A line that is
+// not such a record is an error naming path:line. Nothing to do for an empty path or no file.
+void keep_jsonl_records_before(const std::string& path, const std::string& counter, std::int64_t end);
 
 // The header goes out with the first row (or at close(), for a table without rows).
 class CsvWriter {

@@ -136,33 +136,4 @@ std::int64_t restore(Session& s, const Config& config) {
   return 0;
 }
 
-void keep_metrics_before(const std::string& path, std::int64_t start) {
-  if (path.empty() || !std::filesystem::exists(path)) return;
-  const std::string text = read_file(path);
-  std::string kept;
-  std::size_t pos = 0, dropped = 0;
-  for (int line_no = 1; pos < text.size(); ++line_no) {
-    const std::size_t end = text.find('\n', pos);
-    const bool whole = end != std::string::npos;
-    const std::string line = text.substr(pos, whole ? end - pos : std::string::npos);
-    pos = whole ? end + 1 : text.size();
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const Json record = Json::parse(line, nullptr, false);
-    if (record.is_discarded() && !whole) {  // a crash in the middle of the last write
-      ++dropped;
-      continue;
-    }
-    SKEW_CHECK(record.is_object() && record.contains("iter") && record["iter"].is_number_integer(),
-               "output.metrics " << path << ":" << line_no << " is not a metrics record with an \"iter\"");
-    if (record["iter"].get<std::int64_t>() < start)
-      kept.append(line).push_back('\n');
-    else
-      ++dropped;
-  }
-  if (dropped == 0) return;
-  SKEW_INFO("output.metrics " << path << ": dropped " << dropped << " record(s) from iteration " << start
-                              << " on, which the resumed run writes again");
-  write_file_atomic(path, kept);
-}
-
 }  // namespace skew::moe

@@ -21,9 +21,4 @@ namespace skew::moe {
 // (0: nothing to resume). Collective.
 std::int64_t restore(Session& s, const Config& config);
 
-// output.metrics of a resumed run, before it appends: keeps the records of iterations before
-// `start` and drops later ones (a run that crashed after its last checkpoint wrote them; the
-// resumed run writes them again), and a torn last line. Nothing happens if `path` is missing.
-void keep_metrics_before(const std::string& path, std::int64_t start);
-
 }  // namespace skew::moe

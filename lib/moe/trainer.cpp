@@ -235,7 +235,7 @@ Json train(const Config& config, comm::ProcessGroup& world) {
   const std::int64_t start = restore(s, config);
   RoutingTrace trace(config, s, start);
   const std::string metrics_path = world.rank() == 0 ? config.get_string("output.metrics") : "";
-  if (start > 0) keep_metrics_before(metrics_path, start);
+  if (start > 0) keep_jsonl_records_before(metrics_path, "iter", start);
   JsonlWriter metrics(metrics_path, start > 0 ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
   const LoopOptions& o = s.loop;
   Totals totals;

@@ -157,20 +157,4 @@ TensorFile RunCheckpoints::read(std::int64_t step, std::string& origin) const {
   return dir_->read_shard(step);
 }
 
-std::vector<Json> metrics_before(const std::string& path, std::int64_t start) {
-  std::vector<Json> kept;
-  if (path.empty() || start <= 0 || !std::filesystem::exists(path)) return kept;
-  std::ifstream in(path);
-  SKEW_CHECK(in, "output.metrics: cannot read " << path << " to continue it");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    Json record = Json::parse(line, nullptr, false);
-    // A torn last line (a crash mid-write) ends what can be kept.
-    if (record.is_discarded() || !record.contains("step")) break;
-    if (record["step"].get<std::int64_t>() < start) kept.push_back(std::move(record));
-  }
-  return kept;
-}
-
 }  // namespace skew::preduce

@@ -74,9 +74,5 @@ class RunCheckpoints {
   std::unique_ptr<CheckpointDir> dir_;
 };
 
-// A resumed run's metrics file keeps the lines of the steps before `start` (those after it, of
-// a run that went on past its last checkpoint, are dropped, so no step appears twice): returns
-// them; the writer then opens the file afresh and writes them first. Nothing when not resuming.
-std::vector<Json> metrics_before(const std::string& path, std::int64_t start);
 
 }  // namespace skew::preduce

@@ -252,9 +252,10 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
     if (world->rank() == 0) SKEW_INFO("resumed from " << origin << " at step " << resumed);
   }
   if (is_worker) {
-    const std::vector<Json> kept = metrics_before(metrics_path(opt.metrics, world->rank()), run.me->step());
-    run.metrics = std::make_unique<JsonlWriter>(metrics_path(opt.metrics, world->rank()));
-    for (const Json& line : kept) run.metrics->write(line);
+    const std::string path = metrics_path(opt.metrics, world->rank());
+    const std::int64_t start = run.me->step();
+    if (start > 0) keep_jsonl_records_before(path, "step", start);
+    run.metrics = std::make_unique<JsonlWriter>(path, start > 0 ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
   }
   std::optional<CsvWriter> curve_out = run.id == 0 ? open_curve(opt) : std::nullopt;
   std::int64_t first = run.me ? run.me->step() : opt.steps;

@@ -6,6 +6,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fileio.hpp"
 #include "lib/core/log.hpp"
+#include "lib/core/metrics.hpp"
 #include "lib/core/timer.hpp"
 #include "lib/wide/checkpoint.hpp"
 #include "lib/wide/trainer.hpp"
@@ -145,18 +146,12 @@ TrainOptions train_options(const Config& c, int threads) {
   return o;
 }
 
-// One JSON line per record; a no-op when the file is not open (ranks other than 0, no output.dir).
-// JsonlWriter cannot append, and a resumed run continues its metrics file.
-void write_record(OutputFile& file, const Json& record) {
-  if (file.is_open()) file.write(record.dump() + '\n');
-}
-
 // What train_epoch works with, fixed for the run.
 struct EpochLoop {
   WideTrainer& trainer;
   const SparseDataset& train;
   std::int64_t steps, local_batch, log_every;
-  OutputFile& metrics;
+  JsonlWriter& metrics;  // disabled on ranks other than 0 and without output.dir
   WideCheckpoint& checkpoint;
 };
 
@@ -187,7 +182,7 @@ void train_epoch(EpochLoop& loop, WideRunState& st, const Timer& epoch_timer) {
       const double loss = st.window_loss / double(st.window_steps);
       SKEW_INFO("epoch " << st.epoch << " step " << s + 1 << "/" << loop.steps << " loss " << loss << " samples/s "
                          << std::llround(rate));
-      write_record(loop.metrics, Json{{"step", st.global_step}, {"epoch", st.epoch}, {"train_loss", loss}, {"samples_per_s", rate}});
+      loop.metrics.write(Json{{"step", st.global_step}, {"epoch", st.epoch}, {"train_loss", loss}, {"samples_per_s", rate}});
       st.window_loss = 0;
       st.window_steps = 0;
     }
@@ -235,9 +230,11 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
 
   const std::string dir = c.get_string("output.dir");
   if (!dir.empty() && rank == 0) make_directories(dir);
-  // A resumed run continues the metrics file it was writing.
-  OutputFile metrics;
-  if (rank == 0 && !dir.empty()) metrics.open(dir + "/metrics.jsonl", resumed ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
+  // A resumed run continues the metrics file it was writing, without the records of the steps
+  // after its checkpoint (a run killed after it wrote them; they come again).
+  const std::string metrics_path = rank == 0 && !dir.empty() ? dir + "/metrics.jsonl" : "";
+  if (resumed) keep_jsonl_records_before(metrics_path, "step", st.global_step + 1);
+  JsonlWriter metrics(metrics_path, resumed ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
   const int patience = c.get_int_as<int>("train.patience");
 
   // The best model so far is saved (atomically) whenever an epoch improves it: a crash or a
@@ -262,7 +259,7 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
     st.train_seconds += epoch_seconds;
     st.total_samples += st.epoch_samples;
     st.epochs_run = st.epoch;
-    Json record{{"epoch", st.epoch}, {"train_logloss", st.epoch_loss_sum / double(std::max<std::int64_t>(1, st.epoch_samples))}};
+    Json record{{"step", st.global_step}, {"epoch", st.epoch}, {"train_logloss", st.epoch_loss_sum / double(std::max<std::int64_t>(1, st.epoch_samples))}};
     if (!data.has_valid) {
       save_best();
     } else {
@@ -284,7 +281,7 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
         ++st.since_best;
       }
     }
-    write_record(metrics, record);
+    metrics.write(record);
     if (stopped_early())
       SKEW_INFO("early stop: no better validation logloss for " << patience << " epoch(s); keeping epoch " << st.best_epoch);
     // The next epoch starts afresh: checkpointed here, a resume begins it from its first step.
@@ -301,7 +298,7 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
                {"train_nonzeros_per_s", double(st.total_nonzeros) / std::max(1e-9, st.train_seconds)},
                {"train_rows_skipped", data.report.skipped_lines}, {"data_seconds", data.report.seconds},
                {"seconds", total.seconds()}, {"model_path", model_path}, {"resumed", resumed}};
-  if (metrics.is_open()) metrics.close();  // checked: a failed last write is an error, not a stderr line
+  metrics.close();  // checked: a failed last write is an error, not a stderr line
   if (rank == 0 && !dir.empty()) write_file_atomic(dir + "/summary.json", summary.dump() + "\n");
   return summary;
 }

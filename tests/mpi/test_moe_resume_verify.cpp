@@ -85,7 +85,7 @@ TEST_CASE("a resumed run appends to output.metrics, dropping what the crashed ru
     }
     // A line that is no metrics record is an error naming the file and line, not dropped.
     write_file_atomic(dir + "/c.jsonl", "{\"iter\": 0}\n[1, 2]\n");
-    CHECK_THAT(test::error_of([&] { moe::keep_metrics_before(dir + "/c.jsonl", 1); }),
+    CHECK_THAT(test::error_of([&] { keep_jsonl_records_before(dir + "/c.jsonl", "iter", 1); }),
                Catch::Contains(dir + "/c.jsonl:2 is not a metrics record"));
   }
   MPI_Barrier(MPI_COMM_WORLD);

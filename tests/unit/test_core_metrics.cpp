@@ -54,6 +54,25 @@ TEST_CASE("metrics: JSONL writes one parsable object per line", "[metrics]") {
   CHECK_FALSE(skew::JsonlWriter("").enabled());
 }
 
+TEST_CASE("metrics: a resumed run keeps the records before its checkpoint, then appends", "[metrics]") {
+  const std::string path = "/tmp/skew_core_test_metrics/resume.jsonl";
+  // Steps 1-4 written, the last torn by a kill; the checkpoint was after step 2.
+  skew::write_file_atomic(path, "{\"step\": 1, \"loss\": 0.5}\n\n{\"step\": 2}\n{\"step\": 3}\n{\"step\": 4, \"lo");
+  skew::keep_jsonl_records_before(path, "step", 3);
+  CHECK(skew::read_file(path) == "{\"step\": 1, \"loss\": 0.5}\n{\"step\": 2}\n");
+  skew::JsonlWriter(path, skew::OutputFile::Mode::Append).write(skew::Json{{"step", 3}});
+  CHECK(lines_of(skew::read_file(path)) == std::vector<std::string>{"{\"step\": 1, \"loss\": 0.5}", "{\"step\": 2}",
+                                                                     "{\"step\":3}"});
+  // Only a torn last line is dropped: damage elsewhere is named.
+  skew::write_file_atomic(path, "{\"step\": 1}\n{\"step\": \"two\"}\n");
+  CHECK_THAT(error_of([&] { skew::keep_jsonl_records_before(path, "step", 3); }),
+             Catch::Contains(path + ":2 is not a metrics record with an integer \"step\""));
+  skew::write_file_atomic(path, "{\"step\": 1}\n{\"ste\n{\"step\": 2}\n");
+  CHECK_THAT(error_of([&] { skew::keep_jsonl_records_before(path, "step", 3); }), Catch::Contains(path + ":2"));
+  skew::keep_jsonl_records_before("/tmp/skew_core_test_metrics/absent.jsonl", "step", 3);  // nothing to keep
+  CHECK_FALSE(std::filesystem::exists("/tmp/skew_core_test_metrics/absent.jsonl"));
+}
+
 TEST_CASE("metrics: CSV quotes cells with separators, quotes and newlines", "[metrics]") {
   const std::string path = "/tmp/skew_core_test_metrics/table.csv";
   {
