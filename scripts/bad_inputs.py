@@ -34,15 +34,6 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from bad_input_cases import APPS, KINDS, all_cases  # noqa: E402
 from bad_input_cases.runner import EXPECTED, OUTCOMES, Env, run_case  # noqa: E402
 
-def read_known(path: pathlib.Path) -> set:
-    ids = set()
-    for line in path.read_text().splitlines():
-        line = line.split("#", 1)[0].strip()
-        if line:
-            ids.add(line.split()[0])
-    return ids
-
-
 def table(results: list) -> str:
     counts = collections.defaultdict(collections.Counter)
     for r in results:
@@ -73,9 +64,6 @@ def main() -> int:
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("--json", type=pathlib.Path, help="write every case's result and the counts here")
     ap.add_argument("--mpirun", default="mpirun", help="launcher of the multi-rank cases (default mpirun)")
-    ap.add_argument("--known", type=pathlib.Path,
-                    help="file of case ids known not to end as expected yet (one per line, '#' comments): "
-                         "only other cases make the exit status 1, and listed cases that now pass are named")
     ap.add_argument("--keep", action="store_true", help="keep the cases' directories (printed at the end)")
     ap.add_argument("--self-test", action="store_true",
                     help="check the runner's verdicts on stand-in shell scripts instead (no build needed)")
@@ -111,7 +99,6 @@ def run(a, env: Env) -> int:
     start = time.monotonic()
     for name in sorted({n for c in cases for n in c.needs}):
         env.setup(name)
-    known = read_known(a.known) if a.known else set()
     results, lock = [], threading.Lock()
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as pool:
         for r in pool.map(lambda c: run_case(c, env, a.timeout), cases):
@@ -119,8 +106,7 @@ def run(a, env: Env) -> int:
                 results.append(r)
                 if not r["as_expected"]:
                     last = (r["stderr_tail"].strip().splitlines() or [""])[-1][:160]
-                    tag = "known, not as expected" if r["id"] in known else "NOT AS EXPECTED"
-                    print(f"{tag}: {r['id']}: {r['outcome']} (exit {r['exit']}, {r['seconds']} s)"
+                    print(f"NOT AS EXPECTED: {r['id']}: {r['outcome']} (exit {r['exit']}, {r['seconds']} s)"
                           f"; expected {r['expect'][:120]}; stderr: {last}", flush=True)
     print()
     print(table(results))
@@ -128,13 +114,6 @@ def run(a, env: Env) -> int:
     cpu = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(f"\n{len(results)} cases in {time.monotonic() - start:.0f} s ({cpu.ru_utime + cpu.ru_stime:.0f} CPU s); "
           f"{len(results) - len(bad)} as expected, {len(bad)} not")
-    if a.known:
-        fixed = sorted(known & {r["id"] for r in results if r["as_expected"]})
-        for cid in fixed:
-            print(f"now as expected (delete it from {a.known}): {cid}")
-        new = [cid for cid in bad if cid not in known]
-        print(f"{len(bad) - len(new)} not as expected are listed in {a.known}; {len(new)} are not")
-        bad = new
     if a.json:
         counts = collections.defaultdict(collections.Counter)
         for r in results:
