@@ -115,6 +115,12 @@ std::int64_t restore(Session& s, const Config& config) {
                                     << " ranks under moe.policy=flexmoe, whose expert replicas, placements and load "
                                        "history are planned for that many ranks; resume it with "
                                     << written << " ranks, or start a new checkpoint directory");
+      // Routing traces are one file per rank of the run that wrote them.
+      for (const char* key : {"moe.save_trace", "moe.replay_trace"})
+        SKEW_CHECK(written == s.world.size() || config.get_string(key).empty(),
+                   key << " is one file per rank, but checkpoint step " << step << " was written by " << written
+                       << " ranks and this run has " << s.world.size() << ": resume without it, or with "
+                       << written << " ranks");
       try {
         load_step(s, step, written, files);
       } catch (const Error& e) {  // the files verified: the config no longer matches them

@@ -108,3 +108,20 @@ TEST_CASE("a flexmoe checkpoint is not re-sharded: its placement state is the ol
   MPI_Barrier(MPI_COMM_WORLD);
   if (world().rank() == 0) fs::remove_all(dir);
 }
+
+TEST_CASE("routing traces are not carried to another world size: one file per old rank", "[moe]") {
+  const Schema schema = moe::moe_train_schema();
+  const std::string dir = scratch("reshard_trace");
+  const std::vector<std::string> args = {"--train.iterations=2", "--output.checkpoint_dir=" + dir};
+  if (auto two = first_ranks(2)) moe::train(tiny(schema, args), *two);
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (const std::string key : {"moe.save_trace", "moe.replay_trace"}) {
+    std::vector<std::string> resume = args;
+    resume.push_back("--output.resume=true");
+    resume.push_back("--" + key + "=" + dir + "/trace");
+    CHECK_THAT(test::error_of([&] { run(schema, resume); }),
+               Catch::Contains(key + " is one file per rank") && Catch::Contains("written by 2 ranks"));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world().rank() == 0) fs::remove_all(dir);
+}
