@@ -117,8 +117,11 @@ constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
 // degree-6 Taylor polynomial on |r| <= ln 2 / 2.
 inline float exp_float(float x) {
   x = x < -80.0f ? -80.0f : x > 80.0f ? 80.0f : x;
+  // A NaN (a diverged model) must come out NaN, and must not reach the int conversion, where
+  // it is undefined behaviour: the exponent is taken from 0 instead, and r carries the NaN.
+  const float finite = x == x ? x : 0.0f;
   // + 128.5 keeps the argument positive, so truncation is round-to-nearest.
-  const int n = static_cast<int>(x * 1.44269504f + 128.5f) - 128;
+  const int n = static_cast<int>(finite * 1.44269504f + 128.5f) - 128;
   const float nf = static_cast<float>(n);
   const float r = x - nf * 0.693359375f + nf * 2.12194440e-4f;
   const float p =
