@@ -56,10 +56,13 @@ RoutingTrace read_trace_jsonl(const std::string& path, const std::string& key) {
     const auto layer = [&](const Json& a) {
       SKEW_CHECK(a.is_array() && !a.empty(),
                  where << ": '" << key << "' must hold a non-empty array of counts per layer");
+      // A bound far above any real batch keeps every sum over a layer's experts (and the
+      // simulator's products with bytes per token) inside int64.
+      constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;
       std::vector<std::int64_t> out;
       for (const auto& c : a) {
-        SKEW_CHECK(c.is_number_integer() && c.get<std::int64_t>() >= 0,
-                   where << ": '" << key << "' must hold integer counts >= 0 per expert, got " << c.dump());
+        SKEW_CHECK(c.is_number_integer() && c.get<std::int64_t>() >= 0 && c.get<std::int64_t>() <= kMaxCount,
+                   where << ": '" << key << "' must hold integer counts in [0, 2^40] per expert, got " << c.dump());
         out.push_back(c.get<std::int64_t>());
       }
       return out;

@@ -153,6 +153,9 @@ TEST_CASE("routing traces: counts must be non-negative integers in rectangular l
              Catch::Contains(trace_path + ":1:") && Catch::Contains("layers of 4 and 2 experts"));
   CHECK_THAT(trace_error("{\"tokens_per_expert\": [[1,2]]}\n{\"tokens_per_expert\": [[]]}\n"),
              Catch::Contains(trace_path + ":2:") && Catch::Contains("non-empty array"));
+  // A count near int64's limit overflowed the simulator's sums (UBSan, bad-input catalogue).
+  CHECK_THAT(trace_error("{\"tokens_per_expert\": [[10, 9223372036854775807]]}\n"),
+             Catch::Contains(trace_path + ":1:") && Catch::Contains("counts in [0, 2^40]"));
   CHECK_THAT(trace_error("{\"tokens_per_expert\": [1e300, 2]}\n"),
              Catch::Contains(trace_path + ":1:") && Catch::Contains("got 1e+300"));
   CHECK_THAT(trace_error("\n{\"tokens_per_expert\": [-5, 2]}\n"),
