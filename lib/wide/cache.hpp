@@ -19,6 +19,8 @@ struct CacheHeader {
   // inside a value, an index or a label that stays in range.
   std::uint32_t payload_crc, reserved;
 };
+// tests/fuzz/fuzz_skewbin.cpp and its seed corpus write headers by this layout.
+static_assert(sizeof(CacheHeader) == 88 && offsetof(CacheHeader, payload_crc) == 80);
 
 // The header fields that must match for a cache to stand for `source` as read now.
 CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_bad_lines);

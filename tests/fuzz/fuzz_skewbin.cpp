@@ -1,18 +1,21 @@
 // Binary data cache (FILE.skewbin beside a libsvm file), read through load_dataset. The input is
-// a whole cache file; its first 32 bytes (magic, source size and mtime, format, skip flag) are
-// overwritten to match the source so the reader always trusts the rest, and two of them choose
-// the rank slice first. A rejection must be a skew::Error naming the cache file; a loaded slice
-// must be consistent (see wide_check.hpp).
+// a whole cache file; its first 32 bytes (magic, source size and mtime, format, skip flag) and its
+// payload checksum are overwritten to match the source and the payload, so the reader trusts the
+// rest, and two of the bytes choose the rank slice first. A rejection must be a skew::Error
+// naming the cache (or, for a cache of no rows, its source); a loaded slice must be consistent
+// (see wide_check.hpp).
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <string>
 
+#include "lib/core/checksum.hpp"
 #include "lib/core/error.hpp"
 #include "tests/fuzz/wide_check.hpp"
 
 namespace {
-constexpr std::size_t kHeaderBytes = 80;  // sizeof(CacheHeader) in lib/wide/reader.cpp
+constexpr std::size_t kHeaderBytes = 88;  // sizeof(CacheHeader) in lib/wide/cache.hpp
+constexpr std::size_t kCrcOffset = 80;    // offsetof(CacheHeader, payload_crc)
 
 struct Source {
   std::string path;
@@ -40,19 +43,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   o.world = 1 + static_cast<unsigned char>(bytes[0]) % 4;
   o.rank = static_cast<unsigned char>(bytes[1]) % o.world;
   const std::uint32_t format = 0, skip_bad = 0;  // TextFormat::Libsvm, skip_bad_lines = false
-  std::memcpy(bytes.data(), "SKWIDE01", 8);
+  std::memcpy(bytes.data(), "SKWIDE02", 8);
   std::memcpy(bytes.data() + 8, &src.size, 8);
   std::memcpy(bytes.data() + 16, &src.mtime, 8);
   std::memcpy(bytes.data() + 24, &format, 4);
   std::memcpy(bytes.data() + 28, &skip_bad, 4);
-  const std::string cache = skew::fuzz::write_scratch("data.libsvm.skewbin", bytes);
+  const std::uint32_t crc = skew::crc32c(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes);
+  std::memcpy(bytes.data() + kCrcOffset, &crc, 4);
+  skew::fuzz::write_scratch("data.libsvm.skewbin", bytes);
   try {
     skew::wide::ReadReport report;
     const auto d = skew::wide::load_dataset(src.path, o, &report);
     FUZZ_ASSERT(report.from_cache);
     skew::fuzz::check_dataset(d);
   } catch (const skew::Error& e) {
-    FUZZ_ASSERT(std::string(e.what()).find(cache) != std::string::npos);
+    // A corrupt cache is named; a cache of no rows is the source's error ("holds no rows"), which
+    // names the source (the cache's path begins with it).
+    FUZZ_ASSERT(std::string(e.what()).find(src.path) != std::string::npos);
   }
   return 0;
 }
