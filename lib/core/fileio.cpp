@@ -145,7 +145,11 @@ void OutputFile::release(bool unwinding) {
     } else if (mode_ == Mode::Replace && !created_) {
       // The run ended and wrote nothing: the file says so instead of showing an older run.
       struct stat st {};
-      if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) (void)::ftruncate(fd, 0);
+      if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && ::ftruncate(fd, 0) != 0) {
+        const int err = errno;
+        ::close(fd);
+        SKEW_THROW("cannot empty '" << path_ << "' (it still shows an older run): " << std::strerror(err));
+      }
     }
   }
   if (::close(fd) != 0 && !unwinding) {
