@@ -38,10 +38,11 @@ def json_lines(path):
 
 def ctest_counts(path):
     text = path.read_text(errors="replace") if path.exists() else ""
-    m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", text)
+    # CMake 4 drops the ", N tests failed" part when none failed ("100% tests passed out of 6").
+    m = re.search(r"(\d+)% tests passed(?:, (\d+) tests failed)? out of (\d+)", text)
     if not m:
         return None
-    failed, total = int(m.group(2)), int(m.group(3))
+    failed, total = int(m.group(2) or 0), int(m.group(3))
     skipped = len(re.findall(r"\*\*\*Skipped", text))
     return {"total": total, "failed": failed, "skipped": skipped, "passed": total - failed - skipped}
 
