@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <vector>
 
 #include "lib/core/cuda_check.hpp"
@@ -47,6 +48,36 @@ template <typename T>
 void grow_pinned(T*& p, std::size_t& capacity, std::size_t n) {
   grow(p, capacity, n, true);
 }
+
+// Grow-only device scratch that one kernel wrapper carves into aligned slices on every call, so a
+// steady step loop allocates nothing: cudaMalloc and cudaFree synchronise the device and cost
+// more than the small kernels they feed. One per wrapper and thread (thread_local); a slice
+// stays valid until the wrapper's next call, which is ordered after this one on the same stream.
+class DeviceScratch {
+ public:
+  DeviceScratch() = default;
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  ~DeviceScratch() { cudaFree(base_); }
+  // Room for slices of these sizes in bytes; their addresses, in order, each 256-byte aligned.
+  std::vector<void*> slices(std::initializer_list<std::size_t> sizes) {
+    std::size_t total = 0;
+    for (std::size_t bytes : sizes) total += aligned(bytes);
+    grow_device(base_, capacity_, std::max<std::size_t>(total, 1));
+    std::vector<void*> out;
+    std::size_t offset = 0;
+    for (std::size_t bytes : sizes) {
+      out.push_back(base_ + offset);
+      offset += aligned(bytes);
+    }
+    return out;
+  }
+
+ private:
+  static std::size_t aligned(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+  char* base_ = nullptr;
+  std::size_t capacity_ = 0;
+};
 
 }  // namespace skew::kernels::cuda
 #endif

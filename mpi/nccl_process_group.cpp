@@ -3,6 +3,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <chrono>
+#include <thread>
+
 #include "lib/core/cuda_check.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/mpi_process_group.hpp"
@@ -36,26 +39,61 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 std::size_t bytes_of(const Buffer& b, std::size_t count) { return count * dtype_size(b.dtype); }
 void* at(const Buffer& b, std::size_t offset) { return static_cast<char*>(b.data) + bytes_of(b, offset); }
 
+// Waits for `event` while watching the communicator: a peer that died or a network failure shows
+// up as an asynchronous NCCL error, not as a CUDA error, and a plain cudaEventSynchronize would
+// wait for it forever. On such an error the communicator is aborted (its kernels return) and the
+// wait throws. Polls with a short sleep so a waiting rank leaves the CPU to the others.
+void wait_watching(cudaEvent_t event, ncclComm_t comm, const char* what) {
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) break;
+    if (e != cudaErrorNotReady) SKEW_CUDA_CHECK(e);
+    ncclResult_t async = ncclSuccess;
+    SKEW_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+    if (async != ncclSuccess && async != ncclInProgress) {
+      ncclCommAbort(comm);
+      SKEW_THROW("NCCL " << what << " failed asynchronously: " << ncclGetErrorString(async)
+                         << " (a peer rank or its GPU failed; the communicator was aborted)");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 class CudaEventWork : public Work {
  public:
-  explicit CudaEventWork(cudaStream_t stream) {
+  CudaEventWork(cudaStream_t stream, ncclComm_t comm) : comm_(comm) {
     SKEW_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
     SKEW_CUDA_CHECK(cudaEventRecord(event_, stream));
   }
   ~CudaEventWork() override {
-    cudaEventSynchronize(event_);
+    try {
+      if (!done_) wait_watching(event_, comm_, "operation");
+    } catch (const std::exception&) {
+      // A destructor cannot throw: the error was the caller's to see through wait().
+    }
     cudaEventDestroy(event_);
   }
-  void wait() override { SKEW_CUDA_CHECK(cudaEventSynchronize(event_)); }
+  void wait() override {
+    wait_watching(event_, comm_, "operation");
+    done_ = true;
+  }
   bool test() override {
     const cudaError_t e = cudaEventQuery(event_);
-    if (e == cudaErrorNotReady) return false;
+    if (e == cudaErrorNotReady) {
+      ncclResult_t async = ncclSuccess;
+      SKEW_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+      if (async != ncclSuccess && async != ncclInProgress) wait();  // aborts and throws
+      return false;
+    }
     SKEW_CUDA_CHECK(e);
+    done_ = true;
     return true;
   }
 
  private:
   cudaEvent_t event_{};
+  ncclComm_t comm_;
+  bool done_ = false;
 };
 
 class NcclProcessGroup : public ProcessGroup {
@@ -69,10 +107,12 @@ class NcclProcessGroup : public ProcessGroup {
     SKEW_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
     SKEW_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
     SKEW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SKEW_CUDA_CHECK(cudaEventCreateWithFlags(&caller_ready_, cudaEventDisableTiming));
   }
   ~NcclProcessGroup() override {
     cudaStreamSynchronize(stream_);
     ncclCommDestroy(comm_);
+    cudaEventDestroy(caller_ready_);
     cudaStreamDestroy(stream_);
   }
   std::string backend() const override { return "nccl"; }
@@ -81,6 +121,7 @@ class NcclProcessGroup : public ProcessGroup {
   void broadcast(Buffer b, int root) override {
     check_buffer(b, Device::Cuda, "broadcast");
     SKEW_CHECK(root >= 0 && root < size_, "broadcast root " << root << " out of range");
+    after_caller();
     SKEW_NCCL_CHECK(ncclBroadcast(b.data, b.data, b.count, nccl_type(b.dtype), root, comm_, stream_));
     sync();
   }
@@ -88,6 +129,7 @@ class NcclProcessGroup : public ProcessGroup {
     check_buffer(s, Device::Cuda, "allgather");
     check_buffer(r, Device::Cuda, "allgather");
     SKEW_CHECK(r.count == s.count * static_cast<std::size_t>(size_), "allgather: receive buffer holds " << r.count << ", needs " << s.count * size_);
+    after_caller();
     SKEW_NCCL_CHECK(ncclAllGather(s.data, r.data, s.count, nccl_type(s.dtype), comm_, stream_));
     sync();
   }
@@ -97,6 +139,7 @@ class NcclProcessGroup : public ProcessGroup {
     SKEW_CHECK(rc.size() == static_cast<std::size_t>(size_), "allgatherv: counts size mismatch");
     SKEW_CHECK(r.count >= sum_counts(rc), "allgatherv: receive buffer too small");
     // Every rank broadcasts its slice: NCCL has no v-variant of allgather.
+    after_caller();
     SKEW_NCCL_CHECK(ncclGroupStart());
     std::size_t offset = 0;
     for (int p = 0; p < size_; ++p) {
@@ -124,14 +167,16 @@ class NcclProcessGroup : public ProcessGroup {
 
   std::unique_ptr<Work> iallreduce(Buffer b, ReduceOp op) override {
     check_buffer(b, Device::Cuda, "allreduce");
+    after_caller();
     SKEW_NCCL_CHECK(ncclAllReduce(b.data, b.data, b.count, nccl_type(b.dtype), nccl_op(op), comm_, stream_));
-    return std::make_unique<CudaEventWork>(stream_);
+    return pending();
   }
   std::unique_ptr<Work> ialltoallv(Buffer s, const std::vector<std::size_t>& sc, Buffer r, const std::vector<std::size_t>& rc) override {
     check_buffer(s, Device::Cuda, "alltoallv");
     check_buffer(r, Device::Cuda, "alltoallv");
     SKEW_CHECK(sc.size() == static_cast<std::size_t>(size_) && rc.size() == static_cast<std::size_t>(size_), "alltoallv: counts size mismatch");
     SKEW_CHECK(s.count >= sum_counts(sc) && r.count >= sum_counts(rc), "alltoallv: buffer smaller than its counts");
+    after_caller();
     SKEW_NCCL_CHECK(ncclGroupStart());
     std::size_t so = 0, ro = 0;
     for (int p = 0; p < size_; ++p) {
@@ -142,18 +187,20 @@ class NcclProcessGroup : public ProcessGroup {
       ro += nr;
     }
     SKEW_NCCL_CHECK(ncclGroupEnd());
-    return std::make_unique<CudaEventWork>(stream_);
+    return pending();
   }
   // NCCL point-to-point has no tags: messages between a pair are matched in issue order.
   std::unique_ptr<Work> isend(Buffer b, int dst, int /*tag*/) override {
     check_buffer(b, Device::Cuda, "send");
+    after_caller();
     SKEW_NCCL_CHECK(ncclSend(b.data, b.count, nccl_type(b.dtype), dst, comm_, stream_));
-    return std::make_unique<CudaEventWork>(stream_);
+    return pending();
   }
   std::unique_ptr<Work> irecv(Buffer b, int src, int /*tag*/) override {
     check_buffer(b, Device::Cuda, "recv");
+    after_caller();
     SKEW_NCCL_CHECK(ncclRecv(b.data, b.count, nccl_type(b.dtype), src, comm_, stream_));
-    return std::make_unique<CudaEventWork>(stream_);
+    return pending();
   }
 
   // One NCCL group: the sends and receives progress together, whatever their order.
@@ -162,6 +209,7 @@ class NcclProcessGroup : public ProcessGroup {
       SKEW_CHECK(op.peer >= 0 && op.peer < size_, "batch_isend_irecv: peer " << op.peer << " outside a group of " << size_);
       check_buffer(op.buf, Device::Cuda, op.kind == P2POp::Kind::Send ? "batch isend" : "batch irecv");
     }
+    after_caller();
     SKEW_NCCL_CHECK(ncclGroupStart());
     for (const P2POp& op : ops) {
       if (op.kind == P2POp::Kind::Send)
@@ -170,7 +218,7 @@ class NcclProcessGroup : public ProcessGroup {
         SKEW_NCCL_CHECK(ncclRecv(op.buf.data, op.buf.count, nccl_type(op.buf.dtype), op.peer, comm_, stream_));
     }
     SKEW_NCCL_CHECK(ncclGroupEnd());
-    return std::make_unique<CudaEventWork>(stream_);
+    return pending();
   }
 
   std::shared_ptr<ProcessGroup> split(int color, int key) override {
@@ -189,10 +237,21 @@ class NcclProcessGroup : public ProcessGroup {
   }
 
  private:
-  void sync() { SKEW_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  // The buffers were written by kernels on the caller's stream (the legacy default stream, where
+  // skew's kernels launch); the group's own stream does not synchronise with it implicitly (it is
+  // non-blocking), so each operation first waits for what the caller has enqueued so far.
+  // Without this an operation could read a buffer its producer kernel had not written yet.
+  cudaStream_t after_caller() {
+    SKEW_CUDA_CHECK(cudaEventRecord(caller_ready_, cudaStreamLegacy));
+    SKEW_CUDA_CHECK(cudaStreamWaitEvent(stream_, caller_ready_, 0));
+    return stream_;
+  }
+  std::unique_ptr<Work> pending() { return std::make_unique<CudaEventWork>(stream_, comm_); }
+  void sync() { pending()->wait(); }
   std::shared_ptr<MpiProcessGroup> bootstrap_;
   ncclComm_t comm_{};
   cudaStream_t stream_{};
+  cudaEvent_t caller_ready_{};
 };
 
 }  // namespace

@@ -1,7 +1,10 @@
 // NCCL backend on device buffers (built only with CUDA). Bootstraps over an MPI communicator:
 // rank 0 makes the unique id and broadcasts it; subgroups and splits create their MPI
 // communicator first and a NCCL communicator over it. Operations are enqueued on the group's
-// stream; blocking calls synchronise it, non-blocking ones return a Work that waits on an event.
+// stream after everything the caller's stream (the legacy default stream, where skew's kernels
+// run) has enqueued before the call; blocking calls wait for them, non-blocking ones return a
+// Work that waits on an event. Every wait also polls the communicator's asynchronous error, so a
+// failed peer aborts the communicator and throws instead of hanging.
 #pragma once
 #include <mpi.h>
 

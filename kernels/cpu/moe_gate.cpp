@@ -3,8 +3,6 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/gemm.hpp"
-#include "kernels/moe_expert.hpp"
 #include "lib/core/error.hpp"
 
 namespace skew::kernels::moe {
@@ -37,17 +35,6 @@ void softmax_topk(Device device, int n, int E, int k, const float* logits, float
 void softmax_topk(int n, int E, int k, const double* logits, double* probs, double* lse, std::int32_t* expert,
                   double* weight) {
   softmax_topk_host(n, E, k, logits, probs, lse, expert, weight);
-}
-
-void grouped_gemm_bf16(Device device, int groups, const std::int64_t* offsets, int n, int k, const float* a,
-                       const float* const* b, float* c) {
-  for (int g = 0; g < groups; ++g) {
-    const std::int64_t rows = offsets[g + 1] - offsets[g];
-    if (rows == 0) continue;
-    GemmShape s;
-    s.m = static_cast<int>(rows), s.n = n, s.k = k;
-    gemm_bf16(device, s, 1.f, a + offsets[g] * k, b[g], 0.f, c + offsets[g] * n);
-  }
 }
 
 #ifndef SKEW_WITH_CUDA

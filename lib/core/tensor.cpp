@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "lib/core/bf16.hpp"
 #include "lib/core/error.hpp"
 
 #ifdef SKEW_WITH_CUDA
@@ -64,20 +65,9 @@ int cuda_device_count() {
 #endif
 }
 
-std::uint16_t float_to_bf16(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x7fffffu)) return static_cast<std::uint16_t>((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
+std::uint16_t float_to_bf16(float f) { return bf16_bits_nearest_even(f); }
 
-float bf16_to_float(std::uint16_t b) {
-  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+float bf16_to_float(std::uint16_t b) { return float_of_bf16_bits(b); }
 
 float round_to_bf16(float f) {
   return bf16_to_float(float_to_bf16(f));

@@ -102,6 +102,11 @@ def main():
               f"{100 * e['of_one_gemm']:.0f}% ({e['grouped_TFLOPs']:.0f} vs {e['one_gemm_TFLOPs']:.0f} TFLOP/s)",
               ">= 60%", e["of_one_gemm"] >= 0.6)
         te = torch_moe.get("experts", {})
+        for key, name in (("cached_weights_TFLOPs", "weights kept in bf16, activations rounded per call"),
+                          ("bf16_operands_TFLOPs", "both operands bf16")):
+            if key in e:
+                vs_torch = f", {e[key] / te['loop_TFLOPs']:.2f}x PyTorch's loop" if "loop_TFLOPs" in te else ""
+                rows.append((f"bf16 grouped GEMM, {name} (info)", f"{e[key]:.0f} TFLOP/s{vs_torch}", "-", "-"))
         for key in ("loop_TFLOPs", "grouped_mm_TFLOPs", "one_gemm_TFLOPs"):
             if key in te:
                 rows.append((f"PyTorch bf16 {key.replace('_TFLOPs', '')} (info)", f"{te[key]:.0f} TFLOP/s", "-", "-"))

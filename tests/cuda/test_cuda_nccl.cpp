@@ -5,7 +5,9 @@
 
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "lib/core/error.hpp"
@@ -145,4 +147,26 @@ TEST_CASE("nccl group: split and subgroup reuse", "[cuda][nccl]") {
   Tensor u = device_tensor(std::vector<float>{2.5f});
   self->allreduce(skew::comm::view(u), ReduceOp::Sum);
   CHECK(host_values<float>(u)[0] == 2.5f);
+}
+
+TEST_CASE("nccl group: an operation waits for the kernels the caller enqueued before it", "[cuda][nccl]") {
+  auto g = nccl_world();
+  if (!g) return;
+  // The caller's stream is held back by a host function, then overwrites the send buffer with a
+  // device-to-device copy. Both are only enqueued when alltoallv is called: an operation that did
+  // not wait for the caller's stream would send the old values (1) instead of the new ones.
+  const int n = g->size(), r = g->rank();
+  const std::size_t per_peer = 1 << 16;
+  Tensor send = device_tensor(std::vector<float>(per_peer * n, 1.f));
+  const Tensor fresh = device_tensor(std::vector<float>(per_peer * n, 100.f + r));
+  Tensor recv = device_tensor(std::vector<float>(per_peer * n, -1.f));
+  auto hold = [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(300)); };
+  REQUIRE(cudaLaunchHostFunc(cudaStreamLegacy, hold, nullptr) == cudaSuccess);
+  REQUIRE(cudaMemcpyAsync(send.raw(), fresh.raw(), per_peer * n * sizeof(float), cudaMemcpyDeviceToDevice,
+                          cudaStreamLegacy) == cudaSuccess);
+  const std::vector<std::size_t> counts(static_cast<std::size_t>(n), per_peer);
+  g->alltoallv(skew::comm::view(send), counts, skew::comm::view(recv), counts);
+  const auto got = host_values<float>(recv);
+  for (int p = 0; p < n; ++p)
+    for (std::size_t i = 0; i < per_peer; i += 4099) REQUIRE(got[p * per_peer + i] == 100.f + p);
 }

@@ -1,9 +1,11 @@
 // The CUDA MoE kernels against their CPU twins on the same inputs (skipped without a GPU).
 #include <catch2/catch.hpp>
+#include <limits>
 
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_expert.hpp"
 #include "kernels/moe_gate.hpp"
+#include "lib/core/cuda_check.hpp"
 #include "lib/core/rng.hpp"
 #include "tests/cuda_skip.hpp"
 
@@ -93,4 +95,74 @@ TEST_CASE("CUDA grouped bf16 GEMM (cublasGemmEx) equals the CPU twin", "[moe][cu
   km::grouped_gemm_bf16(Device::Cuda, 3, offsets.data(), n, k, da.data<float>(), dbp, dc.data<float>());
   const auto got = on_host<float>(dc);
   for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(want[i]).margin(1e-3));
+}
+
+TEST_CASE("CUDA bf16 rounding and bf16-operand grouped GEMM equal the CPU twins", "[moe][cuda]") {
+  SKEW_REQUIRE_GPU();
+  const int n = 40, k = 24;
+  const std::vector<std::int64_t> offsets = {0, 70, 70, 130, 131};  // an empty and a one-row expert
+  Rng rng(8, 8);
+  std::vector<float> a(131 * k);
+  for (auto& v : a) v = 3 * rng.normal();
+  a[5] = std::numeric_limits<float>::quiet_NaN();  // rounds to NaN on both sides, bit for bit
+  std::vector<std::uint16_t> a16(a.size());
+  km::to_bf16_bits(Device::Host, a.data(), std::int64_t(a.size()), a16.data());
+  Tensor da = on_gpu(a), da16 = Tensor::zeros({std::int64_t(a.size())}, DType::BF16, Device::Cuda);
+  auto* da16_bits = static_cast<std::uint16_t*>(da16.raw());
+  km::to_bf16_bits(Device::Cuda, da.data<float>(), std::int64_t(a.size()), da16_bits);
+  std::vector<std::uint16_t> got16(a.size());
+  SKEW_CUDA_CHECK(cudaMemcpy(got16.data(), da16_bits, got16.size() * 2, cudaMemcpyDeviceToHost));
+  REQUIRE(got16 == a16);
+  a16[5] = 0, a[5] = 0;  // keep the GEMM finite
+  SKEW_CUDA_CHECK(cudaMemcpy(da16_bits, a16.data(), a16.size() * 2, cudaMemcpyHostToDevice));
+  std::vector<std::vector<std::uint16_t>> b16(4, std::vector<std::uint16_t>(std::size_t(k * n)));
+  std::vector<Tensor> db;
+  std::vector<const std::uint16_t*> hb, dbp;
+  for (auto& m : b16) {
+    std::vector<float> b(std::size_t(k * n));
+    for (auto& v : b) v = rng.normal();
+    km::to_bf16_bits(Device::Host, b.data(), k * n, m.data());
+    hb.push_back(m.data());
+    db.push_back(Tensor::zeros({k * n}, DType::BF16, Device::Cuda));
+    SKEW_CUDA_CHECK(cudaMemcpy(db.back().raw(), m.data(), m.size() * 2, cudaMemcpyHostToDevice));
+    dbp.push_back(static_cast<const std::uint16_t*>(db.back().raw()));
+  }
+  std::vector<float> want(131 * n);
+  km::grouped_gemm_bf16_operands(Device::Host, 4, offsets.data(), n, k, a16.data(), hb.data(), want.data());
+  Tensor dc = Tensor::zeros({131 * n}, DType::F32, Device::Cuda);
+  km::grouped_gemm_bf16_operands(Device::Cuda, 4, offsets.data(), n, k, da16_bits, dbp.data(), dc.data<float>());
+  const auto got = on_host<float>(dc);
+  for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(want[i]).epsilon(1e-4).margin(1e-3));
+}
+
+TEST_CASE("CUDA dispatch equals the CPU twin across sizes, row widths and repeated calls", "[moe][cuda]") {
+  SKEW_REQUIRE_GPU();
+  // Sizes shrink and grow between calls, so the grow-only scratch is reused and regrown; widths
+  // 64 and 1024 take the float4 path, 3 and 130 the scalar one.
+  const std::vector<std::pair<std::int64_t, int>> cases = {{5000, 64}, {17, 3}, {70000, 130}, {3000, 1024}, {1, 4}};
+  Rng rng(9, 9);
+  for (const auto& [n, width] : cases) {
+    const int bins = 37;
+    std::vector<std::int32_t> keys(static_cast<std::size_t>(n));
+    for (auto& key : keys) key = static_cast<std::int32_t>(rng.below(bins) * rng.below(2));  // bin 0 is hot
+    std::vector<float> rows(static_cast<std::size_t>(n) * width);
+    for (auto& v : rows) v = rng.normal();
+    std::vector<std::int64_t> counts(bins), starts(bins), pos(static_cast<std::size_t>(n));
+    km::histogram(Device::Host, keys.data(), n, bins, counts.data());
+    km::exclusive_scan(Device::Host, counts.data(), bins, starts.data());
+    km::stable_positions(Device::Host, keys.data(), n, bins, starts.data(), pos.data());
+    std::vector<float> want(rows.size());
+    km::scatter_rows(Device::Host, rows.data(), pos.data(), n, width, want.data());
+    Tensor dk = on_gpu(keys), dr = on_gpu(rows), dcounts = Tensor::zeros({bins}, DType::I64, Device::Cuda),
+           dstarts = Tensor::zeros({bins}, DType::I64, Device::Cuda), dpos = Tensor::zeros({n}, DType::I64, Device::Cuda),
+           dout = Tensor::zeros({n * width}, DType::F32, Device::Cuda);
+    km::histogram(Device::Cuda, dk.data<std::int32_t>(), n, bins, dcounts.data<std::int64_t>());
+    km::exclusive_scan(Device::Cuda, dcounts.data<std::int64_t>(), bins, dstarts.data<std::int64_t>());
+    km::stable_positions(Device::Cuda, dk.data<std::int32_t>(), n, bins, dstarts.data<std::int64_t>(),
+                         dpos.data<std::int64_t>());
+    km::scatter_rows(Device::Cuda, dr.data<float>(), dpos.data<std::int64_t>(), n, width, dout.data<float>());
+    REQUIRE(on_host<std::int64_t>(dcounts) == counts);
+    REQUIRE(on_host<std::int64_t>(dpos) == pos);
+    REQUIRE(on_host<float>(dout) == want);
+  }
 }

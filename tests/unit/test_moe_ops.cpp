@@ -2,7 +2,9 @@
 // float gate against a float64 reference, and the dispatch index kernels.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <limits>
 
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_expert.hpp"
@@ -239,6 +241,60 @@ TEST_CASE("grouped bf16 expert GEMM matches a float64 reference on bf16-rounded 
   const float* bp[3] = {bs[0].data(), bs[1].data(), bs[2].data()};
   std::vector<float> c(8 * n, 0.f);
   kernels::moe::grouped_gemm_bf16(Device::Host, 3, offsets.data(), n, k, a.data(), bp, c.data());
+  auto r = [](float v) { return static_cast<double>(round_to_bf16(v)); };
+  for (int g = 0; g < 3; ++g)
+    for (std::int64_t i = offsets[g]; i < offsets[g + 1]; ++i)
+      for (int j = 0; j < n; ++j) {
+        double want = 0;
+        for (int p = 0; p < k; ++p) want += r(a[i * k + p]) * r(bs[g][p * n + j]);
+        REQUIRE(c[i * n + j] == Approx(want).margin(1e-5));
+      }
+}
+
+TEST_CASE("to_bf16_bits rounds to the nearer bf16 neighbour, ties to even, NaN kept", "[moe]") {
+  // Reference in double: the two bf16 neighbours of x are its truncation and the next value up
+  // (in magnitude); the result must be the nearer one, the even one on a tie.
+  std::vector<float> in = {1.0f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -1.0f - 1.0f / 256, 65504.0f, 1e-40f, -0.0f,
+                           3.4e38f, std::numeric_limits<float>::quiet_NaN()};
+  Rng rng(41, 41);
+  for (int i = 0; i < 2000; ++i) in.push_back(static_cast<float>(rng.normal() * std::pow(10.0, rng.uniform() * 8 - 4)));
+  std::vector<std::uint16_t> out(in.size());
+  kernels::moe::to_bf16_bits(Device::Host, in.data(), static_cast<std::int64_t>(in.size()), out.data());
+  auto as_float = [](std::uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return static_cast<double>(f);
+  };
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    std::uint32_t u;
+    std::memcpy(&u, &in[i], 4);
+    if (std::isnan(in[i])) {
+      REQUIRE(std::isnan(as_float(std::uint32_t(out[i]) << 16)));
+      continue;
+    }
+    const std::uint32_t down = u & 0xffff0000u, up = down + 0x10000u;
+    // IEEE rounds as if the exponent were unbounded: past the largest bf16, "up" is 2^128 (which
+    // then overflows to infinity).
+    const double up_value = (up & 0x7f800000u) == 0x7f800000u ? std::copysign(std::ldexp(1.0, 128), in[i]) : as_float(up);
+    const double x = in[i], dd = std::abs(x - as_float(down)), du = std::abs(up_value - x);
+    const std::uint32_t want = dd < du ? down : du < dd ? up : ((down >> 16) & 1u) ? up : down;
+    REQUIRE((std::uint32_t(out[i]) << 16) == want);
+  }
+}
+
+TEST_CASE("grouped GEMM on bf16 operands matches a float64 reference", "[moe]") {
+  const int n = 6, k = 9;
+  const std::vector<std::int64_t> offsets = {0, 4, 4, 11};  // the middle expert receives no rows
+  auto ad = randn(11 * k, 50), b0 = randn(k * n, 51), b1 = randn(k * n, 52), b2 = randn(k * n, 53);
+  std::vector<float> a(ad.begin(), ad.end());
+  std::vector<std::vector<float>> bs = {{b0.begin(), b0.end()}, {b1.begin(), b1.end()}, {b2.begin(), b2.end()}};
+  std::vector<std::uint16_t> a16(a.size());
+  std::vector<std::vector<std::uint16_t>> b16(3, std::vector<std::uint16_t>(std::size_t(k * n)));
+  kernels::moe::to_bf16_bits(Device::Host, a.data(), std::int64_t(a.size()), a16.data());
+  for (int g = 0; g < 3; ++g) kernels::moe::to_bf16_bits(Device::Host, bs[g].data(), k * n, b16[g].data());
+  const std::uint16_t* bp[3] = {b16[0].data(), b16[1].data(), b16[2].data()};
+  std::vector<float> c(11 * n, -7.f);
+  kernels::moe::grouped_gemm_bf16_operands(Device::Host, 3, offsets.data(), n, k, a16.data(), bp, c.data());
   auto r = [](float v) { return static_cast<double>(round_to_bf16(v)); };
   for (int g = 0; g < 3; ++g)
     for (std::int64_t i = offsets[g]; i < offsets[g + 1]; ++i)
