@@ -107,7 +107,15 @@ def main():
             if key in e:
                 vs_torch = f", {e[key] / te['loop_TFLOPs']:.2f}x PyTorch's loop" if "loop_TFLOPs" in te else ""
                 rows.append((f"bf16 grouped GEMM, {name} (info)", f"{e[key]:.0f} TFLOP/s{vs_torch}", "-", "-"))
-        for key in ("loop_TFLOPs", "grouped_mm_TFLOPs", "one_gemm_TFLOPs"):
+        v = e.get("variants", {})
+        if "bf16_out_TFLOPs" in v:
+            rows.append(("bf16 grouped GEMM, bf16 operands and bf16 out (info)", f"{v['bf16_out_TFLOPs']:.0f} TFLOP/s", "-", "-"))
+        if "grouped_batched_TFLOPs" in v:
+            rows.append(("cublasGemmGroupedBatchedEx, bf16 operands (info)",
+                         f"{v['grouped_batched_TFLOPs']:.0f} TFLOP/s, rel L2 {v.get('grouped_batched_rel_l2', float('nan')):.1e}", "-", "-"))
+        elif "grouped_batched_error" in v:
+            rows.append(("cublasGemmGroupedBatchedEx (info)", v["grouped_batched_error"][:60], "-", "-"))
+        for key in ("loop_TFLOPs", "loop_fp32_out_TFLOPs", "grouped_mm_TFLOPs", "one_gemm_TFLOPs"):
             if key in te:
                 rows.append((f"PyTorch bf16 {key.replace('_TFLOPs', '')} (info)", f"{te[key]:.0f} TFLOP/s", "-", "-"))
     else:

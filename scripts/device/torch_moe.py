@@ -87,6 +87,15 @@ def main():
         return [a16[offsets[g]:offsets[g + 1]] @ b16[g] for g in range(a.groups)]
 
     experts = {"loop_ms": median_ms(per_group, a.repeats, dev)}
+    # The same loop writing fp32 outputs, as moe_gpu_bench's grouped GEMM does (bf16 operands,
+    # fp32 accumulate): PyTorch builds that have the out_dtype argument of torch.mm only.
+    try:
+        def per_group_fp32_out():
+            return [torch.mm(a16[offsets[g]:offsets[g + 1]], b16[g], out_dtype=torch.float32) for g in range(a.groups)]
+        per_group_fp32_out()
+        experts["loop_fp32_out_ms"] = median_ms(per_group_fp32_out, a.repeats, dev)
+    except (TypeError, RuntimeError) as e:
+        experts["loop_fp32_out_error"] = str(e).splitlines()[0]
     if hasattr(torch, "_grouped_mm") and dev.type == "cuda":
         offs = torch.tensor(offsets[1:], device=dev, dtype=torch.int32)
         # _grouped_mm wants B as [groups, n, k] transposed (column-major per group).
