@@ -3,6 +3,7 @@
 //   gate      softmax + top-k of [tokens, experts] logits: GB/s against the device copy bandwidth
 //   dispatch  histogram + exclusive scan + stable positions + row permutation of every
 //             (token, expert) assignment: GB/s against the copy bound for the same bytes
+//   elementwise  GELU forward and AdamW over 2^26 floats, against the copy bound
 //   experts   grouped bf16 GEMM over skewed (Zipf) group sizes, three ways: fp32 operands rounded
 //             in every call; expert weights kept in bf16 (activations rounded per call, as the
 //             trainer does); both operands already bf16. TFLOP/s against one cuBLAS bf16 GEMM of
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "kernels/moe_dispatch.hpp"
+#include "kernels/moe_elementwise.hpp"
 #include "kernels/moe_expert.hpp"
 #include "kernels/moe_gate.hpp"
 #include "lib/core/config.hpp"
@@ -129,6 +131,29 @@ Json bench_dispatch(const Sizes& s, int repeats, double bandwidth) {
               {"permute_only_ms", permute_ms},
               {"GBps", bytes / (ms * 1e-3) / 1e9},
               {"of_copy_bound", bytes / (ms * 1e-3) / bandwidth}};
+}
+
+// GELU forward and the AdamW update over `count` floats: memory-bound, so GB/s against the copy
+// bound (GELU reads x and writes y: 8 bytes per element; AdamW reads w, g, m, v and writes w, m, v:
+// 28 bytes).
+Json bench_elementwise(std::size_t count, int repeats, double bandwidth) {
+  float* x = upload(random_floats(count, 20));
+  float* y = device_alloc<float>(count);
+  float* g = upload(random_floats(count, 21));
+  float* m = device_alloc<float>(count);
+  float* v = device_alloc<float>(count);
+  SKEW_CUDA_CHECK(cudaMemset(m, 0, count * sizeof(float)));
+  SKEW_CUDA_CHECK(cudaMemset(v, 0, count * sizeof(float)));
+  const double gelu_ms = median_ms(repeats, [&] { moe::gelu_forward(Device::Cuda, count, x, y); });
+  const moe::AdamWStep k{1.f, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10.f, 4.5f};
+  const double adamw_ms = median_ms(repeats, [&] { moe::adamw_update(Device::Cuda, x, g, m, v, 0, count, true, k); });
+  for (float* p : {x, y, g, m, v}) SKEW_CUDA_CHECK(cudaFree(p));
+  const double gelu_bytes = 8.0 * double(count), adamw_bytes = 28.0 * double(count);
+  return Json{{"count", count},
+              {"gelu_ms", gelu_ms},
+              {"gelu_of_copy_bound", gelu_bytes / (gelu_ms * 1e-3) / bandwidth},
+              {"adamw_ms", adamw_ms},
+              {"adamw_of_copy_bound", adamw_bytes / (adamw_ms * 1e-3) / bandwidth}};
 }
 
 Json bench_experts(const Sizes& s, int repeats) {
@@ -316,6 +341,7 @@ int main(int argc, char** argv) {
     summary["gate"] = bench_gate(s, repeats, bandwidth);
     summary["dispatch"] = bench_dispatch(s, repeats, bandwidth);
     summary["experts"] = bench_experts(s, repeats);
+    summary["elementwise"] = bench_elementwise(std::size_t(1) << 26, repeats, bandwidth);
     SKEW_INFO("copy " << bandwidth / 1e9 << " GB/s; gate " << summary["gate"]["GBps"].get<double>()
                       << " GB/s; dispatch " << summary["dispatch"]["GBps"].get<double>() << " GB/s ("
                       << 100 * summary["dispatch"]["of_copy_bound"].get<double>() << "% of copy); grouped bf16 GEMM "

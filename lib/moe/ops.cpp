@@ -1,11 +1,11 @@
 #include "lib/moe/ops.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/gemm.hpp"
+#include "kernels/moe_elementwise.hpp"
 #include "lib/core/error.hpp"
 
 namespace skew::moe {
@@ -110,31 +110,12 @@ void layernorm_backward(int n, int d, const T* x, const T* g, const T* mean, con
 namespace {
 constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
 
-// e^x in float for |x| <= 80 (clamped beyond: enough for GELU's sigmoid form to saturate),
-// relative error about 2e-7, without libm calls or branches so that loops over it vectorise (the
-// double libm tanh was half of a CPU training step):
-// e^x = 2^n p(r), n = round(x / ln 2), r = x - n ln 2 (ln 2 split in two, Cody-Waite), p the
-// degree-6 Taylor polynomial on |r| <= ln 2 / 2.
-inline float exp_float(float x) {
-  x = x < -80.0f ? -80.0f : x > 80.0f ? 80.0f : x;
-  // A NaN (a diverged model) must come out NaN, and must not reach the int conversion, where
-  // it is undefined behaviour: the exponent is taken from 0 instead, and r carries the NaN.
-  const float finite = x == x ? x : 0.0f;
-  // + 128.5 keeps the argument positive, so truncation is round-to-nearest.
-  const int n = static_cast<int>(finite * 1.44269504f + 128.5f) - 128;
-  const float nf = static_cast<float>(n);
-  const float r = x - nf * 0.693359375f + nf * 2.12194440e-4f;
-  const float p =
-      1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
-  return p * std::bit_cast<float>(static_cast<std::int32_t>((n + 127) << 23));
-}
-
 // e^x in the scalar type: the vectorised exp_float in training, libm for the float64 references.
 template <class T>
 T exp_of(T x);
 template <>
 inline float exp_of(float x) {
-  return exp_float(x);
+  return kernels::moe::exp_float(x);
 }
 template <>
 inline double exp_of(double x) {
@@ -150,18 +131,11 @@ void gelu_forward(std::size_t n, const T* x, T* y) {
   }
 }
 
-// target_clones: GCC builds the loop for AVX-512, AVX2 and the x86-64 baseline and picks one at
-// load time, so the 16-wide version runs where the CPU has it without changing global flags.
+// The float path is the CPU twin of the CUDA kernel: one per-element body for both
+// (kernels/moe_elementwise.hpp), vectorised there.
 template <>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void gelu_forward<float>(std::size_t n, const float* x,
-                                                                                      float* y) {
-  constexpr float c = static_cast<float>(kGeluC);
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    // 0.5 (1 + tanh u) = e / (e + 1) with e = exp(2u): no cancellation where tanh u is near -1.
-    const float e = exp_float(2.0f * c * (v + 0.044715f * v * v * v));
-    y[i] = v * (e / (e + 1.0f));
-  }
+void gelu_forward<float>(std::size_t n, const float* x, float* y) {
+  kernels::moe::gelu_forward(Device::Host, n, x, y);
 }
 
 template <class T>
@@ -176,18 +150,8 @@ void gelu_backward(std::size_t n, const T* x, const T* dy, T* dx) {
 }
 
 template <>
-__attribute__((target_clones("avx512f", "avx2", "default"))) void gelu_backward<float>(std::size_t n, const float* x,
-                                                                                       const float* dy, float* dx) {
-  constexpr float c = static_cast<float>(kGeluC);
-  for (std::size_t i = 0; i < n; ++i) {
-    const float v = x[i];
-    // With e = exp(2u) and s = 1 / (e + 1): 0.5 (1 + tanh u) = e s and 1 - tanh^2 u = 4 e s^2.
-    const float e = exp_float(2.0f * c * (v + 0.044715f * v * v * v));
-    const float s = 1.0f / (e + 1.0f);
-    const float du = c * (1.0f + 3 * 0.044715f * v * v);
-    const float sigmoid = e * s;  // first, so that no product overflows for large |v|
-    dx[i] = dy[i] * (sigmoid + 2.0f * sigmoid * s * v * du);
-  }
+void gelu_backward<float>(std::size_t n, const float* x, const float* dy, float* dx) {
+  kernels::moe::gelu_backward(Device::Host, n, x, dy, dx);
 }
 
 namespace {

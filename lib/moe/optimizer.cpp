@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "kernels/moe_elementwise.hpp"
+
 namespace skew::moe {
 
 double learning_rate(const AdamWOptions& opt, std::int64_t step) {
@@ -28,24 +30,6 @@ AdamW::AdamW(const AdamWOptions& opt, GptMoe<float>& model, comm::ProcessGroup& 
   }
 }
 
-namespace {
-// In fp32, as PyTorch's AdamW, so that the loop vectorises (it was a double loop with a libm
-// sqrt per element: 5-8% of a CPU step, more for flexmoe, whose replicas each carry the state).
-struct AdamWStep {
-  float scale, lr, beta1, beta2, eps, decay, inv_c1, inv_sqrt_c2;
-};
-void adamw_update(float* w, const float* g, float* m, float* v, std::size_t begin, std::size_t end, bool decay,
-                  AdamWStep k) {
-  const float weight_decay = decay ? k.decay : 0.0f;
-  for (std::size_t i = begin; i < end; ++i) {
-    const float gi = g[i] * k.scale;
-    m[i] = k.beta1 * m[i] + (1.0f - k.beta1) * gi;
-    v[i] = k.beta2 * v[i] + (1.0f - k.beta2) * gi * gi;
-    const float update = (m[i] * k.inv_c1) / (std::sqrt(v[i]) * k.inv_sqrt_c2 + k.eps) + weight_decay * w[i];
-    w[i] -= k.lr * update;
-  }
-}
-}  // namespace
 
 double AdamW::step(std::int64_t iteration) {
   // Global norm: dense gradients are identical everywhere; each expert counts once, from the
@@ -61,7 +45,7 @@ double AdamW::step(std::int64_t iteration) {
   const double norm = std::sqrt(dense + expert[0]);
   const double c1 = 1 - std::pow(opt_.beta1, static_cast<double>(iteration + 1));
   const double c2 = 1 - std::pow(opt_.beta2, static_cast<double>(iteration + 1));
-  const AdamWStep k{(opt_.grad_clip > 0 && norm > opt_.grad_clip) ? static_cast<float>(opt_.grad_clip / norm) : 1.f,
+  const kernels::moe::AdamWStep k{(opt_.grad_clip > 0 && norm > opt_.grad_clip) ? static_cast<float>(opt_.grad_clip / norm) : 1.f,
                     static_cast<float>(learning_rate(opt_, iteration)),
                     static_cast<float>(opt_.beta1),
                     static_cast<float>(opt_.beta2),
@@ -71,18 +55,21 @@ double AdamW::step(std::int64_t iteration) {
                     static_cast<float>(1.0 / std::sqrt(c2))};
   auto& w = model_.dense_w();
   for (const auto& s : model_.segments())
-    adamw_update(w.data(), model_.dense_g().data(), m_.data(), v_.data(), s.offset, s.offset + s.size, decay_[s.offset],
-                 k);
+    kernels::moe::adamw_update(Device::Host, w.data(), model_.dense_g().data(), m_.data(), v_.data(), s.offset,
+                               s.offset + s.size, decay_[s.offset], k);
   const std::size_t D = static_cast<std::size_t>(model_.options().d_model),
                     F = static_cast<std::size_t>(model_.options().moe.d_ff);
   for (auto& layer : model_.moe())
     for (auto& [e, s] : layer->experts()) {
       float *pw = s.w.data<float>(), *pm = s.m.data<float>(), *pv = s.v.data<float>();
+      const auto update = [&](std::size_t begin, std::size_t end, bool decay) {
+        kernels::moe::adamw_update(Device::Host, pw, s.g.data(), pm, pv, begin, end, decay, k);
+      };
       // Layout [W1 | b1 | W2 | b2]: decay the two matrices only.
-      adamw_update(pw, s.g.data(), pm, pv, 0, D * F, true, k);
-      adamw_update(pw, s.g.data(), pm, pv, D * F, D * F + F, false, k);
-      adamw_update(pw, s.g.data(), pm, pv, D * F + F, 2 * D * F + F, true, k);
-      adamw_update(pw, s.g.data(), pm, pv, 2 * D * F + F, 2 * D * F + F + D, false, k);
+      update(0, D * F, true);
+      update(D * F, D * F + F, false);
+      update(D * F + F, 2 * D * F + F, true);
+      update(2 * D * F + F, 2 * D * F + F + D, false);
     }
   return norm;
 }

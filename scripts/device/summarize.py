@@ -97,6 +97,10 @@ def main():
         rows.append(("MoE gate (info)", f"{g['GBps']:.0f} GB/s, {100 * g['of_copy_bound']:.0f}% of copy", "-", "-"))
         if "gate" in torch_moe:
             rows.append(("MoE gate, PyTorch (info)", f"{torch_moe['gate']['GBps']:.0f} GB/s", "-", "-"))
+        if "elementwise" in moe:
+            el = moe["elementwise"]
+            rows.append(("GELU forward / AdamW over 2^26 floats (info)",
+                         f"{100 * el['gelu_of_copy_bound']:.0f}% / {100 * el['adamw_of_copy_bound']:.0f}% of copy bound", "-", "-"))
         e = moe["experts"]
         check("bf16 grouped GEMM of one cuBLAS GEMM",
               f"{100 * e['of_one_gemm']:.0f}% ({e['grouped_TFLOPs']:.0f} vs {e['one_gemm_TFLOPs']:.0f} TFLOP/s)",

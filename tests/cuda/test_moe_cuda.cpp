@@ -1,8 +1,10 @@
 // The CUDA MoE kernels against their CPU twins on the same inputs (skipped without a GPU).
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <limits>
 
 #include "kernels/moe_dispatch.hpp"
+#include "kernels/moe_elementwise.hpp"
 #include "kernels/moe_expert.hpp"
 #include "kernels/moe_gate.hpp"
 #include "lib/core/cuda_check.hpp"
@@ -164,5 +166,50 @@ TEST_CASE("CUDA dispatch equals the CPU twin across sizes, row widths and repeat
     REQUIRE(on_host<std::int64_t>(dcounts) == counts);
     REQUIRE(on_host<std::int64_t>(dpos) == pos);
     REQUIRE(on_host<float>(dout) == want);
+  }
+}
+
+TEST_CASE("CUDA GELU and AdamW run the CPU twins' per-element bodies", "[moe][cuda]") {
+  SKEW_REQUIRE_GPU();
+  const std::size_t n = 100003;  // not a multiple of the block
+  Rng rng(10, 10);
+  std::vector<float> x(n), dy(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = 4 * rng.normal(), dy[i] = rng.normal();
+  x[0] = 60.f, x[1] = -60.f, x[2] = 0.f;  // saturated on both sides, and zero
+  std::vector<float> y(n), dx(n);
+  km::gelu_forward(Device::Host, n, x.data(), y.data());
+  km::gelu_backward(Device::Host, n, x.data(), dy.data(), dx.data());
+  Tensor dx_in = on_gpu(x), ddy = on_gpu(dy), dyo = Tensor::zeros({std::int64_t(n)}, DType::F32, Device::Cuda),
+         ddx = Tensor::zeros({std::int64_t(n)}, DType::F32, Device::Cuda);
+  km::gelu_forward(Device::Cuda, n, dx_in.data<float>(), dyo.data<float>());
+  km::gelu_backward(Device::Cuda, n, dx_in.data<float>(), ddy.data<float>(), ddx.data<float>());
+  const auto gy = on_host<float>(dyo), gdx = on_host<float>(ddx);
+  // nvcc may contract a * b + c into one fused multiply-add where GCC rounds twice: last bits only.
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(gy[i] == Approx(y[i]).epsilon(1e-5).margin(1e-6));
+    REQUIRE(gdx[i] == Approx(dx[i]).epsilon(1e-5).margin(1e-6));
+  }
+
+  // Five AdamW steps on the same state; decay on the first half only (begin/end offsets).
+  std::vector<float> w(n), m(n, 0.f), v(n, 0.f), g(n);
+  for (std::size_t i = 0; i < n; ++i) w[i] = rng.normal();
+  Tensor dw = on_gpu(w), dm = on_gpu(m), dv = on_gpu(v), dg = on_gpu(g);
+  for (int step = 1; step <= 5; ++step) {
+    for (auto& gi : g) gi = rng.normal();
+    dg = on_gpu(g);
+    const float c1 = 1 - std::pow(0.9f, float(step)), c2 = 1 - std::pow(0.95f, float(step));
+    const km::AdamWStep k{0.5f, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 1 / c1, 1 / std::sqrt(c2)};
+    km::adamw_update(Device::Host, w.data(), g.data(), m.data(), v.data(), 0, n / 2, true, k);
+    km::adamw_update(Device::Host, w.data(), g.data(), m.data(), v.data(), n / 2, n, false, k);
+    km::adamw_update(Device::Cuda, dw.data<float>(), dg.data<float>(), dm.data<float>(), dv.data<float>(), 0, n / 2,
+                     true, k);
+    km::adamw_update(Device::Cuda, dw.data<float>(), dg.data<float>(), dm.data<float>(), dv.data<float>(), n / 2, n,
+                     false, k);
+  }
+  const auto gw = on_host<float>(dw), gm = on_host<float>(dm), gv = on_host<float>(dv);
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(gw[i] == Approx(w[i]).epsilon(1e-5).margin(1e-6));
+    REQUIRE(gm[i] == Approx(m[i]).epsilon(1e-5).margin(1e-7));
+    REQUIRE(gv[i] == Approx(v[i]).epsilon(1e-5).margin(1e-7));
   }
 }

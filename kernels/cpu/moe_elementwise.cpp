@@ -1,0 +1,55 @@
+#include "kernels/moe_elementwise.hpp"
+
+#include "lib/core/error.hpp"
+
+namespace skew::kernels::moe {
+
+// target_clones: GCC builds each loop for AVX-512, AVX2 and the x86-64 baseline and picks one at
+// load time, so the 16-wide version runs where the CPU has it without changing global flags.
+namespace {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void gelu_forward_host(std::size_t n, const float* x,
+                                                                                    float* y) {
+  for (std::size_t i = 0; i < n; ++i) y[i] = gelu_forward_element(x[i]);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void gelu_backward_host(std::size_t n, const float* x,
+                                                                                     const float* dy, float* dx) {
+  for (std::size_t i = 0; i < n; ++i) dx[i] = gelu_backward_element(x[i], dy[i]);
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adamw_update_host(float* w, const float* g, float* m, float* v, std::size_t begin, std::size_t end,
+                       float weight_decay, const AdamWStep& k) {
+  const AdamWStep step = k;  // a local copy: the loop need not reload it after each store
+  for (std::size_t i = begin; i < end; ++i) adamw_element(w[i], g[i], m[i], v[i], step, weight_decay);
+}
+}  // namespace
+
+void gelu_forward(Device device, std::size_t n, const float* x, float* y) {
+  if (device == Device::Cuda) return cuda::gelu_forward(n, x, y);
+  gelu_forward_host(n, x, y);
+}
+
+void gelu_backward(Device device, std::size_t n, const float* x, const float* dy, float* dx) {
+  if (device == Device::Cuda) return cuda::gelu_backward(n, x, dy, dx);
+  gelu_backward_host(n, x, dy, dx);
+}
+
+void adamw_update(Device device, float* w, const float* g, float* m, float* v, std::size_t begin, std::size_t end,
+                  bool decay, const AdamWStep& k) {
+  if (device == Device::Cuda) return cuda::adamw_update(w + begin, g + begin, m + begin, v + begin, end - begin, decay, k);
+  adamw_update_host(w, g, m, v, begin, end, decay ? k.decay : 0.0f, k);
+}
+
+#ifndef SKEW_WITH_CUDA
+namespace cuda {
+void gelu_forward(std::size_t, const float*, float*) { SKEW_THROW("GELU on CUDA in a build without CUDA"); }
+void gelu_backward(std::size_t, const float*, const float*, float*) {
+  SKEW_THROW("GELU backward on CUDA in a build without CUDA");
+}
+void adamw_update(float*, const float*, float*, float*, std::size_t, bool, const AdamWStep&) {
+  SKEW_THROW("AdamW on CUDA in a build without CUDA");
+}
+}  // namespace cuda
+#endif
+
+}  // namespace skew::kernels::moe
