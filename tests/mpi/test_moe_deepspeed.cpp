@@ -52,8 +52,11 @@ Forward forward(const MoeOptions& o, int n, const std::vector<std::int32_t>& for
           layer.kept(),
           layer.gate_state().expert,
           layer.gate_state().weight,
-          layer.gate_state().local_counts, layer.dropped(),
-          layer.padded(), layer.computed_rows(), layer.times().alltoall_bytes};
+          layer.gate_state().local_counts,
+          layer.dropped(),
+          layer.padded(),
+          layer.computed_rows(),
+          layer.times().alltoall_bytes};
 }
 
 std::int64_t global_sum(std::int64_t v) {
@@ -154,8 +157,10 @@ TEST_CASE("deepspeed drops by DeepSpeed's order on constructed routings", "[moe]
     double least_kept = 1, most_dropped = 0;
     for (int t = 0; t < n; ++t) {
       const double p = f.weight[static_cast<std::size_t>(t)];
-      if (f.kept[static_cast<std::size_t>(t)]) least_kept = std::min(least_kept, p);
-      else most_dropped = std::max(most_dropped, p);
+      if (f.kept[static_cast<std::size_t>(t)])
+        least_kept = std::min(least_kept, p);
+      else
+        most_dropped = std::max(most_dropped, p);
     }
     REQUIRE(least_kept > most_dropped);
   }

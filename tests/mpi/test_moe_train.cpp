@@ -29,8 +29,8 @@ TEST_CASE("bf16 mixed-precision training learns as well as fp32", "[moe]") {
 
 TEST_CASE("deepspeed training computes [experts, capacity] rows per rank and layer in every step", "[moe]") {
   const Schema schema = moe::moe_train_schema();
-  const Json s = run(schema, {"--moe.policy=deepspeed", "--moe.top_k=1", "--moe.capacity_factor=0.5",
-                              "--train.iterations=3"});
+  const Json s =
+      run(schema, {"--moe.policy=deepspeed", "--moe.top_k=1", "--moe.capacity_factor=0.5", "--train.iterations=3"});
   INFO(s.dump());
   // 8 sequences of 32 tokens per rank: 256 tokens, ceil(256 / 4 * 0.5) = 32 slots per expert.
   const std::int64_t ranks = world().size(), steps = 3 * 2, tokens = 256, slots = 32;

@@ -50,8 +50,8 @@ void DeepSpeedPolicy<T>::keep(const MoeLayer<T>& layer, bool training, std::vect
   const bool choice_major = k == 2;
   for (int outer = 0; outer < (choice_major ? k : n); ++outer)
     for (int inner = 0; inner < (choice_major ? n : k); ++inner) {
-      const std::int64_t a = choice_major ? static_cast<std::int64_t>(inner) * k + outer
-                                          : static_cast<std::int64_t>(outer) * k + inner;
+      const std::int64_t a =
+          choice_major ? static_cast<std::int64_t>(inner) * k + outer : static_cast<std::int64_t>(outer) * k + inner;
       by_expert[static_cast<std::size_t>(gate.expert[static_cast<std::size_t>(a)])].push_back(a);
     }
   // Priority of each assignment (higher is kept first); none: the fill order decides.
@@ -72,7 +72,8 @@ void DeepSpeedPolicy<T>::keep(const MoeLayer<T>& layer, bool training, std::vect
       std::stable_sort(list.begin(), list.end(), [&](std::int64_t a, std::int64_t b) {
         return priority[static_cast<std::size_t>(a)] > priority[static_cast<std::size_t>(b)];
       });
-    for (std::size_t i = static_cast<std::size_t>(cap); i < list.size(); ++i) kept[static_cast<std::size_t>(list[i])] = 0;
+    for (std::size_t i = static_cast<std::size_t>(cap); i < list.size(); ++i)
+      kept[static_cast<std::size_t>(list[i])] = 0;
   }
 }
 
@@ -93,8 +94,8 @@ std::int64_t DeepSpeedPolicy<T>::pad(const MoeLayer<T>& layer, std::vector<std::
   for (int e = 0; e < E; ++e) {
     std::int64_t rows = 0;
     for (int r = 0; r < N; ++r) rows += block[static_cast<std::size_t>(r * E + e)];
-    SKEW_CHECK(rows <= slots, "deepspeed: rank " << layer.world().rank() << " keeps " << rows << " rows of expert "
-                                                 << e << ", more than its " << slots << " slots");
+    SKEW_CHECK(rows <= slots, "deepspeed: rank " << layer.world().rank() << " keeps " << rows << " rows of expert " << e
+                                                 << ", more than its " << slots << " slots");
     const int owner = layer.placement().experts[static_cast<std::size_t>(e)][0].rank;
     block[static_cast<std::size_t>(owner * E + e)] += slots - rows;
     padded += slots - rows;
