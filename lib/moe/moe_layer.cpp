@@ -262,6 +262,7 @@ template <class T>
 void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx, T* y) {
   const int D = opt_.d_model, F = opt_.d_ff, k = opt_.gate.top_k;
   n_ = n;
+  step_ = ctx;
   Timer timer;
   gate_forward<T>(
       opt_.gate, n, D, x, wg, static_cast<const T*>(ctx.jitter), ctx.forced,

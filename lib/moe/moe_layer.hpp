@@ -27,8 +27,10 @@ struct MoeOptions {
   int d_model = 16, d_ff = 32;
   GateOptions gate;
   Policy policy = Policy::Static;
-  double capacity_factor_train = 1.0, capacity_factor_eval = 2.0;  // deepspeed
-  bool drop_tokens = true;                                         // deepspeed: false pads to max load
+  double capacity_factor_train = 1.0, capacity_factor_eval = 1.0;  // deepspeed (policies/deepspeed.hpp)
+  std::int64_t min_capacity = 4;                                   // deepspeed: least slots per expert
+  bool drop_tokens = true;                                         // deepspeed: false = dropless, padded to max load
+  bool use_rts = true;                                             // deepspeed: top-1 random token selection
   bool drop_by_probability = false;                                // deepspeed: keep the most probable
   double fastermoe_gflops = 20.0, fastermoe_gbps = 5.0;            // fastermoe cost model constants
   Precision precision = Precision::Fp32;  // of the expert FFN GEMMs (the model sets it)
@@ -40,6 +42,11 @@ struct StepContext {
   bool training = true;
   const std::int32_t* forced = nullptr;  // replayed expert choices [n * k], or null
   const void* jitter = nullptr;          // gate input noise [n * d] of the layer's scalar type, or null
+  // Key the step's random choices (DeepSpeed's random token selection), so that a step, and a
+  // resumed run, is reproducible: the run's seed, the iteration and the MoE layer's index.
+  std::uint64_t seed = 0;
+  std::int64_t iteration = 0;
+  int layer = 0;
 };
 
 // Per step: wall seconds by phase; expert_cpu = this thread's CPU seconds in the expert FFNs
@@ -86,6 +93,8 @@ class MoeLayer {
   std::map<int, ExpertState<T>>& experts() { return experts_; }
   ExpertState<T>& create_expert(int e);
   const GateState<T>& gate_state() const { return gate_; }
+  const StepContext& step() const { return step_; }  // of the current forward
+  const std::vector<char>& kept() const { return kept_; }  // [n*k]: 0 where the policy dropped the assignment
   std::int64_t dropped() const { return dropped_; }  // assignments dropped this step, global
   std::int64_t padded() const { return padded_; }    // zero rows computed this step, global
   std::int64_t computed_rows() const { return static_cast<std::int64_t>(xe_.size()) / opt_.d_model; }  // on this rank
@@ -119,6 +128,7 @@ class MoeLayer {
   std::vector<char> shadow_flag_;  // [E]
 
   GateState<T> gate_;
+  StepContext step_;
   int n_ = 0;
   std::vector<char> kept_;                          // [n*k]
   std::vector<std::int64_t> pos_;                   // [n*k] row in the send buffer, -1 when dropped

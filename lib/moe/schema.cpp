@@ -27,11 +27,21 @@ Schema moe_train_schema() {
   s.add_choice("moe.policy", "static", {"static", "deepspeed", "fastermoe", "flexmoe"},
                "static: one replica per expert, dropless; deepspeed: capacity factor; fastermoe: shadow hot experts; "
                "flexmoe: dynamic expert replication and placement ([placement] keys)");
-  s.add_float("moe.capacity_factor", 1.0, FloatRange::above(0), "deepspeed: training capacity factor");
-  s.add_float("moe.eval_capacity_factor", 2.0, FloatRange::above(0), "deepspeed: evaluation capacity factor");
-  s.add_bool("moe.drop_tokens", true, "deepspeed: drop tokens over capacity (false: pad every expert to the max load)");
+  s.add_float("moe.capacity_factor", 1.0, FloatRange::above(0),
+              "deepspeed: training capacity factor; capacity = max(ceil(tokens per rank / experts * factor * "
+              "top_k), min_capacity) slots per expert and rank");
+  s.add_float("moe.eval_capacity_factor", 1.0, FloatRange::above(0), "deepspeed: evaluation capacity factor");
+  s.add_int("moe.min_capacity", 4, {0, kMaxInt32}, "deepspeed: least capacity per expert and rank");
+  s.add_bool("moe.drop_tokens", true,
+             "deepspeed: compute on the padded [experts, capacity, d_model] buffer, dropping assignments over "
+             "capacity (false: dropless, every expert padded to the max load)");
+  s.add_bool("moe.use_rts", true,
+             "deepspeed, top-1: random token selection keeps a random choice of an overfull expert's tokens "
+             "(false: the earliest)");
   s.add_choice("moe.drop_policy", "position", {"position", "probability"},
-               "deepspeed: which tokens over capacity to drop");
+               "deepspeed: which assignments over capacity to drop where use_rts does not decide: position "
+               "(top-2: first choices before second ones, then earlier tokens first) or probability (the least "
+               "probable; overrides use_rts)");
   s.add_float("moe.fastermoe_gflops", 20.0, FloatRange::above(0), "fastermoe cost model: expert GEMM throughput per rank");
   s.add_float("moe.fastermoe_gbps", 5.0, FloatRange::above(0), "fastermoe cost model: network bandwidth per rank");
   s.add_string("moe.save_trace", "", "write every token's expert choices to FILE.rank<r>");
@@ -74,7 +84,9 @@ MoeOptions moe_options(const Config& c) {
   e.policy = parse_policy(c.get_string("moe.policy"));
   e.capacity_factor_train = c.get_float("moe.capacity_factor");
   e.capacity_factor_eval = c.get_float("moe.eval_capacity_factor");
+  e.min_capacity = c.get_int_as<std::int64_t>("moe.min_capacity");
   e.drop_tokens = c.get_bool("moe.drop_tokens");
+  e.use_rts = c.get_bool("moe.use_rts");
   e.drop_by_probability = c.get_string("moe.drop_policy") == "probability";
   e.fastermoe_gflops = c.get_float("moe.fastermoe_gflops");
   e.fastermoe_gbps = c.get_float("moe.fastermoe_gbps");

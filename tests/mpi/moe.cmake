@@ -3,6 +3,11 @@ skew_mpi_test(skew_moe_mpi_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_layer.cpp
   LIBS skew_moe
   NP 1 2 4)
+# The deepspeed policy against DeepSpeed's capacity, padding and drop order.
+skew_mpi_test(skew_moe_deepspeed_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_deepspeed.cpp
+  LIBS skew_moe
+  NP 1 2 4)
 skew_mpi_test(skew_moe_train_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_train.cpp
   LIBS skew_moe

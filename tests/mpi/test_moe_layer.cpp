@@ -1,6 +1,6 @@
 // Expert-parallel MoE on 1, 2 and 4 ranks: every layer's backward against finite differences
 // (float64), the N-rank model against the 1-rank model with the same weights (MPI_COMM_SELF),
-// replica splits, FasterMoE shadows, DeepSpeed capacity drops, the identity round trip, and bf16
+// replica splits, FasterMoE shadows, the identity round trip, and bf16
 // mixed precision against its float64 reference.
 #include <mpi.h>
 
@@ -8,71 +8,12 @@
 #include <cmath>
 #include <type_traits>
 
-#include "lib/core/rng.hpp"
-#include "lib/moe/models/gpt_network.hpp"
 #include "lib/moe/optimizer.hpp"
-#include "mpi/mpi_process_group.hpp"
+#include "tests/mpi/moe_model_fixture.hpp"
 
-using namespace skew;
-using namespace skew::moe;
-using placement::LayerPlacement;
+using namespace skew_moe_fixture;
 
 namespace {
-
-comm::ProcessGroup& world() {
-  static comm::MpiProcessGroup group(MPI_COMM_WORLD);
-  return group;
-}
-comm::ProcessGroup& self() {
-  static comm::MpiProcessGroup group(MPI_COMM_SELF);
-  return group;
-}
-
-ModelOptions tiny(int experts, int k) {
-  ModelOptions o;
-  o.vocab = 11, o.d_model = 8, o.heads = 2, o.layers = 2, o.seq_len = 5, o.d_ff = 12, o.moe_every = 1;
-  o.init_std = 0.3;
-  o.moe.d_ff = 12;
-  o.moe.gate.num_experts = experts, o.moe.gate.top_k = k;
-  o.moe.gate.aux_weight = 0.1, o.moe.gate.z_weight = 0.01;
-  return o;
-}
-
-std::vector<LayerPlacement> block_placements(const ModelOptions& o, int world_size, int slots) {
-  return std::vector<LayerPlacement>(static_cast<std::size_t>(o.moe_layers()),
-                                     LayerPlacement::block(o.moe.gate.num_experts, world_size, slots));
-}
-
-// Global batch of `sequences` sequences; rank r of N takes its contiguous share.
-struct Batch {
-  std::vector<std::int32_t> tokens, targets;
-};
-Batch make_batch(const ModelOptions& o, int sequences, int rank, int ranks) {
-  Batch all;
-  Rng rng(42, 9);
-  for (int i = 0; i < sequences * o.seq_len; ++i) {
-    all.tokens.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(o.vocab))));
-    all.targets.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(o.vocab))));
-  }
-  const std::size_t per = all.tokens.size() / static_cast<std::size_t>(ranks);
-  Batch mine;
-  mine.tokens.assign(all.tokens.begin() + static_cast<long>(per * rank),
-                     all.tokens.begin() + static_cast<long>(per * (rank + 1)));
-  mine.targets.assign(all.targets.begin() + static_cast<long>(per * rank),
-                      all.targets.begin() + static_cast<long>(per * (rank + 1)));
-  return mine;
-}
-
-template <class T>
-double run(GptMoe<T>& m, const Batch& b, bool backward) {
-  StepInputs in;
-  in.training = true;
-  if (backward) m.zero_grads();
-  const double loss =
-      m.step(b.tokens.data(), b.targets.data(), static_cast<int>(b.tokens.size()) / m.options().seq_len, in, backward);
-  if (backward) m.sync_grads();
-  return loss;
-}
 
 // Every rank holds a 1-rank reference model (MPI_COMM_SELF) over the whole batch and checks its
 // own share of the expert-parallel model against it: loss, dense and local expert gradients.
@@ -103,34 +44,7 @@ TEST_CASE("moe model gradients match finite differences in every layer", "[moe]"
     const int N = world().size();
     GptMoe<double> m(o, world(), block_placements(o, N, 4));
     m.init(3);
-    const Batch b = make_batch(o, 4, world().rank(), N);
-    run(m, b, true);
-    const double eps = 1e-6;
-    auto fd = [&](double* w) {
-      const double keep = w ? *w : 0;
-      if (w) *w = keep + eps;
-      const double up = run(m, b, false);
-      if (w) *w = keep - eps;
-      const double down = run(m, b, false);
-      if (w) *w = keep;
-      return (up - down) / (2 * eps);
-    };
-    for (const auto& seg : m.segments())
-      for (std::size_t i : {std::size_t{0}, seg.size / 2, seg.size - 1}) {
-        const double analytic = m.dense_g()[seg.offset + i];
-        INFO(seg.name << "[" << i << "]");
-        REQUIRE(fd(&m.dense_w()[seg.offset + i]) == Approx(analytic).margin(1e-7).epsilon(1e-5));
-      }
-    for (auto& layer : m.moe())
-      for (int e = 0; e < o.moe.gate.num_experts; ++e)
-        for (std::size_t i : {std::size_t{1}, std::size_t{8 * 12 + 3}, std::size_t{8 * 12 + 12 + 5},
-                              std::size_t{2 * 8 * 12 + 12 + 2}}) {
-          auto it = layer->experts().find(e);
-          const bool mine = it != layer->experts().end();
-          const double numeric = fd(mine ? &it->second.w.data<double>()[i] : nullptr);
-          INFO("expert " << e << "[" << i << "]");
-          if (mine) REQUIRE(numeric == Approx(it->second.g[i]).margin(1e-7).epsilon(1e-5));
-        }
+    check_finite_differences(m, make_batch(o, 4, world().rank(), N));
   }
 }
 
@@ -172,46 +86,6 @@ TEST_CASE("fastermoe shadows keep the model function and gradients", "[moe]") {
                                                                  static_cast<std::int64_t>(layer->shadowed().size())));
   }
   if (world().size() == 2) CHECK(shadows > 0);  // this batch shadows at 2 ranks
-}
-
-TEST_CASE("deepspeed drops match the capacity formula", "[moe]") {
-  const int N = world().size();
-  for (int k : {1, 2})
-    for (bool by_prob : {false, true}) {
-      ModelOptions o = tiny(4, k);
-      o.moe.policy = Policy::DeepSpeed;
-      o.moe.capacity_factor_train = 0.5;
-      o.moe.drop_by_probability = by_prob;
-      GptMoe<double> m(o, world(), block_placements(o, N, 4));
-      m.init(7);
-      const Batch b = make_batch(o, 4 * N, world().rank(), N);
-      run(m, b, false);
-      const int n = static_cast<int>(b.tokens.size());
-      const std::int64_t capacity = static_cast<std::int64_t>(std::ceil(n / 4.0 * 0.5)) * k;
-      for (auto& layer : m.moe()) {
-        std::vector<std::int64_t> over = {0};
-        for (auto c : layer->gate_state().local_counts) over[0] += std::max<std::int64_t>(0, c - capacity);
-        world().allreduce(comm::view(over), comm::ReduceOp::Sum);
-        REQUIRE(over[0] > 0);
-        REQUIRE(layer->dropped() == over[0]);
-      }
-    }
-  // drop_tokens = false: nothing dropped, every expert padded to the largest load.
-  ModelOptions o = tiny(4, 2);
-  o.moe.policy = Policy::DeepSpeed;
-  o.moe.drop_tokens = false;
-  GptMoe<double> m(o, world(), block_placements(o, N, 4));
-  m.init(7);
-  run(m, make_batch(o, 4 * N, world().rank(), N), false);
-  for (auto& layer : m.moe()) {
-    std::vector<std::int64_t> counts = layer->gate_state().local_counts;
-    std::vector<std::int64_t> mx = {*std::max_element(counts.begin(), counts.end())};
-    world().allreduce(comm::view(mx), comm::ReduceOp::Max);
-    std::int64_t total = 0;
-    for (auto c : layer->gate_state().global_counts) total += c;
-    REQUIRE(layer->dropped() == 0);
-    REQUIRE(layer->padded() == mx[0] * 4 * N - total);
-  }
 }
 
 TEST_CASE("dispatch and combine round trip is the identity with identity experts", "[moe]") {

@@ -1,4 +1,5 @@
-// moe_train's loop on 2 ranks: a short training falls below the unigram entropy of its data.
+// moe_train's loop on 2 ranks: a short training falls below the unigram entropy of its data; the
+// deepspeed policy computes its padded buffers in every step.
 #include <catch2/catch.hpp>
 
 #include "tests/mpi/test_moe_util.hpp"
@@ -24,4 +25,16 @@ TEST_CASE("bf16 mixed-precision training learns as well as fp32", "[moe]") {
   // did compute differently.
   REQUIRE(std::abs(bf16["final_val_loss"].get<double>() - fp32["final_val_loss"].get<double>()) < 0.05);
   REQUIRE(bf16["final_val_loss"].get<double>() != fp32["final_val_loss"].get<double>());
+}
+
+TEST_CASE("deepspeed training computes [experts, capacity] rows per rank and layer in every step", "[moe]") {
+  const Schema schema = moe::moe_train_schema();
+  const Json s =
+      run(schema, {"--moe.policy=deepspeed", "--moe.top_k=1", "--moe.capacity_factor=0.5", "--train.iterations=3"});
+  INFO(s.dump());
+  // 8 sequences of 32 tokens per rank: 256 tokens, ceil(256 / 4 * 0.5) = 32 slots per expert.
+  const std::int64_t ranks = world().size(), steps = 3 * 2, tokens = 256, slots = 32;
+  const std::int64_t kept = steps * ranks * tokens - s["dropped"].get<std::int64_t>();
+  REQUIRE(s["dropped"].get<std::int64_t>() > 0);
+  REQUIRE(s["padded"].get<std::int64_t>() + kept == steps * ranks * 4 * slots);
 }

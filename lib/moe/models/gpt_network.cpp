@@ -142,6 +142,7 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     if (mi >= 0) {
       StepContext ctx;
       ctx.training = in.training;
+      ctx.seed = in.seed, ctx.iteration = in.iteration, ctx.layer = mi;
       if (mi < static_cast<int>(in.forced.size())) ctx.forced = in.forced[static_cast<std::size_t>(mi)];
       std::vector<T> noise;
       if (in.training && opt_.jitter > 0) {

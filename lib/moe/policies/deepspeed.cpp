@@ -2,10 +2,40 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
+#include "lib/core/error.hpp"
+#include "lib/core/rng.hpp"
 #include "lib/moe/moe_layer.hpp"
 
 namespace skew::moe {
+
+std::int64_t deepspeed_capacity(std::int64_t tokens, int experts, int top_k, double capacity_factor,
+                                std::int64_t min_capacity) {
+  SKEW_CHECK(experts > 0 && top_k > 0 && capacity_factor > 0,
+             "deepspeed capacity of " << experts << " experts, top-" << top_k << ", factor " << capacity_factor);
+  // The order of DeepSpeed's float arithmetic: (tokens / experts) * (factor * k), then ceil.
+  const double slots =
+      std::ceil(static_cast<double>(tokens) / experts * (capacity_factor * static_cast<double>(top_k)));
+  return std::max(static_cast<std::int64_t>(slots), min_capacity);
+}
+
+namespace {
+// Philox stream of random token selection, apart from the jitter's streams (small numbers keyed
+// by iteration and layer) by its top byte.
+std::uint64_t rts_stream(const StepContext& step) {
+  const std::uint64_t tag = 0xD5ULL << 56;
+  const std::uint64_t phase = static_cast<std::uint64_t>(step.iteration) * 2 + (step.training ? 0 : 1);
+  return tag ^ (phase << 12) ^ static_cast<std::uint64_t>(step.layer);
+}
+}  // namespace
+
+template <class T>
+std::int64_t DeepSpeedPolicy<T>::capacity(const MoeLayer<T>& layer, bool training) const {
+  const GateOptions& gate = layer.options().gate;
+  return deepspeed_capacity(layer.gate_state().n, gate.num_experts, gate.top_k,
+                            training ? opt_.capacity_factor_train : opt_.capacity_factor_eval, opt_.min_capacity);
+}
 
 template <class T>
 void DeepSpeedPolicy<T>::keep(const MoeLayer<T>& layer, bool training, std::vector<char>& kept) const {
@@ -13,37 +43,62 @@ void DeepSpeedPolicy<T>::keep(const MoeLayer<T>& layer, bool training, std::vect
   const GateState<T>& gate = layer.gate_state();
   const int E = layer.options().gate.num_experts, k = layer.options().gate.top_k;
   const int n = static_cast<int>(kept.size()) / k;
-  const double factor = training ? opt_.capacity_factor_train : opt_.capacity_factor_eval;
-  const std::int64_t capacity = static_cast<std::int64_t>(std::ceil(static_cast<double>(n) / E * factor)) * k;
+  const std::int64_t cap = capacity(layer, training);
+  // Each expert's assignments in the order DeepSpeed fills its buffer slots: choice-major for
+  // top-2 (all first choices, then the second ones), token order otherwise.
   std::vector<std::vector<std::int64_t>> by_expert(static_cast<std::size_t>(E));
-  for (int j = 0; j < k; ++j)
-    for (int t = 0; t < n; ++t) {
-      const std::int64_t a = static_cast<std::int64_t>(t) * k + j;
+  const bool choice_major = k == 2;
+  for (int outer = 0; outer < (choice_major ? k : n); ++outer)
+    for (int inner = 0; inner < (choice_major ? n : k); ++inner) {
+      const std::int64_t a =
+          choice_major ? static_cast<std::int64_t>(inner) * k + outer : static_cast<std::int64_t>(outer) * k + inner;
       by_expert[static_cast<std::size_t>(gate.expert[static_cast<std::size_t>(a)])].push_back(a);
     }
+  // Priority of each assignment (higher is kept first); none: the fill order decides.
+  std::vector<double> priority;
+  if (k == 1 && opt_.use_rts && !opt_.drop_by_probability) {
+    // One draw per token, in token order, so a token's chance does not depend on the routing of
+    // the others; ranks draw from disjoint ranges of the stream.
+    const StepContext& step = layer.step();
+    Rng rng(step.seed, rts_stream(step), static_cast<std::uint64_t>(layer.world().rank()) << 40);
+    priority.resize(static_cast<std::size_t>(n));
+    for (auto& p : priority) p = static_cast<double>(rng.next_u32());
+  } else if (opt_.drop_by_probability) {
+    priority.assign(gate.weight.begin(), gate.weight.end());
+  }
   for (auto& list : by_expert) {
-    if (opt_.drop_by_probability)
+    if (static_cast<std::int64_t>(list.size()) <= cap) continue;
+    if (!priority.empty())
       std::stable_sort(list.begin(), list.end(), [&](std::int64_t a, std::int64_t b) {
-        return gate.weight[static_cast<std::size_t>(a)] > gate.weight[static_cast<std::size_t>(b)];
+        return priority[static_cast<std::size_t>(a)] > priority[static_cast<std::size_t>(b)];
       });
-    for (std::size_t i = static_cast<std::size_t>(capacity); i < list.size(); ++i)
+    for (std::size_t i = static_cast<std::size_t>(cap); i < list.size(); ++i)
       kept[static_cast<std::size_t>(list[i])] = 0;
   }
 }
 
-// Pads every expert's block, on the rank of its first replica, to the largest block over all
-// ranks and experts.
+// Pads every expert's rows from this rank, in the block of its first replica, to the buffer's
+// capacity (drop_tokens) or to the largest block over all ranks and experts (dropless).
 template <class T>
 std::int64_t DeepSpeedPolicy<T>::pad(const MoeLayer<T>& layer, std::vector<std::int64_t>& block) const {
-  if (opt_.drop_tokens) return 0;
-  const int E = layer.options().gate.num_experts;
-  std::vector<std::int64_t> mx = {*std::max_element(block.begin(), block.end())};
-  layer.world().allreduce(comm::view(mx), comm::ReduceOp::Max);
+  const int E = layer.options().gate.num_experts, N = layer.world().size();
+  std::int64_t slots = 0;
+  if (opt_.drop_tokens) {
+    slots = capacity(layer, layer.step().training);
+  } else {
+    std::vector<std::int64_t> mx = {*std::max_element(block.begin(), block.end())};
+    layer.world().allreduce(comm::view(mx), comm::ReduceOp::Max);
+    slots = mx[0];
+  }
   std::int64_t padded = 0;
   for (int e = 0; e < E; ++e) {
+    std::int64_t rows = 0;
+    for (int r = 0; r < N; ++r) rows += block[static_cast<std::size_t>(r * E + e)];
+    SKEW_CHECK(rows <= slots, "deepspeed: rank " << layer.world().rank() << " keeps " << rows << " rows of expert " << e
+                                                 << ", more than its " << slots << " slots");
     const int owner = layer.placement().experts[static_cast<std::size_t>(e)][0].rank;
-    padded += mx[0] - block[static_cast<std::size_t>(owner * E + e)];
-    block[static_cast<std::size_t>(owner * E + e)] = mx[0];
+    block[static_cast<std::size_t>(owner * E + e)] += slots - rows;
+    padded += slots - rows;
   }
   return padded;
 }

@@ -23,7 +23,9 @@ std::shared_ptr<BalancingPolicy<T>> make_policy(const MoeOptions& o) {
     case Policy::DeepSpeed:
       return std::make_shared<DeepSpeedPolicy<T>>(DeepSpeedOptions{.capacity_factor_train = o.capacity_factor_train,
                                                                    .capacity_factor_eval = o.capacity_factor_eval,
+                                                                   .min_capacity = o.min_capacity,
                                                                    .drop_tokens = o.drop_tokens,
+                                                                   .use_rts = o.use_rts,
                                                                    .drop_by_probability = o.drop_by_probability});
     case Policy::FasterMoE:
       return std::make_shared<FasterMoePolicy<T>>(

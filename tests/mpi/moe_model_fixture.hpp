@@ -1,0 +1,109 @@
+// Shared by the expert-parallel MoE tests (test_moe_layer.cpp, test_moe_deepspeed.cpp): the
+// world and self groups, a tiny GPT-MoE, its batches, one step, and its gradients against
+// central finite differences (float64).
+#pragma once
+#include <mpi.h>
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "lib/core/rng.hpp"
+#include "lib/moe/models/gpt_network.hpp"
+#include "mpi/mpi_process_group.hpp"
+
+namespace skew_moe_fixture {
+using namespace skew;
+using namespace skew::moe;
+using placement::LayerPlacement;
+
+inline comm::ProcessGroup& world() {
+  static comm::MpiProcessGroup group(MPI_COMM_WORLD);
+  return group;
+}
+inline comm::ProcessGroup& self() {
+  static comm::MpiProcessGroup group(MPI_COMM_SELF);
+  return group;
+}
+
+inline ModelOptions tiny(int experts, int k) {
+  ModelOptions o;
+  o.vocab = 11, o.d_model = 8, o.heads = 2, o.layers = 2, o.seq_len = 5, o.d_ff = 12, o.moe_every = 1;
+  o.init_std = 0.3;
+  o.moe.d_ff = 12;
+  o.moe.gate.num_experts = experts, o.moe.gate.top_k = k;
+  o.moe.gate.aux_weight = 0.1, o.moe.gate.z_weight = 0.01;
+  return o;
+}
+
+inline std::vector<LayerPlacement> block_placements(const ModelOptions& o, int world_size, int slots) {
+  return std::vector<LayerPlacement>(static_cast<std::size_t>(o.moe_layers()),
+                                     LayerPlacement::block(o.moe.gate.num_experts, world_size, slots));
+}
+
+// Global batch of `sequences` sequences; rank r of N takes its contiguous share.
+struct Batch {
+  std::vector<std::int32_t> tokens, targets;
+};
+inline Batch make_batch(const ModelOptions& o, int sequences, int rank, int ranks) {
+  Batch all;
+  Rng rng(42, 9);
+  for (int i = 0; i < sequences * o.seq_len; ++i) {
+    all.tokens.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(o.vocab))));
+    all.targets.push_back(static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(o.vocab))));
+  }
+  const std::size_t per = all.tokens.size() / static_cast<std::size_t>(ranks);
+  Batch mine;
+  mine.tokens.assign(all.tokens.begin() + static_cast<long>(per * rank),
+                     all.tokens.begin() + static_cast<long>(per * (rank + 1)));
+  mine.targets.assign(all.targets.begin() + static_cast<long>(per * rank),
+                      all.targets.begin() + static_cast<long>(per * (rank + 1)));
+  return mine;
+}
+
+template <class T>
+double run(GptMoe<T>& m, const Batch& b, bool backward) {
+  StepInputs in;
+  in.training = true;
+  if (backward) m.zero_grads();
+  const double loss =
+      m.step(b.tokens.data(), b.targets.data(), static_cast<int>(b.tokens.size()) / m.options().seq_len, in, backward);
+  if (backward) m.sync_grads();
+  return loss;
+}
+
+// Every dense parameter segment (first, middle, last element) and a few parameters of every
+// expert this rank holds: the analytic gradient of one step on `b` against central differences.
+inline void check_finite_differences(GptMoe<double>& m, const Batch& b) {
+  const ModelOptions& o = m.options();
+  run(m, b, true);
+  const double eps = 1e-6;
+  auto fd = [&](double* w) {
+    const double keep = w ? *w : 0;
+    if (w) *w = keep + eps;
+    const double up = run(m, b, false);
+    if (w) *w = keep - eps;
+    const double down = run(m, b, false);
+    if (w) *w = keep;
+    return (up - down) / (2 * eps);
+  };
+  for (const auto& seg : m.segments())
+    for (std::size_t i : {std::size_t{0}, seg.size / 2, seg.size - 1}) {
+      const double analytic = m.dense_g()[seg.offset + i];
+      INFO(seg.name << "[" << i << "]");
+      REQUIRE(fd(&m.dense_w()[seg.offset + i]) == Approx(analytic).margin(1e-7).epsilon(1e-5));
+    }
+  const std::size_t D = static_cast<std::size_t>(o.d_model), F = static_cast<std::size_t>(o.moe.d_ff);
+  for (auto& layer : m.moe())
+    for (int e = 0; e < o.moe.gate.num_experts; ++e)
+      for (std::size_t i : {std::size_t{1}, D * F + 3, D * F + F + 5, 2 * D * F + F + 2}) {
+        auto it = layer->experts().find(e);
+        const bool mine = it != layer->experts().end();
+        // Every rank takes part in the collective steps, holding the expert or not.
+        const double numeric = fd(mine ? &it->second.w.data<double>()[i] : nullptr);
+        INFO("expert " << e << "[" << i << "]");
+        if (mine) REQUIRE(numeric == Approx(it->second.g[i]).margin(1e-7).epsilon(1e-5));
+      }
+}
+
+}  // namespace skew_moe_fixture
