@@ -275,6 +275,7 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
       record["valid_logloss"] = v.logloss;
       record["valid_auc"] = v.auc;
       record["elapsed_s"] = total.seconds();  // since start, data loading included: time-to-AUC
+      record["train_s"] = st.train_seconds;   // the epochs' training steps only: schema comparisons
       SKEW_INFO("epoch " << st.epoch << " train logloss " << record["train_logloss"].get<double>() << " valid logloss "
                          << v.logloss << " auc " << v.auc << " (" << epoch_seconds << " s)");
       if (v.logloss < st.best_loss) {
