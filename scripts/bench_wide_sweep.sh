@@ -10,7 +10,7 @@
 # the test AUC after the last epoch, and the training seconds (train_s, validation and loading
 # excluded) of the first epoch whose test AUC reaches the model's target. Target per model: the
 # lower of the two schemas' best final test AUCs, less 0.001, so that both reach it.
-# Writes into results/wide/sweep_heldout/: runs/<config>/ (metrics.jsonl, summary.json, log),
+# Writes into results/wide/sweep_heldout/: runs/<config>/ (metrics.jsonl, summary.json), runs/<config>.log,
 # sweep.csv (one row per run), best.csv (per model and schema: best rows/s, best time to target;
 # flow over classical ratios), manifest.json (command, commit, config, machine, load, date) and
 # sweep.png (when /usr/bin/python3 has matplotlib).
@@ -51,6 +51,7 @@ for model in $models; do
           --train.epochs="$epochs" --train.patience=0 --train.batch_size="$batch" --train.threads="$threads" \
           --train.log_every=1000000000 --output.dir="$out/runs/$name" >"$out/runs/$name.log" 2>&1 ||
           { echo "bench_wide_sweep: $name failed, see $out/runs/$name.log" >&2; exit 1; }
+        rm -f "$out/runs/$name/model.safetensors"  # the saved best model: megabytes per run, not a result
         echo "$name done"
       done
     done
