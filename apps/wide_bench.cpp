@@ -84,6 +84,8 @@ int main(int argc, char** argv) {
   schema.add_int("bench.k", 16, {1, 1024}, "latent dimension for FM/FFM");
   schema.add_int("bench.batch_size", 4096, {1, 1 << 24}, "mini-batch size");
   schema.add_int("bench.threads", 2, {1, 1024}, "worker threads");
+  schema.add_choice("bench.classical_sync", "hogwild", {"hogwild", "atomic"},
+                    "classical: per-sample Hogwild updates, or the batch gradient with atomic adds (wide_train's train.classical_sync)");
   schema.add_choice("bench.optimizer", "sgd", {"sgd", "adagrad", "ftrl"}, "optimizer (same for all schemas)");
   add_bench_flow_keys(schema);
   schema.add_int("bench.replica_budget_mb", 16, {0, 1 << 20},
@@ -124,6 +126,7 @@ int main(int argc, char** argv) {
       shape.k = shape.kind == kernels::WideKind::LR ? 0 : c.get_int_as<int>("bench.k");
       TrainOptions o;
       o.threads = c.get_int_as<int>("bench.threads");
+      o.classical_sync = classical_sync_from_name(c.get_string("bench.classical_sync"));
       o.optimizer.kind = optimizer_from_name(c.get_string("bench.optimizer"));
       o.optimizer.lr = 0.05f;
       o.flow.tile_samples = c.get_int_as<int>("bench.tile_samples");

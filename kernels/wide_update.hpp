@@ -4,6 +4,7 @@
 // updating exactly those rows (lazy L2), as the CPU optimiser does from its touched list.
 #pragma once
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/wide_flow.hpp"
@@ -40,6 +41,25 @@ SKEW_HD inline void wide_update_coordinate(const WideUpdateRule& o, float& w, fl
       w = fabsf(*z) <= o.l1 ? 0.0f : -(*z - copysignf(o.l1, *z)) / ((o.beta + sqrtf(n_new)) / o.lr + o.l2);
       break;
     }
+  }
+}
+
+// The rule's state arrays, laid out like the parameters (null for the rules that keep none).
+struct WideOptimizerState {
+  float* n = nullptr;
+  float* z = nullptr;
+};
+
+// CPU: params[offset, offset + count) from g[0, count) * scale, and g zeroed: the optimiser's
+// loop over one row, shared by the mini-batch optimiser (lib/wide/optimizer.cpp) and the
+// per-sample Hogwild classical kernel (kernels/cpu/wide_classical.cpp), so that both
+// schemas apply exactly the same arithmetic.
+[[gnu::always_inline]] inline void wide_update_row(const WideUpdateRule& r, float* params, float* g, std::size_t offset,
+                                                   std::size_t count, float scale, WideOptimizerState state) {
+  for (std::size_t j = offset; j < offset + count; ++j) {
+    const float grad = g[j - offset] * scale;
+    g[j - offset] = 0.0f;
+    wide_update_coordinate(r, params[j], grad, state.n ? state.n + j : nullptr, state.z ? state.z + j : nullptr);
   }
 }
 

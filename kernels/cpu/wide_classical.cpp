@@ -1,12 +1,21 @@
-// Classical schema on the CPU: threads over chunks of samples; each sample gathers, predicts and
-// scatters its own gradient into the shared array (atomic float adds when threads > 1).
+// Classical schema on the CPU: threads over chunks of samples, each sample gathering its rows,
+// predicting and producing its gradient rows. Two ways to share the model between threads:
+//   atomic   (wide_classical_gradient) the batch gradient, scattered into one shared array with
+//            atomic float adds when threads > 1, which the optimiser then applies once per batch;
+//   hogwild  (wide_classical_hogwild) per-sample updates applied in place with plain loads and
+//            stores and no synchronisation, as libFM, LIBFFM and xLearn train on the CPU.
+// Both run the flow schema's vertex programs (LrProgram, FmProgram in kernels/wide_flow.hpp) for
+// LR and FM and the shared FFM entry bodies (kernels/wide_ffm.hpp), prefetch the next sample's
+// rows as flow prefetches the next columns', and update through the optimiser's own row loop
+// (wide_update_row), so the schemas differ in their schedule only.
 #include "kernels/wide_classical.hpp"
 
-#include <cmath>
+#include <algorithm>
 #include <stdexcept>
 #include <vector>
 
 #include "kernels/wide_ffm.hpp"
+#include "kernels/wide_flow.hpp"
 
 namespace skew::kernels {
 
@@ -25,86 +34,123 @@ namespace {
 
 constexpr std::int64_t kSamplesPerTask = 64;
 
-// Logit of sample i; `sums` (k floats) receives sum_j v_j x_j for FM.
-inline float sample_logit(const WideShape& s, const WideBatch& b, const float* params, std::int64_t i,
-                          float* sums) {
-  const int row_len = s.row_len(), k = s.k;
-  const std::int64_t begin = b.row_ptr[i], end = b.row_ptr[i + 1];
+// Starts fetching every row sample i touches in up to three arrays laid out like the parameters
+// (params, gradient or optimiser state; null ones skipped). Called one sample ahead: a
+// Criteo-like sample has about 40 entries, the same distance flow LR prefetches at.
+inline void prefetch_sample_rows(const WideBatch& b, int row_len, std::int64_t i, const float* a, const float* c,
+                                 const float* d) {
+  for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
+    const std::int64_t off = 1 + std::int64_t(b.index[e]) * row_len;
+    wide_prefetch_row(a + off, row_len);
+    if (c) wide_prefetch_row(c + off, row_len);
+    if (d) wide_prefetch_row(d + off, row_len);
+  }
+}
+
+// Per-thread scratch of one task: a sample's partial sums and gradient rows.
+struct SampleScratch {
+  std::vector<float> acc, rows;
+};
+
+// LR and FM: a sample's logit from its partial sums (acc, prog.acc_len() floats).
+template <typename Program>
+inline float program_logit(const Program& prog, int row_len, const WideBatch& b, const float* params,
+                           std::int64_t i, float* acc) {
+  std::fill(acc, acc + prog.acc_len(), 0.0f);
+  for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e)
+    prog.gather(params + 1 + std::int64_t(b.index[e]) * row_len, b.value[e], acc);
+  return prog.apply(acc, params[0]);
+}
+
+inline float ffm_logit(int k, int row_len, const WideBatch& b, const float* params, std::int64_t i) {
   float z = params[0];
-  if (s.kind == WideKind::LR) {
-    for (std::int64_t e = begin; e < end; ++e) z += params[1 + std::int64_t(b.index[e]) * row_len] * b.value[e];
-    return z;
-  }
-  if (s.kind == WideKind::FM) {
-    for (int f = 0; f < k; ++f) sums[f] = 0.0f;
-    float squares = 0.0f;
-    for (std::int64_t e = begin; e < end; ++e) {
-      const float* row = params + 1 + std::int64_t(b.index[e]) * row_len;
-      const float x = b.value[e];
-      z += row[0] * x;
-      for (int f = 0; f < k; ++f) {
-        const float vx = row[1 + f] * x;
-        sums[f] += vx;
-        squares += vx * vx;
-      }
-    }
-    float interaction = -squares;
-    for (int f = 0; f < k; ++f) interaction += sums[f] * sums[f];
-    return z + 0.5f * interaction;
-  }
-  // FFM: sum over pairs i<j of <v_{i,field_j}, v_{j,field_i}> x_i x_j.
-  for (std::int64_t e = begin; e < end; ++e) z = wide_ffm_entry_logit(b, k, row_len, params, e, end, z);
+  for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) z = wide_ffm_entry_logit(b, k, row_len, params, e, b.row_ptr[i + 1], z);
   return z;
 }
 
-template <bool Atomic>
-inline void sample_scatter(const WideShape& s, const WideBatch& b, const float* params, std::int64_t i,
-                           const float* sums, float g, float* grad) {
-  const int row_len = s.row_len(), k = s.k;
+// Calls emit(offset of the row in params, gradient row) for each entry of sample i, whose loss
+// gradient is g. Every row is computed from parameters read before emit sees it, and for LR and
+// FM a row's gradient reads only its own row and the sample's partial sums; FFM's rows read
+// each other's, so they are all computed before the first is emitted (into rows: entries x
+// row_len floats), which keeps a per-sample update equal to the mini-batch one at batch 1.
+template <typename Emit>
+inline void sample_rows(const WideShape& s, const WideBatch& b, const float* params, std::int64_t i, float g,
+                        SampleScratch& t, Emit emit) {
+  const int row_len = s.row_len();
   const std::int64_t begin = b.row_ptr[i], end = b.row_ptr[i + 1];
-  for (std::int64_t e = begin; e < end; ++e) {
-    const std::int64_t off = 1 + std::int64_t(b.index[e]) * row_len;
-    if (s.kind == WideKind::FFM) {
-      wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g, grad + off, wide_add_to<Atomic>);
-      continue;
-    }
-    const float x = b.value[e];
-    wide_add_to<Atomic>(grad + off, g * x);
-    if (s.kind == WideKind::FM) {
-      const float* v = params + off + 1;
-      for (int f = 0; f < k; ++f) wide_add_to<Atomic>(grad + off + 1 + f, g * x * (sums[f] - v[f] * x));
-    }
+  const auto off = [&](std::int64_t e) { return 1 + std::int64_t(b.index[e]) * row_len; };
+  if (s.kind == WideKind::FFM) {
+    t.rows.assign(std::size_t(end - begin) * std::size_t(row_len), 0.0f);
+    for (std::int64_t e = begin; e < end; ++e)
+      wide_ffm_entry_scatter(b, s.k, row_len, params, e, begin, end, g, t.rows.data() + (e - begin) * row_len,
+                             wide_add_to<false>);
+    for (std::int64_t e = begin; e < end; ++e) emit(off(e), t.rows.data() + (e - begin) * row_len);
+    return;
   }
+  t.rows.resize(std::size_t(row_len));
+  for (std::int64_t e = begin; e < end; ++e) {
+    std::fill(t.rows.begin(), t.rows.end(), 0.0f);
+    const float* row = params + off(e);
+    if (s.kind == WideKind::LR)
+      LrProgram{0}.scatter(row, b.value[e], t.acc.data(), g, t.rows.data());
+    else
+      FmProgram{s.k}.scatter(row, b.value[e], t.acc.data(), g, t.rows.data());
+    emit(off(e), t.rows.data());
+  }
+}
+
+// Logit of sample i; t.acc holds its partial sums afterwards (LR, FM).
+inline float sample_logit(const WideShape& s, const WideBatch& b, const float* params, std::int64_t i,
+                          SampleScratch& t) {
+  if (s.kind == WideKind::LR) return program_logit(LrProgram{0}, s.row_len(), b, params, i, t.acc.data());
+  if (s.kind == WideKind::FM) return program_logit(FmProgram{s.k}, s.row_len(), b, params, i, t.acc.data());
+  return ffm_logit(s.k, s.row_len(), b, params, i);
+}
+
+// Runs fn(sample, scratch) over the batch in tasks of kSamplesPerTask samples, threads claiming
+// tasks dynamically; returns the threads' sums of fn's results.
+template <typename Fn>
+float over_samples(const WideShape& s, const WideBatch& b, WidePool& pool, Fn fn) {
+  const std::int64_t tasks = (b.rows + kSamplesPerTask - 1) / kSamplesPerTask;
+  std::vector<float> sums(std::size_t(pool.threads()), 0.0f);
+  pool.run(tasks, [&](std::int64_t task, int thread) {
+    SampleScratch t;
+    t.acc.resize(std::size_t(s.k) + 2);
+    float sum = 0.0f;
+    const std::int64_t end = std::min(b.rows, (task + 1) * kSamplesPerTask);
+    for (std::int64_t i = task * kSamplesPerTask; i < end; ++i) sum += fn(i, end, t);
+    sums[std::size_t(thread)] += sum;
+  });
+  float total = 0.0f;
+  for (float v : sums) total += v;
+  return total;
 }
 
 template <bool Atomic>
 void classical(const WideShape& s, const WideBatch& b, const float* params, float* grad, float* logits,
                WidePool& pool) {
-  const std::int64_t tasks = (b.rows + kSamplesPerTask - 1) / kSamplesPerTask;
-  pool.run(tasks, [&](std::int64_t task, int) {
-    std::vector<float> sums(static_cast<std::size_t>(s.k) + 1);
-    float bias_grad = 0.0f;
-    const std::int64_t end = std::min(b.rows, (task + 1) * kSamplesPerTask);
-    for (std::int64_t i = task * kSamplesPerTask; i < end; ++i) {
-      const float z = sample_logit(s, b, params, i, sums.data());
-      logits[i] = z;
-      const float g = wide_sigmoid(z) - b.label[i];
-      bias_grad += g;
-      sample_scatter<Atomic>(s, b, params, i, sums.data(), g, grad);
-    }
-    wide_add_to<Atomic>(grad, bias_grad);
+  const int row_len = s.row_len();
+  const float bias_grad = over_samples(s, b, pool, [&](std::int64_t i, std::int64_t end, SampleScratch& t) {
+    if (i + 1 < end) prefetch_sample_rows(b, row_len, i + 1, params, grad, nullptr);
+    const float z = sample_logit(s, b, params, i, t);
+    logits[i] = z;
+    const float g = wide_sigmoid(z) - b.label[i];
+    sample_rows(s, b, params, i, g, t, [&](std::int64_t off, const float* row) {
+      for (int j = 0; j < row_len; ++j) wide_add_to<Atomic>(grad + off + j, row[j]);
+    });
+    return g;
   });
+  wide_add_to<false>(grad, bias_grad);  // after pool.run returned: no other thread writes
 }
 
 }  // namespace
 
 void wide_forward(const WideShape& shape, const WideBatch& batch, const float* params, float* logits,
                   WidePool& pool) {
-  const std::int64_t tasks = (batch.rows + kSamplesPerTask - 1) / kSamplesPerTask;
-  pool.run(tasks, [&](std::int64_t task, int) {
-    std::vector<float> sums(static_cast<std::size_t>(shape.k) + 1);
-    const std::int64_t end = std::min(batch.rows, (task + 1) * kSamplesPerTask);
-    for (std::int64_t i = task * kSamplesPerTask; i < end; ++i) logits[i] = sample_logit(shape, batch, params, i, sums.data());
+  over_samples(shape, batch, pool, [&](std::int64_t i, std::int64_t end, SampleScratch& t) {
+    if (i + 1 < end) prefetch_sample_rows(batch, shape.row_len(), i + 1, params, nullptr, nullptr);
+    logits[i] = sample_logit(shape, batch, params, i, t);
+    return 0.0f;
   });
 }
 
@@ -114,6 +160,27 @@ void wide_classical_gradient(const WideShape& shape, const WideBatch& batch, con
     classical<true>(shape, batch, params, grad, logits, pool);
   else
     classical<false>(shape, batch, params, grad, logits, pool);
+}
+
+// Hogwild: threads read and write the shared parameters and optimiser state with plain,
+// unsynchronised loads and stores. A racing update of a hot row may be lost or read half-done;
+// Hogwild's analysis (Niu et al. 2011) bounds the harm when updates are sparse, and the tests
+// bound it here (the loss after an epoch at 2 threads against 1 thread's).
+void wide_classical_hogwild(const WideShape& shape, const WideBatch& batch, const WideUpdateRule& rule,
+                            float* params, WideOptimizerState state, float* logits, WidePool& pool) {
+  const int row_len = shape.row_len();
+  over_samples(shape, batch, pool, [&](std::int64_t i, std::int64_t end, SampleScratch& t) {
+    if (i + 1 < end) prefetch_sample_rows(batch, row_len, i + 1, params, state.n, state.z);
+    const float z = sample_logit(shape, batch, params, i, t);
+    logits[i] = z;
+    const float g = wide_sigmoid(z) - batch.label[i];
+    float bias_grad = g;  // wide_update_row zeroes the gradient it applies
+    wide_update_row(rule, params, &bias_grad, 0, 1, 1.0f, state);
+    sample_rows(shape, batch, params, i, g, t, [&](std::int64_t off, float* row) {
+      wide_update_row(rule, params, row, std::size_t(off), std::size_t(row_len), 1.0f, state);
+    });
+    return 0.0f;
+  });
 }
 
 }  // namespace skew::kernels

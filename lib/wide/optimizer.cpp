@@ -39,13 +39,7 @@ void Optimizer::set_state(std::vector<float> n, std::vector<float> z) {
 // force them to be reloaded for every coordinate.
 [[gnu::always_inline]] inline void Optimizer::update(const kernels::WideUpdateRule& r, float* params, float* g,
                                                      std::size_t offset, std::size_t count, float scale) {
-  float* n = n_.empty() ? nullptr : n_.data();
-  float* z = z_.empty() ? nullptr : z_.data();
-  for (std::size_t j = offset; j < offset + count; ++j) {
-    const float grad = g[j - offset] * scale;
-    g[j - offset] = 0.0f;
-    kernels::wide_update_coordinate(r, params[j], grad, n ? n + j : nullptr, z ? z + j : nullptr);
-  }
+  kernels::wide_update_row(r, params, g, offset, count, scale, state());
 }
 
 void Optimizer::step(float* params, float* grad, const std::vector<std::uint32_t>& features, float scale,

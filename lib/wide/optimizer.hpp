@@ -36,6 +36,10 @@ class Optimizer {
   // CUDA trainer that starts from the same state.
   const std::vector<float>& n_state() const { return n_; }
   const std::vector<float>& z_state() const { return z_; }
+  // The same state as writable arrays, for a kernel that updates the model itself (Hogwild).
+  kernels::WideOptimizerState state() {
+    return {n_.empty() ? nullptr : n_.data(), z_.empty() ? nullptr : z_.data()};
+  }
   // Replaces the state (a resumed run's): each vector as long as the one it replaces.
   void set_state(std::vector<float> n, std::vector<float> z);
 

@@ -15,6 +15,12 @@ TrainSchema schema_from_name(const std::string& name) {
   SKEW_THROW("unknown train.schema '" << name << "' (expected classical or flow)");
 }
 
+ClassicalSync classical_sync_from_name(const std::string& name) {
+  if (name == "hogwild") return ClassicalSync::Hogwild;
+  if (name == "atomic") return ClassicalSync::Atomic;
+  SKEW_THROW("unknown train.classical_sync '" << name << "' (expected hogwild or atomic)");
+}
+
 TrainDevice device_from_name(const std::string& name) {
   if (name == "cpu") return TrainDevice::Cpu;
   if (name == "cuda") return TrainDevice::Cuda;
@@ -122,6 +128,23 @@ WideModel& WideTrainer::model() {
   return model_;
 }
 
+bool WideTrainer::hogwild() const {
+  return options_.schema == TrainSchema::Classical && options_.classical_sync == ClassicalSync::Hogwild && !gpu_ &&
+         !distributed();
+}
+
+// The loss is progressive: each sample's logit before its own update, after the updates of the
+// samples before it (the loss libFM and LIBFFM report while training).
+StepResult WideTrainer::hogwild_step(const kernels::WideBatch& b) {
+  logits_.resize(std::size_t(b.rows));
+  Timer kernel_timer;
+  kernels::wide_classical_hogwild(model_.shape, b, optimizer_->rule(), model_.params.data(), optimizer_->state(),
+                                  logits_.data(), *pool_);
+  const double kernel_seconds = kernel_timer.seconds();
+  const double loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
+  return StepResult{b.rows > 0 ? loss / double(b.rows) : 0.0, b.rows, b.nnz(), kernel_seconds};
+}
+
 StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin,
                              std::int64_t next_end) {
   const kernels::WideBatch b = data.batch(begin, end);
@@ -149,6 +172,7 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
     if (!distributed()) loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
     return StepResult{samples > 0 ? loss / double(samples) : 0.0, samples, nonzeros, kernel_seconds};
   }
+  if (hogwild()) return hogwild_step(b);
   logits_.resize(std::size_t(b.rows));
   // Flow LR produces its touched features and their gradient rows itself.
   const bool sparse = flow_ && flow_->has_sparse_gradient();

@@ -27,8 +27,15 @@ TrainSchema schema_from_name(const std::string& name);  // classical | flow
 enum class TrainDevice { Cpu, Cuda };
 TrainDevice device_from_name(const std::string& name);  // cpu | cuda
 
+// How the classical schema's CPU threads share the model on one rank: hogwild (per-sample
+// updates in place, no locks) or atomic (a mini-batch gradient with atomic adds, one update
+// per batch). Several ranks and the CUDA path always synchronise a batch gradient (atomic).
+enum class ClassicalSync { Hogwild, Atomic };
+ClassicalSync classical_sync_from_name(const std::string& name);  // hogwild | atomic
+
 struct TrainOptions {
   TrainSchema schema = TrainSchema::Flow;
+  ClassicalSync classical_sync = ClassicalSync::Hogwild;
   TrainDevice device = TrainDevice::Cpu;
   bool overlap = true;  // cuda: copy the next batch while this one computes (second stream)
   int threads = 1;
@@ -77,6 +84,9 @@ class WideTrainer {
  private:
   // More than one rank trains: gradients are summed over the group.
   bool distributed() const { return group_ && group_->size() > 1; }
+  // Classical Hogwild applies here: CPU, one rank.
+  bool hogwild() const;
+  StepResult hogwild_step(const kernels::WideBatch& batch);
   void compute(const kernels::WideBatch& batch, float* grad, float* logits);
   void touched_features(const kernels::WideBatch& batch);
   void densify_sparse_gradient();

@@ -52,6 +52,7 @@ std::vector<json> records(const fs::path& file) {
 json without_timing(json record) {
   record.erase("samples_per_s");
   record.erase("elapsed_s");
+  record.erase("train_s");
   return record;
 }
 

@@ -66,6 +66,7 @@ TEST_CASE("CUDA training (with and without overlap) ends where the CPU training 
         TrainOptions o;
         o.schema = schema_from_name(schema);
         o.device = run == 0 ? TrainDevice::Cpu : TrainDevice::Cuda;
+        o.classical_sync = ClassicalSync::Atomic;  // CUDA classical is the batch-gradient kind
         o.overlap = run == 2;
         o.optimizer.kind = optimizer_from_name(optimizer);
         o.optimizer.lr = 0.1f;

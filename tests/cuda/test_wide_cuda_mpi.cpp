@@ -20,6 +20,7 @@ TEST_CASE("CUDA data parallel (gradient summed on the host) equals one CPU rank"
         o->optimizer.l2 = 1e-4f;
       }
       cuda.device = TrainDevice::Cuda;
+      cpu.classical_sync = ClassicalSync::Atomic;  // the CPU rank to match sums a batch gradient too
       INFO(schema << " " << model_type);
       testing::check_data_parallel_equals_one_rank(kernels::wide_kind_from_name(model_type), cuda, cpu, 1e-3);
     }

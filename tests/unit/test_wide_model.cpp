@@ -157,6 +157,7 @@ TEST_CASE("flow LR training (feature-row gradient) follows classical for every o
       for (const auto& [schema, replica_budget] : {std::pair{"classical", 0}, {"flow", 0}, {"flow", 1 << 20}}) {
         TrainOptions o;
         o.schema = schema_from_name(schema);
+        o.classical_sync = ClassicalSync::Atomic;  // the mini-batch run flow's must equal
         o.threads = threads;
         o.optimizer.kind = optimizer_from_name(opt);
         o.optimizer.lr = 0.1f;
