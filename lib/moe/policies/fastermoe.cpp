@@ -1,8 +1,5 @@
 #include "lib/moe/policies/fastermoe.hpp"
 
-#include <algorithm>
-#include <numeric>
-
 #include "lib/core/log.hpp"
 #include "lib/moe/moe_layer.hpp"
 #include "lib/placement/shadowing.hpp"
@@ -25,7 +22,10 @@ void FasterMoePolicy<T>::plan(MoeLayer<T>& layer) {
   world.allgather(comm::cview(layer.gate_state().local_counts), comm::view(local));
   std::vector<int> owner;
   for (const auto& reps : layer.placement().experts) owner.push_back(reps[0].rank);
-  layer.set_shadowed(placement::choose_shadows(model_, placement::measured_routing(local, owner, N), 1).shadowed);
+  // Pipeline groups 1: the MoE layer runs the all-to-all and the expert compute one after the other.
+  constexpr int kPipelineGroups = 1;
+  layer.set_shadowed(
+      placement::choose_shadows(model_, placement::measured_routing(local, owner, N), kPipelineGroups).shadowed);
   const std::size_t P = static_cast<std::size_t>(layer.options().expert_params());
   for (int e : layer.shadowed()) {
     if (owner[static_cast<std::size_t>(e)] == world.rank()) {
