@@ -21,7 +21,8 @@ void add_placement_keys(Schema& schema) {
                   "flexmoe planner: paper (the FlexMoE paper's expand, shrink, shift and migrate under the slot "
                   "budget) or hedge (the same, then the hedge move, not in the paper: see placement.hedge)")
       .add_float("placement.hedge", 0.02, FloatRange::at_least(0),
-                 "flexmoe_variant = hedge: fill free slots with replicas of the hottest experts while each costs at most this fraction of "
+                 "flexmoe_variant = hedge: fill free slots with replicas of the hottest experts while each costs at "
+                 "most this fraction of "
                  "the predicted step (gradient sync, amortised move): spare replicas let live shares absorb load "
                  "shifts the estimate has not seen; 0 = off")
       .add_choice("placement.shares", "live", {"live", "balanced", "even"},
@@ -71,7 +72,7 @@ placement::PlacementOptions placement_options_from_config(const Config& config) 
   o.live_shares = config.get_string("placement.shares") == "live";
   o.planner.hedge = config.get_float("placement.hedge");
   o.planner.variant = config.get_string("placement.flexmoe_variant") == "hedge" ? placement::PlannerVariant::Hedge
-                                                                                 : placement::PlannerVariant::Paper;
+                                                                                : placement::PlannerVariant::Paper;
 
   p.slots_per_rank = config.get_int_as<int>("placement.slots_per_rank");
   return p;

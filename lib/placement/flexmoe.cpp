@@ -57,7 +57,7 @@ std::vector<LayerPlacement> FlexMoePolicy::plan(std::int64_t iteration, const st
       c.layer = static_cast<int>(l);
       SKEW_INFO("placement it " << iteration << " layer " << l << ": " << c.op << " expert " << c.expert << " ranks "
                                 << c.from_rank << " -> " << c.to_rank
-                                << (c.other_expert < 0          ? ""
+                                << (c.other_expert < 0  ? ""
                                     : c.op == "migrate" ? " (exchanged with expert "
                                                         : " (slot of expert ")
                                 << (c.other_expert >= 0 ? std::to_string(c.other_expert) + ")" : "") << " gain "

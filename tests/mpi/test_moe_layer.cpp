@@ -10,8 +10,8 @@
 
 #include "lib/core/rng.hpp"
 #include "lib/moe/models/gpt_network.hpp"
-#include "lib/moe/policies/fastermoe.hpp"
 #include "lib/moe/optimizer.hpp"
+#include "lib/moe/policies/fastermoe.hpp"
 #include "mpi/mpi_process_group.hpp"
 
 using namespace skew;
@@ -172,10 +172,12 @@ TEST_CASE("fastermoe shadows keep the model function and gradients", "[moe]") {
                                     .gpus_per_node = 8,
                                     .alltoall_latency = 0},
                                    {.params = o.moe.expert_params(), .hidden_dim = o.d_model});
-  check_against_single_rank(o, block_placements(o, world().size(), 4), std::make_shared<FasterMoePolicy<double>>(model));
+  check_against_single_rank(o, block_placements(o, world().size(), 4),
+                            std::make_shared<FasterMoePolicy<double>>(model));
   // Bytes a rank sends per shadow: the owner broadcasts the parameters, every other rank sends
   // its gradients to the owner (a reduce, not an all-reduce): P doubles on every rank.
-  GptMoe<double> ep(o, world(), block_placements(o, world().size(), 4), std::make_shared<FasterMoePolicy<double>>(model));
+  GptMoe<double> ep(o, world(), block_placements(o, world().size(), 4),
+                    std::make_shared<FasterMoePolicy<double>>(model));
   ep.init(5);
   run(ep, make_batch(o, 4, world().rank(), world().size()), true);
   std::size_t shadows = 0;

@@ -76,8 +76,10 @@ TEST_CASE("shadowing: measured routing in equal parts costs what the uniform mod
                     {.params = 1000, .hidden_dim = 10});
   const auto uniform = uniform_routing(counts, 4);
   const auto measured = measured_routing(parts, uniform.owner, 4);
-  for (const std::vector<char>& shadowed : {std::vector<char>{0, 0, 0, 0, 0, 0, 0, 0}, {1, 0, 0, 0, 0, 0, 0, 0},
-                                            {1, 0, 0, 0, 1, 1, 0, 0}, {1, 1, 1, 1, 1, 1, 1, 1}})
+  for (const std::vector<char>& shadowed : {std::vector<char>{0, 0, 0, 0, 0, 0, 0, 0},
+                                            {1, 0, 0, 0, 0, 0, 0, 0},
+                                            {1, 0, 0, 0, 1, 1, 0, 0},
+                                            {1, 1, 1, 1, 1, 1, 1, 1}})
     for (int groups : {1, 4}) {
       double bu = 0, bm = 0;
       CHECK(shadowed_seconds(m, measured, shadowed, groups, &bm) ==

@@ -43,7 +43,8 @@ TEST_CASE("planner variants: paper never hedges, both keep every rank within its
       o.variant = v;
       o.hedge = 0.5;  // generous: the hedge variant fills free slots on most of these loads
       // Two plans in a row: the second starts from the first's placement, slots partly used.
-      for (const LayerPlan& plan : {plan_layer(m, current, load, o), plan_layer(m, plan_layer(m, current, load, o).placement, load, o)}) {
+      for (const LayerPlan& plan :
+           {plan_layer(m, current, load, o), plan_layer(m, plan_layer(m, current, load, o).placement, load, o)}) {
         CHECK_NOTHROW(plan.placement.validate());
         for (int r = 0; r < ranks; ++r) CHECK(plan.placement.replicas_on(r) <= slots);
         for (const auto& c : plan.changes) {
@@ -56,7 +57,8 @@ TEST_CASE("planner variants: paper never hedges, both keep every rank within its
   CHECK(hedges > 0);  // the hedge variant did hedge: the paper variant's check above is not vacuous
 }
 
-TEST_CASE("planner: migrate is chosen when a replica's gradient sync costs more than it levels", "[placement][planner]") {
+TEST_CASE("planner: migrate is chosen when a replica's gradient sync costs more than it levels",
+          "[placement][planner]") {
   // Two hot experts on rank 0, rank 1 nearly idle, one free slot on each rank. Moving expert 1
   // to rank 1 leaves 100 and 102 tokens (0.102 s); expanding expert 0 instead levels both ranks
   // at 101 tokens but adds its gradient all-reduce, 4000 bytes at 1e5 B/s = 0.04 s (0.141 s).

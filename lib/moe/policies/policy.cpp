@@ -25,8 +25,9 @@ std::shared_ptr<BalancingPolicy<T>> make_policy(const MoeOptions& o) {
                                                                    .drop_tokens = o.drop_tokens,
                                                                    .drop_by_probability = o.drop_by_probability});
     case Policy::FasterMoE:
-      SKEW_THROW("moe.policy fastermoe needs its measured cost model: build it with make_fastermoe "
-                 "(policies/fastermoe.hpp)");
+      SKEW_THROW(
+          "moe.policy fastermoe needs its measured cost model: build it with make_fastermoe "
+          "(policies/fastermoe.hpp)");
     case Policy::FlexMoE: break;
   }
   SKEW_THROW("moe.policy flexmoe needs its placement machinery: build it with make_flexmoe (policies/flexmoe.hpp)");
