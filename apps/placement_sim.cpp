@@ -158,7 +158,8 @@ int simulate_main(const Config& cfg) {
             << " | " << s.mean_step() / ideal << " | " << std::setprecision(2) << s.mean_step() / fx << "x |\n";
     table << "\nflexmoe over deepspeed " << std::setprecision(2) << ds / fx << "x (paper: 1.70x avg), over fastermoe "
           << fm / fx << "x (paper: 1.30x avg); " << gpus << " GPUs, " << trace.size()
-          << " iterations, trace balance ratio " << trace_balance << " (static placement)\n";
+          << " iterations, trace balance ratio " << trace_balance << " (static placement); flexmoe planner variant "
+          << cfg.get_string("placement.flexmoe_variant") << "\n";
 
     std::unique_ptr<CsvWriter> summary;
     if (!cfg.get_string("output.summary_csv").empty())
@@ -209,6 +210,7 @@ int simulate_main(const Config& cfg) {
     j["flexmoe_vs_fastermoe"] = fm / fx;
     j["flexmoe_vs_ideal"] = fx / ideal;
     j["flexmoe_changes"] = find(results, "flexmoe").changes;
+    j["flexmoe_variant"] = cfg.get_string("placement.flexmoe_variant");
     j["scaling"] = scaling;
     print_summary(j);
     return 0;

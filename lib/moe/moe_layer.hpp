@@ -32,7 +32,6 @@ struct MoeOptions {
   bool drop_tokens = true;                                         // deepspeed: false = dropless, padded to max load
   bool use_rts = true;                                             // deepspeed: top-1 random token selection
   bool drop_by_probability = false;                                // deepspeed: keep the most probable
-  double fastermoe_gflops = 20.0, fastermoe_gbps = 5.0;            // fastermoe cost model constants
   Precision precision = Precision::Fp32;  // of the expert FFN GEMMs (the model sets it)
   std::int64_t expert_params() const { return 2LL * d_model * d_ff + d_ff + d_model; }
 };

@@ -17,8 +17,12 @@ void add_placement_keys(Schema& schema) {
                  "estimate + (1 - smoothing) x counts")
       .add_int("placement.max_ops", 0, {0, kMaxInt32},
                "greedy expand/shrink/migrate steps per layer per plan; 0 = until none pays off")
+      .add_choice("placement.flexmoe_variant", "paper", {"paper", "hedge"},
+                  "flexmoe planner: paper (the FlexMoE paper's expand, shrink, shift and migrate under the slot "
+                  "budget) or hedge (the same, then the hedge move, not in the paper: see placement.hedge)")
       .add_float("placement.hedge", 0.02, FloatRange::at_least(0),
-                 "fill free slots with replicas of the hottest experts while each costs at most this fraction of "
+                 "flexmoe_variant = hedge: fill free slots with replicas of the hottest experts while each costs at "
+                 "most this fraction of "
                  "the predicted step (gradient sync, amortised move): spare replicas let live shares absorb load "
                  "shifts the estimate has not seen; 0 = off")
       .add_choice("placement.shares", "live", {"live", "balanced", "even"},
@@ -26,7 +30,8 @@ void add_placement_keys(Schema& schema) {
                   "from that step's counts), balanced (shares levelling the ranks' predicted loads, fixed between "
                   "plans) or even")
       .add_float("placement.gemm_flops", 0, FloatRange::at_least(0),
-                 "expert GEMM throughput per rank, FLOP/s; 0 = measure at start-up")
+                 "expert GEMM throughput per rank, FLOP/s, of the cost model flexmoe and fastermoe decide on (this "
+                 "and the link keys below); 0 = measure at start-up")
       .add_float("placement.alltoall_bandwidth", 0, FloatRange::at_least(0),
                  "per-rank all-to-all bandwidth across nodes, bytes/s; 0 = measure")
       .add_float("placement.nvlink_bandwidth", 0, FloatRange::at_least(0),
@@ -66,6 +71,8 @@ placement::PlacementOptions placement_options_from_config(const Config& config) 
   o.planner.balanced_shares = config.get_string("placement.shares") != "even";
   o.live_shares = config.get_string("placement.shares") == "live";
   o.planner.hedge = config.get_float("placement.hedge");
+  o.planner.variant = config.get_string("placement.flexmoe_variant") == "hedge" ? placement::PlannerVariant::Hedge
+                                                                                : placement::PlannerVariant::Paper;
 
   p.slots_per_rank = config.get_int_as<int>("placement.slots_per_rank");
   return p;

@@ -2,6 +2,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/moe/placement_config.hpp"
+#include "lib/moe/policies/fastermoe.hpp"
 #include "lib/moe/policies/flexmoe.hpp"
 
 namespace skew::moe {
@@ -42,8 +43,6 @@ Schema moe_train_schema() {
                "deepspeed: which assignments over capacity to drop where use_rts does not decide: position "
                "(top-2: first choices before second ones, then earlier tokens first) or probability (the least "
                "probable; overrides use_rts)");
-  s.add_float("moe.fastermoe_gflops", 20.0, FloatRange::above(0), "fastermoe cost model: expert GEMM throughput per rank");
-  s.add_float("moe.fastermoe_gbps", 5.0, FloatRange::above(0), "fastermoe cost model: network bandwidth per rank");
   s.add_string("moe.save_trace", "", "write every token's expert choices to FILE.rank<r>");
   s.add_string("moe.replay_trace", "", "force the expert choices recorded in FILE.rank<r> (same config and ranks)");
   s.add_int("train.batch_size", 8, {1, 1 << 20}, "sequences per rank per iteration");
@@ -88,13 +87,12 @@ MoeOptions moe_options(const Config& c) {
   e.drop_tokens = c.get_bool("moe.drop_tokens");
   e.use_rts = c.get_bool("moe.use_rts");
   e.drop_by_probability = c.get_string("moe.drop_policy") == "probability";
-  e.fastermoe_gflops = c.get_float("moe.fastermoe_gflops");
-  e.fastermoe_gbps = c.get_float("moe.fastermoe_gbps");
   return e;
 }
 
 std::shared_ptr<BalancingPolicy<float>> policy_from_config(const Config& config, const MoeOptions& moe, int moe_layers,
                                                            comm::ProcessGroup& world) {
+  if (moe.policy == Policy::FasterMoE) return make_fastermoe<float>(placement_options_from_config(config), world, moe);
   if (moe.policy != Policy::FlexMoE) return make_policy<float>(moe);
   const int slots = slots_per_rank_from_config(config, moe.gate.num_experts, world.size());
   return make_flexmoe<float>(placement_options_from_config(config), slots, world, moe_layers, moe);

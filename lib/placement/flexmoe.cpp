@@ -57,7 +57,9 @@ std::vector<LayerPlacement> FlexMoePolicy::plan(std::int64_t iteration, const st
       c.layer = static_cast<int>(l);
       SKEW_INFO("placement it " << iteration << " layer " << l << ": " << c.op << " expert " << c.expert << " ranks "
                                 << c.from_rank << " -> " << c.to_rank
-                                << (c.other_expert >= 0 ? " (slot of expert " : "")
+                                << (c.other_expert < 0  ? ""
+                                    : c.op == "migrate" ? " (exchanged with expert "
+                                                        : " (slot of expert ")
                                 << (c.other_expert >= 0 ? std::to_string(c.other_expert) + ")" : "") << " gain "
                                 << c.predicted_gain * 1e3 << " ms/it, cost " << c.change_seconds * 1e3 << " ms");
       waiting_.push_back({c, last_step_seconds_, -1});

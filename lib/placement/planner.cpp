@@ -116,23 +116,39 @@ class Search {
       }
     }
     // The experts of the most loaded rank: each may gain a replica where there is room, or
-    // move its replica there (migrate).
+    // move its replica there (migrate); and, since a full budget leaves no room anywhere,
+    // migrate to the least loaded rank even when it is full, taking back in exchange that
+    // rank's lightest replica (two migrations in one step: the budget stays as it is).
     int busiest_rank = 0;
     for (int r = 1; r < p.world_size; ++r)
       if (loads[static_cast<std::size_t>(r)] > loads[static_cast<std::size_t>(busiest_rank)]) busiest_rank = r;
     for (int e : p.experts_on(busiest_rank)) {
       const Reps& reps = p.experts[static_cast<std::size_t>(e)];
-      const int to = least_loaded([&](int r) { return free_slot(r) && !holds(reps, r); });
-      if (to < 0) continue;
-      if (e != hot) {
-        LayerPlacement next = p;
-        add_replica(next, e, to);
-        push(std::move(next), {0, 0, "expand", e, -1, to, -1, 0, 0});
+      if (const int to = least_loaded([&](int r) { return free_slot(r) && !holds(reps, r); }); to >= 0) {
+        if (e != hot) {
+          LayerPlacement next = p;
+          add_replica(next, e, to);
+          push(std::move(next), {0, 0, "expand", e, -1, to, -1, 0, 0});
+        }
+        LayerPlacement moved = p;
+        remove_replica(moved, e, busiest_rank);
+        add_replica(moved, e, to);
+        push(std::move(moved), {0, 0, "migrate", e, busiest_rank, to, -1, 0, 0});
       }
-      LayerPlacement moved = p;
-      remove_replica(moved, e, busiest_rank);
-      add_replica(moved, e, to);
-      push(std::move(moved), {0, 0, "migrate", e, busiest_rank, to, -1, 0, 0});
+      const int full = least_loaded([&](int r) { return !free_slot(r) && !holds(reps, r); });
+      if (full < 0) continue;
+      int back = -1;  // the lightest replica on `full` of an expert the busiest rank lacks
+      for (int f : p.experts_on(full))
+        if (!holds(p.experts[static_cast<std::size_t>(f)], busiest_rank) &&
+            (back < 0 || per_replica(f) < per_replica(back)))
+          back = f;
+      if (back < 0) continue;
+      LayerPlacement exchanged = p;
+      remove_replica(exchanged, e, busiest_rank);
+      add_replica(exchanged, e, full);
+      remove_replica(exchanged, back, full);
+      add_replica(exchanged, back, busiest_rank);
+      push(std::move(exchanged), {0, 0, "migrate", e, busiest_rank, full, back, 0, 0});
     }
     return out;
   }
@@ -201,7 +217,7 @@ class Search {
       time = best_time;
       cost = best_cost;
     }
-    if (options_.hedge > 0) hedge(plan, p, time, cost, horizon);
+    if (options_.variant == PlannerVariant::Hedge && options_.hedge > 0) hedge(plan, p, time, cost, horizon);
     // Keep the current shares when no replica changed and rebalancing shares gains nothing.
     if (plan.changes.empty() && time >= plan.predicted_before) p = current_;
     plan.predicted_after = model_.predict(p, load_).total();

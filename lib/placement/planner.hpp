@@ -1,6 +1,9 @@
 // FlexMoE's planner: a greedy search over expand / shrink / migrate steps on one layer's
 // placement, each step accepted only while the cost model predicts a per-iteration gain larger
-// than the step's extra change cost amortised over `interval` iterations.
+// than the step's extra change cost amortised over `interval` iterations. Two variants:
+//   paper  the FlexMoE paper's moves only: expand, shrink, shift (shrink one expert to expand
+//          another, the paper's "rob the rich") and migrate, under the slot budget
+//   hedge  the same, then the hedge move (PlannerOptions::hedge), which is not in the paper
 #pragma once
 #include <cstdint>
 #include <string>
@@ -10,15 +13,18 @@
 
 namespace skew::placement {
 
+enum class PlannerVariant { Paper, Hedge };
+
 struct PlannerOptions {
+  PlannerVariant variant = PlannerVariant::Paper;
   int interval = 50;            // iterations a new placement is expected to live: amortises its cost
   int max_ops = 0;              // greedy steps per layer per plan; 0 = until no step pays off
   bool balanced_shares = true;  // false: each replica takes 1/n of its expert's tokens
   // Hedging: after the greedy search, fill free slots with replicas of the hottest experts (per
   // replica, on the load estimate) while each costs (sync + amortised move, as predicted) at
   // most this fraction of the predicted step. The estimate says they are not needed; they let
-  // the runtime's live shares absorb the next shift of the load. 0 = off.
-  double hedge = 0.0;
+  // the runtime's live shares absorb the next shift of the load. Hedge variant only; 0 = off.
+  double hedge = 0.02;
 };
 
 // One accepted greedy step, for the change log.
@@ -30,7 +36,8 @@ struct PlacementChange {
   int expert = 0;             // the expert gaining (expand, shift) or losing (shrink) a replica, or moved (migrate)
   int from_rank = -1;         // replica removed there (shrink, migrate, shift), else -1
   int to_rank = -1;           // replica added there (expand, migrate, shift), else -1
-  int other_expert = -1;      // shift: the expert that gave up its slot
+  int other_expert = -1;      // shift: the expert that gave up its slot; migrate into a full rank:
+                              // the expert migrated from to_rank to from_rank in exchange
   double predicted_gain = 0;  // seconds per iteration the step saves
   double change_seconds = 0;  // extra one-off cost of the step
 };

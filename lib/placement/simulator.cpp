@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "lib/core/error.hpp"
+#include "lib/placement/shadowing.hpp"
 
 namespace skew::placement {
 
@@ -12,33 +13,6 @@ namespace {
 
 std::vector<double> to_double(const std::vector<std::int64_t>& counts) {
   return {counts.begin(), counts.end()};
-}
-
-// Rank loads and time when the experts in `shadowed` are computed where their tokens are
-// (each rank takes 1/N of them, no all-to-all) and the rest by their block owner.
-double shadowed_time(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, int groups,
-                     const std::vector<char>& shadowed, int num_shadowed, double* balance) {
-  const int per_rank = static_cast<int>(counts.size()) / gpus;
-  std::vector<double> owned(static_cast<std::size_t>(gpus), 0.0);
-  double local = 0;
-  for (std::size_t e = 0; e < counts.size(); ++e) {
-    if (shadowed[e])
-      local += static_cast<double>(counts[e]) / gpus;
-    else
-      owned[e / static_cast<std::size_t>(per_rank)] += static_cast<double>(counts[e]);
-  }
-  std::vector<double> loads = owned;
-  for (auto& l : loads) l += local;
-  if (balance) *balance = balance_ratio(loads);
-  std::vector<int> all(static_cast<std::size_t>(gpus));
-  std::iota(all.begin(), all.end(), 0);
-  // Broadcasting a shadow's parameters and reducing its gradient back: the volume of one ring all-reduce.
-  const double shadow_sync = num_shadowed * model.allreduce_seconds(model.expert_grad_bytes(), all);
-  // Smart scheduling: `groups` chunks pipeline all-to-all with compute, so only 1/groups of the
-  // shorter phase stays exposed.
-  const double compute = model.compute_seconds(*std::max_element(loads.begin(), loads.end()));
-  const double alltoall = model.alltoall_seconds(owned);
-  return std::max(compute, alltoall) + std::min(compute, alltoall) / groups + shadow_sync;
 }
 
 void check_counts(const std::vector<std::int64_t>& counts, int gpus) {
@@ -81,27 +55,10 @@ double deepspeed_step(const CostModel& model, const std::vector<std::int64_t>& c
 double fastermoe_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, int pipeline_groups,
                       int* shadows, double* balance) {
   check_counts(counts, gpus);
-  SKEW_CHECK(pipeline_groups >= 1, "fastermoe pipeline groups must be >= 1, got " << pipeline_groups);
-  std::vector<std::size_t> hottest(counts.size());
-  std::iota(hottest.begin(), hottest.end(), 0);
-  std::stable_sort(hottest.begin(), hottest.end(), [&](std::size_t a, std::size_t b) { return counts[a] > counts[b]; });
-  std::vector<char> shadowed(counts.size(), 0);
-  int n = 0;
-  double best = shadowed_time(model, counts, gpus, pipeline_groups, shadowed, 0, nullptr);
-  for (std::size_t e : hottest) {
-    if (gpus == 1) break;
-    shadowed[e] = 1;
-    const double t = shadowed_time(model, counts, gpus, pipeline_groups, shadowed, n + 1, nullptr);
-    if (t >= best) {
-      shadowed[e] = 0;
-      break;
-    }
-    best = t;
-    ++n;
-  }
-  if (shadows) *shadows = n;
-  if (balance) shadowed_time(model, counts, gpus, pipeline_groups, shadowed, n, balance);
-  return best;
+  const ShadowDecision d = choose_shadows(model, uniform_routing(counts, gpus), pipeline_groups);
+  if (shadows) *shadows = static_cast<int>(d.shadowed.size());
+  if (balance) *balance = d.balance;
+  return d.seconds;
 }
 
 double ideal_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus) {

@@ -5,7 +5,8 @@
 //               (pad to the max count, drop_tokens=false), > 0 = ceil(assignments / E x cf) and
 //               tokens beyond it dropped
 //   fastermoe   FasterMoE shadowing: the hottest experts are broadcast to every rank and computed
-//               where their tokens are, chosen greedily while the predicted time falls; with
+//               where their tokens are, chosen greedily while the predicted time falls (the
+//               decision of moe_train's fastermoe policy, shadowing.hpp); with
 //               smart scheduling overlapping all-to-all and compute in fastermoe_groups chunks
 //   flexmoe     FlexMoePolicy: replicas planned between iterations, change cost charged
 //   ideal       total expert work spread evenly, no sync

@@ -63,7 +63,6 @@ DEMANDED = {
         "moe.num_experts": "int in [1, 65536]", "moe.top_k": "int in [1, 64]", "moe.d_ff": "int in [1, 1048576]",
         "moe.aux_weight": "float >= 0", "moe.z_weight": "float >= 0", "moe.jitter": "float in [0, 1)",
         "moe.capacity_factor": "float > 0", "moe.eval_capacity_factor": "float > 0",
-        "moe.fastermoe_gflops": "float > 0", "moe.fastermoe_gbps": "float > 0",
         "train.batch_size": "int in [1, 1048576]", "train.iterations": f"int in [1, {INT32_MAX}]",
         "train.lr": "float > 0", "train.min_lr_ratio": "float in [0, 1]", "train.warmup": f"int in [0, {INT32_MAX}]",
         "train.weight_decay": "float >= 0", "train.beta1": "float in [0, 1)", "train.beta2": "float in [0, 1)",

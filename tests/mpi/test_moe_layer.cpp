@@ -10,6 +10,8 @@
 
 #include "lib/moe/optimizer.hpp"
 #include "tests/mpi/moe_model_fixture.hpp"
+#include "lib/moe/policies/fastermoe.hpp"
+#include "mpi/mpi_process_group.hpp"
 
 using namespace skew_moe_fixture;
 
@@ -17,11 +19,16 @@ namespace {
 
 // Every rank holds a 1-rank reference model (MPI_COMM_SELF) over the whole batch and checks its
 // own share of the expert-parallel model against it: loss, dense and local expert gradients.
-void check_against_single_rank(const ModelOptions& o, const std::vector<LayerPlacement>& placements) {
+// `policy`: the expert-parallel model's, when not the one o.moe.policy names; the reference then
+// runs the static policy, which is what every policy does on one rank.
+void check_against_single_rank(const ModelOptions& o, const std::vector<LayerPlacement>& placements,
+                               std::shared_ptr<BalancingPolicy<double>> policy = nullptr) {
   const int N = world().size(), r = world().rank();
   const int sequences = 4;
-  GptMoe<double> ref(o, self(), block_placements(o, 1, o.moe.gate.num_experts));
-  GptMoe<double> ep(o, world(), placements);
+  ModelOptions single = o;
+  if (policy) single.moe.policy = Policy::Static;
+  GptMoe<double> ref(single, self(), block_placements(o, 1, o.moe.gate.num_experts));
+  GptMoe<double> ep(o, world(), placements, policy);
   ref.init(5), ep.init(5);
   const double ref_loss = run(ref, make_batch(o, sequences, 0, 1), true);
   const double ep_loss = run(ep, make_batch(o, sequences, r, N), true);
@@ -72,11 +79,20 @@ TEST_CASE("replica split and replica-gradient reduction equal the single-replica
 TEST_CASE("fastermoe shadows keep the model function and gradients", "[moe]") {
   ModelOptions o = tiny(4, 2);
   o.moe.policy = Policy::FasterMoE;
-  o.moe.fastermoe_gflops = 1e-3;  // compute dominates: the cost model shadows hot experts
-  check_against_single_rank(o, block_placements(o, world().size(), 4));
+  // Compute dominates (1 kFLOP/s against 1 TB/s links): the cost model shadows hot experts.
+  const placement::CostModel model({.gemm_flops = 1e3,
+                                    .intra_bandwidth = 1e12,
+                                    .inter_bandwidth = 1e12,
+                                    .allreduce_bandwidth = 1e12,
+                                    .gpus_per_node = 8,
+                                    .alltoall_latency = 0},
+                                   {.params = o.moe.expert_params(), .hidden_dim = o.d_model});
+  check_against_single_rank(o, block_placements(o, world().size(), 4),
+                            std::make_shared<FasterMoePolicy<double>>(model));
   // Bytes a rank sends per shadow: the owner broadcasts the parameters, every other rank sends
   // its gradients to the owner (a reduce, not an all-reduce): P doubles on every rank.
-  GptMoe<double> ep(o, world(), block_placements(o, world().size(), 4));
+  GptMoe<double> ep(o, world(), block_placements(o, world().size(), 4),
+                    std::make_shared<FasterMoePolicy<double>>(model));
   ep.init(5);
   run(ep, make_batch(o, 4, world().rank(), world().size()), true);
   std::size_t shadows = 0;

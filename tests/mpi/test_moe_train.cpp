@@ -38,3 +38,27 @@ TEST_CASE("deepspeed training computes [experts, capacity] rows per rank and lay
   REQUIRE(s["dropped"].get<std::int64_t>() > 0);
   REQUIRE(s["padded"].get<std::int64_t>() + kept == steps * ranks * 4 * slots);
 }
+
+TEST_CASE("fastermoe decides its shadows on the [placement] cost model", "[moe]") {
+  const Schema schema = moe::moe_train_schema();
+  const std::string dir = scratch("fastermoe");
+  // One rank a node. Expert compute at 1 kFLOP/s against 1 TB/s links: every hot expert pays for
+  // its shadow. The same routing with a 1 B/s all-reduce across nodes: no shadow ever does.
+  const auto shadows = [&](const std::string& gemm_flops, const std::string& allreduce_bw) {
+    const std::string metrics = dir + "/m" + allreduce_bw + ".jsonl";
+    const Json s =
+        run(schema, {"--moe.policy=fastermoe", "--train.iterations=6", "--placement.gemm_flops=" + gemm_flops,
+                     "--placement.alltoall_bandwidth=1e12", "--placement.nvlink_bandwidth=1e12",
+                     "--placement.allreduce_bandwidth=" + allreduce_bw, "--placement.alltoall_latency=0",
+                     "--placement.gpus_per_node=1", "--output.metrics=" + metrics});
+    CHECK(s["cost_constants"]["gemm_flops"].get<double>() == std::stod(gemm_flops));
+    world().barrier();
+    std::size_t n = 0;
+    for (const Json& rec : read_jsonl(metrics))
+      for (const auto& layer : rec["shadowed"]) n += layer.size();
+    return n;
+  };
+  const std::size_t compute_bound = shadows("1e3", "1e12"), network_bound = shadows("1e15", "1");
+  if (world().size() > 1) CHECK(compute_bound > 0);
+  CHECK(network_bound == 0);
+}

@@ -9,7 +9,6 @@
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_expert.hpp"
 #include "lib/core/rng.hpp"
-#include "lib/moe/policies/fastermoe.hpp"
 #include "lib/moe/gate.hpp"
 #include "lib/moe/ops.hpp"
 
@@ -303,19 +302,4 @@ TEST_CASE("grouped GEMM on bf16 operands matches a float64 reference", "[moe]") 
         for (int p = 0; p < k; ++p) want += r(a[i * k + p]) * r(bs[g][p * n + j]);
         REQUIRE(c[i * n + j] == Approx(want).margin(1e-5));
       }
-}
-
-TEST_CASE("fastermoe shadows the hot expert only while the modelled step time falls", "[moe]") {
-  // 2 ranks, experts 0,1 on rank 0 and 2,3 on rank 1; expert 0 is hot.
-  const std::vector<std::int64_t> local = {50, 5, 5, 5,   // rank 0 routes
-                                           50, 5, 5, 5};  // rank 1 routes
-  const std::vector<int> owner = {0, 0, 1, 1};
-  ShadowCosts c;
-  c.sec_per_token = 1.0, c.sec_per_row_moved = 0.0;
-  // Unshadowed: rank 0 computes 100 + 10 = 110, rank 1 20. Shadowing expert 0: rank 0 50 + 10,
-  // rank 1 50 + 20 = 70, plus the shadow cost.
-  c.sec_per_shadow = 10.0;  // 70 + 10 < 110: worth it; adding expert 1 gives 75 + 20 > 80: stop
-  REQUIRE(choose_shadows(local, owner, 2, c) == std::vector<int>{0});
-  c.sec_per_shadow = 45.0;  // 70 + 45 > 110: not worth it
-  REQUIRE(choose_shadows(local, owner, 2, c).empty());
 }

@@ -22,6 +22,12 @@ TEST_CASE("placement config keys: defaults, overrides and derived values", "[pla
   CHECK(p.cost_overrides.alltoall_latency == -1.0);  // measured at start-up
   CHECK(slots_per_rank_from_config(cfg, 8, 4) == 3);
   CHECK(p.shape.state_bytes_per_param == 12);
+  CHECK(o.planner.variant == skew::placement::PlannerVariant::Paper);
+  CHECK(o.planner.hedge == 0.02);
+  const auto hedged = skew::Config::parse_ini_text(schema, "", "x", {"--placement.flexmoe_variant=hedge"});
+  CHECK(placement_options_from_config(hedged).flexmoe.planner.variant == skew::placement::PlannerVariant::Hedge);
+  CHECK_THROWS_WITH(skew::Config::parse_ini_text(schema, "", "x", {"--placement.flexmoe_variant=greedy"}),
+                    Catch::Contains("placement.flexmoe_variant"));
   CHECK_THROWS_WITH(skew::Config::parse_ini_text(schema, "", "x", {"--placement.shares=odd"}),
                     Catch::Contains("placement.shares"));
 }

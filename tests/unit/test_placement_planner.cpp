@@ -62,8 +62,9 @@ TEST_CASE("planner: hedging fills free slots with the hottest experts only while
   const auto current = LayerPlacement::block(4, 2, 3);
   const std::vector<double> load{400, 100, 300, 200};
   PlannerOptions o;
-  CHECK(plan_layer(m, current, load, o).changes.empty());
   o.hedge = 0.02;
+  CHECK(plan_layer(m, current, load, o).changes.empty());  // the paper variant never hedges
+  o.variant = PlannerVariant::Hedge;
   const LayerPlan plan = plan_layer(m, current, load, o);
   REQUIRE(plan.changes.size() == 2);
   CHECK(plan.changes[0].op == "hedge");

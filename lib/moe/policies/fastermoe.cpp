@@ -1,9 +1,8 @@
 #include "lib/moe/policies/fastermoe.hpp"
 
-#include <algorithm>
-#include <numeric>
-
+#include "lib/core/log.hpp"
 #include "lib/moe/moe_layer.hpp"
+#include "lib/placement/shadowing.hpp"
 
 namespace skew::moe {
 
@@ -11,57 +10,6 @@ namespace {
 // Tags of shadow gradient messages: this base plus the expert id.
 constexpr int kShadowGradTag = 9100;
 }  // namespace
-
-std::vector<int> choose_shadows(const std::vector<std::int64_t>& local, const std::vector<int>& owner, int ranks,
-                                const ShadowCosts& costs) {
-  const int E = static_cast<int>(owner.size());
-  std::vector<double> global(static_cast<std::size_t>(E), 0.0);
-  for (int r = 0; r < ranks; ++r)
-    for (int e = 0; e < E; ++e)
-      global[static_cast<std::size_t>(e)] += static_cast<double>(local[static_cast<std::size_t>(r * E + e)]);
-  std::vector<char> shadowed(static_cast<std::size_t>(E), 0);
-  int count = 0;
-  auto predicted = [&]() {
-    double worst = 0;
-    for (int r = 0; r < ranks; ++r) {
-      double work = 0, moved = 0;
-      for (int e = 0; e < E; ++e) {
-        const double mine = static_cast<double>(local[static_cast<std::size_t>(r * E + e)]);
-        if (shadowed[static_cast<std::size_t>(e)])
-          work += mine;
-        else if (owner[static_cast<std::size_t>(e)] == r)
-          work += global[static_cast<std::size_t>(e)];
-        else
-          moved += mine;
-      }
-      worst = std::max(worst, work * costs.sec_per_token + moved * costs.sec_per_row_moved);
-    }
-    return worst + count * costs.sec_per_shadow;
-  };
-  std::vector<int> hot(static_cast<std::size_t>(E));
-  std::iota(hot.begin(), hot.end(), 0);
-  std::stable_sort(hot.begin(), hot.end(), [&](int a, int b) {
-    return global[static_cast<std::size_t>(a)] > global[static_cast<std::size_t>(b)];
-  });
-  double best = predicted();
-  std::vector<int> out;
-  for (int e : hot) {
-    shadowed[static_cast<std::size_t>(e)] = 1, ++count;
-    const double t = predicted();
-    if (t >= best) break;
-    best = t;
-    out.push_back(e);
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-template <class T>
-FasterMoePolicy<T>::FasterMoePolicy(FasterMoeOptions options, int d_model, int d_ff, std::int64_t expert_params) {
-  costs_.sec_per_token = 3.0 * 4.0 * d_model * d_ff / (options.gflops * 1e9);  // fwd + bwd flops
-  costs_.sec_per_row_moved = 2.0 * 2.0 * d_model * sizeof(T) / (options.gbps * 1e9);
-  costs_.sec_per_shadow = 2.0 * static_cast<double>(expert_params) * sizeof(T) / (options.gbps * 1e9);
-}
 
 // Every rank picks the same shadows from the all-gathered counts.
 template <class T>
@@ -74,7 +22,10 @@ void FasterMoePolicy<T>::plan(MoeLayer<T>& layer) {
   world.allgather(comm::cview(layer.gate_state().local_counts), comm::view(local));
   std::vector<int> owner;
   for (const auto& reps : layer.placement().experts) owner.push_back(reps[0].rank);
-  layer.set_shadowed(choose_shadows(local, owner, N, costs_));
+  // Pipeline groups 1: the MoE layer runs the all-to-all and the expert compute one after the other.
+  constexpr int kPipelineGroups = 1;
+  layer.set_shadowed(
+      placement::choose_shadows(model_, placement::measured_routing(local, owner, N), kPipelineGroups).shadowed);
   const std::size_t P = static_cast<std::size_t>(layer.options().expert_params());
   for (int e : layer.shadowed()) {
     if (owner[static_cast<std::size_t>(e)] == world.rank()) {
@@ -136,7 +87,33 @@ void FasterMoePolicy<T>::reduce_shadow_grads(MoeLayer<T>& layer) {
   }
 }
 
+template <class T>
+void FasterMoePolicy<T>::summarise(Json& summary) const {
+  const auto& c = model_.constants();
+  summary["cost_constants"] = {{"gemm_flops", c.gemm_flops},
+                               {"alltoall_bandwidth", c.inter_bandwidth},
+                               {"allreduce_bandwidth", c.allreduce_bandwidth},
+                               {"alltoall_latency", c.alltoall_latency}};
+}
+
+template <class T>
+std::shared_ptr<FasterMoePolicy<T>> make_fastermoe(const placement::PlacementOptions& placement,
+                                                   comm::ProcessGroup& world, const MoeOptions& options) {
+  placement::ExpertShape shape = placement.shape;
+  shape.params = options.expert_params();
+  shape.hidden_dim = options.d_model;
+  const placement::CostConstants constants = placement::measure_constants(world, placement.cost_overrides, shape);
+  SKEW_INFO("fastermoe cost model: gemm " << constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all "
+                                          << constants.inter_bandwidth / 1e9 << " GB/s, all-reduce "
+                                          << constants.allreduce_bandwidth / 1e9 << " GB/s");
+  return std::make_shared<FasterMoePolicy<T>>(placement::CostModel(constants, shape));
+}
+
 template class FasterMoePolicy<float>;
 template class FasterMoePolicy<double>;
+template std::shared_ptr<FasterMoePolicy<float>> make_fastermoe<float>(const placement::PlacementOptions&,
+                                                                       comm::ProcessGroup&, const MoeOptions&);
+template std::shared_ptr<FasterMoePolicy<double>> make_fastermoe<double>(const placement::PlacementOptions&,
+                                                                         comm::ProcessGroup&, const MoeOptions&);
 
 }  // namespace skew::moe

@@ -7,7 +7,8 @@
 //
 // Shares: the paper splits an expert's tokens evenly among its replicas; the planner here can
 // also level them by predicted rank load ("balanced"), and our "live" variant re-levels them
-// every step from that step's global counts (placement.shares).
+// every step from that step's global counts (placement.shares). Planner moves: the paper's
+// (placement.flexmoe_variant = paper, the default) or those plus our hedge move (= hedge).
 #pragma once
 #include <memory>
 

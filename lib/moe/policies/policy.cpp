@@ -3,7 +3,6 @@
 #include "lib/core/error.hpp"
 #include "lib/moe/moe_layer.hpp"
 #include "lib/moe/policies/deepspeed.hpp"
-#include "lib/moe/policies/fastermoe.hpp"
 #include "lib/moe/policies/static.hpp"
 
 namespace skew::moe {
@@ -28,9 +27,9 @@ std::shared_ptr<BalancingPolicy<T>> make_policy(const MoeOptions& o) {
                                                                    .use_rts = o.use_rts,
                                                                    .drop_by_probability = o.drop_by_probability});
     case Policy::FasterMoE:
-      return std::make_shared<FasterMoePolicy<T>>(
-          FasterMoeOptions{.gflops = o.fastermoe_gflops, .gbps = o.fastermoe_gbps}, o.d_model, o.d_ff,
-          o.expert_params());
+      SKEW_THROW(
+          "moe.policy fastermoe needs its measured cost model: build it with make_fastermoe "
+          "(policies/fastermoe.hpp)");
     case Policy::FlexMoE: break;
   }
   SKEW_THROW("moe.policy flexmoe needs its placement machinery: build it with make_flexmoe (policies/flexmoe.hpp)");

@@ -69,8 +69,9 @@ class BalancingPolicy {
   virtual void load_state(const TensorFile& file) = 0;
 };
 
-// The policy MoeOptions::policy names, built from the options alone: static, deepspeed or
-// fastermoe (flexmoe needs its placement machinery: make_flexmoe, flexmoe.hpp).
+// The policy MoeOptions::policy names, built from the options alone: static or deepspeed
+// (fastermoe needs its measured cost model: make_fastermoe, fastermoe.hpp; flexmoe its placement
+// machinery: make_flexmoe, flexmoe.hpp).
 template <class T>
 std::shared_ptr<BalancingPolicy<T>> make_policy(const MoeOptions& options);
 
