@@ -3,7 +3,11 @@
 // static, deepspeed, fastermoe, flexmoe and the balanced ideal, at one size and optionally at a
 // list of sizes (scaling rows). With sim.validate = moe_train metrics JSONL, run under mpirun
 // with the recorded run's rank count instead: measures the cost-model constants here and
-// compares predicted with measured expert compute and all-to-all time.
+// compares predicted with measured expert compute and all-to-all time. With sim.calibrate = runs
+// (moe_train metrics JSONL, comma-separated), fits the cost-model constants to those runs
+// (lib/placement/calibration.hpp), reports the fitted model's error on the held-out runs of
+// sim.calibrate_check and writes the constants (output.calibration) for sim.scoring, which scores
+// every policy's simulated steps with them instead of with the planners' own model.
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -14,6 +18,7 @@
 #include "lib/core/log.hpp"
 #include "lib/core/metrics.hpp"
 #include "lib/moe/placement_config.hpp"
+#include "lib/placement/calibration.hpp"
 #include "lib/placement/simulator.hpp"
 #include "lib/placement/validate.hpp"
 #include "mpi/runtime.hpp"
@@ -53,6 +58,14 @@ Schema make_schema() {
       .add_string("sim.validate", "",
                   "moe_train metrics JSONL to check the cost model against (run with its rank count)")
       .add_string("output.validation", "", "validation result as one JSON line")
+      .add_string("sim.calibrate", "",
+                  "moe_train metrics JSONL runs (comma-separated) to fit the cost constants to; then no simulation")
+      .add_string("sim.calibrate_check", "",
+                  "held-out moe_train runs (comma-separated) the fitted constants are checked on, term by term")
+      .add_string("output.calibration", "", "fitted cost constants as JSON (the file sim.scoring reads)")
+      .add_string("sim.scoring", "",
+                  "cost constants JSON (output.calibration) every policy's step is scored with; empty = the "
+                  "planners' own model (placement.* and the cluster defaults)")
       .add_bool("sim.verbose", false, "log every flexmoe placement change on stdout")
       .add_string("output.changes", "",
                   "flexmoe placement changes of the headline run (JSONL: iteration, op, expert, ranks, gains)")
@@ -88,6 +101,7 @@ SimSetup make_setup(const Config& cfg, int gpus) {
   s.capacity_factor = cfg.get_float("sim.capacity_factor");
   s.fastermoe_groups = cfg.get_int_as<int>("sim.fastermoe_groups");
   s.flexmoe = options.flexmoe;
+  if (!cfg.get_string("sim.scoring").empty()) s.scoring = read_constants_json(cfg.get_string("sim.scoring"));
   return s;
 }
 
@@ -159,7 +173,10 @@ int simulate_main(const Config& cfg) {
     table << "\nflexmoe over deepspeed " << std::setprecision(2) << ds / fx << "x (paper: 1.70x avg), over fastermoe "
           << fm / fx << "x (paper: 1.30x avg); " << gpus << " GPUs, " << trace.size()
           << " iterations, trace balance ratio " << trace_balance << " (static placement); flexmoe planner variant "
-          << cfg.get_string("placement.flexmoe_variant") << "\n";
+          << cfg.get_string("placement.flexmoe_variant") << "; steps scored with "
+          << (setup.scoring ? "the calibrated constants of " + cfg.get_string("sim.scoring")
+                            : std::string("the planners' own model (no sim.scoring)"))
+          << "\n";
 
     std::unique_ptr<CsvWriter> summary;
     if (!cfg.get_string("output.summary_csv").empty())
@@ -205,6 +222,7 @@ int simulate_main(const Config& cfg) {
     j["gpus"] = gpus;
     j["iterations"] = trace.size();
     j["trace_balance"] = trace_balance;
+    j["scoring"] = setup.scoring ? cfg.get_string("sim.scoring") : "planner model";
     for (const auto& s : results) j["step_ms"][s.policy] = s.mean_step() * 1e3;
     j["flexmoe_vs_deepspeed"] = ds / fx;
     j["flexmoe_vs_fastermoe"] = fm / fx;
@@ -217,16 +235,29 @@ int simulate_main(const Config& cfg) {
   }
 }
 
+// moe_train's expert: two matrices and two bias vectors.
+ExpertShape measured_expert_shape(const Config& cfg, const PlacementOptions& options) {
+  const std::int64_t hidden = cfg.get_int("sim.hidden"), ffn = cfg.get_int("sim.ffn_hidden");
+  ExpertShape shape = options.shape;
+  shape.params = 2 * hidden * ffn + hidden + ffn;
+  shape.hidden_dim = static_cast<int>(hidden);
+  return shape;
+}
+
+std::vector<std::string> comma_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');)
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
 // Measured constants of this machine against a recorded moe_train run at world.size() ranks,
 // term by term (see lib/placement/validate.hpp).
 int validate_main(const Config& cfg, comm::ProcessGroup& world) {
   const MeasuredRun run = read_measured_jsonl(cfg.get_string("sim.validate"));
-  const std::int64_t hidden = cfg.get_int("sim.hidden"), ffn = cfg.get_int("sim.ffn_hidden");
   const PlacementOptions options = moe::placement_options_from_config(cfg);
-  // moe_train's expert: two matrices and two bias vectors.
-  ExpertShape shape = options.shape;
-  shape.params = 2 * hidden * ffn + hidden + ffn;
-  shape.hidden_dim = static_cast<int>(hidden);
+  const ExpertShape shape = measured_expert_shape(cfg, options);
   const CostConstants constants = measure_constants(world, options.cost_overrides, shape);
   if (world.rank() != 0) return 0;
   const CostModel model(constants, shape);
@@ -256,12 +287,48 @@ int validate_main(const Config& cfg, comm::ProcessGroup& world) {
   return 0;
 }
 
+// Fits the constants to the sim.calibrate runs and checks them on the sim.calibrate_check runs.
+int calibrate_main(const Config& cfg) {
+  const PlacementOptions options = moe::placement_options_from_config(cfg);
+  const ExpertShape shape = measured_expert_shape(cfg, options);
+  std::vector<MeasuredRun> fit_runs;
+  for (const std::string& path : comma_list(cfg.get_string("sim.calibrate"))) fit_runs.push_back(read_measured_jsonl(path));
+  const CalibrationFit fit = fit_constants(fit_runs, shape, cluster_constants(options));
+  const CostModel model(fit.constants, shape);
+  std::cout << std::setprecision(4) << "fitted to " << fit_runs.size() << " runs (" << fit.compute_samples
+            << " compute records, " << fit.alltoall_samples << " all-to-all iterations): gemm "
+            << fit.constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all " << fit.constants.inter_bandwidth / 1e9
+            << " GB/s + " << fit.constants.alltoall_latency * 1e6 << " us a round\n";
+  Json checks = Json::array();
+  for (const std::string& path : comma_list(cfg.get_string("sim.calibrate_check"))) {
+    const MeasuredRun run = read_measured_jsonl(path);
+    const int ranks = static_cast<int>(run.rows.back().size());
+    const Validation v = validate_cost_model(model, run, ranks, options.flexmoe.live_shares);
+    std::cout << "  held out " << path << " (" << ranks << " ranks): compute error " << v.compute.error() * 100
+              << "%, all-to-all wall error " << v.alltoall_wall.error() * 100 << "%\n";
+    checks.push_back({{"run", path},
+                      {"ranks", ranks},
+                      {"iterations", v.iterations},
+                      {"compute_ms", {{"predicted", v.compute.predicted * 1e3}, {"measured", v.compute.measured * 1e3}}},
+                      {"compute_error", v.compute.error()},
+                      {"alltoall_wall_ms",
+                       {{"predicted", v.alltoall_wall.predicted * 1e3}, {"measured", v.alltoall_wall.measured * 1e3}}},
+                      {"alltoall_wall_error", v.alltoall_wall.error()}});
+  }
+  const Json constants = constants_to_json(fit.constants);
+  if (!cfg.get_string("output.calibration").empty())
+    write_file_atomic(cfg.get_string("output.calibration"), constants.dump(1) + "\n");
+  print_summary(Json{{"app", "placement_sim"}, {"calibration", constants}, {"held_out", checks}});
+  return 0;
+}
+
 int main(int argc, char** argv) {
   return comm::run_main(argc, argv, false, [&](comm::Runtime& rt) {
     const Schema schema = make_schema();
     const Config cfg = Config::parse(schema, argc, argv);
     if (cfg.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
     if (!cfg.get_string("sim.validate").empty()) return validate_main(cfg, *rt.world);
+    if (!cfg.get_string("sim.calibrate").empty()) return rt.world_rank == 0 ? calibrate_main(cfg) : 0;
     return rt.world_rank == 0 ? simulate_main(cfg) : 0;
   });
 }

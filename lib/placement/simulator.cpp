@@ -52,13 +52,15 @@ double deepspeed_step(const CostModel& model, const std::vector<std::int64_t>& c
          model.alltoall_seconds(std::vector<double>(static_cast<std::size_t>(gpus), per_rank));
 }
 
-double fastermoe_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, int pipeline_groups,
-                      int* shadows, double* balance) {
+double fastermoe_step(const CostModel& decide, const CostModel& score, const std::vector<std::int64_t>& counts,
+                      int gpus, int pipeline_groups, int* shadows, double* balance) {
   check_counts(counts, gpus);
-  const ShadowDecision d = choose_shadows(model, uniform_routing(counts, gpus), pipeline_groups);
+  const ShadowRouting routing = uniform_routing(counts, gpus);
+  const ShadowDecision d = choose_shadows(decide, routing, pipeline_groups);
   if (shadows) *shadows = static_cast<int>(d.shadowed.size());
-  if (balance) *balance = d.balance;
-  return d.seconds;
+  std::vector<char> mask(counts.size(), 0);
+  for (int e : d.shadowed) mask[static_cast<std::size_t>(e)] = 1;
+  return shadowed_seconds(score, routing, mask, pipeline_groups, balance);
 }
 
 double ideal_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus) {
@@ -73,6 +75,7 @@ std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& se
   const int experts = static_cast<int>(trace.front().front().size());
   check_counts(trace.front().front(), setup.gpus);
   const CostModel model(setup.constants, setup.shape);
+  const CostModel scorer(setup.scoring.value_or(setup.constants), setup.shape);
   const int slots = setup.slots_per_rank > 0 ? setup.slots_per_rank : experts / setup.gpus + 1;
   std::vector<PolicySeries> out;
   for (const char* name : {"static", "deepspeed", "fastermoe", "flexmoe", "ideal"}) {
@@ -90,7 +93,7 @@ std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& se
     std::vector<LayerPlacement> next = flex.plan(static_cast<std::int64_t>(it), placement);
     double flex_time = 0;
     for (int l = 0; l < layers; ++l)
-      flex_time += model.change_seconds(placement[static_cast<std::size_t>(l)], next[static_cast<std::size_t>(l)]);
+      flex_time += scorer.change_seconds(placement[static_cast<std::size_t>(l)], next[static_cast<std::size_t>(l)]);
     placement = std::move(next);
     std::vector<double> time(out.size(), 0.0), balance(out.size(), 0.0);
     time[3] = flex_time;
@@ -99,21 +102,21 @@ std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& se
       const auto load = to_double(c);
       std::int64_t dropped = 0;
       int shadows = 0;
-      time[0] += static_step(model, c, setup.gpus);
+      time[0] += static_step(scorer, c, setup.gpus);
       balance[0] += balance_ratio(model.rank_loads(LayerPlacement::block(experts, setup.gpus, slots), load));
-      time[1] += deepspeed_step(model, c, setup.gpus, setup.capacity_factor, &dropped);
+      time[1] += deepspeed_step(scorer, c, setup.gpus, setup.capacity_factor, &dropped);
       balance[1] += 1.0;  // padded: every rank computes the same number of rows
       dropped_total += dropped;
       assignments_total += std::accumulate(c.begin(), c.end(), std::int64_t{0});
       double shadow_balance = 1;
-      time[2] += fastermoe_step(model, c, setup.gpus, setup.fastermoe_groups, &shadows, &shadow_balance);
+      time[2] += fastermoe_step(model, scorer, c, setup.gpus, setup.fastermoe_groups, &shadows, &shadow_balance);
       balance[2] += shadow_balance;
       out[2].changes += shadows;
       LayerPlacement p = placement[static_cast<std::size_t>(l)];
       if (setup.flexmoe.live_shares) assign_shares(p, load, true);
-      time[3] += model.predict(p, load).total();
+      time[3] += scorer.predict(p, load).total();
       balance[3] += balance_ratio(model.rank_loads(p, load));
-      time[4] += ideal_step(model, c, setup.gpus);
+      time[4] += ideal_step(scorer, c, setup.gpus);
       balance[4] += 1.0;
     }
     for (std::size_t k = 0; k < out.size(); ++k) {

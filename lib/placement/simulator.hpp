@@ -11,6 +11,7 @@
 //   flexmoe     FlexMoePolicy: replicas planned between iterations, change cost charged
 //   ideal       total expert work spread evenly, no sync
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ struct SimSetup {
   int fastermoe_groups = 1;           // fastermoe smart-scheduling chunks (1 = no overlap)
   JsonlWriter* change_log = nullptr;  // receives flexmoe's placement changes when set
   FlexMoeOptions flexmoe;
+  // Constants every policy's step is scored with (calibrated from measured runs,
+  // calibration.hpp); unset = `constants`, the model the planners decide with. Scoring with the
+  // planners' own model lets them win by construction.
+  std::optional<CostConstants> scoring;
 };
 
 struct PolicySeries {
@@ -43,11 +48,12 @@ struct PolicySeries {
 double static_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus);
 double deepspeed_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, double capacity_factor,
                       std::int64_t* dropped);
+// The shadows are chosen with `decide` (the policy's model) and the step is scored with `score`.
 // `pipeline_groups` chunks overlap all-to-all with compute (FasterMoE's smart scheduling; 1 =
 // no overlap). `shadows` receives how many experts were shadowed, `balance` the resulting
 // max/mean rank load.
-double fastermoe_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, int pipeline_groups,
-                      int* shadows, double* balance = nullptr);
+double fastermoe_step(const CostModel& decide, const CostModel& score, const std::vector<std::int64_t>& counts,
+                      int gpus, int pipeline_groups, int* shadows, double* balance = nullptr);
 double ideal_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus);
 
 // All policies over the trace, in the order static, deepspeed, fastermoe, flexmoe, ideal.

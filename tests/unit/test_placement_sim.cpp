@@ -45,7 +45,7 @@ TEST_CASE("simulator: baselines on a hand-computed two-GPU case", "[placement][s
   // 4000-byte all-reduce on NVLink (1 s) = 3.25 s; shadowing expert 1 too: 0.2 + 0 + 2 = 2.2 s.
   int shadows = 0;
   double balance = 0;
-  CHECK(fastermoe_step(m, counts, 2, 1, &shadows, &balance) == Approx(2.2));
+  CHECK(fastermoe_step(m, m, counts, 2, 1, &shadows, &balance) == Approx(2.2));
   CHECK(shadows == 2);
   CHECK(balance == Approx(1.0));
   // Pipelined in 4 chunks with 10x faster links: no shadow (1 all-reduce = 0.1 s) 0.3 s compute
@@ -55,7 +55,7 @@ TEST_CASE("simulator: baselines on a hand-computed two-GPU case", "[placement][s
   SimSetup fast = s;
   fast.constants.intra_bandwidth = 40000;
   const CostModel mf(fast.constants, fast.shape);
-  CHECK(fastermoe_step(mf, counts, 2, 4, &shadows) == Approx(0.4));
+  CHECK(fastermoe_step(mf, mf, counts, 2, 4, &shadows) == Approx(0.4));
   CHECK(shadows == 1);
 }
 
