@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Tables of scripts/bench_preduce_hetero.sh.
+
+  preduce_hetero_report.py tune OUT    runs/dev/*.json -> dev.csv (mean time to accuracy per
+                                       variant and skew) and tuned.txt (each baseline's setting
+                                       with the lowest mean over the whole development set)
+  preduce_hetero_report.py report OUT  runs/heldout/*.json -> results.csv and tta.png
+
+Time to accuracy: the summary's time_to_target_s plus auto_warmup_s (P = auto's warm-up window);
+a run that never reaches the target counts as its wall_s (censored, counted in the table).
+Intervals: 95% Student t over the seeds; partial reduce's speedup over a baseline is the mean of
+the per-seed ratios baseline / partial reduce, with its own t-interval.
+"""
+import csv, glob, json, math, os, re, statistics, sys
+
+NAME = re.compile(r"^(?P<model>.+?)_(?P<variant>allreduce|preduce_.+|adpsgd.*|eager.*)_s(?P<seed>\d+)\.json$")
+# Two-sided 95% Student t quantiles by degrees of freedom (scipy is not on this machine).
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+       10: 2.228, 11: 2.201, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def t95(df):
+    return T95.get(df) or T95[max(k for k in T95 if k <= df)] if df >= 1 else float("nan")
+
+
+def load(runs):
+    """{(model, variant): {seed: (tta, censored, summary)}}, models in file order."""
+    table = {}
+    for path in sorted(glob.glob(f"{runs}/*.json")):
+        m = NAME.match(os.path.basename(path))
+        if not m:
+            continue
+        s = json.load(open(path))
+        tta = s["time_to_target_s"]
+        censored = tta is None
+        tta = (s["wall_s"] if censored else tta) + s.get("auto_warmup_s", 0.0)
+        table.setdefault((m["model"], m["variant"]), {})[int(m["seed"])] = (tta, censored, s)
+    return table
+
+
+def models_of(set_file):
+    return [line.split()[1] for line in open(set_file) if line.startswith("model ")]
+
+
+def mean_ci(xs):
+    m = statistics.fmean(xs)
+    half = t95(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else float("nan")
+    return m, half
+
+
+def args_of(variant):
+    if variant.startswith("adpsgd_lr"):
+        return f"--sync.mode=adpsgd --train.lr={variant[len('adpsgd_lr'):]}"
+    q, d = re.match(r"eager_(solo|majority)_(\d+)ms", variant).groups()
+    return f"--sync.mode=eager --eager.quorum={q} --eager.deadline_ms={d}"
+
+
+def tune(out):
+    table = load(f"{out}/runs/dev")
+    models = models_of(f"{out}/dev.txt")
+    variants = sorted({v for _, v in table})
+    with open(f"{out}/dev.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["skew", "variant", "seeds", "mean_tta_s", "ci95_s", "censored", "group_size"])
+        for model in models:
+            for v in variants:
+                runs = table.get((model, v), {})
+                if not runs:
+                    continue
+                m, h = mean_ci([r[0] for r in runs.values()])
+                p = sorted({r[2].get("group_size", "") for r in runs.values()}, key=str)
+                w.writerow([model, v, len(runs), f"{m:.3f}", f"{h:.3f}", sum(r[1] for r in runs.values()),
+                            "/".join(map(str, p))])
+    overall = {v: statistics.fmean([r[0] for (mo, vv), runs in table.items() if vv == v for r in runs.values()])
+               for v in variants}
+    print("dev: mean time to accuracy over all skews and seeds")
+    for v in variants:
+        print(f"  {v:22s} {overall[v]:.3f} s")
+    with open(f"{out}/tuned.txt", "w") as f:
+        for family in ("adpsgd", "eager"):
+            best = min((v for v in variants if v.startswith(family)), key=overall.get)
+            print(f"tuned {family}: {best} ({overall[best]:.3f} s)")
+            f.write(f"{best}|{args_of(best)}\n")
+
+
+def report(out):
+    table = load(f"{out}/runs/heldout")
+    models = models_of(f"{out}/heldout.txt")
+    variants = sorted({v for _, v in table})
+    baselines = [v for v in variants if v.startswith(("adpsgd", "eager"))]
+    rows, plot = [], {}
+    for model in models:
+        stats = {}
+        for v in variants:
+            runs = table.get((model, v), {})
+            if runs:
+                stats[v] = mean_ci([r[0] for r in runs.values()]) + (sum(r[1] for r in runs.values()), len(runs))
+        best = min(baselines, key=lambda v: stats[v][0])
+        ours = table[(model, "preduce_auto")]
+        ratio = {b: mean_ci([table[(model, b)][s][0] / ours[s][0] for s in ours]) for b in (best, "allreduce")}
+        lo = ratio[best][0] - ratio[best][1]
+        hi = ratio[best][0] + ratio[best][1]
+        verdict = ("partial reduce wins" if lo > 1 else "partial reduce loses" if hi < 1 else
+                   "level: the interval includes 1")
+        p = "/".join(sorted({str(r[2].get("group_size")) for r in ours.values()}))
+        for v in variants:
+            m, h, cens, n = stats[v]
+            rows.append([model, v, n, f"{m:.3f}", f"{h:.3f}", cens,
+                         p if v == "preduce_auto" else "",
+                         f"{ratio[best][0]:.3f}" if v == "preduce_auto" else "",
+                         f"{ratio[best][1]:.3f}" if v == "preduce_auto" else "",
+                         best if v == "preduce_auto" else "",
+                         f"{ratio['allreduce'][0]:.3f}" if v == "preduce_auto" else "",
+                         verdict if v == "preduce_auto" else ""])
+        plot[model] = stats
+    header = ["skew", "mode", "seeds", "mean_tta_s", "ci95_s", "censored", "auto_group_size",
+              "speedup_vs_best_baseline", "speedup_ci95", "best_baseline", "speedup_vs_allreduce", "verdict"]
+    with open(f"{out}/results.csv", "w", newline="") as f:
+        csv.writer(f).writerows([header] + rows)
+    for r in rows:
+        print(",".join(map(str, r)))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no matplotlib: tta.png not written")
+        return
+    fig, ax = plt.subplots(figsize=(11, 4.5))
+    width = 0.8 / len(variants)
+    for i, v in enumerate(variants):
+        xs = [k + i * width for k in range(len(models))]
+        ax.bar(xs, [plot[m][v][0] for m in models], width, yerr=[plot[m][v][1] for m in models], label=v, capsize=2)
+    ax.set_xticks([k + 0.4 - width / 2 for k in range(len(models))])
+    ax.set_xticklabels(models)
+    ax.set_ylabel("virtual seconds to 90% (mean, 95% CI)")
+    ax.set_title("held-out skews, 16 simulated workers")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(f"{out}/tta.png", dpi=90)
+
+
+if __name__ == "__main__":
+    {"tune": tune, "report": report}[sys.argv[1]](sys.argv[2])
