@@ -4,15 +4,15 @@
 # target 90% test accuracy, 4 s of virtual time; all-reduce by steps).
 #   1. dev: the development set (results/preduce/hetero/dev.txt). Runs the grid the settings
 #      are chosen from: AD-PSGD's learning rate, eager-SGD's quorum and deadline, partial reduce
-#      at fixed P = 2, 3, 8 and P = auto (the rule in lib/preduce/auto_group.hpp). Writes
-#      dev.csv and tuned.txt: each baseline's setting with the lowest mean time to accuracy
-#      over the whole development set (one setting per baseline, not per skew).
-#   2. heldout: the held-out set (heldout.txt, fixed before step 1 was first run): all-reduce,
-#      partial reduce with P = auto, P = 3 (the former hand choice) and the tuned AD-PSGD and
-#      eager-SGD over every held-out seed and skew. Writes results.csv (mean time to accuracy
+#      at P = 3 (the former hand choice) and P = auto (the rule in lib/preduce/auto_group.hpp),
+#      each mode's learning rate. Writes dev.csv and tuned.txt: each mode's setting (all-reduce,
+#      partial reduce with P = auto, AD-PSGD, eager-SGD) with the lowest mean time to accuracy
+#      over the whole development set (one setting per mode, not per skew).
+#   2. heldout: the held-out set (heldout.txt, fixed before step 1 was first run): every mode
+#      at its tuned setting over every held-out seed and skew. Writes results.csv (mean time to accuracy
 #      per mode and skew with a 95% t-interval over the seeds; partial reduce's ratio to the best
 #      baseline with its interval; a verdict per skew), tta.png and manifest.txt.
-#   scripts/bench_preduce_hetero.sh [BUILD_DIR]          both steps (about 25 minutes, one core)
+#   scripts/bench_preduce_hetero.sh [BUILD_DIR]          both steps (about 40 minutes on a busy core)
 #   STEPS=heldout scripts/bench_preduce_hetero.sh ...    only step 2 (uses the committed tuned.txt)
 #   REUSE=1 scripts/bench_preduce_hetero.sh ...          keeps runs already in runs/
 # P = auto's warm-up window (auto_warmup_s in the summary) is added to its time to accuracy.
@@ -31,21 +31,37 @@ common=(--config configs/preduce_mnist.ini --simulate --model.hidden=32 --train.
 # Baselines as their papers run them: AD-PSGD (Lian et al., ICML'18) is asynchronous pairwise
 # averaging on a bipartite active/passive graph with the synchronous run's learning rate, tuned
 # here over {0.1, 0.2, 0.4}; eager-SGD (Li et al., PPoPP'20) is a solo or majority partial
-# collective, tuned over quorum {solo, majority} x deadline {1, 2, 5} ms with its periodic
+# collective, tuned over quorum {solo, majority} x deadline {2, 5} ms with its periodic
 # full model average every 10 rounds. All-reduce takes 300 synchronous steps.
-dev_variants=(
-  "allreduce|--sync.mode=allreduce --train.steps=300"
-  "preduce_auto|--sync.mode=preduce --preduce.group_size=0"
-  "preduce_p2|--sync.mode=preduce --preduce.group_size=2"
-  "preduce_p3|--sync.mode=preduce --preduce.group_size=3"
-  "preduce_p8|--sync.mode=preduce --preduce.group_size=8"
-  "adpsgd_lr0.1|--sync.mode=adpsgd --train.lr=0.1"
-  "adpsgd_lr0.2|--sync.mode=adpsgd --train.lr=0.2"
-  "adpsgd_lr0.4|--sync.mode=adpsgd --train.lr=0.4"
-)
-for q in solo majority; do
-  for d in 1 2 5; do dev_variants+=("eager_${q}_${d}ms|--sync.mode=eager --eager.quorum=$q --eager.deadline_ms=$d"); done
-done
+# A variant's name spells its flags (variant_args); the learning rate is the preset's 0.2 unless
+# named. Every mode's learning rate is tuned too (0.2, 0.4; AD-PSGD, best at the grid's edge,
+# also 0.1 and 0.8), and partial reduce's warm-up window (20 or 5 steps).
+dev_names=(allreduce allreduce_lr0.4 preduce_auto preduce_auto_lr0.4_w5 preduce_p3
+           adpsgd_lr0.1 adpsgd_lr0.2 adpsgd_lr0.4 adpsgd_lr0.8
+           eager_solo_2ms eager_solo_5ms eager_majority_2ms eager_majority_5ms
+           eager_solo_2ms_lr0.4 eager_majority_5ms_lr0.4)
+variant_args() {  # variant_args NAME: the preduce_train flags a variant name stands for
+  local flags="" part
+  IFS=_ read -ra parts <<<"$1"
+  for part in "${parts[@]}"; do
+    case $part in
+      allreduce) flags+=" --sync.mode=allreduce --train.steps=300" ;;
+      preduce | adpsgd | eager) flags+=" --sync.mode=$part" ;;
+      auto) flags+=" --preduce.group_size=0" ;;
+      p[0-9]*) flags+=" --preduce.group_size=${part#p}" ;;
+      w[0-9]*) flags+=" --preduce.auto_warmup_steps=${part#w}" ;;
+      lr*) flags+=" --train.lr=${part#lr}" ;;
+      solo | majority) flags+=" --eager.quorum=$part" ;;
+      *ms) flags+=" --eager.deadline_ms=${part%ms}" ;;
+      *) echo "bench_preduce_hetero: unknown variant part '$part' in '$1'" >&2; exit 2 ;;
+    esac
+  done
+  echo "$flags"
+}
+# DEV_NAMES="a b ..." runs only those variants (with REUSE=1: to add variants to a sweep).
+[[ -n ${DEV_NAMES:-} ]] && read -ra dev_names <<<"$DEV_NAMES"
+dev_variants=()
+for name in "${dev_names[@]}"; do dev_variants+=("$name|$(variant_args "$name")"); done
 sweep() {  # sweep SET_FILE RUNS_DIR VARIANTS...
   local set_file=$1 runs=$2
   shift 2
@@ -70,12 +86,10 @@ if [[ " $steps " == *" dev "* ]]; then
   /usr/bin/python3 scripts/preduce_hetero_report.py tune "$out"
 fi
 if [[ " $steps " == *" heldout "* ]]; then
-  heldout_variants=(
-    "allreduce|--sync.mode=allreduce --train.steps=300"
-    "preduce_auto|--sync.mode=preduce --preduce.group_size=0"
-    "preduce_p3|--sync.mode=preduce --preduce.group_size=3"
-  )
-  while IFS='|' read -r name args; do heldout_variants+=("$name|$args"); done <"$out/tuned.txt"
+  # Each mode at its tuned setting (HELDOUT_NAMES="a b ...": only those, to add runs).
+  heldout_variants=()
+  names=$(cat "$out/tuned.txt" 2>/dev/null || true)
+  for name in ${HELDOUT_NAMES:-$names}; do heldout_variants+=("$name|$(variant_args "$name")"); done
   sweep "$out/heldout.txt" "$out/runs/heldout" "${heldout_variants[@]}"
   /usr/bin/python3 scripts/preduce_hetero_report.py report "$out"
   {

@@ -2,8 +2,8 @@
 """Tables of scripts/bench_preduce_hetero.sh.
 
   preduce_hetero_report.py tune OUT    runs/dev/*.json -> dev.csv (mean time to accuracy per
-                                       variant and skew) and tuned.txt (each baseline's setting
-                                       with the lowest mean over the whole development set)
+                                       variant and skew) and tuned.txt (each mode's variant with
+                                       the lowest mean over the whole development set)
   preduce_hetero_report.py report OUT  runs/heldout/*.json -> results.csv and tta.png
 
 Time to accuracy: the summary's time_to_target_s plus auto_warmup_s (P = auto's warm-up window);
@@ -13,7 +13,7 @@ the per-seed ratios baseline / partial reduce, with its own t-interval.
 """
 import csv, glob, json, math, os, re, statistics, sys
 
-NAME = re.compile(r"^(?P<model>.+?)_(?P<variant>allreduce|preduce_.+|adpsgd.*|eager.*)_s(?P<seed>\d+)\.json$")
+NAME = re.compile(r"^(?P<model>.+?)_(?P<variant>allreduce.*|preduce_.+|adpsgd.*|eager.*)_s(?P<seed>\d+)\.json$")
 # Two-sided 95% Student t quantiles by degrees of freedom (scipy is not on this machine).
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
        10: 2.228, 11: 2.201, 12: 2.179, 15: 2.131, 20: 2.086, 30: 2.042}
@@ -48,13 +48,6 @@ def mean_ci(xs):
     return m, half
 
 
-def args_of(variant):
-    if variant.startswith("adpsgd_lr"):
-        return f"--sync.mode=adpsgd --train.lr={variant[len('adpsgd_lr'):]}"
-    q, d = re.match(r"eager_(solo|majority)_(\d+)ms", variant).groups()
-    return f"--sync.mode=eager --eager.quorum={q} --eager.deadline_ms={d}"
-
-
 def tune(out):
     table = load(f"{out}/runs/dev")
     models = models_of(f"{out}/dev.txt")
@@ -71,16 +64,19 @@ def tune(out):
                 p = sorted({r[2].get("group_size", "") for r in runs.values()}, key=str)
                 w.writerow([model, v, len(runs), f"{m:.3f}", f"{h:.3f}", sum(r[1] for r in runs.values()),
                             "/".join(map(str, p))])
+    # Only variants run on the whole development set compete (a partial sweep is not comparable).
+    seeds = [int(x) for line in open(f"{out}/dev.txt") if line.startswith("seeds ") for x in line.split()[1:]]
+    complete = [v for v in variants if all(s in table.get((m, v), {}) for m in models for s in seeds)]
     overall = {v: statistics.fmean([r[0] for (mo, vv), runs in table.items() if vv == v for r in runs.values()])
-               for v in variants}
+               for v in complete}
     print("dev: mean time to accuracy over all skews and seeds")
     for v in variants:
-        print(f"  {v:22s} {overall[v]:.3f} s")
+        print(f"  {v:26s} " + (f"{overall[v]:.3f} s" if v in overall else "partial sweep, not compared"))
     with open(f"{out}/tuned.txt", "w") as f:
-        for family in ("adpsgd", "eager"):
-            best = min((v for v in variants if v.startswith(family)), key=overall.get)
+        for family in ("allreduce", "preduce_auto", "adpsgd", "eager"):
+            best = min((v for v in complete if v.startswith(family)), key=overall.get)
             print(f"tuned {family}: {best} ({overall[best]:.3f} s)")
-            f.write(f"{best}|{args_of(best)}\n")
+            f.write(f"{best}\n")
 
 
 def report(out):
@@ -88,6 +84,8 @@ def report(out):
     models = models_of(f"{out}/heldout.txt")
     variants = sorted({v for _, v in table})
     baselines = [v for v in variants if v.startswith(("adpsgd", "eager"))]
+    ours_name = next(v for v in variants if v.startswith("preduce_auto"))
+    allreduce = next(v for v in variants if v.startswith("allreduce"))
     rows, plot = [], {}
     for model in models:
         stats = {}
@@ -96,8 +94,8 @@ def report(out):
             if runs:
                 stats[v] = mean_ci([r[0] for r in runs.values()]) + (sum(r[1] for r in runs.values()), len(runs))
         best = min(baselines, key=lambda v: stats[v][0])
-        ours = table[(model, "preduce_auto")]
-        ratio = {b: mean_ci([table[(model, b)][s][0] / ours[s][0] for s in ours]) for b in (best, "allreduce")}
+        ours = table[(model, ours_name)]
+        ratio = {b: mean_ci([table[(model, b)][s][0] / ours[s][0] for s in ours]) for b in (best, allreduce)}
         lo = ratio[best][0] - ratio[best][1]
         hi = ratio[best][0] + ratio[best][1]
         verdict = ("partial reduce wins" if lo > 1 else "partial reduce loses" if hi < 1 else
@@ -106,12 +104,12 @@ def report(out):
         for v in variants:
             m, h, cens, n = stats[v]
             rows.append([model, v, n, f"{m:.3f}", f"{h:.3f}", cens,
-                         p if v == "preduce_auto" else "",
-                         f"{ratio[best][0]:.3f}" if v == "preduce_auto" else "",
-                         f"{ratio[best][1]:.3f}" if v == "preduce_auto" else "",
-                         best if v == "preduce_auto" else "",
-                         f"{ratio['allreduce'][0]:.3f}" if v == "preduce_auto" else "",
-                         verdict if v == "preduce_auto" else ""])
+                         p if v == ours_name else "",
+                         f"{ratio[best][0]:.3f}" if v == ours_name else "",
+                         f"{ratio[best][1]:.3f}" if v == ours_name else "",
+                         best if v == ours_name else "",
+                         f"{ratio[allreduce][0]:.3f}" if v == ours_name else "",
+                         verdict if v == ours_name else ""])
         plot[model] = stats
     header = ["skew", "mode", "seeds", "mean_tta_s", "ci95_s", "censored", "auto_group_size",
               "speedup_vs_best_baseline", "speedup_ci95", "best_baseline", "speedup_vs_allreduce", "verdict"]
