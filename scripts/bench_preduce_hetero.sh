@@ -15,6 +15,7 @@
 #   scripts/bench_preduce_hetero.sh [BUILD_DIR]          both steps (about 40 minutes on a busy core)
 #   STEPS=heldout scripts/bench_preduce_hetero.sh ...    only step 2 (uses the committed tuned.txt)
 #   REUSE=1 scripts/bench_preduce_hetero.sh ...          keeps runs already in runs/
+#   SEEDS="101 102 103 104" STEPS=heldout ...            only those seeds of the set (the report too)
 # P = auto's warm-up window (auto_warmup_s in the summary) is added to its time to accuracy.
 # A run that never reaches the target counts as train.max_seconds (censored; flagged).
 set -euo pipefail
@@ -34,9 +35,9 @@ common=(--config configs/preduce_mnist.ini --simulate --model.hidden=32 --train.
 # collective, tuned over quorum {solo, majority} x deadline {2, 5} ms with its periodic
 # full model average every 10 rounds. All-reduce takes 300 synchronous steps.
 # A variant's name spells its flags (variant_args); the learning rate is the preset's 0.2 unless
-# named. Every mode's learning rate is tuned too (0.2, 0.4; AD-PSGD, best at the grid's edge,
-# also 0.1 and 0.8), and partial reduce's warm-up window (20 or 5 steps).
-dev_names=(allreduce allreduce_lr0.4 preduce_auto preduce_auto_lr0.4_w5 preduce_p3
+# named. Every mode's learning rate is tuned too (0.2, 0.4, and 0.8 once AD-PSGD was best at 0.4, the grid's edge;
+# AD-PSGD also 0.1), and partial reduce's warm-up window (20 or 5 steps).
+dev_names=(allreduce allreduce_lr0.4 allreduce_lr0.8 preduce_auto preduce_auto_lr0.4_w5 preduce_auto_lr0.8_w5 preduce_p3
            adpsgd_lr0.1 adpsgd_lr0.2 adpsgd_lr0.4 adpsgd_lr0.8
            eager_solo_2ms eager_solo_5ms eager_majority_2ms eager_majority_5ms
            eager_solo_2ms_lr0.4 eager_majority_5ms_lr0.4)
@@ -68,7 +69,7 @@ sweep() {  # sweep SET_FILE RUNS_DIR VARIANTS...
   mkdir -p "$runs"
   local workers seeds
   workers=$(awk '$1 == "workers" {print $2}' "$set_file")
-  seeds=$(awk '$1 == "seeds" {$1 = ""; print}' "$set_file")
+  seeds=${SEEDS:-$(awk '$1 == "seeds" {$1 = ""; print}' "$set_file")}
   while read -r _ model args; do
     for seed in $seeds; do
       for v in "$@"; do
@@ -91,9 +92,9 @@ if [[ " $steps " == *" heldout "* ]]; then
   names=$(cat "$out/tuned.txt" 2>/dev/null || true)
   for name in ${HELDOUT_NAMES:-$names}; do heldout_variants+=("$name|$(variant_args "$name")"); done
   sweep "$out/heldout.txt" "$out/runs/heldout" "${heldout_variants[@]}"
-  /usr/bin/python3 scripts/preduce_hetero_report.py report "$out"
+  SEEDS="${SEEDS:-}" /usr/bin/python3 scripts/preduce_hetero_report.py report "$out"
   {
-    echo "command: scripts/bench_preduce_hetero.sh $build (STEPS=$steps)"
+    echo "command: scripts/bench_preduce_hetero.sh $build (STEPS=$steps${SEEDS:+, SEEDS=$SEEDS})"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- lib apps 2>/dev/null || echo ' (with uncommitted changes)')"
     echo "config: configs/preduce_mnist.ini ${common[*]:2}; sets: dev.txt (tuning), heldout.txt (reported); tuned: $(tr '\n' ';' <"$out/tuned.txt")"
     echo "machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg) (modelled time on a virtual clock)"

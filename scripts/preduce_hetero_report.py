@@ -24,11 +24,12 @@ def t95(df):
 
 
 def load(runs):
-    """{(model, variant): {seed: (tta, censored, summary)}}, models in file order."""
+    """{(model, variant): {seed: (tta, censored, summary)}}; only the seeds in $SEEDS if set."""
+    only = {int(x) for x in os.environ.get("SEEDS", "").split()}
     table = {}
     for path in sorted(glob.glob(f"{runs}/*.json")):
         m = NAME.match(os.path.basename(path))
-        if not m:
+        if not m or (only and int(m["seed"]) not in only):
             continue
         s = json.load(open(path))
         tta = s["time_to_target_s"]
@@ -82,7 +83,9 @@ def tune(out):
 def report(out):
     table = load(f"{out}/runs/heldout")
     models = models_of(f"{out}/heldout.txt")
-    variants = sorted({v for _, v in table})
+    # The modes at their tuned settings only (runs/heldout may hold others from earlier sweeps).
+    tuned = open(f"{out}/tuned.txt").read().split()
+    variants = [v for v in sorted({v for _, v in table}) if v in tuned]
     baselines = [v for v in variants if v.startswith(("adpsgd", "eager"))]
     ours_name = next(v for v in variants if v.startswith("preduce_auto"))
     allreduce = next(v for v in variants if v.startswith("allreduce"))
