@@ -7,7 +7,8 @@
   preduce_hetero_report.py report OUT  runs/heldout/*.json -> results.csv and tta.png
 
 Time to accuracy: the summary's time_to_target_s plus auto_warmup_s (P = auto's warm-up window);
-a run that never reaches the target counts as its wall_s (censored, counted in the table).
+a run that never reaches the target (time_to_target_s -1) counts as its wall_s (censored,
+counted in the table: a lower bound on its time).
 Intervals: 95% Student t over the seeds; partial reduce's speedup over a baseline is the mean of
 the per-seed ratios baseline / partial reduce, with its own t-interval.
 """
@@ -33,7 +34,7 @@ def load(runs):
             continue
         s = json.load(open(path))
         tta = s["time_to_target_s"]
-        censored = tta is None
+        censored = tta is None or tta < 0  # Curve::time_to gives -1 for never
         tta = (s["wall_s"] if censored else tta) + s.get("auto_warmup_s", 0.0)
         table.setdefault((m["model"], m["variant"]), {})[int(m["seed"])] = (tta, censored, s)
     return table
