@@ -98,6 +98,8 @@ class OverlappedReduce : public BackgroundSync {
       stats_.wait_s += wait;
       stats_.controller_s += std::max(0.0, wait - pr_.queued_seconds(g));
       t.reset();
+      // A slow link (hetero.link_ms) holds back the group it is in.
+      sleep_seconds(me_.hetero().link_s());
       result_ = sent_;
       pr_.average_model(result_, g, scratch_);
       stats_.comm_s += t.seconds();

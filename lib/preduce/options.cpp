@@ -62,7 +62,15 @@ Schema make_schema() {
                "allreduce: synchronous gradient average each step; preduce: partial reduce; adpsgd: asynchronous "
                "pairwise averaging (active/passive workers, a communication thread each); eager: partial collective "
                "with a deadline; local: none");
-  s.add_int("preduce.group_size", 2, {2, 1 << 20}, "P: workers per partial-reduce group");
+  s.add_int("preduce.group_size", 2, {0, 1 << 20},
+            "P: workers per partial-reduce group; 0 = auto: the workers not persistently slow in a warm-up window "
+            "(median step time <= auto_slow_ratio x the median worker's), clamped to [2, auto_max_group]");
+  s.add_int("preduce.auto_warmup_steps", 20, {1, kMaxInt32},
+            "group_size = 0: steps timed on every worker before training to choose P (their time is reported as "
+            "auto_warmup_s)");
+  s.add_float("preduce.auto_slow_ratio", 1.5, FloatRange::above(1),
+              "group_size = 0: a worker whose median warm-up step time exceeds this times the median worker's is slow");
+  s.add_int("preduce.auto_max_group", 8, {2, 1 << 20}, "group_size = 0: the largest P the rule picks");
   s.add_choice("preduce.reduce", "model", {"model", "gradient"}, "what a group averages");
   s.add_float("preduce.alpha", 0.9, {.min = 0, .max = 1, .min_open = true},
               "staleness decay: level i (s = max version - version + 1) gets (1-alpha) alpha^(i-1); 1 = equal weights");
@@ -97,6 +105,21 @@ Schema make_schema() {
   s.add_float("hetero.jitter_ms", 0.0, FloatRange::at_least(0),
               "jitter scale: exp mean, uniform half-range, spike size (ms)");
   s.add_float("hetero.jitter_prob", 0.1, {0, 1}, "spike probability per step");
+  s.add_choice("hetero.model", "fixed", {"fixed", "moving", "bursty", "pareto"},
+               "time-varying slowdown on top of hetero.slowdown: fixed = none; moving = hetero.stragglers random "
+               "workers hetero.factor x slower, redrawn every hetero.period steps; bursty = each worker hetero.factor x "
+               "slower in a period with probability hetero.burst_prob; pareto = per-step factor from a Pareto "
+               "distribution with tail index hetero.tail_index, capped at hetero.max_factor");
+  s.add_float("hetero.factor", 4.0, FloatRange::at_least(1), "moving, bursty: a slow worker's step-time factor");
+  s.add_int("hetero.stragglers", 1, {1, 1 << 20}, "moving: workers slow at once (at most the workers)");
+  s.add_int("hetero.period", 50, {1, kMaxInt32}, "moving, bursty: steps between redraws of who is slow");
+  s.add_float("hetero.burst_prob", 0.25, {0, 1}, "bursty: probability a worker is slow in a period");
+  s.add_float("hetero.tail_index", 1.5, FloatRange::above(1),
+              "pareto: tail index a (P(factor > x) = x^-a, mean a/(a-1))");
+  s.add_float("hetero.max_factor", 100.0, FloatRange::at_least(1), "pareto: cap of the per-step factor");
+  s.add_string("hetero.link_ms", "",
+               "slow links: per-worker extra time (ms) of every communication it takes part in, repeated over workers "
+               "(0,0,0,10); not in MPI runs of adpsgd, whose gossip thread lives in mpi/");
   s.add_string("hetero.trace", "", "file of per-step delays in ms: line s, one comma-separated value per worker");
   s.add_int("sim.workers", 4, {1, 1 << 20}, "virtual workers (--simulate)");
   s.add_float("sim.compute_ms", 1.0, FloatRange::at_least(0), "virtual compute time of one step (ms), before hetero");
@@ -163,6 +186,9 @@ TrainOptions read_options(const Config& c) {
   o.log_interval = c.get_int("train.log_interval");
   o.mode = parse_sync_mode(c.get_string("sync.mode"));
   o.group_size = c.get_int_as<int>("preduce.group_size");
+  o.auto_warmup_steps = c.get_int_as<int>("preduce.auto_warmup_steps");
+  o.auto_slow_ratio = c.get_float("preduce.auto_slow_ratio");
+  o.auto_max_group = c.get_int_as<int>("preduce.auto_max_group");
   o.reduce_gradient = c.get_string("preduce.reduce") == "gradient";
   o.alpha = c.get_float("preduce.alpha");
   o.member_rule = c.get_string("preduce.member_rule") == "weighted_mean" ? comm::MemberRule::WeightedMean
@@ -181,6 +207,14 @@ TrainOptions read_options(const Config& c) {
   o.hetero.jitter_ms = c.get_float("hetero.jitter_ms");
   o.hetero.jitter_prob = c.get_float("hetero.jitter_prob");
   o.hetero.trace = c.get_string("hetero.trace");
+  o.hetero.model = c.get_string("hetero.model");
+  o.hetero.factor = c.get_float("hetero.factor");
+  o.hetero.stragglers = c.get_int_as<int>("hetero.stragglers");
+  o.hetero.period = c.get_int("hetero.period");
+  o.hetero.burst_prob = c.get_float("hetero.burst_prob");
+  o.hetero.tail_index = c.get_float("hetero.tail_index");
+  o.hetero.max_factor = c.get_float("hetero.max_factor");
+  o.hetero.link_ms = c.get_float_list("hetero.link_ms");
   o.hetero.seed = o.seed;
   o.sim_workers = c.get_int_as<int>("sim.workers");
   o.sim_compute_ms = c.get_float("sim.compute_ms");
@@ -196,6 +230,7 @@ TrainOptions read_options(const Config& c) {
   o.keep = c.get_int_as<int>("output.keep");
   o.resume = c.get_bool("output.resume");
   // Single-key ranges are the schema's; these rules span keys.
+  SKEW_CHECK(o.group_size != 1, "preduce.group_size must be 0 (auto) or >= 2 (a group of one averages nothing)");
   SKEW_CHECK(o.refresh_staleness == 0 || o.refresh_staleness >= 2,
              "preduce.refresh_staleness must be 0 (off) or >= 2 (the freshest member has staleness 1), got "
                  << o.refresh_staleness);
@@ -234,6 +269,8 @@ comm::GroupOptions group_options(const TrainOptions& opt, int num_workers) {
     SKEW_THROW("preduce.group_size " << opt.group_size << " is more than the " << num_workers
                                      << " workers (sim.workers with --simulate, else the MPI ranks less a dedicated "
                                         "controller)");
+  SKEW_CHECK(opt.mode != SyncMode::Preduce || opt.group_size >= 2,
+             "preduce.group_size = 0 (auto) reached the group former unresolved");
   g.group_size = opt.group_size;
   g.alpha = opt.alpha;
   g.member_rule = opt.member_rule;

@@ -39,7 +39,9 @@ struct TrainOptions {
   bool dedicated_controller = false;
   bool overlap = false;       // preduce.overlap: group averaging on a communication thread
   int refresh_staleness = 0;  // preduce.refresh_staleness (overlap): 0 = off
-  int group_size = 2, isolation_bound = 10;
+  int group_size = 2, isolation_bound = 10;  // group_size 0 = auto (auto_group.hpp)
+  int auto_warmup_steps = 20, auto_max_group = 8;
+  double auto_slow_ratio = 1.5;
   double alpha = 0.9, preduce_deadline_ms = 0.0;
   comm::MemberRule member_rule = comm::MemberRule::KeepOwn;  // preduce.member_rule
   double eager_deadline_ms = 5.0;
@@ -77,7 +79,8 @@ bool overlapped(const TrainOptions& opt);
 // next step as before. Returns the number of such refreshes.
 std::int64_t refresh_budget(const TrainOptions& opt, std::int64_t max_version, std::int64_t ready_version);
 
-// Group-formation options for the sync mode (preduce and eager use the controller).
+// Group-formation options for the sync mode (preduce and eager use the controller); a
+// preduce.group_size of 0 (auto) must have been resolved (auto_group.hpp) before.
 comm::GroupOptions group_options(const TrainOptions& opt, int num_workers);
 
 }  // namespace skew::preduce

@@ -5,6 +5,7 @@
 #include <queue>
 
 #include "lib/core/rng.hpp"
+#include "lib/preduce/auto_group.hpp"
 #include "lib/preduce/checkpoint.hpp"
 #include "lib/preduce/trainer.hpp"
 #include "mpi/preduce_groups.hpp"
@@ -27,7 +28,7 @@ class Simulation {
         task_(make_task(opt, opt.sim_workers)),
         n_(opt.sim_workers),
         former_(group_options(opt, opt.sim_workers)) {
-    for (int w = 0; w < n_; ++w) workers_.emplace_back(opt, *task_, w);
+    for (int w = 0; w < n_; ++w) workers_.emplace_back(opt, *task_, w, n_);
     const int e = std::min(opt.sim_eval_workers, n_);
     for (int i = 0; i < e; ++i) eval_ids_.push_back(i * n_ / e);
     series_.resize(eval_ids_.size());
@@ -60,10 +61,14 @@ class Simulation {
     const double kk = static_cast<double>(k);
     return opt_.sim_latency_ms * 1e-3 + 2.0 * (kk - 1.0) / kk * bytes_ / (opt_.sim_bandwidth_gbs * 1e9);
   }
-  double step_time(Worker& w) const {
-    const double compute = opt_.sim_compute_ms * 1e-3;
-    return compute + w.hetero().injected_s(w.step(), compute) + opt_.sim_overhead_ms * 1e-3;
+  // A communication waits for its slowest member's link (hetero.link_ms).
+  template <typename Members>
+  double link_delay(const Members& members) const {
+    double slowest = 0.0;
+    for (int m : members) slowest = std::max(slowest, workers_[static_cast<std::size_t>(m)].hetero().link_s());
+    return slowest;
   }
+  double step_time(Worker& w) const { return simulated_step_s(opt_, w.hetero(), w.step()); }
   double accuracy(const std::vector<float>& params) { return task_->metric(params); }
   // Records the accuracy of the evaluated workers for every grid point up to `t`.
   void evaluate_until(double t) {

@@ -1,7 +1,7 @@
 // The discrete-event simulator: N virtual workers in one process on a virtual clock. Each
 // worker's step takes sim.compute_ms plus its injected heterogeneity plus sim.overhead_ms;
-// reductions cost latency + ring all-reduce bytes / bandwidth, and a partial-reduce or eager
-// group sim.controller_ms more. Groups come from the same GroupFormer as the
+// reductions cost latency + ring all-reduce bytes / bandwidth plus the slowest member's link
+// delay (hetero.link_ms), and a partial-reduce or eager group sim.controller_ms more. Groups come from the same GroupFormer as the
 // MPI controller, and the model arithmetic is the same Worker code, so a run is a pure
 // function of the configuration (deterministic for a seed).
 #include "lib/core/error.hpp"
@@ -38,7 +38,7 @@ void Simulation::average_in_group(const comm::Group& g, bool gradients) {
 
 void Simulation::close_groups(double t) {
   while (auto g = former_.poll(t)) {
-    const double done = t + opt_.sim_controller_ms * 1e-3 + comm_cost(g->members.size());
+    const double done = t + opt_.sim_controller_ms * 1e-3 + comm_cost(g->members.size()) + link_delay(g->members);
     ++groups_;
     members_ += static_cast<std::int64_t>(g->members.size());
     if (!overlapped(opt_))  // with overlap the computing thread does not wait
@@ -92,7 +92,7 @@ void Simulation::gossip(int w, double t) {
   me.set_version(v);
   other.set_version(v);
   gossip_pending_[static_cast<std::size_t>(w)] = 0;
-  gossip_free_at_[static_cast<std::size_t>(w)] = t + comm_cost(2);
+  gossip_free_at_[static_cast<std::size_t>(w)] = t + comm_cost(2) + link_delay(std::vector<int>{w, partner});
   ++groups_;
   members_ += 2;
 }
@@ -139,12 +139,15 @@ void Simulation::on_step_done(int w, double t) {
 
 void Simulation::run_allreduce() {
   double t = start_;
+  std::vector<int> everyone(static_cast<std::size_t>(n_));
+  for (int w = 0; w < n_; ++w) everyone[static_cast<std::size_t>(w)] = w;
+  const double links = link_delay(everyone);
   for (std::int64_t step = workers_[0].step(); step < segment_end_; ++step) {
     double slowest = 0.0;
     std::vector<double> took(static_cast<std::size_t>(n_));
     for (int w = 0; w < n_; ++w)
       slowest = std::max(slowest, took[static_cast<std::size_t>(w)] = step_time(workers_[static_cast<std::size_t>(w)]));
-    const double done = t + slowest + comm_cost(static_cast<std::size_t>(n_));
+    const double done = t + slowest + comm_cost(static_cast<std::size_t>(n_)) + links;
     evaluate_until(done);
     sum_.assign(workers_[0].params().size(), 0.0f);
     for (auto& w : workers_) {
@@ -238,8 +241,14 @@ RunResult Simulation::run() {
 
 RunResult simulate(const TrainOptions& opt) {
   std::optional<CsvWriter> curve_out = open_curve(opt);
-  RunResult r = sim::Simulation(opt).run();
+  double warmup_s = 0.0;
+  const TrainOptions resolved = resolve_simulated_group_size(opt, warmup_s);
+  RunResult r = sim::Simulation(resolved).run();
   write_curve(curve_out, r.curve);
+  if (opt.mode == SyncMode::Preduce && opt.group_size == 0) {
+    r.summary["group_size"] = resolved.group_size;
+    r.summary["auto_warmup_s"] = warmup_s;  // not in the curve's clock: add it to time_to_target_s
+  }
   return r;
 }
 

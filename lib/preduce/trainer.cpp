@@ -2,13 +2,12 @@
 #include "lib/preduce/trainer.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/core/timer.hpp"
+#include "lib/preduce/auto_group.hpp"
 #include "lib/preduce/background.hpp"
 #include "lib/preduce/checkpoint.hpp"
 #include "mpi/preduce_controller.hpp"
@@ -52,7 +51,8 @@ namespace {
 // so a checkpoint is never taken while a group or an averaging is in flight.
 struct MpiRun {
   explicit MpiRun(const TrainOptions& options) : opt(options) {}
-  const TrainOptions& opt;
+  TrainOptions opt;  // a copy: preduce.group_size = 0 (auto) is resolved into it
+  double warmup_s = 0.0;  // auto group size: the warm-up window's time (its slowest worker's)
   bool controlled = false, dedicated = false;
   int n = 0, id = -1;
   std::unique_ptr<Task> task;
@@ -109,7 +109,7 @@ void run_segment(MpiRun& run, const std::shared_ptr<comm::ProcessGroup>& world, 
     }
     const double compute = t.seconds();
     const double injected = me.hetero().injected_s(step, compute);
-    std::this_thread::sleep_for(std::chrono::duration<double>(injected));
+    sleep_seconds(injected);
     if (background) {
       t.reset();
       {
@@ -122,6 +122,7 @@ void run_segment(MpiRun& run, const std::shared_ptr<comm::ProcessGroup>& world, 
       switch (opt.mode) {
         case SyncMode::Allreduce:
           t.reset();
+          sleep_seconds(me.hetero().link_s());  // a slow link holds back the whole all-reduce
           run.workers->allreduce(comm::view(me.grad()), comm::ReduceOp::Avg);
           comm_time = t.seconds();
           me.apply_reduced(false);
@@ -136,6 +137,7 @@ void run_segment(MpiRun& run, const std::shared_ptr<comm::ProcessGroup>& world, 
           wait = t.seconds();
           controller = std::max(0.0, wait - pr->queued_seconds(g));
           t.reset();
+          sleep_seconds(me.hetero().link_s());  // a slow link holds back its group
           if (opt.mode == SyncMode::Eager) {
             pr->average_gradient(me.accum(), g);
             me.apply_reduced(true);
@@ -222,13 +224,20 @@ void save_checkpoint(MpiRun& run, const std::shared_ptr<comm::ProcessGroup>& wor
 
 }  // namespace
 
-std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& world, const TrainOptions& opt) {
-  MpiRun run(opt);
+std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& world, const TrainOptions& options) {
+  MpiRun run(options);
+  const TrainOptions& opt = run.opt;
   run.controlled = opt.mode == SyncMode::Preduce || opt.mode == SyncMode::Eager;
   run.dedicated = run.controlled && opt.dedicated_controller;
   run.n = world->size() - (run.dedicated ? 1 : 0);
   check_metrics_path(opt, run.n);
-  if (run.controlled) group_options(opt, run.n);  // refuses a bad group size before loading data
+  const bool auto_group = opt.mode == SyncMode::Preduce && opt.group_size == 0;
+  if (run.controlled && !auto_group) group_options(opt, run.n);  // refuses a bad group size before loading data
+  bool slow_link = false;
+  for (double ms : opt.hetero.link_ms) slow_link = slow_link || ms > 0.0;
+  SKEW_CHECK(!(slow_link && opt.mode == SyncMode::Adpsgd),
+             "hetero.link_ms: not injected into MPI runs of sync.mode = adpsgd (its gossip thread is in mpi/); "
+             "use --simulate for slow links with AD-PSGD");
   SKEW_CHECK(!run.dedicated || world->size() >= 2,
              "preduce.controller = rank needs at least 2 ranks, got " << world->size());
   const bool is_worker = !(run.dedicated && world->rank() == 0);
@@ -236,7 +245,12 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   if (is_worker) {
     run.id = world->rank() - (run.dedicated ? 1 : 0);
     run.task = make_task(opt, run.n);
-    run.me = std::make_unique<Worker>(opt, *run.task, run.id);
+    run.me = std::make_unique<Worker>(opt, *run.task, run.id, run.n);
+  }
+  if (auto_group) {
+    run.opt.group_size = measured_group_size(*world, run.me.get(), opt, run.warmup_s);
+    group_options(opt, run.n);
+    if (world->rank() == 0) SKEW_INFO("preduce.group_size = 0 (auto): P = " << opt.group_size);
   }
   const std::int64_t resumed = ckpt.latest_to_resume();
   std::int64_t lowest = resumed, highest = resumed;
@@ -341,6 +355,10 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   if (controlled) {
     result.summary["groups_joined_worker0"] = groups_joined;
     result.summary["mean_group_size_worker0"] = groups_joined ? static_cast<double>(members_seen) / groups_joined : 0.0;
+  }
+  if (auto_group) {
+    result.summary["group_size"] = opt.group_size;
+    result.summary["auto_warmup_s"] = run.warmup_s;  // not in the curve's clock: add it to time_to_target_s
   }
   result.summary["per_worker"] = per_worker;
   return result;

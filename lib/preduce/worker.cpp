@@ -7,8 +7,8 @@
 
 namespace skew::preduce {
 
-Worker::Worker(const TrainOptions& opt, Task& task, int worker)
-    : opt_(&opt), task_(&task), id_(worker), hetero_(opt.hetero, worker), params_(task.init()) {
+Worker::Worker(const TrainOptions& opt, Task& task, int worker, int num_workers)
+    : opt_(&opt), task_(&task), id_(worker), hetero_(opt.hetero, worker, num_workers), params_(task.init()) {
   accum_.assign(params_.size(), 0.0f);
 }
 

@@ -13,7 +13,8 @@ namespace skew::preduce {
 
 class Worker {
  public:
-  Worker(const TrainOptions& opt, Task& task, int worker);
+  // `num_workers`: the run's workers (the moving heterogeneity model draws among them).
+  Worker(const TrainOptions& opt, Task& task, int worker, int num_workers);
 
   // Computes the gradient of this step's minibatch into grad() and, by the mode's rule, applies
   // it locally before synchronising (model averaging modes) or accumulates it (eager).

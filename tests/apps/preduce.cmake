@@ -26,7 +26,7 @@ set_tests_properties(preduce_train_group_larger_than_ranks_np2 PROPERTIES TIMEOU
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 add_test(NAME preduce_train_group_size_one COMMAND $<TARGET_FILE:preduce_train> --simulate --preduce.group_size=1)
 set_tests_properties(preduce_train_group_size_one PROPERTIES TIMEOUT 60
-  PASS_REGULAR_EXPRESSION "command line: bad value '1' for key 'preduce.group_size': expected an integer in \\[2, "
+  PASS_REGULAR_EXPRESSION "preduce.group_size must be 0 \\(auto\\) or >= 2"
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 add_test(NAME preduce_train_mnist_huge_label
          COMMAND ${CMAKE_COMMAND} -E env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

@@ -200,3 +200,36 @@ TEST_CASE("every sync mode converges on a convex problem under mpirun", "[preduc
     }
   }
 }
+
+TEST_CASE("preduce.group_size = 0 measures the ranks' step times; a slow link is slept", "[preduce][hetero]") {
+  auto w = world();
+  preduce::TrainOptions o;
+  o.hidden = {};
+  o.rows = 400;
+  o.test_rows = 100;
+  o.dim = 8;
+  o.classes = 3;
+  o.steps = 10;
+  o.eval_interval_s = 0.05;
+  o.hetero.base_ms = 10.0;
+  o.hetero.slowdown = {1, 1, 1, 4};  // the last of 4 ranks (np2: none) 4x slower
+  o.mode = preduce::SyncMode::Preduce;
+  o.group_size = 0;
+  o.auto_warmup_steps = 5;
+  const auto r = preduce::train_mpi(w, o);
+  if (r) {
+    // np4: 3 fast ranks (10 ms) and one at 40 ms: P = 3; np2: both fast, P = 2. The window is
+    // at least 5 steps of the slowest rank.
+    CHECK(r->summary["group_size"].get<int>() == (w->size() == 4 ? 3 : 2));
+    CHECK(r->summary["auto_warmup_s"].get<double>() >= 5 * (w->size() == 4 ? 0.040 : 0.010));
+  }
+  // All-reduce waits for the slowest link every step: 10 steps of 2 ms compute plus 20 ms link.
+  o.mode = preduce::SyncMode::Allreduce;
+  o.hetero.base_ms = 2.0;
+  o.hetero.slowdown = {1};
+  o.hetero.link_ms = {0, 20};
+  const auto a = preduce::train_mpi(w, o);
+  if (a) CHECK(a->summary["wall_s"].get<double>() >= 10 * 0.022);
+  o.mode = preduce::SyncMode::Adpsgd;
+  CHECK_THROWS_WITH(preduce::train_mpi(w, o), Catch::Contains("hetero.link_ms: not injected into MPI runs"));
+}

@@ -44,25 +44,25 @@ TEST_CASE("heterogeneity: slowdown repeats over workers, trace rows add per step
   o.slowdown = {1.0, 4.0};
   o.base_ms = 2.0;
   o.trace = trace;
-  Hetero w3(o, 3);
+  Hetero w3(o, 3, 4);
   CHECK(w3.slowdown() == 4.0);
   // (compute + base) * 4 - compute + trace[step % 2][3]
   CHECK(w3.injected_s(0, 0.001) == Approx((0.001 + 0.002) * 4 - 0.001 + 0.002));
   CHECK(w3.injected_s(1, 0.001) == Approx((0.001 + 0.002) * 4 - 0.001 + 0.004));
   // A row short of a worker's value is a trace for fewer workers: refused naming the line.
   std::ofstream(trace) << "1,2\n3\n";
-  CHECK(Hetero(o, 0).injected_s(1, 0.0) == Approx(0.002 + 0.003));
-  CHECK_THROWS_WITH(Hetero(o, 1), Catch::Contains("hetero.trace: " + trace + ":2: 1 delays, none for worker 1"));
+  CHECK(Hetero(o, 0, 4).injected_s(1, 0.0) == Approx(0.002 + 0.003));
+  CHECK_THROWS_WITH(Hetero(o, 1, 4), Catch::Contains("hetero.trace: " + trace + ":2: 1 delays, none for worker 1"));
   o.trace.clear();
   o.jitter = "exp";
   o.jitter_ms = 1.0;
-  Hetero w0(o, 0);
+  Hetero w0(o, 0, 4);
   double mean = 0.0;
   for (int s = 0; s < 4000; ++s) mean += (w0.injected_s(s, 0.0) - 0.002) / 4000;
   CHECK(mean == Approx(0.001).epsilon(0.1));
   CHECK(w0.injected_s(5, 0.0) == w0.injected_s(5, 0.0));
   o.jitter = "pareto";
-  CHECK_THROWS_AS(Hetero(o, 0), skew::Error);
+  CHECK_THROWS_AS(Hetero(o, 0, 4), skew::Error);
   std::remove(trace.c_str());
 }
 

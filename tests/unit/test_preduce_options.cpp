@@ -22,8 +22,11 @@ TEST_CASE("preduce schema: out-of-range values are rejected at parse time", "[pr
     return skew::Config::parse_ini_text(schema, "[train]\nsteps = 5\n", "p.ini", {arg});
   };
   for (const auto& [arg, message] : std::vector<std::pair<std::string, std::string>>{
-           {"--preduce.group_size=1",
-            "bad value '1' for key 'preduce.group_size': expected an integer in [2, 1048576]"},
+           {"--preduce.group_size=-1",
+            "bad value '-1' for key 'preduce.group_size': expected an integer in [0, 1048576]"},
+           {"--hetero.tail_index=1", "bad value '1' for key 'hetero.tail_index': expected a finite number > 1"},
+           {"--hetero.factor=0.5", "bad value '0.5' for key 'hetero.factor'"},
+           {"--hetero.model=weibull", "bad value 'weibull' for key 'hetero.model'"},
            {"--train.lr=nan", "bad value 'nan' for key 'train.lr': expected a finite number > 0"},
            {"--train.lr=inf", "bad value 'inf' for key 'train.lr'"},
            {"--train.batch=0", "bad value '0' for key 'train.batch'"},
@@ -44,6 +47,8 @@ TEST_CASE("preduce schema: out-of-range values are rejected at parse time", "[pr
              Catch::Contains("p.ini:2: bad value '-2' for key 'sim.workers'"));
   CHECK_THROWS_WITH(read_options(parse("--model.hidden=64,0")),
              Catch::Contains("command line: width 0 in key 'model.hidden' is not in [1, 65536]"));
+  CHECK_THROWS_WITH(read_options(parse("--preduce.group_size=1")),
+                    Catch::Contains("preduce.group_size must be 0 (auto) or >= 2"));
   const TrainOptions o = read_options(parse("--train.seed=9223372036854775807"));
   CHECK(o.seed == 9223372036854775807ull);
 }
