@@ -62,8 +62,9 @@ double AdamW::step(std::int64_t iteration) {
   for (auto& layer : model_.moe())
     for (auto& [e, s] : layer->experts()) {
       float *pw = s.w.data<float>(), *pm = s.m.data<float>(), *pv = s.v.data<float>();
+      const float* pg = s.g.data();  // the lambda captures plain names: clang refuses structured bindings
       const auto update = [&](std::size_t begin, std::size_t end, bool decay) {
-        kernels::moe::adamw_update(Device::Host, pw, s.g.data(), pm, pv, begin, end, decay, k);
+        kernels::moe::adamw_update(Device::Host, pw, pg, pm, pv, begin, end, decay, k);
       };
       // Layout [W1 | b1 | W2 | b2]: decay the two matrices only.
       update(0, D * F, true);
