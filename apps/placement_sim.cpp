@@ -244,14 +244,6 @@ ExpertShape measured_expert_shape(const Config& cfg, const PlacementOptions& opt
   return shape;
 }
 
-std::vector<std::string> comma_list(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');)
-    if (!item.empty()) out.push_back(item);
-  return out;
-}
-
 // Measured constants of this machine against a recorded moe_train run at world.size() ranks,
 // term by term (see lib/placement/validate.hpp).
 int validate_main(const Config& cfg, comm::ProcessGroup& world) {
@@ -292,7 +284,7 @@ int calibrate_main(const Config& cfg) {
   const PlacementOptions options = moe::placement_options_from_config(cfg);
   const ExpertShape shape = measured_expert_shape(cfg, options);
   std::vector<MeasuredRun> fit_runs;
-  for (const std::string& path : comma_list(cfg.get_string("sim.calibrate"))) fit_runs.push_back(read_measured_jsonl(path));
+  for (const std::string& path : cfg.get_string_list("sim.calibrate")) fit_runs.push_back(read_measured_jsonl(path));
   const CalibrationFit fit = fit_constants(fit_runs, shape, cluster_constants(options));
   const CostModel model(fit.constants, shape);
   std::cout << std::setprecision(4) << "fitted to " << fit_runs.size() << " runs (" << fit.compute_samples
@@ -300,7 +292,7 @@ int calibrate_main(const Config& cfg) {
             << fit.constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all " << fit.constants.inter_bandwidth / 1e9
             << " GB/s + " << fit.constants.alltoall_latency * 1e6 << " us a round\n";
   Json checks = Json::array();
-  for (const std::string& path : comma_list(cfg.get_string("sim.calibrate_check"))) {
+  for (const std::string& path : cfg.get_string_list("sim.calibrate_check")) {
     const MeasuredRun run = read_measured_jsonl(path);
     const int ranks = static_cast<int>(run.rows.back().size());
     const Validation v = validate_cost_model(model, run, ranks, options.flexmoe.live_shares);

@@ -116,7 +116,9 @@ class Config {
   }
   double get_float(const std::string& key) const;
   bool get_bool(const std::string& key) const;
-  // Comma-separated lists stored in string keys ("1,1,1,4"); empty string -> empty list.
+  // Comma-separated lists stored in string keys ("1,1,1,4"); items trimmed, empty items and an
+  // empty string give nothing.
+  std::vector<std::string> get_string_list(const std::string& key) const;
   std::vector<double> get_float_list(const std::string& key) const;
   std::vector<std::int64_t> get_int_list(const std::string& key) const;
 

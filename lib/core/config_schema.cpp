@@ -142,13 +142,20 @@ bool Config::get_bool(const std::string& key) const {
   return b;
 }
 
-std::vector<double> Config::get_float_list(const std::string& key) const {
-  std::vector<double> out;
+std::vector<std::string> Config::get_string_list(const std::string& key) const {
+  std::vector<std::string> out;
   std::stringstream ss(get_string(key));
   std::string item;
   while (std::getline(ss, item, ',')) {
     item = config_text::trim(item);
-    if (item.empty()) continue;
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+std::vector<double> Config::get_float_list(const std::string& key) const {
+  std::vector<double> out;
+  for (const std::string& item : get_string_list(key)) {
     const auto v = config_text::whole_number<double>(item);
     if (!v)
       throw Error(source(key) + ": bad list item '" + item + "' in key '" + key + "': expected numbers separated by commas");
