@@ -13,8 +13,9 @@ CalibrationFit fit_constants(const std::vector<MeasuredRun>& runs, const ExpertS
   CalibrationFit fit;
   fit.constants = base;
   double rows_cpu = 0, rows_rows = 0;
-  // Sums of the all-to-all regression y = a + b x (x: bytes, y: seconds).
-  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  // Sums of the all-to-all regression y = a + b x (x: bytes, y: seconds) over
+  // fit.alltoall_samples points.
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
   for (const MeasuredRun& run : runs) {
     for (std::size_t it = 1; it < run.trace.size(); ++it) {
       const std::size_t ranks = run.rows[it].size();
@@ -34,10 +35,10 @@ CalibrationFit fit_constants(const std::vector<MeasuredRun>& runs, const ExpertS
         for (std::size_t r = 0; r < ranks; ++r) layer_max = std::max(layer_max, run.alltoall_bytes[it][r][l]);
         busiest_bytes += layer_max;
       }
-      const double x = busiest_bytes, y = run.alltoall_seconds[it] / (4.0 * static_cast<double>(layers));
-      // Per round: y = latency + (bytes of one round) / bandwidth, the bytes of 4 rounds being x.
-      const double x_round = x / (4.0 * static_cast<double>(layers));
-      n += 1, sx += x_round, sy += y, sxx += x_round * x_round, sxy += x_round * y;
+      // Per round: y = latency + x / bandwidth, with x the busiest bytes of one round.
+      const double rounds = 4.0 * static_cast<double>(layers);
+      const double x = busiest_bytes / rounds, y = run.alltoall_seconds[it] / rounds;
+      sx += x, sy += y, sxx += x * x, sxy += x * y;
       ++fit.alltoall_samples;
     }
   }
@@ -48,6 +49,7 @@ CalibrationFit fit_constants(const std::vector<MeasuredRun>& runs, const ExpertS
   fit.constants.gemm_flops = flops_per_row / fit.seconds_per_row;
   SKEW_CHECK(fit.alltoall_samples >= 2, "calibration: the all-to-all fit needs 2 or more iterations of runs with 2 or "
                                         "more ranks; the runs given have " << fit.alltoall_samples);
+  const double n = fit.alltoall_samples;
   const double var = n * sxx - sx * sx;
   SKEW_CHECK(var > 0, "calibration: every all-to-all moved the same bytes, so bandwidth and latency cannot be told "
                       "apart; add runs with other routings or rank counts");
