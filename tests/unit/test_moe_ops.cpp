@@ -231,6 +231,22 @@ TEST_CASE("dispatch kernels: histogram, scan and stable expert-contiguous permut
   for (int i = 0; i < 8; ++i) REQUIRE(out[pos[i] * 2 + 1] == rows[i * 2 + 1]);
 }
 
+namespace {
+// c's rows of each group g against a float64 product of the bf16-rounded inputs a and bs[g].
+void require_grouped_product_of_rounded(const std::vector<std::int64_t>& offsets, int n, int k,
+                                        const std::vector<float>& a, const std::vector<std::vector<float>>& bs,
+                                        const std::vector<float>& c) {
+  auto r = [](float v) { return static_cast<double>(round_to_bf16(v)); };
+  for (std::size_t g = 0; g + 1 < offsets.size(); ++g)
+    for (std::int64_t i = offsets[g]; i < offsets[g + 1]; ++i)
+      for (int j = 0; j < n; ++j) {
+        double want = 0;
+        for (int p = 0; p < k; ++p) want += r(a[i * k + p]) * r(bs[g][p * n + j]);
+        REQUIRE(c[i * n + j] == Approx(want).margin(1e-5));
+      }
+}
+}  // namespace
+
 TEST_CASE("grouped bf16 expert GEMM matches a float64 reference on bf16-rounded inputs", "[moe]") {
   const int n = 5, k = 7;
   const std::vector<std::int64_t> offsets = {0, 3, 3, 8};  // the middle expert receives no rows
@@ -240,14 +256,7 @@ TEST_CASE("grouped bf16 expert GEMM matches a float64 reference on bf16-rounded 
   const float* bp[3] = {bs[0].data(), bs[1].data(), bs[2].data()};
   std::vector<float> c(8 * n, 0.f);
   kernels::moe::grouped_gemm_bf16(Device::Host, 3, offsets.data(), n, k, a.data(), bp, c.data());
-  auto r = [](float v) { return static_cast<double>(round_to_bf16(v)); };
-  for (int g = 0; g < 3; ++g)
-    for (std::int64_t i = offsets[g]; i < offsets[g + 1]; ++i)
-      for (int j = 0; j < n; ++j) {
-        double want = 0;
-        for (int p = 0; p < k; ++p) want += r(a[i * k + p]) * r(bs[g][p * n + j]);
-        REQUIRE(c[i * n + j] == Approx(want).margin(1e-5));
-      }
+  require_grouped_product_of_rounded(offsets, n, k, a, bs, c);
 }
 
 TEST_CASE("to_bf16_bits rounds to the nearer bf16 neighbour, ties to even, NaN kept", "[moe]") {
@@ -294,12 +303,5 @@ TEST_CASE("grouped GEMM on bf16 operands matches a float64 reference", "[moe]") 
   const std::uint16_t* bp[3] = {b16[0].data(), b16[1].data(), b16[2].data()};
   std::vector<float> c(11 * n, -7.f);
   kernels::moe::grouped_gemm_bf16_operands(Device::Host, 3, offsets.data(), n, k, a16.data(), bp, c.data());
-  auto r = [](float v) { return static_cast<double>(round_to_bf16(v)); };
-  for (int g = 0; g < 3; ++g)
-    for (std::int64_t i = offsets[g]; i < offsets[g + 1]; ++i)
-      for (int j = 0; j < n; ++j) {
-        double want = 0;
-        for (int p = 0; p < k; ++p) want += r(a[i * k + p]) * r(bs[g][p * n + j]);
-        REQUIRE(c[i * n + j] == Approx(want).margin(1e-5));
-      }
+  require_grouped_product_of_rounded(offsets, n, k, a, bs, c);
 }
