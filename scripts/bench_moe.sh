@@ -17,7 +17,8 @@
 # the all-to-all bandwidth flexmoe measured at start-up (median over its runs;
 # SKEW_BENCH_BANDWIDTH=bytes/s overrides it), the same for every policy.
 # Writes the preset's claim folder: configs/moe_bench_skew.ini -> results/moe/skew_8experts/,
-# configs/moe_bench.ini -> results/moe/balanced_4experts/ (any other preset ->
+# configs/moe_bench.ini -> results/moe/balanced_4experts/, configs/moe_bench_heldout.ini (the
+# held-out workload of results/moe/heldout.txt) -> results/moe/heldout_brown/ (any other preset ->
 # results/moe/archive/bench_<preset>/): bench_<preset>.csv (the policy table), checks.csv (the
 # modelled-time constants and the ratios against the targets), per_layer.csv (per-layer terms of
 # fastermoe and flexmoe) and modelled_step.png; the same as markdown goes to stdout.
@@ -42,9 +43,13 @@ repeats=${SKEW_BENCH_REPEATS:-3}
 case $preset in
   moe_skew) out=results/moe/skew_8experts ;;
   moe) out=results/moe/balanced_4experts ;;
+  moe_heldout) out=results/moe/heldout_brown ;;
   *) out=results/moe/archive/bench_$preset ;;
 esac
 mkdir -p "$out"
+if [[ $preset == moe_heldout && ! -f data/brown/train.txt ]]; then
+  scripts/fetch_data.sh brown
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
