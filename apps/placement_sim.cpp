@@ -50,7 +50,10 @@ Schema make_schema() {
       .add_string("sim.trace", "", "routing trace JSONL to replay instead of generating (moe_train metrics)")
       .add_string("sim.trace_key", "tokens_per_expert", "JSONL key holding [layer][expert] counts")
       .add_float("sim.capacity_factor", 0.0, FloatRange::at_least(0),
-                 "deepspeed capacity factor; 0 = drop_tokens=false, padding to the max count")
+                 "deepspeed capacity factor; 0 = drop_tokens=false, padding to the max count; with a factor, "
+                 "each expert takes gpus x max(ceil(assignments / gpus / experts * factor), sim.min_capacity) "
+                 "rows, moe_train's per-rank capacity")
+      .add_int("sim.min_capacity", 4, {0, kMaxInt32}, "deepspeed: least slots per expert and rank (as moe.min_capacity)")
       .add_int("sim.fastermoe_groups", 4, {1, 1024},
                "fastermoe smart scheduling: chunks overlapping all-to-all with compute (1 = none)")
       .add_string("sim.scaling", "", "comma-separated GPU counts for scaling rows (generated traces), e.g. 8,64,1024")
@@ -99,6 +102,7 @@ SimSetup make_setup(const Config& cfg, int gpus) {
   s.gpus = gpus;
   s.slots_per_rank = options.slots_per_rank;
   s.capacity_factor = cfg.get_float("sim.capacity_factor");
+  s.min_capacity = cfg.get_int("sim.min_capacity");
   s.fastermoe_groups = cfg.get_int_as<int>("sim.fastermoe_groups");
   s.flexmoe = options.flexmoe;
   if (!cfg.get_string("sim.scoring").empty()) s.scoring = read_constants_json(cfg.get_string("sim.scoring"));

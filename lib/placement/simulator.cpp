@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "lib/core/error.hpp"
+#include "lib/placement/deepspeed_capacity.hpp"
 #include "lib/placement/shadowing.hpp"
 
 namespace skew::placement {
@@ -35,13 +36,17 @@ double static_step(const CostModel& model, const std::vector<std::int64_t>& coun
 }
 
 double deepspeed_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, double capacity_factor,
-                      std::int64_t* dropped) {
+                      std::int64_t min_capacity, std::int64_t* dropped) {
   check_counts(counts, gpus);
   const double experts = static_cast<double>(counts.size());
   const double assignments = static_cast<double>(std::accumulate(counts.begin(), counts.end(), std::int64_t{0}));
-  const std::int64_t capacity = capacity_factor > 0
-                                    ? static_cast<std::int64_t>(std::ceil(assignments / experts * capacity_factor))
-                                    : *std::max_element(counts.begin(), counts.end());
+  // moe_train's capacity is per rank; under the uniform-source model every rank routes
+  // assignments / gpus choices (counted once per choice, hence top_k 1), and an expert receives
+  // its capacity from each of the gpus ranks.
+  const std::int64_t capacity =
+      capacity_factor > 0 ? gpus * deepspeed_capacity(assignments / gpus, static_cast<int>(counts.size()), 1,
+                                                      capacity_factor, min_capacity)
+                          : *std::max_element(counts.begin(), counts.end());
   if (dropped) {
     *dropped = 0;
     for (auto c : counts) *dropped += std::max<std::int64_t>(0, c - capacity);
@@ -104,7 +109,7 @@ std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& se
       int shadows = 0;
       time[0] += static_step(scorer, c, setup.gpus);
       balance[0] += balance_ratio(model.rank_loads(LayerPlacement::block(experts, setup.gpus, slots), load));
-      time[1] += deepspeed_step(scorer, c, setup.gpus, setup.capacity_factor, &dropped);
+      time[1] += deepspeed_step(scorer, c, setup.gpus, setup.capacity_factor, setup.min_capacity, &dropped);
       balance[1] += 1.0;  // padded: every rank computes the same number of rows
       dropped_total += dropped;
       assignments_total += std::accumulate(c.begin(), c.end(), std::int64_t{0});

@@ -26,6 +26,7 @@ struct SimSetup {
   int gpus = 8;
   int slots_per_rank = 0;             // 0 = experts per rank + 1
   double capacity_factor = 0.0;       // deepspeed: 0 = dropless padding to the max count
+  std::int64_t min_capacity = 4;      // deepspeed: least slots per expert and rank (moe.min_capacity)
   int fastermoe_groups = 1;           // fastermoe smart-scheduling chunks (1 = no overlap)
   JsonlWriter* change_log = nullptr;  // receives flexmoe's placement changes when set
   FlexMoeOptions flexmoe;
@@ -46,8 +47,10 @@ struct PolicySeries {
 
 // Single-layer step times of the baselines under the uniform-source all-to-all model.
 double static_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus);
+// With a capacity factor each expert takes gpus x moe_train's per-rank capacity
+// (deepspeed_capacity.hpp), at least `min_capacity` per rank, and drops the rest.
 double deepspeed_step(const CostModel& model, const std::vector<std::int64_t>& counts, int gpus, double capacity_factor,
-                      std::int64_t* dropped);
+                      std::int64_t min_capacity, std::int64_t* dropped);
 // The shadows are chosen with `decide` (the policy's model) and the step is scored with `score`.
 // `pipeline_groups` chunks overlap all-to-all with compute (FasterMoE's smart scheduling; 1 =
 // no overlap). `shadows` receives how many experts were shadowed, `balance` the resulting

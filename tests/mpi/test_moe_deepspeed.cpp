@@ -11,6 +11,7 @@
 #include <set>
 
 #include "lib/moe/policies/deepspeed.hpp"
+#include "lib/placement/deepspeed_capacity.hpp"
 #include "tests/mpi/moe_model_fixture.hpp"
 
 using namespace skew_moe_fixture;
@@ -70,13 +71,13 @@ std::int64_t global_sum(std::int64_t v) {
 TEST_CASE("deepspeed capacity is DeepSpeed's _capacity: ceil(tokens / experts * factor * k), at least min_capacity",
           "[moe]") {
   // tokens, experts, k, factor, min_capacity -> slots, worked by hand.
-  CHECK(deepspeed_capacity(512, 4, 1, 1.0, 4) == 128);
-  CHECK(deepspeed_capacity(512, 8, 2, 1.25, 4) == 160);  // 64 * 2.5
-  CHECK(deepspeed_capacity(100, 3, 1, 1.0, 4) == 34);    // 33.3 up
-  CHECK(deepspeed_capacity(20, 4, 1, 0.5, 4) == 4);      // 2.5 -> 3, raised to min_capacity
-  CHECK(deepspeed_capacity(20, 4, 1, 0.5, 0) == 3);
-  CHECK(deepspeed_capacity(10, 4, 3, 1.0, 0) == 8);  // 7.5 up
-  CHECK(deepspeed_capacity(24, 4, 2, 1.5, 0) == 18);
+  CHECK(placement::deepspeed_capacity(512, 4, 1, 1.0, 4) == 128);
+  CHECK(placement::deepspeed_capacity(512, 8, 2, 1.25, 4) == 160);  // 64 * 2.5
+  CHECK(placement::deepspeed_capacity(100, 3, 1, 1.0, 4) == 34);    // 33.3 up
+  CHECK(placement::deepspeed_capacity(20, 4, 1, 0.5, 4) == 4);      // 2.5 -> 3, raised to min_capacity
+  CHECK(placement::deepspeed_capacity(20, 4, 1, 0.5, 0) == 3);
+  CHECK(placement::deepspeed_capacity(10, 4, 3, 1.0, 0) == 8);  // 7.5 up
+  CHECK(placement::deepspeed_capacity(24, 4, 2, 1.5, 0) == 18);
 }
 
 TEST_CASE("deepspeed computes every expert over the padded [experts, capacity, d_model] buffer", "[moe]") {

@@ -124,7 +124,7 @@ TEST_CASE("a simulation scores every policy with the scoring constants, not the 
   REQUIRE(scored[0].policy == "static");
   CHECK(scored[0].mean_step() == Approx(static_step(truth_model, counts, 2)));
   CHECK(planner_scored[0].mean_step() == Approx(static_step(planner_model, counts, 2)));
-  CHECK(scored[1].mean_step() == Approx(deepspeed_step(truth_model, counts, 2, 0.0, nullptr)));
+  CHECK(scored[1].mean_step() == Approx(deepspeed_step(truth_model, counts, 2, 0.0, 4, nullptr)));
   CHECK(scored[4].mean_step() == Approx(ideal_step(truth_model, counts, 2)));
   // FasterMoE decides its shadows with the planner's model and is scored with the truth.
   CHECK(scored[2].mean_step() == Approx(fastermoe_step(planner_model, truth_model, counts, 2, 1, nullptr)));

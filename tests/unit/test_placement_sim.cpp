@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "lib/placement/deepspeed_capacity.hpp"
 #include "lib/placement/simulator.hpp"
 #include "lib/placement/validate.hpp"
 
@@ -36,9 +37,10 @@ TEST_CASE("simulator: baselines on a hand-computed two-GPU case", "[placement][s
   // Rank 0 computes 300 tokens (0.3 s) and receives 150 x 40 B from rank 1 (1.5 s a round, 4 rounds).
   CHECK(static_step(m, counts, 2) == Approx(6.3));
   std::int64_t dropped = -1;
-  CHECK(deepspeed_step(m, counts, 2, 0.0, &dropped) == Approx(6.3));  // both padded to 300
+  CHECK(deepspeed_step(m, counts, 2, 0.0, 4, &dropped) == Approx(6.3));  // both padded to 300
   CHECK(dropped == 0);
-  CHECK(deepspeed_step(m, counts, 2, 1.0, &dropped) == Approx(4.2));  // capacity 200: 0.2 s + 4 x 1 s
+  // 200 choices per rank: 100 slots per expert from each rank, 200 in all: 0.2 s + 4 x 1 s.
+  CHECK(deepspeed_step(m, counts, 2, 1.0, 4, &dropped) == Approx(4.2));
   CHECK(dropped == 100);
   CHECK(ideal_step(m, counts, 2) == Approx(4.2));
   // Shadowing expert 0: loads 150 + 100 on rank 1 (0.25 s), 100 tokens cross (4 x 0.5 s), one
@@ -57,6 +59,24 @@ TEST_CASE("simulator: baselines on a hand-computed two-GPU case", "[placement][s
   const CostModel mf(fast.constants, fast.shape);
   CHECK(fastermoe_step(mf, mf, counts, 2, 4, &shadows) == Approx(0.4));
   CHECK(shadows == 1);
+}
+
+TEST_CASE("simulator: deepspeed pads and drops with moe_train's per-rank capacity", "[placement][sim]") {
+  const SimSetup s = tiny_setup();
+  const CostModel m(s.constants, s.shape);
+  std::int64_t dropped = -1;
+  // 18 choices over 2 ranks: 9 per rank, top-1 over 2 experts at factor 1 -> ceil(4.5) = 5 slots
+  // per rank (moe_train's capacity for a rank routing 9 tokens), 10 per expert: expert 0 drops
+  // 14 - 10 = 4. A capacity taken over the whole cluster, ceil(18 / 2) = 9, would drop 5.
+  deepspeed_step(m, {14, 4}, 2, 1.0, 0, &dropped);
+  CHECK(dropped == 4);
+  CHECK(deepspeed_capacity(9.0, 2, 1, 1.0, 0) == 5);
+  // min_capacity lifts each rank's 5 slots to 7: 14 per expert, nothing dropped.
+  deepspeed_step(m, {14, 4}, 2, 1.0, 7, &dropped);
+  CHECK(dropped == 0);
+  // The padded buffer costs what it holds: 2 experts x 7 slots on each rank, in compute and in
+  // the all-to-all, the same as the static step on an even [14, 14] split.
+  CHECK(deepspeed_step(m, {14, 4}, 2, 1.0, 7, nullptr) == Approx(static_step(m, {14, 14}, 2)));
 }
 
 TEST_CASE("simulator: flexmoe replicates the hot expert once and pays the move", "[placement][sim]") {

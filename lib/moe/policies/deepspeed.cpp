@@ -7,18 +7,9 @@
 #include "lib/core/error.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/moe/moe_layer.hpp"
+#include "lib/placement/deepspeed_capacity.hpp"
 
 namespace skew::moe {
-
-std::int64_t deepspeed_capacity(std::int64_t tokens, int experts, int top_k, double capacity_factor,
-                                std::int64_t min_capacity) {
-  SKEW_CHECK(experts > 0 && top_k > 0 && capacity_factor > 0,
-             "deepspeed capacity of " << experts << " experts, top-" << top_k << ", factor " << capacity_factor);
-  // The order of DeepSpeed's float arithmetic: (tokens / experts) * (factor * k), then ceil.
-  const double slots =
-      std::ceil(static_cast<double>(tokens) / experts * (capacity_factor * static_cast<double>(top_k)));
-  return std::max(static_cast<std::int64_t>(slots), min_capacity);
-}
 
 namespace {
 // Philox stream of random token selection, apart from the jitter's streams (small numbers keyed
@@ -33,7 +24,7 @@ std::uint64_t rts_stream(const StepContext& step) {
 template <class T>
 std::int64_t DeepSpeedPolicy<T>::capacity(const MoeLayer<T>& layer, bool training) const {
   const GateOptions& gate = layer.options().gate;
-  return deepspeed_capacity(layer.gate_state().n, gate.num_experts, gate.top_k,
+  return placement::deepspeed_capacity(static_cast<double>(layer.gate_state().n), gate.num_experts, gate.top_k,
                             training ? opt_.capacity_factor_train : opt_.capacity_factor_eval, opt_.min_capacity);
 }
 

@@ -41,10 +41,6 @@ struct DeepSpeedOptions {
   bool drop_by_probability = false;  // keep the most probable assignments rather than by position
 };
 
-// DeepSpeed's `_capacity` for top-k routing of `tokens` tokens over `experts` experts.
-std::int64_t deepspeed_capacity(std::int64_t tokens, int experts, int top_k, double capacity_factor,
-                                std::int64_t min_capacity);
-
 template <class T>
 class DeepSpeedPolicy : public StaticPolicy<T> {
  public:
