@@ -4,6 +4,9 @@
 //   dispatch  histogram + exclusive scan + stable positions + row permutation of every
 //             (token, expert) assignment: GB/s against the copy bound for the same bytes
 //   elementwise  GELU forward and AdamW over 2^26 floats, against the copy bound
+//   rowwise   layernorm, embedding, causal softmax (forward and backward), cross-entropy and the
+//             gradient norm at a step's shape, against their memory bounds
+//             (apps/moe_gpu_bench_rowwise.hpp)
 //   experts   grouped bf16 GEMM over skewed (Zipf) group sizes, three ways: fp32 operands rounded
 //             in every call; expert weights kept in bf16 (activations rounded per call, as the
 //             trainer does); both operands already bf16. TFLOP/s against one cuBLAS bf16 GEMM of
@@ -33,6 +36,7 @@
 
 #include "kernels/cuda/cublas_handle.hpp"
 #include "kernels/cuda_memory.hpp"
+#include "apps/moe_gpu_bench_rowwise.hpp"
 #include "kernels/cuda_timing.hpp"
 #include "lib/core/cuda_check.hpp"
 #endif
@@ -311,6 +315,11 @@ int main(int argc, char** argv) {
   schema.add_int("bench.gemm_k", 2048, {1, 1 << 16}, "GEMM inner dimension (model dimension)");
   schema.add_int("bench.gemm_n", 8192, {1, 1 << 16}, "GEMM output columns (FFN dimension)");
   schema.add_float("bench.zipf", 1.0, FloatRange::at_least(0), "skew of the group sizes (Zipf exponent)");
+  schema.add_int("bench.batch", 8, {1, 1 << 16}, "sequences per step (row-wise kernels: rows = batch x seq)");
+  schema.add_int("bench.seq", 1024, {1, 1 << 16}, "sequence length (row-wise kernels; scores are seq x seq)");
+  schema.add_int("bench.heads", 16, {1, 1 << 10}, "attention heads (causal softmax rows = batch x heads x seq)");
+  schema.add_int("bench.vocab", 256, {1, 1 << 24}, "vocabulary (cross-entropy columns, embedding rows)");
+  schema.add_int("bench.grad_norm_params", 1 << 26, {1, kMaxInt32}, "floats in the gradient-norm vector");
   schema.add_int("bench.repeats", 20, {1, 1000}, "timed runs per kernel (median reported)");
   return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
     const Config c = Config::parse(schema, argc, argv);
@@ -342,6 +351,12 @@ int main(int argc, char** argv) {
     summary["dispatch"] = bench_dispatch(s, repeats, bandwidth);
     summary["experts"] = bench_experts(s, repeats);
     summary["elementwise"] = bench_elementwise(std::size_t(1) << 26, repeats, bandwidth);
+    const bench::RowwiseSizes rowwise{c.get_int_as<int>("bench.batch"), c.get_int_as<int>("bench.seq"), s.width,
+                                      c.get_int_as<int>("bench.heads"), c.get_int_as<int>("bench.vocab"),
+                                      c.get_int_as<std::size_t>("bench.grad_norm_params")};
+    SKEW_CHECK(std::int64_t(rowwise.batch) * rowwise.seq <= kMaxInt32,
+               "bench.batch x bench.seq = " << std::int64_t(rowwise.batch) * rowwise.seq << " rows, more than 2^31-1");
+    summary["rowwise"] = bench::bench_rowwise(rowwise, repeats, bandwidth);
     SKEW_INFO("copy " << bandwidth / 1e9 << " GB/s; gate " << summary["gate"]["GBps"].get<double>()
                       << " GB/s; dispatch " << summary["dispatch"]["GBps"].get<double>() << " GB/s ("
                       << 100 * summary["dispatch"]["of_copy_bound"].get<double>() << "% of copy); grouped bf16 GEMM "

@@ -13,6 +13,9 @@
 #   DEVICE_CHECK_QUICK=1  smaller data and fewer repeats (a smoke run of the whole pipeline)
 #   DEVICE_CHECK_COMMIT=HASH  the commit being measured (the device's copy has no .git)
 #   DEVICE_CHECK_JOBS=N   build jobs (default: all cores)
+#   DEVICE_CHECK_SCOPE=moe  only the MoE parts: the CUDA tests of tests/cuda/{core,moe}.cmake,
+#                         moe_gpu_bench (with its row-wise kernels) and torch_moe.py; no wide_train
+#                         build, bench or baseline (a shorter call, under 5 minutes)
 #   DEVICE_CHECK_CMAKE_ARGS="..."  extra configure flags (the dry run here hides the system's
 #                         packages with -DCMAKE_IGNORE_PREFIX_PATH="/usr;/")
 # Without a GPU the same script still unpacks, configures, builds, runs the tests (they skip)
@@ -76,8 +79,12 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_pml=ob
   OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
 
 step "configure and build (-j$jobs)"
-cuda_tests=($(grep -ho 'skew_\(cuda\|mpi\)_test([A-Za-z0-9_]*' tests/cuda/*.cmake | sed 's/.*(//'))
-targets=("${cuda_tests[@]}" wide_gpu_bench moe_gpu_bench)
+scope="${DEVICE_CHECK_SCOPE:-all}"
+test_fragments=(tests/cuda/*.cmake)
+[[ "$scope" == moe ]] && test_fragments=(tests/cuda/core.cmake tests/cuda/moe.cmake)
+cuda_tests=($(grep -ho 'skew_\(cuda\|mpi\)_test([A-Za-z0-9_]*' "${test_fragments[@]}" | sed 's/.*(//'))
+targets=("${cuda_tests[@]}" moe_gpu_bench)
+[[ "$scope" == moe ]] || targets+=(wide_gpu_bench)
 # shellcheck disable=SC2086  # SKEW_DEPS_CMAKE_ARGS is a list of -D flags
 {
   cmake -S . -B "$build" -G Ninja -DSKEW_CUDA=ON -DSKEW_CUDA_ARCHS=90 -DSKEW_WERROR=OFF -DCMAKE_BUILD_TYPE=Release \
@@ -99,8 +106,10 @@ tail -4 "$out/ctest.log"
 
 step "GPU benchmarks"
 {
-  "$build/apps/wide_gpu_bench" --bench.data="synthetic:criteo?rows=$rows&features=4194304&alpha=1.1&seed=1" \
-    --bench.repeats=$repeats --bench.export=/tmp/wide_fm.safetensors
+  if [[ "$scope" != moe ]]; then
+    "$build/apps/wide_gpu_bench" --bench.data="synthetic:criteo?rows=$rows&features=4194304&alpha=1.1&seed=1" \
+      --bench.repeats=$repeats --bench.export=/tmp/wide_fm.safetensors
+  fi
   "$build/apps/moe_gpu_bench" --bench.repeats=$moe_repeats
 } >"$out/bench.log" 2>&1
 grep -v '^{' "$out/bench.log" | tail -6
@@ -108,7 +117,9 @@ grep -v '^{' "$out/bench.log" | tail -6
 step "PyTorch baselines"
 if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   {
-    LD_LIBRARY_PATH="$system_ld_path" PYTHONUNBUFFERED=1 python3 scripts/device/torch_wide_fm.py /tmp/wide_fm.safetensors --repeats $torch_repeats
+    if [[ "$scope" != moe ]]; then
+      LD_LIBRARY_PATH="$system_ld_path" PYTHONUNBUFFERED=1 python3 scripts/device/torch_wide_fm.py /tmp/wide_fm.safetensors --repeats $torch_repeats
+    fi
     LD_LIBRARY_PATH="$system_ld_path" PYTHONUNBUFFERED=1 python3 scripts/device/torch_moe.py --repeats $moe_repeats
   } >"$out/torch.log" 2>&1
 else
@@ -116,7 +127,7 @@ else
 fi
 
 step "summary"
-python3 scripts/device/summarize.py "$out" "$commit" "$device"
+python3 scripts/device/summarize.py "$out" "$commit" "$device" "$scope"
 summary_rc=$?
 step "done (build rc $build_rc, targets met rc $summary_rc)"
 exit $((build_rc != 0 ? 2 : summary_rc))

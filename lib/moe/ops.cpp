@@ -6,6 +6,7 @@
 
 #include "kernels/gemm.hpp"
 #include "kernels/moe_elementwise.hpp"
+#include "kernels/moe_rowwise.hpp"
 #include "lib/core/error.hpp"
 
 namespace skew::moe {
@@ -107,6 +108,62 @@ void layernorm_backward(int n, int d, const T* x, const T* g, const T* mean, con
   }
 }
 
+// The float paths below are the CPU twins of the CUDA kernels (kernels/moe_rowwise.hpp: one row
+// body for both, the same arithmetic as the float code they replace, so training is unchanged
+// bit for bit); the templates above are the float64 references the tests use.
+template <>
+void layernorm_forward<float>(int n, int d, const float* x, const float* g, const float* b, float* y, float* mean,
+                              float* rstd) {
+  kernels::moe::layernorm_forward(Device::Host, n, d, x, g, b, y, mean, rstd);
+}
+
+template <>
+void layernorm_backward<float>(int n, int d, const float* x, const float* g, const float* mean, const float* rstd,
+                               const float* dy, float* dx, float* dg, float* db) {
+  kernels::moe::layernorm_backward(Device::Host, n, d, x, g, mean, rstd, dy, dx, dg, db);
+}
+
+template <class T>
+void embedding_forward(int n, int d, int seq, const std::int32_t* tokens, const T* wte, const T* wpe, T* out) {
+  for (int t = 0; t < n; ++t)
+    for (int c = 0; c < d; ++c)
+      out[static_cast<std::size_t>(t) * d + c] =
+          wte[static_cast<std::size_t>(tokens[t]) * d + c] + wpe[static_cast<std::size_t>(t % seq) * d + c];
+}
+
+template <>
+void embedding_forward<float>(int n, int d, int seq, const std::int32_t* tokens, const float* wte, const float* wpe,
+                              float* out) {
+  kernels::moe::embedding_forward(Device::Host, n, d, seq, tokens, wte, wpe, out);
+}
+
+template <class T>
+void embedding_backward(int n, int d, int seq, const std::int32_t* tokens, const T* dout, T* dwte, T* dwpe) {
+  for (int t = 0; t < n; ++t)
+    for (int c = 0; c < d; ++c) {
+      dwte[static_cast<std::size_t>(tokens[t]) * d + c] += dout[static_cast<std::size_t>(t) * d + c];
+      dwpe[static_cast<std::size_t>(t % seq) * d + c] += dout[static_cast<std::size_t>(t) * d + c];
+    }
+}
+
+template <>
+void embedding_backward<float>(int n, int d, int seq, const std::int32_t* tokens, const float* dout, float* dwte,
+                               float* dwpe) {
+  kernels::moe::embedding_backward(Device::Host, n, d, seq, tokens, dout, dwte, dwpe);
+}
+
+template <class T>
+double sum_of_squares(std::size_t n, const T* x) {
+  double total = 0;
+  for (std::size_t i = 0; i < n; ++i) total += static_cast<double>(x[i]) * x[i];
+  return total;
+}
+
+template <>
+double sum_of_squares<float>(std::size_t n, const float* x) {
+  return kernels::moe::sum_of_squares(Device::Host, n, x);
+}
+
 namespace {
 constexpr double kGeluC = 0.7978845608028654;  // sqrt(2 / pi)
 
@@ -173,6 +230,43 @@ void add_head(const T* in, int b, int h, int seq, int stride, int column, int hd
 }
 }  // namespace
 
+namespace {
+// Causal softmax of a [seq, seq] block of scores, in place (row i sees positions 0..i).
+template <class T>
+void causal_softmax_block(int seq, T* p) {
+  for (int i = 0; i < seq; ++i) {
+    T* row = p + static_cast<std::size_t>(i) * seq;
+    const T mx = *std::max_element(row, row + i + 1);
+    for (int j = 0; j <= i; ++j) row[j] = exp_of<T>(row[j] - mx);
+    double z = 0;
+    for (int j = 0; j <= i; ++j) z += row[j];
+    const T inv_z = static_cast<T>(1.0 / z);
+    for (int j = 0; j <= i; ++j) row[j] *= inv_z;
+    std::fill(row + i + 1, row + seq, T(0));
+  }
+}
+template <>
+void causal_softmax_block<float>(int seq, float* p) {
+  kernels::moe::causal_softmax_forward(Device::Host, static_cast<std::size_t>(seq), seq, p);
+}
+
+// Its backward, in place on ds (dprobs in, dscores * scale out).
+template <class T>
+void causal_softmax_backward_block(int seq, const T* p, T* ds, T scale) {
+  for (int i = 0; i < seq; ++i) {
+    T* row = ds + static_cast<std::size_t>(i) * seq;
+    const T* pr = p + static_cast<std::size_t>(i) * seq;
+    double dot = 0;
+    for (int j = 0; j <= i; ++j) dot += static_cast<double>(pr[j]) * row[j];
+    for (int j = 0; j < seq; ++j) row[j] = j <= i ? static_cast<T>(pr[j] * (row[j] - dot) * scale) : T(0);
+  }
+}
+template <>
+void causal_softmax_backward_block<float>(int seq, const float* p, float* ds, float scale) {
+  kernels::moe::causal_softmax_backward(Device::Host, static_cast<std::size_t>(seq), seq, p, ds, scale);
+}
+}  // namespace
+
 // Per (sequence, head): scores = q k^T / sqrt(hd) as one GEMM, causal softmax per row, then
 // out = probs v as another.
 template <class T>
@@ -189,16 +283,7 @@ void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* ou
       gather_head(qkv, b, h, 2, seq, d, hd, v.data());
       T* p = probs + (static_cast<std::size_t>(b) * heads + h) * seq * seq;
       matmul<T>(false, true, seq, seq, hd, scale, q.data(), k.data(), T(0), p, precision);
-      for (int i = 0; i < seq; ++i) {
-        T* row = p + static_cast<std::size_t>(i) * seq;
-        const T mx = *std::max_element(row, row + i + 1);
-        for (int j = 0; j <= i; ++j) row[j] = exp_of<T>(row[j] - mx);
-        double z = 0;
-        for (int j = 0; j <= i; ++j) z += row[j];
-        const T inv_z = static_cast<T>(1.0 / z);
-        for (int j = 0; j <= i; ++j) row[j] *= inv_z;
-        std::fill(row + i + 1, row + seq, T(0));
-      }
+      causal_softmax_block<T>(seq, p);
       matmul<T>(false, false, seq, hd, seq, T(1), p, v.data(), T(0), o.data(), precision);
       add_head(o.data(), b, h, seq, d, 0, hd, out);
     }
@@ -225,13 +310,7 @@ void attention_backward(int batch, int seq, int d, int heads, const T* qkv, cons
       matmul<T>(true, false, seq, hd, seq, T(1), p, dout_h.data(), T(0), grad.data(), precision);  // dv = p^T dout
       add_head(grad.data(), b, h, seq, 3 * d, 2 * d, hd, dqkv);
       matmul<T>(false, true, seq, seq, hd, T(1), dout_h.data(), v.data(), T(0), ds.data(), precision);  // dp = dout v^T
-      for (int i = 0; i < seq; ++i) {
-        T* row = ds.data() + static_cast<std::size_t>(i) * seq;
-        const T* pr = p + static_cast<std::size_t>(i) * seq;
-        double dot = 0;
-        for (int j = 0; j <= i; ++j) dot += static_cast<double>(pr[j]) * row[j];
-        for (int j = 0; j < seq; ++j) row[j] = j <= i ? static_cast<T>(pr[j] * (row[j] - dot) * scale) : T(0);
-      }
+      causal_softmax_backward_block<T>(seq, p, ds.data(), scale);
       matmul<T>(false, false, seq, hd, seq, T(1), ds.data(), k.data(), T(0), grad.data(), precision);  // dq = ds k
       add_head(grad.data(), b, h, seq, 3 * d, 0, hd, dqkv);
       matmul<T>(true, false, seq, hd, seq, T(1), ds.data(), q.data(), T(0), grad.data(), precision);  // dk = ds^T q
@@ -257,17 +336,34 @@ double cross_entropy(int n, int v, const T* logits, const std::int32_t* targets,
   return total * static_cast<double>(scale);
 }
 
-#define SKEW_MOE_OPS(T)                                                                                        \
-  template void linear_forward<T>(int, int, int, const T*, const T*, const T*, T*, Precision);                 \
-  template void linear_backward<T>(int, int, int, const T*, const T*, const T*, T*, T*, T*, Precision);        \
-  template void layernorm_forward<T>(int, int, const T*, const T*, const T*, T*, T*, T*);                      \
-  template void layernorm_backward<T>(int, int, const T*, const T*, const T*, const T*, const T*, T*, T*, T*); \
-  template void gelu_forward<T>(std::size_t, const T*, T*);                                                    \
-  template void gelu_backward<T>(std::size_t, const T*, const T*, T*);                                         \
-  template void attention_forward<T>(int, int, int, int, const T*, T*, T*, Precision);                         \
-  template void attention_backward<T>(int, int, int, int, const T*, const T*, const T*, T*, Precision);        \
-  template double cross_entropy<T>(int, int, const T*, const std::int32_t*, T, T*);
+template <>
+double cross_entropy<float>(int n, int v, const float* logits, const std::int32_t* targets, float scale,
+                            float* dlogits) {
+  std::vector<double> row_loss(static_cast<std::size_t>(n));
+  kernels::moe::cross_entropy(Device::Host, n, v, logits, targets, scale, dlogits, row_loss.data());
+  double total = 0;
+  for (double loss : row_loss) total += loss;
+  return total * static_cast<double>(scale);
+}
+
+// Both types: the templates above. The float paths of the other ops are the explicit
+// specialisations (the CPU twins), so only their float64 references are instantiated here.
+#define SKEW_MOE_OPS(T)                                                                                 \
+  template void linear_forward<T>(int, int, int, const T*, const T*, const T*, T*, Precision);          \
+  template void linear_backward<T>(int, int, int, const T*, const T*, const T*, T*, T*, T*, Precision); \
+  template void attention_forward<T>(int, int, int, int, const T*, T*, T*, Precision);                  \
+  template void attention_backward<T>(int, int, int, int, const T*, const T*, const T*, T*, Precision);
 SKEW_MOE_OPS(float)
 SKEW_MOE_OPS(double)
+template void layernorm_forward<double>(int, int, const double*, const double*, const double*, double*, double*,
+                                        double*);
+template void layernorm_backward<double>(int, int, const double*, const double*, const double*, const double*,
+                                         const double*, double*, double*, double*);
+template void gelu_forward<double>(std::size_t, const double*, double*);
+template void gelu_backward<double>(std::size_t, const double*, const double*, double*);
+template double cross_entropy<double>(int, int, const double*, const std::int32_t*, double, double*);
+template void embedding_forward<double>(int, int, int, const std::int32_t*, const double*, const double*, double*);
+template void embedding_backward<double>(int, int, int, const std::int32_t*, const double*, double*, double*);
+template double sum_of_squares<double>(std::size_t, const double*);
 
 }  // namespace skew::moe

@@ -1,5 +1,7 @@
 // Dense building blocks of the GPT-MoE model with hand-written backward passes, templated on
-// the scalar type: float for training, double for the finite-difference tests. Row-major
+// the scalar type: float for training, double for the finite-difference tests. The float paths
+// of the row-wise and elementwise ops are the CPU twins of the CUDA kernels (kernels/moe_*.hpp);
+// the double paths are independent float64 references. Row-major
 // matrices; every backward *accumulates* into parameter gradients and writes input gradients.
 #pragma once
 #include <cstdint>
@@ -34,6 +36,17 @@ void layernorm_forward(int n, int d, const T* x, const T* g, const T* b, T* y, T
 template <class T>
 void layernorm_backward(int n, int d, const T* x, const T* g, const T* mean, const T* rstd, const T* dy, T* dx, T* dg,
                         T* db);
+
+// Token + position embedding: out[t] = wte[tokens[t]] + wpe[t % seq] (rows of d); the backward
+// adds dout's rows into dwte and dwpe.
+template <class T>
+void embedding_forward(int n, int d, int seq, const std::int32_t* tokens, const T* wte, const T* wpe, T* out);
+template <class T>
+void embedding_backward(int n, int d, int seq, const std::int32_t* tokens, const T* dout, T* dwte, T* dwpe);
+
+// Sum of squares of x[0, n), accumulated in float64 (the global gradient norm is its root).
+template <class T>
+double sum_of_squares(std::size_t n, const T* x);
 
 // GELU, tanh approximation (GPT-2).
 template <class T>

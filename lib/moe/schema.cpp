@@ -59,6 +59,10 @@ Schema moe_train_schema() {
   s.add_int("train.eval_sequences", 32, {1, 1 << 24}, "validation windows per evaluation, over all ranks (rounded down to a multiple of the ranks)");
   s.add_int("train.log_interval", 10, IntRange::at_least(0), "iterations between progress lines");
   s.add_int("train.blas_threads", 1, {0, 1024}, "OpenBLAS threads per rank (0 = OpenBLAS default)");
+  s.add_choice("train.device", "auto", {"auto", "cpu", "cuda"},
+               "where the training step runs. cpu: the CPU step. cuda: not yet (refused): the CUDA twins of the "
+               "step's kernels exist, no driver runs a whole step on the GPU. auto: cpu (also where a GPU is "
+               "visible, said in the log) until the CUDA step lands");
   s.add_choice("train.precision", "fp32", {"fp32", "bf16"},
                "matrix products: fp32, or bf16 inputs with fp32 accumulation (mixed precision; the router, "
                "LayerNorm, softmax and the fp32 master weights, gradients and AdamW state are unchanged)");

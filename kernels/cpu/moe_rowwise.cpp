@@ -1,0 +1,110 @@
+// CPU twins of kernels/moe_rowwise.hpp: each row (or column, or element) by the shared body with
+// one lane, in index order.
+#include "kernels/moe_rowwise.hpp"
+
+#include <algorithm>
+
+#include "lib/core/error.hpp"
+
+namespace skew::kernels::moe {
+namespace {
+constexpr LaneReduce kOneLane{};
+
+std::size_t row_offset(std::size_t row, int width) { return row * static_cast<std::size_t>(width); }
+}  // namespace
+
+void layernorm_forward(Device device, int n, int d, const float* x, const float* g, const float* b, float* y,
+                       float* mean, float* rstd) {
+  if (device == Device::Cuda) return cuda::layernorm_forward(n, d, x, g, b, y, mean, rstd);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
+    layernorm_forward_row(d, x + row_offset(i, d), g, b, y + row_offset(i, d), mean + i, rstd + i, 0, 1, kOneLane);
+}
+
+void layernorm_backward(Device device, int n, int d, const float* x, const float* g, const float* mean,
+                        const float* rstd, const float* dy, float* dx, float* dg, float* db) {
+  if (device == Device::Cuda) return cuda::layernorm_backward(n, d, x, g, mean, rstd, dy, dx, dg, db);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
+    layernorm_backward_row(d, x + row_offset(i, d), g, mean[i], rstd[i], dy + row_offset(i, d), dx + row_offset(i, d),
+                           0, 1, kOneLane);
+  for (int j = 0; j < d; ++j)
+    layernorm_param_grad_column(0, static_cast<std::size_t>(n), d, j, x, mean, rstd, dy, dg + j, db + j);
+}
+
+void embedding_forward(Device device, int n, int d, int seq, const std::int32_t* tokens, const float* wte,
+                       const float* wpe, float* out) {
+  if (device == Device::Cuda) return cuda::embedding_forward(n, d, seq, tokens, wte, wpe, out);
+  const std::size_t count = row_offset(static_cast<std::size_t>(n), d);
+  for (std::size_t at = 0; at < count; ++at) {
+    const EmbeddingIndex index = embedding_index(at, d, seq, tokens);
+    out[at] = wte[index.token] + wpe[index.position];
+  }
+}
+
+void embedding_backward(Device device, int n, int d, int seq, const std::int32_t* tokens, const float* dout,
+                        float* dwte, float* dwpe) {
+  if (device == Device::Cuda) return cuda::embedding_backward(n, d, seq, tokens, dout, dwte, dwpe);
+  const std::size_t count = row_offset(static_cast<std::size_t>(n), d);
+  for (std::size_t at = 0; at < count; ++at) {
+    const EmbeddingIndex index = embedding_index(at, d, seq, tokens);
+    dwte[index.token] += dout[at];
+    dwpe[index.position] += dout[at];
+  }
+}
+
+void causal_softmax_forward(Device device, std::size_t rows, int seq, float* scores) {
+  if (device == Device::Cuda) return cuda::causal_softmax_forward(rows, seq, scores);
+  for (std::size_t r = 0; r < rows; ++r)
+    causal_softmax_forward_row(seq, static_cast<int>(r % static_cast<std::size_t>(seq)) + 1,
+                               scores + row_offset(r, seq), 0, 1, kOneLane);
+}
+
+void causal_softmax_backward(Device device, std::size_t rows, int seq, const float* probs, float* grad, float scale) {
+  if (device == Device::Cuda) return cuda::causal_softmax_backward(rows, seq, probs, grad, scale);
+  for (std::size_t r = 0; r < rows; ++r)
+    causal_softmax_backward_row(seq, static_cast<int>(r % static_cast<std::size_t>(seq)) + 1,
+                                probs + row_offset(r, seq), grad + row_offset(r, seq), scale, 0, 1, kOneLane);
+}
+
+void cross_entropy(Device device, int n, int v, const float* logits, const std::int32_t* targets, float scale,
+                   float* dlogits, double* row_loss) {
+  if (device == Device::Cuda) return cuda::cross_entropy(n, v, logits, targets, scale, dlogits, row_loss);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
+    row_loss[i] = cross_entropy_row(v, logits + row_offset(i, v), targets[i], scale, dlogits + row_offset(i, v), 0, 1,
+                                    kOneLane);
+}
+
+double sum_of_squares(Device device, std::size_t n, const float* x) {
+  if (device == Device::Cuda) return cuda::sum_of_squares(n, x);
+  double total = 0;
+  for (std::size_t begin = 0; begin < n; begin += kSquaresChunk)
+    total += sum_squares_lane(x, begin, std::min(n, begin + kSquaresChunk), 0, 1);
+  return total;
+}
+
+#ifndef SKEW_WITH_CUDA
+namespace cuda {
+void layernorm_forward(int, int, const float*, const float*, const float*, float*, float*, float*) {
+  SKEW_THROW("layernorm on CUDA in a build without CUDA");
+}
+void layernorm_backward(int, int, const float*, const float*, const float*, const float*, const float*, float*, float*,
+                        float*) {
+  SKEW_THROW("layernorm backward on CUDA in a build without CUDA");
+}
+void embedding_forward(int, int, int, const std::int32_t*, const float*, const float*, float*) {
+  SKEW_THROW("embedding on CUDA in a build without CUDA");
+}
+void embedding_backward(int, int, int, const std::int32_t*, const float*, float*, float*) {
+  SKEW_THROW("embedding backward on CUDA in a build without CUDA");
+}
+void causal_softmax_forward(std::size_t, int, float*) { SKEW_THROW("causal softmax on CUDA in a build without CUDA"); }
+void causal_softmax_backward(std::size_t, int, const float*, float*, float) {
+  SKEW_THROW("causal softmax backward on CUDA in a build without CUDA");
+}
+void cross_entropy(int, int, const float*, const std::int32_t*, float, float*, double*) {
+  SKEW_THROW("cross-entropy on CUDA in a build without CUDA");
+}
+double sum_of_squares(std::size_t, const float*) { SKEW_THROW("sum of squares on CUDA in a build without CUDA"); }
+}  // namespace cuda
+#endif
+
+}  // namespace skew::kernels::moe
