@@ -13,8 +13,10 @@
 #include <type_traits>
 
 #include "lib/moe/policies/fastermoe.hpp"
+#include "lib/moe/schema.hpp"
 #include "lib/moe/smart_schedule.hpp"
 #include "tests/mpi/moe_model_fixture.hpp"
+#include "tests/unit/error_message.hpp"
 
 using namespace skew_moe_fixture;
 
@@ -312,4 +314,17 @@ TEST_CASE("smart schedule: separate non-blocking stages, posted ahead, adding up
     }
     if (chunks >= 2) CHECK(longest >= 2);  // the ordering check above had pairs to look at
   }
+}
+
+TEST_CASE("moe.fastermoe_chunks: range checked, and set only under the fastermoe policy", "[moe][fastermoe]") {
+  const Schema schema = moe_train_schema();
+  auto options = [&](std::vector<std::string> overrides) {
+    return moe_options(Config::parse_ini_text(schema, "", "test", std::move(overrides)));
+  };
+  CHECK(options({"--moe.policy=fastermoe"}).schedule_chunks == 1);  // the paper's pairwise schedule
+  CHECK(options({"--moe.policy=fastermoe", "--moe.fastermoe_chunks=4"}).schedule_chunks == 4);
+  CHECK(options({"--moe.policy=flexmoe", "--moe.fastermoe_chunks=4"}).schedule_chunks == 0);
+  for (const char* bad : {"--moe.fastermoe_chunks=-1", "--moe.fastermoe_chunks=65"})
+    CHECK_THAT(skew::test::error_of([&] { options({"--moe.policy=fastermoe", bad}); }),
+               Catch::Contains("moe.fastermoe_chunks"));
 }
