@@ -322,7 +322,7 @@ void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
   const int D = opt_.d_model, k = opt_.gate.top_k;
   Timer timer;
   const std::size_t send_total = back_.size() / D, recv_total = xe_.size() / D;
-  std::vector<T> dsend(send_total * D, T(0)), drecv;  // drecv: the plain schedule's receive buffer
+  std::vector<T> dsend(send_total * D, T(0));
   std::vector<T> dweight(pos_.size(), T(0));
   for (std::size_t a = 0; a < pos_.size(); ++a)
     if (pos_[a] >= 0) {
@@ -342,7 +342,7 @@ void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
   if (opt_.schedule_chunks > 0) {
     backward_pipelined(dsend, dback, dye, dhpre);
   } else {
-    drecv.resize(recv_total * D);
+    std::vector<T> drecv(recv_total * D);
     timer.reset();
     world_.alltoallv(comm::view(dsend), times_width(send_rows_, D), comm::view(drecv), times_width(recv_rows_, D));
     times_.alltoall += timer.seconds();
