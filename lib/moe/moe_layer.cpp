@@ -9,6 +9,7 @@
 #include "lib/core/rng.hpp"
 #include "lib/core/timer.hpp"
 #include "lib/moe/ops.hpp"
+#include "lib/moe/row_permute.hpp"
 
 namespace skew::moe {
 
@@ -123,16 +124,23 @@ void MoeLayer<T>::expert_forward(int e, int rows, const T* x, T* hpre, T* h, T* 
 }
 
 template <class T>
-void MoeLayer<T>::expert_backward(int e, int rows, const T* x, const T* hpre, const T* h, const T* dy, T* dx) {
+void MoeLayer<T>::expert_backward_rows(int e, int rows, const T* hpre, const T* dy, T* dhpre, T* dx) {
+  const int D = opt_.d_model, F = opt_.d_ff;
+  const T* w = params_of(e);
+  matmul<T>(false, true, rows, F, D, T(1), dy, w + static_cast<std::size_t>(D) * F + F, T(0), dhpre, opt_.precision);
+  gelu_backward<T>(static_cast<std::size_t>(rows) * F, hpre, dhpre, dhpre);
+  matmul<T>(false, true, rows, D, F, T(1), dhpre, w, T(0), dx, opt_.precision);
+}
+
+template <class T>
+void MoeLayer<T>::expert_weight_grads(int e, int rows, const T* x, const T* h, const T* dy, const T* dhpre) {
   const int D = opt_.d_model, F = opt_.d_ff;
   const T* w = params_of(e);
   T* g = grads_of(e);
   const std::size_t off2 = static_cast<std::size_t>(D) * F + F;
-  std::vector<T> dh(static_cast<std::size_t>(rows) * F);
-  linear_backward<T>(rows, F, D, h, w + off2, dy, dh.data(), g + off2, g + off2 + static_cast<std::size_t>(D) * F,
+  linear_backward<T>(rows, F, D, h, w + off2, dy, nullptr, g + off2, g + off2 + static_cast<std::size_t>(D) * F,
                      opt_.precision);
-  gelu_backward<T>(dh.size(), hpre, dh.data(), dh.data());
-  linear_backward<T>(rows, D, F, x, w, dh.data(), dx, g, g + static_cast<std::size_t>(D) * F, opt_.precision);
+  linear_backward<T>(rows, D, F, x, w, dhpre, nullptr, g, g + static_cast<std::size_t>(D) * F, opt_.precision);
 }
 
 // Decides the destination (rank, expert) block of every kept assignment and its row there.
@@ -239,18 +247,6 @@ void MoeLayer<T>::route() {
 }
 
 namespace {
-template <class T>
-void scatter(const T* in, const std::int64_t* pos, std::size_t n, int width, T* out) {
-  if constexpr (std::is_same_v<T, float>) {
-    km::scatter_rows(Device::Host, in, pos, static_cast<std::int64_t>(n), width, out);
-  } else {
-    for (std::size_t i = 0; i < n; ++i) std::copy(in + i * width, in + (i + 1) * width, out + pos[i] * width);
-  }
-}
-template <class T>
-void gather(const T* in, const std::int64_t* pos, std::size_t n, int width, T* out) {  // out[i] = in[pos[i]]
-  for (std::size_t i = 0; i < n; ++i) std::copy(in + pos[i] * width, in + (pos[i] + 1) * width, out + i * width);
-}
 std::vector<std::size_t> times_width(const std::vector<std::size_t>& rows, int d) {
   std::vector<std::size_t> out(rows);
   for (auto& v : out) v *= static_cast<std::size_t>(d);
@@ -279,32 +275,36 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
   for (std::size_t a = 0; a < pos_.size(); ++a)
     if (pos_[a] >= 0) std::copy(x + (a / k) * D, x + (a / k + 1) * D, send.data() + pos_[a] * D);
   times_.dispatch += timer.seconds();
-  timer.reset();
-  world_.alltoallv(comm::view(send), times_width(send_rows_, D), comm::view(recv), times_width(recv_rows_, D));
-  times_.alltoall += timer.seconds();
   // Dispatch and combine, forward and backward: each rank sends its send rows twice and its
   // received rows back twice.
   times_.alltoall_bytes +=
       2.0 * sizeof(T) * (sent_elements(send_rows_, world_.rank(), D) + sent_elements(recv_rows_, world_.rank(), D));
-  timer.reset();
-  const double cpu = thread_cpu_seconds();
   xe_.assign(recv_total * D, T(0));
-  scatter(recv.data(), local_pos_.data(), recv_total, D, xe_.data());
   hpre_.assign(recv_total * F, T(0));
   h_.assign(recv_total * F, T(0));
   std::vector<T> ye(recv_total * D);
-  for (std::size_t i = 0; i < local_experts_.size(); ++i) {
-    const std::int64_t o = local_offset_[i], rows = local_offset_[i + 1] - o;
-    expert_forward(local_experts_[i], static_cast<int>(rows), xe_.data() + o * D, hpre_.data() + o * F,
-                   h_.data() + o * F, ye.data() + o * D);
-  }
-  gather(ye.data(), local_pos_.data(), recv_total, D, recv.data());
-  times_.expert += timer.seconds();
-  times_.expert_cpu += thread_cpu_seconds() - cpu;
-  timer.reset();
   back_.assign(send_total * D, T(0));
-  world_.alltoallv(comm::view(recv), times_width(recv_rows_, D), comm::view(back_), times_width(send_rows_, D));
-  times_.alltoall += timer.seconds();
+  if (opt_.schedule_chunks > 0) {
+    forward_pipelined(send, recv, ye);
+  } else {
+    timer.reset();
+    world_.alltoallv(comm::view(send), times_width(send_rows_, D), comm::view(recv), times_width(recv_rows_, D));
+    times_.alltoall += timer.seconds();
+    timer.reset();
+    const double cpu = thread_cpu_seconds();
+    scatter_rows_at(recv.data(), local_pos_.data(), recv_total, D, xe_.data());
+    for (std::size_t i = 0; i < local_experts_.size(); ++i) {
+      const std::int64_t o = local_offset_[i], rows = local_offset_[i + 1] - o;
+      expert_forward(local_experts_[i], static_cast<int>(rows), xe_.data() + o * D, hpre_.data() + o * F,
+                     h_.data() + o * F, ye.data() + o * D);
+    }
+    gather_rows_from(ye.data(), local_pos_.data(), recv_total, D, recv.data());
+    times_.expert += timer.seconds();
+    times_.expert_cpu += thread_cpu_seconds() - cpu;
+    timer.reset();
+    world_.alltoallv(comm::view(recv), times_width(recv_rows_, D), comm::view(back_), times_width(send_rows_, D));
+    times_.alltoall += timer.seconds();
+  }
   timer.reset();
   std::fill(y, y + static_cast<std::size_t>(n) * D, T(0));
   for (std::size_t a = 0; a < pos_.size(); ++a)
@@ -322,7 +322,7 @@ void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
   const int D = opt_.d_model, k = opt_.gate.top_k;
   Timer timer;
   const std::size_t send_total = back_.size() / D, recv_total = xe_.size() / D;
-  std::vector<T> dsend(send_total * D, T(0)), drecv(recv_total * D);
+  std::vector<T> dsend(send_total * D, T(0));
   std::vector<T> dweight(pos_.size(), T(0));
   for (std::size_t a = 0; a < pos_.size(); ++a)
     if (pos_[a] >= 0) {
@@ -337,30 +337,37 @@ void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
       dweight[a] = static_cast<T>(dot);
     }
   times_.combine += timer.seconds();
-  timer.reset();
-  world_.alltoallv(comm::view(dsend), times_width(send_rows_, D), comm::view(drecv), times_width(recv_rows_, D));
-  times_.alltoall += timer.seconds();
-  timer.reset();
-  const double cpu = thread_cpu_seconds();
-  std::vector<T> dye(recv_total * D), dxe(recv_total * D);
-  scatter(drecv.data(), local_pos_.data(), recv_total, D, dye.data());
-  for (std::size_t i = 0; i < local_experts_.size(); ++i) {
-    const std::int64_t o = local_offset_[i], rows = local_offset_[i + 1] - o;
-    const int F = opt_.d_ff;
-    expert_backward(local_experts_[i], static_cast<int>(rows), xe_.data() + o * D, hpre_.data() + o * F,
-                    h_.data() + o * F, dye.data() + o * D, dxe.data() + o * D);
+  const int F = opt_.d_ff;
+  std::vector<T> dback(send_total * D), dye(recv_total * D), dhpre(recv_total * F);
+  if (opt_.schedule_chunks > 0) {
+    backward_pipelined(dsend, dback, dye, dhpre);
+  } else {
+    std::vector<T> drecv(recv_total * D);
+    timer.reset();
+    world_.alltoallv(comm::view(dsend), times_width(send_rows_, D), comm::view(drecv), times_width(recv_rows_, D));
+    times_.alltoall += timer.seconds();
+    timer.reset();
+    const double cpu = thread_cpu_seconds();
+    std::vector<T> dxe(recv_total * D);
+    scatter_rows_at(drecv.data(), local_pos_.data(), recv_total, D, dye.data());
+    for (std::size_t i = 0; i < local_experts_.size(); ++i) {
+      const std::int64_t o = local_offset_[i];
+      const int e = local_experts_[i], rows = static_cast<int>(local_offset_[i + 1] - o);
+      expert_backward_rows(e, rows, hpre_.data() + o * F, dye.data() + o * D, dhpre.data() + o * F, dxe.data() + o * D);
+      expert_weight_grads(e, rows, xe_.data() + o * D, h_.data() + o * F, dye.data() + o * D, dhpre.data() + o * F);
+    }
+    gather_rows_from(dxe.data(), local_pos_.data(), recv_total, D, drecv.data());
+    times_.expert += timer.seconds();
+    times_.expert_cpu += thread_cpu_seconds() - cpu;
+    timer.reset();
+    world_.alltoallv(comm::view(drecv), times_width(recv_rows_, D), comm::view(dback), times_width(send_rows_, D));
+    times_.alltoall += timer.seconds();
   }
-  gather(dxe.data(), local_pos_.data(), recv_total, D, drecv.data());
-  times_.expert += timer.seconds();
-  times_.expert_cpu += thread_cpu_seconds() - cpu;
-  timer.reset();
-  world_.alltoallv(comm::view(drecv), times_width(recv_rows_, D), comm::view(dsend), times_width(send_rows_, D));
-  times_.alltoall += timer.seconds();
   timer.reset();
   gate_backward<T>(opt_.gate, gate_, wg, dweight.data(), dx, dwg);
   for (std::size_t a = 0; a < pos_.size(); ++a)
     if (pos_[a] >= 0) {
-      const T* src = dsend.data() + pos_[a] * D;
+      const T* src = dback.data() + pos_[a] * D;
       T* dst = dx + (a / k) * D;
       for (int c = 0; c < D; ++c) dst[c] += src[c];
     }

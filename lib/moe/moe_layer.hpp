@@ -1,6 +1,7 @@
 // One MoE feed-forward layer, expert-parallel over the world group: gate -> the balancing
 // policy's plan and drops -> per-source split among each expert's replicas -> permute into
-// (rank, expert) blocks -> all-to-all-v -> local experts' FFN (GEMM) -> all-to-all-v back ->
+// (rank, expert) blocks -> all-to-all-v -> local experts' FFN (GEMM) -> all-to-all-v back (or the two
+// exchanges in FasterMoE's pipelined stages, smart_schedule.hpp) ->
 // weighted combine; and the backward through all of it. The policy (lib/moe/policies) is
 // consulted at fixed points of the step; the layer never asks which one it holds. Expert e's FFN: y = gelu(x W1 + b1)
 // W2 + b2, its parameters packed flat [W1 | b1 | W2 | b2] so replicas and shadows move as one buffer.
@@ -33,6 +34,12 @@ struct MoeOptions {
   bool use_rts = true;                                             // deepspeed: top-1 random token selection
   bool drop_by_probability = false;                                // deepspeed: keep the most probable
   Precision precision = Precision::Fp32;  // of the expert FFN GEMMs (the model sets it)
+  // FasterMoE's smart schedule (smart_schedule.hpp): 0 = one blocking all-to-all, then the expert
+  // compute; c >= 1 = pairwise stages, each peer's rows in c chunks, the exchange of the next
+  // chunk overlapping the compute of the current one, forward and backward. moe_train sets it
+  // from moe.fastermoe_chunks under the fastermoe policy. The rows computed do not depend on it
+  // (float64 bit for bit; float to OpenBLAS's rounding of a smaller GEMM).
+  int schedule_chunks = 0;
   std::int64_t expert_params() const { return 2LL * d_model * d_ff + d_ff + d_model; }
 };
 
@@ -115,7 +122,23 @@ class MoeLayer {
   T* params_of(int e);
   T* grads_of(int e);
   void expert_forward(int e, int rows, const T* x, T* hpre, T* h, T* y);
-  void expert_backward(int e, int rows, const T* x, const T* hpre, const T* h, const T* dy, T* dx);
+  // The backward of rows that depends on the rows alone: dhpre = (dy W2^T) * gelu'(hpre), dx = dhpre W1^T.
+  void expert_backward_rows(int e, int rows, const T* hpre, const T* dy, T* dhpre, T* dx);
+  // The parameter gradients of all of the expert's rows: one GEMM per matrix over the whole
+  // block, so that the sum runs in the same order whatever the schedule.
+  void expert_weight_grads(int e, int rows, const T* x, const T* h, const T* dy, const T* dhpre);
+  // The smart schedule's stages (moe_layer_schedule.cpp): forward from the packed send rows to
+  // back_ (ye: expert outputs, expert-contiguous), backward from dsend to dback.
+  void forward_pipelined(const std::vector<T>& send, std::vector<T>& recv, std::vector<T>& ye);
+  void backward_pipelined(const std::vector<T>& dsend, std::vector<T>& dback, std::vector<T>& dye,
+                          std::vector<T>& dhpre);
+  // One local expert's rows inside one source rank's rows [begin, end) of the receive buffer:
+  // contiguous in the expert-contiguous buffers, starting at row xe_begin.
+  struct ExpertRows {
+    int local = 0;  // index into local_experts_
+    std::int64_t xe_begin = 0, rows = 0;
+  };
+  std::vector<ExpertRows> expert_rows_of(int source, std::int64_t begin, std::int64_t end) const;
 
   MoeOptions opt_;
   comm::ProcessGroup& world_;

@@ -28,6 +28,12 @@ Schema moe_train_schema() {
   s.add_choice("moe.policy", "static", {"static", "deepspeed", "fastermoe", "flexmoe"},
                "static: one replica per expert, dropless; deepspeed: capacity factor; fastermoe: shadow hot experts; "
                "flexmoe: dynamic expert replication and placement ([placement] keys)");
+  s.add_int("moe.fastermoe_chunks", 1, {0, 64},
+            "fastermoe: smart schedule (FasterMoE, PPoPP'22, Sec. 4): the token exchange runs as pairwise "
+            "stages (rank + s for s = 0 .. ranks-1), each peer's rows in this many chunks, the exchange of the "
+            "next chunk overlapping the expert compute of the current one, forward and backward; 0 = one "
+            "all-to-all, then the compute. The rows computed are the same (float: OpenBLAS may round a row in a "
+            "smaller GEMM differently, ~1e-7); the shadow choice models the stages as its pipeline groups");
   s.add_float("moe.capacity_factor", 1.0, FloatRange::above(0),
               "deepspeed: training capacity factor; capacity = max(ceil(tokens per rank / experts * factor * "
               "top_k), min_capacity) slots per expert and rank");
@@ -85,6 +91,7 @@ MoeOptions moe_options(const Config& c) {
   e.gate.aux_weight = c.get_float("moe.aux_weight");
   e.gate.z_weight = c.get_float("moe.z_weight");
   e.policy = parse_policy(c.get_string("moe.policy"));
+  e.schedule_chunks = e.policy == Policy::FasterMoE ? c.get_int_as<int>("moe.fastermoe_chunks") : 0;
   e.capacity_factor_train = c.get_float("moe.capacity_factor");
   e.capacity_factor_eval = c.get_float("moe.eval_capacity_factor");
   e.min_capacity = c.get_int_as<std::int64_t>("moe.min_capacity");

@@ -24,3 +24,8 @@ skew_mpi_test(skew_moe_reshard_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_reshard.cpp
   LIBS skew_moe
   NP 4)
+# FasterMoE's smart schedule: chunked pairwise exchange equals the one all-to-all, bit for bit.
+skew_mpi_test(skew_moe_schedule_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_smart_schedule.cpp
+  LIBS skew_moe
+  NP 2 3)

@@ -22,10 +22,12 @@ void FasterMoePolicy<T>::plan(MoeLayer<T>& layer) {
   world.allgather(comm::cview(layer.gate_state().local_counts), comm::view(local));
   std::vector<int> owner;
   for (const auto& reps : layer.placement().experts) owner.push_back(reps[0].rank);
-  // Pipeline groups 1: the MoE layer runs the all-to-all and the expert compute one after the other.
-  constexpr int kPipelineGroups = 1;
+  // The smart schedule's stages are the cost model's pipeline groups (N peers x chunks each);
+  // without it (0 chunks) the all-to-all and the expert compute run one after the other.
+  const int chunks = layer.options().schedule_chunks;
+  const int pipeline_groups = chunks > 0 ? N * chunks : 1;
   layer.set_shadowed(
-      placement::choose_shadows(model_, placement::measured_routing(local, owner, N), kPipelineGroups).shadowed);
+      placement::choose_shadows(model_, placement::measured_routing(local, owner, N), pipeline_groups).shadowed);
   const std::size_t P = static_cast<std::size_t>(layer.options().expert_params());
   for (int e : layer.shadowed()) {
     if (owner[static_cast<std::size_t>(e)] == world.rank()) {

@@ -5,7 +5,8 @@
 // to shadow is chosen greedily from the hottest down while the predicted step time falls, on the
 // same measured cost model FlexMoE plans with (lib/placement/shadowing.hpp). The rest as in
 // StaticPolicy. FasterMoE's smart schedule (all-to-all pipelined with expert compute in chunks)
-// is not run by the MoE layer, so the decision models the phases one after the other.
+// is the layer's MoeOptions::schedule_chunks (smart_schedule.hpp); the decision models its
+// stages as the cost model's pipeline groups.
 #pragma once
 #include <cstdint>
 #include <memory>
