@@ -24,3 +24,8 @@ skew_mpi_test(skew_moe_reshard_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_reshard.cpp
   LIBS skew_moe
   NP 4)
+# Swin-MoE: gradients against finite differences, expert-parallel against 1 rank (float64).
+skew_mpi_test(skew_moe_swin_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_swin.cpp
+  LIBS skew_moe
+  NP 1 2)
