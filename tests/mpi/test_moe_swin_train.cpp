@@ -1,6 +1,7 @@
 // moe_train with model.arch = swin on 2 ranks, on the generated image set (tests never need the
 // MNIST download): training beats chance by far and reports its held-out accuracy; every policy
-// that drops nothing gives the static run's validation loss; resume is bit-exact.
+// that drops nothing gives the static run's validation loss; resume is bit-exact; the routing trace
+// records and replays.
 #include <catch2/catch.hpp>
 #include <cmath>
 
@@ -101,4 +102,30 @@ TEST_CASE("swin-moe resumes from a checkpoint bit-exactly", "[moe][swin]") {
   require_identical_shards(a + shard, b + shard);
   world().barrier();
   if (world().rank() == 0) std::filesystem::remove_all(a), std::filesystem::remove_all(b);
+}
+
+TEST_CASE("swin-moe records its routing and replays it under another policy and gate", "[moe][swin]") {
+  const std::string dir = scratch("swin_trace");
+  // A stronger balance loss routes differently from the recorded run unless the trace forces it.
+  const std::vector<std::string> other = {"--moe.policy=deepspeed", "--moe.drop_tokens=false", "--moe.aux_weight=1",
+                                          "--train.lr=0.05"};
+  const auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), other.begin(), other.end());
+    return args;
+  };
+  run_swin({"--moe.save_trace=" + dir + "/trace", "--output.metrics=" + dir + "/a.jsonl"});
+  run_swin(with({"--moe.replay_trace=" + dir + "/trace", "--output.metrics=" + dir + "/b.jsonl"}));
+  run_swin(with({"--output.metrics=" + dir + "/c.jsonl"}));
+  world().barrier();
+  const auto a = read_jsonl(dir + "/a.jsonl"), b = read_jsonl(dir + "/b.jsonl"), c = read_jsonl(dir + "/c.jsonl");
+  REQUIRE(a.size() == 6);
+  REQUIRE(b.size() == 6);
+  bool differs_unforced = false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    REQUIRE(a[i]["tokens_per_expert"] == b[i]["tokens_per_expert"]);
+    differs_unforced = differs_unforced || a[i]["tokens_per_expert"] != c[i]["tokens_per_expert"];
+  }
+  REQUIRE(differs_unforced);
+  world().barrier();
+  if (world().rank() == 0) std::filesystem::remove_all(dir);
 }
