@@ -15,7 +15,7 @@ double learning_rate(const AdamWOptions& opt, std::int64_t step) {
   return floor + 0.5 * (opt.lr - floor) * (1 + std::cos(std::numbers::pi * progress));
 }
 
-AdamW::AdamW(const AdamWOptions& opt, GptMoe<float>& model, comm::ProcessGroup& world)
+AdamW::AdamW(const AdamWOptions& opt, MoeNetwork<float>& model, comm::ProcessGroup& world)
     : opt_(opt),
       model_(model),
       world_(world),
@@ -57,9 +57,10 @@ double AdamW::step(std::int64_t iteration) {
   for (const auto& s : model_.segments())
     kernels::moe::adamw_update(Device::Host, w.data(), model_.dense_g().data(), m_.data(), v_.data(), s.offset,
                                s.offset + s.size, decay_[s.offset], k);
-  const std::size_t D = static_cast<std::size_t>(model_.options().d_model),
-                    F = static_cast<std::size_t>(model_.options().moe.d_ff);
-  for (auto& layer : model_.moe())
+  for (auto& layer : model_.moe()) {
+    // The layer's own widths: Swin's MoE layers are as wide as their stage, not the embedding.
+    const std::size_t D = static_cast<std::size_t>(layer->options().d_model),
+                      F = static_cast<std::size_t>(layer->options().d_ff);
     for (auto& [e, s] : layer->experts()) {
       float *pw = s.w.data<float>(), *pm = s.m.data<float>(), *pv = s.v.data<float>();
       const float* pg = s.g.data();  // the lambda captures plain names: clang refuses structured bindings
@@ -72,6 +73,7 @@ double AdamW::step(std::int64_t iteration) {
       update(D * F + F, 2 * D * F + F, true);
       update(2 * D * F + F, 2 * D * F + F + D, false);
     }
+  }
   return norm;
 }
 

@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "lib/moe/models/gpt_network.hpp"
+#include "lib/moe/models/network.hpp"
 
 namespace skew::moe {
 
@@ -18,7 +18,7 @@ double learning_rate(const AdamWOptions& opt, std::int64_t step);  // step count
 
 class AdamW {
  public:
-  AdamW(const AdamWOptions& opt, GptMoe<float>& model, comm::ProcessGroup& world);
+  AdamW(const AdamWOptions& opt, MoeNetwork<float>& model, comm::ProcessGroup& world);
   // Clips and applies one update; returns the global gradient norm before clipping.
   double step(std::int64_t iteration);
   std::vector<float>& m() { return m_; }
@@ -26,7 +26,7 @@ class AdamW {
 
  private:
   AdamWOptions opt_;
-  GptMoe<float>& model_;
+  MoeNetwork<float>& model_;
   comm::ProcessGroup& world_;
   std::vector<float> m_, v_;
   std::vector<char> decay_;  // per dense parameter

@@ -34,7 +34,7 @@ int holder_of(const Json& index, const std::string& tensor, const std::string& i
 
 // At another world size: rank 0's shard (dense state, policy state) and the holders of the
 // experts this rank's placement gives it.
-std::set<int> shards_for_resharding(const Json& index, const std::string& index_path, GptMoe<float>& model, int rank) {
+std::set<int> shards_for_resharding(const Json& index, const std::string& index_path, MoeNetwork<float>& model, int rank) {
   std::set<int> ranks = {0};
   for (std::size_t l = 0; l < model.moe().size(); ++l)
     for (int e : model.moe()[l]->placement().experts_on(rank))
@@ -66,7 +66,7 @@ bool all_ranks(comm::ProcessGroup& world, bool ok) {
 void load_step(Session& s, std::int64_t step, int written, const StepFiles& f) {
   const int rank = s.world.rank();
   const std::string index_path = s.ckpt->index_file(step);
-  GptMoe<float>& net = s.model->network();
+  MoeNetwork<float>& net = s.model->network();
   for (const auto& [r, shard] : f.shards)
     check_index_before_load(f.index, index_path, shard, CheckpointDir::shard_name(r), s.policy_name);
   if (written == s.world.size()) {

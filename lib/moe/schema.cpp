@@ -1,6 +1,7 @@
 #include "lib/moe/schema.hpp"
 
 #include "lib/core/error.hpp"
+#include "lib/moe/models/swin.hpp"
 #include "lib/moe/placement_config.hpp"
 #include "lib/moe/policies/fastermoe.hpp"
 #include "lib/moe/policies/flexmoe.hpp"
@@ -19,6 +20,9 @@ Schema moe_train_schema() {
   s.add_int("model.d_ff", 128, {1, 1 << 20}, "hidden width of the dense FFN blocks (moe_every = 2)");
   s.add_int("model.moe_every", 1, {1, 2}, "1: every block's FFN is MoE; 2: every other block's");
   s.add_float("model.init_std", 0.1, FloatRange::at_least(0), "stddev of the normal weight init");
+  s.add_choice("model.arch", "gpt", {"gpt", "swin"},
+               "gpt: byte-level decoder language model; swin: Swin-MoE image classifier (swin.* keys)");
+  SwinModel::add_keys(s);
   s.add_int("moe.num_experts", 4, {1, 1 << 16}, "experts per MoE layer (a multiple of the rank count)");
   s.add_int("moe.top_k", 1, {1, 1 << 16}, "experts per token");
   s.add_int("moe.d_ff", 128, {1, 1 << 20}, "hidden width of each expert FFN");

@@ -23,7 +23,7 @@ std::string placement_key(std::size_t layer) {
 }
 }  // namespace
 
-std::vector<std::pair<std::string, Tensor>> save_state(GptMoe<float>& model, AdamW& adam) {
+std::vector<std::pair<std::string, Tensor>> save_state(MoeNetwork<float>& model, AdamW& adam) {
   std::vector<std::pair<std::string, Tensor>> out;
   const std::int64_t n = static_cast<std::int64_t>(model.dense_w().size());
   out.emplace_back("dense.w", Tensor::from_vector(model.dense_w(), {n}));
@@ -46,7 +46,7 @@ std::vector<std::pair<std::string, Tensor>> save_state(GptMoe<float>& model, Ada
 }
 
 namespace {
-void load_dense(const TensorLookup& get, GptMoe<float>& model, AdamW& adam) {
+void load_dense(const TensorLookup& get, MoeNetwork<float>& model, AdamW& adam) {
   auto copy_into = [&](const std::string& name, std::vector<float>& dst) {
     const Tensor& t = get(name);
     SKEW_CHECK(t.numel() == dst.size(),
@@ -72,7 +72,7 @@ void load_experts(const TensorLookup& get, MoeLayer<float>& layer, std::size_t l
 }
 }  // namespace
 
-void load_state(const TensorFile& file, GptMoe<float>& model, AdamW& adam, int rank) {
+void load_state(const TensorFile& file, MoeNetwork<float>& model, AdamW& adam, int rank) {
   const TensorLookup get = [&](const std::string& name) -> const Tensor& { return file.get(name); };
   load_dense(get, model, adam);
   for (std::size_t l = 0; l < model.moe().size(); ++l) {
@@ -90,13 +90,13 @@ void load_state(const TensorFile& file, GptMoe<float>& model, AdamW& adam, int r
   }
 }
 
-void load_state_resharded(const TensorLookup& get, GptMoe<float>& model, AdamW& adam, int rank) {
+void load_state_resharded(const TensorLookup& get, MoeNetwork<float>& model, AdamW& adam, int rank) {
   load_dense(get, model, adam);
   for (std::size_t l = 0; l < model.moe().size(); ++l) load_experts(get, *model.moe()[l], l, rank);
 }
 
 Json checkpoint_index(comm::ProcessGroup& world, const std::vector<std::pair<std::string, Tensor>>& shard,
-                      const std::string& policy, GptMoe<float>& model) {
+                      const std::string& policy, MoeNetwork<float>& model) {
   const std::string mine = CheckpointDir::describe_tensors(shard).dump();
   std::vector<std::uint8_t> bytes(mine.begin(), mine.end());
   std::vector<std::int64_t> size = {static_cast<std::int64_t>(bytes.size())},
@@ -148,7 +148,7 @@ void check_index_before_load(const Json& index, const std::string& index_path, c
   }
 }
 
-void check_index_after_load(const Json& index, const std::string& index_path, GptMoe<float>& model) {
+void check_index_after_load(const Json& index, const std::string& index_path, MoeNetwork<float>& model) {
   const Json placement = index.value("placement", Json::array());
   SKEW_CHECK(placement.size() == model.moe().size(), "checkpoint index "
                                                          << index_path << " has placements for " << placement.size()

@@ -173,7 +173,7 @@ void stop_unless_finite(comm::ProcessGroup& world, std::int64_t it, const char* 
 // observes the step, and the record gets the load and what the policy adds.
 Json step(Session& s, RoutingTrace& trace, std::int64_t it, std::int64_t start, Totals& totals, StepLoad& load) {
   const std::vector<const std::int32_t*> forced = trace.read(it);
-  GptMoe<float>& net = s.model->network();
+  MoeNetwork<float>& net = s.model->network();
   for (auto& layer : net.moe()) layer->times() = LayerTimes{};
   Timer step_timer;
   s.policy->replan(it, net.moe(), *s.store);
@@ -201,12 +201,22 @@ Json step(Session& s, RoutingTrace& trace, std::int64_t it, std::int64_t start, 
   return rec;
 }
 
+// The family's validation metrics as " name value" pairs (e.g. " val_accuracy 0.93").
+std::string family_metrics(const Session& s) {
+  std::string out;
+  const Json metrics = s.model->validation_metrics();  // items() does not keep a temporary alive
+  for (const auto& [name, value] : metrics.items())
+    if (value.is_number()) out.append(" ").append(name).append(" ").append(std::to_string(value.get<double>()));
+  return out;
+}
+
 // The progress line. Its "ce" is the objective of the model's last forward pass: the
 // validation one after an evaluation.
 void log_progress(const Session& s, std::int64_t it, const Json& rec, const StepLoad& load, double last_val) {
   SKEW_INFO("iter " << it + 1 << "/" << s.loop.iterations << " loss " << rec["loss"].get<double>() << " ce "
                     << s.model->last_objective()
-                    << (std::isnan(last_val) ? std::string() : " val " + std::to_string(last_val)) << " balance "
+                    << (std::isnan(last_val) ? std::string() : " val " + std::to_string(last_val) + family_metrics(s))
+                    << " balance "
                     << load.balance << " dropped " << load.dropped << " step " << rec["step_s"].get<double>() * 1e3
                     << " ms");
 }
@@ -242,7 +252,10 @@ Json train(const Config& config, comm::ProcessGroup& world) {
   for (std::int64_t it = start; it < o.iterations; ++it) {
     StepLoad load;
     Json rec = step(s, trace, it, start, totals, load);
-    if (o.due(o.eval_interval, it)) rec["val_loss"] = totals.last_val = s.model->validation_loss();
+    if (o.due(o.eval_interval, it)) {
+      rec["val_loss"] = totals.last_val = s.model->validation_loss();
+      rec.update(s.model->validation_metrics());
+    }
     metrics.write(rec);
     if (o.log_interval > 0 && o.due(o.log_interval, it)) log_progress(s, it, rec, load, totals.last_val);
     if (s.ckpt && o.due(o.checkpoint_interval, it)) checkpoint(s, it + 1);

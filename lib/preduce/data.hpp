@@ -6,22 +6,13 @@
 #include <string>
 #include <vector>
 
+#include "lib/core/labelled_csv.hpp"
+
 namespace skew::preduce {
 
-struct Dataset {
-  int dim = 0, classes = 0;
-  std::vector<float> x;   // rows x dim
-  std::vector<int> y;     // rows
-  int rows() const { return static_cast<int>(y.size()); }
-  const float* row(int r) const { return x.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(dim); }
-};
-
-// Reads "label,f1,...,fd" lines of finite numbers; every line must have the same d;
-// classes = max label + 1. Errors name the file and line.
-Dataset load_csv(const std::string& path);
-// Reads test data for a model trained on `train`: every line must have train.dim features and
-// a label below train.classes; classes = train.classes. Errors name the file and line.
-Dataset load_csv(const std::string& path, const Dataset& train);
+// Dataset and load_csv live in lib/core (moe_train's Swin reads the same MNIST files).
+using skew::Dataset;
+using skew::load_csv;
 
 // `classes` Gaussian clusters in `dim` dimensions: centers ~ N(0, separation^2 / dim) per
 // coordinate, points = center + N(0, 1). Deterministic in seed; stream separates train/test.

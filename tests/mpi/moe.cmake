@@ -29,3 +29,13 @@ skew_mpi_test(skew_moe_schedule_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_smart_schedule.cpp
   LIBS skew_moe
   NP 2 3)
+# Swin-MoE: gradients against finite differences, expert-parallel against 1 rank (float64).
+skew_mpi_test(skew_moe_swin_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_swin.cpp
+  LIBS skew_moe
+  NP 1 2)
+# moe_train with model.arch = swin: learning, every dropless policy against static, bit-exact resume.
+skew_mpi_test(skew_moe_swin_train_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_swin_train.cpp
+  LIBS skew_moe
+  NP 2)

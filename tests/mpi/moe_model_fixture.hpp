@@ -1,11 +1,12 @@
-// Shared by the expert-parallel MoE tests (test_moe_layer.cpp, test_moe_deepspeed.cpp): the
-// world and self groups, a tiny GPT-MoE, its batches, one step, and its gradients against
-// central finite differences (float64).
+// Shared by the expert-parallel MoE tests (test_moe_layer.cpp, test_moe_deepspeed.cpp,
+// test_moe_swin.cpp): the world and self groups, a tiny GPT-MoE, its batches, one step, and any
+// network's gradients against central finite differences (float64).
 #pragma once
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "lib/core/rng.hpp"
@@ -73,17 +74,19 @@ double run(GptMoe<T>& m, const Batch& b, bool backward) {
 }
 
 // Every dense parameter segment (first, middle, last element) and a few parameters of every
-// expert this rank holds: the analytic gradient of one step on `b` against central differences.
-inline void check_finite_differences(GptMoe<double>& m, const Batch& b) {
+// expert this rank holds: the analytic gradient of one step against central differences.
+// `run_step(backward)`: the model's loss on its batch, with gradients (zeroed, then synced) when
+// `backward`; any family's network (GPT here, Swin in test_moe_swin.cpp).
+inline void check_finite_differences(MoeNetwork<double>& m, const std::function<double(bool)>& run_step) {
   const ModelOptions& o = m.options();
-  run(m, b, true);
+  run_step(true);
   const double eps = 1e-6;
   auto fd = [&](double* w) {
     const double keep = w ? *w : 0;
     if (w) *w = keep + eps;
-    const double up = run(m, b, false);
+    const double up = run_step(false);
     if (w) *w = keep - eps;
-    const double down = run(m, b, false);
+    const double down = run_step(false);
     if (w) *w = keep;
     return (up - down) / (2 * eps);
   };
@@ -93,8 +96,9 @@ inline void check_finite_differences(GptMoe<double>& m, const Batch& b) {
       INFO(seg.name << "[" << i << "]");
       REQUIRE(fd(&m.dense_w()[seg.offset + i]) == Approx(analytic).margin(1e-7).epsilon(1e-5));
     }
-  const std::size_t D = static_cast<std::size_t>(o.d_model), F = static_cast<std::size_t>(o.moe.d_ff);
-  for (auto& layer : m.moe())
+  for (auto& layer : m.moe()) {
+    const std::size_t D = static_cast<std::size_t>(layer->options().d_model),
+                      F = static_cast<std::size_t>(layer->options().d_ff);
     for (int e = 0; e < o.moe.gate.num_experts; ++e)
       for (std::size_t i : {std::size_t{1}, D * F + 3, D * F + F + 5, 2 * D * F + F + 2}) {
         auto it = layer->experts().find(e);
@@ -104,6 +108,11 @@ inline void check_finite_differences(GptMoe<double>& m, const Batch& b) {
         INFO("expert " << e << "[" << i << "]");
         if (mine) REQUIRE(numeric == Approx(it->second.g[i]).margin(1e-7).epsilon(1e-5));
       }
+  }
+}
+
+inline void check_finite_differences(GptMoe<double>& m, const Batch& b) {
+  check_finite_differences(m, [&](bool backward) { return run(m, b, backward); });
 }
 
 }  // namespace skew_moe_fixture

@@ -11,19 +11,6 @@
 using namespace skew;
 using namespace skew_moe_test;
 
-namespace {
-// Two checkpoint shards hold the same tensors, byte for byte.
-void require_identical_shards(const std::string& path_a, const std::string& path_b) {
-  const TensorFile x = load_safetensors(path_a), y = load_safetensors(path_b);
-  REQUIRE(x.tensors.size() == y.tensors.size());
-  for (std::size_t i = 0; i < x.tensors.size(); ++i) {
-    REQUIRE(x.tensors[i].first == y.tensors[i].first);
-    REQUIRE(x.tensors[i].second.nbytes() == y.tensors[i].second.nbytes());
-    REQUIRE(std::memcmp(x.tensors[i].second.raw(), y.tensors[i].second.raw(), x.tensors[i].second.nbytes()) == 0);
-  }
-}
-}  // namespace
-
 TEST_CASE("resume from a checkpoint continues bit-exactly", "[moe]") {
   const Schema schema = moe::moe_train_schema();
   const std::string a = scratch("straight"), b = scratch("resumed");

@@ -1,7 +1,10 @@
-// Shared helpers of the moe_train tests: a tiny config, in-process runs, scratch directories.
+// Shared helpers of the moe_train tests: a tiny config, in-process runs, scratch directories,
+// checkpoint shard comparison.
 #pragma once
 #include <mpi.h>
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
 
 #include <cstring>
 #include <filesystem>
@@ -65,6 +68,17 @@ inline std::vector<Json> read_jsonl(const std::string& path) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) out.push_back(Json::parse(line));
   return out;
+}
+
+// Two checkpoint shards hold the same tensors, byte for byte.
+inline void require_identical_shards(const std::string& path_a, const std::string& path_b) {
+  const TensorFile x = load_safetensors(path_a), y = load_safetensors(path_b);
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  for (std::size_t i = 0; i < x.tensors.size(); ++i) {
+    REQUIRE(x.tensors[i].first == y.tensors[i].first);
+    REQUIRE(x.tensors[i].second.nbytes() == y.tensors[i].second.nbytes());
+    REQUIRE(std::memcmp(x.tensors[i].second.raw(), y.tensors[i].second.raw(), x.tensors[i].second.nbytes()) == 0);
+  }
 }
 
 }  // namespace skew_moe_test

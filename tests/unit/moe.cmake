@@ -1,6 +1,7 @@
 # MoE building blocks: op and gate backward vs finite differences, gate and row-wise twins vs
-# float64, kernels; the [placement] config keys.
+# float64, kernels; the [placement] config keys; Swin's layers (window partition and shift, mask,
+# relative position bias, patch embedding and merging) against float64 references.
 skew_unit_test(skew_moe_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_ops.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_rowwise.cpp
-          ${CMAKE_CURRENT_LIST_DIR}/test_moe_placement_config.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_moe_placement_config.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_swin_ops.cpp
   LIBS skew_moe)

@@ -7,6 +7,7 @@
 
 #include "lib/core/config.hpp"
 #include "lib/moe/corpus.hpp"
+#include "lib/moe/models/gpt_network.hpp"
 #include "lib/moe/models/model.hpp"
 
 namespace skew::moe {
@@ -21,7 +22,7 @@ class GptModel : public Model {
   GptModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
            const std::vector<placement::LayerPlacement>& placements, std::shared_ptr<BalancingPolicy<float>> policy);
 
-  GptMoe<float>& network() override { return net_; }
+  MoeNetwork<float>& network() override { return net_; }
   std::int64_t tokens_per_step() const override;
   double train_step(std::int64_t iteration, const std::vector<const std::int32_t*>& forced) override;
   double last_objective() const override { return net_.last_ce(); }

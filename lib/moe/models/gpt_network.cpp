@@ -4,16 +4,9 @@
 
 #include "lib/core/error.hpp"
 #include "lib/core/rng.hpp"
-#include "lib/core/timer.hpp"
 #include "lib/moe/ops.hpp"
 
 namespace skew::moe {
-
-int ModelOptions::moe_layers() const {
-  int count = 0;
-  for (int l = 0; l < layers; ++l) count += is_moe_block(l) ? 1 : 0;
-  return count;
-}
 
 namespace {
 // Parameter names of block l ("h3.attn.w_o"); appended piecewise, which sidesteps a GCC 12
@@ -26,25 +19,9 @@ struct BlockNames {
 }  // namespace
 
 template <class T>
-std::size_t GptMoe<T>::add(const std::string& name, std::size_t size) {
-  const std::size_t off = dense_w_.size();
-  segments_.push_back({name, off, size});
-  offset_of_[name] = off;
-  dense_w_.resize(off + size, T(0));
-  return off;
-}
-
-template <class T>
-T* GptMoe<T>::param(const std::string& name) {
-  auto it = offset_of_.find(name);
-  SKEW_CHECK(it != offset_of_.end(), "model has no parameter '" << name << "'");
-  return dense_w_.data() + it->second;
-}
-
-template <class T>
 GptMoe<T>::GptMoe(const ModelOptions& opt, comm::ProcessGroup& world,
                   const std::vector<placement::LayerPlacement>& placements, std::shared_ptr<BalancingPolicy<T>> policy)
-    : opt_(opt), world_(world) {
+    : MoeNetwork<T>(opt, world) {
   const std::size_t D = static_cast<std::size_t>(opt.d_model), F = static_cast<std::size_t>(opt.d_ff);
   SKEW_CHECK(opt.d_model % opt.heads == 0,
              "model.d_model " << opt.d_model << " is not a multiple of model.heads " << opt.heads);
@@ -89,21 +66,6 @@ void GptMoe<T>::init(std::uint64_t seed) {
 }
 
 template <class T>
-void GptMoe<T>::zero_grads() {
-  std::fill(dense_g_.begin(), dense_g_.end(), T(0));
-  for (auto& layer : moe_)
-    for (auto& [e, s] : layer->experts()) std::fill(s.g.begin(), s.g.end(), T(0));
-}
-
-template <class T>
-void GptMoe<T>::sync_grads() {
-  Timer timer;
-  world_.allreduce(comm::view(dense_g_), comm::ReduceOp::Sum);
-  for (auto& layer : moe_) layer->reduce_replica_grads();
-  sync_seconds_ = timer.seconds();
-}
-
-template <class T>
 double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, int batch, const StepInputs& in,
                        bool backward) {
   const int D = opt_.d_model, S = opt_.seq_len, V = opt_.vocab, F = opt_.d_ff, H = opt_.heads;
@@ -140,22 +102,7 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
                          A.rstd2.data());
     const int mi = moe_index_[static_cast<std::size_t>(l)];
     if (mi >= 0) {
-      StepContext ctx;
-      ctx.training = in.training;
-      ctx.seed = in.seed, ctx.iteration = in.iteration, ctx.layer = mi;
-      if (mi < static_cast<int>(in.forced.size())) ctx.forced = in.forced[static_cast<std::size_t>(mi)];
-      std::vector<T> noise;
-      if (in.training && opt_.jitter > 0) {
-        // Keyed by (iteration, layer, global token), so it does not depend on the world size.
-        Rng rng(in.seed, (static_cast<std::uint64_t>(in.iteration) << 8) + static_cast<std::uint64_t>(mi) + 7,
-                static_cast<std::uint64_t>(world_.rank()) * nD);
-        noise.resize(nD);
-        for (auto& v : noise) v = static_cast<T>(1.0 - opt_.jitter + 2.0 * opt_.jitter * rng.uniform());
-        ctx.jitter = noise.data();
-      }
-      moe_[static_cast<std::size_t>(mi)]->forward(n, A.ln2.data(), param(p("gate.w")), ctx, f.data());
-      aux += moe_[static_cast<std::size_t>(mi)]->gate_state().aux_loss +
-             moe_[static_cast<std::size_t>(mi)]->gate_state().z_loss;
+      aux += this->moe_forward(mi, n, A.ln2.data(), param(p("gate.w")), in, f.data());
     } else {
       A.hpre.resize(static_cast<std::size_t>(n) * F), A.h.resize(static_cast<std::size_t>(n) * F);
       linear_forward<T>(n, D, F, A.ln2.data(), param(p("ffn.w1")), param(p("ffn.b1")), A.hpre.data(), opt_.precision);
@@ -181,7 +128,6 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   matmul<T>(false, false, n, D, V, T(1), dlogits.data(), wte, T(0), dln.data(), opt_.precision);
   matmul<T>(true, false, V, D, n, T(1), dlogits.data(), lnf_.data(), T(1), dense_g_.data() + offset_of_["wte"],
             opt_.precision);
-  auto grad = [&](const std::string& name) { return dense_g_.data() + offset_of_.at(name); };
   layernorm_backward<T>(n, D, x_final_.data(), param("lnf.g"), meanf_.data(), rstdf_.data(), dln.data(), dx.data(),
                         grad("lnf.g"), grad("lnf.b"));
   for (int l = opt_.layers - 1; l >= 0; --l) {

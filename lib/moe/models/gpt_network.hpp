@@ -1,9 +1,9 @@
 // GPT-style decoder with MoE feed-forward layers: token + position embedding, pre-LayerNorm
 // blocks (causal multi-head self-attention, then a dense or MoE FFN; MoE in every block or in
 // every other one), final LayerNorm, LM head tied to the token embedding, cross-entropy.
-// Dense parameters live in one flat vector (data-parallel: gradients all-reduced); experts live
-// in the MoE layers (expert-parallel). The loss is the global mean over all ranks' tokens plus
-// the gates' auxiliary losses, so any world size computes the same function.
+// Parameters and MoE layers as every family holds them (network.hpp). The loss is the global mean
+// over all ranks' tokens plus the gates' auxiliary losses, so any world size computes the same
+// function.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -11,37 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "lib/moe/moe_layer.hpp"
+#include "lib/moe/models/network.hpp"
 
 namespace skew::moe {
 
-struct ModelOptions {
-  int vocab = 256, d_model = 16, heads = 2, layers = 2, seq_len = 8, d_ff = 32;
-  int moe_every = 1;  // 1: every block is MoE; 2: blocks 1, 3, 5, ... are MoE
-  double init_std = 0.02;
-  double jitter = 0.0;  // gate input noise amplitude while training
-  // Of every matrix product but the router's: bf16 inputs with fp32 accumulation; parameters
-  // (the master weights), gradients and optimizer state stay in T either way.
-  Precision precision = Precision::Fp32;
-  MoeOptions moe;
-  bool is_moe_block(int block) const { return moe_every == 1 || block % moe_every == moe_every - 1; }
-  int moe_layers() const;
-};
-
-struct Segment {
-  std::string name;
-  std::size_t offset = 0, size = 0;
-};
-
-struct StepInputs {
-  bool training = true;
-  std::int64_t iteration = 0;  // keys the jitter noise
-  std::uint64_t seed = 0;
-  std::vector<const std::int32_t*> forced;  // per MoE layer: replayed choices, or empty
-};
-
 template <class T>
-class GptMoe {
+class GptMoe : public MoeNetwork<T> {
  public:
   // Every MoE layer consults `policy`; null = the one opt.moe.policy names.
   GptMoe(const ModelOptions& opt, comm::ProcessGroup& world, const std::vector<placement::LayerPlacement>& placements,
@@ -52,34 +27,26 @@ class GptMoe {
   // `backward`, accumulates gradients too (call zero_grads first). Returns the global loss.
   double step(const std::int32_t* tokens, const std::int32_t* targets, int batch, const StepInputs& in, bool backward);
   double last_ce() const { return last_ce_; }
-  void zero_grads();
-  // Dense gradients all-reduced over the world; expert gradients within replica groups.
-  void sync_grads();
-
-  const ModelOptions& options() const { return opt_; }
-  std::vector<T>& dense_w() { return dense_w_; }
-  std::vector<T>& dense_g() { return dense_g_; }
-  const std::vector<Segment>& segments() const { return segments_; }
-  T* param(const std::string& name);
-  std::vector<std::unique_ptr<MoeLayer<T>>>& moe() { return moe_; }
-  double sync_seconds() const { return sync_seconds_; }
+  using MoeNetwork<T>::param;
+  using MoeNetwork<T>::grad;
 
  private:
-  std::size_t add(const std::string& name, std::size_t size);
+  using MoeNetwork<T>::opt_;
+  using MoeNetwork<T>::world_;
+  using MoeNetwork<T>::dense_w_;
+  using MoeNetwork<T>::dense_g_;
+  using MoeNetwork<T>::segments_;
+  using MoeNetwork<T>::offset_of_;
+  using MoeNetwork<T>::moe_;
+  using MoeNetwork<T>::add;
   struct BlockActs {
     std::vector<T> x_in, ln1, mean1, rstd1, qkv, att, probs, x_mid, ln2, mean2, rstd2, hpre, h;
   };
-  ModelOptions opt_;
-  comm::ProcessGroup& world_;
-  std::vector<T> dense_w_, dense_g_;
-  std::vector<Segment> segments_;
-  std::map<std::string, std::size_t> offset_of_;
-  std::vector<std::unique_ptr<MoeLayer<T>>> moe_;
   std::vector<int> moe_index_;  // block -> index in moe_, or -1
   std::vector<BlockActs> acts_;
   std::vector<T> x_final_, lnf_, meanf_, rstdf_, logits_;
   std::vector<std::int32_t> tokens_;
-  double last_ce_ = 0, sync_seconds_ = 0;
+  double last_ce_ = 0;
 };
 
 }  // namespace skew::moe

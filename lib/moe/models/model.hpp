@@ -1,5 +1,5 @@
-// A model family as moe_train's loop sees it: its network, its data and its objective. GPT is
-// the one family today (gpt.hpp); BERT and Swin plug in here. The trainer drives the step (zero
+// A model family as moe_train's loop sees it: its network, its data and its objective: GPT
+// (gpt.hpp) and Swin (swin.hpp). The trainer drives the step (zero
 // gradients, the family's train_step, gradient sync, AdamW), evaluation, checkpoints and the
 // balancing policy without knowing which family it trains.
 #pragma once
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "lib/core/metrics.hpp"
-#include "lib/moe/models/gpt_network.hpp"
+#include "lib/moe/models/network.hpp"
 
 namespace skew::moe {
 
@@ -15,7 +15,7 @@ class Model {
  public:
   virtual ~Model() = default;
   // The parameters and MoE layers, which the optimizer, checkpoints and policy act on.
-  virtual GptMoe<float>& network() = 0;
+  virtual MoeNetwork<float>& network() = 0;
   // Tokens this rank routes per MoE layer and iteration (top_k choices each).
   virtual std::int64_t tokens_per_step() const = 0;
   // Forward and backward of training iteration `iteration` on this rank's batch, accumulating
@@ -25,6 +25,9 @@ class Model {
   virtual double last_objective() const = 0;
   // The objective on held-out data (collective).
   virtual double validation_loss() = 0;
+  // The family's own quality measures of the last validation_loss() (e.g. "val_accuracy"), added
+  // to the iteration's record and progress line; none by default.
+  virtual Json validation_metrics() const { return Json::object(); }
   // What the family adds to the run's summary (e.g. the loss of a context-free baseline).
   virtual void summarise(Json& summary) const = 0;
 };

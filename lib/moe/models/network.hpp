@@ -1,0 +1,75 @@
+// What every model family's network shares, and what the optimizer, checkpoints, placement
+// moves and balancing policies act on: dense parameters in one flat vector of named segments
+// (data-parallel: gradients all-reduced over the world) and the MoE layers (expert-parallel).
+// GptMoe (gpt_network.hpp) and SwinMoe (swin_network.hpp) derive from it.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lib/moe/moe_layer.hpp"
+
+namespace skew::moe {
+
+struct ModelOptions {
+  int vocab = 256, d_model = 16, heads = 2, layers = 2, seq_len = 8, d_ff = 32;
+  int moe_every = 1;  // 1: every block is MoE; 2: blocks 1, 3, 5, ... are MoE
+  double init_std = 0.02;
+  double jitter = 0.0;  // gate input noise amplitude while training
+  // Of every matrix product but the router's: bf16 inputs with fp32 accumulation; parameters
+  // (the master weights), gradients and optimizer state stay in T either way.
+  Precision precision = Precision::Fp32;
+  MoeOptions moe;
+  bool is_moe_block(int block) const { return moe_every == 1 || block % moe_every == moe_every - 1; }
+  int moe_layers() const;
+};
+
+struct Segment {
+  std::string name;
+  std::size_t offset = 0, size = 0;
+};
+
+struct StepInputs {
+  bool training = true;
+  std::int64_t iteration = 0;  // keys the jitter noise
+  std::uint64_t seed = 0;
+  std::vector<const std::int32_t*> forced;  // per MoE layer: replayed choices, or empty
+};
+
+template <class T>
+class MoeNetwork {
+ public:
+  virtual ~MoeNetwork() = default;
+  void zero_grads();
+  // Dense gradients all-reduced over the world; expert gradients within replica groups.
+  void sync_grads();
+
+  const ModelOptions& options() const { return opt_; }
+  std::vector<T>& dense_w() { return dense_w_; }
+  std::vector<T>& dense_g() { return dense_g_; }
+  const std::vector<Segment>& segments() const { return segments_; }
+  T* param(const std::string& name);
+  T* grad(const std::string& name);
+  std::vector<std::unique_ptr<MoeLayer<T>>>& moe() { return moe_; }
+  double sync_seconds() const { return sync_seconds_; }
+
+ protected:
+  MoeNetwork(const ModelOptions& opt, comm::ProcessGroup& world) : opt_(opt), world_(world) {}
+  // Appends a dense parameter segment of `size` zeros; returns its offset.
+  std::size_t add(const std::string& name, std::size_t size);
+  // MoE layer `layer` on n rows of x (its gate's weights wg) -> y; the step's context, jitter
+  // noise and replayed choices from `in`. Returns the gate's auxiliary losses.
+  double moe_forward(int layer, int n, const T* x, const T* wg, const StepInputs& in, T* y);
+
+  ModelOptions opt_;
+  comm::ProcessGroup& world_;
+  std::vector<T> dense_w_, dense_g_;
+  std::vector<Segment> segments_;
+  std::map<std::string, std::size_t> offset_of_;
+  std::vector<std::unique_ptr<MoeLayer<T>>> moe_;
+  double sync_seconds_ = 0;
+};
+
+}  // namespace skew::moe

@@ -1,0 +1,136 @@
+#include "lib/moe/models/swin.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "lib/core/error.hpp"
+#include "lib/core/rng.hpp"
+
+namespace skew::moe {
+
+void SwinModel::add_keys(Schema& s) {
+  s.add_string("data.mnist_dir", "",
+               "swin: directory with MNIST's train.csv and test.csv (scripts/fetch/mnist.sh data/mnist; test.csv "
+               "is the held-out split); empty = a generated image set");
+  s.add_int("data.generated_images", 4000, {1, kMaxInt32},
+            "swin without data.mnist_dir: training images generated (and a quarter as many held out): 10 classes "
+            "of random 7x7 patterns scaled to 28x28, shifted by up to 2 pixels, with pixel noise");
+  s.add_int("swin.patch", 2, {1, 1 << 10}, "swin: patch size (the embedding's stride); the patch grid must be even");
+  s.add_int("swin.window", 7, {1, 1 << 10},
+            "swin: attention window (a stage whose map is no wider attends in one window, unshifted)");
+  s.add_int("swin.stage1_blocks", 2, {1, 1 << 10}, "swin: blocks of stage 1 (width model.d_model, dense FFNs)");
+  s.add_int("swin.stage2_blocks", 2, {1, 1 << 10},
+            "swin: blocks of stage 2 (width 2 * model.d_model, 2 * model.heads heads), MoE FFN per model.moe_every; "
+            "swin ignores model.layers and model.seq_len, and train.batch_size and train.eval_sequences count images");
+}
+
+ModelOptions SwinModel::options(const Config& c, MoeOptions moe) {
+  ModelOptions m;
+  m.d_model = c.get_int_as<int>("model.d_model");
+  m.heads = c.get_int_as<int>("model.heads");
+  m.layers = c.get_int_as<int>("swin.stage2_blocks");  // the blocks ModelOptions::moe_layers counts
+  m.d_ff = c.get_int_as<int>("model.d_ff");
+  m.moe_every = c.get_int_as<int>("model.moe_every");
+  SKEW_CHECK(m.d_model % m.heads == 0, "model.d_model " << m.d_model << " is not a multiple of model.heads " << m.heads);
+  m.init_std = c.get_float("model.init_std");
+  m.jitter = c.get_float("moe.jitter");
+  m.precision = parse_precision(c.get_string("train.precision"));
+  m.moe = moe;
+  m.moe.d_model = 2 * m.d_model;  // stage 2's width (SwinMoe sets it too)
+  return m;
+}
+
+ImageSplits SwinModel::read_images(const Config& config) {
+  const std::string dir = config.get_string("data.mnist_dir");
+  if (!dir.empty()) return load_mnist(dir);
+  const int count = config.get_int_as<int>("data.generated_images");
+  const auto seed = config.get_int_as<std::uint64_t>("train.seed");
+  return {generated_digits(count, seed, 1), generated_digits(std::max(count / 4, 1), seed, 2)};
+}
+
+namespace {
+SwinShape shape_of(const Config& config, const ImageSet& images) {
+  SwinShape shape;
+  shape.image = images.side, shape.channels = images.channels, shape.classes = images.classes;
+  shape.patch = config.get_int_as<int>("swin.patch");
+  shape.window = config.get_int_as<int>("swin.window");
+  shape.stage1_blocks = config.get_int_as<int>("swin.stage1_blocks");
+  return shape;
+}
+}  // namespace
+
+SwinModel::SwinModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+                     const std::vector<placement::LayerPlacement>& placements,
+                     std::shared_ptr<BalancingPolicy<float>> policy)
+    : SwinModel(config, options, world, placements, std::move(policy), read_images(config)) {}
+
+SwinModel::SwinModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+                     const std::vector<placement::LayerPlacement>& placements,
+                     std::shared_ptr<BalancingPolicy<float>> policy, ImageSplits data)
+    : world_(world),
+      data_(std::move(data)),
+      batch_(config.get_int_as<int>("train.batch_size")),
+      seed_(config.get_int_as<std::uint64_t>("train.seed")),
+      eval_images_(std::min<std::int64_t>(config.get_int("train.eval_sequences"), data_.held_out.count())),
+      net_(options, shape_of(config, data_.train), world, placements, std::move(policy)) {
+  SKEW_CHECK(eval_images_ >= world.size(), "train.eval_sequences " << eval_images_ << " (held-out images of "
+                                                                   << data_.held_out.source << ") is fewer than the "
+                                                                   << world.size() << " ranks: each evaluates one at least");
+  net_.init(seed_);
+}
+
+std::int64_t SwinModel::tokens_per_step() const {
+  return static_cast<std::int64_t>(batch_) * net_.tokens_per_image();
+}
+
+double SwinModel::train_step(std::int64_t iteration, const std::vector<const std::int32_t*>& forced) {
+  const ImageSet& train = data_.train;
+  pixels_.resize(static_cast<std::size_t>(batch_) * train.image_size()), labels_.resize(static_cast<std::size_t>(batch_));
+  for (int b = 0; b < batch_; ++b) {
+    // Image b of this rank is a pure function of (seed, iteration, its global position).
+    Rng rng(seed_, (1ULL << 41) + static_cast<std::uint64_t>(iteration),
+            static_cast<std::uint64_t>(world_.rank() * batch_ + b) * 2);
+    const int i = static_cast<int>(rng.below(static_cast<std::uint64_t>(train.count())));
+    std::copy_n(train.image(i), train.image_size(), pixels_.data() + static_cast<std::size_t>(b) * train.image_size());
+    labels_[static_cast<std::size_t>(b)] = train.labels[static_cast<std::size_t>(i)];
+  }
+  StepInputs in;
+  in.training = true, in.iteration = iteration, in.seed = seed_, in.forced = forced;
+  return net_.step(pixels_.data(), labels_.data(), batch_, in, true);
+}
+
+double SwinModel::validation_loss() {
+  const ImageSet& held = data_.held_out;
+  const std::int64_t per_rank = eval_images_ / world_.size(), total = per_rank * world_.size();
+  double loss = 0;
+  std::int64_t correct = 0;
+  for (std::int64_t first = 0; first < per_rank; first += batch_) {
+    const int count = static_cast<int>(std::min<std::int64_t>(batch_, per_rank - first));
+    pixels_.resize(static_cast<std::size_t>(count) * held.image_size()), labels_.resize(static_cast<std::size_t>(count));
+    for (int b = 0; b < count; ++b) {
+      const std::int64_t i = (world_.rank() * per_rank + first + b) * held.count() / total;  // evenly spaced
+      std::copy_n(held.image(static_cast<int>(i)), held.image_size(),
+                  pixels_.data() + static_cast<std::size_t>(b) * held.image_size());
+      labels_[static_cast<std::size_t>(b)] = held.labels[static_cast<std::size_t>(i)];
+    }
+    StepInputs in;
+    in.training = false;
+    net_.step(pixels_.data(), labels_.data(), count, in, false);
+    // last_ce is the mean over this chunk's count * ranks images.
+    loss += net_.last_ce() * count / static_cast<double>(per_rank);
+    correct += net_.last_correct();
+  }
+  accuracy_ = static_cast<double>(correct) / static_cast<double>(total);
+  return loss;
+}
+
+Json SwinModel::validation_metrics() const { return {{"val_accuracy", accuracy_}}; }
+
+void SwinModel::summarise(Json& summary) const {
+  summary["final_val_accuracy"] = accuracy_;
+  summary["train_images"] = data_.train.count();
+  summary["held_out_images"] = eval_images_ / world_.size() * world_.size();
+  summary["data"] = data_.train.source;
+}
+
+}  // namespace skew::moe
