@@ -4,6 +4,8 @@
 #include <numbers>
 
 #include "kernels/moe_elementwise.hpp"
+#include "kernels/moe_rowwise.hpp"
+#include "lib/moe/ops.hpp"
 
 namespace skew::moe {
 
@@ -34,18 +36,17 @@ AdamW::AdamW(const AdamWOptions& opt, MoeNetwork<float>& model, comm::ProcessGro
 double AdamW::step(std::int64_t iteration) {
   // Global norm: dense gradients are identical everywhere; each expert counts once, from the
   // replica on its lowest rank.
-  double dense = 0;
-  for (float g : model_.dense_g()) dense += static_cast<double>(g) * g;
+  const double dense = sum_of_squares(model_.dense_g().size(), model_.dense_g().data());
   std::vector<double> expert = {0.0};
   for (auto& layer : model_.moe())
     for (auto& [e, s] : layer->experts())
       if (layer->placement().experts[static_cast<std::size_t>(e)].front().rank == world_.rank())
-        for (float g : s.g) expert[0] += static_cast<double>(g) * g;
+        expert[0] += sum_of_squares(s.g.size(), s.g.data());
   world_.allreduce(comm::view(expert), comm::ReduceOp::Sum);
   const double norm = std::sqrt(dense + expert[0]);
   const double c1 = 1 - std::pow(opt_.beta1, static_cast<double>(iteration + 1));
   const double c2 = 1 - std::pow(opt_.beta2, static_cast<double>(iteration + 1));
-  const kernels::moe::AdamWStep k{(opt_.grad_clip > 0 && norm > opt_.grad_clip) ? static_cast<float>(opt_.grad_clip / norm) : 1.f,
+  const kernels::moe::AdamWStep k{kernels::moe::grad_clip_scale(norm, opt_.grad_clip),
                     static_cast<float>(learning_rate(opt_, iteration)),
                     static_cast<float>(opt_.beta1),
                     static_cast<float>(opt_.beta2),
