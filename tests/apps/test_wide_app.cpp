@@ -42,8 +42,12 @@ TEST_CASE("wide_train learns, saves, and --predict round-trips") {
     REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --predict --predict.model=" + (dir / "model.safetensors").string() +
                 " --predict.data='" + kValid + "' --predict.output=" + out + " > /dev/null 2>&1") == 0);
     TrainOptions o;
-    WideTrainer in_process(WideModel::load((dir / "model.safetensors").string()), o);
-    const std::vector<float> expect = in_process.predict(load_dataset(kValid, ReadOptions{}));
+    WideModel model = WideModel::load((dir / "model.safetensors").string());
+    SparseDataset valid = load_dataset(kValid, ReadOptions{});
+    CHECK(model.normalized);  // FM: train.normalize = auto means on
+    normalize_instances(valid);
+    WideTrainer in_process(std::move(model), o);
+    const std::vector<float> expect = in_process.predict(valid);
     std::ifstream in(out);
     std::vector<float> got;
     for (float p; in >> p;) got.push_back(p);
@@ -83,7 +87,9 @@ TEST_CASE("wide_train killed mid-run leaves its best model so far, whole and usa
   CHECK(std::stoi(file.metadata.at("epoch")) >= 1);
   TrainOptions o;
   WideTrainer kept(WideModel::load(model.string()), o);
-  CHECK(kept.evaluate(load_dataset(kValid, ReadOptions{})).auc > 0.7);
+  SparseDataset valid = load_dataset(kValid, ReadOptions{});
+  if (kept.model().normalized) normalize_instances(valid);
+  CHECK(kept.evaluate(valid).auc > 0.7);
   std::filesystem::remove_all(dir);
   std::filesystem::remove(dir.string() + ".log");
 }
