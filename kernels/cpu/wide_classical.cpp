@@ -34,19 +34,6 @@ namespace {
 
 constexpr std::int64_t kSamplesPerTask = 64;
 
-// Starts fetching every row sample i touches in up to three arrays laid out like the parameters
-// (params, gradient or optimiser state; null ones skipped). Called one sample ahead: a
-// Criteo-like sample has about 40 entries, the same distance flow LR prefetches at.
-inline void prefetch_sample_rows(const WideBatch& b, int row_len, std::int64_t i, const float* a, const float* c,
-                                 const float* d) {
-  for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
-    const std::int64_t off = 1 + std::int64_t(b.index[e]) * row_len;
-    wide_prefetch_row(a + off, row_len);
-    if (c) wide_prefetch_row(c + off, row_len);
-    if (d) wide_prefetch_row(d + off, row_len);
-  }
-}
-
 // Per-thread scratch of one task: a sample's partial sums and gradient rows.
 struct SampleScratch {
   std::vector<float> acc, rows;
@@ -134,7 +121,7 @@ void classical(const WideShape& s, const WideBatch& b, const float* params, floa
                WidePool& pool) {
   const int row_len = s.row_len();
   const float bias_grad = over_samples(s, b, pool, [&](std::int64_t i, std::int64_t end, SampleScratch& t) {
-    if (i + 1 < end) prefetch_sample_rows(b, row_len, i + 1, params, grad, nullptr);
+    if (i + 1 < end) wide_prefetch_sample_rows(b, row_len, i + 1, params, grad, nullptr);
     const float z = sample_logit(s, b, params, i, t);
     logits[i] = z;
     const float g = wide_sigmoid(z) - b.label[i];
@@ -154,7 +141,7 @@ void classical(const WideShape& s, const WideBatch& b, const float* params, floa
 void wide_forward(const WideShape& shape, const WideBatch& batch, const float* params, float* logits,
                   WidePool& pool) {
   over_samples(shape, batch, pool, [&](std::int64_t i, std::int64_t end, SampleScratch& t) {
-    if (i + 1 < end) prefetch_sample_rows(batch, shape.row_len(), i + 1, params, nullptr, nullptr);
+    if (i + 1 < end) wide_prefetch_sample_rows(batch, shape.row_len(), i + 1, params, nullptr, nullptr);
     logits[i] = sample_logit(shape, batch, params, i, t);
     return 0.0f;
   });
@@ -176,7 +163,7 @@ void wide_classical_hogwild(const WideShape& shape, const WideBatch& batch, cons
                             float* params, WideOptimizerState state, float* logits, WidePool& pool) {
   const int row_len = shape.row_len();
   over_samples(shape, batch, pool, [&](std::int64_t i, std::int64_t end, SampleScratch& t) {
-    if (i + 1 < end) prefetch_sample_rows(batch, row_len, i + 1, params, state.n, state.z);
+    if (i + 1 < end) wide_prefetch_sample_rows(batch, row_len, i + 1, params, state.n, state.z);
     const float z = sample_logit(shape, batch, params, i, t);
     logits[i] = z;
     const float g = wide_sigmoid(z) - batch.label[i];
