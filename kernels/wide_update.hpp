@@ -53,13 +53,40 @@ struct WideOptimizerState {
 // CPU: params[offset, offset + count) from g[0, count) * scale, and g zeroed: the optimiser's
 // loop over one row, shared by the mini-batch optimiser (lib/wide/optimizer.cpp) and the
 // per-sample Hogwild classical kernel (kernels/cpu/wide_classical.cpp), so that both
-// schemas apply exactly the same arithmetic.
+// schemas apply exactly the same arithmetic. SGD and AdaGrad get loops of their own with the
+// rule's branch outside: FFM's rows are ~150 floats and a Hogwild sample updates ~40 of them, so
+// this loop is most of FFM's time, and only without the per-coordinate branch and null checks
+// does it vectorise (square roots and divisions four or eight at a time). The arithmetic is
+// wide_update_coordinate's, operation for operation, so results do not change.
 [[gnu::always_inline]] inline void wide_update_row(const WideUpdateRule& r, float* params, float* g, std::size_t offset,
                                                    std::size_t count, float scale, WideOptimizerState state) {
-  for (std::size_t j = offset; j < offset + count; ++j) {
-    const float grad = g[j - offset] * scale;
-    g[j - offset] = 0.0f;
-    wide_update_coordinate(r, params[j], grad, state.n ? state.n + j : nullptr, state.z ? state.z + j : nullptr);
+  float* const w = params + offset;
+  const float lr = r.lr, l2 = r.l2;
+  switch (r.kind) {
+    case WideOptimizerKind::Sgd:
+      for (std::size_t j = 0; j < count; ++j) {
+        const float grad = g[j] * scale;
+        g[j] = 0.0f;
+        w[j] -= lr * (grad + l2 * w[j]);
+      }
+      return;
+    case WideOptimizerKind::AdaGrad: {
+      float* const n = state.n + offset;
+      for (std::size_t j = 0; j < count; ++j) {
+        const float grad = g[j] * scale + l2 * w[j];
+        g[j] = 0.0f;
+        n[j] += grad * grad;
+        w[j] -= lr * grad / sqrtf(n[j]);
+      }
+      return;
+    }
+    case WideOptimizerKind::Ftrl:
+      for (std::size_t j = offset; j < offset + count; ++j) {
+        const float grad = g[j - offset] * scale;
+        g[j - offset] = 0.0f;
+        wide_update_coordinate(r, params[j], grad, state.n + j, state.z + j);
+      }
+      return;
   }
 }
 

@@ -7,7 +7,8 @@
 #   2. on the SpamAssassin split (scripts/fetch_data.sh spam): the same wide_bench comparison on
 #      its training file (4810 rows, about 750 nonzeros each, 2^20 hashed features; batch 512 so
 #      an epoch is several timed steps after the untimed first) -> spam_throughput/bench_spam.csv;
-#      and time-to-AUC for LR: wide_train (classical and flow) vs liblinear-train
+#      and time-to-AUC for LR: wide_train (classical and flow, whole run) vs liblinear-train (its training,
+#      file reading included; L2-regularised logistic regression, -s 0; setup.sh --bench installs it)
 #      -> spam_time_to_auc/spam_liblinear.csv
 # Then scripts/plot_results.py redraws each folder's plot (when matplotlib is installed).
 # Usage: scripts/bench_wide.sh [BUILD_DIR] (default build); ROWS=... THREADS=... override;
@@ -38,10 +39,13 @@ elif [[ -f data/spam/train.libsvm && -x "$(command -v liblinear-train)" ]]; then
     --bench.batch_size=512 --bench.repeats=5 --bench.threads="$threads" --bench.csv="$out/spam_throughput/bench_spam.csv" 2>&1
   tmp=$(mktemp -d)
   echo "tool,schema,seconds,test_auc,seconds_to_liblinear_auc" > "$out/spam_time_to_auc/spam_liblinear.csv"
+  # liblinear's seconds are its training alone (liblinear-train, L2-regularised logistic
+  # regression, -s 0); scoring the test file follows, untimed, as wide_train's validation is
+  # outside its train_s.
   start=$(date +%s.%N)
   liblinear-train -q -s 0 -c 1 data/spam/train.libsvm "$tmp/ll.model"
-  liblinear-predict -q -b 1 data/spam/test.libsvm "$tmp/ll.model" "$tmp/ll.pred"
   end=$(date +%s.%N)
+  liblinear-predict -q -b 1 data/spam/test.libsvm "$tmp/ll.model" "$tmp/ll.pred"
   auc=$(python3 - "$tmp/ll.pred" data/spam/test.libsvm <<'PY'
 import sys
 lines = open(sys.argv[1]).read().split("\n")

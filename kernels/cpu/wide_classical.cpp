@@ -34,19 +34,6 @@ namespace {
 
 constexpr std::int64_t kSamplesPerTask = 64;
 
-// Starts fetching every row sample i touches in up to three arrays laid out like the parameters
-// (params, gradient or optimiser state; null ones skipped). Called one sample ahead: a
-// Criteo-like sample has about 40 entries, the same distance flow LR prefetches at.
-inline void prefetch_sample_rows(const WideBatch& b, int row_len, std::int64_t i, const float* a, const float* c,
-                                 const float* d) {
-  for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
-    const std::int64_t off = 1 + std::int64_t(b.index[e]) * row_len;
-    wide_prefetch_row(a + off, row_len);
-    if (c) wide_prefetch_row(c + off, row_len);
-    if (d) wide_prefetch_row(d + off, row_len);
-  }
-}
-
 // Per-thread scratch of one task: a sample's partial sums and gradient rows.
 struct SampleScratch {
   std::vector<float> acc, rows;
@@ -73,6 +60,9 @@ inline float ffm_logit(int k, int row_len, const WideBatch& b, const float* para
 // FM a row's gradient reads only its own row and the sample's partial sums; FFM's rows read
 // each other's, so they are all computed before the first is emitted (into rows: entries x
 // row_len floats), which keeps a per-sample update equal to the mini-batch one at batch 1.
+// emit must leave the row it is handed zero (wide_update_row does; the atomic path clears what
+// it added): the scratch then never needs clearing, where FFM's is ~40 rows of ~150 floats per
+// sample and clearing it cost as much as a third of the sample's arithmetic.
 template <typename Emit>
 inline void sample_rows(const WideShape& s, const WideBatch& b, const float* params, std::int64_t i, float g,
                         SampleScratch& t, Emit emit) {
@@ -80,16 +70,16 @@ inline void sample_rows(const WideShape& s, const WideBatch& b, const float* par
   const std::int64_t begin = b.row_ptr[i], end = b.row_ptr[i + 1];
   const auto off = [&](std::int64_t e) { return 1 + std::int64_t(b.index[e]) * row_len; };
   if (s.kind == WideKind::FFM) {
-    t.rows.assign(std::size_t(end - begin) * std::size_t(row_len), 0.0f);
+    const std::size_t needed = std::size_t(end - begin) * std::size_t(row_len);
+    if (t.rows.size() < needed) t.rows.resize(needed, 0.0f);
     for (std::int64_t e = begin; e < end; ++e)
       wide_ffm_entry_scatter(b, s.k, row_len, params, e, begin, end, g, t.rows.data() + (e - begin) * row_len,
                              wide_add_to<false>);
     for (std::int64_t e = begin; e < end; ++e) emit(off(e), t.rows.data() + (e - begin) * row_len);
     return;
   }
-  t.rows.resize(std::size_t(row_len));
+  if (t.rows.size() < std::size_t(row_len)) t.rows.resize(std::size_t(row_len), 0.0f);
   for (std::int64_t e = begin; e < end; ++e) {
-    std::fill(t.rows.begin(), t.rows.end(), 0.0f);
     const float* row = params + off(e);
     if (s.kind == WideKind::LR)
       LrProgram{0}.scatter(row, b.value[e], t.acc.data(), g, t.rows.data());
@@ -131,12 +121,15 @@ void classical(const WideShape& s, const WideBatch& b, const float* params, floa
                WidePool& pool) {
   const int row_len = s.row_len();
   const float bias_grad = over_samples(s, b, pool, [&](std::int64_t i, std::int64_t end, SampleScratch& t) {
-    if (i + 1 < end) prefetch_sample_rows(b, row_len, i + 1, params, grad, nullptr);
+    if (i + 1 < end) wide_prefetch_sample_rows(b, row_len, i + 1, params, grad, nullptr);
     const float z = sample_logit(s, b, params, i, t);
     logits[i] = z;
     const float g = wide_sigmoid(z) - b.label[i];
-    sample_rows(s, b, params, i, g, t, [&](std::int64_t off, const float* row) {
-      for (int j = 0; j < row_len; ++j) wide_add_to<Atomic>(grad + off + j, row[j]);
+    sample_rows(s, b, params, i, g, t, [&](std::int64_t off, float* row) {
+      for (int j = 0; j < row_len; ++j) {
+        wide_add_to<Atomic>(grad + off + j, row[j]);
+        row[j] = 0.0f;
+      }
     });
     return g;
   });
@@ -148,7 +141,7 @@ void classical(const WideShape& s, const WideBatch& b, const float* params, floa
 void wide_forward(const WideShape& shape, const WideBatch& batch, const float* params, float* logits,
                   WidePool& pool) {
   over_samples(shape, batch, pool, [&](std::int64_t i, std::int64_t end, SampleScratch& t) {
-    if (i + 1 < end) prefetch_sample_rows(batch, shape.row_len(), i + 1, params, nullptr, nullptr);
+    if (i + 1 < end) wide_prefetch_sample_rows(batch, shape.row_len(), i + 1, params, nullptr, nullptr);
     logits[i] = sample_logit(shape, batch, params, i, t);
     return 0.0f;
   });
@@ -170,7 +163,7 @@ void wide_classical_hogwild(const WideShape& shape, const WideBatch& batch, cons
                             float* params, WideOptimizerState state, float* logits, WidePool& pool) {
   const int row_len = shape.row_len();
   over_samples(shape, batch, pool, [&](std::int64_t i, std::int64_t end, SampleScratch& t) {
-    if (i + 1 < end) prefetch_sample_rows(batch, row_len, i + 1, params, state.n, state.z);
+    if (i + 1 < end) wide_prefetch_sample_rows(batch, row_len, i + 1, params, state.n, state.z);
     const float z = sample_logit(shape, batch, params, i, t);
     logits[i] = z;
     const float g = wide_sigmoid(z) - batch.label[i];

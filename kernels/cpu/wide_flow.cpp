@@ -105,6 +105,9 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
   const std::int64_t base = b.row_ptr[first];
   const std::size_t samples = static_cast<std::size_t>(last - first);
   entry_samples(b, first, last, sample_of);
+  // Summed here, not in bias_grad: the threads' bias sums sit side by side in one cache line,
+  // and a store per sample into it would bounce the line between the cores.
+  float tile_bias_grad = 0.0f;
   t.acc.assign(samples * static_cast<std::size_t>(acc_len), 0.0f);
   t.sample_grad.resize(samples);
   t.row_grad.resize(static_cast<std::size_t>(row_len));
@@ -124,8 +127,9 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
     logits[first + std::int64_t(i)] = z;
     const float g = wide_sigmoid(z) - b.label[first + std::int64_t(i)];
     t.sample_grad[i] = g;
-    bias_grad += g;
+    tile_bias_grad += g;
   }
+  bias_grad += tile_bias_grad;
   // scatter: sample -> feature, one write per weight per tile.
   std::int64_t hot_columns = 0;
   for (std::size_t c = 0; c < columns; ++c) {
@@ -160,13 +164,17 @@ template <bool Atomic>
 void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last, const float* params,
                    float* grad, float* logits, std::int64_t hot, float* hot_cache, float& bias_grad) {
   const int row_len = s.row_len(), k = s.k;
+  float tile_bias_grad = 0.0f;  // as in flow_tile: one store into the shared line per tile
   for (std::int64_t i = first; i < last; ++i) {
+    // The next sample's parameter rows and (cold ones) gradient rows are fetched while this
+    // sample's pairs run: rare features' rows are scattered over gigabytes.
+    if (i + 1 < last) wide_prefetch_sample_rows(b, row_len, i + 1, params, grad, nullptr);
     const std::int64_t begin = b.row_ptr[i], end = b.row_ptr[i + 1];
     float z = params[0];
     for (std::int64_t e = begin; e < end; ++e) z = wide_ffm_entry_logit(b, k, row_len, params, e, end, z);
     logits[i] = z;
     const float g = wide_sigmoid(z) - b.label[i];
-    bias_grad += g;
+    tile_bias_grad += g;
     for (std::int64_t e = begin; e < end; ++e) {
       // A hot row is this thread's own replica: plain adds.
       const std::int64_t feature = b.index[e];
@@ -178,6 +186,7 @@ void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, s
                                wide_add_to<Atomic>);
     }
   }
+  bias_grad += tile_bias_grad;
 }
 
 }  // namespace

@@ -53,6 +53,11 @@ SparseDataset parse_text(std::string_view text, const std::string& origin, TextF
 // Loads `spec`: a libsvm/libffm file path or "synthetic:criteo?...". Returns this rank's slice.
 SparseDataset load_dataset(const std::string& spec, const ReadOptions& options, ReadReport* report = nullptr);
 
+// Scales each row's values to unit L2 norm (LIBFFM's and xLearn's instance normalisation; rows
+// whose values are all zero stay as they are). Training, validation and prediction data of a
+// model trained this way all go through it (train.normalize, WideModel::normalized).
+void normalize_instances(SparseDataset& data);
+
 // Rows [begin, end) of `data` as a standalone dataset (num_features/num_fields kept).
 SparseDataset slice_rows(const SparseDataset& data, std::int64_t begin, std::int64_t end);
 

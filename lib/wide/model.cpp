@@ -1,5 +1,7 @@
 #include "lib/wide/model.hpp"
 
+#include "kernels/wide_pool.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,18 +14,45 @@
 
 namespace skew::wide {
 
-WideModel WideModel::create(const kernels::WideShape& shape, std::uint64_t seed, float init_std) {
+WideModel WideModel::create(const kernels::WideShape& shape, std::uint64_t seed, float init_std, int threads) {
   SKEW_CHECK(shape.num_features > 0, "a wide model needs at least one feature");
   SKEW_CHECK(shape.kind == kernels::WideKind::LR || shape.k > 0, "model.k must be positive for FM/FFM");
   WideModel m;
   m.shape = shape;
-  m.params.assign(shape.num_params(), 0.0f);
-  const int row_len = shape.row_len();
-  for (std::int64_t f = 0; f < shape.num_features; ++f) {
-    Rng rng(seed, std::uint64_t(f));
-    float* row = m.params.data() + 1 + f * row_len;
-    for (int j = 1; j < row_len; ++j) row[j] = init_std * rng.normal();
-  }
+  // A Criteo-sized FFM is a few GB of latent factors: one pass over them, split over the
+  // training threads in blocks of features. Each value is a pure function of (seed, feature,
+  // j), so the model does not depend on the thread count or the split. (The vector's own zero
+  // fill is a first pass by this thread: WideModel::params is a std::vector<float> shared with
+  // other trainers.)
+  m.params.resize(shape.num_params());
+  const int row_len = shape.row_len(), latent = shape.latent_len();
+  constexpr std::int64_t kFeaturesPerTask = 4096;
+  kernels::WidePool pool(threads);
+  float* const params = m.params.data();
+  params[0] = 0.0f;
+  pool.run((shape.num_features + kFeaturesPerTask - 1) / kFeaturesPerTask, [&](std::int64_t task, int) {
+    const std::int64_t end = std::min(shape.num_features, (task + 1) * kFeaturesPerTask);
+    for (std::int64_t f = task * kFeaturesPerTask; f < end; ++f) {
+      float* row = params + 1 + f * row_len;
+      row[0] = 0.0f;  // linear weight
+      float* v = row + 1;
+      // Value j: draws 4q..4q+3 (q = j / 4) of the feature's Philox stream, numbered as
+      // Rng(seed, feature) numbers them, make two Box-Muller pairs, and j is the cosine (even
+      // j) or sine (odd j) half of pair (j % 4) / 2: one Philox call per four values.
+      for (int q = 0; q * 4 < latent; ++q) {
+        const Philox4 words = philox4x32_10(std::uint64_t(f), std::uint64_t(q), seed);
+        for (int pair = 0; pair < 2; ++pair) {
+          const float u1 = 1.0f - u32_to_unit_float(words.v[2 * pair]), u2 = u32_to_unit_float(words.v[2 * pair + 1]);
+          const float radius = init_std * std::sqrt(-2.0f * std::log(u1));
+          float s, c;
+          ::sincosf(6.283185307179586f * u2, &s, &c);
+          const int j = 4 * q + 2 * pair;
+          if (j < latent) v[j] = radius * c;
+          if (j + 1 < latent) v[j + 1] = radius * s;
+        }
+      }
+    }
+  });
   return m;
 }
 
@@ -33,6 +62,7 @@ void WideModel::save(const std::string& path, const std::map<std::string, std::s
   meta["features"] = std::to_string(shape.num_features);
   meta["fields"] = std::to_string(shape.num_fields);
   meta["k"] = std::to_string(shape.k);
+  meta["normalize"] = normalized ? "on" : "off";
   const std::vector<std::pair<std::string, Tensor>> tensors{
       {"params", Tensor::from_vector(params, {std::int64_t(params.size())})}};
   // The same per-tensor CRC-32C a checkpoint shard records, so load() can refuse a damaged file.
@@ -53,6 +83,10 @@ WideModel WideModel::load(const std::string& path) {
   m.shape.num_features = std::stoll(meta("features"));
   m.shape.num_fields = std::stoi(meta("fields"));
   m.shape.k = std::stoi(meta("k"));
+  if (const auto it = file.metadata.find("normalize"); it != file.metadata.end()) {
+    SKEW_CHECK(it->second == "on" || it->second == "off", path << ": metadata normalize is '" << it->second << "', expected on or off");
+    m.normalized = it->second == "on";
+  }
   const Tensor& t = file.get("params");
   SKEW_CHECK(t.dtype() == DType::F32 && t.numel() == m.shape.num_params(),
              path << ": params has " << t.numel() << " " << dtype_name(t.dtype()) << " values, the shape needs "

@@ -14,10 +14,15 @@ namespace skew::wide {
 struct WideModel {
   kernels::WideShape shape;
   std::vector<float> params;  // the flat parameter vector
+  // Trained on instances scaled to unit L2 norm (normalize_instances): whatever it scores must
+  // be scaled the same way. Saved as metadata "normalize" (on/off; absent = off).
+  bool normalized = false;
 
-  // Bias and linear weights zero, latent factors N(0, init_std^2) from (seed, feature).
-  static WideModel create(const kernels::WideShape& shape, std::uint64_t seed, float init_std = 0.01f);
-  // safetensors: tensor "params" (F32, flat) plus metadata kind/features/fields/k.
+  // Bias and linear weights zero, latent factors N(0, init_std^2) from (seed, feature), filled
+  // by `threads` threads; the values do not depend on the thread count.
+  static WideModel create(const kernels::WideShape& shape, std::uint64_t seed, float init_std = 0.01f,
+                          int threads = 1);
+  // safetensors: tensor "params" (F32, flat) plus metadata kind/features/fields/k/normalize.
   void save(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
   static WideModel load(const std::string& path);
 };

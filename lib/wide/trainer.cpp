@@ -40,7 +40,10 @@ WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shar
   } else if (options.schema == TrainSchema::Flow) {
     flow_ = std::make_unique<kernels::WideFlow>(model_.shape, options.flow, pool_->threads());
   }
-  if (!gpu_) {  // the CUDA path keeps its gradient and touched flags on the GPU
+  // The CUDA path keeps its gradient and touched flags on the GPU, and Hogwild updates the model
+  // per sample: neither needs a model-sized gradient (for a Criteo-sized FFM, gigabytes to zero
+  // before the first step).
+  if (!gpu_ && !hogwild()) {
     grad_.assign(model_.params.size(), 0.0f);
     stamp_.assign(std::size_t(model_.shape.num_features), 0u);
   }

@@ -42,8 +42,12 @@ TEST_CASE("wide_train learns, saves, and --predict round-trips") {
     REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --predict --predict.model=" + (dir / "model.safetensors").string() +
                 " --predict.data='" + kValid + "' --predict.output=" + out + " > /dev/null 2>&1") == 0);
     TrainOptions o;
-    WideTrainer in_process(WideModel::load((dir / "model.safetensors").string()), o);
-    const std::vector<float> expect = in_process.predict(load_dataset(kValid, ReadOptions{}));
+    WideModel model = WideModel::load((dir / "model.safetensors").string());
+    SparseDataset valid = load_dataset(kValid, ReadOptions{});
+    CHECK(model.normalized);  // FM: train.normalize = auto means on
+    normalize_instances(valid);
+    WideTrainer in_process(std::move(model), o);
+    const std::vector<float> expect = in_process.predict(valid);
     std::ifstream in(out);
     std::vector<float> got;
     for (float p; in >> p;) got.push_back(p);
@@ -83,7 +87,9 @@ TEST_CASE("wide_train killed mid-run leaves its best model so far, whole and usa
   CHECK(std::stoi(file.metadata.at("epoch")) >= 1);
   TrainOptions o;
   WideTrainer kept(WideModel::load(model.string()), o);
-  CHECK(kept.evaluate(load_dataset(kValid, ReadOptions{})).auc > 0.7);
+  SparseDataset valid = load_dataset(kValid, ReadOptions{});
+  if (kept.model().normalized) normalize_instances(valid);
+  CHECK(kept.evaluate(valid).auc > 0.7);
   std::filesystem::remove_all(dir);
   std::filesystem::remove(dir.string() + ".log");
 }
@@ -92,7 +98,7 @@ TEST_CASE("wide_train rejects out-of-range keys at start-up, naming them") {
   // train.epochs = 2^32 + 1 once ran one epoch through an int cast; threads = 0 was accepted.
   for (const char* bad : {"train.hot_features=-1", "train.tile_samples=0", "train.replica_budget_mb=-2",
                           "train.epochs=4294967297", "train.threads=0", "model.k=0", "train.log_every=0",
-                          "train.lr=0", "train.batch_size=0", "model.features=-1", "train.patience=-1"}) {
+                          "train.lr=-1", "train.batch_size=0", "model.features=-1", "train.patience=-1"}) {
     const auto log = std::filesystem::temp_directory_path() / ("skew_wide_app_bad_" + std::to_string(getpid()) + ".log");
     const int rc = run(std::string(SKEW_WIDE_TRAIN) + " --data.train='" + kTrain + "' --data.valid= --" + bad + " > " +
                        log.string() + " 2>&1");

@@ -3,4 +3,5 @@ skew_unit_test(skew_wide_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_wide_data.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_wide_model.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_wide_hogwild.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_wide_setup.cpp
   LIBS skew_wide)

@@ -1,0 +1,63 @@
+// A wide model's set-up: the initial latent factors against a float64 Box-Muller reference on
+// the Philox words, the same model bit for bit at 1 and 2 threads; instance normalisation
+// against float64 norms.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+
+#include "lib/core/rng.hpp"
+#include "lib/wide/model.hpp"
+
+using namespace skew;
+using namespace skew::wide;
+using kernels::WideKind;
+using kernels::WideShape;
+
+namespace {
+// Latent j of feature f, in float64: words 4q..4q+3 (q = j / 4) of Philox(counter (f, q), seed),
+// pair (j % 4) / 2 of them as (u1, u2), cosine for even j, sine for odd.
+double reference_latent(std::uint64_t seed, std::int64_t f, int j, double init_std) {
+  const Philox4 w = philox4x32_10(std::uint64_t(f), std::uint64_t(j / 4), seed);
+  const int pair = (j % 4) / 2;
+  const double u1 = 1.0 - double(w.v[2 * pair] >> 8) / 16777216.0, u2 = double(w.v[2 * pair + 1] >> 8) / 16777216.0;
+  const double angle = 2.0 * M_PI * u2, radius = std::sqrt(-2.0 * std::log(u1));
+  return init_std * radius * (j % 2 == 0 ? std::cos(angle) : std::sin(angle));
+}
+}  // namespace
+
+TEST_CASE("initial wide model: N(0, std^2) latents from (seed, feature, j), the same at any thread count") {
+  // 10007 features: several of create()'s blocks, the last one partial; latent lengths that are
+  // and are not multiples of four.
+  for (const WideShape shape : {WideShape{WideKind::FFM, 10007, 39, 4}, WideShape{WideKind::FM, 10007, 1, 7},
+                                WideShape{WideKind::LR, 10007, 1, 0}}) {
+    const WideModel one = WideModel::create(shape, 17, 0.05f, 1), two = WideModel::create(shape, 17, 0.05f, 2);
+    REQUIRE(one.params.size() == shape.num_params());
+    REQUIRE(two.params.size() == one.params.size());
+    CHECK(std::memcmp(one.params.data(), two.params.data(), one.params.size() * sizeof(float)) == 0);
+    CHECK(one.params[0] == 0.0f);
+    const int row_len = shape.row_len();
+    double sum = 0, sum_sq = 0, worst = 0;
+    std::int64_t n = 0;
+    for (std::int64_t f = 0; f < shape.num_features; ++f) {
+      const float* row = one.params.data() + 1 + f * row_len;
+      REQUIRE(row[0] == 0.0f);  // linear weight
+      for (int j = 0; j < shape.latent_len(); ++j) {
+        const double want = reference_latent(17, f, j, 0.05);
+        worst = std::max(worst, std::fabs(double(row[1 + j]) - want));
+        sum += row[1 + j];
+        sum_sq += double(row[1 + j]) * row[1 + j];
+        ++n;
+      }
+    }
+    INFO("kind " << kernels::wide_kind_name(shape.kind) << " worst difference " << worst);
+    CHECK(worst < 2e-6);  // float transcendental functions against float64 ones, values up to ~0.3
+    if (n > 0) {
+      const double mean = sum / double(n), std_dev = std::sqrt(sum_sq / double(n) - mean * mean);
+      CHECK(std::fabs(mean) < 4 * 0.05 / std::sqrt(double(n)));
+      CHECK(std_dev == Approx(0.05).epsilon(0.01));
+    }
+  }
+  // Another seed gives another model.
+  const WideShape fm{WideKind::FM, 100, 1, 4};
+  CHECK(WideModel::create(fm, 1).params != WideModel::create(fm, 2).params);
+}
