@@ -9,22 +9,13 @@
 #include "kernels/moe_gate.hpp"
 #include "lib/core/cuda_check.hpp"
 #include "lib/core/rng.hpp"
+#include "tests/cuda/tensor_transfer.hpp"
 #include "tests/cuda_skip.hpp"
 
 using namespace skew;
 namespace km = skew::kernels::moe;
-
-namespace {
-template <class T>
-Tensor on_gpu(const std::vector<T>& v) {
-  return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())}).to(Device::Cuda);
-}
-template <class T>
-std::vector<T> on_host(const Tensor& t) {
-  const Tensor h = t.to(Device::Host);
-  return std::vector<T>(h.data<T>(), h.data<T>() + h.numel());
-}
-}  // namespace
+using skew::test::on_gpu;
+using skew::test::on_host;
 
 TEST_CASE("CUDA dispatch kernels equal the CPU ones", "[moe][cuda]") {
   SKEW_REQUIRE_GPU();

@@ -8,21 +8,15 @@
 
 #include "kernels/moe_rowwise.hpp"
 #include "lib/core/rng.hpp"
+#include "tests/cuda/tensor_transfer.hpp"
 #include "tests/cuda_skip.hpp"
 
 using namespace skew;
 namespace km = skew::kernels::moe;
+using skew::test::on_gpu;
+using skew::test::on_host;
 
 namespace {
-template <class T>
-Tensor on_gpu(const std::vector<T>& v) {
-  return Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())}).to(Device::Cuda);
-}
-template <class T>
-std::vector<T> on_host(const Tensor& t) {
-  const Tensor h = t.to(Device::Host);
-  return std::vector<T>(h.data<T>(), h.data<T>() + h.numel());
-}
 std::vector<float> normal(std::size_t n, std::uint64_t stream, float scale = 1.0f, float offset = 0.0f) {
   Rng rng(41, stream);
   std::vector<float> v(n);

@@ -11,9 +11,12 @@
 #include "lib/core/rng.hpp"
 #include "lib/moe/gate.hpp"
 #include "lib/moe/ops.hpp"
+#include "tests/unit/finite_difference.hpp"
 
 using namespace skew;
 using namespace skew::moe;
+using skew::test::check_fd;
+using skew::test::dot;
 
 namespace {
 
@@ -23,28 +26,6 @@ std::vector<double> randn(std::size_t n, std::uint64_t stream, double scale = 1.
   for (auto& x : v) x = scale * rng.normal();
   return v;
 }
-
-// loss(values) must be a smooth function; checks grad[i] == d loss / d values[i] for all i.
-void check_fd(std::vector<double>& values, const std::vector<double>& grad, const std::function<double()>& loss) {
-  REQUIRE(values.size() == grad.size());
-  for (std::size_t i = 0; i < values.size(); ++i) {
-    const double keep = values[i];
-    values[i] = keep + 1e-6;
-    const double up = loss();
-    values[i] = keep - 1e-6;
-    const double down = loss();
-    values[i] = keep;
-    INFO("index " << i);
-    REQUIRE((up - down) / 2e-6 == Approx(grad[i]).margin(1e-8).epsilon(1e-6));
-  }
-}
-
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
 }  // namespace
 
 TEST_CASE("layernorm backward matches finite differences", "[moe]") {
