@@ -173,10 +173,12 @@ void add_head(const T* in, int b, int h, int seq, int stride, int column, int hd
 }
 }  // namespace
 
-// Per (sequence, head): scores = q k^T / sqrt(hd) as one GEMM, causal softmax per row, then
+// Per (sequence, head): scores = q k^T / sqrt(hd) as one GEMM, softmax per row over the
+// positions it may see (0..i when causal, all otherwise; the rest get probability 0), then
 // out = probs v as another.
 template <class T>
-void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* out, T* probs, Precision precision) {
+void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* out, T* probs, Precision precision,
+                       bool causal) {
   const int hd = d / heads;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
   const std::size_t block = static_cast<std::size_t>(seq) * hd;
@@ -191,13 +193,14 @@ void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* ou
       matmul<T>(false, true, seq, seq, hd, scale, q.data(), k.data(), T(0), p, precision);
       for (int i = 0; i < seq; ++i) {
         T* row = p + static_cast<std::size_t>(i) * seq;
-        const T mx = *std::max_element(row, row + i + 1);
-        for (int j = 0; j <= i; ++j) row[j] = exp_of<T>(row[j] - mx);
+        const int seen = causal ? i + 1 : seq;
+        const T mx = *std::max_element(row, row + seen);
+        for (int j = 0; j < seen; ++j) row[j] = exp_of<T>(row[j] - mx);
         double z = 0;
-        for (int j = 0; j <= i; ++j) z += row[j];
+        for (int j = 0; j < seen; ++j) z += row[j];
         const T inv_z = static_cast<T>(1.0 / z);
-        for (int j = 0; j <= i; ++j) row[j] *= inv_z;
-        std::fill(row + i + 1, row + seq, T(0));
+        for (int j = 0; j < seen; ++j) row[j] *= inv_z;
+        std::fill(row + seen, row + seq, T(0));
       }
       matmul<T>(false, false, seq, hd, seq, T(1), p, v.data(), T(0), o.data(), precision);
       add_head(o.data(), b, h, seq, d, 0, hd, out);
@@ -206,7 +209,7 @@ void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* ou
 
 template <class T>
 void attention_backward(int batch, int seq, int d, int heads, const T* qkv, const T* probs, const T* dout, T* dqkv,
-                        Precision precision) {
+                        Precision precision, bool causal) {
   const int hd = d / heads;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
   const std::size_t block = static_cast<std::size_t>(seq) * hd;
@@ -228,9 +231,10 @@ void attention_backward(int batch, int seq, int d, int heads, const T* qkv, cons
       for (int i = 0; i < seq; ++i) {
         T* row = ds.data() + static_cast<std::size_t>(i) * seq;
         const T* pr = p + static_cast<std::size_t>(i) * seq;
+        const int seen = causal ? i + 1 : seq;
         double dot = 0;
-        for (int j = 0; j <= i; ++j) dot += static_cast<double>(pr[j]) * row[j];
-        for (int j = 0; j < seq; ++j) row[j] = j <= i ? static_cast<T>(pr[j] * (row[j] - dot) * scale) : T(0);
+        for (int j = 0; j < seen; ++j) dot += static_cast<double>(pr[j]) * row[j];
+        for (int j = 0; j < seq; ++j) row[j] = j < seen ? static_cast<T>(pr[j] * (row[j] - dot) * scale) : T(0);
       }
       matmul<T>(false, false, seq, hd, seq, T(1), ds.data(), k.data(), T(0), grad.data(), precision);  // dq = ds k
       add_head(grad.data(), b, h, seq, 3 * d, 0, hd, dqkv);
@@ -264,8 +268,8 @@ double cross_entropy(int n, int v, const T* logits, const std::int32_t* targets,
   template void layernorm_backward<T>(int, int, const T*, const T*, const T*, const T*, const T*, T*, T*, T*); \
   template void gelu_forward<T>(std::size_t, const T*, T*);                                                    \
   template void gelu_backward<T>(std::size_t, const T*, const T*, T*);                                         \
-  template void attention_forward<T>(int, int, int, int, const T*, T*, T*, Precision);                         \
-  template void attention_backward<T>(int, int, int, int, const T*, const T*, const T*, T*, Precision);        \
+  template void attention_forward<T>(int, int, int, int, const T*, T*, T*, Precision, bool);                   \
+  template void attention_backward<T>(int, int, int, int, const T*, const T*, const T*, T*, Precision, bool);  \
   template double cross_entropy<T>(int, int, const T*, const std::int32_t*, T, T*);
 SKEW_MOE_OPS(float)
 SKEW_MOE_OPS(double)

@@ -8,10 +8,15 @@
 namespace skew::moe {
 
 Schema moe_train_schema() {
-  Schema s("moe_train", "GPT-style MoE language model, experts spread over MPI ranks, with balancing policies");
+  Schema s("moe_train",
+           "MoE transformer (GPT-style byte LM or BERT-style masked LM), experts spread over MPI ranks, with "
+           "balancing policies");
   s.add_string("data.train", "", "training text file (bytes are tokens); empty = the built-in generated corpus");
   s.add_string("data.valid", "", "validation text file; empty = the last 10% of the training text");
   s.add_int("data.builtin_bytes", 200000, {2, std::int64_t{1} << 32}, "size of the built-in corpus in bytes");
+  s.add_choice("model.arch", "gpt", {"gpt", "bert"},
+               "gpt: causal decoder, next-byte cross-entropy; bert: bidirectional encoder, masked-LM cross-entropy "
+               "and accuracy on the chosen positions only (bert.* keys; a mask token after the 256 bytes)");
   s.add_int("model.d_model", 64, {1, 1 << 16}, "embedding width");
   s.add_int("model.heads", 4, {1, 1 << 12}, "attention heads");
   s.add_int("model.layers", 2, {1, 1 << 10}, "transformer blocks");
@@ -19,6 +24,13 @@ Schema moe_train_schema() {
   s.add_int("model.d_ff", 128, {1, 1 << 20}, "hidden width of the dense FFN blocks (moe_every = 2)");
   s.add_int("model.moe_every", 1, {1, 2}, "1: every block's FFN is MoE; 2: every other block's");
   s.add_float("model.init_std", 0.1, FloatRange::at_least(0), "stddev of the normal weight init");
+  s.add_float("bert.mask_prob", 0.15, {0, 1, true, false},
+              "bert: probability that a position is chosen for the masked-LM objective");
+  s.add_float("bert.mask_token_prob", 0.8, {0, 1},
+              "bert: share of chosen positions whose input becomes the mask token");
+  s.add_float("bert.random_token_prob", 0.1, {0, 1},
+              "bert: share of chosen positions whose input becomes a uniformly random byte (the rest keep "
+              "theirs; mask_token_prob + random_token_prob <= 1)");
   s.add_int("moe.num_experts", 4, {1, 1 << 16}, "experts per MoE layer (a multiple of the rank count)");
   s.add_int("moe.top_k", 1, {1, 1 << 16}, "experts per token");
   s.add_int("moe.d_ff", 128, {1, 1 << 20}, "hidden width of each expert FFN");

@@ -4,7 +4,7 @@
 #include "kernels/moe_threads.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
-#include "lib/moe/models/gpt.hpp"
+#include "lib/moe/models/bert.hpp"
 #include "lib/moe/schema.hpp"
 
 namespace skew::moe {
@@ -30,7 +30,9 @@ Session::Session(const Config& config, comm::ProcessGroup& world_group)
     : world(world_group), loop(loop_options(config)), policy_name(config.get_string("moe.policy")) {
   if (config.get_int("train.blas_threads") > 0)
     kernels::moe::set_blas_threads(static_cast<int>(config.get_int("train.blas_threads")));
-  const ModelOptions options = GptModel::options(config, moe_options(config));
+  const bool bert = config.get_string("model.arch") == "bert";
+  const ModelOptions options =
+      bert ? BertModel::options(config, moe_options(config)) : GptModel::options(config, moe_options(config));
   const int N = world.size(), E = options.moe.gate.num_experts;
   if (options.precision == Precision::Bf16 && world.rank() == 0)
     SKEW_INFO("train.precision = bf16: matrix products on the CPU use " << kernels::gemm_bf16_host_path());
@@ -39,7 +41,10 @@ Session::Session(const Config& config, comm::ProcessGroup& world_group)
   const std::vector<placement::LayerPlacement> placements(
       static_cast<std::size_t>(options.moe_layers()),
       placement::LayerPlacement::block(E, N, policy->slots_per_rank(E, N)));
-  model = std::make_unique<GptModel>(config, options, world, placements, policy);
+  if (bert)
+    model = std::make_unique<BertModel>(config, options, world, placements, policy);
+  else
+    model = std::make_unique<GptModel>(config, options, world, placements, policy);
   adam = std::make_unique<AdamW>(loop.adam, model->network(), world);
   store = std::make_unique<ModelExpertStore>(model->network());
   if (!config.get_string("output.checkpoint_dir").empty())

@@ -83,6 +83,7 @@ class RoutingTrace {
 // Sums over the iterations run, for the summary.
 struct Totals {
   double step_s = 0, ideal_s = 0, balance = 0, last_val = NAN, last_loss = NAN;
+  Json last_step_metrics = Json::object(), last_val_metrics = Json::object();  // the family's own, "val_" prefixed
   std::int64_t dropped = 0, padded = 0, measured = 0;
 };
 
@@ -192,23 +193,29 @@ Json step(Session& s, RoutingTrace& trace, std::int64_t it, std::int64_t start, 
               {"lr", learning_rate(s.loop.adam, it)},
               {"grad_norm", grad_norm},
               {"step_s", step_s}};
+  rec.update(s.model->step_metrics());
   load = record_load(s, step_s, rec);
   s.policy->record(net.moe(), rec);
   if (it > start)
     totals.step_s += step_s, totals.ideal_s += load.ideal_s, ++totals.measured;  // first step warms caches
   totals.balance += load.balance, totals.dropped += load.dropped, totals.padded += load.padded;
   totals.last_loss = loss;
+  totals.last_step_metrics = s.model->step_metrics();
   return rec;
 }
 
 // The progress line. Its "ce" is the objective of the model's last forward pass: the
 // validation one after an evaluation.
-void log_progress(const Session& s, std::int64_t it, const Json& rec, const StepLoad& load, double last_val) {
+// The family's own measures follow: the step's, then the last validation's.
+void log_progress(const Session& s, std::int64_t it, const Json& rec, const StepLoad& load, const Totals& totals) {
+  std::string family;
+  for (const Json* metrics : {&totals.last_step_metrics, &totals.last_val_metrics})
+    for (const auto& [key, value] : metrics->items()) family += " " + key + " " + value.dump();
   SKEW_INFO("iter " << it + 1 << "/" << s.loop.iterations << " loss " << rec["loss"].get<double>() << " ce "
                     << s.model->last_objective()
-                    << (std::isnan(last_val) ? std::string() : " val " + std::to_string(last_val)) << " balance "
-                    << load.balance << " dropped " << load.dropped << " step " << rec["step_s"].get<double>() * 1e3
-                    << " ms");
+                    << (std::isnan(totals.last_val) ? std::string() : " val " + std::to_string(totals.last_val))
+                    << family << " balance " << load.balance << " dropped " << load.dropped << " step "
+                    << rec["step_s"].get<double>() * 1e3 << " ms");
 }
 
 Json summarise(const Session& s, const Totals& t, std::int64_t start) {
@@ -217,6 +224,8 @@ Json summarise(const Session& s, const Totals& t, std::int64_t start) {
   Json summary = {{"app", "moe_train"},        {"ranks", s.world.size()},
                   {"policy", s.policy_name},   {"iterations", s.loop.iterations},
                   {"final_loss", t.last_loss}, {"final_val_loss", t.last_val}};
+  for (const auto& [key, value] : t.last_step_metrics.items()) summary["final_" + key] = value;
+  for (const auto& [key, value] : t.last_val_metrics.items()) summary["final_" + key] = value;
   s.model->summarise(summary);
   summary["step_s"] = t.measured ? t.step_s / static_cast<double>(t.measured) : NAN;
   summary["ideal_step_s"] = t.measured ? t.ideal_s / static_cast<double>(t.measured) : NAN;
@@ -242,9 +251,14 @@ Json train(const Config& config, comm::ProcessGroup& world) {
   for (std::int64_t it = start; it < o.iterations; ++it) {
     StepLoad load;
     Json rec = step(s, trace, it, start, totals, load);
-    if (o.due(o.eval_interval, it)) rec["val_loss"] = totals.last_val = s.model->validation_loss();
+    if (o.due(o.eval_interval, it)) {
+      rec["val_loss"] = totals.last_val = s.model->validation_loss();
+      const Json family = s.model->validation_metrics();  // a named value: it outlives the loop
+      totals.last_val_metrics = Json::object();
+      for (const auto& [key, value] : family.items()) rec["val_" + key] = totals.last_val_metrics["val_" + key] = value;
+    }
     metrics.write(rec);
-    if (o.log_interval > 0 && o.due(o.log_interval, it)) log_progress(s, it, rec, load, totals.last_val);
+    if (o.log_interval > 0 && o.due(o.log_interval, it)) log_progress(s, it, rec, load, totals);
     if (s.ckpt && o.due(o.checkpoint_interval, it)) checkpoint(s, it + 1);
   }
   trace.close();

@@ -1,9 +1,11 @@
 // GPT-style decoder with MoE feed-forward layers: token + position embedding, pre-LayerNorm
 // blocks (causal multi-head self-attention, then a dense or MoE FFN; MoE in every block or in
 // every other one), final LayerNorm, LM head tied to the token embedding, cross-entropy.
+// With `causal` off the same network is BERT's bidirectional encoder (models/bert.hpp).
 // Dense parameters live in one flat vector (data-parallel: gradients all-reduced); experts live
-// in the MoE layers (expert-parallel). The loss is the global mean over all ranks' tokens plus
-// the gates' auxiliary losses, so any world size computes the same function.
+// in the MoE layers (expert-parallel). The loss is the global mean over all ranks' targeted
+// positions (every token for GPT, the masked ones for BERT) plus the gates' auxiliary losses,
+// so any world size computes the same function.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -18,6 +20,7 @@ namespace skew::moe {
 struct ModelOptions {
   int vocab = 256, d_model = 16, heads = 2, layers = 2, seq_len = 8, d_ff = 32;
   int moe_every = 1;  // 1: every block is MoE; 2: blocks 1, 3, 5, ... are MoE
+  bool causal = true;  // false: every position attends to the whole sequence (BERT)
   double init_std = 0.02;
   double jitter = 0.0;  // gate input noise amplitude while training
   // Of every matrix product but the router's: bf16 inputs with fp32 accumulation; parameters
@@ -27,6 +30,9 @@ struct ModelOptions {
   bool is_moe_block(int block) const { return moe_every == 1 || block % moe_every == moe_every - 1; }
   int moe_layers() const;
 };
+
+// A position whose target is kNoTarget is not in the objective (BERT's unmasked positions).
+inline constexpr std::int32_t kNoTarget = -1;
 
 struct Segment {
   std::string name;
@@ -48,10 +54,17 @@ class GptMoe {
          std::shared_ptr<BalancingPolicy<T>> policy = nullptr);
   void init(std::uint64_t seed);
 
-  // Forward on `batch` local sequences (tokens and targets: batch * seq_len each); with
-  // `backward`, accumulates gradients too (call zero_grads first). Returns the global loss.
+  // Forward on `batch` local sequences (tokens and targets: batch * seq_len each; a target of
+  // kNoTarget leaves its position out of the objective); with `backward`, accumulates gradients
+  // too (call zero_grads first). Returns the global loss.
   double step(const std::int32_t* tokens, const std::int32_t* targets, int batch, const StepInputs& in, bool backward);
+  // Of the last step, over all ranks: mean cross-entropy of the targeted positions, how many
+  // there were, and how many of them the logits' argmax predicts.
   double last_ce() const { return last_ce_; }
+  double last_targeted() const { return last_targeted_; }
+  double last_correct() const { return last_correct_; }
+  // This rank's logits of its targeted positions, in position order, [targeted, vocab].
+  const std::vector<T>& last_logits() const { return logits_; }
   void zero_grads();
   // Dense gradients all-reduced over the world; expert gradients within replica groups.
   void sync_grads();
@@ -77,9 +90,8 @@ class GptMoe {
   std::vector<std::unique_ptr<MoeLayer<T>>> moe_;
   std::vector<int> moe_index_;  // block -> index in moe_, or -1
   std::vector<BlockActs> acts_;
-  std::vector<T> x_final_, lnf_, meanf_, rstdf_, logits_;
-  std::vector<std::int32_t> tokens_;
-  double last_ce_ = 0, sync_seconds_ = 0;
+  std::vector<T> x_final_, lnf_, meanf_, rstdf_, head_in_, logits_;
+  double last_ce_ = 0, last_targeted_ = 0, last_correct_ = 0, sync_seconds_ = 0;
 };
 
 }  // namespace skew::moe

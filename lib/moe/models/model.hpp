@@ -1,5 +1,5 @@
-// A model family as moe_train's loop sees it: its network, its data and its objective. GPT is
-// the one family today (gpt.hpp); BERT and Swin plug in here. The trainer drives the step (zero
+// A model family as moe_train's loop sees it: its network, its data and its objective: GPT
+// (gpt.hpp) and BERT (bert.hpp), chosen by model.arch. The trainer drives the step (zero
 // gradients, the family's train_step, gradient sync, AdamW), evaluation, checkpoints and the
 // balancing policy without knowing which family it trains.
 #pragma once
@@ -25,6 +25,11 @@ class Model {
   virtual double last_objective() const = 0;
   // The objective on held-out data (collective).
   virtual double validation_loss() = 0;
+  // The family's own measures of the last train_step (e.g. BERT's masked-token accuracy), for
+  // the iteration's record and progress line.
+  virtual Json step_metrics() const { return Json::object(); }
+  // The same of the last validation_loss(), recorded with a "val_" prefix.
+  virtual Json validation_metrics() const { return Json::object(); }
   // What the family adds to the run's summary (e.g. the loss of a context-free baseline).
   virtual void summarise(Json& summary) const = 0;
 };
