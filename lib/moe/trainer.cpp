@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <numeric>
+#include <sstream>
 
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
@@ -208,13 +209,16 @@ Json step(Session& s, RoutingTrace& trace, std::int64_t it, std::int64_t start, 
 // validation one after an evaluation.
 // The family's own measures follow: the step's, then the last validation's.
 void log_progress(const Session& s, std::int64_t it, const Json& rec, const StepLoad& load, const Totals& totals) {
-  std::string family;
+  std::ostringstream family;  // numbers to 6 digits, like the rest of the line
   for (const Json* metrics : {&totals.last_step_metrics, &totals.last_val_metrics})
-    for (const auto& [key, value] : metrics->items()) family += " " + key + " " + value.dump();
+    for (const auto& [key, value] : metrics->items()) {
+      family << " " << key << " ";
+      value.is_number() ? family << value.get<double>() : family << value.dump();
+    }
   SKEW_INFO("iter " << it + 1 << "/" << s.loop.iterations << " loss " << rec["loss"].get<double>() << " ce "
                     << s.model->last_objective()
                     << (std::isnan(totals.last_val) ? std::string() : " val " + std::to_string(totals.last_val))
-                    << family << " balance " << load.balance << " dropped " << load.dropped << " step "
+                    << family.str() << " balance " << load.balance << " dropped " << load.dropped << " step "
                     << rec["step_s"].get<double>() * 1e3 << " ms");
 }
 

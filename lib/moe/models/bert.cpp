@@ -18,8 +18,8 @@ MaskRule BertModel::mask_rule(const Config& config) {
   r.chosen = config.get_float("bert.mask_prob");
   r.mask_token = config.get_float("bert.mask_token_prob");
   r.random_token = config.get_float("bert.random_token_prob");
-  SKEW_CHECK(r.mask_token + r.random_token <= 1.0, "bert.mask_token_prob " << r.mask_token << " + bert.random_token_prob "
-                                                                           << r.random_token << " exceeds 1");
+  SKEW_CHECK(r.mask_token + r.random_token <= 1.0,
+             "bert.mask_token_prob " << r.mask_token << " + bert.random_token_prob " << r.random_token << " exceeds 1");
   return r;
 }
 
