@@ -99,11 +99,12 @@ inline Json bench_rowwise(const RowwiseSizes& s, int repeats, double copy_bandwi
   const std::size_t rows = std::size_t(s.batch) * s.heads * s.seq;
   const double full = double(rows) * s.seq, triangle = double(s.batch) * s.heads * s.seq * (s.seq + 1.0) / 2;
   float *scores = keep(random_device_floats(rows * s.seq, 10, 3.0f)), *grad = keep(random_device_floats(rows * s.seq, 11));
-  out["softmax_fwd"] = rowwise_entry(
-      median_ms(repeats, [&] { km::causal_softmax_forward(Device::Cuda, rows, s.seq, scores); }),
-      f * (triangle + full), copy_bandwidth);
+  out["softmax_fwd"] =
+      rowwise_entry(median_ms(repeats, [&] { km::attention_softmax_forward(Device::Cuda, rows, s.seq, true, scores); }),
+                    f * (triangle + full), copy_bandwidth);
   out["softmax_bwd"] = rowwise_entry(
-      median_ms(repeats, [&] { km::causal_softmax_backward(Device::Cuda, rows, s.seq, scores, grad, 0.125f); }),
+      median_ms(repeats,
+                [&] { km::attention_softmax_backward(Device::Cuda, rows, s.seq, true, scores, grad, 0.125f); }),
       f * (2 * triangle + full), copy_bandwidth);
   for (void* p : owned) SKEW_CUDA_CHECK(cudaFree(p));
   owned.clear();

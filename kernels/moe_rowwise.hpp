@@ -1,5 +1,6 @@
 // Row-wise ops of the GPT-MoE step with one body for the host and the device (SKEW_HD):
-// layernorm forward and backward, token + position embedding, the causal softmax of attention
+// layernorm forward and backward, token + position embedding, the softmax of attention (causal
+// for GPT, over the whole sequence for BERT)
 // (the GEMMs around it stay kernels::gemm / cuBLAS), cross-entropy, and the global gradient norm.
 //
 // A row body takes (lane, lanes, reduce): lane l of `lanes` cooperating threads visits columns
@@ -128,10 +129,15 @@ SKEW_HD inline float row_max(int count, const float* row, int lane, int lanes, c
   return reduce.max(mx);
 }
 
-// Causal softmax, in place, of row `valid - 1` of a [seq, seq] score block: the first `valid`
-// entries become probabilities, the rest (future positions) zeros.
-SKEW_HD inline void causal_softmax_forward_row(int len, int valid, float* row, int lane, int lanes,
-                                               const LaneReduce& reduce) {
+// How many leading entries of attention score row r (query position r % seq) it may see: up to
+// its own position when causal, the whole sequence otherwise.
+SKEW_HD inline int attention_row_valid(std::size_t r, int seq, bool causal) {
+  return causal ? static_cast<int>(r % static_cast<std::size_t>(seq)) + 1 : seq;
+}
+
+// Softmax, in place, of one attention score row of length `len`: the first `valid` entries
+// become probabilities, the rest (future positions under the causal mask) zeros.
+SKEW_HD inline void softmax_forward_row(int len, int valid, float* row, int lane, int lanes, const LaneReduce& reduce) {
   const float mx = row_max(valid, row, lane, lanes, reduce);
   double z = 0;
   for (int j = lane; j < valid; j += lanes) {
@@ -142,10 +148,10 @@ SKEW_HD inline void causal_softmax_forward_row(int len, int valid, float* row, i
   for (int j = lane; j < len; j += lanes) row[j] = j < valid ? row[j] * inv_z : 0.0f;
 }
 
-// Softmax backward of one causal row, in place on grad (dprobs in, dscores out), times `scale`
+// Softmax backward of one such row, in place on grad (dprobs in, dscores out), times `scale`
 // (the 1/sqrt(head_dim) of the scores): ds = p (dp - sum_j p dp) scale, zero past `valid`.
-SKEW_HD inline void causal_softmax_backward_row(int len, int valid, const float* probs, float* grad, float scale,
-                                                int lane, int lanes, const LaneReduce& reduce) {
+SKEW_HD inline void softmax_backward_row(int len, int valid, const float* probs, float* grad, float scale, int lane,
+                                         int lanes, const LaneReduce& reduce) {
   double dot = 0;
   for (int j = lane; j < valid; j += lanes) dot += static_cast<double>(probs[j]) * grad[j];
   dot = reduce.sum(dot);
@@ -198,9 +204,11 @@ void embedding_forward(Device device, int n, int d, int seq, const std::int32_t*
                        const float* wpe, float* out);
 void embedding_backward(Device device, int n, int d, int seq, const std::int32_t* tokens, const float* dout,
                         float* dwte, float* dwpe);
-// `rows` rows of length seq, row r being query position r % seq (blocks of [seq, seq] scores).
-void causal_softmax_forward(Device device, std::size_t rows, int seq, float* scores);
-void causal_softmax_backward(Device device, std::size_t rows, int seq, const float* probs, float* grad, float scale);
+// `rows` rows of length seq, row r being query position r % seq (blocks of [seq, seq] scores);
+// `causal`: row r sees positions 0..r % seq only (GPT), else all of them (BERT).
+void attention_softmax_forward(Device device, std::size_t rows, int seq, bool causal, float* scores);
+void attention_softmax_backward(Device device, std::size_t rows, int seq, bool causal, const float* probs, float* grad,
+                                float scale);
 // Writes dlogits and the unscaled per-row losses (n doubles, on `device`).
 void cross_entropy(Device device, int n, int v, const float* logits, const std::int32_t* targets, float scale,
                    float* dlogits, double* row_loss);
@@ -216,8 +224,8 @@ void embedding_forward(int n, int d, int seq, const std::int32_t* tokens, const 
                        float* out);
 void embedding_backward(int n, int d, int seq, const std::int32_t* tokens, const float* dout, float* dwte,
                         float* dwpe);
-void causal_softmax_forward(std::size_t rows, int seq, float* scores);
-void causal_softmax_backward(std::size_t rows, int seq, const float* probs, float* grad, float scale);
+void attention_softmax_forward(std::size_t rows, int seq, bool causal, float* scores);
+void attention_softmax_backward(std::size_t rows, int seq, bool causal, const float* probs, float* grad, float scale);
 void cross_entropy(int n, int v, const float* logits, const std::int32_t* targets, float scale, float* dlogits,
                    double* row_loss);
 double sum_of_squares(std::size_t n, const float* x);

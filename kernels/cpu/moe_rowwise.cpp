@@ -51,18 +51,18 @@ void embedding_backward(Device device, int n, int d, int seq, const std::int32_t
   }
 }
 
-void causal_softmax_forward(Device device, std::size_t rows, int seq, float* scores) {
-  if (device == Device::Cuda) return cuda::causal_softmax_forward(rows, seq, scores);
+void attention_softmax_forward(Device device, std::size_t rows, int seq, bool causal, float* scores) {
+  if (device == Device::Cuda) return cuda::attention_softmax_forward(rows, seq, causal, scores);
   for (std::size_t r = 0; r < rows; ++r)
-    causal_softmax_forward_row(seq, static_cast<int>(r % static_cast<std::size_t>(seq)) + 1,
-                               scores + row_offset(r, seq), 0, 1, kOneLane);
+    softmax_forward_row(seq, attention_row_valid(r, seq, causal), scores + row_offset(r, seq), 0, 1, kOneLane);
 }
 
-void causal_softmax_backward(Device device, std::size_t rows, int seq, const float* probs, float* grad, float scale) {
-  if (device == Device::Cuda) return cuda::causal_softmax_backward(rows, seq, probs, grad, scale);
+void attention_softmax_backward(Device device, std::size_t rows, int seq, bool causal, const float* probs, float* grad,
+                                float scale) {
+  if (device == Device::Cuda) return cuda::attention_softmax_backward(rows, seq, causal, probs, grad, scale);
   for (std::size_t r = 0; r < rows; ++r)
-    causal_softmax_backward_row(seq, static_cast<int>(r % static_cast<std::size_t>(seq)) + 1,
-                                probs + row_offset(r, seq), grad + row_offset(r, seq), scale, 0, 1, kOneLane);
+    softmax_backward_row(seq, attention_row_valid(r, seq, causal), probs + row_offset(r, seq),
+                         grad + row_offset(r, seq), scale, 0, 1, kOneLane);
 }
 
 void cross_entropy(Device device, int n, int v, const float* logits, const std::int32_t* targets, float scale,
@@ -96,9 +96,11 @@ void embedding_forward(int, int, int, const std::int32_t*, const float*, const f
 void embedding_backward(int, int, int, const std::int32_t*, const float*, float*, float*) {
   SKEW_THROW("embedding backward on CUDA in a build without CUDA");
 }
-void causal_softmax_forward(std::size_t, int, float*) { SKEW_THROW("causal softmax on CUDA in a build without CUDA"); }
-void causal_softmax_backward(std::size_t, int, const float*, float*, float) {
-  SKEW_THROW("causal softmax backward on CUDA in a build without CUDA");
+void attention_softmax_forward(std::size_t, int, bool, float*) {
+  SKEW_THROW("attention softmax on CUDA in a build without CUDA");
+}
+void attention_softmax_backward(std::size_t, int, bool, const float*, float*, float) {
+  SKEW_THROW("attention softmax backward on CUDA in a build without CUDA");
 }
 void cross_entropy(int, int, const float*, const std::int32_t*, float, float*, double*) {
   SKEW_THROW("cross-entropy on CUDA in a build without CUDA");

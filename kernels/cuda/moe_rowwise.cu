@@ -1,5 +1,5 @@
 // CUDA twins of kernels/moe_rowwise.hpp, running the same SKEW_HD bodies: one warp per row
-// (lanes = 32, warp-shuffle reductions) for layernorm, causal softmax and cross-entropy; one
+// (lanes = 32, warp-shuffle reductions) for layernorm, attention softmax and cross-entropy; one
 // thread per element for the embedding (its backward adds with atomics: tokens repeat); the
 // column reductions (layernorm dg/db, sum of squares) in two levels, chunk partials in a
 // grow-only scratch (kernels/cuda_memory.hpp), then one ordered pass over the partials. The row
@@ -95,19 +95,19 @@ __global__ void embedding_backward_kernel(std::size_t count, int d, int seq, con
   }
 }
 
-__global__ void causal_softmax_forward_kernel(std::size_t rows, int seq, float* scores) {
+__global__ void attention_softmax_forward_kernel(std::size_t rows, int seq, bool causal, float* scores) {
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   SKEW_FOR_EACH_WARP_ROW(r, rows) {
-    causal_softmax_forward_row(seq, static_cast<int>(r % seq) + 1, scores + r * seq, lane, kWarp, LaneReduce{});
+    softmax_forward_row(seq, attention_row_valid(r, seq, causal), scores + r * seq, lane, kWarp, LaneReduce{});
   }
 }
 
-__global__ void causal_softmax_backward_kernel(std::size_t rows, int seq, const float* probs, float* grad,
-                                               float scale) {
+__global__ void attention_softmax_backward_kernel(std::size_t rows, int seq, bool causal, const float* probs,
+                                                  float* grad, float scale) {
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   SKEW_FOR_EACH_WARP_ROW(r, rows) {
-    causal_softmax_backward_row(seq, static_cast<int>(r % seq) + 1, probs + r * seq, grad + r * seq, scale, lane,
-                                kWarp, LaneReduce{});
+    softmax_backward_row(seq, attention_row_valid(r, seq, causal), probs + r * seq, grad + r * seq, scale, lane, kWarp,
+                         LaneReduce{});
   }
 }
 
@@ -203,15 +203,15 @@ void embedding_backward(int n, int d, int seq, const std::int32_t* tokens, const
   check_launch();
 }
 
-void causal_softmax_forward(std::size_t rows, int seq, float* scores) {
+void attention_softmax_forward(std::size_t rows, int seq, bool causal, float* scores) {
   if (rows == 0 || seq <= 0) return;
-  causal_softmax_forward_kernel<<<grid_for(rows, kRowsPerBlock), kBlock>>>(rows, seq, scores);
+  attention_softmax_forward_kernel<<<grid_for(rows, kRowsPerBlock), kBlock>>>(rows, seq, causal, scores);
   check_launch();
 }
 
-void causal_softmax_backward(std::size_t rows, int seq, const float* probs, float* grad, float scale) {
+void attention_softmax_backward(std::size_t rows, int seq, bool causal, const float* probs, float* grad, float scale) {
   if (rows == 0 || seq <= 0) return;
-  causal_softmax_backward_kernel<<<grid_for(rows, kRowsPerBlock), kBlock>>>(rows, seq, probs, grad, scale);
+  attention_softmax_backward_kernel<<<grid_for(rows, kRowsPerBlock), kBlock>>>(rows, seq, causal, probs, grad, scale);
   check_launch();
 }
 

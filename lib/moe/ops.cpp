@@ -231,46 +231,52 @@ void add_head(const T* in, int b, int h, int seq, int stride, int column, int hd
 }  // namespace
 
 namespace {
-// Causal softmax of a [seq, seq] block of scores, in place (row i sees positions 0..i).
+// Softmax of a [seq, seq] block of attention scores, in place: row i over the positions it may
+// see (0..i when causal, all otherwise); the rest get probability 0. The float64 reference; the
+// float path is the row-wise twin below.
 template <class T>
-void causal_softmax_block(int seq, T* p) {
+void attention_softmax_block(int seq, bool causal, T* p) {
   for (int i = 0; i < seq; ++i) {
     T* row = p + static_cast<std::size_t>(i) * seq;
-    const T mx = *std::max_element(row, row + i + 1);
-    for (int j = 0; j <= i; ++j) row[j] = exp_of<T>(row[j] - mx);
+    const int seen = causal ? i + 1 : seq;
+    const T mx = *std::max_element(row, row + seen);
+    for (int j = 0; j < seen; ++j) row[j] = exp_of<T>(row[j] - mx);
     double z = 0;
-    for (int j = 0; j <= i; ++j) z += row[j];
+    for (int j = 0; j < seen; ++j) z += row[j];
     const T inv_z = static_cast<T>(1.0 / z);
-    for (int j = 0; j <= i; ++j) row[j] *= inv_z;
-    std::fill(row + i + 1, row + seq, T(0));
+    for (int j = 0; j < seen; ++j) row[j] *= inv_z;
+    std::fill(row + seen, row + seq, T(0));
   }
 }
 template <>
-void causal_softmax_block<float>(int seq, float* p) {
-  kernels::moe::causal_softmax_forward(Device::Host, static_cast<std::size_t>(seq), seq, p);
+void attention_softmax_block<float>(int seq, bool causal, float* p) {
+  kernels::moe::attention_softmax_forward(Device::Host, static_cast<std::size_t>(seq), seq, causal, p);
 }
 
 // Its backward, in place on ds (dprobs in, dscores * scale out).
 template <class T>
-void causal_softmax_backward_block(int seq, const T* p, T* ds, T scale) {
+void attention_softmax_backward_block(int seq, bool causal, const T* p, T* ds, T scale) {
   for (int i = 0; i < seq; ++i) {
     T* row = ds + static_cast<std::size_t>(i) * seq;
     const T* pr = p + static_cast<std::size_t>(i) * seq;
+    const int seen = causal ? i + 1 : seq;
     double dot = 0;
-    for (int j = 0; j <= i; ++j) dot += static_cast<double>(pr[j]) * row[j];
-    for (int j = 0; j < seq; ++j) row[j] = j <= i ? static_cast<T>(pr[j] * (row[j] - dot) * scale) : T(0);
+    for (int j = 0; j < seen; ++j) dot += static_cast<double>(pr[j]) * row[j];
+    for (int j = 0; j < seq; ++j) row[j] = j < seen ? static_cast<T>(pr[j] * (row[j] - dot) * scale) : T(0);
   }
 }
 template <>
-void causal_softmax_backward_block<float>(int seq, const float* p, float* ds, float scale) {
-  kernels::moe::causal_softmax_backward(Device::Host, static_cast<std::size_t>(seq), seq, p, ds, scale);
+void attention_softmax_backward_block<float>(int seq, bool causal, const float* p, float* ds, float scale) {
+  kernels::moe::attention_softmax_backward(Device::Host, static_cast<std::size_t>(seq), seq, causal, p, ds, scale);
 }
 }  // namespace
 
-// Per (sequence, head): scores = q k^T / sqrt(hd) as one GEMM, causal softmax per row, then
+// Per (sequence, head): scores = q k^T / sqrt(hd) as one GEMM, softmax per row over the
+// positions it may see (0..i when causal, all otherwise; the rest get probability 0), then
 // out = probs v as another.
 template <class T>
-void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* out, T* probs, Precision precision) {
+void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* out, T* probs, Precision precision,
+                       bool causal) {
   const int hd = d / heads;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
   const std::size_t block = static_cast<std::size_t>(seq) * hd;
@@ -283,7 +289,7 @@ void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* ou
       gather_head(qkv, b, h, 2, seq, d, hd, v.data());
       T* p = probs + (static_cast<std::size_t>(b) * heads + h) * seq * seq;
       matmul<T>(false, true, seq, seq, hd, scale, q.data(), k.data(), T(0), p, precision);
-      causal_softmax_block<T>(seq, p);
+      attention_softmax_block<T>(seq, causal, p);
       matmul<T>(false, false, seq, hd, seq, T(1), p, v.data(), T(0), o.data(), precision);
       add_head(o.data(), b, h, seq, d, 0, hd, out);
     }
@@ -291,7 +297,7 @@ void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* ou
 
 template <class T>
 void attention_backward(int batch, int seq, int d, int heads, const T* qkv, const T* probs, const T* dout, T* dqkv,
-                        Precision precision) {
+                        Precision precision, bool causal) {
   const int hd = d / heads;
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(hd)));
   const std::size_t block = static_cast<std::size_t>(seq) * hd;
@@ -310,7 +316,7 @@ void attention_backward(int batch, int seq, int d, int heads, const T* qkv, cons
       matmul<T>(true, false, seq, hd, seq, T(1), p, dout_h.data(), T(0), grad.data(), precision);  // dv = p^T dout
       add_head(grad.data(), b, h, seq, 3 * d, 2 * d, hd, dqkv);
       matmul<T>(false, true, seq, seq, hd, T(1), dout_h.data(), v.data(), T(0), ds.data(), precision);  // dp = dout v^T
-      causal_softmax_backward_block<T>(seq, p, ds.data(), scale);
+      attention_softmax_backward_block<T>(seq, causal, p, ds.data(), scale);
       matmul<T>(false, false, seq, hd, seq, T(1), ds.data(), k.data(), T(0), grad.data(), precision);  // dq = ds k
       add_head(grad.data(), b, h, seq, 3 * d, 0, hd, dqkv);
       matmul<T>(true, false, seq, hd, seq, T(1), ds.data(), q.data(), T(0), grad.data(), precision);  // dk = ds^T q
@@ -351,8 +357,8 @@ double cross_entropy<float>(int n, int v, const float* logits, const std::int32_
 #define SKEW_MOE_OPS(T)                                                                                 \
   template void linear_forward<T>(int, int, int, const T*, const T*, const T*, T*, Precision);          \
   template void linear_backward<T>(int, int, int, const T*, const T*, const T*, T*, T*, T*, Precision); \
-  template void attention_forward<T>(int, int, int, int, const T*, T*, T*, Precision);                  \
-  template void attention_backward<T>(int, int, int, int, const T*, const T*, const T*, T*, Precision);
+  template void attention_forward<T>(int, int, int, int, const T*, T*, T*, Precision, bool);            \
+  template void attention_backward<T>(int, int, int, int, const T*, const T*, const T*, T*, Precision, bool);
 SKEW_MOE_OPS(float)
 SKEW_MOE_OPS(double)
 template void layernorm_forward<double>(int, int, const double*, const double*, const double*, double*, double*,

@@ -54,13 +54,15 @@ void gelu_forward(std::size_t n, const T* x, T* y);
 template <class T>
 void gelu_backward(std::size_t n, const T* x, const T* dy, T* dx);  // dx = dy * gelu'(x)
 
-// Causal multi-head self-attention on qkv[b, s, 3d] (q, k, v blocks of d = heads * head_dim):
-// out[b, s, d]; probs[b, h, s, s] is kept for the backward.
+// Multi-head self-attention on qkv[b, s, 3d] (q, k, v blocks of d = heads * head_dim):
+// out[b, s, d]; probs[b, h, s, s] is kept for the backward. `causal`: position i attends to
+// positions 0..i (GPT); otherwise to the whole sequence (BERT's bidirectional encoder).
 template <class T>
-void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* out, T* probs, Precision precision);
+void attention_forward(int batch, int seq, int d, int heads, const T* qkv, T* out, T* probs, Precision precision,
+                       bool causal = true);
 template <class T>
 void attention_backward(int batch, int seq, int d, int heads, const T* qkv, const T* probs, const T* dout, T* dqkv,
-                        Precision precision);
+                        Precision precision, bool causal = true);
 
 // Mean cross-entropy of logits[n, v] against targets, times `scale` (so callers can normalise
 // by a global token count); writes dlogits = scale * (softmax - onehot). Returns the scaled sum.

@@ -9,7 +9,9 @@
 namespace skew::moe {
 
 Schema moe_train_schema() {
-  Schema s("moe_train", "GPT-style MoE language model, experts spread over MPI ranks, with balancing policies");
+  Schema s("moe_train",
+           "MoE transformer (GPT-style byte LM, BERT-style masked LM or Swin image classifier), experts spread "
+           "over MPI ranks, with balancing policies");
   s.add_string("data.train", "", "training text file (bytes are tokens); empty = the built-in generated corpus");
   s.add_string("data.valid", "", "validation text file; empty = the last 10% of the training text");
   s.add_int("data.builtin_bytes", 200000, {2, std::int64_t{1} << 32}, "size of the built-in corpus in bytes");
@@ -20,8 +22,17 @@ Schema moe_train_schema() {
   s.add_int("model.d_ff", 128, {1, 1 << 20}, "hidden width of the dense FFN blocks (moe_every = 2)");
   s.add_int("model.moe_every", 1, {1, 2}, "1: every block's FFN is MoE; 2: every other block's");
   s.add_float("model.init_std", 0.1, FloatRange::at_least(0), "stddev of the normal weight init");
-  s.add_choice("model.arch", "gpt", {"gpt", "swin"},
-               "gpt: byte-level decoder language model; swin: Swin-MoE image classifier (swin.* keys)");
+  s.add_choice("model.arch", "gpt", {"gpt", "bert", "swin"},
+               "gpt: byte-level causal decoder, next-byte cross-entropy; bert: bidirectional encoder, masked-LM "
+               "cross-entropy and accuracy on the chosen positions only (bert.* keys; a mask token after the 256 "
+               "bytes); swin: Swin-MoE image classifier (swin.* keys)");
+  s.add_float("bert.mask_prob", 0.15, {0, 1, true, false},
+              "bert: probability that a position is chosen for the masked-LM objective");
+  s.add_float("bert.mask_token_prob", 0.8, {0, 1},
+              "bert: share of chosen positions whose input becomes the mask token");
+  s.add_float("bert.random_token_prob", 0.1, {0, 1},
+              "bert: share of chosen positions whose input becomes a uniformly random byte (the rest keep "
+              "theirs; mask_token_prob + random_token_prob <= 1)");
   SwinModel::add_keys(s);
   s.add_int("moe.num_experts", 4, {1, 1 << 16}, "experts per MoE layer (a multiple of the rank count)");
   s.add_int("moe.top_k", 1, {1, 1 << 16}, "experts per token");

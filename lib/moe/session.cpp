@@ -4,7 +4,7 @@
 #include "kernels/moe_threads.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
-#include "lib/moe/models/gpt.hpp"
+#include "lib/moe/models/bert.hpp"
 #include "lib/moe/models/swin.hpp"
 #include "lib/moe/schema.hpp"
 
@@ -31,9 +31,10 @@ Session::Session(const Config& config, comm::ProcessGroup& world_group)
     : world(world_group), loop(loop_options(config)), policy_name(config.get_string("moe.policy")) {
   if (config.get_int("train.blas_threads") > 0)
     kernels::moe::set_blas_threads(static_cast<int>(config.get_int("train.blas_threads")));
-  const bool swin = config.get_string("model.arch") == "swin";
-  const ModelOptions options =
-      swin ? SwinModel::options(config, moe_options(config)) : GptModel::options(config, moe_options(config));
+  const std::string arch = config.get_string("model.arch");
+  const ModelOptions options = arch == "swin"   ? SwinModel::options(config, moe_options(config))
+                               : arch == "bert" ? BertModel::options(config, moe_options(config))
+                                                : GptModel::options(config, moe_options(config));
   const int N = world.size(), E = options.moe.gate.num_experts;
   if (options.precision == Precision::Bf16 && world.rank() == 0)
     SKEW_INFO("train.precision = bf16: matrix products on the CPU use " << kernels::gemm_bf16_host_path());
@@ -42,8 +43,10 @@ Session::Session(const Config& config, comm::ProcessGroup& world_group)
   const std::vector<placement::LayerPlacement> placements(
       static_cast<std::size_t>(options.moe_layers()),
       placement::LayerPlacement::block(E, N, policy->slots_per_rank(E, N)));
-  if (swin)
+  if (arch == "swin")
     model = std::make_unique<SwinModel>(config, options, world, placements, policy);
+  else if (arch == "bert")
+    model = std::make_unique<BertModel>(config, options, world, placements, policy);
   else
     model = std::make_unique<GptModel>(config, options, world, placements, policy);
   adam = std::make_unique<AdamW>(loop.adam, model->network(), world);

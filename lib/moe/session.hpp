@@ -1,6 +1,6 @@
 // What one moe_train run holds, built from the config: the loop's options, the model family
-// (GPT) with its MoE layers consulting the balancing policy, AdamW, and the checkpoint
-// directory. The trainer drives it; resume.hpp loads a checkpoint into it; tests build one to
+// (model.arch: GPT, BERT or Swin) with its MoE layers consulting the balancing policy, AdamW, and
+// the checkpoint directory. The trainer drives it; resume.hpp loads a checkpoint into it; tests build one to
 // look at the state a resume restores.
 #pragma once
 #include <cstdint>

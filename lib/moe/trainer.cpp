@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <numeric>
+#include <sstream>
 
 #include "lib/core/error.hpp"
 #include "lib/core/log.hpp"
@@ -83,6 +84,7 @@ class RoutingTrace {
 // Sums over the iterations run, for the summary.
 struct Totals {
   double step_s = 0, ideal_s = 0, balance = 0, last_val = NAN, last_loss = NAN;
+  Json last_step_metrics = Json::object(), last_val_metrics = Json::object();  // the family's own, "val_" prefixed
   std::int64_t dropped = 0, padded = 0, measured = 0;
 };
 
@@ -192,33 +194,32 @@ Json step(Session& s, RoutingTrace& trace, std::int64_t it, std::int64_t start, 
               {"lr", learning_rate(s.loop.adam, it)},
               {"grad_norm", grad_norm},
               {"step_s", step_s}};
+  rec.update(s.model->step_metrics());
   load = record_load(s, step_s, rec);
   s.policy->record(net.moe(), rec);
   if (it > start)
     totals.step_s += step_s, totals.ideal_s += load.ideal_s, ++totals.measured;  // first step warms caches
   totals.balance += load.balance, totals.dropped += load.dropped, totals.padded += load.padded;
   totals.last_loss = loss;
+  totals.last_step_metrics = s.model->step_metrics();
   return rec;
-}
-
-// The family's validation metrics as " name value" pairs (e.g. " val_accuracy 0.93").
-std::string family_metrics(const Session& s) {
-  std::string out;
-  const Json metrics = s.model->validation_metrics();  // items() does not keep a temporary alive
-  for (const auto& [name, value] : metrics.items())
-    if (value.is_number()) out.append(" ").append(name).append(" ").append(std::to_string(value.get<double>()));
-  return out;
 }
 
 // The progress line. Its "ce" is the objective of the model's last forward pass: the
 // validation one after an evaluation.
-void log_progress(const Session& s, std::int64_t it, const Json& rec, const StepLoad& load, double last_val) {
+// The family's own measures follow: the step's, then the last validation's.
+void log_progress(const Session& s, std::int64_t it, const Json& rec, const StepLoad& load, const Totals& totals) {
+  std::ostringstream family;  // numbers to 6 digits, like the rest of the line
+  for (const Json* metrics : {&totals.last_step_metrics, &totals.last_val_metrics})
+    for (const auto& [key, value] : metrics->items()) {
+      family << " " << key << " ";
+      value.is_number() ? family << value.get<double>() : family << value.dump();
+    }
   SKEW_INFO("iter " << it + 1 << "/" << s.loop.iterations << " loss " << rec["loss"].get<double>() << " ce "
                     << s.model->last_objective()
-                    << (std::isnan(last_val) ? std::string() : " val " + std::to_string(last_val) + family_metrics(s))
-                    << " balance "
-                    << load.balance << " dropped " << load.dropped << " step " << rec["step_s"].get<double>() * 1e3
-                    << " ms");
+                    << (std::isnan(totals.last_val) ? std::string() : " val " + std::to_string(totals.last_val))
+                    << family.str() << " balance " << load.balance << " dropped " << load.dropped << " step "
+                    << rec["step_s"].get<double>() * 1e3 << " ms");
 }
 
 Json summarise(const Session& s, const Totals& t, std::int64_t start) {
@@ -227,6 +228,8 @@ Json summarise(const Session& s, const Totals& t, std::int64_t start) {
   Json summary = {{"app", "moe_train"},        {"ranks", s.world.size()},
                   {"policy", s.policy_name},   {"iterations", s.loop.iterations},
                   {"final_loss", t.last_loss}, {"final_val_loss", t.last_val}};
+  for (const auto& [key, value] : t.last_step_metrics.items()) summary["final_" + key] = value;
+  for (const auto& [key, value] : t.last_val_metrics.items()) summary["final_" + key] = value;
   s.model->summarise(summary);
   summary["step_s"] = t.measured ? t.step_s / static_cast<double>(t.measured) : NAN;
   summary["ideal_step_s"] = t.measured ? t.ideal_s / static_cast<double>(t.measured) : NAN;
@@ -254,10 +257,12 @@ Json train(const Config& config, comm::ProcessGroup& world) {
     Json rec = step(s, trace, it, start, totals, load);
     if (o.due(o.eval_interval, it)) {
       rec["val_loss"] = totals.last_val = s.model->validation_loss();
-      rec.update(s.model->validation_metrics());
+      const Json family = s.model->validation_metrics();  // a named value: it outlives the loop
+      totals.last_val_metrics = Json::object();
+      for (const auto& [key, value] : family.items()) rec["val_" + key] = totals.last_val_metrics["val_" + key] = value;
     }
     metrics.write(rec);
-    if (o.log_interval > 0 && o.due(o.log_interval, it)) log_progress(s, it, rec, load, totals.last_val);
+    if (o.log_interval > 0 && o.due(o.log_interval, it)) log_progress(s, it, rec, load, totals);
     if (s.ckpt && o.due(o.checkpoint_interval, it)) checkpoint(s, it + 1);
   }
   trace.close();

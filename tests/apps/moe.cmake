@@ -5,6 +5,13 @@ add_test(NAME moe_train_quickstart_np2
 set_tests_properties(moe_train_quickstart_np2 PROPERTIES TIMEOUT 120 PROCESSORS 2
   PASS_REGULAR_EXPRESSION "\"app\":\"moe_train\",\"ranks\":2,\"policy\":\"static\".*\"dropped\":0"
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+# The BERT quickstart (shortened): masked-token loss and accuracy in the summary.
+add_test(NAME moe_train_bert_quickstart_np2
+         COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS} --oversubscribe
+                 $<TARGET_FILE:moe_train> --config ${PROJECT_SOURCE_DIR}/configs/moe_bert.ini --train.iterations=20 ${MPIEXEC_POSTFLAGS})
+set_tests_properties(moe_train_bert_quickstart_np2 PROPERTIES TIMEOUT 120 PROCESSORS 2
+  PASS_REGULAR_EXPRESSION "val_masked_accuracy [0-9.]+.*\"final_masked_loss\":[0-9.]+,\"final_masked_accuracy\":[0-9.]+.*\"final_val_masked_accuracy\":[0-9.]+"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 add_test(NAME moe_train_bad_policy COMMAND $<TARGET_FILE:moe_train> --moe.policy=tutel)
 set_tests_properties(moe_train_bad_policy PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "moe.policy"
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")

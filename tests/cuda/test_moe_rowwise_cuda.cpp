@@ -85,21 +85,24 @@ TEST_CASE("CUDA embedding forward and backward (atomics) equal the CPU twin", "[
   require_close(on_host<float>(gdwpe), dwpe, 1e-5, 1e-5);
 }
 
-TEST_CASE("CUDA causal softmax forward and backward equal the CPU twin", "[moe][cuda][rowwise]") {
+TEST_CASE("CUDA attention softmax (causal and not) forward and backward equal the CPU twin", "[moe][cuda][rowwise]") {
   SKEW_REQUIRE_GPU();
   const int seq = 517;
   const std::size_t rows = 3 * static_cast<std::size_t>(seq);  // three [seq, seq] blocks
-  auto scores = normal(rows * seq, 13, 3.0f);
-  auto grad = normal(rows * seq, 14);
-  Tensor gscores = on_gpu(scores), ggrad = on_gpu(grad);
-  km::causal_softmax_forward(Device::Host, rows, seq, scores.data());
-  km::causal_softmax_forward(Device::Cuda, rows, seq, gscores.data<float>());
-  const auto probs = on_host<float>(gscores);
-  require_close(probs, scores, 1e-5, 1e-7);
-  const float scale = 0.125f;
-  km::causal_softmax_backward(Device::Host, rows, seq, scores.data(), grad.data(), scale);
-  km::causal_softmax_backward(Device::Cuda, rows, seq, gscores.data<float>(), ggrad.data<float>(), scale);
-  require_close(on_host<float>(ggrad), grad, 1e-4, 1e-6);
+  for (const bool causal : {true, false}) {
+    INFO("causal " << causal);
+    auto scores = normal(rows * seq, 13, 3.0f);
+    auto grad = normal(rows * seq, 14);
+    Tensor gscores = on_gpu(scores), ggrad = on_gpu(grad);
+    km::attention_softmax_forward(Device::Host, rows, seq, causal, scores.data());
+    km::attention_softmax_forward(Device::Cuda, rows, seq, causal, gscores.data<float>());
+    const auto probs = on_host<float>(gscores);
+    require_close(probs, scores, 1e-5, 1e-7);
+    const float scale = 0.125f;
+    km::attention_softmax_backward(Device::Host, rows, seq, causal, scores.data(), grad.data(), scale);
+    km::attention_softmax_backward(Device::Cuda, rows, seq, causal, gscores.data<float>(), ggrad.data<float>(), scale);
+    require_close(on_host<float>(ggrad), grad, 1e-4, 1e-6);
+  }
 }
 
 TEST_CASE("CUDA cross-entropy equals the CPU twin", "[moe][cuda][rowwise]") {

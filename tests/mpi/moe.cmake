@@ -39,3 +39,12 @@ skew_mpi_test(skew_moe_swin_train_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_swin_train.cpp
   LIBS skew_moe
   NP 2)
+# BERT: the bidirectional network's gradients and masked loss; training under every policy.
+skew_mpi_test(skew_bert_network_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_bert_network.cpp
+  LIBS skew_moe
+  NP 1 2 4)
+skew_mpi_test(skew_bert_train_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_bert_train.cpp
+  LIBS skew_moe
+  NP 2)

@@ -1,4 +1,4 @@
-// moe_train's loop on 2 ranks: bit-exact resume from a checkpoint, trace replay reproducing the
+// moe_train's loop on 2 ranks: bit-exact resume from a checkpoint (GPT and BERT), trace replay reproducing the
 // recorded routing under another policy, and FlexMoE placement changes keeping the model function.
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -12,11 +12,14 @@ using namespace skew;
 using namespace skew_moe_test;
 
 TEST_CASE("resume from a checkpoint continues bit-exactly", "[moe]") {
+  // Both families: BERT's masks are drawn anew in every step too, keyed by the iteration.
+  const std::string arch = GENERATE("gpt", "bert");
+  INFO("model.arch=" << arch);
   const Schema schema = moe::moe_train_schema();
   const std::string a = scratch("straight"), b = scratch("resumed");
   // Top-1 deepspeed: random token selection draws anew in every step, and a resumed run draws the same.
   const std::vector<std::string> common = {"--train.iterations=6", "--moe.policy=deepspeed", "--moe.top_k=1",
-                                           "--moe.capacity_factor=0.8"};
+                                           "--moe.capacity_factor=0.8", "--model.arch=" + arch};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.end(), common.begin(), common.end());
     return extra;

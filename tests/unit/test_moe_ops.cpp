@@ -59,6 +59,41 @@ TEST_CASE("causal attention backward matches finite differences", "[moe]") {
   for (int c = 0; c < 3; ++c) REQUIRE(out[c] == Approx(qkv[2 * d + c]));
 }
 
+TEST_CASE("bidirectional attention: forward against a float64 reference, backward against finite differences",
+          "[moe][bert]") {
+  const int batch = 2, seq = 4, d = 6, heads = 2, hd = d / heads;
+  auto qkv = randn(batch * seq * 3 * d, 5), r = randn(batch * seq * d, 6);
+  std::vector<double> out(batch * seq * d), probs(batch * heads * seq * seq), dqkv(qkv.size());
+  auto loss = [&] {
+    attention_forward<double>(batch, seq, d, heads, qkv.data(), out.data(), probs.data(), Precision::Fp32, false);
+    return dot(out, r);
+  };
+  loss();
+  // Straight from the definition: every position's softmax runs over all keys of its sequence.
+  auto at = [&](int b, int i, int which, int h, int c) { return qkv[(b * seq + i) * 3 * d + which * d + h * hd + c]; };
+  for (int b = 0; b < batch; ++b)
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < seq; ++i) {
+        std::vector<double> score(seq);
+        double z = 0;
+        for (int j = 0; j < seq; ++j) {
+          for (int c = 0; c < hd; ++c) score[j] += at(b, i, 0, h, c) * at(b, j, 1, h, c) / std::sqrt(double(hd));
+          z += std::exp(score[j]);
+        }
+        for (int c = 0; c < hd; ++c) {
+          double expected = 0;
+          for (int j = 0; j < seq; ++j) expected += std::exp(score[j]) / z * at(b, j, 2, h, c);
+          INFO("sequence " << b << " head " << h << " position " << i);
+          REQUIRE(out[(b * seq + i) * d + h * hd + c] == Approx(expected).epsilon(1e-12));
+        }
+        // Not causal: the first position attends to the last.
+        if (i == 0) REQUIRE(probs[((b * heads + h) * seq) * seq + seq - 1] > 0);
+      }
+  attention_backward<double>(batch, seq, d, heads, qkv.data(), probs.data(), r.data(), dqkv.data(), Precision::Fp32,
+                             false);
+  check_fd(qkv, dqkv, loss);
+}
+
 TEST_CASE("linear, gelu and cross-entropy backward match finite differences", "[moe]") {
   const int n = 3, in = 4, out = 5;
   auto x = randn(n * in, 7), w = randn(in * out, 8), b = randn(out, 9);

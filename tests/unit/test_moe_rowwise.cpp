@@ -88,26 +88,36 @@ TEST_CASE("fp32 embedding twin matches float64 embedding forward and backward", 
   require_close(dwpe.f, dwpe.d, 1e-5, 1e-5);
 }
 
-TEST_CASE("fp32 causal attention (softmax twin) matches float64 attention forward and backward",
+TEST_CASE("fp32 attention (softmax twin), causal and bidirectional, matches float64 forward and backward",
           "[moe][rowwise]") {
   const int batch = 2, seq = 37, d = 130, heads = 5;
   auto qkv = random_pair(static_cast<std::size_t>(batch) * seq * 3 * d, 13);
   auto dout = random_pair(static_cast<std::size_t>(batch) * seq * d, 14);
   const std::size_t prob_count = static_cast<std::size_t>(batch) * heads * seq * seq;
-  std::vector<float> outf(dout.f.size()), probsf(prob_count), dqkvf(qkv.f.size());
-  std::vector<double> outd(dout.d.size()), probsd(prob_count), dqkvd(qkv.d.size());
-  attention_forward<float>(batch, seq, d, heads, qkv.f.data(), outf.data(), probsf.data(), Precision::Fp32);
-  attention_forward<double>(batch, seq, d, heads, qkv.d.data(), outd.data(), probsd.data(), Precision::Fp32);
-  require_close(probsf, probsd, 1e-4, 1e-6);
-  for (int bh = 0; bh < batch * heads; ++bh)  // the causal mask: nothing above the diagonal
-    for (int i = 0; i < seq; ++i)
-      for (int j = i + 1; j < seq; ++j) REQUIRE(probsf[(static_cast<std::size_t>(bh) * seq + i) * seq + j] == 0.0f);
-  require_close(outf, outd, 1e-4, 1e-5);
-  attention_backward<float>(batch, seq, d, heads, qkv.f.data(), probsf.data(), dout.f.data(), dqkvf.data(),
-                            Precision::Fp32);
-  attention_backward<double>(batch, seq, d, heads, qkv.d.data(), probsd.data(), dout.d.data(), dqkvd.data(),
-                             Precision::Fp32);
-  require_close(dqkvf, dqkvd, 1e-3, 1e-4);
+  for (const bool causal : {true, false}) {
+    INFO("causal " << causal);
+    std::vector<float> outf(dout.f.size()), probsf(prob_count), dqkvf(qkv.f.size());
+    std::vector<double> outd(dout.d.size()), probsd(prob_count), dqkvd(qkv.d.size());
+    attention_forward<float>(batch, seq, d, heads, qkv.f.data(), outf.data(), probsf.data(), Precision::Fp32, causal);
+    attention_forward<double>(batch, seq, d, heads, qkv.d.data(), outd.data(), probsd.data(), Precision::Fp32, causal);
+    require_close(probsf, probsd, 1e-4, 1e-6);
+    // Above the diagonal: nothing under the causal mask, every entry positive without it.
+    for (int bh = 0; bh < batch * heads; ++bh)
+      for (int i = 0; i < seq; ++i)
+        for (int j = i + 1; j < seq; ++j) {
+          const float p = probsf[(static_cast<std::size_t>(bh) * seq + i) * seq + j];
+          if (causal)
+            REQUIRE(p == 0.0f);
+          else
+            REQUIRE(p > 0.0f);
+        }
+    require_close(outf, outd, 1e-4, 1e-5);
+    attention_backward<float>(batch, seq, d, heads, qkv.f.data(), probsf.data(), dout.f.data(), dqkvf.data(),
+                              Precision::Fp32, causal);
+    attention_backward<double>(batch, seq, d, heads, qkv.d.data(), probsd.data(), dout.d.data(), dqkvd.data(),
+                               Precision::Fp32, causal);
+    require_close(dqkvf, dqkvd, 1e-3, 1e-4);
+  }
 }
 
 TEST_CASE("fp32 cross-entropy twin matches float64 cross-entropy", "[moe][rowwise]") {

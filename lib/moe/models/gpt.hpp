@@ -31,7 +31,7 @@ class GptModel : public Model {
   // "unigram_entropy" of the validation text: the loss of the best model ignoring context.
   void summarise(Json& summary) const override { summary["unigram_entropy"] = entropy_; }
 
- private:
+ protected:
   struct Texts {
     std::string train, valid;
     std::string train_source, valid_source;  // for errors: a file name or the built-in corpus

@@ -71,7 +71,16 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   const int D = opt_.d_model, S = opt_.seq_len, V = opt_.vocab, F = opt_.d_ff, H = opt_.heads;
   const int n = batch * S;
   const std::size_t nD = static_cast<std::size_t>(n) * D;
-  std::vector<double> global = {static_cast<double>(n)};
+  // The positions in the objective, and their count over all ranks (the loss's denominator).
+  std::vector<int> targeted;
+  std::vector<std::int32_t> targeted_ids;
+  for (int t = 0; t < n; ++t) {
+    if (targets[t] == kNoTarget) continue;
+    SKEW_CHECK(targets[t] >= 0 && targets[t] < V, "target " << targets[t] << " outside the vocabulary of " << V);
+    targeted.push_back(t), targeted_ids.push_back(targets[t]);
+  }
+  const int m = static_cast<int>(targeted.size());
+  std::vector<double> global = {static_cast<double>(m)};
   world_.allreduce(comm::view(global), comm::ReduceOp::Sum);
   std::vector<T> x(nD), tmp(nD), f(nD);
   const T* wte = param("wte");
@@ -93,7 +102,7 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     A.qkv.resize(nD * 3), A.att.resize(nD), A.probs.resize(static_cast<std::size_t>(batch) * H * S * S);
     linear_forward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), param(p("attn.b_qkv")), A.qkv.data(),
                       opt_.precision);
-    attention_forward<T>(batch, S, D, H, A.qkv.data(), A.att.data(), A.probs.data(), opt_.precision);
+    attention_forward<T>(batch, S, D, H, A.qkv.data(), A.att.data(), A.probs.data(), opt_.precision, opt_.causal);
     linear_forward<T>(n, D, D, A.att.data(), param(p("attn.w_o")), param(p("attn.b_o")), tmp.data(), opt_.precision);
     for (std::size_t i = 0; i < nD; ++i) x[i] += tmp[i];
     A.x_mid = x;
@@ -114,20 +123,43 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   x_final_ = x;
   lnf_.resize(nD), meanf_.resize(static_cast<std::size_t>(n)), rstdf_.resize(static_cast<std::size_t>(n));
   layernorm_forward<T>(n, D, x.data(), param("lnf.g"), param("lnf.b"), lnf_.data(), meanf_.data(), rstdf_.data());
-  logits_.resize(static_cast<std::size_t>(n) * V);
-  matmul<T>(false, true, n, V, D, T(1), lnf_.data(), wte, T(0), logits_.data(), opt_.precision);
+  // The LM head sees only the targeted rows: all of them (GPT, no copy) or the masked ones.
+  const bool all_targeted = m == n;
+  if (!all_targeted) {
+    head_in_.resize(static_cast<std::size_t>(m) * D);
+    for (int r = 0; r < m; ++r)
+      std::copy_n(lnf_.data() + static_cast<std::size_t>(targeted[static_cast<std::size_t>(r)]) * D, D,
+                  head_in_.data() + static_cast<std::size_t>(r) * D);
+  }
+  const T* head_in = all_targeted ? lnf_.data() : head_in_.data();
+  logits_.resize(static_cast<std::size_t>(m) * V);
+  if (m > 0) matmul<T>(false, true, m, V, D, T(1), head_in, wte, T(0), logits_.data(), opt_.precision);
   std::vector<T> dlogits(logits_.size());
-  std::vector<double> ce = {
-      cross_entropy<T>(n, V, logits_.data(), targets, static_cast<T>(1.0 / global[0]), dlogits.data())};
-  world_.allreduce(comm::view(ce), comm::ReduceOp::Sum);
-  last_ce_ = ce[0];
-  if (!backward) return ce[0] + aux;
+  // No targeted position anywhere (possible for a tiny masked batch): the objective is 0.
+  const T scale = global[0] > 0 ? static_cast<T>(1.0 / global[0]) : T(0);
+  std::vector<double> sums = {cross_entropy<T>(m, V, logits_.data(), targeted_ids.data(), scale, dlogits.data()), 0};
+  for (int r = 0; r < m; ++r) {
+    const T* row = logits_.data() + static_cast<std::size_t>(r) * V;
+    sums[1] += std::max_element(row, row + V) - row == targeted_ids[static_cast<std::size_t>(r)] ? 1 : 0;
+  }
+  world_.allreduce(comm::view(sums), comm::ReduceOp::Sum);
+  last_ce_ = sums[0], last_correct_ = sums[1], last_targeted_ = global[0];
+  if (!backward) return last_ce_ + aux;
 
   // Backward.
-  std::vector<T> dx(nD), dln(nD);
-  matmul<T>(false, false, n, D, V, T(1), dlogits.data(), wte, T(0), dln.data(), opt_.precision);
-  matmul<T>(true, false, V, D, n, T(1), dlogits.data(), lnf_.data(), T(1), dense_g_.data() + offset_of_["wte"],
-            opt_.precision);
+  std::vector<T> dx(nD), dln(nD, T(0));  // untargeted rows get no gradient from the head
+  if (m > 0) {
+    T* dhead = dln.data();
+    std::vector<T> dhead_rows;
+    if (!all_targeted) dhead_rows.resize(static_cast<std::size_t>(m) * D), dhead = dhead_rows.data();
+    matmul<T>(false, false, m, D, V, T(1), dlogits.data(), wte, T(0), dhead, opt_.precision);
+    matmul<T>(true, false, V, D, m, T(1), dlogits.data(), head_in, T(1), dense_g_.data() + offset_of_["wte"],
+              opt_.precision);
+    if (!all_targeted)
+      for (int r = 0; r < m; ++r)
+        std::copy_n(dhead_rows.data() + static_cast<std::size_t>(r) * D, D,
+                    dln.data() + static_cast<std::size_t>(targeted[static_cast<std::size_t>(r)]) * D);
+  }
   layernorm_backward<T>(n, D, x_final_.data(), param("lnf.g"), meanf_.data(), rstdf_.data(), dln.data(), dx.data(),
                         grad("lnf.g"), grad("lnf.b"));
   for (int l = opt_.layers - 1; l >= 0; --l) {
@@ -150,7 +182,8 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     std::vector<T> datt(nD), dqkv(nD * 3);
     linear_backward<T>(n, D, D, A.att.data(), param(p("attn.w_o")), dx.data(), datt.data(), grad(p("attn.w_o")),
                        grad(p("attn.b_o")), opt_.precision);
-    attention_backward<T>(batch, S, D, H, A.qkv.data(), A.probs.data(), datt.data(), dqkv.data(), opt_.precision);
+    attention_backward<T>(batch, S, D, H, A.qkv.data(), A.probs.data(), datt.data(), dqkv.data(), opt_.precision,
+                          opt_.causal);
     linear_backward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), dqkv.data(), dln.data(),
                        grad(p("attn.w_qkv")), grad(p("attn.b_qkv")), opt_.precision);
     layernorm_backward<T>(n, D, A.x_in.data(), param(p("ln1.g")), A.mean1.data(), A.rstd1.data(), dln.data(),
@@ -164,7 +197,7 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
       dwte[static_cast<std::size_t>(tokens[t]) * D + c] += dx[static_cast<std::size_t>(t) * D + c];
       dwpe[static_cast<std::size_t>(t % S) * D + c] += dx[static_cast<std::size_t>(t) * D + c];
     }
-  return ce[0] + aux;
+  return last_ce_ + aux;
 }
 
 template class GptMoe<float>;

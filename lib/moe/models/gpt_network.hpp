@@ -1,9 +1,10 @@
 // GPT-style decoder with MoE feed-forward layers: token + position embedding, pre-LayerNorm
 // blocks (causal multi-head self-attention, then a dense or MoE FFN; MoE in every block or in
 // every other one), final LayerNorm, LM head tied to the token embedding, cross-entropy.
+// With `causal` off the same network is BERT's bidirectional encoder (models/bert.hpp).
 // Parameters and MoE layers as every family holds them (network.hpp). The loss is the global mean
-// over all ranks' tokens plus the gates' auxiliary losses, so any world size computes the same
-// function.
+// over all ranks' targeted positions (every token for GPT, the masked ones for BERT) plus the
+// gates' auxiliary losses, so any world size computes the same function.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -15,6 +16,9 @@
 
 namespace skew::moe {
 
+// A position whose target is kNoTarget is not in the objective (BERT's unmasked positions).
+inline constexpr std::int32_t kNoTarget = -1;
+
 template <class T>
 class GptMoe : public MoeNetwork<T> {
  public:
@@ -23,10 +27,17 @@ class GptMoe : public MoeNetwork<T> {
          std::shared_ptr<BalancingPolicy<T>> policy = nullptr);
   void init(std::uint64_t seed);
 
-  // Forward on `batch` local sequences (tokens and targets: batch * seq_len each); with
-  // `backward`, accumulates gradients too (call zero_grads first). Returns the global loss.
+  // Forward on `batch` local sequences (tokens and targets: batch * seq_len each; a target of
+  // kNoTarget leaves its position out of the objective); with `backward`, accumulates gradients
+  // too (call zero_grads first). Returns the global loss.
   double step(const std::int32_t* tokens, const std::int32_t* targets, int batch, const StepInputs& in, bool backward);
+  // Of the last step, over all ranks: mean cross-entropy of the targeted positions, how many
+  // there were, and how many of them the logits' argmax predicts.
   double last_ce() const { return last_ce_; }
+  double last_targeted() const { return last_targeted_; }
+  double last_correct() const { return last_correct_; }
+  // This rank's logits of its targeted positions, in position order, [targeted, vocab].
+  const std::vector<T>& last_logits() const { return logits_; }
   using MoeNetwork<T>::param;
   using MoeNetwork<T>::grad;
 
@@ -44,9 +55,9 @@ class GptMoe : public MoeNetwork<T> {
   };
   std::vector<int> moe_index_;  // block -> index in moe_, or -1
   std::vector<BlockActs> acts_;
-  std::vector<T> x_final_, lnf_, meanf_, rstdf_, logits_;
+  std::vector<T> x_final_, lnf_, meanf_, rstdf_, head_in_, logits_;
   std::vector<std::int32_t> tokens_;
-  double last_ce_ = 0;
+  double last_ce_ = 0, last_targeted_ = 0, last_correct_ = 0;
 };
 
 }  // namespace skew::moe

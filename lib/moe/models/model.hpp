@@ -1,5 +1,5 @@
 // A model family as moe_train's loop sees it: its network, its data and its objective: GPT
-// (gpt.hpp) and Swin (swin.hpp). The trainer drives the step (zero
+// (gpt.hpp), BERT (bert.hpp) and Swin (swin.hpp), chosen by model.arch. The trainer drives the step (zero
 // gradients, the family's train_step, gradient sync, AdamW), evaluation, checkpoints and the
 // balancing policy without knowing which family it trains.
 #pragma once
@@ -25,8 +25,12 @@ class Model {
   virtual double last_objective() const = 0;
   // The objective on held-out data (collective).
   virtual double validation_loss() = 0;
-  // The family's own quality measures of the last validation_loss() (e.g. "val_accuracy"), added
-  // to the iteration's record and progress line; none by default.
+  // The family's own measures of the last train_step (e.g. BERT's masked-token accuracy), added
+  // to the iteration's record and progress line and, as "final_<name>", to the summary; none by
+  // default.
+  virtual Json step_metrics() const { return Json::object(); }
+  // The same of the last validation_loss() (e.g. Swin's "accuracy"), recorded with a "val_"
+  // prefix: "val_<name>" in the record and progress line, "final_val_<name>" in the summary.
   virtual Json validation_metrics() const { return Json::object(); }
   // What the family adds to the run's summary (e.g. the loss of a context-free baseline).
   virtual void summarise(Json& summary) const = 0;

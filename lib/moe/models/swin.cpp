@@ -124,10 +124,11 @@ double SwinModel::validation_loss() {
   return loss;
 }
 
-Json SwinModel::validation_metrics() const { return {{"val_accuracy", accuracy_}}; }
+Json SwinModel::validation_metrics() const {
+  return {{"accuracy", accuracy_}};
+}
 
 void SwinModel::summarise(Json& summary) const {
-  summary["final_val_accuracy"] = accuracy_;
   summary["train_images"] = data_.train.count();
   summary["held_out_images"] = eval_images_ / world_.size() * world_.size();
   summary["data"] = data_.train.source;

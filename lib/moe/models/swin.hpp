@@ -30,10 +30,11 @@ class SwinModel : public Model {
   double train_step(std::int64_t iteration, const std::vector<const std::int32_t*>& forced) override;
   double last_objective() const override { return net_.last_ce(); }
   // Mean cross-entropy over train.eval_sequences evenly spaced held-out images (at most all of
-  // them), split over the ranks; their top-1 accuracy is kept for validation_metrics.
+  // them), split over the ranks; their top-1 accuracy is kept for validation_metrics ("accuracy",
+  // recorded as "val_accuracy").
   double validation_loss() override;
   Json validation_metrics() const override;
-  // The held-out accuracy of the last evaluation and where the images came from.
+  // Where the images came from (the trainer adds the last evaluation's final_val_accuracy).
   void summarise(Json& summary) const override;
 
  private:
