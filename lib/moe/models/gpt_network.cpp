@@ -83,14 +83,9 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   std::vector<double> global = {static_cast<double>(m)};
   world_.allreduce(comm::view(global), comm::ReduceOp::Sum);
   std::vector<T> x(nD), tmp(nD), f(nD);
-  const T* wte = param("wte");
-  const T* wpe = param("wpe");
-  for (int t = 0; t < n; ++t) {
+  for (int t = 0; t < n; ++t)
     SKEW_CHECK(tokens[t] >= 0 && tokens[t] < V, "token " << tokens[t] << " outside the vocabulary of " << V);
-    for (int c = 0; c < D; ++c)
-      x[static_cast<std::size_t>(t) * D + c] =
-          wte[static_cast<std::size_t>(tokens[t]) * D + c] + wpe[static_cast<std::size_t>(t % S) * D + c];
-  }
+  embedding_forward<T>(n, D, S, tokens, param("wte"), param("wpe"), x.data());
   double aux = 0;
   for (int l = 0; l < opt_.layers; ++l) {
     const BlockNames p(l);
@@ -133,7 +128,7 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   }
   const T* head_in = all_targeted ? lnf_.data() : head_in_.data();
   logits_.resize(static_cast<std::size_t>(m) * V);
-  if (m > 0) matmul<T>(false, true, m, V, D, T(1), head_in, wte, T(0), logits_.data(), opt_.precision);
+  if (m > 0) matmul<T>(false, true, m, V, D, T(1), head_in, param("wte"), T(0), logits_.data(), opt_.precision);
   std::vector<T> dlogits(logits_.size());
   // No targeted position anywhere (possible for a tiny masked batch): the objective is 0.
   const T scale = global[0] > 0 ? static_cast<T>(1.0 / global[0]) : T(0);
@@ -152,7 +147,7 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     T* dhead = dln.data();
     std::vector<T> dhead_rows;
     if (!all_targeted) dhead_rows.resize(static_cast<std::size_t>(m) * D), dhead = dhead_rows.data();
-    matmul<T>(false, false, m, D, V, T(1), dlogits.data(), wte, T(0), dhead, opt_.precision);
+    matmul<T>(false, false, m, D, V, T(1), dlogits.data(), param("wte"), T(0), dhead, opt_.precision);
     matmul<T>(true, false, V, D, m, T(1), dlogits.data(), head_in, T(1), dense_g_.data() + offset_of_["wte"],
               opt_.precision);
     if (!all_targeted)
@@ -190,13 +185,7 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
                           tmp.data(), grad(p("ln1.g")), grad(p("ln1.b")));
     for (std::size_t i = 0; i < nD; ++i) dx[i] += tmp[i];
   }
-  T* dwte = grad("wte");
-  T* dwpe = grad("wpe");
-  for (int t = 0; t < n; ++t)
-    for (int c = 0; c < D; ++c) {
-      dwte[static_cast<std::size_t>(tokens[t]) * D + c] += dx[static_cast<std::size_t>(t) * D + c];
-      dwpe[static_cast<std::size_t>(t % S) * D + c] += dx[static_cast<std::size_t>(t) * D + c];
-    }
+  embedding_backward<T>(n, D, S, tokens, dx.data(), grad("wte"), grad("wpe"));
   return last_ce_ + aux;
 }
 
