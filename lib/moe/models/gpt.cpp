@@ -7,18 +7,9 @@
 namespace skew::moe {
 
 ModelOptions GptModel::options(const Config& c, MoeOptions moe) {
-  ModelOptions m;
-  m.d_model = c.get_int_as<int>("model.d_model");
-  m.heads = c.get_int_as<int>("model.heads");
+  ModelOptions m = shared_model_options(c, moe);
   m.layers = c.get_int_as<int>("model.layers");
   m.seq_len = c.get_int_as<int>("model.seq_len");
-  m.d_ff = c.get_int_as<int>("model.d_ff");
-  m.moe_every = c.get_int_as<int>("model.moe_every");
-  SKEW_CHECK(m.d_model % m.heads == 0, "model.d_model " << m.d_model << " is not a multiple of model.heads " << m.heads);
-  m.init_std = c.get_float("model.init_std");
-  m.jitter = c.get_float("moe.jitter");
-  m.precision = parse_precision(c.get_string("train.precision"));
-  m.moe = moe;
   m.moe.d_model = m.d_model;  // the experts' width is the model's (GptMoe sets it too)
   return m;
 }

@@ -1,15 +1,21 @@
 // A model family as moe_train's loop sees it: its network, its data and its objective: GPT
-// (gpt.hpp), BERT (bert.hpp) and Swin (swin.hpp), chosen by model.arch. The trainer drives the step (zero
-// gradients, the family's train_step, gradient sync, AdamW), evaluation, checkpoints and the
-// balancing policy without knowing which family it trains.
+// (gpt.hpp), BERT (bert.hpp) and Swin (swin.hpp), chosen by model.arch. The trainer drives the
+// step (zero gradients, the family's train_step, gradient sync, AdamW), evaluation, checkpoints
+// and the balancing policy without knowing which family it trains.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "lib/core/config.hpp"
 #include "lib/core/metrics.hpp"
 #include "lib/moe/models/network.hpp"
 
 namespace skew::moe {
+
+// The network options every family reads alike (model.d_model, heads, d_ff, moe_every, init_std,
+// moe.jitter, train.precision) with the MoE layers' options `moe`; each family then sets its own
+// depth, sequence length and expert width.
+ModelOptions shared_model_options(const Config& config, MoeOptions moe);
 
 class Model {
  public:

@@ -25,17 +25,8 @@ void SwinModel::add_keys(Schema& s) {
 }
 
 ModelOptions SwinModel::options(const Config& c, MoeOptions moe) {
-  ModelOptions m;
-  m.d_model = c.get_int_as<int>("model.d_model");
-  m.heads = c.get_int_as<int>("model.heads");
+  ModelOptions m = shared_model_options(c, moe);
   m.layers = c.get_int_as<int>("swin.stage2_blocks");  // the blocks ModelOptions::moe_layers counts
-  m.d_ff = c.get_int_as<int>("model.d_ff");
-  m.moe_every = c.get_int_as<int>("model.moe_every");
-  SKEW_CHECK(m.d_model % m.heads == 0, "model.d_model " << m.d_model << " is not a multiple of model.heads " << m.heads);
-  m.init_std = c.get_float("model.init_std");
-  m.jitter = c.get_float("moe.jitter");
-  m.precision = parse_precision(c.get_string("train.precision"));
-  m.moe = moe;
   m.moe.d_model = 2 * m.d_model;  // stage 2's width (SwinMoe sets it too)
   return m;
 }
