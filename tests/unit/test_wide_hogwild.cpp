@@ -114,9 +114,10 @@ TEST_CASE("hogwild at one thread equals the atomic (mini-batch) run at batch siz
 
 // Threads race on the hot rows (2000 features, Zipf 1.3: the hottest are in most samples) and
 // interleave the sample order. The tolerance, in held-out logloss (1000 rows after the training
-// rows) after two epochs: 0.01 nats for LR and FM, 0.03 for FFM, whose 157-float rows fit 4000
-// samples loosely enough that the order alone moves it (up to 0.01 at 2-4 threads over 8
-// runs); training lowers it by more than 0.05 in each case.
+// rows) after two epochs: 0.01 nats for LR, 0.04 for FM and FFM, whose latent rows fit 4000
+// samples loosely enough that the order alone moves it: FM at 4 threads ended 0.024 below to
+// 0.009 above one thread over 10 runs (one thread 0.562, from 1.324 untrained), FFM within 0.01;
+// training lowers it by more than 0.05 in each case, FM by 0.76.
 TEST_CASE("hogwild at two and four threads ends within a set held-out logloss of one thread") {
   for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
     const std::int64_t rows = 4000;
@@ -133,7 +134,7 @@ TEST_CASE("hogwild at two and four threads ends within a set held-out logloss of
       INFO(kernels::wide_kind_name(kind) << " threads=" << threads << ": held-out logloss " << start << " -> " << loss
                                          << " (one thread: " << one << ")");
       CHECK(one < start - 0.05);
-      CHECK(std::fabs(loss - one) < (kind == WideKind::FFM ? 0.03 : 0.01));
+      CHECK(std::fabs(loss - one) < (kind == WideKind::LR ? 0.01 : 0.04));
     }
   }
 }
