@@ -115,4 +115,16 @@ inline void check_finite_differences(GptMoe<double>& m, const Batch& b) {
   check_finite_differences(m, [&](bool backward) { return run(m, b, backward); });
 }
 
+// The expert-parallel network's gradients equal the single-rank reference's: every dense
+// gradient, and every expert this rank holds against the same expert on the reference.
+inline void require_same_gradients(MoeNetwork<double>& ep, MoeNetwork<double>& ref) {
+  for (std::size_t i = 0; i < ref.dense_g().size(); ++i)
+    REQUIRE(ep.dense_g()[i] == Approx(ref.dense_g()[i]).margin(1e-12).epsilon(1e-9));
+  for (std::size_t l = 0; l < ep.moe().size(); ++l)
+    for (auto& [e, s] : ep.moe()[l]->experts()) {
+      const auto& want = ref.moe()[l]->experts().at(e).g;
+      for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(s.g[i] == Approx(want[i]).margin(1e-12).epsilon(1e-9));
+    }
+}
+
 }  // namespace skew_moe_fixture

@@ -33,13 +33,7 @@ void check_against_single_rank(const ModelOptions& o, const std::vector<LayerPla
   const double ref_loss = run(ref, make_batch(o, sequences, 0, 1), true);
   const double ep_loss = run(ep, make_batch(o, sequences, r, N), true);
   REQUIRE(ep_loss == Approx(ref_loss).epsilon(1e-12));
-  for (std::size_t i = 0; i < ref.dense_g().size(); ++i)
-    REQUIRE(ep.dense_g()[i] == Approx(ref.dense_g()[i]).margin(1e-12).epsilon(1e-9));
-  for (std::size_t l = 0; l < ep.moe().size(); ++l)
-    for (auto& [e, s] : ep.moe()[l]->experts()) {
-      const auto& want = ref.moe()[l]->experts().at(e).g;
-      for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(s.g[i] == Approx(want[i]).margin(1e-12).epsilon(1e-9));
-    }
+  require_same_gradients(ep, ref);
 }
 
 }  // namespace

@@ -84,12 +84,6 @@ TEST_CASE("expert-parallel swin-moe equals the 1-rank model under the dropless p
     const double ep_loss = run_swin(ep, make_images(tiny_shape(), images, r, N), true);
     REQUIRE(ep_loss == Approx(ref_loss).epsilon(1e-12));
     REQUIRE(ep.last_correct() == ref.last_correct());
-    for (std::size_t i = 0; i < ref.dense_g().size(); ++i)
-      REQUIRE(ep.dense_g()[i] == Approx(ref.dense_g()[i]).margin(1e-12).epsilon(1e-9));
-    for (std::size_t l = 0; l < ep.moe().size(); ++l)
-      for (auto& [e, s] : ep.moe()[l]->experts()) {
-        const auto& want = ref.moe()[l]->experts().at(e).g;
-        for (std::size_t i = 0; i < want.size(); ++i) REQUIRE(s.g[i] == Approx(want[i]).margin(1e-12).epsilon(1e-9));
-      }
+    require_same_gradients(ep, ref);
   }
 }
