@@ -11,6 +11,7 @@
 
 #include "lib/core/rng.hpp"
 #include "lib/moe/models/gpt_network.hpp"
+#include "lib/placement/cost_model.hpp"
 #include "mpi/mpi_process_group.hpp"
 
 namespace skew_moe_fixture {
@@ -113,6 +114,18 @@ inline void check_finite_differences(MoeNetwork<double>& m, const std::function<
 
 inline void check_finite_differences(GptMoe<double>& m, const Batch& b) {
   check_finite_differences(m, [&](bool backward) { return run(m, b, backward); });
+}
+
+// Compute dominates (1 kFLOP/s against 1 TB/s links): a cost model under which fastermoe shadows
+// the hot experts of `o`.
+inline placement::CostModel compute_bound_cost_model(const ModelOptions& o) {
+  return placement::CostModel({.gemm_flops = 1e3,
+                               .intra_bandwidth = 1e12,
+                               .inter_bandwidth = 1e12,
+                               .allreduce_bandwidth = 1e12,
+                               .gpus_per_node = 8,
+                               .alltoall_latency = 0},
+                              {.params = o.moe.expert_params(), .hidden_dim = o.d_model});
 }
 
 // The expert-parallel network's gradients equal the single-rank reference's: every dense

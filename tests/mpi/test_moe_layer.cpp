@@ -73,14 +73,7 @@ TEST_CASE("replica split and replica-gradient reduction equal the single-replica
 TEST_CASE("fastermoe shadows keep the model function and gradients", "[moe]") {
   ModelOptions o = tiny(4, 2);
   o.moe.policy = Policy::FasterMoE;
-  // Compute dominates (1 kFLOP/s against 1 TB/s links): the cost model shadows hot experts.
-  const placement::CostModel model({.gemm_flops = 1e3,
-                                    .intra_bandwidth = 1e12,
-                                    .inter_bandwidth = 1e12,
-                                    .allreduce_bandwidth = 1e12,
-                                    .gpus_per_node = 8,
-                                    .alltoall_latency = 0},
-                                   {.params = o.moe.expert_params(), .hidden_dim = o.d_model});
+  const placement::CostModel model = compute_bound_cost_model(o);
   check_against_single_rank(o, block_placements(o, world().size(), 4),
                             std::make_shared<FasterMoePolicy<double>>(model));
   // Bytes a rank sends per shadow: the owner broadcasts the parameters, every other rank sends

@@ -197,14 +197,7 @@ TEST_CASE("smart schedule: the GPT-MoE under fastermoe (with shadows) equals the
           "[moe][fastermoe]") {
   ModelOptions o = tiny(2 * world().size(), 2);
   o.moe.policy = Policy::FasterMoE;
-  // Compute dominates (1 kFLOP/s against 1 TB/s links): the cost model shadows hot experts.
-  const placement::CostModel model({.gemm_flops = 1e3,
-                                    .intra_bandwidth = 1e12,
-                                    .inter_bandwidth = 1e12,
-                                    .allreduce_bandwidth = 1e12,
-                                    .gpus_per_node = 8,
-                                    .alltoall_latency = 0},
-                                   {.params = o.moe.expert_params(), .hidden_dim = o.d_model});
+  const placement::CostModel model = compute_bound_cost_model(o);
   auto train_step = [&](int chunks, std::vector<std::vector<int>>& shadows) {
     ModelOptions c = o;
     c.moe.schedule_chunks = chunks;
