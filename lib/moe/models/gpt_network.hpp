@@ -56,7 +56,6 @@ class GptMoe : public MoeNetwork<T> {
   std::vector<int> moe_index_;  // block -> index in moe_, or -1
   std::vector<BlockActs> acts_;
   std::vector<T> x_final_, lnf_, meanf_, rstdf_, head_in_, logits_;
-  std::vector<std::int32_t> tokens_;
   double last_ce_ = 0, last_targeted_ = 0, last_correct_ = 0;
 };
 
