@@ -126,7 +126,7 @@ TEST_CASE("64-bit ids: too large, negative or non-numeric ids and hash_bits out 
     CHECK_THAT(error_of("1 1:1\n", bad), Catch::Contains("data.hash_bits = " + std::to_string(bad)));
 }
 
-TEST_CASE("hash_bits: synthetic data hashes its generated ids; the cache records hash_bits") {
+TEST_CASE("hash_bits: synthetic data hashes its generated ids, and the cache records hash_bits") {
   const std::string spec = "synthetic:criteo?rows=300&features=4000&seed=5";
   ReadOptions raw, hashed;
   hashed.hash_bits = 12;
