@@ -12,6 +12,7 @@
 
 #include "lib/core/error.hpp"
 #include "lib/wide/dataset.hpp"
+#include "lib/wide/model.hpp"
 #include "tests/unit/error_message.hpp"
 
 using namespace skew::wide;
@@ -163,5 +164,22 @@ TEST_CASE("hash_bits: synthetic data hashes its generated ids, and the cache rec
   for (std::size_t e = 0; e < unhashed.index.size(); ++e) REQUIRE(first.index[e] == hashed_feature_row(unhashed.index[e], 9));
   load(0, cached);
   CHECK_FALSE(cached);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a saved model records hash_bits, and a model file whose hash_bits its rows cannot hold is refused") {
+  const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_hash_model_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  WideModel m = WideModel::create({skew::kernels::WideKind::FM, 4096, 1, 2}, 3, 0.1f);
+  m.hash_bits = 12;
+  const std::string good = (dir / "good.safetensors").string(), bad = (dir / "bad.safetensors").string();
+  m.save(good);
+  const WideModel back = WideModel::load(good);
+  CHECK(back.hash_bits == 12);
+  CHECK(back.params == m.params);
+  m.hash_bits = 13;  // 2^13 rows hashed into a 4096-row model would index past it
+  m.save(bad);
+  CHECK_THAT(skew::test::error_of([&] { WideModel::load(bad); }),
+             Catch::Contains(bad) && Catch::Contains("metadata hash_bits is '13'"));
   std::filesystem::remove_all(dir);
 }
