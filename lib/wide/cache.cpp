@@ -29,13 +29,14 @@ void put(std::string& out, const std::vector<T>& v) {
 
 }  // namespace
 
-CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_bad_lines) {
+CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_bad_lines, int hash_bits) {
   CacheHeader key{};
   std::memcpy(key.magic, kMagic, 8);
   key.source_size = std::filesystem::file_size(source);
   key.source_mtime = mtime_of(source);
   key.format = static_cast<std::uint32_t>(format);
   key.skip_bad = skip_bad_lines ? 1 : 0;
+  key.hash_bits = static_cast<std::uint32_t>(hash_bits);
   return key;
 }
 
@@ -47,7 +48,6 @@ void write_cache(const std::string& cache, CacheHeader h, const SparseDataset& d
   put(bytes, d.field);
   put(bytes, d.value);
   h.payload_crc = crc32c(bytes.data() + sizeof h, bytes.size() - sizeof h);
-  h.reserved = 0;
   std::memcpy(bytes.data(), &h, sizeof h);
   try {
     write_file_atomic(cache, bytes);
@@ -78,7 +78,8 @@ bool read_cache_slice(const std::string& cache, const CacheHeader& want, const R
   CacheHeader h{};
   std::memcpy(&h, bytes.data(), sizeof h);
   if (std::memcmp(h.magic, kMagic, 8) != 0 || h.source_size != want.source_size ||
-      h.source_mtime != want.source_mtime || h.format != want.format || h.skip_bad != want.skip_bad)
+      h.source_mtime != want.source_mtime || h.format != want.format || h.skip_bad != want.skip_bad ||
+      h.hash_bits != want.hash_bits)
     return false;
   const auto corrupt = [&](const auto&... why) {
     std::ostringstream os;
@@ -87,9 +88,10 @@ bool read_cache_slice(const std::string& cache, const CacheHeader& want, const R
   };
   // Every count is checked against the file's size before anything is allocated from it.
   if (h.rows < 0 || h.nnz < 0 || h.num_features < 0 || h.num_features > (std::int64_t(1) << 32) - 1 ||
-      h.num_fields < 1 || h.num_fields > 65536 || h.lines < 0 || h.skipped < 0)
+      h.num_fields < 1 || h.num_fields > 65536 || h.lines < 0 || h.skipped < 0 ||
+      (h.hash_bits > 0 && h.num_features != std::int64_t(1) << h.hash_bits))
     corrupt("header out of range (rows ", h.rows, ", nonzeros ", h.nnz, ", features ", h.num_features, ", fields ",
-            h.num_fields, ")");
+            h.num_fields, ", hash_bits ", h.hash_bits, ")");
   const std::uint64_t file_bytes = bytes.size(), rows = std::uint64_t(h.rows), nnz = std::uint64_t(h.nnz);
   if (rows > file_bytes / 12 || nnz > file_bytes / 10 || sizeof h + (rows + 1) * 8 + rows * 4 + nnz * 10 != file_bytes)
     corrupt(h.rows, " rows and ", h.nnz, " nonzeros in the header do not fit its ", file_bytes, " bytes");

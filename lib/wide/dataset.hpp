@@ -2,6 +2,11 @@
 // ("label field:idx:val ...") text, parsed in parallel, with a binary cache beside the text file
 // (FILE.skewbin) so the next run skips parsing; the built-in synthetic Criteo-like generator
 // ("synthetic:criteo?rows=..."); and rank sharding (each rank loads only its slice of rows).
+//
+// Feature ids are read as unsigned 64-bit integers. The model is dense over its rows, so an id
+// becomes a row either directly (ids below 2^32 - 1; the model itself is capped at 2^28 rows)
+// or, with ReadOptions::hash_bits = b > 0, by feature hashing: row = fmix64(id ^ kFeatureHashSeed)
+// >> (64 - b). The dataset's `index` holds model rows, never raw ids.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -12,13 +17,37 @@
 
 namespace skew::wide {
 
+// MurmurHash3's 64-bit finaliser (fmix64, Appleby, public domain): a bijection of 64-bit words
+// whose every output bit depends on every input bit, so the top bits of consecutive or otherwise
+// structured ids are as good as random.
+constexpr std::uint64_t fmix64(std::uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return x;
+}
+// Fixed (never per run or per rank): every process, run and --predict maps an id to the same row.
+// XORed in so that id 0 does not map to row 0 (fmix64(0) = 0). The golden-ratio constant.
+constexpr std::uint64_t kFeatureHashSeed = 0x9e3779b97f4a7c15ull;
+// data.hash_bits' range: 2^28 rows is the largest model wide_train builds.
+constexpr int kMaxHashBits = 28;
+// The model row of raw feature id `id` under hash_bits = bits (1..kMaxHashBits). The field of a
+// libffm token is not mixed in: libffm feature ids are global (as LIBFFM reads them), so one id
+// is one feature in every field, and libsvm and libffm files of the same ids share rows.
+constexpr std::uint32_t hashed_feature_row(std::uint64_t id, int bits) {
+  return static_cast<std::uint32_t>(fmix64(id ^ kFeatureHashSeed) >> (64 - bits));
+}
+
 struct SparseDataset {
   std::vector<std::int64_t> row_ptr{0};
   std::vector<std::uint32_t> index;
   std::vector<std::uint16_t> field;  // one per nonzero (all zero for libsvm)
   std::vector<float> value;
   std::vector<float> label;          // 0 or 1
-  std::int64_t num_features = 0;     // max index + 1 over the whole source (all ranks agree)
+  std::int64_t num_features = 0;     // max index + 1 over the whole source (all ranks agree);
+                                     // 2^hash_bits when hashed
   int num_fields = 1;                // max field + 1 over the whole source
   std::int64_t first_row = 0;        // global row number of this slice's first row
 
@@ -35,6 +64,7 @@ struct ReadOptions {
   bool skip_bad_lines = false;  // count and report malformed lines instead of failing
   bool use_cache = true;        // read/write FILE.skewbin beside the text file
   int threads = 1;              // parser threads
+  int hash_bits = 0;            // 0: ids are model rows; 1..kMaxHashBits: hashed into 2^bits rows
   int rank = 0, world = 1;      // this rank's slice: rows [rank*N/world, (rank+1)*N/world)
 };
 

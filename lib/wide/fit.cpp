@@ -14,9 +14,9 @@
 namespace skew::wide {
 
 namespace {
-// Feature ids are 32-bit in the kernels, and a model this wide is already 2^28 rows: beyond it
-// the data should be hashed into fewer ids.
-constexpr std::int64_t kMaxModelFeatures = std::int64_t(1) << 28;
+// Model rows are 32-bit in the kernels, and a model this wide is already 2^28 rows: beyond it
+// the data should be hashed into fewer rows (data.hash_bits <= kMaxHashBits = 28).
+constexpr std::int64_t kMaxModelFeatures = std::int64_t(1) << kMaxHashBits;
 }  // namespace
 
 Schema wide_train_schema() {
@@ -30,6 +30,10 @@ Schema wide_train_schema() {
   s.add_choice("data.format", "auto", {"auto", "libsvm", "libffm"}, "text format (auto: .libffm/.ffm -> libffm)");
   s.add_bool("data.skip_bad_lines", false, "skip (and count) malformed lines instead of failing");
   s.add_bool("data.cache", true, "read/write a binary cache FILE.skewbin beside a text file");
+  s.add_int("data.hash_bits", 0, {0, kMaxHashBits},
+            "feature hashing: 0 = each (64-bit) feature id is its model row (ids up to 2^28 - 1); b > 0 = id maps to "
+            "row fmix64(id ^ 0x9e3779b97f4a7c15) >> (64 - b) of a 2^b-row model (MurmurHash3's finaliser; the same "
+            "row in every run and rank; the saved model records b for --predict)");
   s.add_choice("model.type", "fm", {"lr", "fm", "ffm"}, "model: logistic regression, FM or field-aware FM");
   s.add_int("model.k", 8, {1, 1024}, "latent dimension (FM/FFM)");
   s.add_int("model.features", 0, {0, kMaxModelFeatures}, "number of features; 0 = max index + 1 in the data");
@@ -87,6 +91,7 @@ ReadOptions read_options(const Config& c, const comm::ProcessGroup& world, int t
   o.format = c.get_string("data.format");
   o.skip_bad_lines = c.get_bool("data.skip_bad_lines");
   o.use_cache = c.get_bool("data.cache");
+  o.hash_bits = c.get_int_as<int>("data.hash_bits");
   o.threads = threads;
   o.rank = world.rank();
   o.world = world.size();
@@ -128,11 +133,18 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   shape.kind = kernels::wide_kind_from_name(c.get_string("model.type"));
   shape.k = shape.kind == kernels::WideKind::LR ? 0 : c.get_int_as<int>("model.k");
   const std::int64_t data_features = std::max(d.train.num_features, d.valid.num_features);
-  shape.num_features = c.get_int("model.features") > 0 ? c.get_int("model.features") : data_features;
-  SKEW_CHECK(data_features <= shape.num_features, "the data has feature ids up to " << data_features - 1
-                 << " but model.features = " << shape.num_features);
-  SKEW_CHECK(shape.num_features <= kMaxModelFeatures, "model.features = " << shape.num_features
-                 << " is too large; hash the data into fewer ids");
+  const std::int64_t model_features = c.get_int("model.features");
+  shape.num_features = model_features > 0 ? model_features : data_features;
+  SKEW_CHECK(data_features <= shape.num_features,
+             (ro.hash_bits > 0 ? "data.hash_bits = " + std::to_string(ro.hash_bits) + " hashes the ids into rows up to "
+                               : std::string("the data has feature ids up to "))
+                 << data_features - 1 << " but model.features = " << shape.num_features);
+  SKEW_CHECK(shape.num_features <= kMaxModelFeatures,
+             (model_features > 0 ? "model.features = " + std::to_string(model_features)
+                                 : "the data's feature ids reach " + std::to_string(data_features - 1) + ", a model of " +
+                                       std::to_string(data_features) + " rows, which")
+                 << " is too large (at most " << kMaxModelFeatures
+                 << " rows); set data.hash_bits to hash the ids into fewer rows");
   shape.num_fields = std::max(d.train.num_fields, d.valid.num_fields);
   d.normalize = normalize_for(c, shape.kind);
   if (d.normalize) {
@@ -237,6 +249,7 @@ RunIdentity run_identity(const Config& c, const kernels::WideShape& shape, std::
           {"train.optimizer", c.get_string("train.optimizer")},
           {"train.renumber", c.get_bool("train.renumber") ? "true" : "false"},
           {"train.normalize (resolved)", normalize_for(c, shape.kind) ? "on" : "off"},
+          {"data.hash_bits", std::to_string(c.get_int("data.hash_bits"))},
           {"steps per epoch (data.train rows / train.batch_size)", std::to_string(steps)}};
 }
 
@@ -280,7 +293,8 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
     st.best_epoch = st.epoch;
     if (model_path.empty() || rank != 0) return;
     const std::vector<float>& params = trainer.parameters();
-    WideModel saved{shape, data.renumber ? data.order.to_original(shape, params) : params, data.normalize};
+    WideModel saved{shape, data.renumber ? data.order.to_original(shape, params) : params, data.normalize,
+                    c.get_int_as<int>("data.hash_bits")};
     saved.save(model_path, {{"schema", c.get_string("train.schema")}, {"epoch", std::to_string(st.best_epoch)}});
   };
   EpochLoop loop{trainer, data.train, steps[0], local_batch, c.get_int("train.log_every"), metrics, checkpoint};
@@ -345,7 +359,13 @@ void predict(const Config& c, const comm::ProcessGroup& world) {
   const std::string model_path = c.get_string("predict.model"), data_path = c.get_string("predict.data");
   SKEW_CHECK(!model_path.empty() && !data_path.empty(), "--predict needs predict.model and predict.data");
   WideModel model = WideModel::load(model_path);
-  SparseDataset data = load_dataset(data_path, read_options(c, world, c.get_int_as<int>("train.threads")));
+  // The data is hashed as the model's training data was; a different data.hash_bits is a mistake.
+  ReadOptions ro = read_options(c, world, c.get_int_as<int>("train.threads"));
+  SKEW_CHECK(ro.hash_bits == 0 || ro.hash_bits == model.hash_bits,
+             "data.hash_bits = " << ro.hash_bits << " but " << model_path << " was trained with data.hash_bits = "
+                                 << model.hash_bits << " (--predict hashes as the model records; leave data.hash_bits at 0)");
+  ro.hash_bits = model.hash_bits;
+  SparseDataset data = load_dataset(data_path, ro);
   if (model.normalized) normalize_instances(data);  // as the model's training data was
   for (auto i : data.index)
     SKEW_CHECK(i < model.shape.num_features, data_path << ": feature " << i << " is beyond the model's " << model.shape.num_features);

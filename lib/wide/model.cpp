@@ -3,6 +3,7 @@
 #include "kernels/wide_pool.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -63,6 +64,7 @@ void WideModel::save(const std::string& path, const std::map<std::string, std::s
   meta["fields"] = std::to_string(shape.num_fields);
   meta["k"] = std::to_string(shape.k);
   meta["normalize"] = normalized ? "on" : "off";
+  meta["hash_bits"] = std::to_string(hash_bits);
   const std::vector<std::pair<std::string, Tensor>> tensors{
       {"params", Tensor::from_vector(params, {std::int64_t(params.size())})}};
   // The same per-tensor CRC-32C a checkpoint shard records, so load() can refuse a damaged file.
@@ -86,6 +88,15 @@ WideModel WideModel::load(const std::string& path) {
   if (const auto it = file.metadata.find("normalize"); it != file.metadata.end()) {
     SKEW_CHECK(it->second == "on" || it->second == "off", path << ": metadata normalize is '" << it->second << "', expected on or off");
     m.normalized = it->second == "on";
+  }
+  if (const auto it = file.metadata.find("hash_bits"); it != file.metadata.end()) {
+    int bits = -1;
+    const auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), bits);
+    SKEW_CHECK(ec == std::errc() && end == it->second.data() + it->second.size() && bits >= 0 && bits <= kMaxHashBits &&
+                   (bits == 0 || m.shape.num_features >= std::int64_t(1) << bits),
+               path << ": metadata hash_bits is '" << it->second << "', expected 0.." << kMaxHashBits
+                    << " with at least 2^hash_bits features (" << m.shape.num_features << ")");
+    m.hash_bits = bits;
   }
   const Tensor& t = file.get("params");
   SKEW_CHECK(t.dtype() == DType::F32 && t.numel() == m.shape.num_params(),

@@ -17,12 +17,15 @@ struct WideModel {
   // Trained on instances scaled to unit L2 norm (normalize_instances): whatever it scores must
   // be scaled the same way. Saved as metadata "normalize" (on/off; absent = off).
   bool normalized = false;
+  // data.hash_bits of its training data (0 = raw ids are rows): what it scores is hashed the
+  // same way. Saved as metadata "hash_bits" (absent = 0).
+  int hash_bits = 0;
 
   // Bias and linear weights zero, latent factors N(0, init_std^2) from (seed, feature), filled
   // by `threads` threads; the values do not depend on the thread count.
   static WideModel create(const kernels::WideShape& shape, std::uint64_t seed, float init_std = 0.01f,
                           int threads = 1);
-  // safetensors: tensor "params" (F32, flat) plus metadata kind/features/fields/k/normalize.
+  // safetensors: tensor "params" (F32, flat) plus metadata kind/features/fields/k/normalize/hash_bits.
   void save(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
   static WideModel load(const std::string& path);
 };

@@ -90,7 +90,8 @@ bool parse_number(const char*& p, const char* end, T& out) {
 }
 
 // Parses one line (no newline, no '\r', comment cut off) into `row`. Returns false with `err`.
-bool parse_line(const char* begin, const char* end, TextFormat format, std::vector<std::uint32_t>& idx,
+// Feature ids are unsigned 64-bit; `hash_bits` (ReadOptions) turns each into its model row.
+bool parse_line(const char* begin, const char* end, TextFormat format, int hash_bits, std::vector<std::uint32_t>& idx,
                 std::vector<std::uint16_t>& fld, std::vector<float>& val, float& y, LineError& err) {
   idx.clear();
   fld.clear();
@@ -126,23 +127,34 @@ bool parse_line(const char* begin, const char* end, TextFormat format, std::vect
       ++p;
     }
     const char* idx_at = p;
-    if (!parse_number(p, end, i) || p == end || *p != ':')
+    const auto id_text = [&] { return token_text(idx_at).substr(0, token_text(idx_at).find(':')); };
+    if (p < end && *p == '-')
+      return fail(idx_at, "feature id " + id_text() + " is negative (ids are unsigned 64-bit integers)");
+    if (p < end && *p == '+') ++p;
+    const auto [id_end, id_error] = std::from_chars(p, end, i);
+    if (id_error == std::errc::result_out_of_range)
+      return fail(idx_at, "feature id " + id_text() + " does not fit 64 bits (the largest is 18446744073709551615)");
+    if (id_error != std::errc() || id_end == p || id_end == end || *id_end != ':')
       return fail(tok, "bad token '" + token_text(tok) + "' (expected " +
                            (format == TextFormat::Libffm ? "field:index:value)" : "index:value)"));
-    if (i > 0xFFFFFFFEull) return fail(idx_at, "feature index " + token_text(idx_at).substr(0, std::size_t(p - idx_at)) + " exceeds 4294967294");
+    p = id_end;
+    // Without hashing an id is its model row: 2^32 - 1 stays free as "no feature" for the kernels.
+    if (hash_bits == 0 && i > 0xFFFFFFFEull)
+      return fail(idx_at, "feature id " + id_text() +
+                              " exceeds 4294967294; set data.hash_bits to hash 64-bit ids into 2^hash_bits model rows");
     ++p;
     float v = 0;
     const char* val_at = p;
     if (!parse_number(p, end, v) || (p < end && !is_space(*p)))
       return fail(val_at, "bad value in token '" + token_text(tok) + "'");
     if (!std::isfinite(v)) return fail(val_at, "value in token '" + token_text(tok) + "' is not finite");
-    idx.push_back(static_cast<std::uint32_t>(i));
+    idx.push_back(hash_bits > 0 ? hashed_feature_row(i, hash_bits) : static_cast<std::uint32_t>(i));
     fld.push_back(static_cast<std::uint16_t>(f));
     val.push_back(v);
   }
 }
 
-void parse_chunk(const char* begin, const char* end, TextFormat format, bool skip_bad, ChunkResult& res) {
+void parse_chunk(const char* begin, const char* end, TextFormat format, const ReadOptions& options, ChunkResult& res) {
   // Page faults are dear: size the arrays once from the text ("i:v " is at least 4 bytes).
   const std::size_t nnz_guess = std::size_t(end - begin) / 8;
   res.data.index.reserve(nnz_guess);
@@ -166,7 +178,7 @@ void parse_chunk(const char* begin, const char* end, TextFormat format, bool ski
     if (first < stop) {
       float y = 0;
       LineError err;
-      if (parse_line(line, stop, format, idx, fld, val, y, err)) {
+      if (parse_line(line, stop, format, options.hash_bits, idx, fld, val, y, err)) {
         for (std::size_t j = 0; j < idx.size(); ++j) {
           res.max_index = std::max<std::int64_t>(res.max_index, idx[j]);
           res.max_field = std::max<int>(res.max_field, fld[j]);
@@ -175,12 +187,17 @@ void parse_chunk(const char* begin, const char* end, TextFormat format, bool ski
       } else {
         err.line = res.lines;
         if (res.first_error.line < 0) res.first_error = err;
-        if (!skip_bad) return;
+        if (!options.skip_bad_lines) return;
         ++res.skipped;
       }
     }
     line = nl ? nl + 1 : end;
   }
+}
+
+void check_hash_bits(int bits) {
+  SKEW_CHECK(bits >= 0 && bits <= kMaxHashBits,
+             "data.hash_bits = " << bits << " is out of range (0 = off, or 1.." << kMaxHashBits << ")");
 }
 
 TextFormat format_for(const std::string& path, const std::string& option) {
@@ -195,6 +212,7 @@ TextFormat format_for(const std::string& path, const std::string& option) {
 
 SparseDataset parse_text(std::string_view text, const std::string& origin, TextFormat format,
                          const ReadOptions& options, ReadReport* report) {
+  check_hash_bits(options.hash_bits);
   const int threads = std::max(1, std::min<int>(options.threads, int(text.size() / (1 << 20)) + 1));
   std::vector<const char*> cuts{text.data()};
   for (int t = 1; t < threads; ++t) {
@@ -207,8 +225,8 @@ SparseDataset parse_text(std::string_view text, const std::string& origin, TextF
   std::vector<ChunkResult> parts(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t)
-    pool.emplace_back([&, t] { parse_chunk(cuts[std::size_t(t)], cuts[std::size_t(t) + 1], format, options.skip_bad_lines, parts[std::size_t(t)]); });
-  parse_chunk(cuts[0], cuts[1], format, options.skip_bad_lines, parts[0]);
+    pool.emplace_back([&, t] { parse_chunk(cuts[std::size_t(t)], cuts[std::size_t(t) + 1], format, options, parts[std::size_t(t)]); });
+  parse_chunk(cuts[0], cuts[1], format, options, parts[0]);
   for (auto& th : pool) th.join();
 
   // The first chunk's arrays become the dataset's; the others are appended to them.
@@ -235,7 +253,8 @@ SparseDataset parse_text(std::string_view text, const std::string& origin, TextF
     out.value.insert(out.value.end(), part.data.value.begin(), part.data.value.end());
     out.label.insert(out.label.end(), part.data.label.begin(), part.data.label.end());
   }
-  out.num_features = max_index + 1;
+  // Hashed data spans the whole row space, so training and validation files agree on it.
+  out.num_features = options.hash_bits > 0 ? std::int64_t(1) << options.hash_bits : max_index + 1;
   local.lines = line_base;
   if (report) {
     report->lines = local.lines;
@@ -254,13 +273,18 @@ SparseDataset load_dataset(const std::string& spec, const ReadOptions& o, ReadRe
     const SyntheticSpec s = parse_synthetic_spec(spec);
     d = generate_synthetic(s, s.rows * o.rank / o.world, s.rows * (o.rank + 1) / o.world);
     report.lines = report.total_rows = s.rows;
+    check_hash_bits(o.hash_bits);
+    if (o.hash_bits > 0) {  // the generator's ids hashed as a file's would be
+      for (auto& i : d.index) i = hashed_feature_row(i, o.hash_bits);
+      d.num_features = std::int64_t(1) << o.hash_bits;
+    }
   } else {
     SKEW_CHECK(!spec.empty(), "no data file given (an empty path): give a libsvm/libffm file or synthetic:criteo?...");
     SKEW_CHECK(std::filesystem::exists(spec), "data file not found: " << spec);
     SKEW_CHECK(!std::filesystem::is_directory(spec),
                "data file " << spec << " is a directory; give a libsvm/libffm file inside it");
     const TextFormat format = format_for(spec, o.format);
-    const CacheHeader want = cache_key(spec, format, o.skip_bad_lines);
+    const CacheHeader want = cache_key(spec, format, o.skip_bad_lines, o.hash_bits);
     const std::string cache = spec + ".skewbin";
     if (!(o.use_cache && read_cache_slice(cache, want, o, d, report))) {
       const MappedFile text(spec);

@@ -74,6 +74,24 @@ void WideTrainer::touched_features(const kernels::WideBatch& b) {
   if (distributed()) std::sort(touched_.begin(), touched_.end());
 }
 
+std::vector<std::uint32_t> union_of_rows(comm::ProcessGroup& group, const std::vector<std::uint32_t>& rows,
+                                         std::int64_t num_rows) {
+  std::vector<std::int64_t> count{std::int64_t(rows.size())}, counts(std::size_t(group.size()));
+  group.allgather(comm::view(count), comm::view(counts));
+  std::vector<std::size_t> recv_counts(counts.begin(), counts.end());
+  // Sent as int64 (the widest integer the process group carries): every uint32 row, including
+  // those at and above 2^31, travels unchanged.
+  std::vector<std::int64_t> mine(rows.begin(), rows.end()), all(comm::sum_counts(recv_counts));
+  group.allgatherv(comm::view(mine), comm::view(all), recv_counts);
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  // Back to uint32 rows: a row outside [0, num_rows) would index past the model on this rank.
+  SKEW_CHECK(all.empty() || (all.front() >= 0 && all.back() < num_rows),
+             "rank " << group.rank() << ": the ranks' touched model rows span [" << all.front() << ", " << all.back()
+                     << "], outside the model's " << num_rows << " rows (ranks built different models?)");
+  return std::vector<std::uint32_t>(all.begin(), all.end());
+}
+
 // Sums the dense gradient `grad` over the group. Only rows some rank touched (touched_, sorted)
 // travel: the union of the ranks' feature lists is gathered, those rows packed and all-reduced
 // with the loss totals; touched_ becomes the union.
@@ -81,13 +99,7 @@ void WideTrainer::synchronise(std::vector<float>& grad, double& loss_sum, std::i
                               std::int64_t& nonzeros) {
   if (!distributed()) return;
   comm::ProcessGroup& g = *group_;
-  std::vector<std::int64_t> count{std::int64_t(touched_.size())}, counts(std::size_t(g.size()));
-  g.allgather(comm::view(count), comm::view(counts));
-  std::vector<std::size_t> recv_counts(counts.begin(), counts.end());
-  std::vector<std::int32_t> mine(touched_.begin(), touched_.end()), all(comm::sum_counts(recv_counts));
-  g.allgatherv(comm::view(mine), comm::view(all), recv_counts);
-  std::sort(all.begin(), all.end());
-  all.erase(std::unique(all.begin(), all.end()), all.end());
+  const std::vector<std::uint32_t> all = union_of_rows(g, touched_, model_.shape.num_features);
   const std::size_t row_len = std::size_t(model_.shape.row_len());
   std::vector<double> packed(4 + all.size() * row_len);
   packed[0] = grad[0];

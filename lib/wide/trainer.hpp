@@ -55,6 +55,11 @@ struct Evaluation {
   std::int64_t samples = 0;
 };
 
+// The sorted union over `group` of every rank's sorted, distinct model rows (each < num_rows,
+// which may reach 2^32): the rows whose gradients a multi-rank step all-reduces. Collective.
+std::vector<std::uint32_t> union_of_rows(comm::ProcessGroup& group, const std::vector<std::uint32_t>& rows,
+                                         std::int64_t num_rows);
+
 class WideTrainer {
  public:
   // `group` may be null (single process); with allreduce sync every rank applies the same

@@ -1,7 +1,8 @@
 // Binary data cache (FILE.skewbin beside a libsvm file), read through load_dataset. The input is
 // a whole cache file; its first 32 bytes (magic, source size and mtime, format, skip flag) and its
 // payload checksum are overwritten to match the source and the payload, so the reader trusts the
-// rest, and two of the bytes choose the rank slice first. A rejection must be a skew::Error
+// rest, and two of the bytes choose the rank slice first. The header's hash_bits word is reduced
+// to a valid data.hash_bits, which the read asks for, so hashed caches are read too. A rejection must be a skew::Error
 // naming the cache (or, for a cache of no rows, its source); a loaded slice must be consistent
 // (see wide_check.hpp).
 #include <cstdint>
@@ -16,6 +17,7 @@
 namespace {
 constexpr std::size_t kHeaderBytes = 88;  // sizeof(CacheHeader) in lib/wide/cache.hpp
 constexpr std::size_t kCrcOffset = 80;    // offsetof(CacheHeader, payload_crc)
+constexpr std::size_t kHashBitsOffset = 84;  // offsetof(CacheHeader, hash_bits)
 
 struct Source {
   std::string path;
@@ -42,6 +44,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   skew::wide::ReadOptions o;
   o.world = 1 + static_cast<unsigned char>(bytes[0]) % 4;
   o.rank = static_cast<unsigned char>(bytes[1]) % o.world;
+  std::uint32_t hash_bits = 0;
+  std::memcpy(&hash_bits, bytes.data() + kHashBitsOffset, 4);
+  hash_bits %= skew::wide::kMaxHashBits + 1;
+  o.hash_bits = int(hash_bits);
+  std::memcpy(bytes.data() + kHashBitsOffset, &hash_bits, 4);
   const std::uint32_t format = 0, skip_bad = 0;  // TextFormat::Libsvm, skip_bad_lines = false
   std::memcpy(bytes.data(), "SKWIDE02", 8);
   std::memcpy(bytes.data() + 8, &src.size, 8);

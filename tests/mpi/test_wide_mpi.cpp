@@ -1,6 +1,11 @@
 // Data parallel wide training on the CPU: every schema and model (flow LR routed and all hot)
-// against one rank stepping through the same global batches (tests/mpi/wide_data_parallel.hpp).
+// against one rank stepping through the same global batches (tests/mpi/wide_data_parallel.hpp),
+// hashed 64-bit ids included, and the exchange of touched rows at full 32-bit width.
+#include <algorithm>
+#include <set>
+
 #include "tests/mpi/wide_data_parallel.hpp"
+#include "tests/unit/error_message.hpp"
 
 using namespace skew;
 using namespace skew::wide;
@@ -21,4 +26,49 @@ TEST_CASE("allreduce data parallel equals one rank with the same global batch") 
       testing::check_data_parallel_equals_one_rank(kernels::wide_kind_from_name(model_type), o, o);
     }
   }
+}
+
+TEST_CASE("hashed 64-bit ids: data parallel over rows up to the top of a 2^20-row model equals one rank") {
+  // Ids hashed into 2^20 rows (the model sizes a test can hold; rows above 2^31 are checked on
+  // the exchange itself below). The touched rows reach the top of the range.
+  const auto spec = parse_synthetic_spec("synthetic:criteo?features=5000&alpha=1.2&seed=4");
+  const SparseDataset sample = generate_synthetic(spec, 0, 768);
+  std::uint32_t top = 0;
+  for (std::uint32_t i : sample.index) top = std::max(top, hashed_feature_row(i, 20));
+  CHECK(top > (1u << 20) - 1024);
+  for (const char* schema : {"classical", "flow"})
+    for (const char* model_type : {"lr", "fm"}) {
+      TrainOptions o;
+      o.schema = schema_from_name(schema);
+      o.classical_sync = ClassicalSync::Atomic;
+      o.optimizer.kind = OptimizerKind::AdaGrad;
+      o.optimizer.lr = 0.1f;
+      o.optimizer.l2 = 1e-4f;
+      INFO(schema << " " << model_type << " hashed into 2^20 rows");
+      testing::check_data_parallel_equals_one_rank(kernels::wide_kind_from_name(model_type), o, o, 1e-4, 20);
+    }
+}
+
+TEST_CASE("the ranks' union of touched rows carries rows at and above 2^31 unchanged, and refuses rows past the model") {
+  auto world = std::make_shared<comm::MpiProcessGroup>(MPI_COMM_WORLD);
+  const int P = world->size();
+  // Rank q's rows; the union is written out over every rank's list here, independently of the
+  // exchange (a sorted set).
+  const auto rows_of = [](int q) {
+    std::vector<std::uint32_t> v{7, std::uint32_t(q), 0x7FFFFFFFu + std::uint32_t(q), 0x80000000u + 5u * std::uint32_t(q),
+                                 0xFFFFFFFEu - std::uint32_t(q)};
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+    return v;
+  };
+  std::set<std::uint32_t> expect;
+  for (int q = 0; q < P; ++q)
+    for (std::uint32_t row : rows_of(q)) expect.insert(row);
+  const std::int64_t rows_in_model = std::int64_t(1) << 32;
+  const std::vector<std::uint32_t> got = union_of_rows(*world, rows_of(world->rank()), rows_in_model);
+  CHECK(got == std::vector<std::uint32_t>(expect.begin(), expect.end()));
+  CHECK(got.back() == 0xFFFFFFFEu);
+  // Every rank sees the same union, so every rank refuses it together (no rank left waiting).
+  CHECK_THAT(skew::test::error_of([&] { union_of_rows(*world, rows_of(world->rank()), std::int64_t(1) << 31); }),
+             Catch::Contains("outside the model's 2147483648 rows"));
 }
