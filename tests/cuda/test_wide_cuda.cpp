@@ -104,6 +104,44 @@ TEST_CASE("CUDA flow with a tile and a hot cache larger than the kernels hold us
     require_reference_gradient(make_setup(kind, 600), "flow", 256, std::int64_t(1) << 20);
 }
 
+TEST_CASE("CUDA steps update exactly the rows their batches touched (the device's touched list)") {
+  SKEW_REQUIRE_GPU();
+  for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
+    // Batch 1 uses ids 0..99 only, batch 2 ids 100..199; rows 200.. are never touched. With L2
+    // on, a row updated by mistake (a stale or missing list entry) moves even with zero gradient.
+    Setup s = make_setup(kind, 200);
+    for (std::int64_t i = 0; i < 200; ++i)
+      for (std::int64_t e = s.data.row_ptr[std::size_t(i)]; e < s.data.row_ptr[std::size_t(i) + 1]; ++e)
+        s.data.index[std::size_t(e)] = s.data.index[std::size_t(e)] % 100 + (i < 100 ? 0 : 100);
+    std::vector<std::vector<float>> after;  // CPU, then CUDA
+    for (TrainDevice device : {TrainDevice::Cpu, TrainDevice::Cuda}) {
+      TrainOptions o;
+      o.device = device;
+      o.schema = TrainSchema::Flow;
+      o.optimizer.lr = 0.1f;
+      o.optimizer.l2 = 1e-2f;
+      o.flow.tile_samples = 32;
+      o.flow.hot_features = 16;
+      WideTrainer t(s.model, o);
+      t.step(s.data, 0, 100, 100, 200);
+      const std::vector<float> first = t.parameters();
+      const int L = s.shape.row_len();
+      for (std::int64_t f = 100; f < 2000; ++f)  // after batch 1, rows 100.. untouched
+        for (int j = 0; j < L; ++j) REQUIRE(first[std::size_t(1 + f * L + j)] == s.model.params[std::size_t(1 + f * L + j)]);
+      t.step(s.data, 100, 200, 0, 0);
+      after.push_back(t.parameters());
+    }
+    const int L = s.shape.row_len();
+    double worst = 0;
+    for (std::size_t c = 0; c < after[0].size(); ++c)
+      worst = std::max(worst, double(std::fabs(after[1][c] - after[0][c])));
+    for (std::int64_t f = 200; f < 2000; ++f)
+      for (int j = 0; j < L; ++j) REQUIRE(after[1][std::size_t(1 + f * L + j)] == s.model.params[std::size_t(1 + f * L + j)]);
+    INFO(kernels::wide_kind_name(kind));
+    CHECK(worst < 1e-4);
+  }
+}
+
 TEST_CASE("CUDA training (with and without overlap) ends where the CPU training ends") {
   SKEW_REQUIRE_GPU();
   // Every model and schema under AdaGrad; LR flow also under SGD (no optimizer state) and FTRL
