@@ -106,8 +106,10 @@ void wide_mark_touched_cuda(const WideBatch& batch, std::int64_t base, std::int6
 // state arrays (num_params floats each, null when the rule has none).
 void wide_update_cuda(const WideShape& shape, const WideUpdateRule& rule, float scale, const WideTouchedRows& rows,
                       std::int64_t max_rows, float* params, float* grad, float* n, float* z, void* stream);
-// packed[t] = gradient row of list[t] for t < count (row_len floats each; max_rows bounds count).
-void wide_pack_rows_cuda(const WideShape& shape, const WideTouchedRows& rows, std::int64_t max_rows, const float* grad,
+// Moves the listed rows out of grad: packed[t] = gradient row of list[t] for t < count (row_len
+// floats each; max_rows bounds count), the rows zeroed and their bits cleared (the group's rows,
+// a whatever set the exchange returns, are unpacked in their place; count stays).
+void wide_pack_rows_cuda(const WideShape& shape, const WideTouchedRows& rows, std::int64_t max_rows, float* grad,
                          float* packed, void* stream);
 // The reverse for `count` rows named by `list` (device pointers): grad row list[t] = packed[t].
 void wide_unpack_rows_cuda(const WideShape& shape, const std::int64_t* list, std::int64_t count, const float* packed,

@@ -52,14 +52,19 @@ __global__ void update_kernel(WideUpdateRule rule, int row_len, float scale, Wid
   }
 }
 
-// packed[t * row_len + j] = grad row list[t] (pack) or the reverse (unpack), t < count.
-__global__ void pack_rows_kernel(const std::int64_t* list, const unsigned long long* count, int row_len, const float* grad,
-                                 float* packed) {
+// Moves the listed rows out: packed[t * row_len + j] = grad row list[t], the row zeroed and its
+// bit cleared, t < count; the group's rows (unpack) replace them.
+__global__ void pack_rows_kernel(WideTouchedRows rows, int row_len, float* grad, float* packed) {
   const std::int64_t at = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (at >= std::int64_t(*count) * row_len) return;
-  packed[at] = grad[1 + list[at / row_len] * row_len + at % row_len];
+  if (at >= std::int64_t(*rows.count) * row_len) return;
+  const std::int64_t f = rows.list[at / row_len];
+  float& g = grad[1 + f * row_len + at % row_len];
+  packed[at] = g;
+  g = 0.0f;
+  if (at % row_len == 0) atomicAnd(rows.bits + f / 32, ~(1u << (f % 32)));
 }
 
+// The reverse for `count` rows: grad row list[t] = packed[t].
 __global__ void unpack_rows_kernel(const std::int64_t* list, std::int64_t count, int row_len, const float* packed,
                                    float* grad) {
   const std::int64_t at = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -86,10 +91,10 @@ void wide_update_cuda(const WideShape& shape, const WideUpdateRule& rule, float 
   SKEW_CUDA_CHECK(cudaMemsetAsync(rows.count, 0, sizeof(unsigned long long), cudaStream_t(stream)));
 }
 
-void wide_pack_rows_cuda(const WideShape& shape, const WideTouchedRows& rows, std::int64_t max_rows, const float* grad,
+void wide_pack_rows_cuda(const WideShape& shape, const WideTouchedRows& rows, std::int64_t max_rows, float* grad,
                          float* packed, void* stream) {
   pack_rows_kernel<<<blocks_for(max_rows * shape.row_len()), kThreads, 0, cudaStream_t(stream)>>>(
-      rows.list, rows.count, shape.row_len(), grad, packed);
+      rows, shape.row_len(), grad, packed);
   SKEW_CUDA_CHECK(cudaGetLastError());
 }
 
