@@ -148,9 +148,10 @@ void wide_radix_sort_pairs(std::uint32_t* keys, std::uint32_t* values, std::size
 #if defined(SKEW_WITH_CUDA)
 // CUDA twin of WideFlow::gradient: device pointers; the batch's entries are [base, base + nnz)
 // (known on the host, so nothing is read back). LR and FM: the batch's hot/cold segmented CSC
-// is built with cub::DeviceSegmentedRadixSort, hot gradients accumulate in shared memory
-// (replicated) and are written with one atomic per weight per tile. FFM: one warp per sample,
-// hot rows in shared memory (kernels/cuda/wide_ffm.cu).
+// is built with cub::DeviceSegmentedRadixSort, each warp reduces the runs of equal features in
+// its window of sorted entries, hot rows accumulate in shared memory and are written with one
+// atomic per weight per tile. FFM: one warp per sample, its linear terms and pairs spread evenly
+// over the lanes, hot rows in shared memory (kernels/cuda/wide_ffm.cu).
 void wide_flow_gradient_cuda(const WideShape& shape, const WideFlowOptions& options, const WideBatch& batch,
                              std::int64_t base, std::int64_t nnz, const float* params, float* grad, float* logits,
                              void* stream);

@@ -1,6 +1,6 @@
 // The per-coordinate optimiser rules of the wide models (SGD, AdaGrad, FTRL-proximal), written
 // once for the CPU optimiser (lib/wide/optimizer.cpp) and the CUDA one (kernels/cuda/
-// wide_update.cu), and the CUDA side of a training step: marking the rows a batch touched and
+// wide_update.cu), and the CUDA side of a training step: listing the rows a batch touched and
 // updating exactly those rows (lazy L2), as the CPU optimiser does from its touched list.
 #pragma once
 #include <cmath>
@@ -91,13 +91,29 @@ struct WideOptimizerState {
 }
 
 #if defined(SKEW_WITH_CUDA)
-// touched[f] = 1 for every feature of the batch's entries [base, base + nnz) (device pointers).
-void wide_mark_touched_cuda(const WideBatch& batch, std::int64_t base, std::int64_t nnz, std::uint8_t* touched,
+// The rows a step touched, on the device: `bits` has one bit per feature (set while it is in
+// `list`), `list` room for every feature, `count` its length. All zero between steps.
+struct WideTouchedRows {
+  std::uint32_t* bits = nullptr;
+  std::int64_t* list = nullptr;
+  unsigned long long* count = nullptr;
+};
+// Lists every feature of the batch's entries [base, base + nnz) not listed yet (device pointers).
+void wide_mark_touched_cuda(const WideBatch& batch, std::int64_t base, std::int64_t nnz, const WideTouchedRows& rows,
                             void* stream);
-// The bias and every touched row: params from grad * scale; grad rows and flags zeroed.
-// n and z are the rule's state arrays (num_params floats each, null when the rule has none).
-void wide_update_cuda(const WideShape& shape, const WideUpdateRule& rule, float scale, std::uint8_t* touched,
-                      float* params, float* grad, float* n, float* z, void* stream);
+// The bias and every listed row: params from grad * scale; grad rows, bits and count zeroed.
+// max_rows: a bound on count known on the host (it sizes the launch). n and z are the rule's
+// state arrays (num_params floats each, null when the rule has none).
+void wide_update_cuda(const WideShape& shape, const WideUpdateRule& rule, float scale, const WideTouchedRows& rows,
+                      std::int64_t max_rows, float* params, float* grad, float* n, float* z, void* stream);
+// Moves the listed rows out of grad: packed[t] = gradient row of list[t] for t < count (row_len
+// floats each; max_rows bounds count), the rows zeroed and their bits cleared (the group's rows,
+// a whatever set the exchange returns, are unpacked in their place; count stays).
+void wide_pack_rows_cuda(const WideShape& shape, const WideTouchedRows& rows, std::int64_t max_rows, float* grad,
+                         float* packed, void* stream);
+// The reverse for `count` rows named by `list` (device pointers): grad row list[t] = packed[t].
+void wide_unpack_rows_cuda(const WideShape& shape, const std::int64_t* list, std::int64_t count, const float* packed,
+                           float* grad, void* stream);
 #endif
 
 }  // namespace skew::kernels

@@ -16,6 +16,9 @@
 #   DEVICE_CHECK_SCOPE=moe  only the MoE parts: the CUDA tests of tests/cuda/{core,moe}.cmake,
 #                         moe_gpu_bench (with its row-wise kernels) and torch_moe.py; no wide_train
 #                         build, bench or baseline (a shorter call, under 5 minutes)
+#   DEVICE_CHECK_SCOPE=wide  only the wide_train parts: the CUDA tests of tests/cuda/{core,wide}.cmake,
+#                         wide_gpu_bench (gradient epochs flow vs classical and training epochs, LR/FM/
+#                         FFM) and torch_wide_fm.py; no moe build, bench or baseline (under 3 minutes)
 #   DEVICE_CHECK_CMAKE_ARGS="..."  extra configure flags (the dry run here hides the system's
 #                         packages with -DCMAKE_IGNORE_PREFIX_PATH="/usr;/")
 # Without a GPU the same script still unpacks, configures, builds, runs the tests (they skip)
@@ -82,8 +85,10 @@ step "configure and build (-j$jobs)"
 scope="${DEVICE_CHECK_SCOPE:-all}"
 test_fragments=(tests/cuda/*.cmake)
 [[ "$scope" == moe ]] && test_fragments=(tests/cuda/core.cmake tests/cuda/moe.cmake)
+[[ "$scope" == wide ]] && test_fragments=(tests/cuda/core.cmake tests/cuda/wide.cmake)
 cuda_tests=($(grep -ho 'skew_\(cuda\|mpi\)_test([A-Za-z0-9_]*' "${test_fragments[@]}" | sed 's/.*(//'))
-targets=("${cuda_tests[@]}" moe_gpu_bench)
+targets=("${cuda_tests[@]}")
+[[ "$scope" == wide ]] || targets+=(moe_gpu_bench)
 [[ "$scope" == moe ]] || targets+=(wide_gpu_bench)
 # shellcheck disable=SC2086  # SKEW_DEPS_CMAKE_ARGS is a list of -D flags
 {
@@ -110,7 +115,7 @@ step "GPU benchmarks"
     "$build/apps/wide_gpu_bench" --bench.data="synthetic:criteo?rows=$rows&features=4194304&alpha=1.1&seed=1" \
       --bench.repeats=$repeats --bench.export=/tmp/wide_fm.safetensors
   fi
-  "$build/apps/moe_gpu_bench" --bench.repeats=$moe_repeats
+  [[ "$scope" == wide ]] || "$build/apps/moe_gpu_bench" --bench.repeats=$moe_repeats
 } >"$out/bench.log" 2>&1
 grep -v '^{' "$out/bench.log" | tail -6
 
@@ -120,7 +125,9 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
     if [[ "$scope" != moe ]]; then
       LD_LIBRARY_PATH="$system_ld_path" PYTHONUNBUFFERED=1 python3 scripts/device/torch_wide_fm.py /tmp/wide_fm.safetensors --repeats $torch_repeats
     fi
-    LD_LIBRARY_PATH="$system_ld_path" PYTHONUNBUFFERED=1 python3 scripts/device/torch_moe.py --repeats $moe_repeats
+    if [[ "$scope" != wide ]]; then
+      LD_LIBRARY_PATH="$system_ld_path" PYTHONUNBUFFERED=1 python3 scripts/device/torch_moe.py --repeats $moe_repeats
+    fi
   } >"$out/torch.log" 2>&1
 else
   echo "PyTorch with CUDA not available: baselines skipped" | tee "$out/torch.log"

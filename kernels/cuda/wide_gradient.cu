@@ -1,45 +1,58 @@
 // CUDA twins of the wide kernels for LR and FM (FFM: kernels/cuda/wide_ffm.cu, dispatched here).
-//  classical: one thread per sample; gather, predict, scatter with global atomics.
+//  classical: one thread per sample; gather, predict, scatter with global atomics (the bias
+//  gradient summed per block first: one atomic per block, not one per sample on one address).
 //  flow: the batch's tiles are sorted by feature with cub::DeviceSegmentedRadixSort (one
-//  segment per tile of samples, the sample side of the 2D partition); one block per tile keeps
-//  the tile's per-sample partial sums in shared memory from gather to scatter, accumulates the
-//  gradients of the hot features (ids below the cached count: the feature side of the partition)
-//  in replicated shared-memory copies indexed by thread id modulo the copy count, and writes
-//  them with one atomic per weight per tile; cold features take global atomics directly.
+//  segment per tile of samples, the sample side of the 2D partition), so equal features are
+//  contiguous. One block per tile keeps the tile's per-sample partial sums in shared memory from
+//  gather to scatter. In the scatter each warp takes a window of 32 sorted entries and reduces
+//  every run of equal features with a segmented shuffle reduction (kernels/wide_tile.hpp), so a
+//  feature's gradient row leaves the warp once per window instead of once per entry. Hot
+//  features (ids below the cached count: the feature side of the partition) add those sums into
+//  a shared-memory row that only the tile's hot features have (zeroed and flushed by the entry
+//  that starts the feature's run in the tile), reaching global memory in one atomic per weight
+//  per tile; cold features add their window sums with global atomics directly.
 #include <cub/device/device_segmented_radix_sort.cuh>
 #include <limits>
 
+#include <mutex>
+#include <set>
+
+#include "kernels/cuda/wide_block.cuh"
 #include "kernels/cuda/wide_ffm.cuh"
 #include "kernels/wide_classical.hpp"
 #include "kernels/wide_flow.hpp"
+#include "kernels/wide_tile.hpp"
 #include "lib/core/cuda_check.hpp"
+#include "lib/core/log.hpp"
 
 namespace skew::kernels {
 
 namespace {
 
 constexpr int kMaxRow = 34;      // acc_len and row_len bound: k <= 32
-constexpr int kReplicas = 2;     // shared-memory copies of each hot accumulator
 constexpr int kThreads = 128;
+constexpr int kMaxTile = 64;     // samples per tile: their partial sums live in shared memory
 constexpr std::size_t kSharedBudget = 40 * 1024;
 
 template <typename Program>
 __global__ void classical_kernel(Program prog, int row_len, WideBatch b, const float* params, float* grad, float* logits) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= b.rows) return;
-  float acc[kMaxRow] = {};
-  for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e)
-    prog.gather(params + 1 + std::int64_t(b.index[e]) * row_len, b.value[e], acc);
-  const float z = prog.apply(acc, params[0]);
-  logits[i] = z;
-  const float g = 1.0f / (1.0f + expf(-z)) - b.label[i];
-  atomicAdd(grad, g);
-  for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
-    const std::int64_t off = 1 + std::int64_t(b.index[e]) * row_len;
-    float row_grad[kMaxRow] = {};
-    prog.scatter(params + off, b.value[e], acc, g, row_grad);
-    for (int j = 0; j < row_len; ++j) atomicAdd(grad + off + j, row_grad[j]);
+  float g = 0.0f;  // threads past the batch add nothing to the bias but join its block sum
+  if (i < b.rows) {
+    float acc[kMaxRow] = {};
+    for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e)
+      prog.gather(params + 1 + std::int64_t(b.index[e]) * row_len, b.value[e], acc);
+    const float z = prog.apply(acc, params[0]);
+    logits[i] = z;
+    g = 1.0f / (1.0f + expf(-z)) - b.label[i];
+    for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
+      const std::int64_t off = 1 + std::int64_t(b.index[e]) * row_len;
+      float row_grad[kMaxRow] = {};
+      prog.scatter(params + off, b.value[e], acc, g, row_grad);
+      for (int j = 0; j < row_len; ++j) atomicAdd(grad + off + j, row_grad[j]);
+    }
   }
+  wide_block_sum_to(g, grad);
 }
 
 // Per sample: its tile-local index for every entry, entry ids, and tile segment offsets.
@@ -55,21 +68,30 @@ __global__ void prepare_kernel(WideBatch b, int tile, std::int64_t base, std::ui
   if (i == b.rows - 1) segment[(b.rows + tile - 1) / tile] = int(b.row_ptr[b.rows] - base);
 }
 
+// Whether sorted entry e starts its feature's run in the tile [begin, end): the one entry per
+// feature that zeroes and flushes a hot row.
+__device__ inline bool starts_run(const std::uint32_t* keys, int begin, int e) {
+  return e == begin || keys[e - 1] != keys[e];
+}
+
 template <typename Program>
 __global__ void flow_kernel(Program prog, int row_len, int tile, int hot, WideBatch b, std::int64_t base,
                             const std::uint32_t* keys, const std::uint32_t* entries, const std::uint32_t* sample_of,
                             const int* segment, const float* params, float* grad, float* logits) {
   extern __shared__ float shared[];
+  __shared__ std::uint32_t window_keys[kThreads];  // each warp's 32 keys of the window it reduces
   const int acc_len = prog.acc_len();
   float* acc = shared;                         // tile x acc_len partial sums
   float* sample_grad = acc + tile * acc_len;   // tile
-  float* cache = sample_grad + tile;           // kReplicas x hot x row_len
-  const int cache_len = hot * row_len;
-  for (int j = threadIdx.x; j < tile * acc_len + tile + kReplicas * cache_len; j += blockDim.x) shared[j] = 0.0f;
+  float* cache = sample_grad + tile;           // hot x row_len: only the tile's hot rows are used
+  const int begin = segment[blockIdx.x], end = segment[blockIdx.x + 1];
+  for (int j = threadIdx.x; j < tile * (acc_len + 1); j += blockDim.x) shared[j] = 0.0f;
+  for (int e = begin + threadIdx.x; e < end; e += blockDim.x)
+    if (keys[e] < std::uint32_t(hot) && starts_run(keys, begin, e))
+      for (int j = 0; j < row_len; ++j) cache[std::int64_t(keys[e]) * row_len + j] = 0.0f;
   __syncthreads();
   const std::int64_t first = std::int64_t(blockIdx.x) * tile;
   const int samples = int(min(std::int64_t(tile), b.rows - first));
-  const int begin = segment[blockIdx.x], end = segment[blockIdx.x + 1];
   // gather: feature -> sample (entries sorted by feature: a feature's row is read by neighbours).
   for (int e = begin + threadIdx.x; e < end; e += blockDim.x) {
     float local[kMaxRow] = {};
@@ -79,29 +101,53 @@ __global__ void flow_kernel(Program prog, int row_len, int tile, int hot, WideBa
     for (int j = 0; j < acc_len; ++j) atomicAdd(target + j, local[j]);
   }
   __syncthreads();
+  float bias = 0.0f;
   for (int s = threadIdx.x; s < samples; s += blockDim.x) {
     const float z = prog.apply(acc + s * acc_len, params[0]);
     logits[first + s] = z;
     const float g = 1.0f / (1.0f + expf(-z)) - b.label[first + s];
     sample_grad[s] = g;
-    atomicAdd(grad, g);
+    bias += g;
   }
-  __syncthreads();
-  // scatter: sample -> feature; hot rows into the shared replicas, cold rows straight out.
-  float* replica = cache + (threadIdx.x % kReplicas) * cache_len;
-  for (int e = begin + threadIdx.x; e < end; e += blockDim.x) {
-    const std::uint32_t entry = entries[e], s = sample_of[entry], f = keys[e];
+  wide_block_sum_to(bias, grad);
+  __syncthreads();  // sample_grad complete
+  // scatter: sample -> feature, a warp per window of 32 sorted entries (the loop is uniform over
+  // the warp, as the shuffles need every lane); lanes past the tile hold no key and zeros.
+  const int lane = threadIdx.x % kWideWarp, warp = threadIdx.x / kWideWarp, warps = blockDim.x / kWideWarp;
+  std::uint32_t* my_keys = window_keys + warp * kWideWarp;
+  for (int window = begin + warp * kWideWarp; window < end; window += warps * kWideWarp) {
+    const int e = window + lane;
+    const bool live = e < end;
+    const std::uint32_t f = live ? keys[e] : kWideNoKey;
+    my_keys[lane] = f;
+    __syncwarp();
     float row_grad[kMaxRow] = {};
-    prog.scatter(params + 1 + std::int64_t(f) * row_len, b.value[base + entry], acc + s * acc_len, sample_grad[s], row_grad);
-    float* out = f < std::uint32_t(hot) ? replica + std::int64_t(f) * row_len : grad + 1 + std::int64_t(f) * row_len;
-    for (int j = 0; j < row_len; ++j) atomicAdd(out + j, row_grad[j]);
+    if (live) {
+      const std::uint32_t entry = entries[e], s = sample_of[entry];
+      prog.scatter(params + 1 + std::int64_t(f) * row_len, b.value[base + entry], acc + s * acc_len, sample_grad[s],
+                   row_grad);
+    }
+    bool takes[5];
+    for (int step = 0; step < 5; ++step) takes[step] = wide_run_takes(my_keys, kWideWarp, lane, 1 << step);
+    const bool head = live && wide_run_head(my_keys, lane);
+    float* out = !live ? nullptr : f < std::uint32_t(hot) ? cache + std::int64_t(f) * row_len : grad + 1 + std::int64_t(f) * row_len;
+    for (int j = 0; j < row_len; ++j) {
+      float v = row_grad[j];
+      for (int step = 0; step < 5; ++step) {
+        const float later = __shfl_down_sync(0xffffffffu, v, 1 << step);
+        if (takes[step]) v += later;
+      }
+      if (head) atomicAdd(out + j, v);
+    }
+    __syncwarp();  // every lane has read my_keys before the next window overwrites it
   }
   __syncthreads();
-  for (int j = threadIdx.x; j < cache_len; j += blockDim.x) {
-    float sum = 0.0f;
-    for (int r = 0; r < kReplicas; ++r) sum += cache[r * cache_len + j];
-    if (sum != 0.0f) atomicAdd(grad + 1 + j, sum);
-  }
+  for (int e = begin + threadIdx.x; e < end; e += blockDim.x)
+    if (keys[e] < std::uint32_t(hot) && starts_run(keys, begin, e))
+      for (int j = 0; j < row_len; ++j) {
+        const std::int64_t at = std::int64_t(keys[e]) * row_len + j;
+        atomicAdd(grad + 1 + at, cache[at]);
+      }
 }
 
 void check_supported(const WideShape& s) {
@@ -115,6 +161,44 @@ void with_program(const WideShape& s, Fn&& fn) {
 }
 
 }  // namespace
+
+void wide_log_once(const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> seen;
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (!seen.insert(message).second) return;
+  }
+  SKEW_INFO(message);
+}
+
+// The kernels' launch choices for the flow options, said once when they differ from the request:
+// both caps are properties of the kernels (shared memory per block), not errors of the user's
+// setting, which the CPU flow schema honours as given.
+int wide_cuda_tile(const WideFlowOptions& options, int max_tile, const char* model) {
+  SKEW_CHECK(options.tile_samples >= 1, "tile_samples (train.tile_samples / bench.tile_samples) must be at least 1, got "
+                                            << options.tile_samples);
+  const int tile = std::min(options.tile_samples, max_tile);
+  if (tile != options.tile_samples)
+    wide_log_once("CUDA flow " + std::string(model) + ": tile_samples = " + std::to_string(options.tile_samples) +
+                  " (train.tile_samples / bench.tile_samples), using tiles of " + std::to_string(tile) +
+                  " samples, the most whose per-sample state fits the kernel's shared memory");
+  return tile;
+}
+
+int wide_cuda_hot(const WideShape& shape, const WideFlowOptions& options, std::int64_t fit, std::size_t budget,
+                  const char* model) {
+  SKEW_CHECK(options.hot_features >= 0, "hot_features (train.hot_features / bench.hot_features) must be at least 0, got "
+                                            << options.hot_features);
+  const std::int64_t wanted = std::min(options.hot_features, shape.num_features);
+  const std::int64_t hot = std::max<std::int64_t>(0, std::min(wanted, fit));
+  if (hot != wanted)
+    wide_log_once("CUDA flow " + std::string(model) + ": hot_features = " + std::to_string(options.hot_features) +
+                  " (train.hot_features / bench.hot_features), caching the gradient rows of the " +
+                  std::to_string(hot) + " hottest features, as many as " + std::to_string(budget / 1024) +
+                  " KiB of shared memory per block hold at row length " + std::to_string(shape.row_len()));
+  return int(hot);
+}
 
 void wide_classical_gradient_cuda(const WideShape& shape, const WideBatch& batch, const float* params, float* grad,
                                   float* logits, void* stream) {
@@ -135,13 +219,13 @@ void wide_flow_gradient_cuda(const WideShape& shape, const WideFlowOptions& opti
   if (shape.kind == WideKind::FFM) return wide_ffm_flow_cuda(shape, options, batch, params, grad, logits, stream);
   check_supported(shape);
   if (batch.rows == 0) return;
-  const int tile = std::max(1, std::min(options.tile_samples, 64));
+  const int tile = wide_cuda_tile(options, kMaxTile, "LR/FM");
   const int tiles = int((batch.rows + tile - 1) / tile);
   const int row_len = shape.row_len(), acc_len = shape.kind == WideKind::LR ? 1 : 2 + shape.k;
   const std::size_t fixed = std::size_t(tile) * (acc_len + 1) * sizeof(float);
-  const std::int64_t hot_fit = std::int64_t((kSharedBudget - fixed) / (kReplicas * row_len * sizeof(float)));
-  const int hot = int(std::max<std::int64_t>(0, std::min({options.hot_features, shape.num_features, hot_fit})));
-  const std::size_t shared = fixed + std::size_t(kReplicas) * hot * row_len * sizeof(float);
+  const int hot = wide_cuda_hot(shape, options, std::int64_t((kSharedBudget - fixed) / (row_len * sizeof(float))),
+                                kSharedBudget, "LR/FM");
+  const std::size_t shared = fixed + std::size_t(hot) * row_len * sizeof(float);
 
   // The step's scratch comes from the device's default pool, which by default hands memory back
   // to the driver at every synchronisation (each training step ends with one): keep it mapped.

@@ -45,9 +45,15 @@ struct WideGpuTrainer::State {
   kernels::WideUpdateRule rule;
   float *params = nullptr, *grad = nullptr, *n = nullptr, *z = nullptr, *logits = nullptr, *host_logits = nullptr;
   std::size_t logits_cap = 0, host_logits_cap = 0;
-  std::uint8_t* touched = nullptr;
-  std::vector<float> host_grad;             // several ranks: the gradient exchanged on the host
-  std::vector<std::uint8_t> host_touched;  // and its touched flags
+  kernels::WideTouchedRows touched;  // the rows this step touched, listed on the device
+  // Several ranks: the exchange's dense host gradient and flags (zero outside the rows of the
+  // step in flight), and the pinned buffers the touched rows cross PCIe in, packed, both ways.
+  std::vector<float> host_grad;
+  std::vector<std::uint8_t> host_touched;
+  unsigned long long* host_count = nullptr;
+  std::int64_t* host_list = nullptr;
+  float *host_packed = nullptr, *host_bias = nullptr, *packed = nullptr;
+  std::size_t host_list_cap = 0, host_packed_cap = 0, packed_cap = 0;
   cudaStream_t compute = nullptr, copy = nullptr;
   cudaEvent_t kernel_start = nullptr, kernel_stop = nullptr;
   Slot slots[2];
@@ -139,6 +145,64 @@ struct WideGpuTrainer::State {
     SKEW_CUDA_CHECK(cudaStreamSynchronize(compute));
     out.assign(host_logits, host_logits + rows);
   }
+
+  // Several ranks: the step's touched rows and bias go to the host (packed, pinned), into the
+  // dense host gradient the exchange sums over the group; the group's rows (the union of the
+  // ranks' touched features) come back packed, become the device's list, and are unpacked into
+  // the gradient. PCIe carries O(rows touched) each way; the exchange itself is the caller's.
+  // Returns the number of samples the update divides by and sets `rows_listed` to the list's
+  // length. `count` (host_count) was copied before the logits' synchronisation.
+  std::int64_t exchange_rows(const GradientExchange& exchange, const std::vector<float>& logits,
+                             std::int64_t& rows_listed) {
+    const int row_len = shape.row_len();
+    const std::int64_t listed = std::int64_t(*host_count);
+    const std::size_t packed_len = std::size_t(listed) * std::size_t(row_len);
+    grow_device(packed, packed_cap, std::max<std::size_t>(1, packed_len));
+    grow_pinned(host_packed, host_packed_cap, std::max<std::size_t>(1, packed_len));
+    grow_pinned(host_list, host_list_cap, std::size_t(std::max<std::int64_t>(1, listed)));
+    kernels::wide_pack_rows_cuda(shape, touched, listed, grad, packed, compute);
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(host_packed, packed, packed_len * sizeof(float), cudaMemcpyDeviceToHost, compute));
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(host_list, touched.list, std::size_t(listed) * sizeof(std::int64_t),
+                                    cudaMemcpyDeviceToHost, compute));
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(host_bias, grad, sizeof(float), cudaMemcpyDeviceToHost, compute));
+    SKEW_CUDA_CHECK(cudaStreamSynchronize(compute));
+    host_grad.resize(shape.num_params(), 0.0f);
+    host_touched.resize(std::size_t(shape.num_features), 0);
+    host_grad[0] = *host_bias;
+    for (std::int64_t t = 0; t < listed; ++t) {
+      host_touched[std::size_t(host_list[t])] = 1;
+      std::copy_n(host_packed + t * row_len, row_len, host_grad.begin() + 1 + host_list[t] * row_len);
+    }
+    const std::int64_t samples = exchange(host_grad, host_touched, logits);
+    // The group's rows, packed; the host arrays are left zero for the next step.
+    std::int64_t group_rows = 0;
+    for (std::size_t f = 0; f < host_touched.size(); ++f) group_rows += host_touched[f];
+    grow_pinned(host_list, host_list_cap, std::size_t(std::max<std::int64_t>(1, group_rows)));
+    grow_pinned(host_packed, host_packed_cap, std::max<std::size_t>(1, std::size_t(group_rows) * row_len));
+    grow_device(packed, packed_cap, std::max<std::size_t>(1, std::size_t(group_rows) * row_len));
+    std::int64_t t = 0;
+    for (std::size_t f = 0; f < host_touched.size(); ++f) {
+      if (!host_touched[f]) continue;
+      host_touched[f] = 0;
+      host_list[t] = std::int64_t(f);
+      float* row = host_grad.data() + 1 + std::int64_t(f) * row_len;
+      std::copy_n(row, row_len, host_packed + t * row_len);
+      std::fill_n(row, row_len, 0.0f);
+      ++t;
+    }
+    *host_bias = host_grad[0];
+    host_grad[0] = 0.0f;
+    *host_count = static_cast<unsigned long long>(group_rows);
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(touched.list, host_list, std::size_t(group_rows) * sizeof(std::int64_t),
+                                    cudaMemcpyHostToDevice, compute));
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(touched.count, host_count, sizeof(unsigned long long), cudaMemcpyHostToDevice, compute));
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(packed, host_packed, std::size_t(group_rows) * row_len * sizeof(float),
+                                    cudaMemcpyHostToDevice, compute));
+    SKEW_CUDA_CHECK(cudaMemcpyAsync(grad, host_bias, sizeof(float), cudaMemcpyHostToDevice, compute));
+    kernels::wide_unpack_rows_cuda(shape, touched.list, group_rows, packed, grad, compute);
+    rows_listed = group_rows;
+    return samples;
+  }
 };
 
 WideGpuTrainer::WideGpuTrainer(const kernels::WideShape& shape, bool flow, const kernels::WideFlowOptions& flow_options,
@@ -156,8 +220,14 @@ WideGpuTrainer::WideGpuTrainer(const kernels::WideShape& shape, bool flow, const
   SKEW_CUDA_CHECK(cudaMemset(s.grad, 0, std::max<std::size_t>(1, params.size()) * sizeof(float)));
   if (!n_state.empty()) s.n = kernels::cuda::upload(n_state);
   if (!z_state.empty()) s.z = kernels::cuda::upload(z_state);
-  s.touched = device_alloc<std::uint8_t>(std::size_t(shape.num_features));
-  SKEW_CUDA_CHECK(cudaMemset(s.touched, 0, std::size_t(std::max<std::int64_t>(1, shape.num_features))));
+  const std::size_t bit_words = std::size_t(shape.num_features / 32 + 1);
+  s.touched.bits = device_alloc<std::uint32_t>(bit_words);
+  SKEW_CUDA_CHECK(cudaMemset(s.touched.bits, 0, bit_words * sizeof(std::uint32_t)));
+  s.touched.list = device_alloc<std::int64_t>(std::size_t(shape.num_features));
+  s.touched.count = device_alloc<unsigned long long>(1);
+  SKEW_CUDA_CHECK(cudaMemset(s.touched.count, 0, sizeof(unsigned long long)));
+  SKEW_CUDA_CHECK(cudaMallocHost(&s.host_count, sizeof(unsigned long long)));
+  SKEW_CUDA_CHECK(cudaMallocHost(&s.host_bias, sizeof(float)));
   SKEW_CUDA_CHECK(cudaStreamCreateWithFlags(&s.compute, cudaStreamNonBlocking));
   SKEW_CUDA_CHECK(cudaStreamCreateWithFlags(&s.copy, cudaStreamNonBlocking));
   SKEW_CUDA_CHECK(cudaEventCreate(&s.kernel_start));
@@ -180,9 +250,12 @@ WideGpuTrainer::~WideGpuTrainer() {
       if (p) cudaFree(p);
     cudaEventDestroy(slot.copied);
   }
-  if (s.host_logits) cudaFreeHost(s.host_logits);
+  for (void* p : {static_cast<void*>(s.host_logits), static_cast<void*>(s.host_count), static_cast<void*>(s.host_list),
+                  static_cast<void*>(s.host_packed), static_cast<void*>(s.host_bias)})
+    if (p) cudaFreeHost(p);
   for (void* p : {static_cast<void*>(s.params), static_cast<void*>(s.grad), static_cast<void*>(s.n),
-                  static_cast<void*>(s.z), static_cast<void*>(s.logits), static_cast<void*>(s.touched)})
+                  static_cast<void*>(s.z), static_cast<void*>(s.logits), static_cast<void*>(s.touched.bits),
+                  static_cast<void*>(s.touched.list), static_cast<void*>(s.touched.count), static_cast<void*>(s.packed)})
     if (p) cudaFree(p);
   cudaEventDestroy(s.kernel_start);
   cudaEventDestroy(s.kernel_stop);
@@ -199,22 +272,17 @@ double WideGpuTrainer::step(const SparseDataset& data, std::int64_t begin, std::
   kernels::wide_mark_touched_cuda(s.device_batch(slot), 0, slot.nnz, s.touched, s.compute);
   s.launch_gradient(slot);
   std::int64_t samples = rows;
+  // Without an exchange the list holds at most the batch's distinct features.
+  std::int64_t rows_listed = std::min<std::int64_t>(slot.nnz, s.shape.num_features);
   if (exchange) {
-    // The whole gradient and flag arrays cross PCIe both ways: simple and exact, and O(model)
-    // per step (a compacted touched list would move only the batch's rows).
-    const std::size_t params = std::size_t(s.shape.num_params()), features = std::size_t(s.shape.num_features);
-    s.logits_to_host(rows, logits);
-    s.host_grad.resize(params);
-    s.host_touched.resize(features);
-    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.host_grad.data(), s.grad, params * sizeof(float), cudaMemcpyDeviceToHost, s.compute));
-    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.host_touched.data(), s.touched, features, cudaMemcpyDeviceToHost, s.compute));
-    SKEW_CUDA_CHECK(cudaStreamSynchronize(s.compute));
-    samples = exchange(s.host_grad, s.host_touched, logits);
-    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.grad, s.host_grad.data(), params * sizeof(float), cudaMemcpyHostToDevice, s.compute));
-    SKEW_CUDA_CHECK(cudaMemcpyAsync(s.touched, s.host_touched.data(), features, cudaMemcpyHostToDevice, s.compute));
+    SKEW_CUDA_CHECK(
+        cudaMemcpyAsync(s.host_count, s.touched.count, sizeof(unsigned long long), cudaMemcpyDeviceToHost, s.compute));
+    s.logits_to_host(rows, logits);  // synchronises: host_count is ready too
+    samples = s.exchange_rows(exchange, logits, rows_listed);
   }
   if (samples > 0)
-    kernels::wide_update_cuda(s.shape, s.rule, 1.0f / float(samples), s.touched, s.params, s.grad, s.n, s.z, s.compute);
+    kernels::wide_update_cuda(s.shape, s.rule, 1.0f / float(samples), s.touched, rows_listed, s.params, s.grad, s.n,
+                              s.z, s.compute);
   // The next batch's copy runs on the copy stream while this one computes. Its slot's last
   // user (the previous step) has finished: every step ends with a synchronisation.
   if (s.overlap && next_begin < next_end) {

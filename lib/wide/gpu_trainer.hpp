@@ -5,8 +5,9 @@
 // stream. Gradient kernels: kernels/cuda/wide_gradient.cu (classical or flow, LR/FM/FFM); the
 // update: kernels/cuda/wide_update.cu, the same rules and touched rows as the CPU optimiser.
 // On several ranks (one GPU each) the batch gradient is summed over the group on the host
-// between the gradient kernel and the update (GradientExchange). Built without CUDA,
-// constructing one throws.
+// between the gradient kernel and the update (GradientExchange); only the rows the step touched
+// cross PCIe, packed in pinned buffers, and the update visits only the touched rows (a list
+// built on the device). Built without CUDA, constructing one throws.
 #pragma once
 #include <cstdint>
 #include <functional>

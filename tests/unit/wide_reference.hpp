@@ -83,6 +83,23 @@ inline Setup make_setup(WideKind kind, std::int64_t rows) {
   return s;
 }
 
+// make_setup with ragged rows: row i keeps its first 1 + (7 i) % 39 entries, so samples have
+// every length from 1 to 39, odd and even (FFM's pair counts then leave every remainder over a
+// warp's 32 lanes), and the hot features still repeat inside every tile.
+inline Setup make_ragged_setup(WideKind kind, std::int64_t rows) {
+  Setup s = make_setup(kind, rows);
+  SparseDataset ragged;
+  ragged.num_features = s.data.num_features;
+  ragged.num_fields = s.data.num_fields;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const std::size_t begin = std::size_t(s.data.row_ptr[std::size_t(i)]);
+    const std::size_t n = std::min<std::size_t>(std::size_t(1 + (7 * i) % 39), std::size_t(s.data.row_ptr[std::size_t(i) + 1]) - begin);
+    ragged.append_row(&s.data.index[begin], &s.data.field[begin], &s.data.value[begin], n, s.data.label[std::size_t(i)]);
+  }
+  s.data = std::move(ragged);
+  return s;
+}
+
 inline double max_abs(const std::vector<double>& v) {
   double m = 0;
   for (double x : v) m = std::max(m, std::fabs(x));
