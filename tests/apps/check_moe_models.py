@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """The test of scripts/reproduce_flexmoe_models.sh: runs it with --smoke into a temporary folder,
 then checks that ttq.csv and sim.csv have their columns and a row for every model x policy (x GPU
-count), and recomputes each time to target from the raw metrics with its own loop.
-  check_moe_models.py BUILD_DIR"""
+count), and recomputes each time to target from the raw metrics with its own loop. Run by hand
+(57-110 s on 2 busy cores, too long for ctest's default run):
+  tests/apps/check_moe_models.py BUILD_DIR"""
 import csv
 import json
 import os

@@ -38,13 +38,3 @@ set_tests_properties(moe_train_device_cuda_refused PROPERTIES TIMEOUT 60
   PASS_REGULAR_EXPRESSION "train.device=cuda(, but no CUDA device is visible|: not yet)[^\n]*.*exit=[1-9]"
   FAIL_REGULAR_EXPRESSION "\"device\":"
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
-# Issue 18's per-model table (scripts/reproduce_flexmoe_models.sh) in its --smoke mode (6
-# iterations per run, about a minute on 2 busy cores): every model x policy row of ttq.csv and
-# every model x GPU count of sim.csv, and the times to target recomputed from the raw metrics.
-find_package(Python3 COMPONENTS Interpreter)
-if(Python3_FOUND)
-  add_test(NAME moe_models_smoke COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/apps/check_moe_models.py
-                                         ${CMAKE_BINARY_DIR})
-  set_tests_properties(moe_models_smoke PROPERTIES TIMEOUT 300 PROCESSORS 2
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
-endif()
