@@ -98,8 +98,10 @@ void load_state_resharded(const TensorLookup& get, MoeNetwork<float>& model, Ada
 Json model_keys(const Config& config) {
   const std::string arch = config.get_string("model.arch");
   Json keys = {{"model.arch", arch}};
-  std::vector<std::string> shape = {"model.d_model", "model.heads", "model.d_ff", "model.moe_every", "moe.num_experts",
-                                    "moe.d_ff"};
+  // model.heads changes no tensor's shape but what the attention weights mean, so it counts too.
+  std::vector<std::string> shape = {"model.d_model", "model.heads", "model.moe_every", "moe.num_experts", "moe.d_ff"};
+  // The dense FFNs' width: Swin's stage 1 always has them, GPT and BERT only with moe_every = 2.
+  if (arch == "swin" || config.get_int("model.moe_every") != 1) shape.push_back("model.d_ff");
   if (arch == "swin")
     shape.insert(shape.end(), {"swin.patch", "swin.window", "swin.stage1_blocks", "swin.stage2_blocks"});
   else

@@ -219,6 +219,7 @@ TEST_CASE("the checkpoint index records model.arch and its shape keys; resuming 
     REQUIRE(index["model"]["model.seq_len"] == 32);
     REQUIRE(index["model"]["moe.num_experts"] == 4);
     REQUIRE_FALSE(index["model"].contains("swin.window"));  // only the written family's shape keys
+    REQUIRE_FALSE(index["model"].contains("model.d_ff"));   // no dense FFN at moe_every = 1
   }
   MPI_Barrier(MPI_COMM_WORLD);
   auto resumed_with = [&](const std::string& flag) {
