@@ -12,6 +12,9 @@ no measured number (tabulate-* only copies fields from the per-run JSON lines in
   scripts/plot_results.py moe-precision results/moe/precision    # precision.csv -> step_ms.png
   scripts/plot_results.py moe-bench results/moe/skew_8experts    # bench_moe*.csv -> modelled_step.png
   scripts/plot_results.py tabulate-sim-validation results/moe/sim_64gpu  # runs/sim_validation_*.json -> validation.csv
+  scripts/plot_results.py choose-moe-target results/moe/models gpt  # runs/gpt_static.jsonl -> runs/gpt_target.json
+  scripts/plot_results.py tabulate-moe-models results/moe/models  # runs/ -> ttq.csv, quality.csv, balance.csv, sim.csv
+  scripts/plot_results.py moe-models results/moe/models          # quality.csv -> quality_<model>.png
   scripts/plot_results.py all                                    # every folder above
 
 Needs matplotlib (scripts/setup.sh --bench installs python3-matplotlib).
@@ -193,9 +196,115 @@ def moe_bench(d):
     fig.tight_layout()
     fig.savefig(f"{d}/modelled_step.png", dpi=100)
 
+# scripts/reproduce_flexmoe_models.sh: per model, the validation measure the target is set on
+# (True: higher is better) and the unit its throughput is counted in.
+MOE_MODELS = {"gpt": ("val_loss", False, "tokens/s"), "bert": ("val_loss", False, "tokens/s"),
+              "swin": ("val_accuracy", True, "images/s")}
+MOE_POLICIES = ("static", "deepspeed", "fastermoe", "flexmoe")
+
+
+def moe_curve(d, model, policy):
+    """[(iteration, training wall s so far, validation value)] of runs/<model>_<policy>.jsonl; the
+    wall time is the sum of the measured step times (evaluation excluded, first step included)."""
+    metric = MOE_MODELS[model][0]
+    wall, curve, records = 0.0, [], [json.loads(l) for l in open(f"{d}/runs/{model}_{policy}.jsonl")]
+    for r in records:
+        wall += r["step_s"]
+        if metric in r:
+            curve.append((r["iter"], wall, r[metric]))
+    return curve, records
+
+
+def choose_moe_target(d, model):
+    """The target from the static run alone: its validation value at the evaluation nearest 2/3 of
+    its iterations; writes runs/<model>_target.json and prints the README line."""
+    metric, higher, _ = MOE_MODELS[model]
+    curve, records = moe_curve(d, model, "static")
+    goal = 2 * len(records) / 3
+    it, wall, value = min(curve, key=lambda c: abs(c[0] + 1 - goal))
+    json.dump({"model": model, "metric": metric, "higher_is_better": higher, "target": value}, open(
+        f"{d}/runs/{model}_target.json", "w"))
+    print(f"- target {model}: {metric} {'>=' if higher else '<='} {value:.6g} (static's value at iteration {it + 1} of "
+          f"{len(records)}, {wall:.1f} s of steps), fixed before the other policies ran")
+
+
+def tabulate_moe_models(d):
+    """runs/ of scripts/reproduce_flexmoe_models.sh -> ttq.csv, quality.csv, balance.csv, sim.csv."""
+    ttq, quality, balance, sim = [], [], [], []
+    measured_step = {}
+    for model, (metric, higher, unit) in MOE_MODELS.items():
+        target = json.load(open(f"{d}/runs/{model}_target.json"))["target"]
+        for policy in MOE_POLICIES:
+            curve, records = moe_curve(d, model, policy)
+            summary = json.loads(open(f"{d}/runs/{model}_{policy}.json").read())
+            reached = [c for c in curve if (c[2] >= target if higher else c[2] <= target)]
+            per_iter = [statistics.mean(r["balance"]) for r in records]
+            wall = 0.0
+            for r, b in zip(records, per_iter):
+                wall += r["step_s"]
+                balance.append(dict(model=model, policy=policy, iter=r["iter"], train_wall_s=round(wall, 4), balance=b))
+            quality += [dict(model=model, policy=policy, iter=i, train_wall_s=round(w, 4), metric=metric, value=v)
+                        for i, w, v in curve]
+            if unit == "tokens/s":
+                throughput = summary["tokens_per_s"]
+            else:  # images: the global batch per measured step
+                batch = int(read_ini(f"configs/moe_{model}_ttq.ini")["train"]["batch_size"])
+                throughput = batch * summary["ranks"] / summary["step_s"]
+            measured_step[(model, policy)] = summary["step_s"]
+            ttq.append(dict(model=model, policy=policy, metric=metric, target=target,
+                            time_to_target_s=round(reached[0][1], 3) if reached else "not reached",
+                            iters_to_target=reached[0][0] + 1 if reached else "", mean_step_ms=summary["step_s"] * 1e3,
+                            throughput=throughput, throughput_unit=unit, dropped_tokens=summary["dropped"],
+                            mean_balance=statistics.mean(per_iter), final_balance=per_iter[-1],
+                            final_quality=curve[-1][2]))
+        for path in sorted(glob.glob(f"{d}/runs/{model}_sim_*.json"), key=lambda p: int(p.rsplit("_", 1)[1][:-5])):
+            s = json.loads(open(path).read())
+            ms = s["step_ms"]
+            row = dict(model=model, gpus=s["gpus"], trace_iterations=s["iterations"], trace_balance=s["trace_balance"])
+            row.update({f"sim_{p}_ms": ms[p] for p in MOE_POLICIES})
+            row.update({f"sim_flexmoe_over_{p}": ms[p] / ms["flexmoe"] for p in ("static", "deepspeed", "fastermoe")})
+            # The 2-rank wall-time ratios of the same model, for comparison; not simulated.
+            row.update({f"measured_2rank_flexmoe_over_{p}": measured_step[(model, p)] / measured_step[(model, "flexmoe")]
+                        for p in ("static", "deepspeed", "fastermoe")})
+            sim.append(row)
+    for name, table in (("ttq", ttq), ("quality", quality), ("balance", balance), ("sim", sim)):
+        with open(f"{d}/{name}.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, list(table[0]))
+            w.writeheader()
+            w.writerows(table)
+
+
+def read_ini(path):
+    import configparser
+
+    c = configparser.ConfigParser(inline_comment_prefixes=("#",))
+    c.read(path)
+    return c
+
+
+def moe_models(d):
+    """quality.csv + the targets -> quality_<model>.png: validation measure against training wall
+    time, a line per policy, the target dashed."""
+    p = plt()
+    q = rows(f"{d}/quality.csv")
+    for model, (metric, _, _) in MOE_MODELS.items():
+        fig, ax = p.subplots(figsize=(6.5, 4))
+        for policy in MOE_POLICIES:
+            pts = [(float(r["train_wall_s"]), float(r["value"])) for r in q if r["model"] == model and r["policy"] == policy]
+            ax.plot(*zip(*pts), marker=".", label=policy)
+        ax.axhline(json.load(open(f"{d}/runs/{model}_target.json"))["target"], color="gray", ls="--", label="target")
+        ax.set_xlabel("training wall time (s, sum of measured steps), 2 ranks")
+        ax.set_ylabel(metric)
+        ax.set_title(f"{model}-MoE: {metric} against wall time (single run per policy)", fontsize=9)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(f"{d}/quality_{model}.png", dpi=100)
+
 
 COMMANDS = {"wide-criteo": wide_criteo, "wide-spam": wide_spam, "wide-tta": wide_tta, "gemm": gemm,
-            "tabulate-moe-precision": tabulate_moe_precision, "tabulate-sim-validation": tabulate_sim_validation, "moe-precision": moe_precision, "moe-bench": moe_bench}
+            "tabulate-moe-precision": tabulate_moe_precision, "tabulate-sim-validation": tabulate_sim_validation, "moe-precision": moe_precision, "moe-bench": moe_bench,
+            "choose-moe-target": choose_moe_target, "tabulate-moe-models": tabulate_moe_models, "moe-models": moe_models}
 ALL = (("wide-criteo", "results/wide/fm_criteo"), ("wide-criteo", "results/wide/lr_criteo"),
        ("wide-spam", "results/wide/spam_throughput"), ("wide-tta", "results/wide/spam_time_to_auc"),
        ("gemm", "results/gemm/bf16_gemm"), ("moe-precision", "results/moe/precision"),
@@ -207,7 +316,7 @@ if __name__ == "__main__":
         for cmd, d in ALL:
             COMMANDS[cmd](d)
             print(f"plot_results: {cmd} {d}")
-    elif len(sys.argv) == 3 and sys.argv[1] in COMMANDS:
-        COMMANDS[sys.argv[1]](sys.argv[2])
+    elif len(sys.argv) >= 3 and sys.argv[1] in COMMANDS:
+        COMMANDS[sys.argv[1]](*sys.argv[2:])
     else:
         sys.exit(__doc__)

@@ -47,6 +47,8 @@ StepFiles read_step(const Session& s, std::int64_t step, int written) {
   StepFiles f;
   const int rank = s.world.rank();
   f.index = s.ckpt->read_index(step);
+  // Another model's checkpoint: restore() refuses it by name before any shard is looked up.
+  if (!model_mismatch(f.index, s.ckpt->index_file(step), s.model_keys).empty()) return f;
   if (written == s.world.size()) {
     f.shards.emplace(rank, s.ckpt->read_shard(step));
     return f;
@@ -109,7 +111,9 @@ std::int64_t restore(Session& s, const Config& config) {
       reason = e.what();
     }
     if (all_ranks(s.world, reason.empty())) {
-      // The marker is one file all ranks read alike, so this refusal is every rank's.
+      // The index and marker are files all ranks read alike, so these refusals are every rank's.
+      const std::string other_model = model_mismatch(files.index, s.ckpt->index_file(step), s.model_keys);
+      SKEW_CHECK(other_model.empty(), other_model);
       SKEW_CHECK(written == s.world.size() || s.policy_name != "flexmoe",
                  "checkpoint step " << step << " in " << s.ckpt->dir() << " was written by " << written
                                     << " ranks under moe.policy=flexmoe, whose expert replicas, placements and load "

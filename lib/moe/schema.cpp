@@ -1,6 +1,7 @@
 #include "lib/moe/schema.hpp"
 
 #include "lib/core/error.hpp"
+#include "lib/moe/models/bert.hpp"
 #include "lib/moe/models/swin.hpp"
 #include "lib/moe/placement_config.hpp"
 #include "lib/moe/policies/fastermoe.hpp"
@@ -26,13 +27,7 @@ Schema moe_train_schema() {
                "gpt: byte-level causal decoder, next-byte cross-entropy; bert: bidirectional encoder, masked-LM "
                "cross-entropy and accuracy on the chosen positions only (bert.* keys; a mask token after the 256 "
                "bytes); swin: Swin-MoE image classifier (swin.* keys)");
-  s.add_float("bert.mask_prob", 0.15, {0, 1, true, false},
-              "bert: probability that a position is chosen for the masked-LM objective");
-  s.add_float("bert.mask_token_prob", 0.8, {0, 1},
-              "bert: share of chosen positions whose input becomes the mask token");
-  s.add_float("bert.random_token_prob", 0.1, {0, 1},
-              "bert: share of chosen positions whose input becomes a uniformly random byte (the rest keep "
-              "theirs; mask_token_prob + random_token_prob <= 1)");
+  BertModel::add_keys(s);
   SwinModel::add_keys(s);
   s.add_int("moe.num_experts", 4, {1, 1 << 16}, "experts per MoE layer (a multiple of the rank count)");
   s.add_int("moe.top_k", 1, {1, 1 << 16}, "experts per token");

@@ -28,7 +28,8 @@ LoopOptions loop_options(const Config& c) {
 }
 
 Session::Session(const Config& config, comm::ProcessGroup& world_group)
-    : world(world_group), loop(loop_options(config)), policy_name(config.get_string("moe.policy")) {
+    : world(world_group), loop(loop_options(config)), policy_name(config.get_string("moe.policy")),
+      model_keys(moe::model_keys(config)) {
   if (config.get_int("train.blas_threads") > 0)
     kernels::moe::set_blas_threads(static_cast<int>(config.get_int("train.blas_threads")));
   const std::string arch = config.get_string("model.arch");

@@ -34,6 +34,7 @@ struct Session {
   comm::ProcessGroup& world;
   LoopOptions loop;
   std::string policy_name;
+  Json model_keys;  // model.arch and its shape keys, recorded in and checked against checkpoints
   std::shared_ptr<BalancingPolicy<float>> policy;
   std::unique_ptr<Model> model;
   std::unique_ptr<AdamW> adam;

@@ -95,8 +95,35 @@ void load_state_resharded(const TensorLookup& get, MoeNetwork<float>& model, Ada
   for (std::size_t l = 0; l < model.moe().size(); ++l) load_experts(get, *model.moe()[l], l, rank);
 }
 
+Json model_keys(const Config& config) {
+  const std::string arch = config.get_string("model.arch");
+  Json keys = {{"model.arch", arch}};
+  // model.heads changes no tensor's shape but what the attention weights mean, so it counts too.
+  std::vector<std::string> shape = {"model.d_model", "model.heads", "model.moe_every", "moe.num_experts", "moe.d_ff"};
+  // The dense FFNs' width: Swin's stage 1 always has them, GPT and BERT only with moe_every = 2.
+  if (arch == "swin" || config.get_int("model.moe_every") != 1) shape.push_back("model.d_ff");
+  if (arch == "swin")
+    shape.insert(shape.end(), {"swin.patch", "swin.window", "swin.stage1_blocks", "swin.stage2_blocks"});
+  else
+    shape.insert(shape.end(), {"model.layers", "model.seq_len"});
+  for (const std::string& key : shape) keys[key] = config.get_int(key);
+  return keys;
+}
+
+std::string model_mismatch(const Json& index, const std::string& index_path, const Json& keys) {
+  if (!index.contains("model")) return "";
+  const Json& written = index["model"];
+  for (const auto& [key, value] : keys.items()) {
+    const Json there = written.value(key, Json());
+    if (there != value)
+      return "checkpoint index " + index_path + " was written with " + key + "=" + there.dump() + " but this run has " +
+             key + "=" + value.dump() + ": resume with the checkpoint's " + key + ", or start a new checkpoint directory";
+  }
+  return "";
+}
+
 Json checkpoint_index(comm::ProcessGroup& world, const std::vector<std::pair<std::string, Tensor>>& shard,
-                      const std::string& policy, MoeNetwork<float>& model) {
+                      const std::string& policy, const Json& model_keys, MoeNetwork<float>& model) {
   const std::string mine = CheckpointDir::describe_tensors(shard).dump();
   std::vector<std::uint8_t> bytes(mine.begin(), mine.end());
   std::vector<std::int64_t> size = {static_cast<std::int64_t>(bytes.size())},
@@ -105,7 +132,7 @@ Json checkpoint_index(comm::ProcessGroup& world, const std::vector<std::pair<std
   std::vector<std::size_t> counts(sizes.begin(), sizes.end());
   std::vector<std::uint8_t> all(std::accumulate(counts.begin(), counts.end(), std::size_t{0}));
   world.allgatherv(comm::view(bytes), comm::view(all), counts);
-  Json index = {{"policy", policy}, {"placement", Json::array()}, {"tensors", Json::object()}};
+  Json index = {{"policy", policy}, {"model", model_keys}, {"placement", Json::array()}, {"tensors", Json::object()}};
   for (auto& layer : model.moe()) index["placement"].push_back(layer->placement().to_string());
   Json& tensors = index["tensors"];
   std::size_t offset = 0;

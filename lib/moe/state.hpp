@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "lib/core/config.hpp"
 #include "lib/core/metrics.hpp"
 #include "lib/core/safetensors.hpp"
 #include "lib/moe/optimizer.hpp"
@@ -26,11 +27,21 @@ void load_state_resharded(const TensorLookup& get, MoeNetwork<float>& model, Ada
 // The checkpoint name of MoE layer `layer`'s expert `e` state: what = "w", "m" or "v".
 std::string expert_tensor_name(std::size_t layer, int e, const char* what);
 
+// The keys that decide what a checkpoint's tensors mean: model.arch and the shape keys of that
+// family ({"model.arch": "bert", "model.d_model": 64, ...}). Tensor shapes alone cannot tell a
+// BERT checkpoint from a GPT one of the same size, so the index records these.
+Json model_keys(const Config& config);
+// Empty when `index` was written under `keys` (or predates the record: older indexes have no
+// "model" and are checked by their tensors alone); else the error naming the first differing key
+// and both values.
+std::string model_mismatch(const Json& index, const std::string& index_path, const Json& keys);
+
 // The checkpoint index (collective; the result is complete on rank 0, which writes it):
-// {"policy", "placement": [per MoE layer, LayerPlacement::to_string()], "tensors": {name:
-// {"dtype", "shape", "files": [the shards holding it]}}}. `shard` is this rank's tensors.
+// {"policy", "model": model_keys(), "placement": [per MoE layer, LayerPlacement::to_string()],
+// "tensors": {name: {"dtype", "shape", "files": [the shards holding it]}}}. `shard` is this
+// rank's tensors.
 Json checkpoint_index(comm::ProcessGroup& world, const std::vector<std::pair<std::string, Tensor>>& shard,
-                      const std::string& policy, MoeNetwork<float>& model);
+                      const std::string& policy, const Json& model_keys, MoeNetwork<float>& model);
 // Before loading: the index was written under `policy` and lists exactly the tensors of this
 // rank's shard `file` (named `shard_name`) with their dtypes and shapes. After loading: the
 // model's placements are the index's. Throws naming the index, tensor and fault.

@@ -25,7 +25,7 @@ void checkpoint(Session& s, std::int64_t step) {
   auto tensors = save_state(s.model->network(), *s.adam);
   for (auto& t : s.policy->save_state()) tensors.push_back(std::move(t));
   s.ckpt->write_shard(step, tensors, {{"iteration", std::to_string(step)}});
-  const Json index = checkpoint_index(s.world, tensors, s.policy_name, s.model->network());
+  const Json index = checkpoint_index(s.world, tensors, s.policy_name, s.model_keys, s.model->network());
   s.world.barrier();  // every shard is on disk: the index, then the marker
   if (s.world.rank() == 0) s.ckpt->write_index(step, index), s.ckpt->commit(step);
   // No rank goes on before the marker is down: a resume in the same job (the tests run several)

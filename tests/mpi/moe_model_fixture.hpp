@@ -5,6 +5,8 @@
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -72,6 +74,36 @@ double run(GptMoe<T>& m, const Batch& b, bool backward) {
       m.step(b.tokens.data(), b.targets.data(), static_cast<int>(b.tokens.size()) / m.options().seq_len, in, backward);
   if (backward) m.sync_grads();
   return loss;
+}
+
+// The float network `from`'s weights (dense and this rank's experts) into `to`, of any element
+// type: models built alike then differ only in their arithmetic.
+template <class T>
+void copy_weights(MoeNetwork<float>& from, MoeNetwork<T>& to) {
+  std::copy(from.dense_w().begin(), from.dense_w().end(), to.dense_w().begin());
+  for (std::size_t l = 0; l < from.moe().size(); ++l)
+    for (auto& [e, s] : from.moe()[l]->experts()) {
+      const float* src = s.w.template data<float>();
+      std::copy(src, src + s.w.numel(), to.moe()[l]->experts().at(e).w.template data<T>());
+    }
+}
+
+// Relative 2-norm distance between the gradients (dense and this rank's experts) of two networks
+// (collective).
+template <class A, class B>
+double gradient_distance(MoeNetwork<A>& a, MoeNetwork<B>& b) {
+  std::vector<double> sums = {0, 0};  // squared difference, squared reference
+  auto add = [&](const auto& x, const auto& y, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const double d = static_cast<double>(x[i]) - static_cast<double>(y[i]);
+      sums[0] += d * d, sums[1] += static_cast<double>(y[i]) * static_cast<double>(y[i]);
+    }
+  };
+  if (world().rank() == 0) add(a.dense_g(), b.dense_g(), b.dense_g().size());  // identical on every rank
+  for (std::size_t l = 0; l < b.moe().size(); ++l)
+    for (auto& [e, s] : b.moe()[l]->experts()) add(a.moe()[l]->experts().at(e).g, s.g, s.g.size());
+  world().allreduce(comm::view(sums), comm::ReduceOp::Sum);
+  return std::sqrt(sums[0] / sums[1]);
 }
 
 // Every dense parameter segment (first, middle, last element) and a few parameters of every

@@ -117,25 +117,6 @@ TEST_CASE("dispatch and combine round trip is the identity with identity experts
       REQUIRE(y[t * D + c] == Approx((g.weight[t * 2] + g.weight[t * 2 + 1]) * x[t * D + c]).margin(1e-12));
 }
 
-namespace {
-// Relative 2-norm distance between the gradients (dense and this rank's experts) of two models.
-template <class A, class B>
-double gradient_distance(GptMoe<A>& a, GptMoe<B>& b) {
-  std::vector<double> sums = {0, 0};  // squared difference, squared reference
-  auto add = [&](const auto& x, const auto& y, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
-      const double d = static_cast<double>(x[i]) - static_cast<double>(y[i]);
-      sums[0] += d * d, sums[1] += static_cast<double>(y[i]) * static_cast<double>(y[i]);
-    }
-  };
-  if (world().rank() == 0) add(a.dense_g(), b.dense_g(), b.dense_g().size());  // identical on every rank
-  for (std::size_t l = 0; l < b.moe().size(); ++l)
-    for (auto& [e, s] : b.moe()[l]->experts()) add(a.moe()[l]->experts().at(e).g, s.g, s.g.size());
-  world().allreduce(comm::view(sums), comm::ReduceOp::Sum);
-  return std::sqrt(sums[0] / sums[1]);
-}
-}  // namespace
-
 TEST_CASE("bf16 mixed precision: the float model matches its float64 reference, and differs from fp32", "[moe]") {
   const int N = world().size();
   ModelOptions o = tiny(4, 2);
@@ -150,17 +131,7 @@ TEST_CASE("bf16 mixed precision: the float model matches its float64 reference, 
   o.precision = Precision::Fp32;
   GptMoe<double> reference_fp32(o, world(), placements);
   // Every model gets the same float weights, so only the arithmetic differs.
-  auto copy_weights = [&](auto& to) {
-    std::copy(source.dense_w().begin(), source.dense_w().end(), to.dense_w().begin());
-    for (std::size_t l = 0; l < source.moe().size(); ++l)
-      for (auto& [e, s] : source.moe()[l]->experts()) {
-        auto& dst = to.moe()[l]->experts().at(e).w;
-        using Dst = std::remove_reference_t<decltype(to.dense_w()[0])>;
-        const float* src = s.w.template data<float>();
-        std::copy(src, src + s.w.numel(), dst.template data<Dst>());
-      }
-  };
-  copy_weights(mixed_bf16), copy_weights(reference_bf16), copy_weights(reference_fp32);
+  copy_weights(source, mixed_bf16), copy_weights(source, reference_bf16), copy_weights(source, reference_fp32);
   const Batch b = make_batch(o, 4 * N, world().rank(), N);
   const double loss_bf16 = run(mixed_bf16, b, true);
   const double want_bf16 = run(reference_bf16, b, true);

@@ -1,6 +1,7 @@
 // moe_train's loop on 2 ranks: bit-exact resume from a checkpoint (GPT and BERT), trace replay reproducing the
 // recorded routing under another policy, and FlexMoE placement changes keeping the model function.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <sstream>
@@ -200,6 +201,45 @@ TEST_CASE("flexmoe re-places experts without changing the model function", "[moe
       }
     }
   }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world().rank() == 0) std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the checkpoint index records model.arch and its shape keys; resuming another model names the key",
+          "[moe]") {
+  const Schema schema = moe::moe_train_schema();
+  const std::string dir = scratch("archresume");
+  const std::vector<std::string> bert = {"--train.iterations=2", "--model.arch=bert", "--output.checkpoint_dir=" + dir};
+  run(schema, bert);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (world().rank() == 0) {
+    const Json index = Json::parse(read_file(dir + "/step_00000002/index.json"));
+    REQUIRE(index["model"]["model.arch"] == "bert");
+    REQUIRE(index["model"]["model.d_model"] == 32);  // the tiny test config's
+    REQUIRE(index["model"]["model.seq_len"] == 32);
+    REQUIRE(index["model"]["moe.num_experts"] == 4);
+    REQUIRE_FALSE(index["model"].contains("swin.window"));  // only the written family's shape keys
+    REQUIRE_FALSE(index["model"].contains("model.d_ff"));   // no dense FFN at moe_every = 1
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  auto resumed_with = [&](const std::string& flag) {
+    std::vector<std::string> flags = {"--train.iterations=4", "--output.checkpoint_dir=" + dir, "--output.resume=true"};
+    flags.push_back(flag);
+    return flags;
+  };
+  // GPT and BERT share every tensor name; before the index recorded model.arch this failed on
+  // the embedding's size (257 vs 256 rows), naming a tensor instead of the key.
+  REQUIRE_THROWS_WITH(run(schema, resumed_with("--model.arch=gpt")),
+                      Catch::Contains("written with model.arch=\"bert\" but this run has model.arch=\"gpt\""));
+  REQUIRE_THROWS_WITH(run(schema, resumed_with("--model.arch=swin")),
+                      Catch::Contains("written with model.arch=\"bert\" but this run has model.arch=\"swin\""));
+  REQUIRE_THROWS_WITH(
+      run(schema, {"--train.iterations=4", "--model.arch=bert", "--model.seq_len=16", "--output.checkpoint_dir=" + dir,
+                   "--output.resume=true"}),
+      Catch::Contains("written with model.seq_len=32 but this run has model.seq_len=16"));
+  // The same model resumes.
+  const Json resumed = run(schema, resumed_with("--model.arch=bert"));
+  REQUIRE(std::isfinite(resumed["final_loss"].get<double>()));
   MPI_Barrier(MPI_COMM_WORLD);
   if (world().rank() == 0) std::filesystem::remove_all(dir);
 }

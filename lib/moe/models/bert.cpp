@@ -6,6 +6,16 @@
 
 namespace skew::moe {
 
+void BertModel::add_keys(Schema& s) {
+  s.add_float("bert.mask_prob", 0.15, {0, 1, true, false},
+              "bert: probability that a position is chosen for the masked-LM objective");
+  s.add_float("bert.mask_token_prob", 0.8, {0, 1},
+              "bert: share of chosen positions whose input becomes the mask token");
+  s.add_float("bert.random_token_prob", 0.1, {0, 1},
+              "bert: share of chosen positions whose input becomes a uniformly random byte (the rest keep "
+              "theirs; mask_token_prob + random_token_prob <= 1)");
+}
+
 ModelOptions BertModel::options(const Config& config, MoeOptions moe) {
   ModelOptions m = GptModel::options(config, moe);
   m.vocab = kBertVocab;
