@@ -25,9 +25,14 @@ inline Json bench_dense_block(const moe::DenseBlockShape& shape, int repeats) {
   // per head (scores and probs x v: 2 * seq * seq * head_dim each, summed over heads: d).
   const double forward_flops = 2 * n * (d * 3 * d + d * d + 2 * d * f + d * v) + 2 * 2 * n * seq * d;
   Json out{{"shape",
-            {{"batch", shape.batch}, {"seq", shape.seq}, {"d", shape.d}, {"heads", shape.heads},
-             {"d_ff", shape.d_ff}, {"vocab", shape.vocab}}}};
-  for (const auto& [name, precision] : {std::pair{"fp32", moe::Precision::Fp32}, std::pair{"bf16", moe::Precision::Bf16}}) {
+            {{"batch", shape.batch},
+             {"seq", shape.seq},
+             {"d", shape.d},
+             {"heads", shape.heads},
+             {"d_ff", shape.d_ff},
+             {"vocab", shape.vocab}}}};
+  for (const auto& [name, precision] :
+       {std::pair{"fp32", moe::Precision::Fp32}, std::pair{"bf16", moe::Precision::Bf16}}) {
     double loss = 0;
     const double ms = kernels::cuda::median_ms(
         repeats, [&] { loss = moe::dense_block_step(shape, buffers, Device::Cuda, precision).loss; });

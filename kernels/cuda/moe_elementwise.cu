@@ -16,8 +16,9 @@ int grid_for(std::size_t n) {
   return static_cast<int>(std::min<std::size_t>((n + kBlock - 1) / kBlock, std::size_t(1) << 16));
 }
 
-#define SKEW_FOR_EACH_ELEMENT(i, n) \
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); i += std::size_t(gridDim.x) * blockDim.x)
+#define SKEW_FOR_EACH_ELEMENT(i, n)                                                     \
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += std::size_t(gridDim.x) * blockDim.x)
 
 __global__ void broadcast_row_kernel(std::size_t n, std::size_t cols, const float* row, float* y) {
   SKEW_FOR_EACH_ELEMENT(at, n) broadcast_row_element(at, cols, row, y);

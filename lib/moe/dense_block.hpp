@@ -127,8 +127,7 @@ void upload_dense_block(const DenseBlockInputs& in, DenseBlockBuffers<T>& b) {
 // One forward and backward on the uploaded block; the loss and the gradients' sum of squares
 // come back to the host (the scalars a training step logs), everything else stays in b.
 template <class T>
-DenseBlockRun dense_block_step(const DenseBlockShape& s, DenseBlockBuffers<T>& b, Device device,
-                               Precision precision) {
+DenseBlockRun dense_block_step(const DenseBlockShape& s, DenseBlockBuffers<T>& b, Device device, Precision precision) {
   const int n = s.tokens(), d = s.d, f = s.d_ff, v = s.vocab;
   const std::size_t nd = static_cast<std::size_t>(n) * d;
   const std::int32_t* tokens = b.ids("tokens");
@@ -147,8 +146,8 @@ DenseBlockRun dense_block_step(const DenseBlockShape& s, DenseBlockBuffers<T>& b
   layernorm("ln1", "x0", "ln1.y");
   linear_forward<T>(n, d, 3 * d, b("ln1.y"), b("w_qkv"), b("b_qkv"), b.zeros("qkv", 3 * nd), precision, device);
   attention_forward<T>(s.batch, s.seq, d, s.heads, b("qkv"), b.zeros("att", nd),
-                       b.zeros("probs", static_cast<std::size_t>(s.batch) * s.heads * s.seq * s.seq), precision,
-                       true, device);
+                       b.zeros("probs", static_cast<std::size_t>(s.batch) * s.heads * s.seq * s.seq), precision, true,
+                       device);
   linear_forward<T>(n, d, d, b("att"), b("w_o"), b("b_o"), b.zeros("x1", nd), precision, device);
   add_inplace<T>(nd, b("x1"), b("x0"), device);  // x1 = x0 + attention projection
   layernorm("ln2", "x1", "ln2.y");
@@ -163,8 +162,8 @@ DenseBlockRun dense_block_step(const DenseBlockShape& s, DenseBlockBuffers<T>& b
   run.loss = cross_entropy<T>(n, v, b("logits"), targets, static_cast<T>(1.0 / n),
                               b.zeros("dlogits", static_cast<std::size_t>(n) * v), device);
   // Backward: each residual's gradient flows both ways, so dx1 and dx0 add the branch's.
-  linear_backward<T>(n, d, v, b("lnf.y"), b("w_head"), b("dlogits"), b.zeros("dlnf.y", nd), b("dw_head"),
-                     b("db_head"), precision, device);
+  linear_backward<T>(n, d, v, b("lnf.y"), b("w_head"), b("dlogits"), b.zeros("dlnf.y", nd), b("dw_head"), b("db_head"),
+                     precision, device);
   layernorm_back("lnf", "x2", "dlnf.y", "dx2");
   linear_backward<T>(n, f, d, b("h"), b("w2"), b("dx2"), b.zeros("dh", nd / d * f), b("dw2"), b("db2"), precision,
                      device);
@@ -175,8 +174,8 @@ DenseBlockRun dense_block_step(const DenseBlockShape& s, DenseBlockBuffers<T>& b
   add_inplace<T>(nd, b("dx1"), b("dx2"), device);
   linear_backward<T>(n, d, d, b("att"), b("w_o"), b("dx1"), b.zeros("datt", nd), b("dw_o"), b("db_o"), precision,
                      device);
-  attention_backward<T>(s.batch, s.seq, d, s.heads, b("qkv"), b("probs"), b("datt"), b.zeros("dqkv", 3 * nd),
-                        precision, true, device);
+  attention_backward<T>(s.batch, s.seq, d, s.heads, b("qkv"), b("probs"), b("datt"), b.zeros("dqkv", 3 * nd), precision,
+                        true, device);
   linear_backward<T>(n, d, 3 * d, b("ln1.y"), b("w_qkv"), b("dqkv"), b.zeros("dln1.y", nd), b("dw_qkv"), b("db_qkv"),
                      precision, device);
   layernorm_back("ln1", "x0", "dln1.y", "dx0");
@@ -198,6 +197,5 @@ DenseBlockRun run_dense_block(const DenseBlockInputs& in, Device device, Precisi
   run.values = b.download();
   return run;
 }
-
 
 }  // namespace skew::moe

@@ -121,7 +121,6 @@ void attention_backward(int batch, int seq, int d, int heads, const T* qkv, cons
     }
 }
 
-
 namespace {
 // One strided-batched GEMM over the heads of one sequence, fp32 or bf16 operands.
 void heads_gemm(Device device, Precision precision, bool trans_a, bool trans_b, int m, int n, int k, int lda, int ldb,

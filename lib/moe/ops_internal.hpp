@@ -11,9 +11,8 @@
 namespace skew::moe {
 
 inline void require_host_reference(Device device, const char* op) {
-  SKEW_CHECK(device == Device::Host,
-             op << ": the float64 reference runs on the host only (the float path runs on " << device_name(device)
-                << ")");
+  SKEW_CHECK(device == Device::Host, op << ": the float64 reference runs on the host only (the float path runs on "
+                                        << device_name(device) << ")");
 }
 
 // `slot` holding exactly `count` elements of `dtype` on `device`, reallocated only when one of

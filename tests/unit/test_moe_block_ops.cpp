@@ -2,11 +2,12 @@
 // in float on the host, the chain a GPU runs with Device::Cuda, against the same chain in float64:
 // loss, every activation and every parameter gradient, at fp32 and at bf16 tolerances. The CUDA
 // run of the same chain is tests/cuda/test_moe_block_cuda.cpp.
+#include "tests/unit/test_moe_block_ops.hpp"
+
 #include <catch2/catch.hpp>
 
 #include "lib/moe/ops.hpp"
 #include "tests/unit/error_message.hpp"
-#include "tests/unit/test_moe_block_ops.hpp"
 
 using namespace skew;
 

@@ -1,7 +1,7 @@
 // Comparison of two runs of the dense GPT block chain (lib/moe/dense_block.hpp).
 #pragma once
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <vector>
 
@@ -12,7 +12,8 @@ namespace skew::test {
 // got and want agree on the loss and on every named value: |got - want| <= relative * |want|
 // + scaled * (the largest |want| of that tensor), so entries near zero in a tensor of large
 // ones are held to the tensor's scale, not their own.
-inline void require_same_run(const moe::DenseBlockRun& got, const moe::DenseBlockRun& want, double relative, double scaled) {
+inline void require_same_run(const moe::DenseBlockRun& got, const moe::DenseBlockRun& want, double relative,
+                             double scaled) {
   CHECK(got.loss == Approx(want.loss).epsilon(relative));
   CHECK(got.gradient_squares == Approx(want.gradient_squares).epsilon(10 * relative));
   REQUIRE(got.values.size() == want.values.size());
