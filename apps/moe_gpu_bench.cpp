@@ -7,6 +7,9 @@
 //   rowwise   layernorm, embedding, causal softmax (forward and backward), cross-entropy and the
 //             gradient norm at a step's shape, against their memory bounds
 //             (apps/moe_gpu_bench_rowwise.hpp)
+//   dense GPT block  one block's forward + backward through lib/moe/ops on the GPU at the step's
+//             shape (d = bench.width, d_ff = 4 d): tokens/s and GEMM TFLOP/s, fp32 and bf16
+//             (apps/moe_gpu_bench_block.hpp)
 //   experts   grouped bf16 GEMM over skewed (Zipf) group sizes, three ways: fp32 operands rounded
 //             in every call; expert weights kept in bf16 (activations rounded per call, as the
 //             trainer does); both operands already bf16. TFLOP/s against one cuBLAS bf16 GEMM of
@@ -36,13 +39,14 @@
 
 #include "kernels/cuda/cublas_handle.hpp"
 #include "kernels/cuda_memory.hpp"
+#include "apps/moe_gpu_bench_block.hpp"
 #include "apps/moe_gpu_bench_rowwise.hpp"
 #include "kernels/cuda_timing.hpp"
 #include "lib/core/cuda_check.hpp"
 #endif
 
 using namespace skew;
-namespace moe = skew::kernels::moe;
+namespace km = skew::kernels::moe;  // not `moe`: skew::moe (the dense block) is visible too
 
 namespace {
 
@@ -87,7 +91,7 @@ Json bench_gate(const Sizes& s, int repeats, double bandwidth) {
   std::int32_t* expert = device_alloc<std::int32_t>(picks);
   float* weight = device_alloc<float>(picks);
   const double ms = median_ms(
-      repeats, [&] { moe::cuda::softmax_topk(int(s.tokens), s.experts, s.topk, logits, probs, lse, expert, weight); });
+      repeats, [&] { km::cuda::softmax_topk(int(s.tokens), s.experts, s.topk, logits, probs, lse, expert, weight); });
   // Bytes: logits read, probabilities and lse written, expert ids and weights written.
   const double bytes = double(cells) * 8.0 + double(s.tokens) * 4.0 + double(picks) * 8.0;
   for (void* p : {static_cast<void*>(logits), static_cast<void*>(probs), static_cast<void*>(lse),
@@ -113,13 +117,13 @@ Json bench_dispatch(const Sizes& s, int repeats, double bandwidth) {
   auto* starts = device_alloc<std::int64_t>(std::size_t(s.experts));
   auto* pos = device_alloc<std::int64_t>(std::size_t(n));
   auto dispatch = [&] {
-    moe::cuda::histogram(d_keys, n, s.experts, counts);
-    moe::cuda::exclusive_scan(counts, s.experts, starts);
-    moe::cuda::stable_positions(d_keys, n, s.experts, starts, pos);
-    moe::cuda::scatter_rows(rows_in, pos, n, s.width, rows_out);
+    km::cuda::histogram(d_keys, n, s.experts, counts);
+    km::cuda::exclusive_scan(counts, s.experts, starts);
+    km::cuda::stable_positions(d_keys, n, s.experts, starts, pos);
+    km::cuda::scatter_rows(rows_in, pos, n, s.width, rows_out);
   };
   const double ms = median_ms(repeats, dispatch);
-  const double permute_ms = median_ms(repeats, [&] { moe::cuda::scatter_rows(rows_in, pos, n, s.width, rows_out); });
+  const double permute_ms = median_ms(repeats, [&] { km::cuda::scatter_rows(rows_in, pos, n, s.width, rows_out); });
   // The positions must be a permutation of [0, n) (every output row written exactly once).
   std::vector<std::int64_t> host_pos(static_cast<std::size_t>(n));
   SKEW_CUDA_CHECK(cudaMemcpy(host_pos.data(), pos, host_pos.size() * sizeof(std::int64_t), cudaMemcpyDeviceToHost));
@@ -148,9 +152,9 @@ Json bench_elementwise(std::size_t count, int repeats, double bandwidth) {
   float* v = device_alloc<float>(count);
   SKEW_CUDA_CHECK(cudaMemset(m, 0, count * sizeof(float)));
   SKEW_CUDA_CHECK(cudaMemset(v, 0, count * sizeof(float)));
-  const double gelu_ms = median_ms(repeats, [&] { moe::gelu_forward(Device::Cuda, count, x, y); });
-  const moe::AdamWStep k{1.f, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10.f, 4.5f};
-  const double adamw_ms = median_ms(repeats, [&] { moe::adamw_update(Device::Cuda, x, g, m, v, 0, count, true, k); });
+  const double gelu_ms = median_ms(repeats, [&] { km::gelu_forward(Device::Cuda, count, x, y); });
+  const km::AdamWStep k{1.f, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10.f, 4.5f};
+  const double adamw_ms = median_ms(repeats, [&] { km::adamw_update(Device::Cuda, x, g, m, v, 0, count, true, k); });
   for (float* p : {x, y, g, m, v}) SKEW_CUDA_CHECK(cudaFree(p));
   const double gelu_bytes = 8.0 * double(count), adamw_bytes = 28.0 * double(count);
   return Json{{"count", count},
@@ -171,7 +175,7 @@ Json bench_experts(const Sizes& s, int repeats) {
     b[std::size_t(g)] = g == 0 ? upload(b_host) : upload(random_floats(b_len, 10 + std::uint64_t(g)));
   float* c = device_alloc<float>(std::size_t(s.gemm_rows) * std::size_t(s.gemm_n));
   const double grouped_ms = median_ms(repeats, [&] {
-    moe::grouped_gemm_bf16(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a, b.data(), c);
+    km::grouped_gemm_bf16(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a, b.data(), c);
   });
   // The trainer's form: expert weights rounded to bf16 once per optimizer step (outside the
   // timing), activations rounded once per call, then one bf16 GEMM per expert.
@@ -179,17 +183,17 @@ Json bench_experts(const Sizes& s, int repeats) {
   std::vector<std::uint16_t*> b_bits(std::size_t(s.groups));
   for (int g = 0; g < s.groups; ++g) {
     b_bits[std::size_t(g)] = device_alloc<std::uint16_t>(b_len);
-    moe::to_bf16_bits(Device::Cuda, b[std::size_t(g)], std::int64_t(b_len), b_bits[std::size_t(g)]);
+    km::to_bf16_bits(Device::Cuda, b[std::size_t(g)], std::int64_t(b_len), b_bits[std::size_t(g)]);
   }
   const std::vector<const std::uint16_t*> b_const(b_bits.begin(), b_bits.end());
   const double cached_ms = median_ms(repeats, [&] {
-    moe::to_bf16_bits(Device::Cuda, a, std::int64_t(a_len), a_bits);
-    moe::grouped_gemm_bf16_operands(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a_bits,
+    km::to_bf16_bits(Device::Cuda, a, std::int64_t(a_len), a_bits);
+    km::grouped_gemm_bf16_operands(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a_bits,
                                     b_const.data(), c);
   });
   // Both operands already bf16 (what PyTorch's per-expert loop times): the GEMMs alone.
   const double operands_ms = median_ms(repeats, [&] {
-    moe::grouped_gemm_bf16_operands(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a_bits,
+    km::grouped_gemm_bf16_operands(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a_bits,
                                     b_const.data(), c);
   });
   // Where the gap to PyTorch's per-expert loop comes from: the same loop writing bf16 outputs as
@@ -236,7 +240,7 @@ Json bench_experts(const Sizes& s, int repeats) {
       SKEW_CUDA_CHECK(cudaMemcpy(host.data(), c, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
       return host;
     };
-    moe::grouped_gemm_bf16_operands(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a_bits,
+    km::grouped_gemm_bf16_operands(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a_bits,
                                     b_const.data(), c);
     const std::vector<float> loop_c = read_c();
     try {
@@ -357,6 +361,12 @@ int main(int argc, char** argv) {
     SKEW_CHECK(std::int64_t(rowwise.batch) * rowwise.seq <= kMaxInt32,
                "bench.batch x bench.seq = " << std::int64_t(rowwise.batch) * rowwise.seq << " rows, more than 2^31-1");
     summary["rowwise"] = bench::bench_rowwise(rowwise, repeats, bandwidth);
+    SKEW_CHECK(s.width % rowwise.heads == 0,
+               "bench.width " << s.width << " is not a multiple of bench.heads " << rowwise.heads);
+    skew::moe::DenseBlockShape block;
+    block.d = s.width, block.heads = rowwise.heads, block.seq = rowwise.seq, block.batch = rowwise.batch;
+    block.vocab = rowwise.vocab, block.d_ff = 4 * s.width;
+    summary["dense_block"] = bench::bench_dense_block(block, repeats);
     SKEW_INFO("copy " << bandwidth / 1e9 << " GB/s; gate " << summary["gate"]["GBps"].get<double>()
                       << " GB/s; dispatch " << summary["dispatch"]["GBps"].get<double>() << " GB/s ("
                       << 100 * summary["dispatch"]["of_copy_bound"].get<double>() << "% of copy); grouped bf16 GEMM "

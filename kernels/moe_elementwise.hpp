@@ -1,5 +1,6 @@
 // Elementwise ops of the GPT-MoE step with one per-element body for the host and the device
-// (SKEW_HD): GELU forward and backward, and the AdamW update. The CPU twins run these bodies in
+// (SKEW_HD): GELU forward and backward, the AdamW update, and the pieces around the dense GEMMs
+// (bias broadcast, bias-gradient column sum, residual add). The CPU twins run these bodies in
 // loops that GCC vectorises (target_clones: AVX-512, AVX2, baseline); the CUDA kernels run them
 // one element per thread. moe_train's CPU path (lib/moe/ops.cpp, optimizer.cpp) calls the CPU
 // twins, so the GPU computes what the trained and tested CPU code computes.
@@ -78,14 +79,43 @@ SKEW_HD inline void adamw_element(float& w, float g, float& m, float& v, const A
   w -= k.lr * update;
 }
 
+// Element `at` of y[rows, cols] set to its column's entry of `row` (a bias): linear_forward
+// broadcasts the bias into y and lets the GEMM add x w onto it (beta = 1), the order the CPU
+// path has always summed in.
+SKEW_HD inline void broadcast_row_element(std::size_t at, std::size_t cols, const float* row, float* y) {
+  y[at] = row[at % cols];
+}
+
+// Column j of m[rows, cols] over rows [row_begin, row_end), added in row order onto *sum (the
+// bias gradient db += colsum(dy)). The CPU twin calls it one row at a time in row-major order,
+// which reads memory in order and sums each column as the plain loop did; the GPU sums chunks
+// of rows and then the chunks' partials.
+SKEW_HD inline void column_sum_add(std::size_t row_begin, std::size_t row_end, std::size_t cols, std::size_t j,
+                                   const float* m, float* sum) {
+  float acc = *sum;
+  for (std::size_t i = row_begin; i < row_end; ++i) acc += m[i * cols + j];
+  *sum = acc;
+}
+
+// x[i] += y[i]: a residual connection.
+SKEW_HD inline void add_element(std::size_t i, float* x, const float* y) { x[i] += y[i]; }
+
 // y = gelu(x), dx = dy * gelu'(x) over n elements on `device`.
 void gelu_forward(Device device, std::size_t n, const float* x, float* y);
 void gelu_backward(Device device, std::size_t n, const float* x, const float* dy, float* dx);
+// y[rows, cols] = the row `row` repeated; sum[cols] += the column sums of m[rows, cols].
+void broadcast_row(Device device, std::size_t rows, std::size_t cols, const float* row, float* y);
+void column_sum_add(Device device, std::size_t rows, std::size_t cols, const float* m, float* sum);
+// x += y over n elements (the residual connections).
+void add_inplace(Device device, std::size_t n, float* x, const float* y);
 // AdamW on elements [begin, end) of w, g, m, v; weight decay only where `decay`.
 void adamw_update(Device device, float* w, const float* g, float* m, float* v, std::size_t begin, std::size_t end,
                   bool decay, const AdamWStep& k);
 
 namespace cuda {
+void broadcast_row(std::size_t rows, std::size_t cols, const float* row, float* y);
+void column_sum_add(std::size_t rows, std::size_t cols, const float* m, float* sum);
+void add_inplace(std::size_t n, float* x, const float* y);
 void gelu_forward(std::size_t n, const float* x, float* y);
 void gelu_backward(std::size_t n, const float* x, const float* dy, float* dx);
 void adamw_update(float* w, const float* g, float* m, float* v, std::size_t count, bool decay, const AdamWStep& k);

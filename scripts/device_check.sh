@@ -13,8 +13,10 @@
 #   DEVICE_CHECK_QUICK=1  smaller data and fewer repeats (a smoke run of the whole pipeline)
 #   DEVICE_CHECK_COMMIT=HASH  the commit being measured (the device's copy has no .git)
 #   DEVICE_CHECK_JOBS=N   build jobs (default: all cores)
-#   DEVICE_CHECK_SCOPE=moe  only the MoE parts: the CUDA tests of tests/cuda/{core,moe}.cmake,
-#                         moe_gpu_bench (with its row-wise kernels) and torch_moe.py; no wide_train
+#   DEVICE_CHECK_SCOPE=moe  only the MoE parts: the CUDA tests of tests/cuda/{core,moe}.cmake
+#                         (with one dense GPT block through lib/moe/ops on the GPU vs the host),
+#                         moe_gpu_bench (with its row-wise kernels and the dense block's
+#                         forward + backward) and torch_moe.py; no wide_train
 #                         build, bench or baseline (a shorter call, under 5 minutes)
 #   DEVICE_CHECK_SCOPE=wide  only the wide_train parts: the CUDA tests of tests/cuda/{core,wide}.cmake,
 #                         wide_gpu_bench (gradient epochs flow vs classical and training epochs, LR/FM/

@@ -74,6 +74,33 @@ void gemm_bf16(Device device, const GemmShape& shape, float alpha, const float* 
     cpu::gemm_bf16_rounded_sgemm(s, alpha, a, b, beta, c);
 }
 
+namespace {
+// The checks both devices share; false when there is nothing to compute.
+bool nonempty_batch(Device device, const GemmShape& s, const BatchStrides& strides) {
+  SKEW_CHECK(s.m >= 0 && s.n >= 0 && s.k >= 0 && strides.count >= 0, "strided-batched gemm: negative dimension");
+  SKEW_CHECK(device == Device::Host || cuda_built(), "strided-batched gemm on a CUDA device in a build without CUDA");
+  return s.m > 0 && s.n > 0 && strides.count > 0;
+}
+}  // namespace
+
+void gemm_strided_batched(Device device, const GemmShape& shape, float alpha, const float* a, const float* b,
+                          float beta, float* c, const BatchStrides& strides) {
+  const GemmShape s = packed(shape);
+  if (!nonempty_batch(device, s, strides)) return;
+  if (device == Device::Cuda) return cuda::gemm_strided_batched(s, alpha, a, b, beta, c, strides);
+  for (int i = 0; i < strides.count; ++i)
+    gemm(Device::Host, s, alpha, a + i * strides.a, b + i * strides.b, beta, c + i * strides.c);
+}
+
+void gemm_bf16_strided_batched(Device device, const GemmShape& shape, float alpha, const float* a, const float* b,
+                               float beta, float* c, const BatchStrides& strides) {
+  const GemmShape s = packed(shape);
+  if (!nonempty_batch(device, s, strides)) return;
+  if (device == Device::Cuda) return cuda::gemm_bf16_strided_batched(s, alpha, a, b, beta, c, strides);
+  for (int i = 0; i < strides.count; ++i)
+    gemm_bf16(Device::Host, s, alpha, a + i * strides.a, b + i * strides.b, beta, c + i * strides.c);
+}
+
 const char* gemm_bf16_host_path() {
   return cpu::has_avx512_bf16()
              ? "the AVX512-BF16 kernel"
@@ -101,6 +128,13 @@ void gemm(const GemmShape&, float, const float*, const float*, float, float*) {
 }
 void gemm_bf16(const GemmShape&, float, const float*, const float*, float, float*) {
   SKEW_THROW("gemm_bf16 on a CUDA device: this build of skew has no CUDA support");
+}
+void gemm_strided_batched(const GemmShape&, float, const float*, const float*, float, float*, const BatchStrides&) {
+  SKEW_THROW("strided-batched gemm on a CUDA device: this build of skew has no CUDA support");
+}
+void gemm_bf16_strided_batched(const GemmShape&, float, const float*, const float*, float, float*,
+                               const BatchStrides&) {
+  SKEW_THROW("strided-batched gemm_bf16 on a CUDA device: this build of skew has no CUDA support");
 }
 }  // namespace cuda
 #endif

@@ -21,4 +21,12 @@ void gemm(const GemmShape& s, float alpha, const float* a, const float* b, float
                                 s.m, s.k, &alpha, b, s.ldb, a, s.lda, &beta, c, s.ldc));
 }
 
+void gemm_strided_batched(const GemmShape& s, float alpha, const float* a, const float* b, float beta, float* c,
+                          const BatchStrides& strides) {
+  SKEW_CUBLAS_CHECK(cublasSgemmStridedBatched(cublas_handle(), s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                              s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, s.n, s.m, s.k, &alpha, b, s.ldb,
+                                              strides.b, a, s.lda, strides.a, &beta, c, s.ldc, strides.c,
+                                              strides.count));
+}
+
 }  // namespace skew::kernels::cuda

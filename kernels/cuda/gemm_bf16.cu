@@ -35,16 +35,25 @@ struct Bf16Scratch {
   }
 };
 
-// The span a rows x cols matrix with row stride ld occupies, converted as one range so the copy
-// keeps the caller's stride.
-__nv_bfloat16* converted(const float* src, int rows, int cols, int ld, Bf16Scratch& scratch) {
-  const std::int64_t span = rows == 0 ? 0 : static_cast<std::int64_t>(rows - 1) * ld + cols;
+// `span` floats from src converted as one range, so the copy keeps the caller's strides.
+__nv_bfloat16* converted_span(const float* src, std::int64_t span, Bf16Scratch& scratch) {
   __nv_bfloat16* out = scratch.reserve(static_cast<std::size_t>(span));
   if (span > 0) {
     to_bf16<<<static_cast<int>((span + kBlock - 1) / kBlock), kBlock>>>(src, span, out);
     SKEW_CUDA_CHECK(cudaGetLastError());
   }
   return out;
+}
+
+// The elements `count` rows x cols matrices with row stride ld, `stride` apart, span: from the
+// first one's start to the last one's end.
+std::int64_t matrices_span(int rows, int cols, int ld, std::int64_t stride = 0, int count = 1) {
+  if (rows == 0 || count == 0) return 0;
+  return static_cast<std::int64_t>(rows - 1) * ld + cols + static_cast<std::int64_t>(count - 1) * stride;
+}
+
+__nv_bfloat16* converted(const float* src, int rows, int cols, int ld, Bf16Scratch& scratch) {
+  return converted_span(src, matrices_span(rows, cols, ld), scratch);
 }
 
 }  // namespace
@@ -57,6 +66,23 @@ void gemm_bf16(const GemmShape& s, float alpha, const float* a, const float* b, 
                                  s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, s.n, s.m, s.k, &alpha, b16, CUDA_R_16BF, s.ldb,
                                  a16, CUDA_R_16BF, s.lda, &beta, c, CUDA_R_32F, s.ldc, CUBLAS_COMPUTE_32F,
                                  CUBLAS_GEMM_DEFAULT));
+}
+
+// The batch's operands as one converted span each (from the first matrix's start to the last
+// one's end), so that the caller's ld and batch strides still address them.
+void gemm_bf16_strided_batched(const GemmShape& s, float alpha, const float* a, const float* b, float beta, float* c,
+                               const BatchStrides& strides) {
+  thread_local Bf16Scratch a_scratch, b_scratch;
+  const int a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
+  const int b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
+  const __nv_bfloat16* a16 =
+      converted_span(a, matrices_span(a_rows, a_cols, s.lda, strides.a, strides.count), a_scratch);
+  const __nv_bfloat16* b16 =
+      converted_span(b, matrices_span(b_rows, b_cols, s.ldb, strides.b, strides.count), b_scratch);
+  SKEW_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      cublas_handle(), s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, s.n, s.m, s.k,
+      &alpha, b16, CUDA_R_16BF, s.ldb, strides.b, a16, CUDA_R_16BF, s.lda, strides.a, &beta, c, CUDA_R_32F, s.ldc,
+      strides.c, strides.count, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace skew::kernels::cuda

@@ -64,6 +64,20 @@ def rowwise_rows(rowwise, rows):
                      f"{r['ms']:.3f} ms, {100 * r['of_peak']:.0f}% / {100 * r['of_copy_bound']:.0f}%", "-", "-"))
 
 
+def dense_block_rows(block, rows):
+    """Info rows for one dense GPT block's forward + backward through lib/moe/ops on the GPU."""
+    if not block:
+        rows.append(("dense GPT block fwd+bwd (lib/moe/ops on CUDA)", "n/a", "-", "-"))
+        return
+    shape = block["shape"]
+    label = (f"d {shape['d']}, {shape['heads']} heads, seq {shape['seq']}, batch {shape['batch']}, "
+             f"d_ff {shape['d_ff']}, vocab {shape['vocab']}")
+    for precision in ("fp32", "bf16"):
+        r = block[precision]
+        rows.append((f"dense GPT block fwd+bwd, {precision}, {label} (info)",
+                     f"{r['tokens_per_s']:.0f} tokens/s, {r['ms']:.2f} ms, {r['gemm_TFLOPs']:.0f} TFLOP/s", "-", "-"))
+
+
 def main():
     out, commit, device = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
     scope = sys.argv[4] if len(sys.argv) > 4 else "all"
@@ -149,6 +163,7 @@ def main():
         check("bf16 grouped GEMM of one cuBLAS GEMM", None, ">= 60%", None)
     if scope != "wide":
         rowwise_rows(moe.get("rowwise"), rows)
+        dense_block_rows(moe.get("dense_block"), rows)
     (out / "results.json").write_text(json.dumps({"commit": commit, "device": device, "tests": tests, **logs}, indent=1) + "\n")
     width = max(len(r[0]) for r in rows)
     vwidth = max(len(str(r[1])) for r in rows)

@@ -1,0 +1,39 @@
+// One GPT block's forward and backward through lib/moe/ops (lib/moe/dense_block.hpp)
+// in float on the host, the chain a GPU runs with Device::Cuda, against the same chain in float64:
+// loss, every activation and every parameter gradient, at fp32 and at bf16 tolerances. The CUDA
+// run of the same chain is tests/cuda/test_moe_block_cuda.cpp.
+#include "tests/unit/test_moe_block_ops.hpp"
+
+#include <catch2/catch.hpp>
+
+#include "lib/moe/ops.hpp"
+#include "tests/unit/error_message.hpp"
+
+using namespace skew;
+
+TEST_CASE("a GPT block's float chain on the host equals the float64 chain", "[moe][ops][block]") {
+  const auto inputs = moe::random_dense_block_inputs(moe::DenseBlockShape{}, 7);
+  const auto reference = moe::run_dense_block<double>(inputs, Device::Host, moe::Precision::Fp32);
+  const auto got = moe::run_dense_block<float>(inputs, Device::Host, moe::Precision::Fp32);
+  // The chain is not trivial: a loss near log(vocab) but not at it, softmaxes not uniform.
+  CHECK(reference.loss > 1.0);
+  CHECK(std::abs(reference.loss - std::log(67.0)) > 0.05);
+  test::require_same_run(got, reference, 1e-4, 1e-4);
+}
+
+TEST_CASE("a GPT block's bf16 chain on the host equals the float64 chain on bf16-rounded operands",
+          "[moe][ops][block]") {
+  const auto inputs = moe::random_dense_block_inputs(moe::DenseBlockShape{}, 8);
+  const auto reference = moe::run_dense_block<double>(inputs, Device::Host, moe::Precision::Bf16);
+  const auto got = moe::run_dense_block<float>(inputs, Device::Host, moe::Precision::Bf16);
+  test::require_same_run(got, reference, 2e-2, 2e-2);
+}
+
+TEST_CASE("the float64 references refuse device pointers", "[moe][ops][block]") {
+  std::vector<double> x(8), y(8);
+  const std::string message =
+      test::error_of([&] { moe::add_inplace<double>(x.size(), x.data(), y.data(), Device::Cuda); });
+  CHECK(message.find("add_inplace") != std::string::npos);
+  CHECK(message.find("float64 reference runs on the host only") != std::string::npos);
+  CHECK(message.find("ops_internal.hpp") != std::string::npos);
+}
