@@ -16,8 +16,8 @@ Schema wide_train_schema() {
   s.add_bool("data.skip_bad_lines", false, "skip (and count) malformed lines instead of failing");
   s.add_bool("data.cache", true, "read/write a binary cache FILE.skewbin beside a text file");
   s.add_int("data.max_memory_mb", 0, {0, kMaxMemoryMb},
-            "0 = load data.train whole (as its text plus its parsed arrays); M > 0 = when data.train is a "
-            "libsvm/libffm file that would not fit in M MiB that way, stream it: a reader thread parses chunks into a "
+            "0 = load data.train whole; M > 0 = when data.train is a libsvm/libffm file over M/2 MiB (the "
+            "whole load holds its text and parsed arrays about as large), stream it: a reader thread parses chunks into a "
             "ring of 3 buffers that share what M leaves after the model, its gradient and optimizer state (which must "
             "fit in M), each epoch re-reading the file after a first pass that finds its rows and features. Same rows, "
             "order and model as the whole load (no binary cache; one rank; epoch-end checkpoints only; data.valid "
