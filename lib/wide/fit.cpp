@@ -89,7 +89,8 @@ StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, cons
     SKEW_WARN(spec << ": skipped " << scan.report.skipped_lines << " malformed line(s) of " << scan.report.lines
                    << "; first: " << scan.report.first_bad_line);
   SKEW_INFO("data: streaming " << spec << " (" << scan.report.megabytes << " MB > half of " << max_memory_setting(c)
-                               << "), first pass " << scan.report.seconds << " s");
+                               << "), first pass " << scan.report.seconds << " s"
+                               << (ro.use_cache ? "; the binary cache is neither read nor written when streaming" : ""));
   d.report = scan.report;
   d.train_rows = scan.rows;
   d.train.num_features = scan.num_features;

@@ -3,7 +3,8 @@
 // thread over two epochs, as the whole load (LR and FM; the batch size leaves a final partial
 // batch); the summary's ring peak stays within the ring's budget; a bad value near the end of
 // the file is refused with its file:line; a model that alone exceeds the budget, and the key out
-// of range, are refused naming data.max_memory_mb.
+// of range, are refused naming data.max_memory_mb, as are streaming on two ranks and mid-epoch
+// checkpoints.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -30,9 +31,9 @@ void export_rows(const std::filesystem::path& file) {
 
 // Trains on `file`; returns the log (the run must succeed when `ok`).
 std::string train(const std::filesystem::path& dir, const std::filesystem::path& file, const std::string& name,
-                  const std::string& extra, bool ok = true) {
+                  const std::string& extra, bool ok = true, const std::string& launcher = "") {
   const auto log = dir / (name + ".log");
-  const int rc = run(std::string(SKEW_WIDE_TRAIN) + " --data.train=" + file.string() +
+  const int rc = run(launcher + SKEW_WIDE_TRAIN + " --data.train=" + file.string() +
                      " --data.valid= --data.cache=false --model.k=4 --train.epochs=2 --train.threads=1"
                      " --train.batch_size=333 --output.dir=" + (dir / name).string() + " " + extra + " > " +
                      log.string() + " 2>&1");
@@ -86,6 +87,15 @@ TEST_CASE("wide_train: streaming refuses a bad value near the file's end, a mode
   export_rows(good);
   CHECK_THAT(train(dir.path, good, "small", "--model.type=fm --data.max_memory_mb=2", false),
              Catch::Contains("data.max_memory_mb = 2 MiB cannot hold the model"));
+  // Streaming runs on one rank, from the file's start each epoch (so no mid-epoch checkpoints).
+  CHECK_THAT(train(dir.path, good, "np2", "--model.type=lr --data.max_memory_mb=5", false,
+                   std::string(SKEW_MPIEXEC) + " --oversubscribe -np 2 "),
+             Catch::Contains("data.max_memory_mb = 5 streams") && Catch::Contains("which runs on one rank (2 here)"));
+  CHECK_THAT(train(dir.path, good, "interval",
+                   "--model.type=lr --data.max_memory_mb=5 --output.checkpoint_dir=" + (dir.path / "ck").string() +
+                       " --output.checkpoint_interval=10",
+                   false),
+             Catch::Contains("set output.checkpoint_interval = 0"));
   for (const char* bad : {"-1", "16777217"}) {
     CHECK_THAT(train(dir.path, good, "range", std::string("--data.max_memory_mb=") + bad, false),
                Catch::Contains("bad value '" + std::string(bad) + "' for key 'data.max_memory_mb'"));
