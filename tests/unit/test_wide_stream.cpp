@@ -3,6 +3,7 @@
 // line without its newline), the ring never holds more than its budget, the mini-batches are the
 // whole dataset's row for row (batches inside a chunk and across two), a bad value far into the
 // file is refused with its file:line, and a line longer than a slot names the budget's key.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <unistd.h>
@@ -175,4 +176,19 @@ TEST_CASE("stream: a line longer than a ring slot names the budget") {
              Catch::Contains(file.path + ":2: a line longer than") && Catch::Contains("raise data.max_memory_mb = 1"));
   CHECK_THAT(skew::test::error_of([] { TextStream("x", TextFormat::Libsvm, ReadOptions{}, 100, 3, "data.max_memory_mb = 1"); }),
              Catch::Contains("data.max_memory_mb = 1 leaves 100 bytes per ring slot"));
+}
+
+TEST_CASE("format_text (wide_train --export) reads back to the same arrays") {
+  SparseDataset d = generate_synthetic(parse_synthetic_spec("synthetic:criteo?rows=500&features=70000&seed=9"), 0, 500);
+  for (std::size_t e = 0; e < d.value.size(); ++e) d.value[e] = float(e % 11) / 7.0f - 0.4f;  // shortest-exact digits
+  for (const TextFormat format : {TextFormat::Libsvm, TextFormat::Libffm}) {
+    const SparseDataset back = whole(format_text(d, format), format);
+    CHECK(back.row_ptr == d.row_ptr);
+    CHECK(back.index == d.index);
+    CHECK(back.value == d.value);
+    CHECK(back.label == d.label);
+    if (format == TextFormat::Libffm) CHECK(back.field == d.field);
+  }
+  CHECK(std::count(d.label.begin(), d.label.end(), 1.0f) > 50);  // both labels present
+  CHECK(std::count(d.label.begin(), d.label.end(), 0.0f) > 50);
 }
