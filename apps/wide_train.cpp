@@ -2,10 +2,12 @@
 // data parallel over MPI ranks (the epoch loop: lib/wide/fit.hpp).
 //   mpirun -np 2 wide_train --config configs/wide.ini [--model.type=ffm ...]
 // `wide_train --predict --predict.model=M --predict.data=D` writes one probability per line
-// instead of training.
+// instead of training; `wide_train --export=FILE --data.train=synthetic:criteo?...` writes the
+// synthetic training data to FILE as libsvm/libffm text (the cost curve's large files).
 #include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <string>
 #include <vector>
 
 #include "lib/core/config.hpp"
@@ -19,6 +21,13 @@ int main(int argc, char** argv) {
   const auto it = std::find_if(args.begin(), args.end(), [](char* a) { return std::strcmp(a, "--predict") == 0; });
   const bool predict_mode = it != args.end();
   if (predict_mode) args.erase(it);
+  // So is --export=FILE.
+  std::string export_path;
+  const auto ex = std::find_if(args.begin(), args.end(), [](char* a) { return std::strncmp(a, "--export=", 9) == 0; });
+  if (ex != args.end()) {
+    export_path = *ex + 9;
+    args.erase(ex);
+  }
   const int count = int(args.size());
   args.push_back(nullptr);  // MPI_Init expects argv[argc] == NULL
   const skew::Schema schema = skew::wide::wide_train_schema();
@@ -27,6 +36,10 @@ int main(int argc, char** argv) {
   return skew::comm::run_main(count, args.data(), /*bind_gpu=*/true, [&](skew::comm::Runtime& rt) {
     const skew::Config config = skew::Config::parse(schema, count, args.data());
     if (config.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
+    if (!export_path.empty()) {
+      if (rt.world_rank == 0) skew::wide::export_data(config, export_path);
+      return 0;
+    }
     if (predict_mode) {
       skew::wide::predict(config, *rt.world);
       return 0;

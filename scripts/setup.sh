@@ -11,7 +11,7 @@ if [[ " $* " == *" --fuzz "* ]]; then
   packages+=(clang libclang-rt-14-dev)
 fi
 if [[ " $* " == *" --bench "* ]]; then
-  packages+=(python3-numpy python3-matplotlib liblinear-tools)
+  packages+=(python3-numpy python3-matplotlib liblinear-tools time)  # time: /usr/bin/time -v (cost_curve_wide.sh)
   # npm may come with another distribution's nodejs (NodeSource's bundles it and conflicts with
   # Debian's npm package), so the command decides, not the package list.
   command -v npm >/dev/null || packages+=(nodejs npm)

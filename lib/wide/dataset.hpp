@@ -58,6 +58,8 @@ struct SparseDataset {
 };
 
 enum class TextFormat { Libsvm, Libffm };
+// data.format's choice for `path`: libsvm | libffm, or auto (by extension: .libffm/.ffm, else libsvm).
+TextFormat format_for(const std::string& path, const std::string& option);
 
 struct ReadOptions {
   std::string format = "auto";  // auto (by extension: .libffm/.ffm, else libsvm) | libsvm | libffm
@@ -66,6 +68,8 @@ struct ReadOptions {
   int threads = 1;              // parser threads
   int hash_bits = 0;            // 0: ids are model rows; 1..kMaxHashBits: hashed into 2^bits rows
   int rank = 0, world = 1;      // this rank's slice: rows [rank*N/world, (rank+1)*N/world)
+  std::int64_t line_offset = 0; // parse_text: lines of the file before this text (a streamed
+                                // chunk's place in it), so errors name the file's line
 };
 
 struct ReadReport {
@@ -76,9 +80,14 @@ struct ReadReport {
   double seconds = 0.0, megabytes = 0.0;
 };
 
-// Parses text (the whole file) into one dataset; `origin` names it in errors (FILE:LINE:COL).
+// Parses text (the whole file, or whole lines of it from line options.line_offset + 1 on) into one
+// dataset; `origin` names it in errors (FILE:LINE:COL).
 SparseDataset parse_text(std::string_view text, const std::string& origin, TextFormat format,
                          const ReadOptions& options, ReadReport* report);
+
+// `d` as libsvm/libffm text that parse_text reads back to the same arrays (values written
+// shortest-exact); labels 0/1.
+std::string format_text(const SparseDataset& d, TextFormat format);
 
 // Loads `spec`: a libsvm/libffm file path or "synthetic:criteo?...". Returns this rank's slice.
 SparseDataset load_dataset(const std::string& spec, const ReadOptions& options, ReadReport* report = nullptr);

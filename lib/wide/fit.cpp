@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <functional>
 
 #include "lib/core/error.hpp"
 #include "lib/core/fileio.hpp"
@@ -9,82 +11,10 @@
 #include "lib/core/metrics.hpp"
 #include "lib/core/timer.hpp"
 #include "lib/wide/checkpoint.hpp"
+#include "lib/wide/stream.hpp"
 #include "lib/wide/trainer.hpp"
 
 namespace skew::wide {
-
-namespace {
-// Model rows are 32-bit in the kernels, and a model this wide is already 2^28 rows: beyond it
-// the data should be hashed into fewer rows (data.hash_bits <= kMaxHashBits = 28).
-constexpr std::int64_t kMaxModelFeatures = std::int64_t(1) << kMaxHashBits;
-}  // namespace
-
-Schema wide_train_schema() {
-  Schema s("wide_train",
-           "Train LR/FM/FFM on sparse data with the classical or flow (cuWide) schema; with --predict, score "
-           "predict.data with the model in predict.model instead.");
-  s.add_string("data.train", "synthetic:criteo?rows=20000&features=50000&alpha=1.1&seed=1",
-               "training data: a libsvm/libffm file or synthetic:criteo?rows=N&features=F&alpha=A&seed=S");
-  s.add_string("data.valid", "synthetic:criteo?rows=5000&features=50000&alpha=1.1&seed=1&first_row=1000000",
-               "validation data (same forms); empty = no validation");
-  s.add_choice("data.format", "auto", {"auto", "libsvm", "libffm"}, "text format (auto: .libffm/.ffm -> libffm)");
-  s.add_bool("data.skip_bad_lines", false, "skip (and count) malformed lines instead of failing");
-  s.add_bool("data.cache", true, "read/write a binary cache FILE.skewbin beside a text file");
-  s.add_int("data.hash_bits", 0, {0, kMaxHashBits},
-            "feature hashing: 0 = each (64-bit) feature id is its model row (ids up to 2^28 - 1); b > 0 = id maps to "
-            "row fmix64(id ^ 0x9e3779b97f4a7c15) >> (64 - b) of a 2^b-row model (MurmurHash3's finaliser; the same "
-            "row in every run and rank; the saved model records b for --predict)");
-  s.add_choice("model.type", "fm", {"lr", "fm", "ffm"}, "model: logistic regression, FM or field-aware FM");
-  s.add_int("model.k", 8, {1, 1024}, "latent dimension (FM/FFM)");
-  s.add_int("model.features", 0, {0, kMaxModelFeatures}, "number of features; 0 = max index + 1 in the data");
-  s.add_float("model.init_std", 0.01, FloatRange::at_least(0), "std of the initial latent factors");
-  s.add_int("model.seed", 1, IntRange::at_least(0), "initialisation seed");
-  s.add_choice("train.normalize", "auto", {"auto", "on", "off"},
-               "scale each instance's values to unit L2 norm, in training, validation and --predict (the saved model "
-               "records it): auto = on for FM/FFM (as LIBFFM and xLearn do), off for LR");
-  s.add_choice("train.schema", "flow", {"classical", "flow"}, "training schema");
-  s.add_choice("train.classical_sync", "hogwild", {"hogwild", "atomic"},
-               "classical on the CPU, one rank: hogwild = per-sample updates shared by the threads without locks "
-               "(libFM/LIBFFM style); atomic = a mini-batch gradient summed with atomic adds, one update per batch "
-               "(several ranks and cuda always use the batch gradient)");
-  s.add_choice("train.device", "cpu", {"cpu", "cuda"},
-               "where to train: cpu (train.threads per rank) or cuda (one GPU per rank; validation on the CPU)");
-  s.add_bool("train.overlap", true, "cuda: copy the next mini-batch to the GPU on a second stream while this one computes");
-  s.add_choice("train.optimizer", "adagrad", {"sgd", "adagrad", "ftrl"}, "optimizer");
-  s.add_float("train.lr", 0.0, FloatRange::at_least(0),
-              "learning rate (FTRL: alpha); 0 = the model's default: 0.05 for LR, 0.1 for FM, 0.5 for FFM (AdaGrad, "
-              "with train.normalize = auto; the best test logloss of a synthetic sweep)");
-  s.add_float("train.l2", 1e-5, FloatRange::at_least(0), "L2 regularisation");
-  s.add_float("train.l1", 0.0, FloatRange::at_least(0), "L1 (FTRL only)");
-  s.add_float("train.ftrl_beta", 1.0, FloatRange::at_least(0), "FTRL beta");
-  s.add_int("train.epochs", 5, {1, kMaxInt32}, "maximum number of epochs");
-  s.add_int("train.batch_size", 1024, IntRange::at_least(1), "global mini-batch size (split evenly over ranks)");
-  s.add_int("train.threads", 1, {1, 1024}, "worker threads per rank");
-  s.add_int("train.patience", 2, {0, kMaxInt32}, "stop after this many epochs without a better validation logloss (0 = never)");
-  s.add_choice("train.sync", "allreduce", {"allreduce"}, "multi-rank synchronisation of the gradient");
-  s.add_bool("train.renumber", true, "renumber features by frequency (flow: hot features get small ids)");
-  s.add_int("train.tile_samples", 256, {1, 1 << 20}, "flow: samples per tile");
-  s.add_int("train.hot_features", 4096, {0, 1 << 30}, "flow: number of hottest features with cached, replicated accumulators");
-  s.add_int("train.replica_budget_mb", 16, {0, 1 << 20},  // 1 TiB: MiB << 20 stays far inside int64
-            "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot (0 = never)");
-  s.add_int("train.log_every", 20, IntRange::at_least(1), "progress line and metrics record every N steps");
-  s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
-  s.add_string("output.model", "", "where the best model so far is saved, each time an epoch improves it (default OUTPUT_DIR/model.safetensors)");
-  // The names and meanings of moe_train's checkpoint keys (lib/moe/schema.cpp).
-  s.add_string("output.checkpoint_dir", "",
-               "checkpoint directory (empty = none): model, optimizer state and the run's position, at every epoch end "
-               "(CPU only; bit-exact resume at train.threads = 1)");
-  s.add_int("output.checkpoint_interval", 0, IntRange::at_least(0),
-            "steps between mid-epoch checkpoints (0 = only at the epoch ends)");
-  s.add_int("output.keep", 2, {1, kMaxInt32}, "checkpoints kept");
-  s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
-  s.add_string("predict.model", "", "--predict: the model to load");
-  s.add_string("predict.data", "", "--predict: the data to score");
-  s.add_string("predict.output", "-", "--predict: output file, one probability per line ('-' = stdout)");
-  return s;
-}
-
-namespace {
 
 ReadOptions read_options(const Config& c, const comm::ProcessGroup& world, int threads) {
   ReadOptions o;
@@ -98,10 +28,16 @@ ReadOptions read_options(const Config& c, const comm::ProcessGroup& world, int t
   return o;
 }
 
+namespace {
+
+
 // The training and validation data, renumbered by frequency (counted over all ranks) when
 // train.renumber is set, and the model shape they call for.
 struct Data {
-  SparseDataset train, valid;
+  SparseDataset train, valid;  // train: empty but for num_features/num_fields when streamed
+  std::unique_ptr<TextStream> stream;  // data.train streamed (data.max_memory_mb), else null
+  std::int64_t train_rows = 0;         // this rank's
+  ReadOptions read;                    // data.* as read
   bool has_valid = false;
   ReadReport report;  // of the training data
   kernels::WideShape shape;
@@ -117,15 +53,66 @@ bool normalize_for(const Config& c, kernels::WideKind kind) {
   return mode == "auto" ? kind != kernels::WideKind::LR : mode == "on";
 }
 
+// The ring's slots: one being filled, one being trained on, one ready between them.
+constexpr int kStreamSlots = 3;
+
+std::string max_memory_setting(const Config& c) {
+  return "data.max_memory_mb = " + std::to_string(c.get_int("data.max_memory_mb"));
+}
+
+// Whether data.train streams: data.max_memory_mb is set and the whole load, which maps the text
+// and builds arrays about as large, would not fit it. Synthetic data is generated whole.
+bool streams(const Config& c, const std::string& spec) {
+  const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
+  std::error_code ec;
+  if (budget == 0 || spec.rfind("synthetic:", 0) == 0 || !std::filesystem::is_regular_file(spec, ec)) return false;
+  return 2 * std::int64_t(std::filesystem::file_size(spec)) > budget;
+}
+
+// The first pass over a streamed data.train: its rows, shape and (to renumber) feature counts.
+StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, const ReadOptions& ro, Data& d) {
+  const std::string spec = c.get_string("data.train");
+  SKEW_CHECK(world.size() == 1, max_memory_setting(c) << " streams " << spec << ", which runs on one rank ("
+                                                      << world.size() << " here): drop data.max_memory_mb or run one rank");
+  SKEW_CHECK(c.get_int("output.checkpoint_interval") == 0,
+             max_memory_setting(c) << " streams " << spec << " from its start every epoch, so it resumes from epoch-end "
+                                   << "checkpoints only: set output.checkpoint_interval = 0");
+  const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
+  d.stream = std::make_unique<TextStream>(spec, format_for(spec, ro.format), ro, budget / kStreamSlots, kStreamSlots,
+                                          max_memory_setting(c));
+  Timer timer;
+  StreamScan scan = scan_stream(*d.stream, ro.hash_bits, c.get_bool("train.renumber"));
+  scan.report.seconds = timer.seconds();
+  SKEW_CHECK(scan.rows > 0, spec << " holds no rows (" << scan.report.lines << " lines, " << scan.report.skipped_lines
+                                 << " of them malformed and skipped): nothing to read");
+  if (scan.report.skipped_lines > 0)
+    SKEW_WARN(spec << ": skipped " << scan.report.skipped_lines << " malformed line(s) of " << scan.report.lines
+                   << "; first: " << scan.report.first_bad_line);
+  SKEW_INFO("data: streaming " << spec << " (" << scan.report.megabytes << " MB > half of " << max_memory_setting(c)
+                               << "), first pass " << scan.report.seconds << " s"
+                               << (ro.use_cache ? "; the binary cache is neither read nor written when streaming" : ""));
+  d.report = scan.report;
+  d.train_rows = scan.rows;
+  d.train.num_features = scan.num_features;
+  d.train.num_fields = scan.num_fields;
+  return scan;
+}
+
 Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   Data d;
-  const ReadOptions ro = read_options(c, world, threads);
+  const ReadOptions ro = d.read = read_options(c, world, threads);
   SKEW_CHECK(!c.get_string("data.train").empty(),
              "data.train is empty: give a libsvm/libffm file or synthetic:criteo?rows=N&features=F");
-  d.train = load_dataset(c.get_string("data.train"), ro, &d.report);
+  StreamScan scan;
+  if (streams(c, c.get_string("data.train"))) {
+    scan = scan_training_stream(c, world, ro, d);
+  } else {
+    d.train = load_dataset(c.get_string("data.train"), ro, &d.report);
+    d.train_rows = d.train.rows();
+  }
   d.has_valid = !c.get_string("data.valid").empty();
   if (d.has_valid) d.valid = load_dataset(c.get_string("data.valid"), ro);
-  SKEW_INFO("data: " << d.train.rows() << " training rows on rank 0 (" << d.report.lines << " lines"
+  SKEW_INFO("data: " << d.train_rows << " training rows on rank 0 (" << d.report.lines << " lines"
                      << (d.report.from_cache ? ", from cache" : "") << ", " << d.report.skipped_lines
                      << " skipped, " << d.report.seconds << " s)" << (d.has_valid ? ", validation " + std::to_string(d.valid.rows()) + " rows" : ""));
 
@@ -148,13 +135,14 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   shape.num_fields = std::max(d.train.num_fields, d.valid.num_fields);
   d.normalize = normalize_for(c, shape.kind);
   if (d.normalize) {
-    normalize_instances(d.train);
+    normalize_instances(d.train);  // a streamed file's chunks: as they arrive (prepare_chunk)
     if (d.has_valid) normalize_instances(d.valid);
   }
 
   d.renumber = c.get_bool("train.renumber");
   if (d.renumber) {
-    std::vector<std::int64_t> counts = feature_counts(d.train, shape.num_features);
+    std::vector<std::int64_t> counts = d.stream ? std::move(scan.counts) : feature_counts(d.train, shape.num_features);
+    counts.resize(std::size_t(shape.num_features), 0);  // model.features may exceed the data's
     world.allreduce(comm::view(counts), comm::ReduceOp::Sum);
     d.order = FeatureOrder::by_frequency(counts);
     d.order.apply(d.train);
@@ -192,10 +180,16 @@ TrainOptions train_options(const Config& c, int threads) {
   return o;
 }
 
+// A step's rows: [begin, end) of *data, and the next step's [next_begin, next_end).
+struct Batch {
+  const SparseDataset* data = nullptr;
+  std::int64_t begin = 0, end = 0, next_begin = 0, next_end = 0;
+};
+
 // What train_epoch works with, fixed for the run.
 struct EpochLoop {
   WideTrainer& trainer;
-  const SparseDataset& train;
+  std::function<Batch(std::int64_t step)> batch;  // step s's rows on this rank
   std::int64_t steps, local_batch, log_every;
   JsonlWriter& metrics;  // disabled on ranks other than 0 and without output.dir
   WideCheckpoint& checkpoint;
@@ -206,13 +200,10 @@ struct EpochLoop {
 // global steps, a checkpoint every checkpoint.interval() (but the epoch's last step: the
 // epoch-end checkpoint follows it, with the validation's outcome).
 void train_epoch(EpochLoop& loop, WideRunState& st, const Timer& epoch_timer) {
-  const SparseDataset& train = loop.train;
   const std::int64_t interval = loop.checkpoint.interval();
   for (std::int64_t s = st.step_in_epoch; s < loop.steps; ++s) {
-    const std::int64_t begin = std::min(train.rows(), s * loop.local_batch),
-                       end = std::min(train.rows(), begin + loop.local_batch);
-    const std::int64_t next_end = s + 1 < loop.steps ? std::min(train.rows(), end + loop.local_batch) : end;
-    const StepResult r = loop.trainer.step(train, begin, end, end, next_end);
+    const Batch b = loop.batch(s);
+    const StepResult r = loop.trainer.step(*b.data, b.begin, b.end, b.next_begin, b.next_end);
     // The loss is the group's (summed over ranks), so every rank stops here together.
     SKEW_CHECK(std::isfinite(r.loss), "epoch " << st.epoch << " step " << s + 1 << ": the training loss is " << r.loss
                                                 << ": the model diverged (try a smaller train.lr)");
@@ -253,6 +244,32 @@ RunIdentity run_identity(const Config& c, const kernels::WideShape& shape, std::
           {"steps per epoch (data.train rows / train.batch_size)", std::to_string(steps)}};
 }
 
+// The training ring for a streamed data.train: its slots share what data.max_memory_mb leaves
+// after the trainer's parameters, their gradient and the optimizer's state; each chunk is
+// normalised and renumbered as the whole load is.
+std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, WideTrainer& trainer, std::int64_t batch) {
+  const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
+  const std::int64_t model_bytes =
+      std::int64_t(sizeof(float)) * std::int64_t(2 * trainer.parameters().size() + trainer.optimizer().n_state().size() +
+                                                 trainer.optimizer().z_state().size());
+  const std::int64_t ring = budget - model_bytes;
+  SKEW_CHECK(ring >= kStreamSlots * std::int64_t(64 << 10),
+             max_memory_setting(c) << " MiB cannot hold the model, its gradient and optimizer state ("
+                                   << double(model_bytes) / double(1 << 20) << " MiB) and a stream ring of " << kStreamSlots
+                                   << " x 64 KiB: raise data.max_memory_mb (or shrink the model)");
+  const std::string spec = c.get_string("data.train");
+  data.stream.reset();  // the first pass's ring goes before this one's is filled
+  data.stream = std::make_unique<TextStream>(spec, format_for(spec, c.get_string("data.format")),
+                                             data.read, ring / kStreamSlots,
+                                             kStreamSlots, max_memory_setting(c));
+  const bool normalize = data.normalize, renumber = data.renumber;
+  const FeatureOrder* order = &data.order;
+  return std::make_unique<StreamBatches>(*data.stream, batch, [normalize, renumber, order](SparseDataset& chunk) {
+    if (normalize) normalize_instances(chunk);
+    if (renumber) order->apply(chunk);
+  });
+}
+
 }  // namespace
 
 Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
@@ -265,7 +282,7 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   SKEW_CHECK(global_batch >= ranks, "train.batch_size = " << global_batch << " is smaller than the " << ranks << " ranks");
   const std::int64_t local_batch = global_batch / ranks;
   // Every rank takes as many steps as the rank with the fewest rows: the steps are collective.
-  std::vector<std::int64_t> steps{(data.train.rows() + local_batch - 1) / local_batch};
+  std::vector<std::int64_t> steps{(data.train_rows + local_batch - 1) / local_batch};
   world->allreduce(comm::view(steps), comm::ReduceOp::Min);
   SKEW_CHECK(steps[0] > 0, "data.train " << c.get_string("data.train") << " leaves a rank without rows ("
                                          << data.report.total_rows << " rows for " << ranks
@@ -297,12 +314,31 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
                     c.get_int_as<int>("data.hash_bits")};
     saved.save(model_path, {{"schema", c.get_string("train.schema")}, {"epoch", std::to_string(st.best_epoch)}});
   };
-  EpochLoop loop{trainer, data.train, steps[0], local_batch, c.get_int("train.log_every"), metrics, checkpoint};
+  std::unique_ptr<StreamBatches> stream_batches;
+  if (data.stream) stream_batches = training_stream(c, data, trainer, local_batch);
+  const auto in_memory_batch = [&](std::int64_t s) {
+    const std::int64_t rows = data.train.rows(), begin = std::min(rows, s * local_batch),
+                       end = std::min(rows, begin + local_batch);
+    return Batch{&data.train, begin, end, end, s + 1 < steps[0] ? std::min(rows, end + local_batch) : end};
+  };
+  const auto streamed_batch = [&](std::int64_t s) {
+    Batch b;
+    SKEW_CHECK(stream_batches->next(b.data, b.begin, b.end),
+               c.get_string("data.train") << " ended before step " << s + 1 << " of its epoch: it changed while training");
+    b.next_begin = b.next_end = b.end;  // the next batch may be in a chunk not read yet
+    return b;
+  };
+  EpochLoop loop{trainer, data.stream ? std::function<Batch(std::int64_t)>(streamed_batch) : in_memory_batch,
+                 steps[0], local_batch, c.get_int("train.log_every"), metrics, checkpoint};
   const std::int64_t epochs = c.get_int("train.epochs");
   // A run resumed after its early stop stays stopped.
   const auto stopped_early = [&] { return patience > 0 && st.since_best >= patience; };
   while (st.epoch <= epochs && !stopped_early()) {
     Timer epoch_timer;
+    if (stream_batches) {  // only epoch-end checkpoints: a streamed epoch starts at the file's start
+      SKEW_CHECK(st.step_in_epoch == 0, "a streamed epoch cannot resume at step " << st.step_in_epoch);
+      stream_batches->rewind();
+    }
     train_epoch(loop, st, epoch_timer);
     const double epoch_seconds = st.epoch_seconds + epoch_timer.seconds();
     st.train_seconds += epoch_seconds;
@@ -348,36 +384,16 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
                {"train_samples_per_s", double(st.total_samples) / std::max(1e-9, st.train_seconds)},
                {"train_nonzeros_per_s", double(st.total_nonzeros) / std::max(1e-9, st.train_seconds)},
                {"train_rows_skipped", data.report.skipped_lines}, {"data_seconds", data.report.seconds},
-               {"seconds", total.seconds()}, {"model_path", model_path}, {"resumed", resumed}};
+               {"seconds", total.seconds()}, {"model_path", model_path}, {"resumed", resumed},
+               {"streamed", data.stream != nullptr}};
+  if (data.stream) {  // the ring's bound and what it held at most (lib/wide/stream.hpp)
+    summary["stream_ring_budget_bytes"] = data.stream->ring_budget();
+    summary["stream_peak_ring_bytes"] = data.stream->peak_ring_bytes();
+    summary["stream_chunks_read"] = data.stream->chunks_read();
+  }
   metrics.close();  // checked: a failed last write is an error, not a stderr line
   if (rank == 0 && !dir.empty()) write_file_atomic(dir + "/summary.json", summary.dump() + "\n");
   return summary;
-}
-
-void predict(const Config& c, const comm::ProcessGroup& world) {
-  SKEW_CHECK(world.size() == 1, "--predict runs on one rank");
-  const std::string model_path = c.get_string("predict.model"), data_path = c.get_string("predict.data");
-  SKEW_CHECK(!model_path.empty() && !data_path.empty(), "--predict needs predict.model and predict.data");
-  WideModel model = WideModel::load(model_path);
-  // The data is hashed as the model's training data was; a different data.hash_bits is a mistake.
-  ReadOptions ro = read_options(c, world, c.get_int_as<int>("train.threads"));
-  SKEW_CHECK(ro.hash_bits == 0 || ro.hash_bits == model.hash_bits,
-             "data.hash_bits = " << ro.hash_bits << " but " << model_path << " was trained with data.hash_bits = "
-                                 << model.hash_bits << " (--predict hashes as the model records; leave data.hash_bits at 0)");
-  ro.hash_bits = model.hash_bits;
-  SparseDataset data = load_dataset(data_path, ro);
-  if (model.normalized) normalize_instances(data);  // as the model's training data was
-  for (auto i : data.index)
-    SKEW_CHECK(i < model.shape.num_features, data_path << ": feature " << i << " is beyond the model's " << model.shape.num_features);
-  TrainOptions o;
-  o.schema = TrainSchema::Classical;
-  WideTrainer t(std::move(model), o);
-  const std::vector<float> p = t.predict(data);
-  std::string text;
-  for (float v : p) text += std::to_string(v) + "\n";
-  const std::string out = c.get_string("predict.output");
-  if (out == "-") write_stdout(text, "the predictions");
-  else write_file_atomic(out, text);
 }
 
 }  // namespace skew::wide

@@ -108,8 +108,15 @@ WideModel WideModel::load(const std::string& path) {
 
 std::vector<std::int64_t> feature_counts(const SparseDataset& data, std::int64_t num_features) {
   std::vector<std::int64_t> counts(std::size_t(num_features), 0);
-  for (std::uint32_t i : data.index) ++counts[i];
+  add_feature_counts(data, counts);
   return counts;
+}
+
+void add_feature_counts(const SparseDataset& data, std::vector<std::int64_t>& counts) {
+  for (std::uint32_t i : data.index) {
+    if (i >= counts.size()) counts.resize(std::size_t(i) + 1, 0);
+    ++counts[i];
+  }
 }
 
 FeatureOrder FeatureOrder::by_frequency(const std::vector<std::int64_t>& counts) {

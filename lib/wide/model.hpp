@@ -39,6 +39,9 @@ struct FeatureOrder {
   std::vector<float> to_original(const kernels::WideShape& shape, const std::vector<float>& params) const;
 };
 std::vector<std::int64_t> feature_counts(const SparseDataset& data, std::int64_t num_features);
+// Adds data's feature occurrences to `counts`, growing it to the largest index + 1 when short
+// (a streamed file's chunks, counted one at a time).
+void add_feature_counts(const SparseDataset& data, std::vector<std::int64_t>& counts);
 
 // Mean logloss of sigmoid(logits) against 0/1 labels, and the ROC AUC (ties averaged; +-inf
 // scores rank as the extremes; NaN when any score is NaN, as from a diverged model: callers

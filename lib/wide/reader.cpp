@@ -200,6 +200,8 @@ void check_hash_bits(int bits) {
              "data.hash_bits = " << bits << " is out of range (0 = off, or 1.." << kMaxHashBits << ")");
 }
 
+}  // namespace
+
 TextFormat format_for(const std::string& path, const std::string& option) {
   if (option == "libsvm") return TextFormat::Libsvm;
   if (option == "libffm") return TextFormat::Libffm;
@@ -207,8 +209,6 @@ TextFormat format_for(const std::string& path, const std::string& option) {
   const auto ext = std::filesystem::path(path).extension().string();
   return ext == ".libffm" || ext == ".ffm" ? TextFormat::Libffm : TextFormat::Libsvm;
 }
-
-}  // namespace
 
 SparseDataset parse_text(std::string_view text, const std::string& origin, TextFormat format,
                          const ReadOptions& options, ReadReport* report) {
@@ -232,7 +232,7 @@ SparseDataset parse_text(std::string_view text, const std::string& origin, TextF
   // The first chunk's arrays become the dataset's; the others are appended to them.
   SparseDataset out = std::move(parts[0].data);
   parts[0].data = SparseDataset{};
-  std::int64_t line_base = 0, max_index = -1;
+  std::int64_t line_base = options.line_offset, max_index = -1;
   ReadReport local;
   for (auto& part : parts) {
     if (part.first_error.line >= 0) {
@@ -255,11 +255,35 @@ SparseDataset parse_text(std::string_view text, const std::string& origin, TextF
   }
   // Hashed data spans the whole row space, so training and validation files agree on it.
   out.num_features = options.hash_bits > 0 ? std::int64_t(1) << options.hash_bits : max_index + 1;
-  local.lines = line_base;
+  local.lines = line_base - options.line_offset;
   if (report) {
     report->lines = local.lines;
     report->skipped_lines = local.skipped_lines;
     report->first_bad_line = local.first_bad_line;
+  }
+  return out;
+}
+
+std::string format_text(const SparseDataset& d, TextFormat format) {
+  std::string out;
+  char number[32];
+  const auto put = [&](auto x) {
+    const auto r = std::to_chars(number, number + sizeof number, x);  // shortest: reads back exactly
+    out.append(number, r.ptr);
+  };
+  for (std::int64_t r = 0; r < d.rows(); ++r) {
+    out += d.label[std::size_t(r)] > 0 ? '1' : '0';
+    for (std::int64_t e = d.row_ptr[std::size_t(r)]; e < d.row_ptr[std::size_t(r) + 1]; ++e) {
+      out += ' ';
+      if (format == TextFormat::Libffm) {
+        put(d.field[std::size_t(e)]);
+        out += ':';
+      }
+      put(d.index[std::size_t(e)]);
+      out += ':';
+      put(d.value[std::size_t(e)]);
+    }
+    out += '\n';
   }
   return out;
 }

@@ -6,4 +6,5 @@ skew_unit_test(skew_wide_test
           ${CMAKE_CURRENT_LIST_DIR}/test_wide_setup.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_wide_hashing.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_wide_tile.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_wide_stream.cpp
   LIBS skew_wide)

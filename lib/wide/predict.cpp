@@ -1,0 +1,52 @@
+// wide_train's other modes (lib/wide/fit.hpp): --predict scores predict.data with a saved model;
+// --export writes data.train out as a text file.
+#include <algorithm>
+
+#include "lib/core/error.hpp"
+#include "lib/core/fileio.hpp"
+#include "lib/wide/fit.hpp"
+#include "lib/wide/trainer.hpp"
+
+namespace skew::wide {
+
+void predict(const Config& c, const comm::ProcessGroup& world) {
+  SKEW_CHECK(world.size() == 1, "--predict runs on one rank");
+  const std::string model_path = c.get_string("predict.model"), data_path = c.get_string("predict.data");
+  SKEW_CHECK(!model_path.empty() && !data_path.empty(), "--predict needs predict.model and predict.data");
+  WideModel model = WideModel::load(model_path);
+  // The data is hashed as the model's training data was; a different data.hash_bits is a mistake.
+  ReadOptions ro = read_options(c, world, c.get_int_as<int>("train.threads"));
+  SKEW_CHECK(ro.hash_bits == 0 || ro.hash_bits == model.hash_bits,
+             "data.hash_bits = " << ro.hash_bits << " but " << model_path << " was trained with data.hash_bits = "
+                                 << model.hash_bits << " (--predict hashes as the model records; leave data.hash_bits at 0)");
+  ro.hash_bits = model.hash_bits;
+  SparseDataset data = load_dataset(data_path, ro);
+  if (model.normalized) normalize_instances(data);  // as the model's training data was
+  for (auto i : data.index)
+    SKEW_CHECK(i < model.shape.num_features, data_path << ": feature " << i << " is beyond the model's " << model.shape.num_features);
+  TrainOptions o;
+  o.schema = TrainSchema::Classical;
+  WideTrainer t(std::move(model), o);
+  const std::vector<float> p = t.predict(data);
+  std::string text;
+  for (float v : p) text += std::to_string(v) + "\n";
+  const std::string out = c.get_string("predict.output");
+  if (out == "-") write_stdout(text, "the predictions");
+  else write_file_atomic(out, text);
+}
+
+void export_data(const Config& c, const std::string& path) {
+  const std::string spec = c.get_string("data.train");
+  SKEW_CHECK(spec.rfind("synthetic:", 0) == 0, "--export writes synthetic data.train to a file; data.train = " << spec);
+  const SyntheticSpec s = parse_synthetic_spec(spec);
+  const TextFormat format = format_for(path, c.get_string("data.format"));
+  OutputFile out(path);
+  // A block of rows at a time: the file may be larger than memory (the generator's rows are
+  // pure functions of their number, so blocks join into the one dataset).
+  constexpr std::int64_t kBlock = 100000;
+  for (std::int64_t begin = 0; begin < s.rows; begin += kBlock)
+    out.write(format_text(generate_synthetic(s, begin, std::min(s.rows, begin + kBlock)), format));
+  out.close();
+}
+
+}  // namespace skew::wide

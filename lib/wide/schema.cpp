@@ -1,0 +1,80 @@
+// wide_train's schema (lib/wide/fit.hpp): every key, its default, range and help.
+#include "lib/wide/fit.hpp"
+#include "lib/wide/dataset.hpp"
+
+namespace skew::wide {
+
+Schema wide_train_schema() {
+  Schema s("wide_train",
+           "Train LR/FM/FFM on sparse data with the classical or flow (cuWide) schema; with --predict, score "
+           "predict.data with the model in predict.model instead.");
+  s.add_string("data.train", "synthetic:criteo?rows=20000&features=50000&alpha=1.1&seed=1",
+               "training data: a libsvm/libffm file or synthetic:criteo?rows=N&features=F&alpha=A&seed=S");
+  s.add_string("data.valid", "synthetic:criteo?rows=5000&features=50000&alpha=1.1&seed=1&first_row=1000000",
+               "validation data (same forms); empty = no validation");
+  s.add_choice("data.format", "auto", {"auto", "libsvm", "libffm"}, "text format (auto: .libffm/.ffm -> libffm)");
+  s.add_bool("data.skip_bad_lines", false, "skip (and count) malformed lines instead of failing");
+  s.add_bool("data.cache", true, "read/write a binary cache FILE.skewbin beside a text file");
+  s.add_int("data.max_memory_mb", 0, {0, kMaxMemoryMb},
+            "0 = load data.train whole; M > 0 = when data.train is a libsvm/libffm file over M/2 MiB (the "
+            "whole load holds its text and parsed arrays about as large), stream it: a reader thread parses chunks into a "
+            "ring of 3 buffers that share what M leaves after the model, its gradient and optimizer state (which must "
+            "fit in M), each epoch re-reading the file after a first pass that finds its rows and features. Same rows, "
+            "order and model as the whole load (no binary cache; one rank; epoch-end checkpoints only; data.valid "
+            "is still loaded whole, outside M; M is not a cap on the process: the flow schema's buffers and the "
+            "libraries come on top, peak RSS 0.2-0.7 GB over M at M = 1024 in results/wide/cost_curve)");
+  s.add_int("data.hash_bits", 0, {0, kMaxHashBits},
+            "feature hashing: 0 = each (64-bit) feature id is its model row (ids up to 2^28 - 1); b > 0 = id maps to "
+            "row fmix64(id ^ 0x9e3779b97f4a7c15) >> (64 - b) of a 2^b-row model (MurmurHash3's finaliser; the same "
+            "row in every run and rank; the saved model records b for --predict)");
+  s.add_choice("model.type", "fm", {"lr", "fm", "ffm"}, "model: logistic regression, FM or field-aware FM");
+  s.add_int("model.k", 8, {1, 1024}, "latent dimension (FM/FFM)");
+  s.add_int("model.features", 0, {0, kMaxModelFeatures}, "number of features; 0 = max index + 1 in the data");
+  s.add_float("model.init_std", 0.01, FloatRange::at_least(0), "std of the initial latent factors");
+  s.add_int("model.seed", 1, IntRange::at_least(0), "initialisation seed");
+  s.add_choice("train.normalize", "auto", {"auto", "on", "off"},
+               "scale each instance's values to unit L2 norm, in training, validation and --predict (the saved model "
+               "records it): auto = on for FM/FFM (as LIBFFM and xLearn do), off for LR");
+  s.add_choice("train.schema", "flow", {"classical", "flow"}, "training schema");
+  s.add_choice("train.classical_sync", "hogwild", {"hogwild", "atomic"},
+               "classical on the CPU, one rank: hogwild = per-sample updates shared by the threads without locks "
+               "(libFM/LIBFFM style); atomic = a mini-batch gradient summed with atomic adds, one update per batch "
+               "(several ranks and cuda always use the batch gradient)");
+  s.add_choice("train.device", "cpu", {"cpu", "cuda"},
+               "where to train: cpu (train.threads per rank) or cuda (one GPU per rank; validation on the CPU)");
+  s.add_bool("train.overlap", true, "cuda: copy the next mini-batch to the GPU on a second stream while this one computes");
+  s.add_choice("train.optimizer", "adagrad", {"sgd", "adagrad", "ftrl"}, "optimizer");
+  s.add_float("train.lr", 0.0, FloatRange::at_least(0),
+              "learning rate (FTRL: alpha); 0 = the model's default: 0.05 for LR, 0.1 for FM, 0.5 for FFM (AdaGrad, "
+              "with train.normalize = auto; the best test logloss of a synthetic sweep)");
+  s.add_float("train.l2", 1e-5, FloatRange::at_least(0), "L2 regularisation");
+  s.add_float("train.l1", 0.0, FloatRange::at_least(0), "L1 (FTRL only)");
+  s.add_float("train.ftrl_beta", 1.0, FloatRange::at_least(0), "FTRL beta");
+  s.add_int("train.epochs", 5, {1, kMaxInt32}, "maximum number of epochs");
+  s.add_int("train.batch_size", 1024, IntRange::at_least(1), "global mini-batch size (split evenly over ranks)");
+  s.add_int("train.threads", 1, {1, 1024}, "worker threads per rank");
+  s.add_int("train.patience", 2, {0, kMaxInt32}, "stop after this many epochs without a better validation logloss (0 = never)");
+  s.add_choice("train.sync", "allreduce", {"allreduce"}, "multi-rank synchronisation of the gradient");
+  s.add_bool("train.renumber", true, "renumber features by frequency (flow: hot features get small ids)");
+  s.add_int("train.tile_samples", 256, {1, 1 << 20}, "flow: samples per tile");
+  s.add_int("train.hot_features", 4096, {0, 1 << 30}, "flow: number of hottest features with cached, replicated accumulators");
+  s.add_int("train.replica_budget_mb", 16, {0, 1 << 20},  // 1 TiB: MiB << 20 stays far inside int64
+            "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot (0 = never)");
+  s.add_int("train.log_every", 20, IntRange::at_least(1), "progress line and metrics record every N steps");
+  s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
+  s.add_string("output.model", "", "where the best model so far is saved, each time an epoch improves it (default OUTPUT_DIR/model.safetensors)");
+  // The names and meanings of moe_train's checkpoint keys (lib/moe/schema.cpp).
+  s.add_string("output.checkpoint_dir", "",
+               "checkpoint directory (empty = none): model, optimizer state and the run's position, at every epoch end "
+               "(CPU only; bit-exact resume at train.threads = 1)");
+  s.add_int("output.checkpoint_interval", 0, IntRange::at_least(0),
+            "steps between mid-epoch checkpoints (0 = only at the epoch ends)");
+  s.add_int("output.keep", 2, {1, kMaxInt32}, "checkpoints kept");
+  s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
+  s.add_string("predict.model", "", "--predict: the model to load");
+  s.add_string("predict.data", "", "--predict: the data to score");
+  s.add_string("predict.output", "-", "--predict: output file, one probability per line ('-' = stdout)");
+  return s;
+}
+
+}  // namespace skew::wide

@@ -1,0 +1,288 @@
+// The chunk ring of lib/wide/stream.hpp: one reader thread per pass fills the slots in file
+// order, the consumer takes them in the same order and hands each back when it asks for the next.
+#include "lib/wide/stream.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+#include "lib/wide/model.hpp"
+
+namespace skew::wide {
+
+namespace {
+template <typename T>
+std::int64_t capacity_bytes(const std::vector<T>& v) {
+  return std::int64_t(v.capacity() * sizeof(T));
+}
+std::int64_t arrays_bytes(SparseDataset& d) {
+  d.row_ptr.shrink_to_fit();
+  d.index.shrink_to_fit();
+  d.field.shrink_to_fit();
+  d.value.shrink_to_fit();
+  d.label.shrink_to_fit();
+  return capacity_bytes(d.row_ptr) + capacity_bytes(d.index) + capacity_bytes(d.field) + capacity_bytes(d.value) +
+         capacity_bytes(d.label);
+}
+// What parse_text's arrays for text[0, n) can take at most, the text's capacity included: a row
+// per newline (and one unterminated), 8 B of row_ptr + 4 B of label each; a nonzero per ':'
+// (4 B index + 2 B field + 4 B value).
+std::int64_t slot_bound(const std::string& text, std::size_t n) {
+  const char* begin = text.data();
+  const std::int64_t newlines = std::count(begin, begin + n, '\n'), colons = std::count(begin, begin + n, ':');
+  return std::int64_t(text.capacity()) + 12 * (newlines + 2) + 10 * colons;
+}
+}  // namespace
+
+TextStream::TextStream(std::string path, TextFormat format, const ReadOptions& options, std::int64_t slot_bytes,
+                       int slots, std::string name_budget)
+    : path_(std::move(path)), name_budget_(std::move(name_budget)), format_(format), options_(options),
+      slot_bytes_(slot_bytes), slots_(std::size_t(std::max(slots, 0))) {
+  SKEW_CHECK(slots >= 2, "a stream ring needs at least 2 slots, got " << slots);
+  SKEW_CHECK(slot_bytes >= 4096, name_budget_ << " leaves " << slot_bytes << " bytes per ring slot for " << path_
+                                              << " (at least 4096 are needed)");
+  std::error_code ec;
+  file_bytes_ = std::int64_t(std::filesystem::file_size(path_, ec));
+  SKEW_CHECK(!ec, "cannot read the size of " << path_ << ": " << ec.message());
+  done_ = true;  // no pass until rewind()
+}
+
+TextStream::~TextStream() { stop(); }
+
+void TextStream::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (reader_.joinable()) reader_.join();
+}
+
+void TextStream::rewind() {
+  stop();
+  for (Slot& s : slots_) s.filled = false;
+  stopping_ = done_ = holding_ = false;
+  error_ = nullptr;
+  produced_ = consumed_ = 0;
+  reader_ = std::thread([this] { read_pass(); });
+}
+
+std::int64_t TextStream::peak_ring_bytes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return peak_held_;
+}
+
+std::int64_t TextStream::chunks_read() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return chunks_;
+}
+
+StreamChunk* TextStream::next() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (holding_) {
+    slots_[(consumed_ - 1) % slots_.size()].filled = false;
+    holding_ = false;
+    changed_.notify_all();
+  }
+  Slot& slot = slots_[consumed_ % slots_.size()];
+  changed_.wait(lock, [&] { return slot.filled || done_; });
+  if (!slot.filled) {
+    if (error_) std::rethrow_exception(error_);
+    return nullptr;
+  }
+  ++consumed_;
+  holding_ = true;
+  return &slot.chunk;
+}
+
+void TextStream::read_pass() {
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  try {
+    SKEW_CHECK(fd >= 0, "cannot open " << path_ << ": " << std::strerror(errno));
+    std::string carry;
+    bool at_eof = false;
+    std::int64_t file_offset = 0, line_offset = 0, row_offset = 0;
+    for (;;) {
+      Slot* slot = nullptr;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        Slot& s = slots_[produced_ % slots_.size()];
+        changed_.wait(lock, [&] { return stopping_ || !s.filled; });
+        if (stopping_) break;
+        slot = &s;
+      }
+      if (!fill(*slot, carry, at_eof, file_offset, line_offset, row_offset, fd)) break;
+      std::lock_guard<std::mutex> lock(mutex_);
+      slot->filled = true;
+      ++produced_;
+      ++chunks_;
+      held_now_ = 0;
+      for (const Slot& s : slots_) held_now_ += s.held;
+      peak_held_ = std::max(peak_held_, held_now_);
+      changed_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error_ = std::current_exception();
+  }
+  if (fd >= 0) ::close(fd);
+  std::lock_guard<std::mutex> lock(mutex_);
+  done_ = true;
+  changed_.notify_all();
+}
+
+// Reads the next block (the carried tail of the last one first), cuts it after its last newline
+// (shorter while its bound exceeds the slot) and parses it into the slot. False at the end.
+bool TextStream::fill(Slot& slot, std::string& carry, bool& at_eof, std::int64_t& file_offset,
+                      std::int64_t& line_offset, std::int64_t& row_offset, int fd) {
+  // A third of the slot for text leaves two for its arrays: Criteo-like text parses to about
+  // its own size, and the bound below shortens blocks of denser text.
+  const std::size_t block = std::size_t(slot_bytes_ / 3);
+  std::string& text = slot.text;
+  text.reserve(block);
+  text.assign(carry);
+  carry.clear();
+  while (!at_eof && text.size() < block) {
+    const std::size_t have = text.size();
+    text.resize(block);
+    const ssize_t got = ::read(fd, text.data() + have, block - have);
+    SKEW_CHECK(got >= 0, "reading " << path_ << ": " << std::strerror(errno));
+    text.resize(have + std::size_t(got));
+    at_eof = got == 0;
+  }
+  if (text.empty()) return false;
+  const auto too_long = [&] {
+    SKEW_THROW(path_ << ":" << line_offset + 1 << ": a line longer than a stream ring slot allows (" << slot_bytes_
+                     << " bytes of text and parsed arrays; raise " << name_budget_ << ")");
+  };
+  std::size_t cut = text.size();
+  if (!at_eof) {
+    const std::size_t nl = text.rfind('\n');
+    if (nl == std::string::npos) too_long();
+    cut = nl + 1;
+  }
+  while (slot_bound(text, cut) > slot_bytes_) {
+    const std::size_t nl = cut / 2 > 0 ? text.rfind('\n', cut / 2 - 1) : std::string::npos;
+    if (nl == std::string::npos) too_long();
+    cut = nl + 1;
+  }
+  carry.assign(text, cut, std::string::npos);
+  text.resize(cut);
+
+  ReadOptions o = options_;
+  o.line_offset = line_offset;
+  ReadReport report;
+  StreamChunk& chunk = slot.chunk;
+  chunk.data = parse_text(text, path_, format_, o, &report);
+  chunk.data.first_row = row_offset;
+  chunk.lines = report.lines;
+  chunk.skipped_lines = report.skipped_lines;
+  chunk.first_bad_line = report.first_bad_line;
+  line_offset += report.lines;
+  row_offset += chunk.data.rows();
+  file_offset += std::int64_t(cut);
+  chunk.end_offset = file_offset;
+  slot.held = std::int64_t(text.capacity()) + arrays_bytes(chunk.data);
+  return true;
+}
+
+StreamScan scan_stream(TextStream& stream, int hash_bits, bool count_features) {
+  StreamScan scan;
+  stream.rewind();
+  std::int64_t max_features = 0;
+  while (StreamChunk* chunk = stream.next()) {
+    const SparseDataset& d = chunk->data;
+    scan.rows += d.rows();
+    max_features = std::max(max_features, d.num_features);
+    scan.num_fields = std::max(scan.num_fields, d.num_fields);
+    if (count_features) add_feature_counts(d, scan.counts);
+    scan.report.lines += chunk->lines;
+    scan.report.skipped_lines += chunk->skipped_lines;
+    if (scan.report.first_bad_line.empty()) scan.report.first_bad_line = chunk->first_bad_line;
+  }
+  scan.num_features = hash_bits > 0 ? std::int64_t(1) << hash_bits : max_features;
+  if (count_features) scan.counts.resize(std::size_t(scan.num_features), 0);
+  scan.report.total_rows = scan.rows;
+  scan.report.megabytes = double(stream.file_bytes()) / 1e6;
+  return scan;
+}
+
+StreamBatches::StreamBatches(TextStream& stream, std::int64_t batch_rows, std::function<void(SparseDataset&)> prepare,
+                             double progress_seconds)
+    : stream_(stream), batch_rows_(batch_rows), prepare_(std::move(prepare)), progress_seconds_(progress_seconds) {
+  SKEW_CHECK(batch_rows > 0, "a stream's batches need at least one row, got " << batch_rows);
+}
+
+void StreamBatches::rewind() {
+  stream_.rewind();
+  chunk_ = nullptr;
+  ended_ = false;
+  pos_ = rows_ = bytes_done_ = 0;
+  timer_.reset();
+  last_progress_ = 0;
+}
+
+bool StreamBatches::fetch() {
+  chunk_ = ended_ ? nullptr : stream_.next();
+  pos_ = 0;
+  if (!chunk_) {
+    ended_ = true;
+    bytes_done_ = stream_.file_bytes();
+    return false;
+  }
+  bytes_done_ = chunk_->end_offset;
+  prepare_(chunk_->data);
+  return true;
+}
+
+bool StreamBatches::next(const SparseDataset*& data, std::int64_t& begin, std::int64_t& end) {
+  carry_ = SparseDataset{};
+  const auto give = [&](const SparseDataset& d, std::int64_t b, std::int64_t e) {
+    data = &d;
+    begin = b;
+    end = e;
+    rows_ += e - b;
+    if (progress_seconds_ > 0 && timer_.seconds() - last_progress_ >= progress_seconds_) {
+      last_progress_ = timer_.seconds();
+      const StreamProgress p = progress();
+      SKEW_INFO("stream: " << p.rows << " rows, " << std::llround(p.rows_per_second()) << " rows/s, "
+                           << p.bytes_done / 1000000 << " of " << p.bytes_total / 1000000 << " MB read, epoch ETA "
+                           << std::llround(p.eta_seconds()) << " s");
+    }
+    return true;
+  };
+  for (;;) {
+    if (chunk_) {
+      const SparseDataset& d = chunk_->data;
+      const std::int64_t avail = d.rows() - pos_;
+      if (carry_.rows() == 0 && avail >= batch_rows_) {
+        pos_ += batch_rows_;
+        return give(d, pos_ - batch_rows_, pos_);
+      }
+      // The batch continues into the next chunk: its rows here are copied out before this
+      // chunk goes back to the ring.
+      const std::int64_t take = std::min(avail, batch_rows_ - carry_.rows());
+      for (std::int64_t r = pos_; r < pos_ + take; ++r) {
+        const std::size_t a = std::size_t(d.row_ptr[std::size_t(r)]);
+        carry_.append_row(d.index.data() + a, d.field.data() + a, d.value.data() + a,
+                          std::size_t(d.row_ptr[std::size_t(r) + 1]) - a, d.label[std::size_t(r)]);
+      }
+      pos_ += take;
+      if (carry_.rows() == batch_rows_) return give(carry_, 0, batch_rows_);
+    }
+    if (!fetch()) return carry_.rows() > 0 ? give(carry_, 0, carry_.rows()) : false;
+  }
+}
+
+StreamProgress StreamBatches::progress() const {
+  return StreamProgress{rows_, bytes_done_, stream_.file_bytes(), timer_.seconds()};
+}
+
+}  // namespace skew::wide

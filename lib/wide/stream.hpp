@@ -1,0 +1,136 @@
+// Training data larger than memory (data.max_memory_mb): a libsvm/libffm file read in chunks by
+// a reader thread into a small ring of buffers while the trainer consumes the chunk before, and
+// the file's mini-batches cut from those chunks in file order, exactly as the in-memory epoch
+// cuts them from the whole dataset (wide_train does not shuffle), so a streamed run trains the
+// same model bit for bit. Lines are parsed by parse_text (lib/wide/reader.cpp): the same
+// validation, and errors name the file's line.
+//
+// A chunk is whole lines of the file: a block read from it, cut after its last newline (the rest
+// starts the next block). A ring slot holds the chunk's text and its parsed arrays; the block is
+// shortened until an upper bound on both (its bytes, plus 12 bytes per newline and 10 per ':'
+// for the arrays) fits the slot, so the slots' held bytes never exceed the ring's budget.
+// Parsing itself briefly needs up to the parser's growth headroom on top of one chunk's arrays.
+#pragma once
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "lib/core/timer.hpp"
+#include "lib/wide/dataset.hpp"
+
+namespace skew::wide {
+
+struct StreamChunk {
+  SparseDataset data;            // the chunk's rows (data.first_row: the first one's row in the file)
+  std::int64_t end_offset = 0;   // bytes of the file read through this chunk
+  std::int64_t lines = 0, skipped_lines = 0;
+  std::string first_bad_line;    // "FILE:LINE:COL: why" with data.skip_bad_lines
+};
+
+class TextStream {
+ public:
+  // `slot_bytes` is what each of `slots` (2 or more) ring buffers may hold; `name_budget` names
+  // the setting that sized them, for the error when one line cannot fit a slot.
+  TextStream(std::string path, TextFormat format, const ReadOptions& options, std::int64_t slot_bytes, int slots,
+             std::string name_budget);
+  ~TextStream();
+  TextStream(const TextStream&) = delete;
+  TextStream& operator=(const TextStream&) = delete;
+
+  // Starts a pass over the file from its first byte (abandoning the one under way); there is
+  // none before the first call.
+  void rewind();
+  // The pass's next chunk in file order (the one before it goes back to the ring), or nullptr
+  // after the last. Rethrows the reader thread's error (a malformed line, a read failure) when
+  // the chunks before it have been consumed.
+  StreamChunk* next();
+
+  std::int64_t file_bytes() const { return file_bytes_; }
+  std::int64_t ring_budget() const { return slot_bytes_ * std::int64_t(slots_.size()); }
+  // The most bytes the ring's slots have held at once (texts plus the arrays' capacity), and
+  // the number of chunks read, over every pass so far.
+  std::int64_t peak_ring_bytes() const;
+  std::int64_t chunks_read() const;
+
+ private:
+  struct Slot {
+    std::string text;
+    StreamChunk chunk;
+    std::int64_t held = 0;  // text and arrays' capacity, once filled
+    bool filled = false;
+  };
+  void stop();
+  void read_pass();
+  bool fill(Slot& slot, std::string& carry, bool& at_eof, std::int64_t& file_offset, std::int64_t& line_offset,
+            std::int64_t& row_offset, int fd);
+
+  std::string path_, name_budget_;
+  TextFormat format_;
+  ReadOptions options_;
+  std::int64_t slot_bytes_ = 0, file_bytes_ = 0;
+  std::vector<Slot> slots_;
+  std::thread reader_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  bool stopping_ = false, done_ = false;
+  std::exception_ptr error_;
+  std::size_t produced_ = 0, consumed_ = 0;  // chunks of this pass
+  bool holding_ = false;                     // the consumer holds slot (consumed_ - 1)
+  std::int64_t held_now_ = 0, peak_held_ = 0, chunks_ = 0;
+};
+
+// The training file's shape from a first pass: what the in-memory reader learns by loading it.
+struct StreamScan {
+  std::int64_t rows = 0, num_features = 0;
+  int num_fields = 1;
+  std::vector<std::int64_t> counts;  // occurrences per model row (when asked for)
+  ReadReport report;
+};
+// A pass over `stream` (from its start) counting rows, feature occurrences (with
+// `count_features`), the largest row and field; hash_bits fixes num_features at 2^bits.
+StreamScan scan_stream(TextStream& stream, int hash_bits, bool count_features);
+
+// Where a pass stands: the progress line's figures.
+struct StreamProgress {
+  std::int64_t rows = 0, bytes_done = 0, bytes_total = 0;
+  double seconds = 0;
+  double rows_per_second() const { return seconds > 0 ? double(rows) / seconds : 0.0; }
+  // The rest of the pass at the rate so far, by bytes read (the file's rows are not known
+  // from its size).
+  double eta_seconds() const {
+    return bytes_done > 0 ? seconds * double(bytes_total - bytes_done) / double(bytes_done) : 0.0;
+  }
+};
+
+// Mini-batches of `batch_rows` rows in file order, each chunk first passed to `prepare`
+// (normalisation, renumbering); a batch spanning two chunks is copied into one. A progress
+// line (rows/s, ETA) every `progress_seconds`.
+class StreamBatches {
+ public:
+  StreamBatches(TextStream& stream, std::int64_t batch_rows, std::function<void(SparseDataset&)> prepare,
+                double progress_seconds = 5.0);
+  void rewind();
+  // The next batch: rows [begin, end) of *data (valid until the next call); false at the end.
+  bool next(const SparseDataset*& data, std::int64_t& begin, std::int64_t& end);
+  StreamProgress progress() const;
+
+ private:
+  bool fetch();
+  TextStream& stream_;
+  std::int64_t batch_rows_;
+  std::function<void(SparseDataset&)> prepare_;
+  double progress_seconds_;
+  StreamChunk* chunk_ = nullptr;
+  bool ended_ = false;  // the stream returned its end this pass
+  std::int64_t pos_ = 0, rows_ = 0, bytes_done_ = 0;
+  SparseDataset carry_;
+  Timer timer_;
+  double last_progress_ = 0;
+};
+
+}  // namespace skew::wide

@@ -1,0 +1,103 @@
+// wide_train with data.max_memory_mb, end to end: a libsvm (and a libffm) file larger than half
+// the budget streams through the chunk ring and trains the same model, bit for bit at one
+// thread over two epochs, as the whole load (LR and FM; the batch size leaves a final partial
+// batch); the summary's ring peak stays within the ring's budget; a bad value near the end of
+// the file is refused with its file:line; a model that alone exceeds the budget, and the key out
+// of range, are refused naming data.max_memory_mb, as are streaming on two ranks and mid-epoch
+// checkpoints.
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "lib/core/fileio.hpp"
+#include "tests/apps/wide_app_test.hpp"
+
+using skew::test::run;
+
+namespace {
+struct Dir {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("skew_wide_stream_" + std::to_string(getpid()));
+  Dir() { std::filesystem::create_directories(path); }
+  ~Dir() { std::filesystem::remove_all(path); }
+};
+
+// 20000 synthetic Criteo-like rows (about 5.6 MB of libsvm text) written by wide_train --export.
+void export_rows(const std::filesystem::path& file) {
+  REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --export=" + file.string() +
+              " '--data.train=synthetic:criteo?rows=20000&features=50000&alpha=1.1&seed=5' > /dev/null 2>&1") == 0);
+}
+
+// Trains on `file`; returns the log (the run must succeed when `ok`).
+std::string train(const std::filesystem::path& dir, const std::filesystem::path& file, const std::string& name,
+                  const std::string& extra, bool ok = true, const std::string& launcher = "") {
+  const auto log = dir / (name + ".log");
+  const int rc = run(launcher + SKEW_WIDE_TRAIN + " --data.train=" + file.string() +
+                     " --data.valid= --data.cache=false --model.k=4 --train.epochs=2 --train.threads=1"
+                     " --train.batch_size=333 --output.dir=" + (dir / name).string() + " " + extra + " > " +
+                     log.string() + " 2>&1");
+  const std::string text = skew::read_file(log.string());
+  INFO(text);
+  CHECK((rc == 0) == ok);
+  return text;
+}
+}  // namespace
+
+TEST_CASE("wide_train: a streamed data.train trains the whole load's model bit for bit, within the ring's budget") {
+  const Dir dir;
+  for (const std::string ext : {"libsvm", "libffm"}) {
+    const auto file = dir.path / ("rows." + ext);
+    export_rows(file);
+    REQUIRE(std::filesystem::file_size(file) > (5u << 19));  // over half of data.max_memory_mb = 5
+    for (const std::string model : {"lr", "fm"}) {
+      if (ext == "libffm" && model == "fm") continue;  // one model suffices for the format
+      INFO(ext << " " << model);
+      train(dir.path, file, "mem_" + model, "--model.type=" + model);
+      const std::string log = train(dir.path, file, "str_" + model, "--model.type=" + model + " --data.max_memory_mb=5");
+      CHECK_THAT(log, Catch::Contains("data: streaming"));
+      const auto whole = skew::read_file((dir.path / ("mem_" + model) / "model.safetensors").string());
+      const auto streamed = skew::read_file((dir.path / ("str_" + model) / "model.safetensors").string());
+      CHECK(whole.size() > 100000);
+      CHECK(whole == streamed);
+      const auto summary = nlohmann::json::parse(skew::read_file((dir.path / ("str_" + model) / "summary.json").string()));
+      CHECK(summary["streamed"] == true);
+      CHECK(summary["stream_chunks_read"].get<std::int64_t>() >= 2 * 8);  // two epochs of several chunks
+      CHECK(summary["stream_peak_ring_bytes"].get<std::int64_t>() <= summary["stream_ring_budget_bytes"].get<std::int64_t>());
+      CHECK(summary["stream_ring_budget_bytes"].get<std::int64_t>() < (5 << 20));  // the model's share taken out
+      const auto mem_summary = nlohmann::json::parse(skew::read_file((dir.path / ("mem_" + model) / "summary.json").string()));
+      CHECK(mem_summary["streamed"] == false);
+    }
+  }
+}
+
+TEST_CASE("wide_train: streaming refuses a bad value near the file's end, a model over the budget, the key out of range") {
+  const Dir dir;
+  const auto file = dir.path / "rows.libsvm";
+  export_rows(file);
+  std::string text = skew::read_file(file.string());
+  const std::size_t last = text.rfind('\n', text.size() - 2) + 1;  // the start of line 20000
+  text.insert(text.find(' ', last) + 1, "3:inf ");
+  skew::write_file_atomic(file.string(), text);
+  CHECK_THAT(train(dir.path, file, "bad", "--data.max_memory_mb=5", false),
+             Catch::Contains(file.string() + ":20000:") && Catch::Contains("not finite"));
+
+  // FM k=4 over 50000 features: 1 MB of parameters, as much gradient and AdaGrad state.
+  const auto good = dir.path / "good.libsvm";
+  export_rows(good);
+  CHECK_THAT(train(dir.path, good, "small", "--model.type=fm --data.max_memory_mb=2", false),
+             Catch::Contains("data.max_memory_mb = 2 MiB cannot hold the model"));
+  // Streaming runs on one rank, from the file's start each epoch (so no mid-epoch checkpoints).
+  CHECK_THAT(train(dir.path, good, "np2", "--model.type=lr --data.max_memory_mb=5", false,
+                   std::string(SKEW_MPIEXEC) + " --oversubscribe -np 2 "),
+             Catch::Contains("data.max_memory_mb = 5 streams") && Catch::Contains("which runs on one rank (2 here)"));
+  CHECK_THAT(train(dir.path, good, "interval",
+                   "--model.type=lr --data.max_memory_mb=5 --output.checkpoint_dir=" + (dir.path / "ck").string() +
+                       " --output.checkpoint_interval=10",
+                   false),
+             Catch::Contains("set output.checkpoint_interval = 0"));
+  for (const char* bad : {"-1", "16777217"}) {
+    CHECK_THAT(train(dir.path, good, "range", std::string("--data.max_memory_mb=") + bad, false),
+               Catch::Contains("bad value '" + std::string(bad) + "' for key 'data.max_memory_mb'"));
+  }
+}

@@ -1,0 +1,194 @@
+// The streaming reader (lib/wide/stream.hpp) against the whole-file parse: the chunks of a pass
+// join into exactly parse_text's dataset (libsvm and libffm, blocks cut inside lines, a last
+// line without its newline), the ring never holds more than its budget, the mini-batches are the
+// whole dataset's row for row (batches inside a chunk and across two), a bad value far into the
+// file is refused with its file:line, and a line longer than a slot names the budget's key.
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <unistd.h>
+
+#include "lib/core/fileio.hpp"
+#include "lib/wide/dataset.hpp"
+#include "lib/wide/model.hpp"
+#include "lib/wide/stream.hpp"
+#include "tests/unit/error_message.hpp"
+
+using namespace skew::wide;
+
+namespace {
+
+struct TempFile {
+  std::string path;
+  TempFile(const std::string& name, const std::string& text)
+      : path((std::filesystem::temp_directory_path() / ("skew_stream_" + std::to_string(getpid()) + "_" + name)).string()) {
+    skew::write_file_atomic(path, text);
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+};
+
+// Synthetic Criteo-like rows as text, values made non-trivial (the generator writes 1s) so that
+// a value landing on the wrong row shows; the last newline dropped.
+std::string criteo_text(std::int64_t rows, TextFormat format) {
+  SparseDataset d = generate_synthetic(parse_synthetic_spec("synthetic:criteo?rows=" + std::to_string(rows) +
+                                                            "&features=5000&alpha=1.1&seed=3"),
+                                       0, rows);
+  for (std::size_t e = 0; e < d.value.size(); ++e) d.value[e] = 0.25f + float(e % 7) / 3.0f;
+  std::string text = format_text(d, format);
+  text.pop_back();
+  return text;
+}
+
+SparseDataset whole(const std::string& text, TextFormat format) {
+  return parse_text(text, "whole", format, ReadOptions{}, nullptr);
+}
+
+// Row r of d as one comparable tuple.
+struct Row {
+  std::vector<std::uint32_t> index;
+  std::vector<std::uint16_t> field;
+  std::vector<float> value;
+  float label;
+  bool operator==(const Row&) const = default;
+};
+Row row_of(const SparseDataset& d, std::int64_t r) {
+  const auto a = d.row_ptr[std::size_t(r)], z = d.row_ptr[std::size_t(r) + 1];
+  return Row{{d.index.begin() + a, d.index.begin() + z}, {d.field.begin() + a, d.field.begin() + z},
+             {d.value.begin() + a, d.value.begin() + z}, d.label[std::size_t(r)]};
+}
+
+}  // namespace
+
+TEST_CASE("stream: a pass's chunks join into the whole-file parse, within the ring's budget") {
+  for (const TextFormat format : {TextFormat::Libsvm, TextFormat::Libffm}) {
+    const std::string text = criteo_text(3000, format);
+    const TempFile file("join.txt", text);
+    const SparseDataset expect = whole(text, format);
+    const std::int64_t slot = 96 << 10;  // about 32 KiB blocks: a thousand-odd KB file in dozens of chunks
+    TextStream stream(file.path, format, ReadOptions{}, slot, 3, "test budget");
+    for (int pass = 0; pass < 2; ++pass) {  // epochs re-read the file the same way
+      stream.rewind();
+      SparseDataset joined;
+      std::int64_t lines = 0, previous_end = 0, chunks = 0, cut_blocks = 0;
+      while (StreamChunk* c = stream.next()) {
+        const SparseDataset& d = c->data;
+        CHECK(d.first_row == joined.rows());
+        for (std::int64_t r = 0; r < d.rows(); ++r) {
+          const Row row = row_of(d, r);
+          joined.append_row(row.index.data(), row.field.data(), row.value.data(), row.index.size(), row.label);
+        }
+        lines += c->lines;
+        // A block ends mid-line and is cut back to its last newline (the rest starts the next).
+        if (c->end_offset - previous_end < slot / 3 && c->end_offset < std::int64_t(text.size())) ++cut_blocks;
+        CHECK(text[std::size_t(c->end_offset) - 1] == (c->end_offset == std::int64_t(text.size()) ? text.back() : '\n'));
+        previous_end = c->end_offset;
+        ++chunks;
+      }
+      CHECK(chunks >= 10);
+      CHECK(cut_blocks == chunks - 1);  // every block but the last (partial) one
+      CHECK(previous_end == std::int64_t(text.size()));
+      CHECK(lines == 3000);
+      CHECK(joined.row_ptr == expect.row_ptr);
+      CHECK(joined.index == expect.index);
+      CHECK(joined.field == expect.field);
+      CHECK(joined.value == expect.value);
+      CHECK(joined.label == expect.label);
+    }
+    CHECK(stream.peak_ring_bytes() > stream.ring_budget() / 3);  // the counter sees the buffers
+    CHECK(stream.peak_ring_bytes() <= stream.ring_budget());
+  }
+}
+
+TEST_CASE("stream: the first pass finds the whole file's rows, shape and feature counts") {
+  const std::string text = criteo_text(2000, TextFormat::Libffm);
+  const TempFile file("scan.ffm", text);
+  const SparseDataset expect = whole(text, TextFormat::Libffm);
+  TextStream stream(file.path, TextFormat::Libffm, ReadOptions{}, 64 << 10, 3, "test budget");
+  const StreamScan scan = scan_stream(stream, 0, true);
+  CHECK(scan.rows == 2000);
+  CHECK(scan.num_features == expect.num_features);
+  CHECK(scan.num_fields == expect.num_fields);
+  CHECK(scan.num_fields == 39);
+  CHECK(scan.counts == feature_counts(expect, expect.num_features));
+  CHECK(scan_stream(stream, 12, false).num_features == 4096);  // hashed: the whole row space
+}
+
+TEST_CASE("stream: mini-batches are the whole dataset's, inside chunks and across them") {
+  const std::string text = criteo_text(2500, TextFormat::Libsvm);
+  const TempFile file("batches.txt", text);
+  const SparseDataset expect = whole(text, TextFormat::Libsvm);
+  for (const std::int64_t batch : {1, 7, 333, 5000}) {
+    TextStream stream(file.path, TextFormat::Libsvm, ReadOptions{}, 48 << 10, 2, "test budget");
+    std::int64_t prepared = 0;
+    StreamBatches batches(stream, batch, [&](SparseDataset& d) { prepared += d.rows(); }, 0);
+    batches.rewind();
+    const SparseDataset* data = nullptr;
+    std::int64_t begin = 0, end = 0, row = 0, steps = 0;
+    while (batches.next(data, begin, end)) {
+      REQUIRE(end - begin == std::min(batch, expect.rows() - row));
+      for (std::int64_t r = begin; r < end; ++r, ++row) REQUIRE(row_of(*data, r) == row_of(expect, row));
+      ++steps;
+    }
+    CHECK(row == expect.rows());
+    CHECK(prepared == expect.rows());
+    CHECK(steps == (expect.rows() + batch - 1) / batch);
+    CHECK(stream.chunks_read() >= 10);
+    const StreamProgress p = batches.progress();
+    CHECK(p.rows == expect.rows());
+    CHECK(p.bytes_done == std::int64_t(text.size()));
+    CHECK(p.eta_seconds() == 0.0);
+    CHECK(StreamProgress{100, 250, 1000, 2.0}.eta_seconds() == Approx(6.0));  // 3x the bytes left: 3x the time
+  }
+}
+
+TEST_CASE("stream: a bad value far into the file is refused with its file:line") {
+  std::string text = criteo_text(3000, TextFormat::Libsvm) + "\n";
+  const std::int64_t bad_line = 2950;
+  std::size_t at = 0;
+  for (int l = 1; l < bad_line; ++l) at = text.find('\n', at) + 1;
+  text.insert(text.find(' ', at) + 1, "17:nan ");
+  const TempFile file("bad.txt", text);
+  TextStream stream(file.path, TextFormat::Libsvm, ReadOptions{}, 64 << 10, 3, "test budget");
+  const std::string error = skew::test::error_of([&] { scan_stream(stream, 0, false); });
+  CHECK_THAT(error, Catch::Contains(file.path + ":" + std::to_string(bad_line) + ":") && Catch::Contains("not finite"));
+  CHECK(stream.chunks_read() >= 5);  // the chunks before it came through first
+
+  ReadOptions skip;
+  skip.skip_bad_lines = true;
+  TextStream skipping(file.path, TextFormat::Libsvm, skip, 64 << 10, 3, "test budget");
+  const StreamScan scan = scan_stream(skipping, 0, false);
+  CHECK(scan.rows == 2999);
+  CHECK(scan.report.skipped_lines == 1);
+  CHECK_THAT(scan.report.first_bad_line, Catch::StartsWith(file.path + ":" + std::to_string(bad_line) + ":"));
+}
+
+TEST_CASE("stream: a line longer than a ring slot names the budget") {
+  std::string text = "1 1:1\n0";
+  for (int i = 0; i < 3000; ++i) {  // appended piecewise: GCC 12 warns on " " + s + ":1"
+    text += ' ';
+    text += std::to_string(i);
+    text += ":1";
+  }
+  text += "\n1 2:1\n";
+  const TempFile file("long.txt", text);
+  TextStream stream(file.path, TextFormat::Libsvm, ReadOptions{}, 12 << 10, 3, "data.max_memory_mb = 1");
+  CHECK_THAT(skew::test::error_of([&] { scan_stream(stream, 0, false); }),
+             Catch::Contains(file.path + ":2: a line longer than") && Catch::Contains("raise data.max_memory_mb = 1"));
+  CHECK_THAT(skew::test::error_of([] { TextStream("x", TextFormat::Libsvm, ReadOptions{}, 100, 3, "data.max_memory_mb = 1"); }),
+             Catch::Contains("data.max_memory_mb = 1 leaves 100 bytes per ring slot"));
+}
+
+TEST_CASE("format_text (wide_train --export) reads back to the same arrays") {
+  SparseDataset d = generate_synthetic(parse_synthetic_spec("synthetic:criteo?rows=500&features=70000&seed=9"), 0, 500);
+  for (std::size_t e = 0; e < d.value.size(); ++e) d.value[e] = float(e % 11) / 7.0f - 0.4f;  // shortest-exact digits
+  for (const TextFormat format : {TextFormat::Libsvm, TextFormat::Libffm}) {
+    const SparseDataset back = whole(format_text(d, format), format);
+    CHECK(back.row_ptr == d.row_ptr);
+    CHECK(back.index == d.index);
+    CHECK(back.value == d.value);
+    CHECK(back.label == d.label);
+    if (format == TextFormat::Libffm) CHECK(back.field == d.field);
+  }
+  CHECK(std::count(d.label.begin(), d.label.end(), 1.0f) > 50);  // both labels present
+  CHECK(std::count(d.label.begin(), d.label.end(), 0.0f) > 50);
+}
