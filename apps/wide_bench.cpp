@@ -1,5 +1,7 @@
 // wide_bench: classical vs flow training throughput on the same synthetic Criteo-like data, in
-// one run, with the memory-bandwidth bound measured alongside. For each model, three runs of the
+// one run, with the memory-bandwidth bound measured alongside (a threaded triad at the run's
+// threads) and printed beside each figure: bytes per row, the rows/s they allow, the fraction
+// achieved. For each model, three runs of the
 // same epoch: classical on the generator's ids, classical on frequency-renumbered ids (what
 // renumbering alone buys), and flow (renumbered, tiled CSC, hot-feature caching). The three are
 // interleaved and repeated (bench.repeats), and each figure is the median over the repeats, of
@@ -8,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iostream>
+#include <thread>
 
 #include "lib/core/config.hpp"
 #include "lib/core/log.hpp"
@@ -22,17 +25,39 @@ using namespace skew::wide;
 
 namespace {
 
-// Copy bandwidth (bytes read + written per second) of a buffer far larger than the caches.
-double copy_bandwidth(std::size_t bytes) {
-  std::vector<char> a(bytes, 1), b(bytes, 2);
+// Memory bandwidth as STREAM's triad measures it (a = b + s c: two floats read and one written
+// per element, 12 bytes) with `threads` threads on their own slices, over three arrays of
+// `floats` floats each, far larger than the last-level cache; the best of five passes. Each
+// thread first touches its own slice, so its pages are where it runs.
+double triad_bandwidth(std::size_t floats, int threads) {
+  std::vector<float> a(floats), b(floats), c(floats);
+  const auto each_slice = [&](auto fn) {
+    std::vector<std::thread> workers;
+    for (int t = 0; t < threads; ++t)
+      workers.emplace_back([&, t] { fn(floats * std::size_t(t) / std::size_t(threads), floats * std::size_t(t + 1) / std::size_t(threads)); });
+    for (std::thread& w : workers) w.join();
+  };
+  each_slice([&](std::size_t begin, std::size_t end) {
+    for (std::size_t i = begin; i < end; ++i) a[i] = 0.0f, b[i] = 1.0f, c[i] = 2.0f;
+  });
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     Timer t;
-    std::memcpy(b.data(), a.data(), bytes);
-    best = std::max(best, 2.0 * double(bytes) / t.seconds());
-    a[std::size_t(rep)] = b[bytes - 1];
+    each_slice([&](std::size_t begin, std::size_t end) {
+      for (std::size_t i = begin; i < end; ++i) a[i] = b[i] + 3.0f * c[i];
+    });
+    best = std::max(best, 12.0 * double(floats) / t.seconds());
+    b[std::size_t(rep)] = a[floats - 1 - std::size_t(rep)];  // a is read, so the passes are not dead stores
   }
   return best;
+}
+
+// Model-shaped arrays a step reads and writes per touched row (kernels::wide_row_traffic):
+// the parameters, the optimiser's state, and a batch gradient unless the step is Hogwild's.
+int model_arrays(const TrainOptions& o) {
+  const int state = o.optimizer.kind == OptimizerKind::Sgd ? 0 : o.optimizer.kind == OptimizerKind::AdaGrad ? 1 : 2;
+  const bool hogwild = o.schema == TrainSchema::Classical && o.classical_sync == ClassicalSync::Hogwild;
+  return 1 + state + (hogwild ? 0 : 1);
 }
 
 struct Run {
@@ -101,22 +126,27 @@ int main(int argc, char** argv) {
     SparseDataset original = load_dataset(c.get_string("bench.data"), ro);
     SparseDataset renumbered = original;
     FeatureOrder::by_frequency(feature_counts(original, original.num_features)).apply(renumbered);
-    const double bandwidth = copy_bandwidth(std::size_t(1) << 28);
-    // The least a pass must stream: the CSR batch itself (ids, values, row offsets, labels).
-    const double data_bytes = double(original.nnz()) * 8.0 + double(original.rows()) * 12.0;
+    // 3 x 2^26 floats (768 MiB) against an LLC of tens of MiB, with the run's threads.
+    const double bandwidth = triad_bandwidth(std::size_t(1) << 26, ro.threads);
+    const double entries_per_row = double(original.nnz()) / double(std::max<std::int64_t>(1, original.rows()));
     SKEW_INFO("data: " << original.rows() << " rows, " << original.nnz() << " nonzeros, " << original.num_features
-                       << " features (" << load.seconds() << " s); copy bandwidth " << bandwidth / 1e9 << " GB/s");
+                       << " features (" << load.seconds() << " s); triad bandwidth " << bandwidth / 1e9 << " GB/s at "
+                       << ro.threads << " threads");
     std::unique_ptr<CsvWriter> csv;
     if (!c.get_string("bench.csv").empty())
       csv = std::make_unique<CsvWriter>(
           c.get_string("bench.csv"),
           std::vector<std::string>{"model", "schema", "ids", "threads", "rows", "features", "k", "batch", "seconds",
                                    "samples_per_s", "nonzeros_per_s", "ratio_vs_classical", "cpu_seconds",
-                                   "cpu_ratio_vs_classical", "kernel_seconds", "kernel_ratio_vs_classical", "copy_GBps",
-                                   "bound_fraction", "train_logloss"});
-    std::printf("%-4s %-10s %-10s %8s %14s %14s %8s %8s %9s %9s %9s %8s %8s\n", "model", "schema", "ids", "seconds",
-                "samples/s", "nonzeros/s", "ratio", "cpu_s", "cpu_ratio", "kernel_s", "k_ratio", "bound", "loss");
-    Json summary{{"app", "wide_bench"}, {"copy_GBps", bandwidth / 1e9}};
+                                   "cpu_ratio_vs_classical", "kernel_seconds", "kernel_ratio_vs_classical", "triad_GBps",
+                                   "bytes_per_row", "bound_samples_per_s", "bound_fraction", "train_logloss"});
+    // bytes/row: what a sample moves if every row it touches comes from memory
+    // (kernels::wide_row_traffic); bound: the rows/s that traffic allows at the triad bandwidth;
+    // of_bound: the achieved fraction of it (above 1 where hot rows stay in the caches).
+    std::printf("%-4s %-10s %-10s %8s %12s %14s %8s %8s %9s %9s %9s %9s %12s %8s %8s\n", "model", "schema", "ids",
+                "seconds", "samples/s", "nonzeros/s", "ratio", "cpu_s", "cpu_ratio", "kernel_s", "k_ratio", "bytes/row",
+                "bound", "of_bound", "loss");
+    Json summary{{"app", "wide_bench"}, {"triad_GBps", bandwidth / 1e9}};
     for (const auto& name : {std::string("lr"), std::string("fm"), std::string("ffm")}) {
       if (c.get_string("bench.models").find(name) == std::string::npos) continue;
       kernels::WideShape shape;
@@ -154,14 +184,18 @@ int main(int argc, char** argv) {
         if (classical_rate == 0) classical_rate = rate;
         if (classical_kernel == 0) classical_kernel = r.kernel_seconds;
         if (classical_cpu == 0) classical_cpu = r.cpu_seconds;
-        const double bound_rate = double(original.rows()) / (data_bytes / bandwidth);
-        std::printf("%-4s %-10s %-10s %8.2f %14.0f %14.0f %8.2f %8.2f %9.2f %9.2f %9.2f %8.3f %8.4f\n", name.c_str(),
-                    cs.schema, cs.ids, r.seconds, rate, double(r.nonzeros) / r.seconds, rate / classical_rate,
-                    r.cpu_seconds, classical_cpu / r.cpu_seconds, r.kernel_seconds, classical_kernel / r.kernel_seconds,
-                    rate / bound_rate, r.loss);
+        o.schema = schema_from_name(cs.schema);
+        const double bytes_per_row = kernels::wide_row_traffic(shape, entries_per_row, model_arrays(o)).total();
+        const double bound_rate = bandwidth / bytes_per_row;
+        std::printf("%-4s %-10s %-10s %8.2f %12.0f %14.0f %8.2f %8.2f %9.2f %9.2f %9.2f %9.0f %12.0f %8.3f %8.4f\n",
+                    name.c_str(), cs.schema, cs.ids, r.seconds, rate, double(r.nonzeros) / r.seconds,
+                    rate / classical_rate, r.cpu_seconds, classical_cpu / r.cpu_seconds, r.kernel_seconds,
+                    classical_kernel / r.kernel_seconds, bytes_per_row, bound_rate, rate / bound_rate, r.loss);
         std::fflush(stdout);
         summary[name + "_" + cs.schema + "_" + cs.ids + "_samples_per_s"] = rate;
         summary[name + "_" + cs.schema + "_" + cs.ids + "_cpu_ratio"] = classical_cpu / r.cpu_seconds;
+        summary[name + "_" + cs.schema + "_" + cs.ids + "_bound_samples_per_s"] = bound_rate;
+        summary[name + "_" + cs.schema + "_" + cs.ids + "_bound_fraction"] = rate / bound_rate;
         if (csv)
           csv->row({name, cs.schema, cs.ids, std::to_string(o.threads), std::to_string(original.rows()),
                     std::to_string(original.num_features), std::to_string(shape.k),
@@ -169,7 +203,8 @@ int main(int argc, char** argv) {
                     csv_number(double(r.nonzeros) / r.seconds), csv_number(rate / classical_rate),
                     csv_number(r.cpu_seconds), csv_number(classical_cpu / r.cpu_seconds), csv_number(r.kernel_seconds),
                     csv_number(classical_kernel / r.kernel_seconds), csv_number(bandwidth / 1e9),
-                    csv_number(rate / bound_rate), csv_number(r.loss)});
+                    csv_number(bytes_per_row), csv_number(bound_rate), csv_number(rate / bound_rate),
+                    csv_number(r.loss)});
       }
     }
     print_summary(summary);

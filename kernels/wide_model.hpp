@@ -43,6 +43,26 @@ struct WideBatch {
   std::int64_t nnz() const { return rows == 0 ? 0 : row_ptr[rows] - row_ptr[0]; }
 };
 
+// Bytes a training step moves per sample if every row it touches comes from memory (no reuse
+// in the caches), the denominator of wide_bench's rows/s bound:
+//   model: each of the sample's entries reads and writes its whole row (row_len floats) in each
+//          of `arrays` model-shaped arrays: the parameters, the optimiser's state (AdaGrad n;
+//          FTRL n and z) and, for the schemas that sum a batch gradient before updating, the
+//          gradient (Hogwild has none);
+//   input: per entry its id (uint32) and value (float), and its field (uint16) for FFM; per
+//          sample its row offset (int64) and label (float), and its logit written (float).
+struct WideRowTraffic {
+  double model_bytes = 0, input_bytes = 0;
+  double total() const { return model_bytes + input_bytes; }
+};
+inline WideRowTraffic wide_row_traffic(const WideShape& shape, double entries_per_row, int arrays) {
+  const double field_bytes = shape.kind == WideKind::FFM ? 2.0 : 0.0;
+  WideRowTraffic t;
+  t.model_bytes = entries_per_row * double(shape.row_len()) * 4.0 * 2.0 * double(arrays);
+  t.input_bytes = entries_per_row * (4.0 + 4.0 + field_bytes) + 8.0 + 4.0 + 4.0;
+  return t;
+}
+
 inline float wide_sigmoid(float z) { return 1.0f / (1.0f + __builtin_expf(-z)); }
 
 // CPU: start fetching every cache line of a parameter row (rows of rare features are scattered

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Benchmarks for wide_train (results in the claim folders under results/wide/):
 #   1. wide_bench: classical vs flow in one run on synthetic Criteo-like data (1M rows, 2^22
-#      features; LR and FM k=16), samples/s, nonzeros/s, flow/classical ratio and the fraction
-#      of the memory-bandwidth bound -> fm_criteo/bench_criteo_fm.csv, lr_criteo/bench_criteo_lr.csv
-#      (the FM and LR rows of the one run's CSV)
+#      features; LR and FM k=16), samples/s, nonzeros/s, flow/classical ratio, and beside each
+#      figure the bytes a row moves, the rows/s bound those bytes allow at the triad bandwidth
+#      measured in the same run (at the run's threads) and the fraction achieved
+#      -> fm_criteo/bench_criteo_fm.csv, lr_criteo/bench_criteo_lr.csv (the FM and LR rows of
+#      the one run's CSV), summarised after the run
 #   2. on the SpamAssassin split (scripts/fetch_data.sh spam): the same wide_bench comparison on
 #      its training file (4810 rows, about 750 nonzeros each, 2^20 hashed features; batch 512 so
 #      an epoch is several timed steps after the untimed first) -> spam_throughput/bench_spam.csv;
@@ -29,6 +31,11 @@ if [[ $parts == *criteo* ]]; then
   for model in fm lr; do  # one claim folder per model, the same run's rows
     { head -n 1 "$csv"; grep "^$model," "$csv"; } >"$out/${model}_criteo/bench_criteo_$model.csv"
   done
+  echo "bench_wide: rows/s beside the bandwidth bound (bytes/row at the measured triad GB/s)"
+  awk -F, 'NR == 1 { for (c = 1; c <= NF; ++c) col[$c] = c; next }
+    { printf "  %-3s %-9s %-10s %10.0f rows/s  %7.0f B/row at %5.1f GB/s -> bound %10.0f rows/s, %.3f of it\n",
+        $col["model"], $col["schema"], $col["ids"], $col["samples_per_s"], $col["bytes_per_row"],
+        $col["triad_GBps"], $col["bound_samples_per_s"], $col["bound_fraction"] }' "$csv"
   rm -f "$csv"
 fi
 

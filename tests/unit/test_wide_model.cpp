@@ -236,3 +236,36 @@ TEST_CASE("renumbering maps back to original ids") {
   const WideShape lr{WideKind::LR, 3, 1, 0};
   CHECK(order.to_original(lr, {9, 10, 11, 12}) == std::vector<float>{9, 12, 10, 11});
 }
+
+// wide_bench's bound: bytes per sample against a count over a tiny batch (2 samples of 1 and 5
+// entries), element by element from the arrays' own types, and against the numbers by hand.
+TEST_CASE("bytes a step moves per sample: the formula against a hand count on a tiny batch") {
+  const std::vector<std::int64_t> row_ptr{0, 1, 6};
+  const std::vector<std::uint32_t> index{3, 0, 1, 2, 4, 5};
+  const std::vector<std::uint16_t> field{0, 0, 1, 1, 2, 2};
+  const std::vector<float> value(6, 1.0f), label{0.0f, 1.0f};
+  for (WideShape shape : {WideShape{WideKind::LR, 6, 3, 0}, WideShape{WideKind::FM, 6, 3, 2},
+                          WideShape{WideKind::FFM, 6, 3, 2}}) {
+    for (int arrays : {1, 2, 3}) {
+      double model = 0, input = 0;
+      for (std::size_t i = 0; i + 1 < row_ptr.size(); ++i) {
+        input += sizeof(row_ptr[0]) + sizeof(label[0]) + sizeof(float);  // offset, label, logit out
+        for (std::int64_t e = row_ptr[i]; e < row_ptr[i + 1]; ++e) {
+          input += sizeof(index[0]) + sizeof(value[0]) + (shape.kind == WideKind::FFM ? sizeof(field[0]) : 0);
+          model += double(arrays) * 2.0 * double(shape.row_len()) * sizeof(float);  // read + write
+        }
+      }
+      const kernels::WideRowTraffic t = kernels::wide_row_traffic(shape, 6.0 / 2.0, arrays);
+      INFO(kernels::wide_kind_name(shape.kind) << " arrays=" << arrays);
+      CHECK(t.model_bytes == Approx(model / 2));
+      CHECK(t.input_bytes == Approx(input / 2));
+      CHECK(t.total() == Approx((model + input) / 2));
+    }
+  }
+  // By hand, FFM with 3 fields and k = 2 (rows of 1 + 3 x 2 = 7 floats, 28 bytes) under AdaGrad
+  // (parameters and n): 3 entries x 28 B x 2 (read, write) x 2 arrays = 336 B of model, and
+  // 3 x (4 + 4 + 2) + 8 + 4 + 4 = 46 B of input; LR under SGD Hogwild: 3 x 4 x 2 = 24 + 40.
+  CHECK(kernels::wide_row_traffic(WideShape{WideKind::FFM, 6, 3, 2}, 3.0, 2).model_bytes == 336.0);
+  CHECK(kernels::wide_row_traffic(WideShape{WideKind::FFM, 6, 3, 2}, 3.0, 2).input_bytes == 46.0);
+  CHECK(kernels::wide_row_traffic(WideShape{WideKind::LR, 6, 3, 0}, 3.0, 1).total() == 64.0);
+}
