@@ -267,7 +267,7 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key) {
   MPI_Comm out;
   SKEW_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &out));
   if (out == MPI_COMM_NULL) return nullptr;
-  return std::make_shared<MpiProcessGroup>(out, staging_);
+  return std::shared_ptr<MpiProcessGroup>(new MpiProcessGroup(out, staging_));
 }
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::create_subgroup(const std::vector<int>& ranks) {
@@ -282,7 +282,7 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::create_subgroup(const std::vector
   SKEW_MPI_CHECK(MPI_Comm_create_group(comm_, members, tag, &out));
   MPI_Group_free(&members);
   MPI_Group_free(&parent);
-  return std::make_shared<MpiProcessGroup>(out, staging_);
+  return std::shared_ptr<MpiProcessGroup>(new MpiProcessGroup(out, staging_));
 }
 
 }  // namespace skew::comm

@@ -15,7 +15,6 @@ class MpiProcessGroup : public ProcessGroup {
   // Wraps `comm` (takes ownership unless it is MPI_COMM_WORLD). Device buffers are staged with
   // `copies` (CUDA's by default; nullptr refuses them).
   explicit MpiProcessGroup(MPI_Comm comm, const DeviceCopies* copies = cuda_copies());
-  MpiProcessGroup(MPI_Comm comm, std::shared_ptr<StagingPool> staging);
   ~MpiProcessGroup() override;
   MpiProcessGroup(const MpiProcessGroup&) = delete;
   MpiProcessGroup& operator=(const MpiProcessGroup&) = delete;
@@ -49,6 +48,8 @@ class MpiProcessGroup : public ProcessGroup {
   std::shared_ptr<ProcessGroup> create_subgroup(const std::vector<int>& ranks) override;
 
  private:
+  // Splits and subgroups stage through their parent's pool.
+  MpiProcessGroup(MPI_Comm comm, std::shared_ptr<StagingPool> staging);
   // isend, irecv and batch_isend_irecv: receives posted first, one Work for all.
   std::unique_ptr<Work> post_p2p(const std::vector<P2POp>& ops, const char* op_name);
   StagedBuffers staged(const char* op) { return StagedBuffers(staging_.get(), op); }
