@@ -80,11 +80,11 @@ __global__ void softmax_topk_kernel(int n, int E, int k, const float* logits, fl
 
 void histogram(const std::int32_t* keys, std::int64_t n, int bins, std::int64_t* counts) {
   check_items(n, "moe histogram");
-  SKEW_CHECK(bins > 0, "moe histogram: " << bins << " bins");
-  if (n == 0) {  // nothing to count: zero the counts without a sort pass or a launch
-    SKEW_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(std::int64_t) * static_cast<std::size_t>(bins)));
+  if (n == 0) {  // nothing to count: zero the counts without a histogram pass or a launch
+    if (bins > 0) SKEW_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(std::int64_t) * static_cast<std::size_t>(bins)));
     return;
   }
+  SKEW_CHECK(bins > 0, "moe histogram: " << n << " keys into " << bins << " bins");
   thread_local DeviceScratch scratch;
   std::size_t bytes = 0;
   SKEW_CUDA_CHECK(cub::DeviceHistogram::HistogramEven(nullptr, bytes, keys, static_cast<int*>(nullptr), bins + 1, 0,
