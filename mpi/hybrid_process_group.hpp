@@ -18,7 +18,6 @@ class HybridProcessGroup : public ProcessGroup {
   // Both halves span the same ranks in the same order (checked).
   HybridProcessGroup(std::shared_ptr<ProcessGroup> host_half, std::shared_ptr<ProcessGroup> device_half);
   std::string backend() const override { return host_->backend() + "+" + device_->backend(); }
-  ProcessGroup& host_half() { return *host_; }
   ProcessGroup& device_half() { return *device_; }
 
   void allreduce(Buffer buf, ReduceOp op) override { half_for(buf).allreduce(buf, op); }
