@@ -42,6 +42,12 @@ int as_int(std::size_t n, const char* what) {
   return static_cast<int>(n);
 }
 
+// The first `count` elements of b: the part a v-collective reads or writes.
+Buffer prefix(Buffer b, std::size_t count) {
+  b.count = count;
+  return b;
+}
+
 // Counts and displacements for the v-collectives, packed in rank order.
 struct Layout {
   std::vector<int> counts, displs;
@@ -58,28 +64,35 @@ Layout layout(const std::vector<std::size_t>& counts, int size, const char* what
   return l;
 }
 
+// A pending MPI operation: its requests, then what completes it once they are done: the division
+// of ReduceOp::Avg (on the host view), then the copy of staged device buffers back. Keeps the
+// v-collective layout alive until completion, as MPI requires.
+struct Completion {
+  StagedBuffers staged;
+  Buffer average{};  // divided by `divisor` when > 1
+  int divisor = 0;
+  Layout send, recv;
+};
+
 class MpiWork : public Work {
  public:
-  MpiWork(MPI_Request req, Buffer avg_buf, int avg_divisor) : req_(req), avg_buf_(avg_buf), divisor_(avg_divisor) {}
-  // Keeps the v-collective layout alive until completion, as MPI requires.
-  MpiWork(MPI_Request req, Layout send, Layout recv) : req_(req), send_(std::move(send)), recv_(std::move(recv)) {}
+  MpiWork(std::vector<MPI_Request> reqs, Completion completion)
+      : reqs_(std::move(reqs)), completion_(std::move(completion)) {}
   ~MpiWork() override {
-    if (!done_) {
-      try {
-        wait();
-      } catch (...) {
-      }
+    try {
+      wait();
+    } catch (...) {
     }
   }
   void wait() override {
     if (done_) return;
-    SKEW_MPI_CHECK(MPI_Wait(&req_, MPI_STATUS_IGNORE));
+    SKEW_MPI_CHECK(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE));
     finish();
   }
   bool test() override {
     if (done_) return true;
     int flag = 0;
-    SKEW_MPI_CHECK(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE));
+    SKEW_MPI_CHECK(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE));
     if (flag) finish();
     return done_;
   }
@@ -87,12 +100,11 @@ class MpiWork : public Work {
  private:
   void finish() {
     done_ = true;
-    if (divisor_ > 1) divide_in_place(avg_buf_, divisor_);
+    if (completion_.divisor > 1) divide_in_place(completion_.average, completion_.divisor);
+    completion_.staged.finish();
   }
-  MPI_Request req_;
-  Buffer avg_buf_{};
-  int divisor_ = 0;
-  Layout send_, recv_;
+  std::vector<MPI_Request> reqs_;
+  Completion completion_;
   bool done_ = false;
 };
 
@@ -108,7 +120,11 @@ void divide_in_place(Buffer b, int divisor) {
   }
 }
 
-MpiProcessGroup::MpiProcessGroup(MPI_Comm comm) : comm_(comm) {
+MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, const DeviceCopies* copies)
+    : MpiProcessGroup(comm, copies ? std::make_shared<StagingPool>(*copies) : nullptr) {}
+
+MpiProcessGroup::MpiProcessGroup(MPI_Comm comm, std::shared_ptr<StagingPool> staging)
+    : comm_(comm), staging_(std::move(staging)) {
   SKEW_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   SKEW_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
   SKEW_MPI_CHECK(MPI_Comm_size(comm_, &size_));
@@ -125,42 +141,50 @@ MpiProcessGroup::~MpiProcessGroup() {
 }
 
 void MpiProcessGroup::allreduce(Buffer b, ReduceOp op) {
-  check_buffer(b, Device::Host, "allreduce");
-  SKEW_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, b.data, as_int(b.count, "allreduce"), mpi_type(b.dtype), mpi_op(op, b.dtype), comm_));
-  if (op == ReduceOp::Avg) divide_in_place(b, size_);
+  StagedBuffers st = staged("allreduce");
+  const Buffer h = st.read_write(b);
+  SKEW_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h.data, as_int(h.count, "allreduce"), mpi_type(h.dtype), mpi_op(op, h.dtype), comm_));
+  if (op == ReduceOp::Avg) divide_in_place(h, size_);
+  st.finish();
 }
 
 void MpiProcessGroup::broadcast(Buffer b, int root) {
-  check_buffer(b, Device::Host, "broadcast");
   SKEW_CHECK(root >= 0 && root < size_, "broadcast root " << root << " out of range");
-  SKEW_MPI_CHECK(MPI_Bcast(b.data, as_int(b.count, "broadcast"), mpi_type(b.dtype), root, comm_));
+  StagedBuffers st = staged("broadcast");
+  // Only the root's values are read; the others' are overwritten.
+  const Buffer h = rank_ == root ? st.read_write(b) : st.write(b);
+  SKEW_MPI_CHECK(MPI_Bcast(h.data, as_int(h.count, "broadcast"), mpi_type(h.dtype), root, comm_));
+  st.finish();
 }
 
 void MpiProcessGroup::allgather(Buffer s, Buffer r) {
-  check_buffer(s, Device::Host, "allgather");
-  check_buffer(r, Device::Host, "allgather");
   SKEW_CHECK(r.count == s.count * static_cast<std::size_t>(size_), "allgather: receive buffer holds " << r.count << ", needs " << s.count * size_);
   SKEW_CHECK(s.dtype == r.dtype, "allgather: dtype mismatch");
-  SKEW_MPI_CHECK(MPI_Allgather(s.data, as_int(s.count, "allgather"), mpi_type(s.dtype), r.data, as_int(s.count, "allgather"), mpi_type(r.dtype), comm_));
+  StagedBuffers st = staged("allgather");
+  const Buffer hs = st.read(s), hr = st.write(r);
+  SKEW_MPI_CHECK(MPI_Allgather(hs.data, as_int(hs.count, "allgather"), mpi_type(hs.dtype), hr.data, as_int(hs.count, "allgather"), mpi_type(hr.dtype), comm_));
+  st.finish();
 }
 
 void MpiProcessGroup::allgatherv(Buffer s, Buffer r, const std::vector<std::size_t>& recv_counts) {
-  check_buffer(s, Device::Host, "allgatherv");
-  check_buffer(r, Device::Host, "allgatherv");
   SKEW_CHECK(s.dtype == r.dtype, "allgatherv: dtype mismatch " << dtype_name(s.dtype) << " -> " << dtype_name(r.dtype));
   const Layout l = layout(recv_counts, size_, "allgatherv");
   SKEW_CHECK(recv_counts[static_cast<std::size_t>(rank_)] == s.count, "allgatherv: my count " << s.count << " differs from recv_counts[" << rank_ << "]");
   SKEW_CHECK(r.count >= sum_counts(recv_counts), "allgatherv: receive buffer too small");
-  SKEW_MPI_CHECK(MPI_Allgatherv(s.data, as_int(s.count, "allgatherv"), mpi_type(s.dtype), r.data, l.counts.data(), l.displs.data(), mpi_type(r.dtype), comm_));
+  StagedBuffers st = staged("allgatherv");
+  const Buffer hs = st.read(s), hr = st.write(prefix(r, sum_counts(recv_counts)));
+  SKEW_MPI_CHECK(MPI_Allgatherv(hs.data, as_int(hs.count, "allgatherv"), mpi_type(hs.dtype), hr.data, l.counts.data(), l.displs.data(), mpi_type(hr.dtype), comm_));
+  st.finish();
 }
 
 void MpiProcessGroup::alltoall(Buffer s, Buffer r) {
-  check_buffer(s, Device::Host, "alltoall");
-  check_buffer(r, Device::Host, "alltoall");
   SKEW_CHECK(s.count % static_cast<std::size_t>(size_) == 0 && r.count == s.count, "alltoall: buffers must hold size()*n elements each");
   SKEW_CHECK(s.dtype == r.dtype, "alltoall: dtype mismatch " << dtype_name(s.dtype) << " -> " << dtype_name(r.dtype));
   const int n = as_int(s.count / static_cast<std::size_t>(size_), "alltoall");
-  SKEW_MPI_CHECK(MPI_Alltoall(s.data, n, mpi_type(s.dtype), r.data, n, mpi_type(r.dtype), comm_));
+  StagedBuffers st = staged("alltoall");
+  const Buffer hs = st.read(s), hr = st.write(r);
+  SKEW_MPI_CHECK(MPI_Alltoall(hs.data, n, mpi_type(hs.dtype), hr.data, n, mpi_type(hr.dtype), comm_));
+  st.finish();
 }
 
 void MpiProcessGroup::alltoallv(Buffer s, const std::vector<std::size_t>& sc, Buffer r, const std::vector<std::size_t>& rc) {
@@ -168,103 +192,82 @@ void MpiProcessGroup::alltoallv(Buffer s, const std::vector<std::size_t>& sc, Bu
 }
 
 void MpiProcessGroup::send(Buffer b, int dst, int tag) {
-  check_buffer(b, Device::Host, "send");
-  SKEW_MPI_CHECK(MPI_Send(b.data, as_int(b.count, "send"), mpi_type(b.dtype), dst, tag, comm_));
+  StagedBuffers st = staged("send");
+  const Buffer h = st.read(b);
+  SKEW_MPI_CHECK(MPI_Send(h.data, as_int(h.count, "send"), mpi_type(h.dtype), dst, tag, comm_));
 }
 
 void MpiProcessGroup::recv(Buffer b, int src, int tag) {
-  check_buffer(b, Device::Host, "recv");
+  StagedBuffers st = staged("recv");
+  const Buffer h = st.write(b);
   MPI_Status status;
-  SKEW_MPI_CHECK(MPI_Recv(b.data, as_int(b.count, "recv"), mpi_type(b.dtype), src, tag, comm_, &status));
+  SKEW_MPI_CHECK(MPI_Recv(h.data, as_int(h.count, "recv"), mpi_type(h.dtype), src, tag, comm_, &status));
   int got = 0;
-  SKEW_MPI_CHECK(MPI_Get_count(&status, mpi_type(b.dtype), &got));
+  SKEW_MPI_CHECK(MPI_Get_count(&status, mpi_type(h.dtype), &got));
   SKEW_CHECK(static_cast<std::size_t>(got) == b.count, "recv from rank " << src << " tag " << tag << ": got " << got << " elements, expected " << b.count);
+  st.finish();
 }
 
 void MpiProcessGroup::barrier() { SKEW_MPI_CHECK(MPI_Barrier(comm_)); }
 
 std::unique_ptr<Work> MpiProcessGroup::iallreduce(Buffer b, ReduceOp op) {
-  check_buffer(b, Device::Host, "iallreduce");
-  MPI_Request req;
-  SKEW_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, b.data, as_int(b.count, "iallreduce"), mpi_type(b.dtype), mpi_op(op, b.dtype), comm_, &req));
-  return std::make_unique<MpiWork>(req, b, op == ReduceOp::Avg ? size_ : 0);
+  StagedBuffers st = staged("iallreduce");
+  const Buffer h = st.read_write(b);
+  std::vector<MPI_Request> req(1);
+  SKEW_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h.data, as_int(h.count, "allreduce"), mpi_type(h.dtype), mpi_op(op, h.dtype), comm_, req.data()));
+  return std::make_unique<MpiWork>(std::move(req), Completion{std::move(st), h, op == ReduceOp::Avg ? size_ : 0, {}, {}});
 }
 
 std::unique_ptr<Work> MpiProcessGroup::ialltoallv(Buffer s, const std::vector<std::size_t>& sc, Buffer r, const std::vector<std::size_t>& rc) {
-  check_buffer(s, Device::Host, "alltoallv");
-  check_buffer(r, Device::Host, "alltoallv");
   SKEW_CHECK(s.dtype == r.dtype, "alltoallv: dtype mismatch");
   Layout ls = layout(sc, size_, "alltoallv send"), lr = layout(rc, size_, "alltoallv recv");
   SKEW_CHECK(s.count >= sum_counts(sc), "alltoallv: send buffer holds " << s.count << " < " << sum_counts(sc));
   SKEW_CHECK(r.count >= sum_counts(rc), "alltoallv: receive buffer holds " << r.count << " < " << sum_counts(rc));
-  MPI_Request req;
-  SKEW_MPI_CHECK(MPI_Ialltoallv(s.data, ls.counts.data(), ls.displs.data(), mpi_type(s.dtype), r.data, lr.counts.data(),
-                                lr.displs.data(), mpi_type(r.dtype), comm_, &req));
-  return std::make_unique<MpiWork>(req, std::move(ls), std::move(lr));
+  StagedBuffers st = staged("alltoallv");
+  const Buffer hs = st.read(prefix(s, sum_counts(sc))), hr = st.write(prefix(r, sum_counts(rc)));
+  std::vector<MPI_Request> req(1);
+  SKEW_MPI_CHECK(MPI_Ialltoallv(hs.data, ls.counts.data(), ls.displs.data(), mpi_type(hs.dtype), hr.data, lr.counts.data(),
+                                lr.displs.data(), mpi_type(hr.dtype), comm_, req.data()));
+  return std::make_unique<MpiWork>(std::move(req), Completion{std::move(st), {}, 0, std::move(ls), std::move(lr)});
 }
 
 std::unique_ptr<Work> MpiProcessGroup::isend(Buffer b, int dst, int tag) {
-  check_buffer(b, Device::Host, "isend");
-  MPI_Request req;
-  SKEW_MPI_CHECK(MPI_Isend(b.data, as_int(b.count, "isend"), mpi_type(b.dtype), dst, tag, comm_, &req));
-  return std::make_unique<MpiWork>(req, Buffer{}, 0);
+  return post_p2p({send_op(b, dst, tag)}, "isend");
 }
 
 std::unique_ptr<Work> MpiProcessGroup::irecv(Buffer b, int src, int tag) {
-  check_buffer(b, Device::Host, "irecv");
-  MPI_Request req;
-  SKEW_MPI_CHECK(MPI_Irecv(b.data, as_int(b.count, "irecv"), mpi_type(b.dtype), src, tag, comm_, &req));
-  return std::make_unique<MpiWork>(req, Buffer{}, 0);
+  return post_p2p({recv_op(b, src, tag)}, "irecv");
 }
 
-namespace {
-class MpiRequestsWork : public Work {
- public:
-  explicit MpiRequestsWork(std::vector<MPI_Request> reqs) : reqs_(std::move(reqs)) {}
-  ~MpiRequestsWork() override {
-    try {
-      wait();
-    } catch (...) {
-    }
-  }
-  void wait() override {
-    SKEW_MPI_CHECK(MPI_Waitall(static_cast<int>(reqs_.size()), reqs_.data(), MPI_STATUSES_IGNORE));
-  }
-  bool test() override {
-    int flag = 0;
-    SKEW_MPI_CHECK(MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE));
-    return flag != 0;
-  }
-
- private:
-  std::vector<MPI_Request> reqs_;  // completed requests become MPI_REQUEST_NULL, so waits repeat safely
-};
-}  // namespace
-
 std::unique_ptr<Work> MpiProcessGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
+  return post_p2p(ops, "batch_isend_irecv");
+}
+
+std::unique_ptr<Work> MpiProcessGroup::post_p2p(const std::vector<P2POp>& ops, const char* op_name) {
+  StagedBuffers st = staged(op_name);
   std::vector<MPI_Request> reqs(ops.size(), MPI_REQUEST_NULL);
   // Receives first, so each matching send finds its buffer posted.
   for (const bool receives : {true, false}) {
     for (std::size_t i = 0; i < ops.size(); ++i) {
       const P2POp& op = ops[i];
       if ((op.kind == P2POp::Kind::Recv) != receives) continue;
-      SKEW_CHECK(op.peer >= 0 && op.peer < size_, "batch_isend_irecv: peer " << op.peer << " outside a group of " << size_);
-      check_buffer(op.buf, Device::Host, receives ? "batch irecv" : "batch isend");
-      const int n = as_int(op.buf.count, "batch_isend_irecv");
+      SKEW_CHECK(op.peer >= 0 && op.peer < size_, op_name << ": peer " << op.peer << " outside a group of " << size_);
+      const Buffer h = receives ? st.write(op.buf) : st.read(op.buf);
+      const int n = as_int(h.count, op_name);
       if (receives)
-        SKEW_MPI_CHECK(MPI_Irecv(op.buf.data, n, mpi_type(op.buf.dtype), op.peer, op.tag, comm_, &reqs[i]));
+        SKEW_MPI_CHECK(MPI_Irecv(h.data, n, mpi_type(h.dtype), op.peer, op.tag, comm_, &reqs[i]));
       else
-        SKEW_MPI_CHECK(MPI_Isend(op.buf.data, n, mpi_type(op.buf.dtype), op.peer, op.tag, comm_, &reqs[i]));
+        SKEW_MPI_CHECK(MPI_Isend(h.data, n, mpi_type(h.dtype), op.peer, op.tag, comm_, &reqs[i]));
     }
   }
-  return std::make_unique<MpiRequestsWork>(std::move(reqs));
+  return std::make_unique<MpiWork>(std::move(reqs), Completion{std::move(st), {}, 0, {}, {}});
 }
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::split(int color, int key) {
   MPI_Comm out;
   SKEW_MPI_CHECK(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &out));
   if (out == MPI_COMM_NULL) return nullptr;
-  return std::make_shared<MpiProcessGroup>(out);
+  return std::shared_ptr<MpiProcessGroup>(new MpiProcessGroup(out, staging_));
 }
 
 std::shared_ptr<ProcessGroup> MpiProcessGroup::create_subgroup(const std::vector<int>& ranks) {
@@ -279,7 +282,7 @@ std::shared_ptr<ProcessGroup> MpiProcessGroup::create_subgroup(const std::vector
   SKEW_MPI_CHECK(MPI_Comm_create_group(comm_, members, tag, &out));
   MPI_Group_free(&members);
   MPI_Group_free(&parent);
-  return std::make_shared<MpiProcessGroup>(out);
+  return std::shared_ptr<MpiProcessGroup>(new MpiProcessGroup(out, staging_));
 }
 
 }  // namespace skew::comm

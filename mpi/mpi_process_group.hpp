@@ -1,22 +1,28 @@
-// MPI backend on host buffers. Owns its communicator (freed on destruction unless it is
-// MPI_COMM_WORLD). Errors return as skew::Error (MPI_ERRORS_RETURN is set on the communicator).
+// MPI backend. Owns its communicator (freed on destruction unless it is MPI_COMM_WORLD). Errors
+// return as skew::Error (MPI_ERRORS_RETURN is set on the communicator). Host buffers go to MPI as
+// they are; in a CUDA build a device buffer is staged through pinned host blocks (host_staging.hpp)
+// shared by the group, its splits and its subgroups; without CUDA a device buffer is an error.
 #pragma once
 #include <mpi.h>
 
+#include "mpi/host_staging.hpp"
 #include "mpi/process_group.hpp"
 
 namespace skew::comm {
 
 class MpiProcessGroup : public ProcessGroup {
  public:
-  // Wraps `comm` (takes ownership unless it is MPI_COMM_WORLD).
-  explicit MpiProcessGroup(MPI_Comm comm);
+  // Wraps `comm` (takes ownership unless it is MPI_COMM_WORLD). Device buffers are staged with
+  // `copies` (CUDA's by default; nullptr refuses them).
+  explicit MpiProcessGroup(MPI_Comm comm, const DeviceCopies* copies = cuda_copies());
   ~MpiProcessGroup() override;
   MpiProcessGroup(const MpiProcessGroup&) = delete;
   MpiProcessGroup& operator=(const MpiProcessGroup&) = delete;
 
   std::string backend() const override { return "mpi"; }
   MPI_Comm comm() const { return comm_; }
+  // The staging pool of device buffers (null when this group refuses them).
+  const StagingPool* staging() const { return staging_.get(); }
 
   void allreduce(Buffer buf, ReduceOp op) override;
   void broadcast(Buffer buf, int root) override;
@@ -42,7 +48,13 @@ class MpiProcessGroup : public ProcessGroup {
   std::shared_ptr<ProcessGroup> create_subgroup(const std::vector<int>& ranks) override;
 
  private:
+  // Splits and subgroups stage through their parent's pool.
+  MpiProcessGroup(MPI_Comm comm, std::shared_ptr<StagingPool> staging);
+  // isend, irecv and batch_isend_irecv: receives posted first, one Work for all.
+  std::unique_ptr<Work> post_p2p(const std::vector<P2POp>& ops, const char* op_name);
+  StagedBuffers staged(const char* op) { return StagedBuffers(staging_.get(), op); }
   MPI_Comm comm_;
+  std::shared_ptr<StagingPool> staging_;
 };
 
 // Divides each element by `divisor` (ReduceOp::Avg after a sum); host buffers.

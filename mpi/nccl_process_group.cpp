@@ -98,14 +98,18 @@ class CudaEventWork : public Work {
 
 class NcclProcessGroup : public ProcessGroup {
  public:
-  explicit NcclProcessGroup(MPI_Comm comm) : bootstrap_(std::make_shared<MpiProcessGroup>(comm)) {
+  // Over `bootstrap`'s ranks: rank 0 makes the unique id and broadcasts it.
+  explicit NcclProcessGroup(std::shared_ptr<MpiProcessGroup> bootstrap)
+      : NcclProcessGroup(bootstrap, new_communicator(*bootstrap)) {}
+  // Adopts `comm`, whose ranks are `bootstrap`'s in the same order.
+  NcclProcessGroup(std::shared_ptr<MpiProcessGroup> bootstrap, ncclComm_t comm)
+      : bootstrap_(std::move(bootstrap)), comm_(comm) {
     rank_ = bootstrap_->rank();
     size_ = bootstrap_->size();
     world_ranks_ = bootstrap_->world_ranks();
-    ncclUniqueId id;
-    if (rank_ == 0) SKEW_NCCL_CHECK(ncclGetUniqueId(&id));
-    SKEW_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm));
-    SKEW_NCCL_CHECK(ncclCommInitRank(&comm_, size_, id, rank_));
+    int nccl_rank = -1;
+    SKEW_NCCL_CHECK(ncclCommUserRank(comm_, &nccl_rank));
+    SKEW_CHECK(nccl_rank == rank_, "NCCL communicator rank " << nccl_rank << " differs from its MPI group's rank " << rank_);
     SKEW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     SKEW_CUDA_CHECK(cudaEventCreateWithFlags(&caller_ready_, cudaEventDisableTiming));
   }
@@ -221,19 +225,28 @@ class NcclProcessGroup : public ProcessGroup {
     return pending();
   }
 
+  // Collective over this group. Where NCCL has ncclCommSplit (2.18 on) the new communicator is
+  // split from this one and shares its resources; before that it is a new one over the MPI split.
   std::shared_ptr<ProcessGroup> split(int color, int key) override {
     MPI_Comm out;
     SKEW_MPI_CHECK(MPI_Comm_split(bootstrap_->comm(), color < 0 ? MPI_UNDEFINED : color, key, &out));
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 18, 0)
+    ncclComm_t sub = nullptr;
+    SKEW_NCCL_CHECK(ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &sub, nullptr));
     if (out == MPI_COMM_NULL) return nullptr;
-    return std::make_shared<NcclProcessGroup>(out);
+    return std::make_shared<NcclProcessGroup>(std::make_shared<MpiProcessGroup>(out), sub);
+#else
+    if (out == MPI_COMM_NULL) return nullptr;
+    return std::make_shared<NcclProcessGroup>(std::make_shared<MpiProcessGroup>(out));
+#endif
   }
 
  protected:
+  // Only the members call subgroup(), and ncclCommSplit needs every rank of this communicator,
+  // so a subgroup's communicator is a new one over the (cached) MPI subgroup, made once per rank
+  // set (the base class caches the result).
   std::shared_ptr<ProcessGroup> create_subgroup(const std::vector<int>& ranks) override {
-    auto mpi_sub = std::dynamic_pointer_cast<MpiProcessGroup>(bootstrap_->subgroup(ranks));
-    MPI_Comm dup;
-    SKEW_MPI_CHECK(MPI_Comm_dup(mpi_sub->comm(), &dup));
-    return std::make_shared<NcclProcessGroup>(dup);
+    return std::make_shared<NcclProcessGroup>(std::dynamic_pointer_cast<MpiProcessGroup>(bootstrap_->subgroup(ranks)));
   }
 
  private:
@@ -245,6 +258,14 @@ class NcclProcessGroup : public ProcessGroup {
     SKEW_CUDA_CHECK(cudaEventRecord(caller_ready_, cudaStreamLegacy));
     SKEW_CUDA_CHECK(cudaStreamWaitEvent(stream_, caller_ready_, 0));
     return stream_;
+  }
+  static ncclComm_t new_communicator(const MpiProcessGroup& bootstrap) {
+    ncclUniqueId id;
+    if (bootstrap.rank() == 0) SKEW_NCCL_CHECK(ncclGetUniqueId(&id));
+    SKEW_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, bootstrap.comm()));
+    ncclComm_t comm = nullptr;
+    SKEW_NCCL_CHECK(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()));
+    return comm;
   }
   std::unique_ptr<Work> pending() { return std::make_unique<CudaEventWork>(stream_, comm_); }
   void sync() { pending()->wait(); }
@@ -259,7 +280,7 @@ class NcclProcessGroup : public ProcessGroup {
 std::shared_ptr<ProcessGroup> make_nccl_group(MPI_Comm comm) {
   MPI_Comm own = comm;
   if (comm == MPI_COMM_WORLD) SKEW_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &own));
-  return std::make_shared<NcclProcessGroup>(own);
+  return std::make_shared<NcclProcessGroup>(std::make_shared<MpiProcessGroup>(own));
 }
 
 }  // namespace skew::comm

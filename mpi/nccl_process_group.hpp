@@ -1,6 +1,8 @@
 // NCCL backend on device buffers (built only with CUDA). Bootstraps over an MPI communicator:
-// rank 0 makes the unique id and broadcasts it; subgroups and splits create their MPI
-// communicator first and a NCCL communicator over it. Operations are enqueued on the group's
+// rank 0 makes the unique id and broadcasts it. A split is collective over the group, so its
+// communicator comes from ncclCommSplit (NCCL >= 2.18: shares the parent's resources; before,
+// a new one over the MPI split); a subgroup is made by its members only, so its communicator is a
+// new one over the cached MPI subgroup, once per rank set. Operations are enqueued on the group's
 // stream after everything the caller's stream (the legacy default stream, where skew's kernels
 // run) has enqueued before the call; blocking calls wait for them, non-blocking ones return a
 // Work that waits on an event. Every wait also polls the communicator's asynchronous error, so a

@@ -1,5 +1,7 @@
 // ProcessGroup: the communication interface every trainer uses (PyTorch c10d style). One
-// subclass per backend: MpiProcessGroup (host buffers) and NcclProcessGroup (device buffers).
+// subclass per backend: MpiProcessGroup (host buffers; device buffers staged through pinned host
+// memory), NcclProcessGroup (device buffers) and HybridProcessGroup (host buffers to MPI, device
+// buffers to NCCL: the world group of a GPU run).
 // Counts are in elements; buffers are views (pointer, count, dtype, device) so callers can pass
 // tensors or std::vectors alike. All collectives are in place or out of place as documented.
 #pragma once

@@ -6,6 +6,7 @@
 #include <exception>
 
 #include "lib/core/log.hpp"
+#include "mpi/hybrid_process_group.hpp"
 #include "mpi/launch_check.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/mpi_process_group.hpp"
@@ -34,11 +35,12 @@ void abort_job(const std::string& message, int code) {
 
 std::shared_ptr<ProcessGroup> make_world_group(const Runtime& rt, Backend backend) {
   if (backend == Backend::Mpi) return rt.world;
-  SKEW_CHECK(rt.cuda_device >= 0, "the NCCL backend needs a GPU on every rank; rank "
+  SKEW_CHECK(rt.cuda_device >= 0, "the " << (backend == Backend::Nccl ? "NCCL" : "hybrid MPI+NCCL")
+                                         << " backend needs a GPU on every rank; rank "
                                       << rt.world_rank << " has none"
                                       << (cuda_built() ? "" : " (this build has no CUDA support)"));
 #ifdef SKEW_WITH_CUDA
-  return make_nccl_group(MPI_COMM_WORLD);
+  return backend == Backend::Nccl ? make_nccl_group(MPI_COMM_WORLD) : make_hybrid_group(MPI_COMM_WORLD);
 #else
   SKEW_THROW("the NCCL backend is not in this build (configure with -DSKEW_CUDA=ON)");
 #endif

@@ -11,7 +11,9 @@
 
 namespace skew::comm {
 
-enum class Backend { Mpi, Nccl };
+// Mpi: host buffers (device buffers staged through pinned host memory); Nccl: device buffers;
+// Hybrid: host buffers to MPI, device buffers to NCCL (a GPU run's world group).
+enum class Backend { Mpi, Nccl, Hybrid };
 
 struct Runtime {
   int world_rank = 0, world_size = 1;
@@ -20,7 +22,7 @@ struct Runtime {
   std::shared_ptr<ProcessGroup> world;  // MPI backend over MPI_COMM_WORLD
 };
 
-// Creates the world group for `backend` (NCCL needs a bound GPU; throws saying so otherwise).
+// Creates the world group for `backend` (NCCL and Hybrid need a bound GPU; throws saying so otherwise).
 std::shared_ptr<ProcessGroup> make_world_group(const Runtime& rt, Backend backend);
 
 // Runs `body` between MPI_Init and MPI_Finalize; returns its exit code. Exceptions become

@@ -5,6 +5,8 @@
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
+#include <algorithm>
+
 #include "kernels/cuda/cublas_handle.hpp"
 #include "kernels/gemm.hpp"
 #include "lib/core/cuda_check.hpp"
@@ -13,10 +15,13 @@ namespace skew::kernels::cuda {
 namespace {
 
 constexpr int kBlock = 256;
+constexpr std::int64_t kMaxGrid = 1 << 16;
 
+// Grid-stride, so a span of any 64-bit length converts with a grid that fits an int.
 __global__ void to_bf16(const float* in, std::int64_t n, __nv_bfloat16* out) {
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = __float2bfloat16_rn(in[i]);
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    out[i] = __float2bfloat16_rn(in[i]);
 }
 
 // Grow-only device buffer per calling thread, so per-layer GEMMs do not cudaMalloc every call.
@@ -39,7 +44,8 @@ struct Bf16Scratch {
 __nv_bfloat16* converted_span(const float* src, std::int64_t span, Bf16Scratch& scratch) {
   __nv_bfloat16* out = scratch.reserve(static_cast<std::size_t>(span));
   if (span > 0) {
-    to_bf16<<<static_cast<int>((span + kBlock - 1) / kBlock), kBlock>>>(src, span, out);
+    const int grid = static_cast<int>(std::min<std::int64_t>((span + kBlock - 1) / kBlock, kMaxGrid));
+    to_bf16<<<grid, kBlock>>>(src, span, out);
     SKEW_CUDA_CHECK(cudaGetLastError());
   }
   return out;

@@ -80,6 +80,11 @@ __global__ void softmax_topk_kernel(int n, int E, int k, const float* logits, fl
 
 void histogram(const std::int32_t* keys, std::int64_t n, int bins, std::int64_t* counts) {
   check_items(n, "moe histogram");
+  if (n == 0) {  // nothing to count: zero the counts without a histogram pass or a launch
+    if (bins > 0) SKEW_CUDA_CHECK(cudaMemsetAsync(counts, 0, sizeof(std::int64_t) * static_cast<std::size_t>(bins)));
+    return;
+  }
+  SKEW_CHECK(bins > 0, "moe histogram: " << n << " keys into " << bins << " bins");
   thread_local DeviceScratch scratch;
   std::size_t bytes = 0;
   SKEW_CUDA_CHECK(cub::DeviceHistogram::HistogramEven(nullptr, bytes, keys, static_cast<int*>(nullptr), bins + 1, 0,
@@ -128,6 +133,7 @@ void stable_positions(const std::int32_t* keys, std::int64_t n, int bins, const 
 }
 
 void scatter_rows(const float* in, const std::int64_t* pos, std::int64_t n, int width, float* out) {
+  SKEW_CHECK(n >= 0 && width >= 0, "moe scatter_rows: " << n << " rows of width " << width);
   if (n == 0 || width == 0) return;
   const int grid = static_cast<int>(std::min<std::int64_t>(n, 1 << 16));
   const bool vectorisable = width % 4 == 0 && reinterpret_cast<std::uintptr_t>(in) % 16 == 0 &&

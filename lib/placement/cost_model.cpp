@@ -222,14 +222,19 @@ double measure_gemm_flops(const ExpertShape& expert) {
   shape.m = 256;
   shape.k = std::max(1, expert.hidden_dim);
   shape.n = static_cast<int>(std::max<std::int64_t>(1, expert.params / (2 * shape.k)));
-  const Device device = cuda_device_count() > 0 ? Device::Cuda : Device::Host;
+  const Device device = expert.device;
+  SKEW_CHECK(device == Device::Host || cuda_device_count() > 0,
+             "cost model: the experts run on " << device_name(device) << " but no CUDA device is visible to time their GEMM");
   Tensor a = Tensor::empty({shape.m, shape.k}, DType::F32), b = Tensor::empty({shape.k, shape.n}, DType::F32);
   Rng rng(7, 0, 0);
   for (std::size_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = rng.normal();
   for (std::size_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = rng.normal();
   Tensor da = a.to(device), db = b.to(device), dc = Tensor::zeros({shape.m, shape.n}, DType::F32, device);
   const auto run = [&] {
-    kernels::gemm(device, shape, 1.0f, da.data<float>(), db.data<float>(), 0.0f, dc.data<float>());
+    if (device == Device::Host)
+      kernels::gemm(device, shape, 1.0f, da.data<float>(), db.data<float>(), 0.0f, dc.data<float>());
+    else
+      kernels::gemm_bf16(device, shape, 1.0f, da.data<float>(), db.data<float>(), 0.0f, dc.data<float>());
   };
   run();  // warm-up
   (void)dc.to(Device::Host);
@@ -244,9 +249,13 @@ double measure_gemm_flops(const ExpertShape& expert) {
   return 2.0 * shape.m * shape.n * shape.k / std::max(median(seconds), 1e-12);
 }
 
-// Median seconds of an all-to-all sending `per_peer` floats to every rank.
-double time_alltoall(comm::ProcessGroup& world, std::size_t per_peer) {
-  std::vector<float> send(per_peer * static_cast<std::size_t>(world.size()), 1.0f), recv(send.size());
+// Median seconds of an all-to-all sending `per_peer` floats to every rank, from buffers on
+// `device` (the experts' activations travel from there: device buffers take a hybrid group's
+// NCCL half).
+double time_alltoall(comm::ProcessGroup& world, std::size_t per_peer, Device device) {
+  const auto count = static_cast<std::int64_t>(per_peer) * world.size();
+  Tensor send = Tensor::from_vector(std::vector<float>(static_cast<std::size_t>(count), 1.0f), {count}).to(device);
+  Tensor recv = Tensor::zeros({count}, DType::F32, device);
   world.alltoall(comm::view(send), comm::view(recv));  // warm-up
   std::vector<double> seconds;
   for (int trial = 0; trial < 7; ++trial) {
@@ -269,12 +278,12 @@ CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& 
   // Every rank takes the same branches: the overrides come from the same config everywhere.
   double latency = 0, bandwidth = 10e9;
   if (world.size() > 1 && (need_bw || measured[4] < 0)) {
-    latency = time_alltoall(world, 1);
+    latency = time_alltoall(world, 1, shape.device);
     constexpr std::size_t per_peer = 1 << 16;  // 256 KiB to each peer
     const double bytes = static_cast<double>(per_peer * sizeof(float)) * (world.size() - 1);
     // On a busy machine the small message can take nearly as long as the large one; the
     // bandwidth term then keeps at least a tenth of the large message's time.
-    const double large = time_alltoall(world, per_peer);
+    const double large = time_alltoall(world, per_peer, shape.device);
     bandwidth = bytes / std::max(large - latency, 0.1 * large);
   }
   for (std::size_t i = 1; i < 4; ++i)

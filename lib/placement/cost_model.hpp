@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "lib/core/tensor.hpp"
 #include "lib/placement/placement.hpp"
 
 namespace skew::comm {
@@ -32,6 +33,8 @@ struct ExpertShape {
   int activation_bytes = 4;        // bytes per activation element on the wire
   int grad_bytes_per_param = 4;    // gradient element size in the replica all-reduce
   int state_bytes_per_param = 12;  // parameter + optimiser moments moved with a replica
+  // Where the experts run: measure_constants times their GEMM there (not wherever a GPU is visible).
+  Device device = Device::Host;
 };
 
 // Tokens one rank sends and receives in one all-to-all round, by link: inside its node or across.
@@ -99,7 +102,8 @@ std::vector<Transfer> plan_transfers(const LayerPlacement& before, const LayerPl
 double balance_ratio(const std::vector<double>& rank_loads);
 
 // Measures gemm_flops (the expert's first GEMM, 256 tokens x hidden x params / (2 hidden), on
-// this rank's device), the all-to-all latency (1 float per peer) and bandwidth (256 KiB per
+// shape.device as the experts run it there: fp32 on the host, bf16 operands with fp32
+// accumulation on cuda; throws when shape.device is cuda and no GPU is visible), the all-to-all latency (1 float per peer) and bandwidth (256 KiB per
 // peer) over `world`, each the median of several runs, and broadcasts rank 0's values so every
 // rank plans identically. Values in `overrides` that are > 0 (latency: >= 0) are kept.
 CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& overrides, const ExpertShape& shape);

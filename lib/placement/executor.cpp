@@ -1,10 +1,12 @@
 // apply_placement: checks that all ranks hold the same placements (before anything moves, so
 // a disagreement throws on every rank instead of deadlocking), then realises the new placement
 // by copying expert state point-to-point from an existing replica to each new one and freeing
-// dropped replicas.
+// dropped replicas. The state may be host or device tensors: the group routes them (a hybrid
+// group sends device tensors with NCCL send/recv), as long as every rank's are on one device.
 #include <functional>
 #include <memory>
 #include <sstream>
+#include <string>
 
 #include "lib/core/error.hpp"
 #include "lib/placement/cost_model.hpp"
@@ -41,6 +43,34 @@ void check_agreement(comm::ProcessGroup& world, const std::vector<LayerPlacement
                                                << world.rank() << ", placement text " << text.size() << " bytes)");
 }
 
+// A sender's and its receiver's tensors must be on the same device: a hybrid group would carry
+// one over MPI and the other over NCCL, and both would wait forever. Checked on every rank before
+// anything is posted, so a mismatch throws everywhere.
+std::string devices_text(std::int64_t mask) {
+  std::string text;
+  for (const Device d : {Device::Host, Device::Cuda})
+    if (mask & (std::int64_t{1} << static_cast<int>(d))) text += (text.empty() ? "" : " and ") + std::string(device_name(d));
+  return text;
+}
+
+void check_state_devices(comm::ProcessGroup& world, const std::vector<comm::P2POp>& transfers) {
+  std::int64_t mine = 0;  // bit d: a tensor on Device d
+  for (const auto& t : transfers) mine |= std::int64_t{1} << static_cast<int>(t.buf.device);
+  std::vector<std::int64_t> all(static_cast<std::size_t>(world.size()));
+  world.allgather(comm::view(&mine, 1), comm::view(all));
+  int first = -1;  // the first rank that moves state
+  for (int r = 0; r < world.size(); ++r) {
+    const std::int64_t m = all[static_cast<std::size_t>(r)];
+    if (m == 0) continue;
+    if (first < 0) first = r;
+    const std::int64_t f = all[static_cast<std::size_t>(first)];
+    SKEW_CHECK(m == f && (m & (m - 1)) == 0,
+               "expert state is on different devices: rank " << first << " moves " << devices_text(f) << " tensors, rank "
+                                                             << r << " " << devices_text(m)
+                                                             << " tensors; every rank must hold it on one device");
+  }
+}
+
 }  // namespace
 
 std::vector<double> apply_placement(comm::ProcessGroup& world, ExpertStateStore& store,
@@ -68,8 +98,7 @@ std::vector<double> apply_placement(comm::ProcessGroup& world, ExpertStateStore&
       const int tag = kTagBase + message++ % kTagSpan;
       std::vector<Tensor*> state = store.replica_state(layer, t.expert);
       for (Tensor* tensor : state) {
-        SKEW_CHECK(tensor != nullptr && tensor->device() == Device::Host,
-                   "replica state of layer " << layer << " expert " << t.expert << " must be host tensors");
+        SKEW_CHECK(tensor != nullptr, "replica state of layer " << layer << " expert " << t.expert << " holds a null tensor");
         if (t.dst == me)
           transfers.push_back(comm::recv_op(comm::view(*tensor), t.src, tag));
         else {
@@ -86,6 +115,7 @@ std::vector<double> apply_placement(comm::ProcessGroup& world, ExpertStateStore&
       if (held_before && !held_after) dropped.push_back({layer, e});
     }
   }
+  check_state_devices(world, transfers);
   if (!transfers.empty()) world.batch_isend_irecv(transfers)->wait();
   for (const auto& [layer, expert] : dropped) store.drop_replica(layer, expert);
   return sent;

@@ -37,8 +37,8 @@ class PlacementPolicy {
 };
 
 // What the executor needs from the runtime: the state (parameters, gradients' optimiser moments)
-// of the replica of (layer, expert) held on this rank, as a list of host tensors whose shapes
-// are the same for every expert of a layer.
+// of the replica of (layer, expert) held on this rank, as a list of tensors whose shapes
+// are the same for every expert of a layer, on one device (host or cuda) on every rank.
 class ExpertStateStore {
  public:
   virtual ~ExpertStateStore() = default;

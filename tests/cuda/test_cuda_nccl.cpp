@@ -13,6 +13,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/tensor.hpp"
 #include "mpi/nccl_process_group.hpp"
+#include "tests/cuda/node_place.hpp"
 
 using skew::Device;
 using skew::DType;
@@ -26,12 +27,7 @@ namespace {
 std::shared_ptr<skew::comm::ProcessGroup> nccl_world() {
   int world = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &world);
-  MPI_Comm local;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
-  int local_rank = 0, local_size = 1;
-  MPI_Comm_rank(local, &local_rank);
-  MPI_Comm_size(local, &local_size);
-  MPI_Comm_free(&local);
+  const auto [local_rank, local_size] = skew::test::node_place();
   const int devices = skew::cuda_device_count();
   if (devices < local_size) {
     std::printf("SKIPPED: %d ranks on this node but %d CUDA devices; NCCL needs one GPU per rank\n", local_size, devices);

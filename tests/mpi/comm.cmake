@@ -1,6 +1,8 @@
-# Process-group tests under mpirun with 1, 2 and 4 ranks, and the failure rule of run_main.
+# Process-group tests under mpirun with 1, 2 and 4 ranks (collectives, groups, device-buffer
+# staging and the hybrid group's routing on fake device memory), and the failure rule of run_main.
 skew_mpi_test(skew_comm_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_comm_collectives.cpp ${CMAKE_CURRENT_LIST_DIR}/test_comm_groups.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_comm_staging.cpp ${CMAKE_CURRENT_LIST_DIR}/test_comm_hybrid.cpp
   LIBS skew_comm
   NP 1 2 4)
 
