@@ -36,7 +36,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 [[ -f $out/dev.txt ]] || { echo "bench_wide_table: $out/dev.txt (the development split) is missing" >&2; exit 1; }
 dev_spec=$(grep -v '^#' "$out/dev.txt" | tr '\n' '&' | sed 's/&$//')
-dev_rows=$(grep '^rows=' "$out/dev.txt" | cut -d= -f2)
 dev_test_rows=$(grep '^test_rows=' "$out/dev.txt" | cut -d= -f2)
 dev_spec=$(echo "$dev_spec" | sed -E 's/(^|&)test_rows=[0-9]+//')
 
