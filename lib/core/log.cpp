@@ -46,8 +46,10 @@ bool enabled(Level level) {
   return g_all_ranks || g_rank == 0;
 }
 
+double seconds_since_start() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count(); }
+
 void write(Level level, const std::string& message) {
-  const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
+  const double t = seconds_since_start();
   std::lock_guard<std::mutex> lock(g_mutex);
   std::FILE* out = level >= Level::Warn ? stderr : stdout;
   std::fprintf(out, "[%8.2fs rank %d/%d %s] %s\n", t, g_rank, g_world, level_name(level), message.c_str());

@@ -14,6 +14,8 @@ void set_all_ranks(bool all_ranks);
 Level parse_level(const std::string& name);  // "debug" | "info" | "warn" | "error"
 bool enabled(Level level);
 void write(Level level, const std::string& message);
+// The clock of the log lines: seconds since the process started (its static initialisation).
+double seconds_since_start();
 
 }  // namespace skew::log
 

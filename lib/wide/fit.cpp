@@ -11,8 +11,7 @@
 #include "lib/core/metrics.hpp"
 #include "lib/core/timer.hpp"
 #include "lib/wide/checkpoint.hpp"
-#include "lib/wide/stream.hpp"
-#include "lib/wide/trainer.hpp"
+#include "lib/wide/fit_data.hpp"
 
 namespace skew::wide {
 
@@ -29,127 +28,6 @@ ReadOptions read_options(const Config& c, const comm::ProcessGroup& world, int t
 }
 
 namespace {
-
-
-// The training and validation data, renumbered by frequency (counted over all ranks) when
-// train.renumber is set, and the model shape they call for.
-struct Data {
-  SparseDataset train, valid;  // train: empty but for num_features/num_fields when streamed
-  std::unique_ptr<TextStream> stream;  // data.train streamed (data.max_memory_mb), else null
-  std::int64_t train_rows = 0;         // this rank's
-  ReadOptions read;                    // data.* as read
-  bool has_valid = false;
-  ReadReport report;  // of the training data
-  kernels::WideShape shape;
-  bool renumber = false;
-  FeatureOrder order;
-  bool normalize = false;  // train.normalize resolved for the model type
-};
-
-// train.normalize for this model type: auto is on for the factorisation machines, whose pairwise
-// terms grow with the square of an instance's scale, and off for LR.
-bool normalize_for(const Config& c, kernels::WideKind kind) {
-  const std::string mode = c.get_string("train.normalize");
-  return mode == "auto" ? kind != kernels::WideKind::LR : mode == "on";
-}
-
-// The ring's slots: one being filled, one being trained on, one ready between them.
-constexpr int kStreamSlots = 3;
-
-std::string max_memory_setting(const Config& c) {
-  return "data.max_memory_mb = " + std::to_string(c.get_int("data.max_memory_mb"));
-}
-
-// Whether data.train streams: data.max_memory_mb is set and the whole load, which maps the text
-// and builds arrays about as large, would not fit it. Synthetic data is generated whole.
-bool streams(const Config& c, const std::string& spec) {
-  const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
-  std::error_code ec;
-  if (budget == 0 || spec.rfind("synthetic:", 0) == 0 || !std::filesystem::is_regular_file(spec, ec)) return false;
-  return 2 * std::int64_t(std::filesystem::file_size(spec)) > budget;
-}
-
-// The first pass over a streamed data.train: its rows, shape and (to renumber) feature counts.
-StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, const ReadOptions& ro, Data& d) {
-  const std::string spec = c.get_string("data.train");
-  SKEW_CHECK(world.size() == 1, max_memory_setting(c) << " streams " << spec << ", which runs on one rank ("
-                                                      << world.size() << " here): drop data.max_memory_mb or run one rank");
-  SKEW_CHECK(c.get_int("output.checkpoint_interval") == 0,
-             max_memory_setting(c) << " streams " << spec << " from its start every epoch, so it resumes from epoch-end "
-                                   << "checkpoints only: set output.checkpoint_interval = 0");
-  const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
-  d.stream = std::make_unique<TextStream>(spec, format_for(spec, ro.format), ro, budget / kStreamSlots, kStreamSlots,
-                                          max_memory_setting(c));
-  Timer timer;
-  StreamScan scan = scan_stream(*d.stream, ro.hash_bits, c.get_bool("train.renumber"));
-  scan.report.seconds = timer.seconds();
-  SKEW_CHECK(scan.rows > 0, spec << " holds no rows (" << scan.report.lines << " lines, " << scan.report.skipped_lines
-                                 << " of them malformed and skipped): nothing to read");
-  if (scan.report.skipped_lines > 0)
-    SKEW_WARN(spec << ": skipped " << scan.report.skipped_lines << " malformed line(s) of " << scan.report.lines
-                   << "; first: " << scan.report.first_bad_line);
-  SKEW_INFO("data: streaming " << spec << " (" << scan.report.megabytes << " MB > half of " << max_memory_setting(c)
-                               << "), first pass " << scan.report.seconds << " s"
-                               << (ro.use_cache ? "; the binary cache is neither read nor written when streaming" : ""));
-  d.report = scan.report;
-  d.train_rows = scan.rows;
-  d.train.num_features = scan.num_features;
-  d.train.num_fields = scan.num_fields;
-  return scan;
-}
-
-Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
-  Data d;
-  const ReadOptions ro = d.read = read_options(c, world, threads);
-  SKEW_CHECK(!c.get_string("data.train").empty(),
-             "data.train is empty: give a libsvm/libffm file or synthetic:criteo?rows=N&features=F");
-  StreamScan scan;
-  if (streams(c, c.get_string("data.train"))) {
-    scan = scan_training_stream(c, world, ro, d);
-  } else {
-    d.train = load_dataset(c.get_string("data.train"), ro, &d.report);
-    d.train_rows = d.train.rows();
-  }
-  d.has_valid = !c.get_string("data.valid").empty();
-  if (d.has_valid) d.valid = load_dataset(c.get_string("data.valid"), ro);
-  SKEW_INFO("data: " << d.train_rows << " training rows on rank 0 (" << d.report.lines << " lines"
-                     << (d.report.from_cache ? ", from cache" : "") << ", " << d.report.skipped_lines
-                     << " skipped, " << d.report.seconds << " s)" << (d.has_valid ? ", validation " + std::to_string(d.valid.rows()) + " rows" : ""));
-
-  kernels::WideShape& shape = d.shape;
-  shape.kind = kernels::wide_kind_from_name(c.get_string("model.type"));
-  shape.k = shape.kind == kernels::WideKind::LR ? 0 : c.get_int_as<int>("model.k");
-  const std::int64_t data_features = std::max(d.train.num_features, d.valid.num_features);
-  const std::int64_t model_features = c.get_int("model.features");
-  shape.num_features = model_features > 0 ? model_features : data_features;
-  SKEW_CHECK(data_features <= shape.num_features,
-             (ro.hash_bits > 0 ? "data.hash_bits = " + std::to_string(ro.hash_bits) + " hashes the ids into rows up to "
-                               : std::string("the data has feature ids up to "))
-                 << data_features - 1 << " but model.features = " << shape.num_features);
-  SKEW_CHECK(shape.num_features <= kMaxModelFeatures,
-             (model_features > 0 ? "model.features = " + std::to_string(model_features)
-                                 : "the data's feature ids reach " + std::to_string(data_features - 1) + ", a model of " +
-                                       std::to_string(data_features) + " rows, which")
-                 << " is too large (at most " << kMaxModelFeatures
-                 << " rows); set data.hash_bits to hash the ids into fewer rows");
-  shape.num_fields = std::max(d.train.num_fields, d.valid.num_fields);
-  d.normalize = normalize_for(c, shape.kind);
-  if (d.normalize) {
-    normalize_instances(d.train);  // a streamed file's chunks: as they arrive (prepare_chunk)
-    if (d.has_valid) normalize_instances(d.valid);
-  }
-
-  d.renumber = c.get_bool("train.renumber");
-  if (d.renumber) {
-    std::vector<std::int64_t> counts = d.stream ? std::move(scan.counts) : feature_counts(d.train, shape.num_features);
-    counts.resize(std::size_t(shape.num_features), 0);  // model.features may exceed the data's
-    world.allreduce(comm::view(counts), comm::ReduceOp::Sum);
-    d.order = FeatureOrder::by_frequency(counts);
-    d.order.apply(d.train);
-    if (d.has_valid) d.order.apply(d.valid);
-  }
-  return d;
-}
 
 // train.lr, or for 0 the model's default. Instance-normalised FM/FFM inputs are about 1/sqrt(39)
 // of the raw ones on Criteo-like rows, and their pairwise terms shrink with its square: they
@@ -244,39 +122,24 @@ RunIdentity run_identity(const Config& c, const kernels::WideShape& shape, std::
           {"steps per epoch (data.train rows / train.batch_size)", std::to_string(steps)}};
 }
 
-// The training ring for a streamed data.train: its slots share what data.max_memory_mb leaves
-// after the trainer's parameters, their gradient and the optimizer's state; each chunk is
-// normalised and renumbered as the whole load is.
-std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, WideTrainer& trainer, std::int64_t batch) {
-  const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
-  const std::int64_t model_bytes =
-      std::int64_t(sizeof(float)) * std::int64_t(2 * trainer.parameters().size() + trainer.optimizer().n_state().size() +
-                                                 trainer.optimizer().z_state().size());
-  const std::int64_t ring = budget - model_bytes;
-  SKEW_CHECK(ring >= kStreamSlots * std::int64_t(64 << 10),
-             max_memory_setting(c) << " MiB cannot hold the model, its gradient and optimizer state ("
-                                   << double(model_bytes) / double(1 << 20) << " MiB) and a stream ring of " << kStreamSlots
-                                   << " x 64 KiB: raise data.max_memory_mb (or shrink the model)");
-  const std::string spec = c.get_string("data.train");
-  data.stream.reset();  // the first pass's ring goes before this one's is filled
-  data.stream = std::make_unique<TextStream>(spec, format_for(spec, c.get_string("data.format")),
-                                             data.read, ring / kStreamSlots,
-                                             kStreamSlots, max_memory_setting(c));
-  const bool normalize = data.normalize, renumber = data.renumber;
-  const FeatureOrder* order = &data.order;
-  return std::make_unique<StreamBatches>(*data.stream, batch, [normalize, renumber, order](SparseDataset& chunk) {
-    if (normalize) normalize_instances(chunk);
-    if (renumber) order->apply(chunk);
-  });
-}
+// Set-up's seconds by part; startup is the process's age when fit() begins, total its age at the
+// first training step.
+struct SetupTimes {
+  double startup = 0, data = 0, model = 0, trainer = 0, total = 0;
+};
 
 }  // namespace
 
 Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   Timer total;
+  // Set-up, from the command to the first training step: the process's start (MPI, the config),
+  // the data, the model's initial values and the trainer's state, timed in turn.
+  SetupTimes setup;
+  setup.startup = log::seconds_since_start();
   const int rank = world->rank(), ranks = world->size();
   const int threads = c.get_int_as<int>("train.threads");
   Data data = load_data(c, *world, threads);
+  setup.data = total.seconds();
   const kernels::WideShape& shape = data.shape;
   const std::int64_t global_batch = c.get_int("train.batch_size");
   SKEW_CHECK(global_batch >= ranks, "train.batch_size = " << global_batch << " is smaller than the " << ranks << " ranks");
@@ -288,8 +151,12 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
                                          << data.report.total_rows << " rows for " << ranks
                                          << " ranks): nothing to train on");
   WideCheckpoint checkpoint(c, *world, run_identity(c, shape, steps[0]));  // refuses train.device = cuda
-  WideTrainer trainer(WideModel::create(shape, c.get_int_as<std::uint64_t>("model.seed"), float(c.get_float("model.init_std")), threads),
-                      train_options(c, threads), world);
+  Timer part;
+  WideModel initial = WideModel::create(shape, c.get_int_as<std::uint64_t>("model.seed"), float(c.get_float("model.init_std")), threads);
+  setup.model = part.seconds();
+  part.reset();
+  WideTrainer trainer(std::move(initial), train_options(c, threads), world);
+  setup.trainer = part.seconds();
   WideRunState st;
   const bool resumed = checkpoint.restore(trainer, st);
 
@@ -306,13 +173,16 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   // kill later in the run keeps it.
   std::string model_path = c.get_string("output.model");
   if (model_path.empty() && !dir.empty()) model_path = dir + "/model.safetensors";
+  double valid_seconds = 0, save_seconds = 0;  // this run's, beside its train_seconds
   const auto save_best = [&] {
     st.best_epoch = st.epoch;
     if (model_path.empty() || rank != 0) return;
+    Timer save_timer;
     const std::vector<float>& params = trainer.parameters();
     WideModel saved{shape, data.renumber ? data.order.to_original(shape, params) : params, data.normalize,
                     c.get_int_as<int>("data.hash_bits")};
     saved.save(model_path, {{"schema", c.get_string("train.schema")}, {"epoch", std::to_string(st.best_epoch)}});
+    save_seconds += save_timer.seconds();
   };
   std::unique_ptr<StreamBatches> stream_batches;
   if (data.stream) stream_batches = training_stream(c, data, trainer, local_batch);
@@ -333,6 +203,10 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   const std::int64_t epochs = c.get_int("train.epochs");
   // A run resumed after its early stop stays stopped.
   const auto stopped_early = [&] { return patience > 0 && st.since_best >= patience; };
+  setup.total = log::seconds_since_start();
+  SKEW_INFO("set-up: " << setup.total << " s from the start to the first training step (start " << setup.startup
+                       << " s, data " << setup.data << " s, model init " << setup.model << " s, trainer state "
+                       << setup.trainer << " s)");
   while (st.epoch <= epochs && !stopped_early()) {
     Timer epoch_timer;
     if (stream_batches) {  // only epoch-end checkpoints: a streamed epoch starts at the file's start
@@ -348,7 +222,9 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
     if (!data.has_valid) {
       save_best();
     } else {
+      Timer valid_timer;
       const Evaluation v = trainer.evaluate(data.valid);
+      valid_seconds += valid_timer.seconds();
       // The last step's update can diverge after its own (finite) loss was taken.
       SKEW_CHECK(std::isfinite(v.logloss) && !std::isnan(v.auc), "epoch " << st.epoch << ": the validation logloss is "
                      << v.logloss << " and AUC " << v.auc << ": the model diverged (try a smaller train.lr)");
@@ -385,7 +261,10 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
                {"train_nonzeros_per_s", double(st.total_nonzeros) / std::max(1e-9, st.train_seconds)},
                {"train_rows_skipped", data.report.skipped_lines}, {"data_seconds", data.report.seconds},
                {"seconds", total.seconds()}, {"model_path", model_path}, {"resumed", resumed},
-               {"streamed", data.stream != nullptr}};
+               {"streamed", data.stream != nullptr}, {"setup_seconds", setup.total},
+               {"setup_startup_seconds", setup.startup}, {"setup_data_seconds", setup.data},
+               {"setup_model_seconds", setup.model}, {"setup_trainer_seconds", setup.trainer},
+               {"valid_seconds", valid_seconds}, {"save_seconds", save_seconds}};
   if (data.stream) {  // the ring's bound and what it held at most (lib/wide/stream.hpp)
     summary["stream_ring_budget_bytes"] = data.stream->ring_budget();
     summary["stream_peak_ring_bytes"] = data.stream->peak_ring_bytes();

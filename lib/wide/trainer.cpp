@@ -44,8 +44,8 @@ WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shar
   // per sample: neither needs a model-sized gradient (for a Criteo-sized FFM, gigabytes to zero
   // before the first step).
   if (!gpu_ && !hogwild()) {
-    grad_.assign(model_.params.size(), 0.0f);
-    stamp_.assign(std::size_t(model_.shape.num_features), 0u);
+    grad_.resize(model_.params.size());
+    stamp_.resize(std::size_t(model_.shape.num_features));
   }
 }
 
@@ -95,7 +95,7 @@ std::vector<std::uint32_t> union_of_rows(comm::ProcessGroup& group, const std::v
 // Sums the dense gradient `grad` over the group. Only rows some rank touched (touched_, sorted)
 // travel: the union of the ranks' feature lists is gathered, those rows packed and all-reduced
 // with the loss totals; touched_ becomes the union.
-void WideTrainer::synchronise(std::vector<float>& grad, double& loss_sum, std::int64_t& samples,
+void WideTrainer::synchronise(float* grad, double& loss_sum, std::int64_t& samples,
                               std::int64_t& nonzeros) {
   if (!distributed()) return;
   comm::ProcessGroup& g = *group_;
@@ -107,7 +107,7 @@ void WideTrainer::synchronise(std::vector<float>& grad, double& loss_sum, std::i
   packed[2] = double(samples);
   packed[3] = double(nonzeros);
   for (std::size_t r = 0; r < all.size(); ++r)
-    std::copy_n(grad.begin() + std::ptrdiff_t(1 + std::size_t(all[r]) * row_len), row_len,
+    std::copy_n(grad + 1 + std::size_t(all[r]) * row_len, row_len,
                 packed.begin() + std::ptrdiff_t(4 + r * row_len));
   g.allreduce(comm::view(packed), comm::ReduceOp::Sum);
   grad[0] = float(packed[0]);
@@ -176,7 +176,7 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
       touched_.clear();
       for (std::size_t f = 0; f < touched.size(); ++f)
         if (touched[f]) touched_.push_back(std::uint32_t(f));
-      synchronise(grad, loss, samples, nonzeros);
+      synchronise(grad.data(), loss, samples, nonzeros);
       std::fill(touched.begin(), touched.end(), std::uint8_t(0));
       for (std::uint32_t f : touched_) touched[f] = 1;
       return samples;
@@ -201,7 +201,7 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
   double loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
   std::int64_t samples = b.rows, nonzeros = b.nnz();
   if (sparse && distributed()) densify_sparse_gradient();
-  synchronise(grad_, loss, samples, nonzeros);
+  synchronise(grad_.data(), loss, samples, nonzeros);
   if (samples > 0) {
     const float scale = 1.0f / float(samples);
     if (sparse && !distributed())

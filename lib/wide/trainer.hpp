@@ -14,6 +14,7 @@
 #include "kernels/wide_flow.hpp"
 #include "kernels/wide_pool.hpp"
 #include "lib/core/timer.hpp"
+#include "lib/core/zero_pages.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/gpu_trainer.hpp"
 #include "lib/wide/model.hpp"
@@ -95,7 +96,7 @@ class WideTrainer {
   void compute(const kernels::WideBatch& batch, float* grad, float* logits);
   void touched_features(const kernels::WideBatch& batch);
   void densify_sparse_gradient();
-  void synchronise(std::vector<float>& grad, double& loss_sum, std::int64_t& samples, std::int64_t& nonzeros);
+  void synchronise(float* grad, double& loss_sum, std::int64_t& samples, std::int64_t& nonzeros);
 
   WideModel model_;
   TrainOptions options_;
@@ -105,9 +106,14 @@ class WideTrainer {
   std::unique_ptr<WideGpuTrainer> gpu_;
   bool host_params_newer_ = false;  // CUDA path: parameters() handed out the host copy
   std::unique_ptr<Optimizer> optimizer_;
-  std::vector<float> grad_, logits_;
+  // The dense batch gradient: the optimizer zeroes each row it applies, so only rows some batch
+  // touched are ever written, and the rest stay untouched zero pages (a Criteo-sized FFM's
+  // gradient is gigabytes, most of it never used).
+  ZeroPageVector<float> grad_;
+  std::vector<float> logits_;
   kernels::WideSparseGradient sparse_grad_;  // flow LR: the gradient in feature-row form
-  std::vector<std::uint32_t> stamp_, touched_;
+  ZeroPageVector<std::uint32_t> stamp_;
+  std::vector<std::uint32_t> touched_;
   std::uint32_t stamp_value_ = 0;
 };
 

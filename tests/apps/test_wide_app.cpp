@@ -37,6 +37,19 @@ TEST_CASE("wide_train learns, saves, and --predict round-trips") {
     CHECK(summary["valid_auc"].get<double>() > 0.7);
     CHECK(summary["ranks"].get<int>() == 2);
     CHECK(std::filesystem::exists(dir / "metrics.jsonl"));
+    // Set-up's parts come one after another before the first step, which fit() (summary
+    // "seconds") reaches after the process's start.
+    double parts = 0;
+    for (const char* part : {"setup_startup_seconds", "setup_data_seconds", "setup_model_seconds", "setup_trainer_seconds"}) {
+      INFO(part);
+      CHECK(summary[part].get<double>() >= 0);
+      parts += summary[part].get<double>();
+    }
+    const double setup = summary["setup_seconds"].get<double>();
+    CHECK(setup >= parts - 1e-6);
+    CHECK(setup <= summary["setup_startup_seconds"].get<double>() + summary["seconds"].get<double>());
+    CHECK(summary["valid_seconds"].get<double>() > 0);  // 3 epochs validated
+    CHECK(summary["save_seconds"].get<double>() > 0);   // rank 0 saved the best model
 
     const std::string out = (dir / "pred.txt").string();
     REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --predict --predict.model=" + (dir / "model.safetensors").string() +

@@ -1,11 +1,14 @@
 // A wide model's set-up: the initial latent factors against a float64 Box-Muller reference on
-// the Philox words, the same model bit for bit at 1 and 2 threads; instance normalisation
-// against float64 norms.
+// the Philox words, the same model bit for bit at 1 and 2 threads; the trainer's zero-page
+// gradient (lib/core/zero_pages.hpp) against plain zeros and the page faults it saves.
+#include <sys/resource.h>
+
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 
 #include "lib/core/rng.hpp"
+#include "lib/core/zero_pages.hpp"
 #include "lib/wide/model.hpp"
 
 using namespace skew;
@@ -60,4 +63,34 @@ TEST_CASE("initial wide model: N(0, std^2) latents from (seed, feature, j), the 
   // Another seed gives another model.
   const WideShape fm{WideKind::FM, 100, 1, 4};
   CHECK(WideModel::create(fm, 1).params != WideModel::create(fm, 2).params);
+}
+
+namespace {
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+}  // namespace
+
+TEST_CASE("a zero-page vector reads as zeros and costs page faults only where it is written") {
+  // 64 MiB: 16384 pages of 4 KiB (fewer if the kernel backs them with huge pages, never more).
+  const std::size_t n = std::size_t(16) << 20, page_floats = 4096 / sizeof(float);
+  const long before = minor_faults();
+  ZeroPageVector<float> v(n);
+  const long after_construction = minor_faults();
+  CHECK(after_construction - before < 64);  // a std::vector<float>(n) writes all 16384 pages
+  // Every 1000th page written, with values that are not zero, then every element read back.
+  for (std::size_t i = 0; i < n; i += 1000 * page_floats) v[i + 7] = float(i % 977) + 0.5f;
+  CHECK(minor_faults() - after_construction < 64);  // 17 pages written
+  std::size_t nonzero = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool written = i % (1000 * page_floats) == 7;
+    if (v[i] != (written ? float((i - 7) % 977) + 0.5f : 0.0f)) ++nonzero;
+  }
+  CHECK(nonzero == 0);
+  // A grown vector keeps its values and reads the new tail as zero.
+  v.resize(n + 12345);
+  CHECK(v[7] == 0.5f);
+  CHECK(v[n + 12344] == 0.0f);
 }

@@ -1,0 +1,48 @@
+// An allocator for large arrays that start at zero and are written sparsely (a model-sized
+// gradient): the memory comes straight from the kernel as anonymous pages, which read as zero
+// until first written, and its vectors skip the zero fill that std::vector<T>(n) would write.
+// Such a vector costs no page fault at construction, and later only one per page actually
+// touched (a frequency-renumbered model touches its first rows only). Plain malloc cannot
+// promise this: it may hand back recycled heap memory, which must be cleared.
+#pragma once
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <new>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace skew {
+
+template <typename T>
+struct ZeroPageAllocator {
+  static_assert(std::is_trivial_v<T>, "zero pages stand for zero values of trivial types only");
+  using value_type = T;
+  ZeroPageAllocator() = default;
+  template <typename U>
+  ZeroPageAllocator(const ZeroPageAllocator<U>&) {}
+
+  T* allocate(std::size_t n) {
+    void* p = ::mmap(nullptr, n * sizeof(T), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, std::size_t n) { ::munmap(p, n * sizeof(T)); }
+  // Value-initialisation (resize(n), vector(n)) leaves the zero the fresh pages already hold.
+  template <typename U>
+  void construct(U*) noexcept {}
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  friend bool operator==(const ZeroPageAllocator&, const ZeroPageAllocator&) { return true; }
+};
+
+// Zero-initialised by resize() or construction with a size; only vectors built fresh are zero
+// for free (a resize that grows a used vector copies its elements into fresh pages, which is
+// still correct).
+template <typename T>
+using ZeroPageVector = std::vector<T, ZeroPageAllocator<T>>;
+
+}  // namespace skew

@@ -1,0 +1,144 @@
+#include "lib/wide/fit_data.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "lib/core/error.hpp"
+#include "lib/core/log.hpp"
+#include "lib/core/timer.hpp"
+#include "lib/wide/fit.hpp"
+
+namespace skew::wide {
+
+bool normalize_for(const Config& c, kernels::WideKind kind) {
+  const std::string mode = c.get_string("train.normalize");
+  return mode == "auto" ? kind != kernels::WideKind::LR : mode == "on";
+}
+
+namespace {
+
+// The ring's slots: one being filled, one being trained on, one ready between them.
+constexpr int kStreamSlots = 3;
+
+std::string max_memory_setting(const Config& c) {
+  return "data.max_memory_mb = " + std::to_string(c.get_int("data.max_memory_mb"));
+}
+
+// Whether data.train streams: data.max_memory_mb is set and the whole load, which maps the text
+// and builds arrays about as large, would not fit it. Synthetic data is generated whole.
+bool streams(const Config& c, const std::string& spec) {
+  const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
+  std::error_code ec;
+  if (budget == 0 || spec.rfind("synthetic:", 0) == 0 || !std::filesystem::is_regular_file(spec, ec)) return false;
+  return 2 * std::int64_t(std::filesystem::file_size(spec)) > budget;
+}
+
+// The first pass over a streamed data.train: its rows, shape and (to renumber) feature counts.
+StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, const ReadOptions& ro, Data& d) {
+  const std::string spec = c.get_string("data.train");
+  SKEW_CHECK(world.size() == 1, max_memory_setting(c) << " streams " << spec << ", which runs on one rank ("
+                                                      << world.size() << " here): drop data.max_memory_mb or run one rank");
+  SKEW_CHECK(c.get_int("output.checkpoint_interval") == 0,
+             max_memory_setting(c) << " streams " << spec << " from its start every epoch, so it resumes from epoch-end "
+                                   << "checkpoints only: set output.checkpoint_interval = 0");
+  const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
+  d.stream = std::make_unique<TextStream>(spec, format_for(spec, ro.format), ro, budget / kStreamSlots, kStreamSlots,
+                                          max_memory_setting(c));
+  Timer timer;
+  StreamScan scan = scan_stream(*d.stream, ro.hash_bits, c.get_bool("train.renumber"));
+  scan.report.seconds = timer.seconds();
+  SKEW_CHECK(scan.rows > 0, spec << " holds no rows (" << scan.report.lines << " lines, " << scan.report.skipped_lines
+                                 << " of them malformed and skipped): nothing to read");
+  if (scan.report.skipped_lines > 0)
+    SKEW_WARN(spec << ": skipped " << scan.report.skipped_lines << " malformed line(s) of " << scan.report.lines
+                   << "; first: " << scan.report.first_bad_line);
+  SKEW_INFO("data: streaming " << spec << " (" << scan.report.megabytes << " MB > half of " << max_memory_setting(c)
+                               << "), first pass " << scan.report.seconds << " s"
+                               << (ro.use_cache ? "; the binary cache is neither read nor written when streaming" : ""));
+  d.report = scan.report;
+  d.train_rows = scan.rows;
+  d.train.num_features = scan.num_features;
+  d.train.num_fields = scan.num_fields;
+  return scan;
+}
+
+}  // namespace
+
+Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
+  Data d;
+  const ReadOptions ro = d.read = read_options(c, world, threads);
+  SKEW_CHECK(!c.get_string("data.train").empty(),
+             "data.train is empty: give a libsvm/libffm file or synthetic:criteo?rows=N&features=F");
+  StreamScan scan;
+  if (streams(c, c.get_string("data.train"))) {
+    scan = scan_training_stream(c, world, ro, d);
+  } else {
+    d.train = load_dataset(c.get_string("data.train"), ro, &d.report);
+    d.train_rows = d.train.rows();
+  }
+  d.has_valid = !c.get_string("data.valid").empty();
+  if (d.has_valid) d.valid = load_dataset(c.get_string("data.valid"), ro);
+  SKEW_INFO("data: " << d.train_rows << " training rows on rank 0 (" << d.report.lines << " lines"
+                     << (d.report.from_cache ? ", from cache" : "") << ", " << d.report.skipped_lines
+                     << " skipped, " << d.report.seconds << " s)" << (d.has_valid ? ", validation " + std::to_string(d.valid.rows()) + " rows" : ""));
+
+  kernels::WideShape& shape = d.shape;
+  shape.kind = kernels::wide_kind_from_name(c.get_string("model.type"));
+  shape.k = shape.kind == kernels::WideKind::LR ? 0 : c.get_int_as<int>("model.k");
+  const std::int64_t data_features = std::max(d.train.num_features, d.valid.num_features);
+  const std::int64_t model_features = c.get_int("model.features");
+  shape.num_features = model_features > 0 ? model_features : data_features;
+  SKEW_CHECK(data_features <= shape.num_features,
+             (ro.hash_bits > 0 ? "data.hash_bits = " + std::to_string(ro.hash_bits) + " hashes the ids into rows up to "
+                               : std::string("the data has feature ids up to "))
+                 << data_features - 1 << " but model.features = " << shape.num_features);
+  SKEW_CHECK(shape.num_features <= kMaxModelFeatures,
+             (model_features > 0 ? "model.features = " + std::to_string(model_features)
+                                 : "the data's feature ids reach " + std::to_string(data_features - 1) + ", a model of " +
+                                       std::to_string(data_features) + " rows, which")
+                 << " is too large (at most " << kMaxModelFeatures
+                 << " rows); set data.hash_bits to hash the ids into fewer rows");
+  shape.num_fields = std::max(d.train.num_fields, d.valid.num_fields);
+  d.normalize = normalize_for(c, shape.kind);
+  if (d.normalize) {
+    normalize_instances(d.train);  // a streamed file's chunks: as they arrive (prepare_chunk)
+    if (d.has_valid) normalize_instances(d.valid);
+  }
+
+  d.renumber = c.get_bool("train.renumber");
+  if (d.renumber) {
+    std::vector<std::int64_t> counts = d.stream ? std::move(scan.counts) : feature_counts(d.train, shape.num_features);
+    counts.resize(std::size_t(shape.num_features), 0);  // model.features may exceed the data's
+    world.allreduce(comm::view(counts), comm::ReduceOp::Sum);
+    d.order = FeatureOrder::by_frequency(counts);
+    d.order.apply(d.train);
+    if (d.has_valid) d.order.apply(d.valid);
+  }
+  return d;
+}
+
+std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, WideTrainer& trainer, std::int64_t batch) {
+  const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
+  const std::int64_t model_bytes =
+      std::int64_t(sizeof(float)) * std::int64_t(2 * trainer.parameters().size() + trainer.optimizer().n_state().size() +
+                                                 trainer.optimizer().z_state().size());
+  const std::int64_t ring = budget - model_bytes;
+  SKEW_CHECK(ring >= kStreamSlots * std::int64_t(64 << 10),
+             max_memory_setting(c) << " MiB cannot hold the model, its gradient and optimizer state ("
+                                   << double(model_bytes) / double(1 << 20) << " MiB) and a stream ring of " << kStreamSlots
+                                   << " x 64 KiB: raise data.max_memory_mb (or shrink the model)");
+  const std::string spec = c.get_string("data.train");
+  data.stream.reset();  // the first pass's ring goes before this one's is filled
+  data.stream = std::make_unique<TextStream>(spec, format_for(spec, c.get_string("data.format")),
+                                             data.read, ring / kStreamSlots,
+                                             kStreamSlots, max_memory_setting(c));
+  const bool normalize = data.normalize, renumber = data.renumber;
+  const FeatureOrder* order = &data.order;
+  return std::make_unique<StreamBatches>(*data.stream, batch, [normalize, renumber, order](SparseDataset& chunk) {
+    if (normalize) normalize_instances(chunk);
+    if (renumber) order->apply(chunk);
+  });
+}
+
+
+}  // namespace skew::wide

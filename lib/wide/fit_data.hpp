@@ -1,0 +1,45 @@
+// wide_train's data for fit() (lib/wide/fit.cpp): data.train loaded whole (parsed, or read from
+// its binary cache) or streamed (data.max_memory_mb), data.valid, instance normalisation and
+// frequency renumbering, and the model shape they call for. Internal to the epoch loop.
+#pragma once
+#include <memory>
+
+#include "lib/core/config.hpp"
+#include "lib/wide/dataset.hpp"
+#include "lib/wide/model.hpp"
+#include "lib/wide/stream.hpp"
+#include "lib/wide/trainer.hpp"
+#include "mpi/process_group.hpp"
+
+namespace skew::wide {
+
+// The training and validation data, renumbered by frequency (counted over all ranks) when
+// train.renumber is set, and the model shape they call for.
+struct Data {
+  SparseDataset train, valid;  // train: empty but for num_features/num_fields when streamed
+  std::unique_ptr<TextStream> stream;  // data.train streamed (data.max_memory_mb), else null
+  std::int64_t train_rows = 0;         // this rank's
+  ReadOptions read;                    // data.* as read
+  bool has_valid = false;
+  ReadReport report;  // of the training data
+  kernels::WideShape shape;
+  bool renumber = false;
+  FeatureOrder order;
+  bool normalize = false;  // train.normalize resolved for the model type
+};
+
+// train.normalize for this model type: auto is on for the factorisation machines, whose pairwise
+// terms grow with the square of an instance's scale, and off for LR.
+bool normalize_for(const Config& c, kernels::WideKind kind);
+
+// Loads data.train (or scans it, when it streams) and data.valid for this rank of `world`,
+// parsing with `threads`; normalises and renumbers them as configured. Collective (renumbering
+// counts features over all ranks).
+Data load_data(const Config& c, comm::ProcessGroup& world, int threads);
+
+// The training ring for a streamed data.train: its slots share what data.max_memory_mb leaves
+// after the trainer's parameters, their gradient and the optimizer's state; each chunk is
+// normalised and renumbered as the whole load is.
+std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, WideTrainer& trainer, std::int64_t batch);
+
+}  // namespace skew::wide
