@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
+#include <type_traits>
 
 #include "kernels/moe_dispatch.hpp"
+#include "kernels/moe_route.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/core/timer.hpp"
@@ -56,7 +59,25 @@ MoeLayer<T>::MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placemen
     : opt_(opt),
       world_(world),
       placement_(std::move(placement)),
-      policy_(policy ? std::move(policy) : make_policy<T>(opt)) {
+      policy_(policy ? std::move(policy) : make_policy<T>(opt)),
+      gate_(opt.device) {
+  if (opt.device == Device::Cuda) {
+    SKEW_CHECK((std::is_same_v<T, float>), "MoE layer on cuda: the float64 layer is the host-only reference");
+    SKEW_CHECK(opt.policy == Policy::Static || opt.policy == Policy::DeepSpeed,
+               "MoE layer on cuda: policy " << (opt.policy == Policy::FasterMoE ? "fastermoe" : "flexmoe")
+                                            << " keeps host-side expert state (fastermoe's shadow copies, flexmoe's "
+                                               "replica moves); use static or deepspeed, or device host");
+    SKEW_CHECK(opt.schedule_chunks == 0, "MoE layer on cuda: the smart schedule (moe.fastermoe_chunks = "
+                                             << opt.schedule_chunks << ") runs on the host only");
+  }
+  for (LayerBuffer<T>* b : {&back_, &xe_, &hpre_, &h_, &send_, &recv_, &ye_, &dsend_, &dweight_, &drecv_, &dye_, &dxe_,
+                            &dhpre_, &dback_})
+    b->set_device(opt.device);
+  for (LayerBuffer<std::int64_t>* b : {&pos_, &local_pos_, &counts_, &order_, &offsets_, &replica_end_})
+    b->set_device(opt.device);
+  kept_flags_.set_device(opt.device);
+  keys_.set_device(opt.device);
+  replica_rank_.set_device(opt.device);
   placement_.validate();
   SKEW_CHECK(placement_.world_size == world.size(),
              "placement is for " << placement_.world_size << " ranks, world has " << world.size());
@@ -69,10 +90,11 @@ template <class T>
 ExpertState<T>& MoeLayer<T>::create_expert(int e) {
   const std::int64_t p = opt_.expert_params();
   ExpertState<T>& s = experts_[e];
-  s.w = Tensor::zeros({p}, dtype_of<T>());
-  s.m = Tensor::zeros({p}, dtype_of<T>());
-  s.v = Tensor::zeros({p}, dtype_of<T>());
-  s.g.assign(static_cast<std::size_t>(p), T(0));
+  s.w = Tensor::zeros({p}, dtype_of<T>(), opt_.device);
+  s.m = Tensor::zeros({p}, dtype_of<T>(), opt_.device);
+  s.v = Tensor::zeros({p}, dtype_of<T>(), opt_.device);
+  s.g.set_device(opt_.device);
+  s.g.zeros(static_cast<std::size_t>(p));
   return s;
 }
 
@@ -81,11 +103,12 @@ void MoeLayer<T>::init_experts(std::uint64_t seed, int layer, double stddev) {
   const int D = opt_.d_model, F = opt_.d_ff;
   for (auto& [e, s] : experts_) {
     Rng rng(seed, 1000003ULL + static_cast<std::uint64_t>(layer) * 65536 + static_cast<std::uint64_t>(e));
-    T* w = s.w.template data<T>();
-    std::fill(w, w + s.w.numel(), T(0));
+    Tensor host = Tensor::zeros(s.w.shape(), s.w.dtype());  // drawn here, then moved to the layer's device
+    T* w = host.template data<T>();
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(D) * F; ++i) w[i] = static_cast<T>(stddev * rng.normal());
     T* w2 = w + static_cast<std::size_t>(D) * F + F;
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(D) * F; ++i) w2[i] = static_cast<T>(stddev * rng.normal());
+    s.w.copy_from(host);
   }
 }
 
@@ -117,19 +140,22 @@ template <class T>
 void MoeLayer<T>::expert_forward(int e, int rows, const T* x, T* hpre, T* h, T* y) {
   const int D = opt_.d_model, F = opt_.d_ff;
   const T* w = params_of(e);
-  linear_forward<T>(rows, D, F, x, w, w + static_cast<std::size_t>(D) * F, hpre, opt_.precision);
-  gelu_forward<T>(static_cast<std::size_t>(rows) * F, hpre, h);
+  const Device device = opt_.device;
+  linear_forward<T>(rows, D, F, x, w, w + static_cast<std::size_t>(D) * F, hpre, opt_.precision, device);
+  gelu_forward<T>(static_cast<std::size_t>(rows) * F, hpre, h, device);
   const T* w2 = w + static_cast<std::size_t>(D) * F + F;
-  linear_forward<T>(rows, F, D, h, w2, w2 + static_cast<std::size_t>(D) * F, y, opt_.precision);
+  linear_forward<T>(rows, F, D, h, w2, w2 + static_cast<std::size_t>(D) * F, y, opt_.precision, device);
 }
 
 template <class T>
 void MoeLayer<T>::expert_backward_rows(int e, int rows, const T* hpre, const T* dy, T* dhpre, T* dx) {
   const int D = opt_.d_model, F = opt_.d_ff;
   const T* w = params_of(e);
-  matmul<T>(false, true, rows, F, D, T(1), dy, w + static_cast<std::size_t>(D) * F + F, T(0), dhpre, opt_.precision);
-  gelu_backward<T>(static_cast<std::size_t>(rows) * F, hpre, dhpre, dhpre);
-  matmul<T>(false, true, rows, D, F, T(1), dhpre, w, T(0), dx, opt_.precision);
+  const Device device = opt_.device;
+  matmul<T>(false, true, rows, F, D, T(1), dy, w + static_cast<std::size_t>(D) * F + F, T(0), dhpre, opt_.precision,
+            device);
+  gelu_backward<T>(static_cast<std::size_t>(rows) * F, hpre, dhpre, dhpre, device);
+  matmul<T>(false, true, rows, D, F, T(1), dhpre, w, T(0), dx, opt_.precision, device);
 }
 
 template <class T>
@@ -139,18 +165,31 @@ void MoeLayer<T>::expert_weight_grads(int e, int rows, const T* x, const T* h, c
   T* g = grads_of(e);
   const std::size_t off2 = static_cast<std::size_t>(D) * F + F;
   linear_backward<T>(rows, F, D, h, w + off2, dy, nullptr, g + off2, g + off2 + static_cast<std::size_t>(D) * F,
-                     opt_.precision);
-  linear_backward<T>(rows, D, F, x, w, dhpre, nullptr, g, g + static_cast<std::size_t>(D) * F, opt_.precision);
+                     opt_.precision, opt_.device);
+  linear_backward<T>(rows, D, F, x, w, dhpre, nullptr, g, g + static_cast<std::size_t>(D) * F, opt_.precision,
+                     opt_.device);
 }
 
-// Decides the destination (rank, expert) block of every kept assignment and its row there.
+// Decides the destination (rank, expert) block of every kept assignment and its row there, on
+// the layer's device; the per-block counts come to the host (the policy's padding, the exchange
+// sizes) and the receive side's regrouping is computed there from counts alone.
 template <class T>
 void MoeLayer<T>::route() {
   const int E = opt_.gate.num_experts, k = opt_.gate.top_k, N = world_.size();
+  const Device device = opt_.device;
   const std::size_t nk = static_cast<std::size_t>(n_) * k;
-  std::vector<std::int64_t> kept_count(static_cast<std::size_t>(E), 0);
-  for (std::size_t a = 0; a < nk; ++a)
-    if (kept_[a]) ++kept_count[static_cast<std::size_t>(gate_.expert[a])];
+  const auto nk64 = static_cast<std::int64_t>(nk);
+  kept_flags_.assign_from(std::vector<std::uint8_t>(kept_.begin(), kept_.end()));
+  // Kept assignments per expert (bin E: the dropped ones), and each one's rank among its expert's.
+  keys_.resize(nk);
+  km::choice_keys(device, nk64, E, gate_.expert.data(), kept_flags_.data(), keys_.data());
+  counts_.resize(static_cast<std::size_t>(E) + 1);
+  km::histogram(device, keys_.data(), nk64, E + 1, counts_.data());
+  std::vector<std::int64_t> kept_count = counts_.host_copy();
+  kept_count.resize(static_cast<std::size_t>(E));
+  offsets_.zeros(static_cast<std::size_t>(E) + 1);
+  order_.resize(nk);
+  km::stable_positions(device, keys_.data(), nk64, E + 1, offsets_.data(), order_.data());
   // Replica split: the expert's tokens over all ranks go to its replicas by the placement
   // shares, each rank's own replica taking its local tokens first (locality_split).
   bool replicated = false;
@@ -161,6 +200,7 @@ void MoeLayer<T>::route() {
   const placement::LayerPlacement shares =
       replicated ? policy_->replica_shares(*this, all_counts) : placement::LayerPlacement{};
   std::vector<std::vector<std::int64_t>> split(static_cast<std::size_t>(E));
+  std::size_t replicas = 1;
   for (int e = 0; e < E; ++e) {
     if (is_shadowed(e)) continue;
     if (!replicated) {
@@ -172,41 +212,44 @@ void MoeLayer<T>::route() {
       per_source[static_cast<std::size_t>(r)] = all_counts[static_cast<std::size_t>(r) * E + e];
     split[static_cast<std::size_t>(e)] = locality_split(
         per_source, shares.experts[static_cast<std::size_t>(e)])[static_cast<std::size_t>(world_.rank())];
+    replicas = std::max(replicas, split[static_cast<std::size_t>(e)].size());
   }
-  std::vector<std::int32_t> keys;
-  std::vector<std::size_t> key_of;  // assignment index of each key
-  std::vector<std::size_t> replica_at(static_cast<std::size_t>(E), 0);
-  std::vector<std::int64_t> left(static_cast<std::size_t>(E), 0);
-  for (int e = 0; e < E; ++e)
-    if (!is_shadowed(e)) left[static_cast<std::size_t>(e)] = split[static_cast<std::size_t>(e)][0];
-  for (std::size_t a = 0; a < nk; ++a) {
-    if (!kept_[a]) continue;
-    const int e = gate_.expert[a];
-    int dest = world_.rank();
-    if (!is_shadowed(e)) {
-      auto& r = replica_at[static_cast<std::size_t>(e)];
-      while (left[static_cast<std::size_t>(e)] == 0)
-        left[static_cast<std::size_t>(e)] = split[static_cast<std::size_t>(e)][++r];
-      --left[static_cast<std::size_t>(e)];
-      dest = placement_.experts[static_cast<std::size_t>(e)][r].rank;
+  // Expert e's j-th kept assignment goes to its first replica r with j < replica_end[e][r]
+  // (cumulative split); a shadowed expert's all to this rank.
+  const auto R = static_cast<std::size_t>(replicas);
+  std::vector<std::int64_t> replica_end(static_cast<std::size_t>(E) * R, std::numeric_limits<std::int64_t>::max());
+  std::vector<std::int32_t> replica_rank(static_cast<std::size_t>(E) * R, world_.rank());
+  for (int e = 0; e < E; ++e) {
+    std::int64_t end = 0;
+    const auto& parts = split[static_cast<std::size_t>(e)];
+    for (std::size_t r = 0; r < parts.size(); ++r) {
+      end += parts[r];
+      replica_end[static_cast<std::size_t>(e) * R + r] = end;
+      replica_rank[static_cast<std::size_t>(e) * R + r] = placement_.experts[static_cast<std::size_t>(e)][r].rank;
     }
-    keys.push_back(dest * E + e);
-    key_of.push_back(a);
   }
+  replica_end_.assign_from(replica_end);
+  replica_rank_.assign_from(replica_rank);
   const int bins = N * E;
-  std::vector<std::int64_t> block(static_cast<std::size_t>(bins)), offsets(static_cast<std::size_t>(bins));
-  km::histogram(Device::Host, keys.data(), static_cast<std::int64_t>(keys.size()), bins, block.data());
+  km::dispatch_keys(device, nk64, E, static_cast<int>(R), gate_.expert.data(), kept_flags_.data(), order_.data(),
+                    replica_end_.data(), replica_rank_.data(), bins, keys_.data());
+  counts_.resize(static_cast<std::size_t>(bins) + 1);
+  km::histogram(device, keys_.data(), nk64, bins + 1, counts_.data());
+  std::vector<std::int64_t> block = counts_.host_copy();
+  const std::int64_t dropped = block[static_cast<std::size_t>(bins)];
+  block.resize(static_cast<std::size_t>(bins));
   const std::int64_t padded = policy_->pad(*this, block);
-  std::vector<double> totals = {static_cast<double>(nk - keys.size()), static_cast<double>(padded)};
+  std::vector<double> totals = {static_cast<double>(dropped), static_cast<double>(padded)};
   world_.allreduce(comm::view(totals), comm::ReduceOp::Sum);
   dropped_ = std::llround(totals[0]);
   padded_ = std::llround(totals[1]);
+  // Block offsets with the policy's padding; the dropped assignments' bin starts past the last row.
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(bins) + 1);
   km::exclusive_scan(Device::Host, block.data(), bins, offsets.data());
-  std::vector<std::int64_t> pos(keys.size());
-  km::stable_positions(Device::Host, keys.data(), static_cast<std::int64_t>(keys.size()), bins, offsets.data(),
-                       pos.data());
-  pos_.assign(nk, -1);
-  for (std::size_t i = 0; i < keys.size(); ++i) pos_[key_of[i]] = pos[i];
+  offsets[static_cast<std::size_t>(bins)] = offsets[static_cast<std::size_t>(bins) - 1] + block.back();
+  offsets_.assign_from(offsets);
+  pos_.resize(nk);
+  km::stable_positions(device, keys_.data(), nk64, bins + 1, offsets_.data(), pos_.data());
   send_rows_.assign(static_cast<std::size_t>(N), 0);
   for (int r = 0; r < N; ++r)
     for (int e = 0; e < E; ++e)
@@ -241,9 +284,10 @@ void MoeLayer<T>::route() {
   km::histogram(Device::Host, recv_keys.data(), static_cast<std::int64_t>(recv_keys.size()), L, local_counts.data());
   km::exclusive_scan(Device::Host, local_counts.data(), L, local_offset_.data());
   local_offset_[static_cast<std::size_t>(L)] = static_cast<std::int64_t>(recv_keys.size());
-  local_pos_.assign(recv_keys.size(), 0);
+  std::vector<std::int64_t> local_pos(recv_keys.size());
   km::stable_positions(Device::Host, recv_keys.data(), static_cast<std::int64_t>(recv_keys.size()), L,
-                       local_offset_.data(), local_pos_.data());
+                       local_offset_.data(), local_pos.data());
+  local_pos_.assign_from(local_pos);
 }
 
 namespace {
@@ -257,6 +301,7 @@ std::vector<std::size_t> times_width(const std::vector<std::size_t>& rows, int d
 template <class T>
 void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx, T* y) {
   const int D = opt_.d_model, F = opt_.d_ff, k = opt_.gate.top_k;
+  const Device device = opt_.device;
   n_ = n;
   step_ = ctx;
   Timer timer;
@@ -271,106 +316,91 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
   route();
   const std::size_t send_total = std::accumulate(send_rows_.begin(), send_rows_.end(), std::size_t{0});
   const std::size_t recv_total = std::accumulate(recv_rows_.begin(), recv_rows_.end(), std::size_t{0});
-  std::vector<T> send(send_total * D, T(0)), recv(recv_total * D);
-  for (std::size_t a = 0; a < pos_.size(); ++a)
-    if (pos_[a] >= 0) std::copy(x + (a / k) * D, x + (a / k + 1) * D, send.data() + pos_[a] * D);
+  const auto rows = static_cast<std::int64_t>(send_total);
+  send_.zeros(send_total * D);
+  recv_.resize(recv_total * D);
+  km::dispatch_rows(device, static_cast<std::int64_t>(pos_.size()), k, D, pos_.data(), rows, x, send_.data());
   times_.dispatch += timer.seconds();
   // Dispatch and combine, forward and backward: each rank sends its send rows twice and its
   // received rows back twice.
   times_.alltoall_bytes +=
       2.0 * sizeof(T) * (sent_elements(send_rows_, world_.rank(), D) + sent_elements(recv_rows_, world_.rank(), D));
-  xe_.assign(recv_total * D, T(0));
-  hpre_.assign(recv_total * F, T(0));
-  h_.assign(recv_total * F, T(0));
-  std::vector<T> ye(recv_total * D);
-  back_.assign(send_total * D, T(0));
+  xe_.zeros(recv_total * D);
+  hpre_.zeros(recv_total * F);
+  h_.zeros(recv_total * F);
+  ye_.resize(recv_total * D);
+  back_.zeros(send_total * D);
   if (opt_.schedule_chunks > 0) {
-    forward_pipelined(send, recv, ye);
+    forward_pipelined(send_, recv_, ye_);
   } else {
     timer.reset();
-    world_.alltoallv(comm::view(send), times_width(send_rows_, D), comm::view(recv), times_width(recv_rows_, D));
+    world_.alltoallv(send_.view(), times_width(send_rows_, D), recv_.view(), times_width(recv_rows_, D));
     times_.alltoall += timer.seconds();
     timer.reset();
     const double cpu = thread_cpu_seconds();
-    scatter_rows_at(recv.data(), local_pos_.data(), recv_total, D, xe_.data());
+    scatter_rows_at(recv_.data(), local_pos_.data(), recv_total, D, xe_.data(), device);
     for (std::size_t i = 0; i < local_experts_.size(); ++i) {
-      const std::int64_t o = local_offset_[i], rows = local_offset_[i + 1] - o;
-      expert_forward(local_experts_[i], static_cast<int>(rows), xe_.data() + o * D, hpre_.data() + o * F,
-                     h_.data() + o * F, ye.data() + o * D);
+      const std::int64_t o = local_offset_[i], count = local_offset_[i + 1] - o;
+      expert_forward(local_experts_[i], static_cast<int>(count), xe_.data() + o * D, hpre_.data() + o * F,
+                     h_.data() + o * F, ye_.data() + o * D);
     }
-    gather_rows_from(ye.data(), local_pos_.data(), recv_total, D, recv.data());
+    gather_rows_from(ye_.data(), local_pos_.data(), recv_total, D, recv_.data(), device);
     times_.expert += timer.seconds();
     times_.expert_cpu += thread_cpu_seconds() - cpu;
     timer.reset();
-    world_.alltoallv(comm::view(recv), times_width(recv_rows_, D), comm::view(back_), times_width(send_rows_, D));
+    world_.alltoallv(recv_.view(), times_width(recv_rows_, D), back_.view(), times_width(send_rows_, D));
     times_.alltoall += timer.seconds();
   }
   timer.reset();
-  std::fill(y, y + static_cast<std::size_t>(n) * D, T(0));
-  for (std::size_t a = 0; a < pos_.size(); ++a)
-    if (pos_[a] >= 0) {
-      const T w = gate_.weight[a];
-      const T* src = back_.data() + pos_[a] * D;
-      T* dst = y + (a / k) * D;
-      for (int c = 0; c < D; ++c) dst[c] += w * src[c];
-    }
+  km::combine(device, n, k, D, pos_.data(), rows, gate_.weight.data(), back_.data(), y);
   times_.combine += timer.seconds();
 }
 
 template <class T>
 void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
   const int D = opt_.d_model, k = opt_.gate.top_k;
+  const Device device = opt_.device;
   Timer timer;
   const std::size_t send_total = back_.size() / D, recv_total = xe_.size() / D;
-  std::vector<T> dsend(send_total * D, T(0));
-  std::vector<T> dweight(pos_.size(), T(0));
-  for (std::size_t a = 0; a < pos_.size(); ++a)
-    if (pos_[a] >= 0) {
-      const T* g = dy + (a / k) * D;
-      const T* out = back_.data() + pos_[a] * D;
-      T* d = dsend.data() + pos_[a] * D;
-      double dot = 0;
-      for (int c = 0; c < D; ++c) {
-        dot += g[c] * out[c];
-        d[c] = gate_.weight[a] * g[c];
-      }
-      dweight[a] = static_cast<T>(dot);
-    }
+  const auto rows = static_cast<std::int64_t>(send_total);
+  dsend_.zeros(send_total * D);
+  dweight_.resize(pos_.size());
+  km::combine_backward(device, static_cast<std::int64_t>(pos_.size()), k, D, pos_.data(), rows, gate_.weight.data(), dy,
+                       back_.data(), dsend_.data(), dweight_.data());
   times_.combine += timer.seconds();
   const int F = opt_.d_ff;
-  std::vector<T> dback(send_total * D), dye(recv_total * D), dhpre(recv_total * F);
+  dback_.resize(send_total * D);
+  dye_.resize(recv_total * D);
+  dhpre_.resize(recv_total * F);
   if (opt_.schedule_chunks > 0) {
-    backward_pipelined(dsend, dback, dye, dhpre);
+    backward_pipelined(dsend_, dback_, dye_, dhpre_);
   } else {
-    std::vector<T> drecv(recv_total * D);
+    drecv_.resize(recv_total * D);
     timer.reset();
-    world_.alltoallv(comm::view(dsend), times_width(send_rows_, D), comm::view(drecv), times_width(recv_rows_, D));
+    world_.alltoallv(dsend_.view(), times_width(send_rows_, D), drecv_.view(), times_width(recv_rows_, D));
     times_.alltoall += timer.seconds();
     timer.reset();
     const double cpu = thread_cpu_seconds();
-    std::vector<T> dxe(recv_total * D);
-    scatter_rows_at(drecv.data(), local_pos_.data(), recv_total, D, dye.data());
+    dxe_.resize(recv_total * D);
+    scatter_rows_at(drecv_.data(), local_pos_.data(), recv_total, D, dye_.data(), device);
     for (std::size_t i = 0; i < local_experts_.size(); ++i) {
       const std::int64_t o = local_offset_[i];
-      const int e = local_experts_[i], rows = static_cast<int>(local_offset_[i + 1] - o);
-      expert_backward_rows(e, rows, hpre_.data() + o * F, dye.data() + o * D, dhpre.data() + o * F, dxe.data() + o * D);
-      expert_weight_grads(e, rows, xe_.data() + o * D, h_.data() + o * F, dye.data() + o * D, dhpre.data() + o * F);
+      const int e = local_experts_[i], count = static_cast<int>(local_offset_[i + 1] - o);
+      expert_backward_rows(e, count, hpre_.data() + o * F, dye_.data() + o * D, dhpre_.data() + o * F,
+                           dxe_.data() + o * D);
+      expert_weight_grads(e, count, xe_.data() + o * D, h_.data() + o * F, dye_.data() + o * D,
+                          dhpre_.data() + o * F);
     }
-    gather_rows_from(dxe.data(), local_pos_.data(), recv_total, D, drecv.data());
+    gather_rows_from(dxe_.data(), local_pos_.data(), recv_total, D, drecv_.data(), device);
     times_.expert += timer.seconds();
     times_.expert_cpu += thread_cpu_seconds() - cpu;
     timer.reset();
-    world_.alltoallv(comm::view(drecv), times_width(recv_rows_, D), comm::view(dback), times_width(send_rows_, D));
+    world_.alltoallv(drecv_.view(), times_width(recv_rows_, D), dback_.view(), times_width(send_rows_, D));
     times_.alltoall += timer.seconds();
   }
   timer.reset();
-  gate_backward<T>(opt_.gate, gate_, wg, dweight.data(), dx, dwg);
-  for (std::size_t a = 0; a < pos_.size(); ++a)
-    if (pos_[a] >= 0) {
-      const T* src = dback.data() + pos_[a] * D;
-      T* dst = dx + (a / k) * D;
-      for (int c = 0; c < D; ++c) dst[c] += src[c];
-    }
+  gate_backward<T>(opt_.gate, gate_, wg, dweight_.data(), dx, dwg);
+  km::add_rows(device, n_, k, D, pos_.data(), rows, dback_.data(), dx);
   times_.gate += timer.seconds();
 }
 
