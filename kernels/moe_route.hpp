@@ -9,6 +9,7 @@
 //   combine          y[t] = sum_j weight[a] * back[pos[a]]
 //   combine_backward dsend[pos[a]] = weight[a] * dy[t], dweight[a] = <dy[t], back[pos[a]]>
 //   add_rows         dx[t] += sum_j dback[pos[a]]
+//   local_positions  each received row's row in the expert-contiguous compute buffers
 // The float functions run on host or device; the double ones on the host (float64 references).
 // The CPU twins loop over the same index space in index order, so each output element sums its
 // terms in the order the CUDA thread does.
@@ -98,6 +99,22 @@ SKEW_HD inline void add_rows_element(std::int64_t i, int k, int width, const std
   dx[i] = acc;
 }
 
+// Received row i (rows in blocks b = source * experts + expert, source-major, block b starting at
+// block_begin[b], block_begin[blocks] = all rows) to block_target[b] + its offset in the block:
+// b is the last block with block_begin[b] <= i, which skips the empty blocks.
+SKEW_HD inline void local_position_element(std::int64_t i, int blocks, const std::int64_t* block_begin,
+                                           const std::int64_t* block_target, std::int64_t* pos) {
+  int lo = 0, hi = blocks;  // block_begin[lo] <= i < block_begin[hi]
+  while (hi - lo > 1) {
+    const int mid = lo + (hi - lo) / 2;
+    if (block_begin[mid] <= i)
+      lo = mid;
+    else
+      hi = mid;
+  }
+  pos[i] = block_target[lo] + (i - block_begin[lo]);
+}
+
 // n = assignments (tokens * k) unless said otherwise; width = the row length. T = float on
 // either device, double on the host only.
 void choice_keys(Device device, std::int64_t n, int experts, const std::int32_t* expert, const std::uint8_t* kept,
@@ -105,6 +122,9 @@ void choice_keys(Device device, std::int64_t n, int experts, const std::int32_t*
 void dispatch_keys(Device device, std::int64_t n, int experts, int replicas, const std::int32_t* expert,
                    const std::uint8_t* kept, const std::int64_t* order, const std::int64_t* replica_end,
                    const std::int32_t* replica_rank, int blocks, std::int32_t* key);
+// n = received rows.
+void local_positions(Device device, std::int64_t n, int blocks, const std::int64_t* block_begin,
+                     const std::int64_t* block_target, std::int64_t* pos);
 template <class T>
 void dispatch_rows(Device device, std::int64_t n, int k, int width, const std::int64_t* pos, std::int64_t rows,
                    const T* x, T* send);
@@ -122,6 +142,8 @@ void add_rows(Device device, std::int64_t tokens, int k, int width, const std::i
               const T* dback, T* dx);
 
 namespace cuda {
+void local_positions(std::int64_t n, int blocks, const std::int64_t* block_begin, const std::int64_t* block_target,
+                     std::int64_t* pos);
 void choice_keys(std::int64_t n, int experts, const std::int32_t* expert, const std::uint8_t* kept, std::int32_t* key);
 void dispatch_keys(std::int64_t n, int experts, int replicas, const std::int32_t* expert, const std::uint8_t* kept,
                    const std::int64_t* order, const std::int64_t* replica_end, const std::int32_t* replica_rank,

@@ -4,6 +4,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/moe_float64_host.hpp"
 #include "lib/core/error.hpp"
 
 namespace skew::kernels::moe {
@@ -38,19 +39,9 @@ void softmax_topk(int n, int E, int k, const double* logits, double* probs, doub
   softmax_topk_host(n, E, k, logits, probs, lse, expert, weight);
 }
 
-namespace {
-// The float64 instantiations are host-only references.
-template <typename T>
-bool on_cuda(Device device, const char* what) {
-  if (device == Device::Host) return false;
-  SKEW_CHECK((std::is_same_v<T, float>), what << ": float64 runs on the host only");
-  return true;
-}
-}  // namespace
-
 template <typename T>
 void gate_statistics(Device device, int n, int experts, const T* probs, const T* lse, double* out) {
-  if (on_cuda<T>(device, "gate statistics")) {
+  if (runs_on_cuda<T>(device, "gate statistics")) {
     if constexpr (std::is_same_v<T, float>) cuda::gate_statistics(n, experts, probs, lse, out);
     return;
   }
@@ -60,7 +51,7 @@ void gate_statistics(Device device, int n, int experts, const T* probs, const T*
 template <typename T>
 void force_choices(Device device, std::int64_t n, int k, int experts, const std::int32_t* forced, const T* probs,
                    std::int32_t* expert, T* weight) {
-  if (on_cuda<T>(device, "replayed gate choices")) {
+  if (runs_on_cuda<T>(device, "replayed gate choices")) {
     if constexpr (std::is_same_v<T, float>) cuda::force_choices(n, k, experts, forced, probs, expert, weight);
     return;
   }
@@ -71,7 +62,7 @@ template <typename T>
 void gate_logit_grads(Device device, int n, int experts, int k, const T* probs, const T* lse,
                       const std::int32_t* expert, const T* dweight, const double* aux_coef, double z_coef,
                       double tokens, T* dlogits) {
-  if (on_cuda<T>(device, "gate backward")) {
+  if (runs_on_cuda<T>(device, "gate backward")) {
     if constexpr (std::is_same_v<T, float>)
       cuda::gate_logit_grads(n, experts, k, probs, lse, expert, dweight, aux_coef, z_coef, tokens, dlogits);
     return;
@@ -82,7 +73,7 @@ void gate_logit_grads(Device device, int n, int experts, int k, const T* probs, 
 
 template <typename T>
 void scale_inplace(Device device, std::int64_t n, T* x, const T* factor) {
-  if (on_cuda<T>(device, "gate jitter")) {
+  if (runs_on_cuda<T>(device, "gate jitter")) {
     if constexpr (std::is_same_v<T, float>) cuda::scale_inplace(n, x, factor);
     return;
   }

@@ -2,19 +2,10 @@
 
 #include <type_traits>
 
+#include "kernels/moe_float64_host.hpp"
 #include "lib/core/error.hpp"
 
 namespace skew::kernels::moe {
-
-namespace {
-// The float64 instantiations are host-only references.
-template <typename T>
-bool on_cuda(Device device, const char* what) {
-  if (device == Device::Host) return false;
-  SKEW_CHECK((std::is_same_v<T, float>), what << ": float64 runs on the host only");
-  return true;
-}
-}  // namespace
 
 void choice_keys(Device device, std::int64_t n, int experts, const std::int32_t* expert, const std::uint8_t* kept,
                  std::int32_t* key) {
@@ -31,10 +22,16 @@ void dispatch_keys(Device device, std::int64_t n, int experts, int replicas, con
     dispatch_key_element(a, experts, replicas, expert, kept, order, replica_end, replica_rank, blocks, key);
 }
 
+void local_positions(Device device, std::int64_t n, int blocks, const std::int64_t* block_begin,
+                     const std::int64_t* block_target, std::int64_t* pos) {
+  if (device == Device::Cuda) return cuda::local_positions(n, blocks, block_begin, block_target, pos);
+  for (std::int64_t i = 0; i < n; ++i) local_position_element(i, blocks, block_begin, block_target, pos);
+}
+
 template <class T>
 void dispatch_rows(Device device, std::int64_t n, int k, int width, const std::int64_t* pos, std::int64_t rows,
                    const T* x, T* send) {
-  if (on_cuda<T>(device, "moe dispatch")) {
+  if (runs_on_cuda<T>(device, "moe dispatch")) {
     if constexpr (std::is_same_v<T, float>) cuda::dispatch_rows(n, k, width, pos, rows, x, send);
     return;
   }
@@ -43,7 +40,7 @@ void dispatch_rows(Device device, std::int64_t n, int k, int width, const std::i
 
 template <class T>
 void gather_rows(Device device, std::int64_t n, int width, const std::int64_t* pos, const T* in, T* out) {
-  if (on_cuda<T>(device, "moe gather")) {
+  if (runs_on_cuda<T>(device, "moe gather")) {
     if constexpr (std::is_same_v<T, float>) cuda::gather_rows(n, width, pos, in, out);
     return;
   }
@@ -53,7 +50,7 @@ void gather_rows(Device device, std::int64_t n, int width, const std::int64_t* p
 template <class T>
 void combine(Device device, std::int64_t tokens, int k, int width, const std::int64_t* pos, std::int64_t rows,
              const T* weight, const T* back, T* y) {
-  if (on_cuda<T>(device, "moe combine")) {
+  if (runs_on_cuda<T>(device, "moe combine")) {
     if constexpr (std::is_same_v<T, float>) cuda::combine(tokens, k, width, pos, rows, weight, back, y);
     return;
   }
@@ -63,7 +60,7 @@ void combine(Device device, std::int64_t tokens, int k, int width, const std::in
 template <class T>
 void combine_backward(Device device, std::int64_t n, int k, int width, const std::int64_t* pos, std::int64_t rows,
                       const T* weight, const T* dy, const T* back, T* dsend, T* dweight) {
-  if (on_cuda<T>(device, "moe combine backward")) {
+  if (runs_on_cuda<T>(device, "moe combine backward")) {
     if constexpr (std::is_same_v<T, float>)
       cuda::combine_backward(n, k, width, pos, rows, weight, dy, back, dsend, dweight);
     return;
@@ -75,7 +72,7 @@ void combine_backward(Device device, std::int64_t n, int k, int width, const std
 template <class T>
 void add_rows(Device device, std::int64_t tokens, int k, int width, const std::int64_t* pos, std::int64_t rows,
               const T* dback, T* dx) {
-  if (on_cuda<T>(device, "moe row add")) {
+  if (runs_on_cuda<T>(device, "moe row add")) {
     if constexpr (std::is_same_v<T, float>) cuda::add_rows(tokens, k, width, pos, rows, dback, dx);
     return;
   }
@@ -95,6 +92,9 @@ SKEW_ROUTE_KERNELS(double)
 
 #ifndef SKEW_WITH_CUDA
 namespace cuda {
+void local_positions(std::int64_t, int, const std::int64_t*, const std::int64_t*, std::int64_t*) {
+  SKEW_THROW("moe received-row positions on CUDA in a build without CUDA");
+}
 void choice_keys(std::int64_t, int, const std::int32_t*, const std::uint8_t*, std::int32_t*) {
   SKEW_THROW("moe choice keys on CUDA in a build without CUDA");
 }

@@ -1,23 +1,11 @@
 // CUDA twins of the gate's per-token kernels (kernels/moe_gate.hpp): statistics one thread per
 // column (experts + 1 of them, each summing its column in token order as the CPU twin does),
 // the rest one assignment, row or element per thread; no launch for an empty range.
-#include <algorithm>
-
 #include "kernels/moe_gate.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "kernels/cuda/moe_launch.cuh"
 
 namespace skew::kernels::moe::cuda {
 namespace {
-
-constexpr int kBlock = 256;
-
-int grid_for(std::int64_t n) {
-  return static_cast<int>(std::min<std::int64_t>((n + kBlock - 1) / kBlock, std::int64_t(1) << 16));
-}
-
-#define SKEW_FOR_EACH_INDEX(i, n)                                                     \
-  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += std::int64_t(gridDim.x) * blockDim.x)
 
 __global__ void gate_statistics_kernel(std::int64_t columns, int n, int experts, const float* probs, const float* lse,
                                        double* out) {
@@ -40,26 +28,19 @@ __global__ void scale_kernel(std::int64_t n, float* x, const float* factor) {
   SKEW_FOR_EACH_INDEX(i, n) scale_element(i, x, factor);
 }
 
-template <class Kernel, class... Args>
-void launch(Kernel kernel, std::int64_t n, Args... args) {
-  if (n <= 0) return;
-  kernel<<<grid_for(n), kBlock>>>(n, args...);
-  SKEW_CUDA_CHECK(cudaGetLastError());
-}
-
 }  // namespace
 
 void gate_statistics(int n, int experts, const float* probs, const float* lse, double* out) {
-  launch(gate_statistics_kernel, std::int64_t(experts) + 1, n, experts, probs, lse, out);
+  launch_over(gate_statistics_kernel, std::int64_t(experts) + 1, n, experts, probs, lse, out);
 }
 void force_choices(std::int64_t n, int k, int experts, const std::int32_t* forced, const float* probs,
                    std::int32_t* expert, float* weight) {
-  launch(force_choices_kernel, n, k, experts, forced, probs, expert, weight);
+  launch_over(force_choices_kernel, n, k, experts, forced, probs, expert, weight);
 }
 void gate_logit_grads(int n, int experts, int k, const float* probs, const float* lse, const std::int32_t* expert,
                       const float* dweight, const double* aux_coef, double z_coef, double tokens, float* dlogits) {
-  launch(gate_logit_grads_kernel, n, experts, k, probs, lse, expert, dweight, aux_coef, z_coef, tokens, dlogits);
+  launch_over(gate_logit_grads_kernel, n, experts, k, probs, lse, expert, dweight, aux_coef, z_coef, tokens, dlogits);
 }
-void scale_inplace(std::int64_t n, float* x, const float* factor) { launch(scale_kernel, n, x, factor); }
+void scale_inplace(std::int64_t n, float* x, const float* factor) { launch_over(scale_kernel, n, x, factor); }
 
 }  // namespace skew::kernels::moe::cuda

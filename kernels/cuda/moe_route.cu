@@ -1,22 +1,15 @@
 // CUDA twins of kernels/moe_route.hpp: the same SKEW_HD bodies, one element (or assignment) per
 // thread over a grid-stride loop; no launch for an empty range.
-#include <algorithm>
-
 #include "kernels/moe_route.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "kernels/cuda/moe_launch.cuh"
 
 namespace skew::kernels::moe::cuda {
 namespace {
 
-constexpr int kBlock = 256;
-
-int grid_for(std::int64_t n) {
-  return static_cast<int>(std::min<std::int64_t>((n + kBlock - 1) / kBlock, std::int64_t(1) << 16));
+__global__ void local_positions_kernel(std::int64_t n, int blocks, const std::int64_t* block_begin,
+                                       const std::int64_t* block_target, std::int64_t* pos) {
+  SKEW_FOR_EACH_INDEX(i, n) local_position_element(i, blocks, block_begin, block_target, pos);
 }
-
-#define SKEW_FOR_EACH_INDEX(i, n)                                                                   \
-  for (std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += std::int64_t(gridDim.x) * blockDim.x)
 
 __global__ void choice_keys_kernel(std::int64_t n, int experts, const std::int32_t* expert, const std::uint8_t* kept,
                                    std::int32_t* key) {
@@ -57,42 +50,39 @@ __global__ void add_rows_kernel(std::int64_t n, int k, int width, const std::int
 }
 
 // Launches `kernel` over n indices (none when n is 0) and checks the launch.
-template <class Kernel, class... Args>
-void launch(Kernel kernel, std::int64_t n, Args... args) {
-  if (n <= 0) return;
-  kernel<<<grid_for(n), kBlock>>>(n, args...);
-  SKEW_CUDA_CHECK(cudaGetLastError());
-}
-
 }  // namespace
 
+void local_positions(std::int64_t n, int blocks, const std::int64_t* block_begin, const std::int64_t* block_target,
+                     std::int64_t* pos) {
+  launch_over(local_positions_kernel, n, blocks, block_begin, block_target, pos);
+}
 void choice_keys(std::int64_t n, int experts, const std::int32_t* expert, const std::uint8_t* kept,
                  std::int32_t* key) {
-  launch(choice_keys_kernel, n, experts, expert, kept, key);
+  launch_over(choice_keys_kernel, n, experts, expert, kept, key);
 }
 void dispatch_keys(std::int64_t n, int experts, int replicas, const std::int32_t* expert, const std::uint8_t* kept,
                    const std::int64_t* order, const std::int64_t* replica_end, const std::int32_t* replica_rank,
                    int blocks, std::int32_t* key) {
-  launch(dispatch_keys_kernel, n, experts, replicas, expert, kept, order, replica_end, replica_rank, blocks, key);
+  launch_over(dispatch_keys_kernel, n, experts, replicas, expert, kept, order, replica_end, replica_rank, blocks, key);
 }
 void dispatch_rows(std::int64_t n, int k, int width, const std::int64_t* pos, std::int64_t rows, const float* x,
                    float* send) {
-  launch(dispatch_rows_kernel, n * width, k, width, pos, rows, x, send);
+  launch_over(dispatch_rows_kernel, n * width, k, width, pos, rows, x, send);
 }
 void gather_rows(std::int64_t n, int width, const std::int64_t* pos, const float* in, float* out) {
-  launch(gather_rows_kernel, n * width, width, pos, in, out);
+  launch_over(gather_rows_kernel, n * width, width, pos, in, out);
 }
 void combine(std::int64_t tokens, int k, int width, const std::int64_t* pos, std::int64_t rows, const float* weight,
              const float* back, float* y) {
-  launch(combine_kernel, tokens * width, k, width, pos, rows, weight, back, y);
+  launch_over(combine_kernel, tokens * width, k, width, pos, rows, weight, back, y);
 }
 void combine_backward(std::int64_t n, int k, int width, const std::int64_t* pos, std::int64_t rows,
                       const float* weight, const float* dy, const float* back, float* dsend, float* dweight) {
-  launch(combine_backward_kernel, n, k, width, pos, rows, weight, dy, back, dsend, dweight);
+  launch_over(combine_backward_kernel, n, k, width, pos, rows, weight, dy, back, dsend, dweight);
 }
 void add_rows(std::int64_t tokens, int k, int width, const std::int64_t* pos, std::int64_t rows, const float* dback,
               float* dx) {
-  launch(add_rows_kernel, tokens * width, k, width, pos, rows, dback, dx);
+  launch_over(add_rows_kernel, tokens * width, k, width, pos, rows, dback, dx);
 }
 
 }  // namespace skew::kernels::moe::cuda

@@ -73,7 +73,8 @@ MoeLayer<T>::MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placemen
   for (LayerBuffer<T>* b : {&back_, &xe_, &hpre_, &h_, &send_, &recv_, &ye_, &dsend_, &dweight_, &drecv_, &dye_, &dxe_,
                             &dhpre_, &dback_})
     b->set_device(opt.device);
-  for (LayerBuffer<std::int64_t>* b : {&pos_, &local_pos_, &counts_, &order_, &offsets_, &replica_end_})
+  for (LayerBuffer<std::int64_t>* b :
+       {&pos_, &local_pos_, &counts_, &order_, &offsets_, &replica_end_, &block_begin_, &block_target_})
     b->set_device(opt.device);
   kept_flags_.set_device(opt.device);
   keys_.set_device(opt.device);
@@ -264,30 +265,28 @@ void MoeLayer<T>::route() {
           static_cast<std::size_t>(recv_expert_rows_[static_cast<std::size_t>(r * E + e)]);
       per_expert[static_cast<std::size_t>(e)] += recv_expert_rows_[static_cast<std::size_t>(r * E + e)];
     }
-  // Received rows arrive grouped by (source, expert); regroup them expert-contiguously.
+  // Received rows arrive grouped by (source, expert); regroup them expert-contiguously: each
+  // (source, expert) block's first row goes after the expert's rows from lower sources.
   local_experts_.clear();
-  std::vector<std::int32_t> local_index(static_cast<std::size_t>(E), -1);
+  local_offset_.assign(1, 0);
+  std::vector<std::int64_t> expert_begin(static_cast<std::size_t>(E), 0);
   for (int e = 0; e < E; ++e)
     if (per_expert[static_cast<std::size_t>(e)] > 0) {
-      local_index[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(local_experts_.size());
+      expert_begin[static_cast<std::size_t>(e)] = local_offset_.back();
       local_experts_.push_back(e);
+      local_offset_.push_back(local_offset_.back() + per_expert[static_cast<std::size_t>(e)]);
     }
-  const int L = static_cast<int>(local_experts_.size());
-  std::vector<std::int32_t> recv_keys;
-  for (int r = 0; r < N; ++r)
-    for (int e = 0; e < E; ++e)
-      recv_keys.insert(recv_keys.end(),
-                       static_cast<std::size_t>(recv_expert_rows_[static_cast<std::size_t>(r * E + e)]),
-                       local_index[static_cast<std::size_t>(e)]);
-  std::vector<std::int64_t> local_counts(static_cast<std::size_t>(L));
-  local_offset_.assign(static_cast<std::size_t>(L) + 1, 0);
-  km::histogram(Device::Host, recv_keys.data(), static_cast<std::int64_t>(recv_keys.size()), L, local_counts.data());
-  km::exclusive_scan(Device::Host, local_counts.data(), L, local_offset_.data());
-  local_offset_[static_cast<std::size_t>(L)] = static_cast<std::int64_t>(recv_keys.size());
-  std::vector<std::int64_t> local_pos(recv_keys.size());
-  km::stable_positions(Device::Host, recv_keys.data(), static_cast<std::int64_t>(recv_keys.size()), L,
-                       local_offset_.data(), local_pos.data());
-  local_pos_.assign_from(local_pos);
+  std::vector<std::int64_t> block_begin(static_cast<std::size_t>(bins) + 1, 0), block_target(static_cast<std::size_t>(bins));
+  for (int b = 0; b < bins; ++b) {
+    const auto e = static_cast<std::size_t>(b % E);
+    block_target[static_cast<std::size_t>(b)] = expert_begin[e];
+    expert_begin[e] += recv_expert_rows_[static_cast<std::size_t>(b)];
+    block_begin[static_cast<std::size_t>(b) + 1] = block_begin[static_cast<std::size_t>(b)] + recv_expert_rows_[static_cast<std::size_t>(b)];
+  }
+  block_begin_.assign_from(block_begin);
+  block_target_.assign_from(block_target);
+  local_pos_.resize(static_cast<std::size_t>(block_begin.back()));
+  km::local_positions(device, block_begin.back(), bins, block_begin_.data(), block_target_.data(), local_pos_.data());
 }
 
 namespace {

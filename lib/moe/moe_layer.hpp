@@ -170,7 +170,7 @@ class MoeLayer {
   // Scratch of route(), forward() and backward(), grown once and reused every step.
   LayerBuffer<std::uint8_t> kept_flags_;
   LayerBuffer<std::int32_t> keys_;
-  LayerBuffer<std::int64_t> counts_, order_, offsets_, replica_end_;
+  LayerBuffer<std::int64_t> counts_, order_, offsets_, replica_end_, block_begin_, block_target_;
   LayerBuffer<std::int32_t> replica_rank_;
   LayerBuffer<T> send_, recv_, ye_, dsend_, dweight_, drecv_, dye_, dxe_, dhpre_, dback_;
   std::int64_t dropped_ = 0, padded_ = 0;

@@ -143,3 +143,27 @@ TEST_CASE("dispatch, gather, combine and their backward equal float64 loops", "[
       CHECK(dx[std::size_t(t) * kWidth + c] == Approx(want_dx).epsilon(1e-5).margin(1e-6));
     }
 }
+
+TEST_CASE("received rows regroup expert-contiguously, stable within an expert", "[moe][route]") {
+  // 3 sources x 5 experts, some blocks empty (expert 2 receives nothing).
+  const int sources = 3, blocks = sources * kExperts;
+  Rng rng(29, 7);
+  std::vector<std::int64_t> rows(blocks);
+  for (int b = 0; b < blocks; ++b) rows[b] = b % kExperts == 2 ? 0 : static_cast<std::int64_t>(rng.below(4));
+  std::vector<std::int64_t> per_expert(kExperts, 0), begin(blocks + 1, 0), target(blocks);
+  for (int b = 0; b < blocks; ++b) per_expert[b % kExperts] += rows[b], begin[b + 1] = begin[b] + rows[b];
+  std::vector<std::int64_t> next(kExperts, 0);  // the layer's table: expert offset + rows from lower sources
+  for (int e = 1; e < kExperts; ++e) next[e] = next[e - 1] + per_expert[e - 1];
+  for (int b = 0; b < blocks; ++b) target[b] = next[b % kExperts], next[b % kExperts] += rows[b];
+  std::vector<std::int64_t> pos(static_cast<std::size_t>(begin[blocks]));
+  km::local_positions(Device::Host, begin[blocks], blocks, begin.data(), target.data(), pos.data());
+  // Brute force: row i of expert e lands after every row of lower experts and every earlier row of e.
+  std::vector<int> expert_of;
+  for (int b = 0; b < blocks; ++b) expert_of.insert(expert_of.end(), static_cast<std::size_t>(rows[b]), b % kExperts);
+  for (std::size_t i = 0; i < expert_of.size(); ++i) {
+    std::int64_t want = 0;
+    for (std::size_t j = 0; j < expert_of.size(); ++j)
+      want += expert_of[j] < expert_of[i] || (expert_of[j] == expert_of[i] && j < i);
+    CHECK(pos[i] == want);
+  }
+}
