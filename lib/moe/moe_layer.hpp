@@ -5,6 +5,8 @@
 // weighted combine; and the backward through all of it. The policy (lib/moe/policies) is
 // consulted at fixed points of the step; the layer never asks which one it holds. Expert e's FFN: y = gelu(x W1 + b1)
 // W2 + b2, its parameters packed flat [W1 | b1 | W2 | b2] so replicas and shadows move as one buffer.
+// Routing is in moe_layer_route.cpp, the smart schedule in moe_layer_schedule.cpp; the data plane
+// runs on MoeOptions::device through the kernels of kernels/moe_*.hpp (one body, host or CUDA).
 #pragma once
 #include <cstdint>
 #include <map>
