@@ -31,8 +31,8 @@ SKEW_HD inline void choice_key_element(std::int64_t a, int experts, const std::i
 // replica_end[e * replicas + r] of its assignments go to replicas 0..r.
 SKEW_HD inline void dispatch_key_element(std::int64_t a, int experts, int replicas, const std::int32_t* expert,
                                          const std::uint8_t* kept, const std::int64_t* order,
-                                         const std::int64_t* replica_end, const std::int32_t* replica_rank,
-                                         int blocks, std::int32_t* key) {
+                                         const std::int64_t* replica_end, const std::int32_t* replica_rank, int blocks,
+                                         std::int32_t* key) {
   const int e = expert[a];
   if (!kept[a]) {
     key[a] = blocks;
@@ -44,8 +44,8 @@ SKEW_HD inline void dispatch_key_element(std::int64_t a, int experts, int replic
 }
 
 template <class T>
-SKEW_HD inline void dispatch_row_element(std::int64_t i, int k, int width, const std::int64_t* pos,
-                                         std::int64_t rows, const T* x, T* send) {
+SKEW_HD inline void dispatch_row_element(std::int64_t i, int k, int width, const std::int64_t* pos, std::int64_t rows,
+                                         const T* x, T* send) {
   const std::int64_t a = i / width, c = i % width;
   if (pos[a] < rows) send[pos[a] * width + c] = x[(a / k) * width + c];
 }
@@ -153,8 +153,8 @@ void dispatch_rows(std::int64_t n, int k, int width, const std::int64_t* pos, st
 void gather_rows(std::int64_t n, int width, const std::int64_t* pos, const float* in, float* out);
 void combine(std::int64_t tokens, int k, int width, const std::int64_t* pos, std::int64_t rows, const float* weight,
              const float* back, float* y);
-void combine_backward(std::int64_t n, int k, int width, const std::int64_t* pos, std::int64_t rows,
-                      const float* weight, const float* dy, const float* back, float* dsend, float* dweight);
+void combine_backward(std::int64_t n, int k, int width, const std::int64_t* pos, std::int64_t rows, const float* weight,
+                      const float* dy, const float* back, float* dsend, float* dweight);
 void add_rows(std::int64_t tokens, int k, int width, const std::int64_t* pos, std::int64_t rows, const float* dback,
               float* dx);
 }  // namespace cuda

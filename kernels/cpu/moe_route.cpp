@@ -79,13 +79,12 @@ void add_rows(Device device, std::int64_t tokens, int k, int width, const std::i
   for (std::int64_t i = 0; i < tokens * width; ++i) add_rows_element(i, k, width, pos, rows, dback, dx);
 }
 
-#define SKEW_ROUTE_KERNELS(T)                                                                                     \
-  template void dispatch_rows<T>(Device, std::int64_t, int, int, const std::int64_t*, std::int64_t, const T*, T*); \
-  template void gather_rows<T>(Device, std::int64_t, int, const std::int64_t*, const T*, T*);                     \
-  template void combine<T>(Device, std::int64_t, int, int, const std::int64_t*, std::int64_t, const T*, const T*, \
-                           T*);                                                                                   \
-  template void combine_backward<T>(Device, std::int64_t, int, int, const std::int64_t*, std::int64_t, const T*,  \
-                                    const T*, const T*, T*, T*);                                                  \
+#define SKEW_ROUTE_KERNELS(T)                                                                                          \
+  template void dispatch_rows<T>(Device, std::int64_t, int, int, const std::int64_t*, std::int64_t, const T*, T*);     \
+  template void gather_rows<T>(Device, std::int64_t, int, const std::int64_t*, const T*, T*);                          \
+  template void combine<T>(Device, std::int64_t, int, int, const std::int64_t*, std::int64_t, const T*, const T*, T*); \
+  template void combine_backward<T>(Device, std::int64_t, int, int, const std::int64_t*, std::int64_t, const T*,       \
+                                    const T*, const T*, T*, T*);                                                       \
   template void add_rows<T>(Device, std::int64_t, int, int, const std::int64_t*, std::int64_t, const T*, T*);
 SKEW_ROUTE_KERNELS(float)
 SKEW_ROUTE_KERNELS(double)

@@ -1,8 +1,8 @@
 // CUDA twins of the gate's per-token kernels (kernels/moe_gate.hpp): statistics one thread per
 // column (experts + 1 of them, each summing its column in token order as the CPU twin does),
 // the rest one assignment, row or element per thread; no launch for an empty range.
-#include "kernels/moe_gate.hpp"
 #include "kernels/cuda/moe_launch.cuh"
+#include "kernels/moe_gate.hpp"
 
 namespace skew::kernels::moe::cuda {
 namespace {
@@ -12,8 +12,8 @@ __global__ void gate_statistics_kernel(std::int64_t columns, int n, int experts,
   SKEW_FOR_EACH_INDEX(j, columns) out[j] = gate_statistic(static_cast<int>(j), n, experts, probs, lse);
 }
 
-__global__ void force_choices_kernel(std::int64_t n, int k, int experts, const std::int32_t* forced,
-                                     const float* probs, std::int32_t* expert, float* weight) {
+__global__ void force_choices_kernel(std::int64_t n, int k, int experts, const std::int32_t* forced, const float* probs,
+                                     std::int32_t* expert, float* weight) {
   SKEW_FOR_EACH_INDEX(a, n) force_choice(a, k, experts, forced, probs, expert, weight);
 }
 
@@ -41,6 +41,8 @@ void gate_logit_grads(int n, int experts, int k, const float* probs, const float
                       const float* dweight, const double* aux_coef, double z_coef, double tokens, float* dlogits) {
   launch_over(gate_logit_grads_kernel, n, experts, k, probs, lse, expert, dweight, aux_coef, z_coef, tokens, dlogits);
 }
-void scale_inplace(std::int64_t n, float* x, const float* factor) { launch_over(scale_kernel, n, x, factor); }
+void scale_inplace(std::int64_t n, float* x, const float* factor) {
+  launch_over(scale_kernel, n, x, factor);
+}
 
 }  // namespace skew::kernels::moe::cuda

@@ -1,7 +1,7 @@
 // CUDA twins of kernels/moe_route.hpp: the same SKEW_HD bodies, one element (or assignment) per
 // thread over a grid-stride loop; no launch for an empty range.
-#include "kernels/moe_route.hpp"
 #include "kernels/cuda/moe_launch.cuh"
+#include "kernels/moe_route.hpp"
 
 namespace skew::kernels::moe::cuda {
 namespace {
@@ -56,8 +56,7 @@ void local_positions(std::int64_t n, int blocks, const std::int64_t* block_begin
                      std::int64_t* pos) {
   launch_over(local_positions_kernel, n, blocks, block_begin, block_target, pos);
 }
-void choice_keys(std::int64_t n, int experts, const std::int32_t* expert, const std::uint8_t* kept,
-                 std::int32_t* key) {
+void choice_keys(std::int64_t n, int experts, const std::int32_t* expert, const std::uint8_t* kept, std::int32_t* key) {
   launch_over(choice_keys_kernel, n, experts, expert, kept, key);
 }
 void dispatch_keys(std::int64_t n, int experts, int replicas, const std::int32_t* expert, const std::uint8_t* kept,
@@ -76,8 +75,8 @@ void combine(std::int64_t tokens, int k, int width, const std::int64_t* pos, std
              const float* back, float* y) {
   launch_over(combine_kernel, tokens * width, k, width, pos, rows, weight, back, y);
 }
-void combine_backward(std::int64_t n, int k, int width, const std::int64_t* pos, std::int64_t rows,
-                      const float* weight, const float* dy, const float* back, float* dsend, float* dweight) {
+void combine_backward(std::int64_t n, int k, int width, const std::int64_t* pos, std::int64_t rows, const float* weight,
+                      const float* dy, const float* back, float* dsend, float* dweight) {
   launch_over(combine_backward_kernel, n, k, width, pos, rows, weight, dy, back, dsend, dweight);
 }
 void add_rows(std::int64_t tokens, int k, int width, const std::int64_t* pos, std::int64_t rows, const float* dback,

@@ -18,7 +18,9 @@ void* allocate(std::size_t bytes, const char* what) {
 void release(void* p) {
   if (p) cudaFree(p);
 }
-void zero(void* p, std::size_t bytes) { SKEW_CUDA_CHECK(cudaMemset(p, 0, bytes)); }
+void zero(void* p, std::size_t bytes) {
+  SKEW_CUDA_CHECK(cudaMemset(p, 0, bytes));
+}
 void copy(void* dst, const void* src, std::size_t bytes, Device device) {
   if (device == Device::Host) {
     std::memcpy(dst, src, bytes);
@@ -27,9 +29,15 @@ void copy(void* dst, const void* src, std::size_t bytes, Device device) {
   SKEW_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
 }
 #else
-void* allocate(std::size_t, const char* what) { SKEW_THROW(what << " on cuda in a build without CUDA"); }
-void release(void* p) { SKEW_CHECK(p == nullptr, "device memory in a build without CUDA"); }
-void zero(void*, std::size_t) { SKEW_THROW("device memory in a build without CUDA"); }
+void* allocate(std::size_t, const char* what) {
+  SKEW_THROW(what << " on cuda in a build without CUDA");
+}
+void release(void* p) {
+  SKEW_CHECK(p == nullptr, "device memory in a build without CUDA");
+}
+void zero(void*, std::size_t) {
+  SKEW_THROW("device memory in a build without CUDA");
+}
 void copy(void* dst, const void* src, std::size_t bytes, Device device) {
   SKEW_CHECK(device == Device::Host, "device memory in a build without CUDA");
   std::memcpy(dst, src, bytes);

@@ -147,12 +147,14 @@ void MoeLayer<T>::route() {
       local_experts_.push_back(e);
       local_offset_.push_back(local_offset_.back() + per_expert[static_cast<std::size_t>(e)]);
     }
-  std::vector<std::int64_t> block_begin(static_cast<std::size_t>(bins) + 1, 0), block_target(static_cast<std::size_t>(bins));
+  std::vector<std::int64_t> block_begin(static_cast<std::size_t>(bins) + 1, 0),
+      block_target(static_cast<std::size_t>(bins));
   for (int b = 0; b < bins; ++b) {
     const auto e = static_cast<std::size_t>(b % E);
     block_target[static_cast<std::size_t>(b)] = expert_begin[e];
     expert_begin[e] += recv_expert_rows_[static_cast<std::size_t>(b)];
-    block_begin[static_cast<std::size_t>(b) + 1] = block_begin[static_cast<std::size_t>(b)] + recv_expert_rows_[static_cast<std::size_t>(b)];
+    block_begin[static_cast<std::size_t>(b) + 1] =
+        block_begin[static_cast<std::size_t>(b)] + recv_expert_rows_[static_cast<std::size_t>(b)];
   }
   block_begin_.assign_from(block_begin);
   block_target_.assign_from(block_target);

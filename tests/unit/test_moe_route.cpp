@@ -101,13 +101,13 @@ TEST_CASE("dispatch, gather, combine and their backward equal float64 loops", "[
   std::vector<std::int64_t> kept_pos;
   for (std::int64_t a = 0; a < kAssignments; ++a)
     if (r.kept[static_cast<std::size_t>(a)]) kept_pos.push_back(r.pos[static_cast<std::size_t>(a)]);
-  km::gather_rows<float>(Device::Host, static_cast<std::int64_t>(kept_pos.size()), kWidth, kept_pos.data(),
-                         send.data(), gathered.data());
+  km::gather_rows<float>(Device::Host, static_cast<std::int64_t>(kept_pos.size()), kWidth, kept_pos.data(), send.data(),
+                         gathered.data());
   std::vector<float> y(std::size_t(kTokens) * kWidth);
   km::combine<float>(Device::Host, kTokens, kTopK, kWidth, r.pos.data(), r.rows, weight.data(), back.data(), y.data());
   std::vector<float> dsend(back.size(), 0.0f), dweight(kAssignments, -1.0f);
-  km::combine_backward<float>(Device::Host, kAssignments, kTopK, kWidth, r.pos.data(), r.rows, weight.data(),
-                              dy.data(), back.data(), dsend.data(), dweight.data());
+  km::combine_backward<float>(Device::Host, kAssignments, kTopK, kWidth, r.pos.data(), r.rows, weight.data(), dy.data(),
+                              back.data(), dsend.data(), dweight.data());
   std::vector<float> dx = dx0;
   km::add_rows<float>(Device::Host, kTokens, kTopK, kWidth, r.pos.data(), r.rows, back.data(), dx.data());
 
