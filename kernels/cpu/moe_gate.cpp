@@ -80,11 +80,11 @@ void scale_inplace(Device device, std::int64_t n, T* x, const T* factor) {
   for (std::int64_t i = 0; i < n; ++i) scale_element(i, x, factor);
 }
 
-#define SKEW_GATE_KERNELS(T)                                                                                      \
-  template void gate_statistics<T>(Device, int, int, const T*, const T*, double*);                                \
+#define SKEW_GATE_KERNELS(T)                                                                                        \
+  template void gate_statistics<T>(Device, int, int, const T*, const T*, double*);                                  \
   template void force_choices<T>(Device, std::int64_t, int, int, const std::int32_t*, const T*, std::int32_t*, T*); \
-  template void gate_logit_grads<T>(Device, int, int, int, const T*, const T*, const std::int32_t*, const T*,      \
-                                    const double*, double, double, T*);                                           \
+  template void gate_logit_grads<T>(Device, int, int, int, const T*, const T*, const std::int32_t*, const T*,       \
+                                    const double*, double, double, T*);                                             \
   template void scale_inplace<T>(Device, std::int64_t, T*, const T*);
 SKEW_GATE_KERNELS(float)
 SKEW_GATE_KERNELS(double)
@@ -101,7 +101,9 @@ void gate_logit_grads(int, int, int, const float*, const float*, const std::int3
                       double, double, float*) {
   SKEW_THROW("moe gate backward on CUDA in a build without CUDA");
 }
-void scale_inplace(std::int64_t, float*, const float*) { SKEW_THROW("moe jitter on CUDA in a build without CUDA"); }
+void scale_inplace(std::int64_t, float*, const float*) {
+  SKEW_THROW("moe jitter on CUDA in a build without CUDA");
+}
 void softmax_topk(int, int, int, const float*, float*, float*, std::int32_t*, float*) {
   SKEW_THROW("moe gate on CUDA in a build without CUDA");
 }

@@ -53,7 +53,7 @@ void gate_forward(const GateOptions& opt, int n, int d, const T* x, const T* wg,
   s.local_counts = s.counts.host_copy();
   s.statistics.resize(static_cast<std::size_t>(E) + 1);
   km::gate_statistics(device, n, E, s.probs.data(), s.lse.data(), s.statistics.data());
-  const std::vector<double> sums = s.statistics.host_copy();  // [sum p (E) | sum lse^2]
+  const std::vector<double> sums = s.statistics.host_copy();            // [sum p (E) | sum lse^2]
   std::vector<double> stats(2 * static_cast<std::size_t>(E) + 2, 0.0);  // [sum p | counts | tokens | sum lse^2]
   for (int e = 0; e < E; ++e) {
     stats[static_cast<std::size_t>(e)] = sums[static_cast<std::size_t>(e)];

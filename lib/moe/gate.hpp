@@ -25,8 +25,17 @@ struct GateOptions {
 template <class T>
 struct GateState {
   explicit GateState(Device device = Device::Host)
-      : expert(device), weight(device), input(device), jitter(device), probs(device), lse(device),
-        statistics(device), counts(device), forced(device), dlogits(device), aux_coef(device) {}
+      : expert(device),
+        weight(device),
+        input(device),
+        jitter(device),
+        probs(device),
+        lse(device),
+        statistics(device),
+        counts(device),
+        forced(device),
+        dlogits(device),
+        aux_coef(device) {}
   Device device() const { return probs.device(); }
   int n = 0, d = 0;
   LayerBuffer<std::int32_t> expert;         // [n * k] chosen expert per assignment (token-major)

@@ -42,8 +42,8 @@ MoeLayer<T>::MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placemen
     SKEW_CHECK(opt.schedule_chunks == 0, "MoE layer on cuda: the smart schedule (moe.fastermoe_chunks = "
                                              << opt.schedule_chunks << ") runs on the host only");
   }
-  for (LayerBuffer<T>* b : {&back_, &xe_, &hpre_, &h_, &send_, &recv_, &ye_, &dsend_, &dweight_, &drecv_, &dye_, &dxe_,
-                            &dhpre_, &dback_})
+  for (LayerBuffer<T>* b :
+       {&back_, &xe_, &hpre_, &h_, &send_, &recv_, &ye_, &dsend_, &dweight_, &drecv_, &dye_, &dxe_, &dhpre_, &dback_})
     b->set_device(opt.device);
   for (LayerBuffer<std::int64_t>* b :
        {&pos_, &local_pos_, &counts_, &order_, &offsets_, &replica_end_, &block_begin_, &block_target_})
@@ -241,8 +241,7 @@ void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
       const int e = local_experts_[i], count = static_cast<int>(local_offset_[i + 1] - o);
       expert_backward_rows(e, count, hpre_.data() + o * F, dye_.data() + o * D, dhpre_.data() + o * F,
                            dxe_.data() + o * D);
-      expert_weight_grads(e, count, xe_.data() + o * D, h_.data() + o * F, dye_.data() + o * D,
-                          dhpre_.data() + o * F);
+      expert_weight_grads(e, count, xe_.data() + o * D, h_.data() + o * F, dye_.data() + o * D, dhpre_.data() + o * F);
     }
     gather_rows_from(dxe_.data(), local_pos_.data(), recv_total, D, drecv_.data(), device);
     times_.expert += timer.seconds();

@@ -77,7 +77,7 @@ struct LayerTimes {
 
 template <class T>
 struct ExpertState {
-  Tensor w, m, v;     // parameters and AdamW moments, flat, on the layer's device
+  Tensor w, m, v;    // parameters and AdamW moments, flat, on the layer's device
   LayerBuffer<T> g;  // gradients, on the layer's device
 };
 

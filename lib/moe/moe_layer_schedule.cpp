@@ -133,8 +133,8 @@ void MoeLayer<T>::backward_pipelined(const LayerBuffer<T>& dsend, LayerBuffer<T>
 template void MoeLayer<float>::forward_pipelined(const LayerBuffer<float>&, LayerBuffer<float>&, LayerBuffer<float>&);
 template void MoeLayer<double>::forward_pipelined(const LayerBuffer<double>&, LayerBuffer<double>&,
                                                   LayerBuffer<double>&);
-template void MoeLayer<float>::backward_pipelined(const LayerBuffer<float>&, LayerBuffer<float>&,
-                                                  LayerBuffer<float>&, LayerBuffer<float>&);
+template void MoeLayer<float>::backward_pipelined(const LayerBuffer<float>&, LayerBuffer<float>&, LayerBuffer<float>&,
+                                                  LayerBuffer<float>&);
 template void MoeLayer<double>::backward_pipelined(const LayerBuffer<double>&, LayerBuffer<double>&,
                                                    LayerBuffer<double>&, LayerBuffer<double>&);
 

@@ -10,10 +10,10 @@
 #include <type_traits>
 
 #include "lib/moe/optimizer.hpp"
-#include "tests/mpi/moe_model_fixture.hpp"
 #include "lib/moe/policies/fastermoe.hpp"
 #include "lib/moe/policies/static.hpp"
 #include "mpi/mpi_process_group.hpp"
+#include "tests/mpi/moe_model_fixture.hpp"
 
 using namespace skew_moe_fixture;
 
