@@ -1,8 +1,10 @@
 #include "kernels/moe_gate.hpp"
 
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/moe_float64_host.hpp"
 #include "lib/core/error.hpp"
 
 namespace skew::kernels::moe {
@@ -37,8 +39,71 @@ void softmax_topk(int n, int E, int k, const double* logits, double* probs, doub
   softmax_topk_host(n, E, k, logits, probs, lse, expert, weight);
 }
 
+template <typename T>
+void gate_statistics(Device device, int n, int experts, const T* probs, const T* lse, double* out) {
+  if (runs_on_cuda<T>(device, "gate statistics")) {
+    if constexpr (std::is_same_v<T, float>) cuda::gate_statistics(n, experts, probs, lse, out);
+    return;
+  }
+  for (int j = 0; j <= experts; ++j) out[j] = gate_statistic(j, n, experts, probs, lse);
+}
+
+template <typename T>
+void force_choices(Device device, std::int64_t n, int k, int experts, const std::int32_t* forced, const T* probs,
+                   std::int32_t* expert, T* weight) {
+  if (runs_on_cuda<T>(device, "replayed gate choices")) {
+    if constexpr (std::is_same_v<T, float>) cuda::force_choices(n, k, experts, forced, probs, expert, weight);
+    return;
+  }
+  for (std::int64_t a = 0; a < n; ++a) force_choice(a, k, experts, forced, probs, expert, weight);
+}
+
+template <typename T>
+void gate_logit_grads(Device device, int n, int experts, int k, const T* probs, const T* lse,
+                      const std::int32_t* expert, const T* dweight, const double* aux_coef, double z_coef,
+                      double tokens, T* dlogits) {
+  if (runs_on_cuda<T>(device, "gate backward")) {
+    if constexpr (std::is_same_v<T, float>)
+      cuda::gate_logit_grads(n, experts, k, probs, lse, expert, dweight, aux_coef, z_coef, tokens, dlogits);
+    return;
+  }
+  for (int t = 0; t < n; ++t)
+    gate_logit_grad_row(t, experts, k, probs, lse, expert, dweight, aux_coef, z_coef, tokens, dlogits);
+}
+
+template <typename T>
+void scale_inplace(Device device, std::int64_t n, T* x, const T* factor) {
+  if (runs_on_cuda<T>(device, "gate jitter")) {
+    if constexpr (std::is_same_v<T, float>) cuda::scale_inplace(n, x, factor);
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) scale_element(i, x, factor);
+}
+
+#define SKEW_GATE_KERNELS(T)                                                                                        \
+  template void gate_statistics<T>(Device, int, int, const T*, const T*, double*);                                  \
+  template void force_choices<T>(Device, std::int64_t, int, int, const std::int32_t*, const T*, std::int32_t*, T*); \
+  template void gate_logit_grads<T>(Device, int, int, int, const T*, const T*, const std::int32_t*, const T*,       \
+                                    const double*, double, double, T*);                                             \
+  template void scale_inplace<T>(Device, std::int64_t, T*, const T*);
+SKEW_GATE_KERNELS(float)
+SKEW_GATE_KERNELS(double)
+
 #ifndef SKEW_WITH_CUDA
 namespace cuda {
+void gate_statistics(int, int, const float*, const float*, double*) {
+  SKEW_THROW("moe gate statistics on CUDA in a build without CUDA");
+}
+void force_choices(std::int64_t, int, int, const std::int32_t*, const float*, std::int32_t*, float*) {
+  SKEW_THROW("moe replayed choices on CUDA in a build without CUDA");
+}
+void gate_logit_grads(int, int, int, const float*, const float*, const std::int32_t*, const float*, const double*,
+                      double, double, float*) {
+  SKEW_THROW("moe gate backward on CUDA in a build without CUDA");
+}
+void scale_inplace(std::int64_t, float*, const float*) {
+  SKEW_THROW("moe jitter on CUDA in a build without CUDA");
+}
 void softmax_topk(int, int, int, const float*, float*, float*, std::int32_t*, float*) {
   SKEW_THROW("moe gate on CUDA in a build without CUDA");
 }

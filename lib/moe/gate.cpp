@@ -4,6 +4,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_gate.hpp"
 #include "lib/core/error.hpp"
 #include "lib/moe/ops.hpp"
@@ -18,45 +19,48 @@ constexpr Precision kRouterPrecision = Precision::Fp32;
 template <class T>
 void gate_forward(const GateOptions& opt, int n, int d, const T* x, const T* wg, const T* jitter,
                   const std::int32_t* forced, const SumReducer& reduce, GateState<T>& s) {
+  namespace km = kernels::moe;
   const int E = opt.num_experts, k = opt.top_k;
-  const std::size_t nd = static_cast<std::size_t>(n) * d;
+  const Device device = s.device();
+  const std::size_t nd = static_cast<std::size_t>(n) * d, nk = static_cast<std::size_t>(n) * k;
   s.n = n, s.d = d;
-  s.input.assign(x, x + nd);
+  s.input.assign_from(x, nd);
   s.jitter.clear();
   if (jitter) {
-    s.jitter.assign(jitter, jitter + nd);
-    for (std::size_t i = 0; i < nd; ++i) s.input[i] *= jitter[i];
+    s.jitter.assign_from(jitter, nd);
+    km::scale_inplace(device, static_cast<std::int64_t>(nd), s.input.data(), s.jitter.data());
   }
-  s.probs.assign(static_cast<std::size_t>(n) * E, T(0));
-  matmul<T>(false, false, n, E, d, T(1), s.input.data(), wg, T(0), s.probs.data(), kRouterPrecision);
-  s.lse.assign(static_cast<std::size_t>(n), T(0));
-  s.expert.assign(static_cast<std::size_t>(n) * k, 0);
-  s.weight.assign(static_cast<std::size_t>(n) * k, T(0));
+  s.probs.zeros(static_cast<std::size_t>(n) * E);
+  matmul<T>(false, false, n, E, d, T(1), s.input.data(), wg, T(0), s.probs.data(), kRouterPrecision, device);
+  s.lse.zeros(static_cast<std::size_t>(n));
+  s.expert.zeros(nk);
+  s.weight.zeros(nk);
   if constexpr (std::is_same_v<T, float>) {
-    kernels::moe::softmax_topk(Device::Host, n, E, k, s.probs.data(), s.probs.data(), s.lse.data(), s.expert.data(),
-                               s.weight.data());
+    km::softmax_topk(device, n, E, k, s.probs.data(), s.probs.data(), s.lse.data(), s.expert.data(), s.weight.data());
   } else {
-    kernels::moe::softmax_topk(n, E, k, s.probs.data(), s.probs.data(), s.lse.data(), s.expert.data(), s.weight.data());
+    km::softmax_topk(n, E, k, s.probs.data(), s.probs.data(), s.lse.data(), s.expert.data(), s.weight.data());
   }
-  s.local_counts.assign(static_cast<std::size_t>(E), 0);
+  if (forced) {  // a replayed trace
+    for (std::size_t a = 0; a < nk; ++a)
+      SKEW_CHECK(forced[a] >= 0 && forced[a] < E, "replayed expert " << forced[a] << " outside [0, " << E << ")");
+    s.forced.assign_from(forced, nk);
+    km::force_choices(device, static_cast<std::int64_t>(nk), k, E, s.forced.data(), s.probs.data(), s.expert.data(),
+                      s.weight.data());
+  }
+  // Only the control plane comes to the host: E counts and E + 1 sums.
+  s.counts.resize(static_cast<std::size_t>(E));
+  km::histogram(device, s.expert.data(), static_cast<std::int64_t>(nk), E, s.counts.data());
+  s.local_counts = s.counts.host_copy();
+  s.statistics.resize(static_cast<std::size_t>(E) + 1);
+  km::gate_statistics(device, n, E, s.probs.data(), s.lse.data(), s.statistics.data());
+  const std::vector<double> sums = s.statistics.host_copy();            // [sum p (E) | sum lse^2]
   std::vector<double> stats(2 * static_cast<std::size_t>(E) + 2, 0.0);  // [sum p | counts | tokens | sum lse^2]
-  for (int t = 0; t < n; ++t) {
-    const T* p = s.probs.data() + static_cast<std::size_t>(t) * E;
-    for (int j = 0; j < k; ++j) {
-      const std::size_t a = static_cast<std::size_t>(t) * k + j;
-      if (forced) {  // a replayed trace
-        SKEW_CHECK(forced[a] >= 0 && forced[a] < E, "replayed expert " << forced[a] << " outside [0, " << E << ")");
-        s.expert[a] = forced[a], s.weight[a] = p[forced[a]];
-      }
-      ++s.local_counts[static_cast<std::size_t>(s.expert[a])];
-    }
-    for (int e = 0; e < E; ++e) stats[static_cast<std::size_t>(e)] += p[e];
-    stats[2 * static_cast<std::size_t>(E) + 1] +=
-        static_cast<double>(s.lse[static_cast<std::size_t>(t)]) * s.lse[static_cast<std::size_t>(t)];
-  }
-  for (int e = 0; e < E; ++e)
+  for (int e = 0; e < E; ++e) {
+    stats[static_cast<std::size_t>(e)] = sums[static_cast<std::size_t>(e)];
     stats[static_cast<std::size_t>(E + e)] = static_cast<double>(s.local_counts[static_cast<std::size_t>(e)]);
+  }
   stats[2 * static_cast<std::size_t>(E)] = n;
+  stats[2 * static_cast<std::size_t>(E) + 1] = sums[static_cast<std::size_t>(E)];
   reduce(stats);
   s.global_tokens = stats[2 * static_cast<std::size_t>(E)];
   s.ce.assign(static_cast<std::size_t>(E), 0.0);
@@ -72,34 +76,26 @@ void gate_forward(const GateOptions& opt, int n, int d, const T* x, const T* wg,
 }
 
 template <class T>
-void gate_backward(const GateOptions& opt, const GateState<T>& s, const T* wg, const T* dweight, T* dx, T* dwg) {
+void gate_backward(const GateOptions& opt, GateState<T>& s, const T* wg, const T* dweight, T* dx, T* dwg) {
   const int E = opt.num_experts, k = opt.top_k, n = s.n, d = s.d;
-  std::vector<T> dlogits(static_cast<std::size_t>(n) * E);
-  std::vector<double> dp(static_cast<std::size_t>(E));
-  for (int t = 0; t < n; ++t) {
-    const T* p = s.probs.data() + static_cast<std::size_t>(t) * E;
-    for (int e = 0; e < E; ++e)
-      dp[static_cast<std::size_t>(e)] = opt.aux_weight * E * s.ce[static_cast<std::size_t>(e)] / s.global_tokens;
-    for (int j = 0; j < k; ++j)
-      dp[static_cast<std::size_t>(s.expert[static_cast<std::size_t>(t) * k + j])] +=
-          dweight[static_cast<std::size_t>(t) * k + j];
-    double dot = 0;
-    for (int e = 0; e < E; ++e) dot += p[e] * dp[static_cast<std::size_t>(e)];
-    const double dz = opt.z_weight * 2 * s.lse[static_cast<std::size_t>(t)] / s.global_tokens;
-    for (int e = 0; e < E; ++e)
-      dlogits[static_cast<std::size_t>(t) * E + e] =
-          static_cast<T>(p[e] * (dp[static_cast<std::size_t>(e)] - dot) + dz * p[e]);
-  }
-  matmul<T>(true, false, d, E, n, T(1), s.input.data(), dlogits.data(), T(1), dwg, kRouterPrecision);
-  matmul<T>(false, true, n, d, E, T(1), dlogits.data(), wg, T(0), dx, kRouterPrecision);
+  const Device device = s.device();
+  std::vector<double> aux_coef(static_cast<std::size_t>(E));
+  for (int e = 0; e < E; ++e)
+    aux_coef[static_cast<std::size_t>(e)] = opt.aux_weight * E * s.ce[static_cast<std::size_t>(e)] / s.global_tokens;
+  s.aux_coef.assign_from(aux_coef);
+  s.dlogits.resize(static_cast<std::size_t>(n) * E);
+  kernels::moe::gate_logit_grads(device, n, E, k, s.probs.data(), s.lse.data(), s.expert.data(), dweight,
+                                 s.aux_coef.data(), opt.z_weight * 2, s.global_tokens, s.dlogits.data());
+  matmul<T>(true, false, d, E, n, T(1), s.input.data(), s.dlogits.data(), T(1), dwg, kRouterPrecision, device);
+  matmul<T>(false, true, n, d, E, T(1), s.dlogits.data(), wg, T(0), dx, kRouterPrecision, device);
   if (!s.jitter.empty())
-    for (std::size_t i = 0; i < s.jitter.size(); ++i) dx[i] *= s.jitter[i];
+    kernels::moe::scale_inplace(device, static_cast<std::int64_t>(s.jitter.size()), dx, s.jitter.data());
 }
 
 #define SKEW_MOE_GATE(T)                                                                                         \
   template void gate_forward<T>(const GateOptions&, int, int, const T*, const T*, const T*, const std::int32_t*, \
                                 const SumReducer&, GateState<T>&);                                               \
-  template void gate_backward<T>(const GateOptions&, const GateState<T>&, const T*, const T*, T*, T*);
+  template void gate_backward<T>(const GateOptions&, GateState<T>&, const T*, const T*, T*, T*);
 SKEW_MOE_GATE(float)
 SKEW_MOE_GATE(double)
 

@@ -9,6 +9,8 @@
 #include <functional>
 #include <vector>
 
+#include "lib/moe/moe_layer_buffer.hpp"
+
 namespace skew::moe {
 
 struct GateOptions {
@@ -18,31 +20,55 @@ struct GateOptions {
   double z_weight = 0.0;
 };
 
+// The per-token arrays live on the gate's device (the MoE layer's MoeOptions::device); the
+// per-expert totals and the losses, the control plane, on the host.
 template <class T>
 struct GateState {
+  explicit GateState(Device device = Device::Host)
+      : expert(device),
+        weight(device),
+        input(device),
+        jitter(device),
+        probs(device),
+        lse(device),
+        statistics(device),
+        counts(device),
+        forced(device),
+        dlogits(device),
+        aux_coef(device) {}
+  Device device() const { return probs.device(); }
   int n = 0, d = 0;
-  std::vector<std::int32_t> expert;         // [n * k] chosen expert per assignment (token-major)
-  std::vector<T> weight;                    // [n * k] its gate probability
-  std::vector<T> input;                     // [n * d] gate input after jitter
-  std::vector<T> jitter;                    // [n * d] multiplicative noise, empty when off
-  std::vector<T> probs;                     // [n * E]
-  std::vector<T> lse;                       // [n] logsumexp of the logits
+  LayerBuffer<std::int32_t> expert;         // [n * k] chosen expert per assignment (token-major)
+  LayerBuffer<T> weight;                    // [n * k] its gate probability
+  LayerBuffer<T> input;                     // [n * d] gate input after jitter
+  LayerBuffer<T> jitter;                    // [n * d] multiplicative noise, empty when off
+  LayerBuffer<T> probs;                     // [n * E]
+  LayerBuffer<T> lse;                       // [n] logsumexp of the logits
   std::vector<double> ce;                   // [E] global fraction of assignments per expert
   std::vector<std::int64_t> local_counts;   // [E] this rank's assignments per expert
   std::vector<std::int64_t> global_counts;  // [E] all ranks' assignments per expert
   double global_tokens = 0;
   double aux_loss = 0, z_loss = 0;  // weighted, global
+  // Scratch on the device: the statistics and counts before they come to the host, a replayed
+  // trace, the logit gradient and the balance loss's per-expert coefficients.
+  LayerBuffer<double> statistics;
+  LayerBuffer<std::int64_t> counts;
+  LayerBuffer<std::int32_t> forced;
+  LayerBuffer<T> dlogits;
+  LayerBuffer<double> aux_coef;
 };
 
 // Sums a vector over all ranks in place (identity on one rank).
 using SumReducer = std::function<void(std::vector<double>&)>;
 
-// `jitter` (n*d multiplicative factors) or `forced` (n*k expert ids, a replayed trace) may be null.
+// x, wg, jitter, dweight, dx and dwg on s.device(). `jitter` (n*d multiplicative factors) or
+// `forced` (n*k expert ids on the host, a replayed trace) may be null.
 template <class T>
 void gate_forward(const GateOptions& opt, int n, int d, const T* x, const T* wg, const T* jitter,
                   const std::int32_t* forced, const SumReducer& reduce, GateState<T>& s);
-// dweight: [n*k] loss gradient w.r.t. the chosen weights. Writes dx (n*d), accumulates dwg.
+// dweight: [n*k] loss gradient w.r.t. the chosen weights. Writes dx (n*d), accumulates dwg; `s`
+// lends its scratch.
 template <class T>
-void gate_backward(const GateOptions& opt, const GateState<T>& s, const T* wg, const T* dweight, T* dx, T* dwg);
+void gate_backward(const GateOptions& opt, GateState<T>& s, const T* wg, const T* dweight, T* dx, T* dwg);
 
 }  // namespace skew::moe

@@ -1,10 +1,9 @@
 #include "lib/moe/moe_layer.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <numeric>
+#include <type_traits>
 
-#include "kernels/moe_dispatch.hpp"
+#include "kernels/moe_route.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/core/timer.hpp"
@@ -24,30 +23,6 @@ double sent_elements(const std::vector<std::size_t>& rows, int self, int width) 
   return sum;
 }
 
-// Rows each source rank sends to each replica of one expert. Replica targets are the shares of
-// the expert's global count; every source first fills a replica on its own rank (up to that
-// replica's target), and only the remainder crosses ranks, filling the other replicas' room in
-// source order. Every rank computes the same table from the all-gathered per-source counts.
-std::vector<std::vector<std::int64_t>> locality_split(const std::vector<std::int64_t>& per_source,
-                                                      const std::vector<placement::Replica>& replicas) {
-  const std::int64_t total = std::accumulate(per_source.begin(), per_source.end(), std::int64_t{0});
-  std::vector<std::int64_t> room = placement::split_tokens(total, replicas);
-  std::vector<std::vector<std::int64_t>> out(per_source.size(), std::vector<std::int64_t>(replicas.size(), 0));
-  std::vector<std::int64_t> left = per_source;
-  for (std::size_t i = 0; i < replicas.size(); ++i) {
-    const auto src = static_cast<std::size_t>(replicas[i].rank);
-    const std::int64_t local = std::min(left[src], room[i]);
-    out[src][i] = local, left[src] -= local, room[i] -= local;
-  }
-  std::size_t i = 0;
-  for (std::size_t src = 0; src < per_source.size(); ++src)
-    while (left[src] > 0) {
-      while (room[i] == 0) ++i;
-      const std::int64_t moved = std::min(left[src], room[i]);
-      out[src][i] += moved, left[src] -= moved, room[i] -= moved;
-    }
-  return out;
-}
 }  // namespace
 
 template <class T>
@@ -56,7 +31,26 @@ MoeLayer<T>::MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placemen
     : opt_(opt),
       world_(world),
       placement_(std::move(placement)),
-      policy_(policy ? std::move(policy) : make_policy<T>(opt)) {
+      policy_(policy ? std::move(policy) : make_policy<T>(opt)),
+      gate_(opt.device) {
+  if (opt.device == Device::Cuda) {
+    SKEW_CHECK((std::is_same_v<T, float>), "MoE layer on cuda: the float64 layer is the host-only reference");
+    SKEW_CHECK(opt.policy == Policy::Static || opt.policy == Policy::DeepSpeed,
+               "MoE layer on cuda: policy " << (opt.policy == Policy::FasterMoE ? "fastermoe" : "flexmoe")
+                                            << " keeps host-side expert state (fastermoe's shadow copies, flexmoe's "
+                                               "replica moves); use static or deepspeed, or device host");
+    SKEW_CHECK(opt.schedule_chunks == 0, "MoE layer on cuda: the smart schedule (moe.fastermoe_chunks = "
+                                             << opt.schedule_chunks << ") runs on the host only");
+  }
+  for (LayerBuffer<T>* b :
+       {&back_, &xe_, &hpre_, &h_, &send_, &recv_, &ye_, &dsend_, &dweight_, &drecv_, &dye_, &dxe_, &dhpre_, &dback_})
+    b->set_device(opt.device);
+  for (LayerBuffer<std::int64_t>* b :
+       {&pos_, &local_pos_, &counts_, &order_, &offsets_, &replica_end_, &block_begin_, &block_target_})
+    b->set_device(opt.device);
+  kept_flags_.set_device(opt.device);
+  keys_.set_device(opt.device);
+  replica_rank_.set_device(opt.device);
   placement_.validate();
   SKEW_CHECK(placement_.world_size == world.size(),
              "placement is for " << placement_.world_size << " ranks, world has " << world.size());
@@ -69,10 +63,11 @@ template <class T>
 ExpertState<T>& MoeLayer<T>::create_expert(int e) {
   const std::int64_t p = opt_.expert_params();
   ExpertState<T>& s = experts_[e];
-  s.w = Tensor::zeros({p}, dtype_of<T>());
-  s.m = Tensor::zeros({p}, dtype_of<T>());
-  s.v = Tensor::zeros({p}, dtype_of<T>());
-  s.g.assign(static_cast<std::size_t>(p), T(0));
+  s.w = Tensor::zeros({p}, dtype_of<T>(), opt_.device);
+  s.m = Tensor::zeros({p}, dtype_of<T>(), opt_.device);
+  s.v = Tensor::zeros({p}, dtype_of<T>(), opt_.device);
+  s.g.set_device(opt_.device);
+  s.g.zeros(static_cast<std::size_t>(p));
   return s;
 }
 
@@ -81,11 +76,12 @@ void MoeLayer<T>::init_experts(std::uint64_t seed, int layer, double stddev) {
   const int D = opt_.d_model, F = opt_.d_ff;
   for (auto& [e, s] : experts_) {
     Rng rng(seed, 1000003ULL + static_cast<std::uint64_t>(layer) * 65536 + static_cast<std::uint64_t>(e));
-    T* w = s.w.template data<T>();
-    std::fill(w, w + s.w.numel(), T(0));
+    Tensor host = Tensor::zeros(s.w.shape(), s.w.dtype());  // drawn here, then moved to the layer's device
+    T* w = host.template data<T>();
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(D) * F; ++i) w[i] = static_cast<T>(stddev * rng.normal());
     T* w2 = w + static_cast<std::size_t>(D) * F + F;
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(D) * F; ++i) w2[i] = static_cast<T>(stddev * rng.normal());
+    s.w.copy_from(host);
   }
 }
 
@@ -117,19 +113,22 @@ template <class T>
 void MoeLayer<T>::expert_forward(int e, int rows, const T* x, T* hpre, T* h, T* y) {
   const int D = opt_.d_model, F = opt_.d_ff;
   const T* w = params_of(e);
-  linear_forward<T>(rows, D, F, x, w, w + static_cast<std::size_t>(D) * F, hpre, opt_.precision);
-  gelu_forward<T>(static_cast<std::size_t>(rows) * F, hpre, h);
+  const Device device = opt_.device;
+  linear_forward<T>(rows, D, F, x, w, w + static_cast<std::size_t>(D) * F, hpre, opt_.precision, device);
+  gelu_forward<T>(static_cast<std::size_t>(rows) * F, hpre, h, device);
   const T* w2 = w + static_cast<std::size_t>(D) * F + F;
-  linear_forward<T>(rows, F, D, h, w2, w2 + static_cast<std::size_t>(D) * F, y, opt_.precision);
+  linear_forward<T>(rows, F, D, h, w2, w2 + static_cast<std::size_t>(D) * F, y, opt_.precision, device);
 }
 
 template <class T>
 void MoeLayer<T>::expert_backward_rows(int e, int rows, const T* hpre, const T* dy, T* dhpre, T* dx) {
   const int D = opt_.d_model, F = opt_.d_ff;
   const T* w = params_of(e);
-  matmul<T>(false, true, rows, F, D, T(1), dy, w + static_cast<std::size_t>(D) * F + F, T(0), dhpre, opt_.precision);
-  gelu_backward<T>(static_cast<std::size_t>(rows) * F, hpre, dhpre, dhpre);
-  matmul<T>(false, true, rows, D, F, T(1), dhpre, w, T(0), dx, opt_.precision);
+  const Device device = opt_.device;
+  matmul<T>(false, true, rows, F, D, T(1), dy, w + static_cast<std::size_t>(D) * F + F, T(0), dhpre, opt_.precision,
+            device);
+  gelu_backward<T>(static_cast<std::size_t>(rows) * F, hpre, dhpre, dhpre, device);
+  matmul<T>(false, true, rows, D, F, T(1), dhpre, w, T(0), dx, opt_.precision, device);
 }
 
 template <class T>
@@ -139,111 +138,9 @@ void MoeLayer<T>::expert_weight_grads(int e, int rows, const T* x, const T* h, c
   T* g = grads_of(e);
   const std::size_t off2 = static_cast<std::size_t>(D) * F + F;
   linear_backward<T>(rows, F, D, h, w + off2, dy, nullptr, g + off2, g + off2 + static_cast<std::size_t>(D) * F,
-                     opt_.precision);
-  linear_backward<T>(rows, D, F, x, w, dhpre, nullptr, g, g + static_cast<std::size_t>(D) * F, opt_.precision);
-}
-
-// Decides the destination (rank, expert) block of every kept assignment and its row there.
-template <class T>
-void MoeLayer<T>::route() {
-  const int E = opt_.gate.num_experts, k = opt_.gate.top_k, N = world_.size();
-  const std::size_t nk = static_cast<std::size_t>(n_) * k;
-  std::vector<std::int64_t> kept_count(static_cast<std::size_t>(E), 0);
-  for (std::size_t a = 0; a < nk; ++a)
-    if (kept_[a]) ++kept_count[static_cast<std::size_t>(gate_.expert[a])];
-  // Replica split: the expert's tokens over all ranks go to its replicas by the placement
-  // shares, each rank's own replica taking its local tokens first (locality_split).
-  bool replicated = false;
-  for (int e = 0; e < E; ++e) replicated = replicated || placement_.experts[static_cast<std::size_t>(e)].size() >= 2;
-  std::vector<std::int64_t> all_counts(static_cast<std::size_t>(N) * E);
-  if (replicated) world_.allgather(comm::view(kept_count), comm::view(all_counts));
-  // The policy decides how each replicated expert's tokens split among its replicas this step.
-  const placement::LayerPlacement shares =
-      replicated ? policy_->replica_shares(*this, all_counts) : placement::LayerPlacement{};
-  std::vector<std::vector<std::int64_t>> split(static_cast<std::size_t>(E));
-  for (int e = 0; e < E; ++e) {
-    if (is_shadowed(e)) continue;
-    if (!replicated) {
-      split[static_cast<std::size_t>(e)] = {kept_count[static_cast<std::size_t>(e)]};
-      continue;
-    }
-    std::vector<std::int64_t> per_source(static_cast<std::size_t>(N));
-    for (int r = 0; r < N; ++r)
-      per_source[static_cast<std::size_t>(r)] = all_counts[static_cast<std::size_t>(r) * E + e];
-    split[static_cast<std::size_t>(e)] = locality_split(
-        per_source, shares.experts[static_cast<std::size_t>(e)])[static_cast<std::size_t>(world_.rank())];
-  }
-  std::vector<std::int32_t> keys;
-  std::vector<std::size_t> key_of;  // assignment index of each key
-  std::vector<std::size_t> replica_at(static_cast<std::size_t>(E), 0);
-  std::vector<std::int64_t> left(static_cast<std::size_t>(E), 0);
-  for (int e = 0; e < E; ++e)
-    if (!is_shadowed(e)) left[static_cast<std::size_t>(e)] = split[static_cast<std::size_t>(e)][0];
-  for (std::size_t a = 0; a < nk; ++a) {
-    if (!kept_[a]) continue;
-    const int e = gate_.expert[a];
-    int dest = world_.rank();
-    if (!is_shadowed(e)) {
-      auto& r = replica_at[static_cast<std::size_t>(e)];
-      while (left[static_cast<std::size_t>(e)] == 0)
-        left[static_cast<std::size_t>(e)] = split[static_cast<std::size_t>(e)][++r];
-      --left[static_cast<std::size_t>(e)];
-      dest = placement_.experts[static_cast<std::size_t>(e)][r].rank;
-    }
-    keys.push_back(dest * E + e);
-    key_of.push_back(a);
-  }
-  const int bins = N * E;
-  std::vector<std::int64_t> block(static_cast<std::size_t>(bins)), offsets(static_cast<std::size_t>(bins));
-  km::histogram(Device::Host, keys.data(), static_cast<std::int64_t>(keys.size()), bins, block.data());
-  const std::int64_t padded = policy_->pad(*this, block);
-  std::vector<double> totals = {static_cast<double>(nk - keys.size()), static_cast<double>(padded)};
-  world_.allreduce(comm::view(totals), comm::ReduceOp::Sum);
-  dropped_ = std::llround(totals[0]);
-  padded_ = std::llround(totals[1]);
-  km::exclusive_scan(Device::Host, block.data(), bins, offsets.data());
-  std::vector<std::int64_t> pos(keys.size());
-  km::stable_positions(Device::Host, keys.data(), static_cast<std::int64_t>(keys.size()), bins, offsets.data(),
-                       pos.data());
-  pos_.assign(nk, -1);
-  for (std::size_t i = 0; i < keys.size(); ++i) pos_[key_of[i]] = pos[i];
-  send_rows_.assign(static_cast<std::size_t>(N), 0);
-  for (int r = 0; r < N; ++r)
-    for (int e = 0; e < E; ++e)
-      send_rows_[static_cast<std::size_t>(r)] += static_cast<std::size_t>(block[static_cast<std::size_t>(r * E + e)]);
-  recv_expert_rows_.assign(static_cast<std::size_t>(bins), 0);
-  world_.alltoall(comm::view(block), comm::view(recv_expert_rows_));
-  recv_rows_.assign(static_cast<std::size_t>(N), 0);
-  std::vector<std::int64_t> per_expert(static_cast<std::size_t>(E), 0);
-  for (int r = 0; r < N; ++r)
-    for (int e = 0; e < E; ++e) {
-      recv_rows_[static_cast<std::size_t>(r)] +=
-          static_cast<std::size_t>(recv_expert_rows_[static_cast<std::size_t>(r * E + e)]);
-      per_expert[static_cast<std::size_t>(e)] += recv_expert_rows_[static_cast<std::size_t>(r * E + e)];
-    }
-  // Received rows arrive grouped by (source, expert); regroup them expert-contiguously.
-  local_experts_.clear();
-  std::vector<std::int32_t> local_index(static_cast<std::size_t>(E), -1);
-  for (int e = 0; e < E; ++e)
-    if (per_expert[static_cast<std::size_t>(e)] > 0) {
-      local_index[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(local_experts_.size());
-      local_experts_.push_back(e);
-    }
-  const int L = static_cast<int>(local_experts_.size());
-  std::vector<std::int32_t> recv_keys;
-  for (int r = 0; r < N; ++r)
-    for (int e = 0; e < E; ++e)
-      recv_keys.insert(recv_keys.end(),
-                       static_cast<std::size_t>(recv_expert_rows_[static_cast<std::size_t>(r * E + e)]),
-                       local_index[static_cast<std::size_t>(e)]);
-  std::vector<std::int64_t> local_counts(static_cast<std::size_t>(L));
-  local_offset_.assign(static_cast<std::size_t>(L) + 1, 0);
-  km::histogram(Device::Host, recv_keys.data(), static_cast<std::int64_t>(recv_keys.size()), L, local_counts.data());
-  km::exclusive_scan(Device::Host, local_counts.data(), L, local_offset_.data());
-  local_offset_[static_cast<std::size_t>(L)] = static_cast<std::int64_t>(recv_keys.size());
-  local_pos_.assign(recv_keys.size(), 0);
-  km::stable_positions(Device::Host, recv_keys.data(), static_cast<std::int64_t>(recv_keys.size()), L,
-                       local_offset_.data(), local_pos_.data());
+                     opt_.precision, opt_.device);
+  linear_backward<T>(rows, D, F, x, w, dhpre, nullptr, g, g + static_cast<std::size_t>(D) * F, opt_.precision,
+                     opt_.device);
 }
 
 namespace {
@@ -257,6 +154,7 @@ std::vector<std::size_t> times_width(const std::vector<std::size_t>& rows, int d
 template <class T>
 void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx, T* y) {
   const int D = opt_.d_model, F = opt_.d_ff, k = opt_.gate.top_k;
+  const Device device = opt_.device;
   n_ = n;
   step_ = ctx;
   Timer timer;
@@ -271,106 +169,90 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
   route();
   const std::size_t send_total = std::accumulate(send_rows_.begin(), send_rows_.end(), std::size_t{0});
   const std::size_t recv_total = std::accumulate(recv_rows_.begin(), recv_rows_.end(), std::size_t{0});
-  std::vector<T> send(send_total * D, T(0)), recv(recv_total * D);
-  for (std::size_t a = 0; a < pos_.size(); ++a)
-    if (pos_[a] >= 0) std::copy(x + (a / k) * D, x + (a / k + 1) * D, send.data() + pos_[a] * D);
+  const auto rows = static_cast<std::int64_t>(send_total);
+  send_.zeros(send_total * D);
+  recv_.resize(recv_total * D);
+  km::dispatch_rows(device, static_cast<std::int64_t>(pos_.size()), k, D, pos_.data(), rows, x, send_.data());
   times_.dispatch += timer.seconds();
   // Dispatch and combine, forward and backward: each rank sends its send rows twice and its
   // received rows back twice.
   times_.alltoall_bytes +=
       2.0 * sizeof(T) * (sent_elements(send_rows_, world_.rank(), D) + sent_elements(recv_rows_, world_.rank(), D));
-  xe_.assign(recv_total * D, T(0));
-  hpre_.assign(recv_total * F, T(0));
-  h_.assign(recv_total * F, T(0));
-  std::vector<T> ye(recv_total * D);
-  back_.assign(send_total * D, T(0));
+  xe_.zeros(recv_total * D);
+  hpre_.zeros(recv_total * F);
+  h_.zeros(recv_total * F);
+  ye_.resize(recv_total * D);
+  back_.zeros(send_total * D);
   if (opt_.schedule_chunks > 0) {
-    forward_pipelined(send, recv, ye);
+    forward_pipelined(send_, recv_, ye_);
   } else {
     timer.reset();
-    world_.alltoallv(comm::view(send), times_width(send_rows_, D), comm::view(recv), times_width(recv_rows_, D));
+    world_.alltoallv(send_.view(), times_width(send_rows_, D), recv_.view(), times_width(recv_rows_, D));
     times_.alltoall += timer.seconds();
     timer.reset();
     const double cpu = thread_cpu_seconds();
-    scatter_rows_at(recv.data(), local_pos_.data(), recv_total, D, xe_.data());
+    scatter_rows_at(recv_.data(), local_pos_.data(), recv_total, D, xe_.data(), device);
     for (std::size_t i = 0; i < local_experts_.size(); ++i) {
-      const std::int64_t o = local_offset_[i], rows = local_offset_[i + 1] - o;
-      expert_forward(local_experts_[i], static_cast<int>(rows), xe_.data() + o * D, hpre_.data() + o * F,
-                     h_.data() + o * F, ye.data() + o * D);
+      const std::int64_t o = local_offset_[i], count = local_offset_[i + 1] - o;
+      expert_forward(local_experts_[i], static_cast<int>(count), xe_.data() + o * D, hpre_.data() + o * F,
+                     h_.data() + o * F, ye_.data() + o * D);
     }
-    gather_rows_from(ye.data(), local_pos_.data(), recv_total, D, recv.data());
+    gather_rows_from(ye_.data(), local_pos_.data(), recv_total, D, recv_.data(), device);
     times_.expert += timer.seconds();
     times_.expert_cpu += thread_cpu_seconds() - cpu;
     timer.reset();
-    world_.alltoallv(comm::view(recv), times_width(recv_rows_, D), comm::view(back_), times_width(send_rows_, D));
+    world_.alltoallv(recv_.view(), times_width(recv_rows_, D), back_.view(), times_width(send_rows_, D));
     times_.alltoall += timer.seconds();
   }
   timer.reset();
-  std::fill(y, y + static_cast<std::size_t>(n) * D, T(0));
-  for (std::size_t a = 0; a < pos_.size(); ++a)
-    if (pos_[a] >= 0) {
-      const T w = gate_.weight[a];
-      const T* src = back_.data() + pos_[a] * D;
-      T* dst = y + (a / k) * D;
-      for (int c = 0; c < D; ++c) dst[c] += w * src[c];
-    }
+  km::combine(device, n, k, D, pos_.data(), rows, gate_.weight.data(), back_.data(), y);
   times_.combine += timer.seconds();
 }
 
 template <class T>
 void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
   const int D = opt_.d_model, k = opt_.gate.top_k;
+  const Device device = opt_.device;
   Timer timer;
   const std::size_t send_total = back_.size() / D, recv_total = xe_.size() / D;
-  std::vector<T> dsend(send_total * D, T(0));
-  std::vector<T> dweight(pos_.size(), T(0));
-  for (std::size_t a = 0; a < pos_.size(); ++a)
-    if (pos_[a] >= 0) {
-      const T* g = dy + (a / k) * D;
-      const T* out = back_.data() + pos_[a] * D;
-      T* d = dsend.data() + pos_[a] * D;
-      double dot = 0;
-      for (int c = 0; c < D; ++c) {
-        dot += g[c] * out[c];
-        d[c] = gate_.weight[a] * g[c];
-      }
-      dweight[a] = static_cast<T>(dot);
-    }
+  const auto rows = static_cast<std::int64_t>(send_total);
+  dsend_.zeros(send_total * D);
+  dweight_.resize(pos_.size());
+  km::combine_backward(device, static_cast<std::int64_t>(pos_.size()), k, D, pos_.data(), rows, gate_.weight.data(), dy,
+                       back_.data(), dsend_.data(), dweight_.data());
   times_.combine += timer.seconds();
   const int F = opt_.d_ff;
-  std::vector<T> dback(send_total * D), dye(recv_total * D), dhpre(recv_total * F);
+  dback_.resize(send_total * D);
+  dye_.resize(recv_total * D);
+  dhpre_.resize(recv_total * F);
   if (opt_.schedule_chunks > 0) {
-    backward_pipelined(dsend, dback, dye, dhpre);
+    backward_pipelined(dsend_, dback_, dye_, dhpre_);
   } else {
-    std::vector<T> drecv(recv_total * D);
+    drecv_.resize(recv_total * D);
     timer.reset();
-    world_.alltoallv(comm::view(dsend), times_width(send_rows_, D), comm::view(drecv), times_width(recv_rows_, D));
+    world_.alltoallv(dsend_.view(), times_width(send_rows_, D), drecv_.view(), times_width(recv_rows_, D));
     times_.alltoall += timer.seconds();
     timer.reset();
     const double cpu = thread_cpu_seconds();
-    std::vector<T> dxe(recv_total * D);
-    scatter_rows_at(drecv.data(), local_pos_.data(), recv_total, D, dye.data());
+    dxe_.resize(recv_total * D);
+    scatter_rows_at(drecv_.data(), local_pos_.data(), recv_total, D, dye_.data(), device);
     for (std::size_t i = 0; i < local_experts_.size(); ++i) {
       const std::int64_t o = local_offset_[i];
-      const int e = local_experts_[i], rows = static_cast<int>(local_offset_[i + 1] - o);
-      expert_backward_rows(e, rows, hpre_.data() + o * F, dye.data() + o * D, dhpre.data() + o * F, dxe.data() + o * D);
-      expert_weight_grads(e, rows, xe_.data() + o * D, h_.data() + o * F, dye.data() + o * D, dhpre.data() + o * F);
+      const int e = local_experts_[i], count = static_cast<int>(local_offset_[i + 1] - o);
+      expert_backward_rows(e, count, hpre_.data() + o * F, dye_.data() + o * D, dhpre_.data() + o * F,
+                           dxe_.data() + o * D);
+      expert_weight_grads(e, count, xe_.data() + o * D, h_.data() + o * F, dye_.data() + o * D, dhpre_.data() + o * F);
     }
-    gather_rows_from(dxe.data(), local_pos_.data(), recv_total, D, drecv.data());
+    gather_rows_from(dxe_.data(), local_pos_.data(), recv_total, D, drecv_.data(), device);
     times_.expert += timer.seconds();
     times_.expert_cpu += thread_cpu_seconds() - cpu;
     timer.reset();
-    world_.alltoallv(comm::view(drecv), times_width(recv_rows_, D), comm::view(dback), times_width(send_rows_, D));
+    world_.alltoallv(drecv_.view(), times_width(recv_rows_, D), dback_.view(), times_width(send_rows_, D));
     times_.alltoall += timer.seconds();
   }
   timer.reset();
-  gate_backward<T>(opt_.gate, gate_, wg, dweight.data(), dx, dwg);
-  for (std::size_t a = 0; a < pos_.size(); ++a)
-    if (pos_[a] >= 0) {
-      const T* src = dback.data() + pos_[a] * D;
-      T* dst = dx + (a / k) * D;
-      for (int c = 0; c < D; ++c) dst[c] += src[c];
-    }
+  gate_backward<T>(opt_.gate, gate_, wg, dweight_.data(), dx, dwg);
+  km::add_rows(device, n_, k, D, pos_.data(), rows, dback_.data(), dx);
   times_.gate += timer.seconds();
 }
 

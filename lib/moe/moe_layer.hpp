@@ -5,6 +5,8 @@
 // weighted combine; and the backward through all of it. The policy (lib/moe/policies) is
 // consulted at fixed points of the step; the layer never asks which one it holds. Expert e's FFN: y = gelu(x W1 + b1)
 // W2 + b2, its parameters packed flat [W1 | b1 | W2 | b2] so replicas and shadows move as one buffer.
+// Routing is in moe_layer_route.cpp, the smart schedule in moe_layer_schedule.cpp; the data plane
+// runs on MoeOptions::device through the kernels of kernels/moe_*.hpp (one body, host or CUDA).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -14,6 +16,7 @@
 
 #include "lib/core/tensor.hpp"
 #include "lib/moe/gate.hpp"
+#include "lib/moe/moe_layer_buffer.hpp"
 #include "lib/moe/ops.hpp"
 #include "lib/moe/policies/policy.hpp"
 #include "lib/placement/placement.hpp"
@@ -40,6 +43,12 @@ struct MoeOptions {
   // from moe.fastermoe_chunks under the fastermoe policy. The rows computed do not depend on it
   // (float64 bit for bit; float to OpenBLAS's rounding of a smaller GEMM).
   int schedule_chunks = 0;
+  // Where the layer's data plane runs: every per-token array (x, y, dy, dx, wg, dwg passed in,
+  // the gate's, the exchange buffers, the expert activations) and the experts' parameters,
+  // gradients and AdamW moments live there. Cuda: float only, static or deepspeed policy, no
+  // smart schedule (the constructor says which is refused); the host sees only the per-expert
+  // counts, the scalar losses and, for deepspeed's token dropping, the expert choices.
+  Device device = Device::Host;
   std::int64_t expert_params() const { return 2LL * d_model * d_ff + d_ff + d_model; }
 };
 
@@ -68,8 +77,8 @@ struct LayerTimes {
 
 template <class T>
 struct ExpertState {
-  Tensor w, m, v;  // parameters and AdamW moments, flat
-  std::vector<T> g;
+  Tensor w, m, v;    // parameters and AdamW moments, flat, on the layer's device
+  LayerBuffer<T> g;  // gradients, on the layer's device
 };
 
 // A copy of an expert this rank computes for one step without holding it (FasterMoE's shadows).
@@ -129,9 +138,9 @@ class MoeLayer {
   void expert_weight_grads(int e, int rows, const T* x, const T* h, const T* dy, const T* dhpre);
   // The smart schedule's stages (moe_layer_schedule.cpp): forward from the packed send rows to
   // back_ (ye: expert outputs, expert-contiguous), backward from dsend to dback.
-  void forward_pipelined(const std::vector<T>& send, std::vector<T>& recv, std::vector<T>& ye);
-  void backward_pipelined(const std::vector<T>& dsend, std::vector<T>& dback, std::vector<T>& dye,
-                          std::vector<T>& dhpre);
+  void forward_pipelined(const LayerBuffer<T>& send, LayerBuffer<T>& recv, LayerBuffer<T>& ye);
+  void backward_pipelined(const LayerBuffer<T>& dsend, LayerBuffer<T>& dback, LayerBuffer<T>& dye,
+                          LayerBuffer<T>& dhpre);
   // One local expert's rows inside one source rank's rows [begin, end) of the receive buffer:
   // contiguous in the expert-contiguous buffers, starting at row xe_begin.
   struct ExpertRows {
@@ -153,13 +162,19 @@ class MoeLayer {
   StepContext step_;
   int n_ = 0;
   std::vector<char> kept_;                          // [n*k]
-  std::vector<std::int64_t> pos_;                   // [n*k] row in the send buffer, -1 when dropped
   std::vector<std::size_t> send_rows_, recv_rows_;  // per peer
   std::vector<std::int64_t> recv_expert_rows_;      // [N * E] rows of expert e from source r
-  std::vector<std::int64_t> local_pos_;             // received row -> row in expert-contiguous order
   std::vector<int> local_experts_;                  // experts computed here this step, ascending
   std::vector<std::int64_t> local_offset_;          // rows before each local expert's block
-  std::vector<T> back_, xe_, hpre_, h_;             // activations kept for the backward
+  // On the layer's device. pos_: [n*k] row in the send buffer, >= its row count when dropped.
+  LayerBuffer<std::int64_t> pos_, local_pos_;  // local_pos_: received row -> row in expert-contiguous order
+  LayerBuffer<T> back_, xe_, hpre_, h_;        // activations kept for the backward
+  // Scratch of route(), forward() and backward(), grown once and reused every step.
+  LayerBuffer<std::uint8_t> kept_flags_;
+  LayerBuffer<std::int32_t> keys_;
+  LayerBuffer<std::int64_t> counts_, order_, offsets_, replica_end_, block_begin_, block_target_;
+  LayerBuffer<std::int32_t> replica_rank_;
+  LayerBuffer<T> send_, recv_, ye_, dsend_, dweight_, drecv_, dye_, dxe_, dhpre_, dback_;
   std::int64_t dropped_ = 0, padded_ = 0;
   LayerTimes times_;
 };

@@ -45,7 +45,7 @@ std::vector<typename MoeLayer<T>::ExpertRows> MoeLayer<T>::expert_rows_of(int so
 }
 
 template <class T>
-void MoeLayer<T>::forward_pipelined(const std::vector<T>& send, std::vector<T>& recv, std::vector<T>& ye) {
+void MoeLayer<T>::forward_pipelined(const LayerBuffer<T>& send, LayerBuffer<T>& recv, LayerBuffer<T>& ye) {
   const int D = opt_.d_model, F = opt_.d_ff;
   const std::vector<ScheduleStage> stages =
       pairwise_stages(world_.rank(), opt_.schedule_chunks, send_rows_, recv_rows_);
@@ -80,8 +80,8 @@ void MoeLayer<T>::forward_pipelined(const std::vector<T>& send, std::vector<T>& 
 }
 
 template <class T>
-void MoeLayer<T>::backward_pipelined(const std::vector<T>& dsend, std::vector<T>& dback, std::vector<T>& dye,
-                                     std::vector<T>& dhpre) {
+void MoeLayer<T>::backward_pipelined(const LayerBuffer<T>& dsend, LayerBuffer<T>& dback, LayerBuffer<T>& dye,
+                                     LayerBuffer<T>& dhpre) {
   const int D = opt_.d_model, F = opt_.d_ff;
   const std::vector<ScheduleStage> stages =
       pairwise_stages(world_.rank(), opt_.schedule_chunks, send_rows_, recv_rows_);
@@ -130,12 +130,12 @@ void MoeLayer<T>::backward_pipelined(const std::vector<T>& dsend, std::vector<T>
   times_.alltoall += timer.seconds();
 }
 
-template void MoeLayer<float>::forward_pipelined(const std::vector<float>&, std::vector<float>&, std::vector<float>&);
-template void MoeLayer<double>::forward_pipelined(const std::vector<double>&, std::vector<double>&,
-                                                  std::vector<double>&);
-template void MoeLayer<float>::backward_pipelined(const std::vector<float>&, std::vector<float>&,
-                                                  std::vector<float>&, std::vector<float>&);
-template void MoeLayer<double>::backward_pipelined(const std::vector<double>&, std::vector<double>&,
-                                                   std::vector<double>&, std::vector<double>&);
+template void MoeLayer<float>::forward_pipelined(const LayerBuffer<float>&, LayerBuffer<float>&, LayerBuffer<float>&);
+template void MoeLayer<double>::forward_pipelined(const LayerBuffer<double>&, LayerBuffer<double>&,
+                                                  LayerBuffer<double>&);
+template void MoeLayer<float>::backward_pipelined(const LayerBuffer<float>&, LayerBuffer<float>&, LayerBuffer<float>&,
+                                                  LayerBuffer<float>&);
+template void MoeLayer<double>::backward_pipelined(const LayerBuffer<double>&, LayerBuffer<double>&,
+                                                   LayerBuffer<double>&, LayerBuffer<double>&);
 
 }  // namespace skew::moe

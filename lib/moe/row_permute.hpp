@@ -1,5 +1,6 @@
 // Moving token rows between the MoE layer's packed exchange buffers (rows grouped by source
-// rank, then expert) and its expert-contiguous compute buffers, by a row map `pos`.
+// rank, then expert) and its expert-contiguous compute buffers, by a row map `pos`, on the
+// device the pointers live on (float; double on the host).
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -7,23 +8,28 @@
 #include <type_traits>
 
 #include "kernels/moe_dispatch.hpp"
+#include "kernels/moe_route.hpp"
+#include "lib/core/error.hpp"
 
 namespace skew::moe {
 
 // out[pos[i]] = in[i] for n rows of `width`.
 template <class T>
-void scatter_rows_at(const T* in, const std::int64_t* pos, std::size_t n, int width, T* out) {
+void scatter_rows_at(const T* in, const std::int64_t* pos, std::size_t n, int width, T* out,
+                     Device device = Device::Host) {
   if constexpr (std::is_same_v<T, float>) {
-    kernels::moe::scatter_rows(Device::Host, in, pos, static_cast<std::int64_t>(n), width, out);
+    kernels::moe::scatter_rows(device, in, pos, static_cast<std::int64_t>(n), width, out);
   } else {
+    SKEW_CHECK(device == Device::Host, "float64 rows are permuted on the host only");
     for (std::size_t i = 0; i < n; ++i) std::copy(in + i * width, in + (i + 1) * width, out + pos[i] * width);
   }
 }
 
 // out[i] = in[pos[i]] for n rows of `width`.
 template <class T>
-void gather_rows_from(const T* in, const std::int64_t* pos, std::size_t n, int width, T* out) {
-  for (std::size_t i = 0; i < n; ++i) std::copy(in + pos[i] * width, in + (pos[i] + 1) * width, out + i * width);
+void gather_rows_from(const T* in, const std::int64_t* pos, std::size_t n, int width, T* out,
+                      Device device = Device::Host) {
+  kernels::moe::gather_rows(device, static_cast<std::int64_t>(n), width, pos, in, out);
 }
 
 }  // namespace skew::moe

@@ -51,8 +51,8 @@ Forward forward(const MoeOptions& o, int n, const std::vector<std::int32_t>& for
   layer.forward(n, x.data(), wg.data(), ctx, y.data());
   return {y,
           layer.kept(),
-          layer.gate_state().expert,
-          layer.gate_state().weight,
+          layer.gate_state().expert.host_copy(),
+          layer.gate_state().weight.host_copy(),
           layer.gate_state().local_counts,
           layer.dropped(),
           layer.padded(),

@@ -1,7 +1,8 @@
 // Expert-parallel MoE on 1, 2 and 4 ranks: every layer's backward against finite differences
 // (float64), the N-rank model against the 1-rank model with the same weights (MPI_COMM_SELF),
 // replica splits, FasterMoE shadows, the identity round trip, and bf16
-// mixed precision against its float64 reference.
+// mixed precision against its float64 reference; the float layer on cuda refusing what is
+// host-only (tests/cuda/test_moe_layer_cuda.cpp runs it on a GPU).
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -9,9 +10,10 @@
 #include <type_traits>
 
 #include "lib/moe/optimizer.hpp"
-#include "tests/mpi/moe_model_fixture.hpp"
 #include "lib/moe/policies/fastermoe.hpp"
+#include "lib/moe/policies/static.hpp"
 #include "mpi/mpi_process_group.hpp"
+#include "tests/mpi/moe_model_fixture.hpp"
 
 using namespace skew_moe_fixture;
 
@@ -228,4 +230,29 @@ TEST_CASE("AdamW matches a float64 reference: clipping, warmup, bias correction,
     const float* w = model.moe()[key.first]->experts().at(key.second).w.data<float>();
     for (std::size_t i = 0; i < P; ++i) REQUIRE(w[i] == Approx(r.w[i]).margin(1e-6));
   }
+}
+
+TEST_CASE("the MoE layer on cuda refuses what runs on the host only, naming it", "[moe]") {
+  const auto refusal = [](MoeOptions o) {
+    o.device = Device::Cuda;
+    try {
+      MoeLayer<float> layer(o, self(), LayerPlacement::block(o.gate.num_experts, 1, o.gate.num_experts),
+                            std::make_shared<StaticPolicy<float>>());
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  MoeOptions o = tiny(4, 2).moe;
+  o.policy = Policy::FasterMoE;
+  CHECK_THAT(refusal(o), Catch::Contains("policy fastermoe") && Catch::Contains("shadow copies"));
+  o.policy = Policy::FlexMoE;
+  CHECK_THAT(refusal(o), Catch::Contains("policy flexmoe") && Catch::Contains("replica moves"));
+  o.policy = Policy::Static, o.schedule_chunks = 2;
+  CHECK_THAT(refusal(o), Catch::Contains("moe.fastermoe_chunks = 2"));
+  // float64 is the host-only reference.
+  MoeOptions d = tiny(4, 2).moe;
+  d.device = Device::Cuda;
+  CHECK_THROWS_WITH((MoeLayer<double>(d, self(), LayerPlacement::block(4, 1, 4))),
+                    Catch::Contains("float64 layer is the host-only reference"));
 }

@@ -155,7 +155,7 @@ LayerRun<T> run_layer(comm::ProcessGroup& group, int chunks) {
   ctx.forced = r.forced.data();
   layer.forward(r.n, x.data(), wg.data(), ctx, out.y.data());
   layer.backward(dy.data(), wg.data(), out.dx.data(), out.dwg.data());
-  for (auto& [e, s] : layer.experts()) out.expert_grads[e] = s.g;
+  for (auto& [e, s] : layer.experts()) out.expert_grads[e] = s.g.host_copy();
   out.times = layer.times();
   return out;
 }

@@ -35,6 +35,9 @@ void DeepSpeedPolicy<T>::keep(const MoeLayer<T>& layer, bool training, std::vect
   const int E = layer.options().gate.num_experts, k = layer.options().gate.top_k;
   const int n = static_cast<int>(kept.size()) / k;
   const std::int64_t cap = capacity(layer, training);
+  // The fill order needs every choice on the host: n * k ids (and weights when they decide),
+  // copied from the device when the layer runs there.
+  const std::vector<std::int32_t> expert = gate.expert.host_copy();
   // Each expert's assignments in the order DeepSpeed fills its buffer slots: choice-major for
   // top-2 (all first choices, then the second ones), token order otherwise.
   std::vector<std::vector<std::int64_t>> by_expert(static_cast<std::size_t>(E));
@@ -43,7 +46,7 @@ void DeepSpeedPolicy<T>::keep(const MoeLayer<T>& layer, bool training, std::vect
     for (int inner = 0; inner < (choice_major ? n : k); ++inner) {
       const std::int64_t a =
           choice_major ? static_cast<std::int64_t>(inner) * k + outer : static_cast<std::int64_t>(outer) * k + inner;
-      by_expert[static_cast<std::size_t>(gate.expert[static_cast<std::size_t>(a)])].push_back(a);
+      by_expert[static_cast<std::size_t>(expert[static_cast<std::size_t>(a)])].push_back(a);
     }
   // Priority of each assignment (higher is kept first); none: the fill order decides.
   std::vector<double> priority;
@@ -55,7 +58,8 @@ void DeepSpeedPolicy<T>::keep(const MoeLayer<T>& layer, bool training, std::vect
     priority.resize(static_cast<std::size_t>(n));
     for (auto& p : priority) p = static_cast<double>(rng.next_u32());
   } else if (opt_.drop_by_probability) {
-    priority.assign(gate.weight.begin(), gate.weight.end());
+    const std::vector<T> weight = gate.weight.host_copy();
+    priority.assign(weight.begin(), weight.end());
   }
   for (auto& list : by_expert) {
     if (static_cast<std::int64_t>(list.size()) <= cap) continue;
