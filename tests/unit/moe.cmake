@@ -7,5 +7,5 @@ skew_unit_test(skew_moe_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_ops.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_rowwise.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_moe_placement_config.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_swin_ops.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_bert_mask.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_device_ops.cpp
-          ${CMAKE_CURRENT_LIST_DIR}/test_moe_block_ops.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_moe_block_ops.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_train_device.cpp
   LIBS skew_moe)
