@@ -16,6 +16,11 @@ template <class T>
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(Device device = Device::Host) : device_(device) {}
+  // Moved, never copied: a copy would share the storage (Tensor's), an alias no caller expects.
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&&) noexcept = default;
+  DeviceBuffer& operator=(DeviceBuffer&&) noexcept = default;
   Device device() const { return device_; }
   std::size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
