@@ -10,6 +10,17 @@
 #include "lib/moe/trainer.hpp"
 #include "mpi/runtime.hpp"
 
+namespace {
+// What the start-up line adds to train.device's outcome: what stays on the CPU, or why auto left a
+// visible GPU unused.
+std::string device_note(const skew::Config& config, skew::Device device, int visible_gpus) {
+  if (device == skew::Device::Cuda) return "; the MoE layers run on the CPU";
+  if (config.get_string("train.device") != "auto" || visible_gpus == 0) return "";
+  return skew::cuda_built() ? "; model.arch=" + config.get_string("model.arch") + " runs on the CPU only"
+                            : "; this build has no CUDA";
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   return skew::comm::run_main(argc, argv, false, [&](skew::comm::Runtime& rt) {
     const skew::Schema schema = skew::moe::moe_train_schema();
@@ -23,7 +34,7 @@ int main(int argc, char** argv) {
     if (rt.world_rank == 0)
       SKEW_INFO("moe_train: " << rt.world_size << " rank(s), step on " << where << " (train.device="
                               << config.get_string("train.device") << ", " << visible_gpus << " GPU(s) visible"
-                              << (device == skew::Device::Cuda ? "; MoE layers on the CPU" : "") << ")");
+                              << device_note(config, device, visible_gpus) << ")");
     skew::Json summary = skew::moe::train(config, *rt.world);
     summary["device"] = where;
     if (rt.world_rank == 0) skew::print_summary(summary);

@@ -90,39 +90,62 @@ double MoeNetwork<T>::moe_forward(int layer, int n, const T* x, const T* wg, con
     for (auto& v : noise) v = static_cast<T>(1.0 - opt_.jitter + 2.0 * opt_.jitter * rng.uniform());
     ctx.jitter = noise.data();
   }
-  if (device() == Device::Host) {
+  if (device() == Device::Host)
     moe.forward(n, x, wg, ctx, y);
-  } else {
-    MoeHostStaging<T>& s = staging_;
-    const std::size_t gate_size = static_cast<std::size_t>(moe.options().d_model) * moe.options().gate.num_experts;
-    s.x.resize(nD), s.gate_w.resize(gate_size), s.y.resize(nD);
-    copy_bytes(s.x.data(), Device::Host, x, device(), nD * sizeof(T));
-    copy_bytes(s.gate_w.data(), Device::Host, wg, device(), gate_size * sizeof(T));
-    moe.forward(n, s.x.data(), s.gate_w.data(), ctx, s.y.data());
-    copy_bytes(y, device(), s.y.data(), Device::Host, nD * sizeof(T));
-  }
+  else
+    staging_.forward(moe, device(), n, x, wg, ctx, y);
   return moe.gate_state().aux_loss + moe.gate_state().z_loss;
 }
 
 template <class T>
 void MoeNetwork<T>::moe_backward(int layer, int n, const T* dy, const T* wg, T* dx, T* dwg) {
   MoeLayer<T>& moe = *moe_[static_cast<std::size_t>(layer)];
-  if (device() == Device::Host) {
+  if (device() == Device::Host)
     moe.backward(dy, wg, dx, dwg);
-    return;
-  }
-  MoeHostStaging<T>& s = staging_;
-  const std::size_t nD = static_cast<std::size_t>(n) * static_cast<std::size_t>(moe.options().d_model);
-  const std::size_t gate_size = static_cast<std::size_t>(moe.options().d_model) * moe.options().gate.num_experts;
-  s.dy.resize(nD), s.dx.resize(nD), s.gate_w.resize(gate_size), s.gate_g.resize(gate_size);
-  copy_bytes(s.dy.data(), Device::Host, dy, device(), nD * sizeof(T));
-  copy_bytes(s.gate_w.data(), Device::Host, wg, device(), gate_size * sizeof(T));
-  copy_bytes(s.gate_g.data(), Device::Host, dwg, device(), gate_size * sizeof(T));  // the layer accumulates
-  moe.backward(s.dy.data(), s.gate_w.data(), s.dx.data(), s.gate_g.data());
-  copy_bytes(dx, device(), s.dx.data(), Device::Host, nD * sizeof(T));
-  copy_bytes(dwg, device(), s.gate_g.data(), Device::Host, gate_size * sizeof(T));
+  else
+    staging_.backward(moe, device(), n, dy, wg, dx, dwg);
 }
 
+namespace {
+// `count` values at p on `device` into the host buffer `host`.
+template <class T>
+const T* staged_in(std::vector<T>& host, const T* p, std::size_t count, Device device) {
+  host.resize(count);
+  copy_bytes(host.data(), Device::Host, p, device, count * sizeof(T));
+  return host.data();
+}
+template <class T>
+void staged_out(T* p, const std::vector<T>& host, Device device) {
+  copy_bytes(p, device, host.data(), Device::Host, host.size() * sizeof(T));
+}
+std::size_t gate_size(const MoeOptions& o) {
+  return static_cast<std::size_t>(o.d_model) * static_cast<std::size_t>(o.gate.num_experts);
+}
+}  // namespace
+
+template <class T>
+void MoeHostStaging<T>::forward(MoeLayer<T>& layer, Device device, int n, const T* x, const T* wg,
+                                const StepContext& ctx, T* y) {
+  const std::size_t nD = static_cast<std::size_t>(n) * static_cast<std::size_t>(layer.options().d_model);
+  y_.resize(nD);
+  layer.forward(n, staged_in(x_, x, nD, device), staged_in(gate_w_, wg, gate_size(layer.options()), device), ctx,
+                y_.data());
+  staged_out(y, y_, device);
+}
+
+template <class T>
+void MoeHostStaging<T>::backward(MoeLayer<T>& layer, Device device, int n, const T* dy, const T* wg, T* dx, T* dwg) {
+  const std::size_t nD = static_cast<std::size_t>(n) * static_cast<std::size_t>(layer.options().d_model);
+  dx_.resize(nD);
+  staged_in(gate_g_, dwg, gate_size(layer.options()), device);
+  layer.backward(staged_in(dy_, dy, nD, device), staged_in(gate_w_, wg, gate_size(layer.options()), device),
+                 dx_.data(), gate_g_.data());
+  staged_out(dx, dx_, device);
+  staged_out(dwg, gate_g_, device);
+}
+
+template class MoeHostStaging<float>;
+template class MoeHostStaging<double>;
 template class MoeNetwork<float>;
 template class MoeNetwork<double>;
 

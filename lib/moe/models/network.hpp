@@ -45,13 +45,19 @@ struct StepInputs {
 };
 
 // Interim, until the MoE layers run on the network's device (branch layer19): a network whose
-// buffers are not on the host copies what crosses an MoE layer's boundary (its input rows, gate
-// weights and output forward; the output's gradient, the input's gradient and the gate weights'
-// gradient backward) through these host buffers. Unused on the host, where the layer reads the
-// network's buffers directly.
+// buffers are not on the host runs each MoE layer through this, which copies what crosses the
+// layer's boundary to host buffers and back (forward: the input rows and gate weights in, the
+// output out; backward: the output's gradient and gate weights in, the input's gradient out, the
+// gate weights' gradient in and out, as the layer accumulates into it). A host network calls the
+// layer directly.
 template <class T>
-struct MoeHostStaging {
-  std::vector<T> x, gate_w, y, dy, dx, gate_g;
+class MoeHostStaging {
+ public:
+  void forward(MoeLayer<T>& layer, Device device, int n, const T* x, const T* wg, const StepContext& ctx, T* y);
+  void backward(MoeLayer<T>& layer, Device device, int n, const T* dy, const T* wg, T* dx, T* dwg);
+
+ private:
+  std::vector<T> x_, gate_w_, y_, dy_, dx_, gate_g_;
 };
 
 template <class T>
