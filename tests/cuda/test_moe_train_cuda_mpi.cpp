@@ -3,14 +3,18 @@
 // the host through the network's staging) against the same network on the host, at 2 ranks:
 // one forward + backward (loss, every dense and expert gradient; fp32 and bf16 tolerances), 20
 // training iterations under every policy (per-iteration losses), and checkpoints (the same
-// tensors, close values, and a GPU-written one resumes on the CPU). Skips without a GPU.
+// tensors, close values, a GPU-written one resumes on the CPU, and a checkpoint loaded into the GPU
+// network saves back byte for byte). Skips without a GPU.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "lib/moe/resume.hpp"
+#include "lib/moe/session.hpp"
 #include "tests/cuda_skip.hpp"
 #include "tests/mpi/moe_model_fixture.hpp"
 #include "tests/mpi/test_moe_util.hpp"
@@ -122,8 +126,10 @@ TEST_CASE("a checkpoint written on cuda holds the cpu run's tensors and resumes 
     REQUIRE(cuda.tensors[i].first == name);
     REQUIRE(cuda.tensors[i].second.shape() == want.shape());
     REQUIRE(cuda.tensors[i].second.dtype() == want.dtype());
+    // Loose: AdamW's m / sqrt(v) turns a gradient near zero, where the two runs' rounding differs
+    // most, into a full-size step either way; the exact check of the copies is the next case.
     if (want.dtype() == DType::F32 && want.numel() > 0)
-      CHECK(scaled_error(cuda.tensors[i].second.to_float_vector(), want.to_float_vector()) <= 1e-3);
+      CHECK(scaled_error(cuda.tensors[i].second.to_float_vector(), want.to_float_vector()) <= 2e-2);
   }
   // Each run's checkpoint resumes on the cpu for 2 more iterations: the cuda-written one lands
   // close to the cpu-written one.
@@ -135,4 +141,27 @@ TEST_CASE("a checkpoint written on cuda holds the cpu run's tensors and resumes 
   };
   const double from_cuda = resume_on_cpu("cuda"), from_cpu = resume_on_cpu("cpu");
   CHECK(from_cuda == Approx(from_cpu).epsilon(2e-3));
+}
+
+TEST_CASE("a checkpoint loaded into the GPU network saves back byte for byte", "[moe][cuda][checkpoint]") {
+  SKEW_REQUIRE_GPU();
+  const std::string dir = skew_moe_test::scratch("cuda_roundtrip");
+  skew_moe_test::run(moe::moe_train_schema(),
+                     {"--train.device=cpu", "--train.iterations=3", "--output.checkpoint_dir=" + dir});
+  const Schema schema = moe::moe_train_schema();  // the config refers to it
+  const Config config = Config::parse_ini_text(schema, skew_moe_test::kTiny, "test",
+                                               {"--train.device=cuda", "--train.iterations=3", "--output.resume=true",
+                                                "--output.checkpoint_dir=" + dir});
+  moe::Session session(config, skew_moe_test::world());
+  REQUIRE(session.model->network().device() == Device::Cuda);
+  REQUIRE(moe::restore(session, config) == 3);
+  char name[32];
+  std::snprintf(name, sizeof name, "rank_%05d.safetensors", skew_moe_test::world().rank());
+  const TensorFile written = load_safetensors(dir + "/step_00000003/" + name);
+  for (const auto& [tensor, saved] : moe::save_state(session.model->network(), *session.adam)) {
+    INFO("tensor " << tensor);
+    const Tensor& original = written.get(tensor);
+    REQUIRE(saved.nbytes() == original.nbytes());
+    CHECK(std::memcmp(saved.raw(), original.raw(), saved.nbytes()) == 0);
+  }
 }
