@@ -81,7 +81,7 @@ Schema moe_train_schema() {
                "(embedding, LayerNorms, attention, dense FFNs, LM head, cross-entropy, their backward, the "
                "gradient norm and AdamW of the dense parameters); the MoE layers (gate, dispatch, experts, "
                "combine, the experts' AdamW) and the dense gradients' MPI all-reduce still run on the CPU, their "
-               "inputs and outputs copied across every step. auto: cuda when the build has CUDA, a GPU is visible "
+               "inputs and outputs copied across every step, as are the logits (for the top-1 count). auto: cuda when the build has CUDA, a GPU is visible "
                "and model.arch=gpt, else cpu (said in the log)");
   s.add_choice("train.precision", "fp32", {"fp32", "bf16"},
                "matrix products: fp32, or bf16 inputs with fp32 accumulation (mixed precision; the router, "
