@@ -100,10 +100,11 @@ GptBlockParams<T> GptMoe<T>::block_grads(int l) {
 }
 
 template <class T>
-const std::int32_t* GptMoe<T>::ids_on_device(DeviceBuffer<std::int32_t>& slot, const std::vector<std::int32_t>& host) {
-  if (opt_.device == Device::Host) return host.data();
-  slot.resize(host.size());
-  slot.upload(host.data(), host.size());
+const std::int32_t* GptMoe<T>::ids_on_device(DeviceBuffer<std::int32_t>& slot, const std::int32_t* host,
+                                              std::size_t count) {
+  if (opt_.device == Device::Host) return host;
+  slot.resize(count);
+  slot.upload(host, count);
   return slot.data();
 }
 
@@ -128,9 +129,8 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   world_.allreduce(comm::view(global), comm::ReduceOp::Sum);
   for (int t = 0; t < n; ++t)
     SKEW_CHECK(tokens[t] >= 0 && tokens[t] < V, "token " << tokens[t] << " outside the vocabulary of " << V);
-  const std::vector<std::int32_t> token_ids(tokens, tokens + n);
-  const std::int32_t* device_tokens = ids_on_device(tokens_, token_ids);
-  const std::int32_t* device_targets = ids_on_device(targets_, targeted_ids);
+  const std::int32_t* device_tokens = ids_on_device(tokens_, tokens, static_cast<std::size_t>(n));
+  const std::int32_t* device_targets = ids_on_device(targets_, targeted_ids.data(), targeted_ids.size());
   x_.resize(nD);
   embedding_forward<T>(n, D, S, device_tokens, param("wte"), param("wpe"), x_.data(), device);
   double aux = 0;

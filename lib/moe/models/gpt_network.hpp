@@ -56,8 +56,9 @@ class GptMoe : public MoeNetwork<T> {
   GptBlockShape block_shape(int batch) const;
   GptBlockParams<const T> block_weights(int l);
   GptBlockParams<T> block_grads(int l);
-  // The host ids at `host`, where the ops of this network's device read them.
-  const std::int32_t* ids_on_device(DeviceBuffer<std::int32_t>& slot, const std::vector<std::int32_t>& host);
+  // `count` host ids where the ops of this network's device read them: `host` itself on the
+  // host, else a copy in `slot`.
+  const std::int32_t* ids_on_device(DeviceBuffer<std::int32_t>& slot, const std::int32_t* host, std::size_t count);
   std::vector<int> moe_index_;  // block -> index in moe_, or -1
   std::vector<GptBlockActs<T>> acts_;
   // On the device: the residual stream and its gradient, a block's FFN output and its input's
