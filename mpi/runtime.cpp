@@ -46,6 +46,15 @@ std::shared_ptr<ProcessGroup> make_world_group(const Runtime& rt, Backend backen
 #endif
 }
 
+void bind_local_gpu(Runtime& rt) {
+  const int devices = cuda_device_count();
+  SKEW_CHECK(devices > 0, "rank " << rt.world_rank << ": no CUDA device is visible to bind");
+  rt.cuda_device = rt.local_rank % devices;
+#ifdef SKEW_WITH_CUDA
+  if (cudaSetDevice(rt.cuda_device) != cudaSuccess) SKEW_THROW("cudaSetDevice(" << rt.cuda_device << ") failed");
+#endif
+}
+
 int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runtime&)>& body) {
   // Training steps free and reallocate the same large buffers every step; by default glibc maps
   // blocks above 128 KiB afresh and returns freed heap tops to the kernel, so every step paid page
@@ -88,13 +97,7 @@ int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runti
     SKEW_MPI_CHECK(MPI_Comm_size(local, &rt.local_size));
     MPI_Comm_free(&local);
     log::set_rank(rt.world_rank, rt.world_size);
-    const int devices = cuda_device_count();
-    if (bind_gpu && devices > 0) {
-      rt.cuda_device = rt.local_rank % devices;
-#ifdef SKEW_WITH_CUDA
-      if (cudaSetDevice(rt.cuda_device) != cudaSuccess) SKEW_THROW("cudaSetDevice(" << rt.cuda_device << ") failed");
-#endif
-    }
+    if (bind_gpu && cuda_device_count() > 0) bind_local_gpu(rt);
     rt.world = std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD);
     code = body(rt);
     rt.world.reset();

@@ -30,6 +30,11 @@ std::shared_ptr<ProcessGroup> make_world_group(const Runtime& rt, Backend backen
 // `bind_gpu`: bind local_rank % device_count when a GPU is visible.
 int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runtime&)>& body);
 
+// Binds this rank to GPU local_rank % device_count (sets rt.cuda_device); for a program that
+// decides after reading its config (moe_train's train.device), before it allocates on the GPU.
+// Throws when no GPU is visible.
+void bind_local_gpu(Runtime& rt);
+
 [[noreturn]] void abort_job(const std::string& message, int code = 1);
 
 }  // namespace skew::comm

@@ -14,7 +14,8 @@
 #   DEVICE_CHECK_COMMIT=HASH  the commit being measured (the device's copy has no .git)
 #   DEVICE_CHECK_JOBS=N   build jobs (default: all cores)
 #   DEVICE_CHECK_SCOPE=moe  only the MoE parts: the CUDA tests of tests/cuda/{core,moe}.cmake
-#                         (with one dense GPT block through lib/moe/ops on the GPU vs the host),
+#                         (with one dense GPT block through lib/moe/ops on the GPU vs the host, and
+#                         moe_train's GPT network with train.device=cuda vs cpu at 2 ranks),
 #                         moe_gpu_bench (with its row-wise kernels and the dense block's
 #                         forward + backward) and torch_moe.py; no wide_train
 #                         build, bench or baseline (a shorter call, under 5 minutes)

@@ -180,6 +180,29 @@ Tensor Tensor::zeros(std::vector<std::int64_t> shape, DType dtype, Device device
   return t;
 }
 
+void Tensor::fill_zero() {
+  SKEW_CHECK(defined(), "fill_zero of an undefined tensor");
+  if (device_ == Device::Host) {
+    std::memset(raw(), 0, nbytes());
+    return;
+  }
+#ifdef SKEW_WITH_CUDA
+  SKEW_CUDA_CHECK(cudaMemset(raw(), 0, nbytes()));
+#endif
+}
+
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes) {
+  if (bytes == 0) return;
+  if (dst_device == Device::Host && src_device == Device::Host) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  require_cuda("copying to or from CUDA memory");
+#ifdef SKEW_WITH_CUDA
+  SKEW_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+#endif
+}
+
 Tensor Tensor::to(Device device) const {
   SKEW_CHECK(defined(), "copy of an undefined tensor");
   Tensor t = empty(shape_, dtype_, device);

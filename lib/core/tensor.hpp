@@ -37,6 +37,10 @@ template <> constexpr DType dtype_of<std::int32_t>() { return DType::I32; }
 template <> constexpr DType dtype_of<std::int64_t>() { return DType::I64; }
 template <> constexpr DType dtype_of<std::uint8_t>() { return DType::U8; }
 
+// `bytes` from src (on src_device) to dst (on dst_device): a memcpy on the host, cudaMemcpy
+// otherwise (synchronous); for a part of a tensor, which Tensor::copy_from cannot address.
+void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, std::size_t bytes);
+
 class Tensor {
  public:
   Tensor() = default;
@@ -55,6 +59,8 @@ class Tensor {
   // Element-wise copy of same-shaped `src`, any devices; converts F32 <-> F16/BF16 on host.
   void copy_from(const Tensor& src);
   Tensor clone() const { return to(device_); }
+  // Zeroes every byte in place on the tensor's device (no allocation: a step loop's reset).
+  void fill_zero();
   // Host-only conversion of the values to float (F32/F16/BF16/I32/I64/U8).
   std::vector<float> to_float_vector() const;
 

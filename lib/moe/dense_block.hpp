@@ -1,12 +1,12 @@
-// One dense GPT block, forward and backward, chained through lib/moe/ops on buffers of one
-// device: embedding -> layernorm -> qkv linear -> causal attention -> out linear -> residual ->
-// layernorm -> dense FFN (linear, GELU, linear) -> residual -> final layernorm -> linear to vocab
-// -> cross-entropy, then the whole backward and the gradients' sum of squares. Templated on the
-// scalar type, so the same chain runs as float on the host (the CPU twins), as float on a GPU
-// (the CUDA kernels and cuBLAS), and as double on the host (the float64 references). It is what
-// the device-neutral ops are tested and timed through (tests/unit/test_moe_block_ops.cpp,
-// tests/cuda/test_moe_block_cuda.cpp, moe_gpu_bench's "dense GPT block" row); the trainer's
-// GptNetwork (lib/moe/models) chains the same ops with MoE layers on the host.
+// A harness around one dense GPT block, forward and backward on buffers of one device:
+// embedding -> the block (lib/moe/models/gpt_block.hpp: layernorm, qkv linear, causal attention,
+// out linear, residual, layernorm, dense FFN; the functions GptMoe runs every block through) ->
+// residual -> final layernorm -> linear to vocab -> cross-entropy, then the whole backward and
+// the gradients' sum of squares. Templated on the scalar type, so the same chain runs as float
+// on the host (the CPU twins), as float on a GPU (the CUDA kernels and cuBLAS), and as double on
+// the host (the float64 references). It is what the device-neutral ops are tested and timed
+// through (tests/unit/test_moe_block_ops.cpp, tests/cuda/test_moe_block_cuda.cpp, moe_gpu_bench's
+// "dense GPT block" row).
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -17,6 +17,7 @@
 
 #include "lib/core/rng.hpp"
 #include "lib/core/tensor.hpp"
+#include "lib/moe/models/gpt_block.hpp"
 #include "lib/moe/ops.hpp"
 
 namespace skew::moe {
@@ -77,8 +78,11 @@ inline DenseBlockInputs random_dense_block_inputs(const DenseBlockShape& s, std:
 template <class T>
 class DenseBlockBuffers {
  public:
-  explicit DenseBlockBuffers(Device device) : device_(device) {}
+  explicit DenseBlockBuffers(Device device) : acts(device), residual(device), ffn(device), dffn(device),
+                                              device_(device) {}
   std::vector<std::string> parameters;  // their gradients are "d" + name
+  GptBlockActs<T> acts;  // the block's, kept by its forward
+  DeviceBuffer<T> residual, ffn, dffn;  // the residual stream (its gradient in the backward), the FFN's output, dln2
   T* zeros(const std::string& name, std::size_t count) {
     const auto found = tensors_.find(name);
     if (found != tensors_.end() && found->second.numel() == count) return found->second.template data<T>();
@@ -102,6 +106,10 @@ class DenseBlockBuffers {
       if (tensor.dtype() != dtype_of<T>()) continue;  // token ids
       const Tensor host = tensor.to(Device::Host);
       out[name].assign(host.template data<T>(), host.template data<T>() + host.numel());
+    }
+    for (const auto& [name, buffer] : acts.named()) {
+      const std::vector<T> host = buffer->to_host();
+      out["block." + name].assign(host.begin(), host.end());
     }
     return out;
   }
@@ -128,59 +136,39 @@ void upload_dense_block(const DenseBlockInputs& in, DenseBlockBuffers<T>& b) {
 // come back to the host (the scalars a training step logs), everything else stays in b.
 template <class T>
 DenseBlockRun dense_block_step(const DenseBlockShape& s, DenseBlockBuffers<T>& b, Device device, Precision precision) {
-  const int n = s.tokens(), d = s.d, f = s.d_ff, v = s.vocab;
+  const int n = s.tokens(), d = s.d, v = s.vocab;
   const std::size_t nd = static_cast<std::size_t>(n) * d;
   const std::int32_t* tokens = b.ids("tokens");
   const std::int32_t* targets = b.ids("targets");
-  const auto layernorm = [&](const std::string& ln, const std::string& x, const std::string& y) {
-    layernorm_forward<T>(n, d, b(x), b(ln + ".g"), b(ln + ".b"), b.zeros(y, nd), b.zeros(ln + ".mean", n),
-                         b.zeros(ln + ".rstd", n), device);
-  };
-  const auto layernorm_back = [&](const std::string& ln, const std::string& x, const std::string& dy,
-                                  const std::string& dx) {
-    layernorm_backward<T>(n, d, b(x), b(ln + ".g"), b(ln + ".mean"), b(ln + ".rstd"), b(dy), b.zeros(dx, nd),
-                          b("d" + ln + ".g"), b("d" + ln + ".b"), device);
-  };
+  const GptBlockShape shape{s.batch, s.seq, d, s.heads, s.d_ff, true, precision, device};
+  const GptBlockParams<const T> w{b("ln1.g"), b("ln1.b"), b("w_qkv"), b("b_qkv"), b("w_o"), b("b_o"),
+                                  b("ln2.g"), b("ln2.b"), b("w1"),    b("b1"),    b("w2"),  b("b2")};
+  const GptBlockParams<T> g{b("dln1.g"), b("dln1.b"), b("dw_qkv"), b("db_qkv"), b("dw_o"), b("db_o"),
+                            b("dln2.g"), b("dln2.b"), b("dw1"),    b("db1"),    b("dw2"),  b("db2")};
   // Forward.
-  embedding_forward<T>(n, d, s.seq, tokens, b("wte"), b("wpe"), b.zeros("x0", nd), device);
-  layernorm("ln1", "x0", "ln1.y");
-  linear_forward<T>(n, d, 3 * d, b("ln1.y"), b("w_qkv"), b("b_qkv"), b.zeros("qkv", 3 * nd), precision, device);
-  attention_forward<T>(s.batch, s.seq, d, s.heads, b("qkv"), b.zeros("att", nd),
-                       b.zeros("probs", static_cast<std::size_t>(s.batch) * s.heads * s.seq * s.seq), precision, true,
-                       device);
-  linear_forward<T>(n, d, d, b("att"), b("w_o"), b("b_o"), b.zeros("x1", nd), precision, device);
-  add_inplace<T>(nd, b("x1"), b("x0"), device);  // x1 = x0 + attention projection
-  layernorm("ln2", "x1", "ln2.y");
-  linear_forward<T>(n, d, f, b("ln2.y"), b("w1"), b("b1"), b.zeros("hpre", nd / d * f), precision, device);
-  gelu_forward<T>(static_cast<std::size_t>(n) * f, b("hpre"), b.zeros("h", nd / d * f), device);
-  linear_forward<T>(n, f, d, b("h"), b("w2"), b("b2"), b.zeros("x2", nd), precision, device);
-  add_inplace<T>(nd, b("x2"), b("x1"), device);  // x2 = x1 + FFN
-  layernorm("lnf", "x2", "lnf.y");
+  b.residual.resize(nd);
+  embedding_forward<T>(n, d, s.seq, tokens, b("wte"), b("wpe"), b.residual.data(), device);
+  attention_half_forward(shape, w, b.residual, b.acts);
+  dense_ffn_forward(shape, w, b.acts, b.ffn);
+  add_inplace<T>(nd, b.residual.data(), b.ffn.data(), device);  // x2 = x1 + FFN
+  // The final LayerNorm's input, kept: the residual buffer carries the gradient in the backward.
+  copy_bytes(b.zeros("x2", nd), device, b.residual.data(), device, nd * sizeof(T));
+  layernorm_forward<T>(n, d, b("x2"), b("lnf.g"), b("lnf.b"), b.zeros("lnf.y", nd), b.zeros("lnf.mean", n),
+                       b.zeros("lnf.rstd", n), device);
   linear_forward<T>(n, d, v, b("lnf.y"), b("w_head"), b("b_head"), b.zeros("logits", static_cast<std::size_t>(n) * v),
                     precision, device);
   DenseBlockRun run;
   run.loss = cross_entropy<T>(n, v, b("logits"), targets, static_cast<T>(1.0 / n),
                               b.zeros("dlogits", static_cast<std::size_t>(n) * v), device);
-  // Backward: each residual's gradient flows both ways, so dx1 and dx0 add the branch's.
+  // Backward: the residual stream's gradient gains each branch's.
   linear_backward<T>(n, d, v, b("lnf.y"), b("w_head"), b("dlogits"), b.zeros("dlnf.y", nd), b("dw_head"), b("db_head"),
                      precision, device);
-  layernorm_back("lnf", "x2", "dlnf.y", "dx2");
-  linear_backward<T>(n, f, d, b("h"), b("w2"), b("dx2"), b.zeros("dh", nd / d * f), b("dw2"), b("db2"), precision,
-                     device);
-  gelu_backward<T>(static_cast<std::size_t>(n) * f, b("hpre"), b("dh"), b.zeros("dhpre", nd / d * f), device);
-  linear_backward<T>(n, d, f, b("ln2.y"), b("w1"), b("dhpre"), b.zeros("dln2.y", nd), b("dw1"), b("db1"), precision,
-                     device);
-  layernorm_back("ln2", "x1", "dln2.y", "dx1");
-  add_inplace<T>(nd, b("dx1"), b("dx2"), device);
-  linear_backward<T>(n, d, d, b("att"), b("w_o"), b("dx1"), b.zeros("datt", nd), b("dw_o"), b("db_o"), precision,
-                     device);
-  attention_backward<T>(s.batch, s.seq, d, s.heads, b("qkv"), b("probs"), b("datt"), b.zeros("dqkv", 3 * nd), precision,
-                        true, device);
-  linear_backward<T>(n, d, 3 * d, b("ln1.y"), b("w_qkv"), b("dqkv"), b.zeros("dln1.y", nd), b("dw_qkv"), b("db_qkv"),
-                     precision, device);
-  layernorm_back("ln1", "x0", "dln1.y", "dx0");
-  add_inplace<T>(nd, b("dx0"), b("dx1"), device);
-  embedding_backward<T>(n, d, s.seq, tokens, b("dx0"), b("dwte"), b("dwpe"), device);
+  layernorm_backward<T>(n, d, b("x2"), b("lnf.g"), b("lnf.mean"), b("lnf.rstd"), b("dlnf.y"), b.residual.data(),
+                        b("dlnf.g"), b("dlnf.b"), device);
+  dense_ffn_backward(shape, w, g, b.acts, b.residual, b.dffn);
+  attention_half_backward(shape, w, g, b.acts, b.dffn, b.residual);
+  embedding_backward<T>(n, d, s.seq, tokens, b.residual.data(), b("dwte"), b("dwpe"), device);
+  copy_bytes(b.zeros("dx0", nd), device, b.residual.data(), device, nd * sizeof(T));
   for (const std::string& name : b.parameters) {
     const std::string grad = "d" + name;
     run.gradient_squares += sum_of_squares<T>(b.size(grad), b(grad), device);

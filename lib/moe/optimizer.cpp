@@ -21,22 +21,23 @@ AdamW::AdamW(const AdamWOptions& opt, MoeNetwork<float>& model, comm::ProcessGro
     : opt_(opt),
       model_(model),
       world_(world),
-      m_(model.dense_w().size(), 0.f),
-      v_(model.dense_w().size(), 0.f),
-      decay_(model.dense_w().size(), 0) {
+      m_(model.device()),
+      v_(model.device()) {
+  m_.resize(model.dense_w().size()), v_.resize(model.dense_w().size());
   for (const auto& s : model.segments()) {
     const bool matrix = s.name == "wte" || s.name == "wpe" || s.name.ends_with(".w") || s.name.ends_with("w_qkv") ||
                         s.name.ends_with("w_o") || s.name.ends_with("w1") || s.name.ends_with("w2");
-    std::fill(decay_.begin() + static_cast<long>(s.offset), decay_.begin() + static_cast<long>(s.offset + s.size),
-              matrix ? 1 : 0);
+    decay_.push_back(matrix ? 1 : 0);
   }
 }
 
 
 double AdamW::step(std::int64_t iteration) {
   // Global norm: dense gradients are identical everywhere; each expert counts once, from the
-  // replica on its lowest rank.
-  const double dense = sum_of_squares(model_.dense_g().size(), model_.dense_g().data());
+  // replica on its lowest rank. The dense sum of squares runs where the gradients are; one scalar
+  // comes back.
+  const Device device = model_.device();
+  const double dense = sum_of_squares(model_.dense_g().size(), model_.dense_g().data(), device);
   std::vector<double> expert = {0.0};
   for (auto& layer : model_.moe())
     for (auto& [e, s] : layer->experts())
@@ -55,9 +56,10 @@ double AdamW::step(std::int64_t iteration) {
                     static_cast<float>(1.0 / c1),
                     static_cast<float>(1.0 / std::sqrt(c2))};
   auto& w = model_.dense_w();
-  for (const auto& s : model_.segments())
-    kernels::moe::adamw_update(Device::Host, w.data(), model_.dense_g().data(), m_.data(), v_.data(), s.offset,
-                               s.offset + s.size, decay_[s.offset], k);
+  const auto& segments = model_.segments();
+  for (std::size_t i = 0; i < segments.size(); ++i)
+    kernels::moe::adamw_update(device, w.data(), model_.dense_g().data(), m_.data(), v_.data(), segments[i].offset,
+                               segments[i].offset + segments[i].size, decay_[i], k);
   for (auto& layer : model_.moe()) {
     // The layer's own widths: Swin's MoE layers are as wide as their stage, not the embedding.
     const std::size_t D = static_cast<std::size_t>(layer->options().d_model),

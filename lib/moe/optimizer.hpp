@@ -1,7 +1,9 @@
 // AdamW (decoupled weight decay on matrices, not on gains and biases) with linear warmup and
 // cosine decay, and clipping by the global gradient norm. Dense parameters are identical on
 // every rank; each expert replica applies the same update from the same (replica-reduced)
-// gradient, so replicas stay identical without exchanging parameters.
+// gradient, so replicas stay identical without exchanging parameters. The dense parameters'
+// moments live on the network's device and are updated there; the experts' where their layer
+// keeps them (the host).
 #pragma once
 #include <cstdint>
 
@@ -21,15 +23,15 @@ class AdamW {
   AdamW(const AdamWOptions& opt, MoeNetwork<float>& model, comm::ProcessGroup& world);
   // Clips and applies one update; returns the global gradient norm before clipping.
   double step(std::int64_t iteration);
-  std::vector<float>& m() { return m_; }
-  std::vector<float>& v() { return v_; }
+  DeviceBuffer<float>& m() { return m_; }
+  DeviceBuffer<float>& v() { return v_; }
 
  private:
   AdamWOptions opt_;
   MoeNetwork<float>& model_;
   comm::ProcessGroup& world_;
-  std::vector<float> m_, v_;
-  std::vector<char> decay_;  // per dense parameter
+  DeviceBuffer<float> m_, v_;
+  std::vector<char> decay_;  // per dense segment, in segments() order
 };
 
 }  // namespace skew::moe

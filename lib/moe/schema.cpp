@@ -76,9 +76,13 @@ Schema moe_train_schema() {
   s.add_int("train.log_interval", 10, IntRange::at_least(0), "iterations between progress lines");
   s.add_int("train.blas_threads", 1, {0, 1024}, "OpenBLAS threads per rank (0 = OpenBLAS default)");
   s.add_choice("train.device", "auto", {"auto", "cpu", "cuda"},
-               "where the training step runs. cpu: the CPU step. cuda: not yet (refused): the CUDA twins of the "
-               "step's kernels exist, no driver runs a whole step on the GPU. auto: cpu (also where a GPU is "
-               "visible, said in the log) until the CUDA step lands");
+               "where the training step runs. cpu: all of it on the CPU. cuda (model.arch=gpt only; bert and swin "
+               "are refused): each rank binds GPU local_rank % device_count and keeps the dense network there "
+               "(embedding, LayerNorms, attention, dense FFNs, LM head, cross-entropy, their backward, the "
+               "gradient norm and AdamW of the dense parameters); the MoE layers (gate, dispatch, experts, "
+               "combine, the experts' AdamW) and the dense gradients' MPI all-reduce still run on the CPU, their "
+               "inputs and outputs copied across every step, as are the logits (for the top-1 count). auto: cuda when the build has CUDA, a GPU is visible "
+               "and model.arch=gpt, else cpu (said in the log)");
   s.add_choice("train.precision", "fp32", {"fp32", "bf16"},
                "matrix products: fp32, or bf16 inputs with fp32 accumulation (mixed precision; the router, "
                "LayerNorm, softmax and the fp32 master weights, gradients and AdamW state are unchanged)");
@@ -89,6 +93,22 @@ Schema moe_train_schema() {
   s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
   add_placement_keys(s);
   return s;
+}
+
+Device train_device(const Config& c, int visible_gpus) {
+  const std::string requested = c.get_string("train.device"), arch = c.get_string("model.arch");
+  if (requested == "cpu") return Device::Host;
+  if (requested == "cuda") {
+    SKEW_CHECK(cuda_built(), "train.device=cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON, or "
+                             "use train.device=cpu)");
+    SKEW_CHECK(visible_gpus > 0, "train.device=cuda, but no CUDA device is visible to this rank (train.device=cpu "
+                                 "or auto runs on the CPU)");
+    SKEW_CHECK(arch == "gpt", "train.device=cuda with model.arch=" << arch << ": the " << arch
+                                                                    << " network runs on the CPU only (model.arch=gpt "
+                                                                       "runs on the GPU; or use train.device=cpu)");
+    return Device::Cuda;
+  }
+  return cuda_built() && visible_gpus > 0 && arch == "gpt" ? Device::Cuda : Device::Host;
 }
 
 MoeOptions moe_options(const Config& c) {

@@ -33,9 +33,10 @@ Session::Session(const Config& config, comm::ProcessGroup& world_group)
   if (config.get_int("train.blas_threads") > 0)
     kernels::moe::set_blas_threads(static_cast<int>(config.get_int("train.blas_threads")));
   const std::string arch = config.get_string("model.arch");
-  const ModelOptions options = arch == "swin"   ? SwinModel::options(config, moe_options(config))
+  ModelOptions options = arch == "swin"   ? SwinModel::options(config, moe_options(config))
                                : arch == "bert" ? BertModel::options(config, moe_options(config))
                                                 : GptModel::options(config, moe_options(config));
+  options.device = train_device(config, cuda_device_count());
   const int N = world.size(), E = options.moe.gate.num_experts;
   if (options.precision == Precision::Bf16 && world.rank() == 0)
     SKEW_INFO("train.precision = bf16: matrix products on the CPU use " << kernels::gemm_bf16_host_path());

@@ -21,14 +21,20 @@ std::string expert_key(std::size_t layer, int e, const char* what) {
 std::string placement_key(std::size_t layer) {
   return std::string("moe").append(std::to_string(layer)).append(".placement");
 }
+// A host copy of a buffer on any device: checkpoints are the same files whichever device the
+// network trained on.
+Tensor host_tensor(const DeviceBuffer<float>& buffer) {
+  Tensor t = Tensor::empty({static_cast<std::int64_t>(buffer.size())}, DType::F32, Device::Host);
+  buffer.download(t.data<float>(), buffer.size());
+  return t;
+}
 }  // namespace
 
 std::vector<std::pair<std::string, Tensor>> save_state(MoeNetwork<float>& model, AdamW& adam) {
   std::vector<std::pair<std::string, Tensor>> out;
-  const std::int64_t n = static_cast<std::int64_t>(model.dense_w().size());
-  out.emplace_back("dense.w", Tensor::from_vector(model.dense_w(), {n}));
-  out.emplace_back("dense.m", Tensor::from_vector(adam.m(), {n}));
-  out.emplace_back("dense.v", Tensor::from_vector(adam.v(), {n}));
+  out.emplace_back("dense.w", host_tensor(model.dense_w()));
+  out.emplace_back("dense.m", host_tensor(adam.m()));
+  out.emplace_back("dense.v", host_tensor(adam.v()));
   for (std::size_t l = 0; l < model.moe().size(); ++l) {
     auto& layer = *model.moe()[l];
     std::vector<double> rows;
@@ -47,11 +53,11 @@ std::vector<std::pair<std::string, Tensor>> save_state(MoeNetwork<float>& model,
 
 namespace {
 void load_dense(const TensorLookup& get, MoeNetwork<float>& model, AdamW& adam) {
-  auto copy_into = [&](const std::string& name, std::vector<float>& dst) {
+  auto copy_into = [&](const std::string& name, DeviceBuffer<float>& dst) {
     const Tensor& t = get(name);
     SKEW_CHECK(t.numel() == dst.size(),
                "checkpoint tensor " << name << " has " << t.numel() << " values, the model needs " << dst.size());
-    std::copy(t.data<float>(), t.data<float>() + t.numel(), dst.begin());
+    dst.upload(t.data<float>(), t.numel());
   };
   copy_into("dense.w", model.dense_w());
   copy_into("dense.m", adam.m());

@@ -14,4 +14,9 @@ if(SKEW_HAVE_CUDA)
     LIBS skew_moe
     NP 1)
   set_tests_properties(skew_moe_layer_cuda_test_np1 PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED: ")
+  # moe_train's GPT network on the GPU (train.device=cuda) against the host, at 2 ranks: one
+  # forward + backward, 20 iterations under every policy, checkpoints (skip without a GPU).
+  skew_mpi_test(skew_moe_train_cuda_mpi_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_train_cuda_mpi.cpp
+                LIBS skew_moe NP 2)
+  set_tests_properties(skew_moe_train_cuda_mpi_test_np2 PROPERTIES SKIP_REGULAR_EXPRESSION "SKIPPED: ")
 endif()

@@ -45,8 +45,12 @@ GptMoe<T>::GptMoe(const ModelOptions& opt, comm::ProcessGroup& world,
     }
   }
   add("lnf.g", D), add("lnf.b", D);
-  dense_g_.assign(dense_w_.size(), T(0));
-  acts_.resize(static_cast<std::size_t>(opt.layers));
+  this->allocate_dense();
+  for (int l = 0; l < opt.layers; ++l) acts_.emplace_back(opt.device);
+  for (DeviceBuffer<T>* b : {&x_, &dx_, &f_, &dln_, &x_final_, &lnf_, &meanf_, &rstdf_, &head_in_, &dhead_, &logits_,
+                             &dlogits_})
+    *b = DeviceBuffer<T>(opt.device);
+  tokens_ = DeviceBuffer<std::int32_t>(opt.device), targets_ = DeviceBuffer<std::int32_t>(opt.device);
 }
 
 // Normal(0, init_std) matrices, LayerNorm gains 1, biases 0; residual output projections scaled
@@ -55,22 +59,63 @@ template <class T>
 void GptMoe<T>::init(std::uint64_t seed) {
   Rng rng(seed, 1);
   const double resid = opt_.init_std / std::sqrt(2.0 * opt_.layers);
+  std::vector<T> w(dense_w_.size());
   for (const auto& s : segments_) {
-    T* w = dense_w_.data() + s.offset;
     const bool gain = s.name.ends_with(".g");
     const bool bias = s.name.find(".b") != std::string::npos && !s.name.ends_with("w_qkv");
     const double std = (s.name.ends_with("w_o") || s.name.ends_with("ffn.w2")) ? resid : opt_.init_std;
-    for (std::size_t i = 0; i < s.size; ++i) w[i] = gain ? T(1) : bias ? T(0) : static_cast<T>(std * rng.normal());
+    for (std::size_t i = 0; i < s.size; ++i)
+      w[s.offset + i] = gain ? T(1) : bias ? T(0) : static_cast<T>(std * rng.normal());
   }
+  dense_w_.upload(w.data(), w.size());
   for (std::size_t i = 0; i < moe_.size(); ++i) moe_[i]->init_experts(seed, static_cast<int>(i), opt_.init_std);
+}
+
+template <class T>
+GptBlockShape GptMoe<T>::block_shape(int batch) const {
+  GptBlockShape s;
+  s.batch = batch, s.seq = opt_.seq_len, s.d = opt_.d_model, s.heads = opt_.heads, s.d_ff = opt_.d_ff;
+  s.causal = opt_.causal, s.precision = opt_.precision, s.device = opt_.device;
+  return s;
+}
+
+template <class T>
+GptBlockParams<const T> GptMoe<T>::block_weights(int l) {
+  const BlockNames p(l);
+  GptBlockParams<const T> w{param(p("ln1.g")), param(p("ln1.b")), param(p("attn.w_qkv")), param(p("attn.b_qkv")),
+                            param(p("attn.w_o")), param(p("attn.b_o")), param(p("ln2.g")), param(p("ln2.b"))};
+  if (moe_index_[static_cast<std::size_t>(l)] < 0)
+    w.w1 = param(p("ffn.w1")), w.b1 = param(p("ffn.b1")), w.w2 = param(p("ffn.w2")), w.b2 = param(p("ffn.b2"));
+  return w;
+}
+
+template <class T>
+GptBlockParams<T> GptMoe<T>::block_grads(int l) {
+  const BlockNames p(l);
+  GptBlockParams<T> g{grad(p("ln1.g")), grad(p("ln1.b")), grad(p("attn.w_qkv")), grad(p("attn.b_qkv")),
+                      grad(p("attn.w_o")), grad(p("attn.b_o")), grad(p("ln2.g")), grad(p("ln2.b"))};
+  if (moe_index_[static_cast<std::size_t>(l)] < 0)
+    g.w1 = grad(p("ffn.w1")), g.b1 = grad(p("ffn.b1")), g.w2 = grad(p("ffn.w2")), g.b2 = grad(p("ffn.b2"));
+  return g;
+}
+
+template <class T>
+const std::int32_t* GptMoe<T>::ids_on_device(DeviceBuffer<std::int32_t>& slot, const std::int32_t* host,
+                                              std::size_t count) {
+  if (opt_.device == Device::Host) return host;
+  slot.resize(count);
+  slot.upload(host, count);
+  return slot.data();
 }
 
 template <class T>
 double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, int batch, const StepInputs& in,
                        bool backward) {
-  const int D = opt_.d_model, S = opt_.seq_len, V = opt_.vocab, F = opt_.d_ff, H = opt_.heads;
+  const int D = opt_.d_model, S = opt_.seq_len, V = opt_.vocab;
   const int n = batch * S;
-  const std::size_t nD = static_cast<std::size_t>(n) * D;
+  const std::size_t nD = static_cast<std::size_t>(n) * D, row_bytes = static_cast<std::size_t>(D) * sizeof(T);
+  const Device device = opt_.device;
+  const GptBlockShape shape = block_shape(batch);
   // The positions in the objective, and their count over all ranks (the loss's denominator).
   std::vector<int> targeted;
   std::vector<std::int32_t> targeted_ids;
@@ -82,59 +127,49 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   const int m = static_cast<int>(targeted.size());
   std::vector<double> global = {static_cast<double>(m)};
   world_.allreduce(comm::view(global), comm::ReduceOp::Sum);
-  std::vector<T> x(nD), tmp(nD), f(nD);
   for (int t = 0; t < n; ++t)
     SKEW_CHECK(tokens[t] >= 0 && tokens[t] < V, "token " << tokens[t] << " outside the vocabulary of " << V);
-  embedding_forward<T>(n, D, S, tokens, param("wte"), param("wpe"), x.data());
+  const std::int32_t* device_tokens = ids_on_device(tokens_, tokens, static_cast<std::size_t>(n));
+  const std::int32_t* device_targets = ids_on_device(targets_, targeted_ids.data(), targeted_ids.size());
+  x_.resize(nD);
+  embedding_forward<T>(n, D, S, device_tokens, param("wte"), param("wpe"), x_.data(), device);
   double aux = 0;
   for (int l = 0; l < opt_.layers; ++l) {
-    const BlockNames p(l);
-    BlockActs& A = acts_[static_cast<std::size_t>(l)];
-    A.x_in = x;
-    A.ln1.resize(nD), A.mean1.resize(static_cast<std::size_t>(n)), A.rstd1.resize(static_cast<std::size_t>(n));
-    layernorm_forward<T>(n, D, x.data(), param(p("ln1.g")), param(p("ln1.b")), A.ln1.data(), A.mean1.data(),
-                         A.rstd1.data());
-    A.qkv.resize(nD * 3), A.att.resize(nD), A.probs.resize(static_cast<std::size_t>(batch) * H * S * S);
-    linear_forward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), param(p("attn.b_qkv")), A.qkv.data(),
-                      opt_.precision);
-    attention_forward<T>(batch, S, D, H, A.qkv.data(), A.att.data(), A.probs.data(), opt_.precision, opt_.causal);
-    linear_forward<T>(n, D, D, A.att.data(), param(p("attn.w_o")), param(p("attn.b_o")), tmp.data(), opt_.precision);
-    for (std::size_t i = 0; i < nD; ++i) x[i] += tmp[i];
-    A.x_mid = x;
-    A.ln2.resize(nD), A.mean2.resize(static_cast<std::size_t>(n)), A.rstd2.resize(static_cast<std::size_t>(n));
-    layernorm_forward<T>(n, D, x.data(), param(p("ln2.g")), param(p("ln2.b")), A.ln2.data(), A.mean2.data(),
-                         A.rstd2.data());
+    GptBlockActs<T>& A = acts_[static_cast<std::size_t>(l)];
+    const GptBlockParams<const T> w = block_weights(l);
+    attention_half_forward(shape, w, x_, A);
     const int mi = moe_index_[static_cast<std::size_t>(l)];
     if (mi >= 0) {
-      aux += this->moe_forward(mi, n, A.ln2.data(), param(p("gate.w")), in, f.data());
+      f_.resize(nD);
+      aux += this->moe_forward(mi, n, A.ln2.data(), param(BlockNames(l)("gate.w")), in, f_.data());
     } else {
-      A.hpre.resize(static_cast<std::size_t>(n) * F), A.h.resize(static_cast<std::size_t>(n) * F);
-      linear_forward<T>(n, D, F, A.ln2.data(), param(p("ffn.w1")), param(p("ffn.b1")), A.hpre.data(), opt_.precision);
-      gelu_forward<T>(A.h.size(), A.hpre.data(), A.h.data());
-      linear_forward<T>(n, F, D, A.h.data(), param(p("ffn.w2")), param(p("ffn.b2")), f.data(), opt_.precision);
+      dense_ffn_forward(shape, w, A, f_);
     }
-    for (std::size_t i = 0; i < nD; ++i) x[i] += f[i];
+    add_inplace<T>(nD, x_.data(), f_.data(), device);
   }
-  x_final_ = x;
+  x_final_.assign(x_);
   lnf_.resize(nD), meanf_.resize(static_cast<std::size_t>(n)), rstdf_.resize(static_cast<std::size_t>(n));
-  layernorm_forward<T>(n, D, x.data(), param("lnf.g"), param("lnf.b"), lnf_.data(), meanf_.data(), rstdf_.data());
+  layernorm_forward<T>(n, D, x_.data(), param("lnf.g"), param("lnf.b"), lnf_.data(), meanf_.data(), rstdf_.data(),
+                       device);
   // The LM head sees only the targeted rows: all of them (GPT, no copy) or the masked ones.
   const bool all_targeted = m == n;
   if (!all_targeted) {
     head_in_.resize(static_cast<std::size_t>(m) * D);
     for (int r = 0; r < m; ++r)
-      std::copy_n(lnf_.data() + static_cast<std::size_t>(targeted[static_cast<std::size_t>(r)]) * D, D,
-                  head_in_.data() + static_cast<std::size_t>(r) * D);
+      copy_bytes(head_in_.data() + static_cast<std::size_t>(r) * D, device,
+                 lnf_.data() + static_cast<std::size_t>(targeted[static_cast<std::size_t>(r)]) * D, device, row_bytes);
   }
   const T* head_in = all_targeted ? lnf_.data() : head_in_.data();
-  logits_.resize(static_cast<std::size_t>(m) * V);
-  if (m > 0) matmul<T>(false, true, m, V, D, T(1), head_in, param("wte"), T(0), logits_.data(), opt_.precision);
-  std::vector<T> dlogits(logits_.size());
+  logits_.resize(static_cast<std::size_t>(m) * V), dlogits_.resize(static_cast<std::size_t>(m) * V);
+  if (m > 0) matmul<T>(false, true, m, V, D, T(1), head_in, param("wte"), T(0), logits_.data(), opt_.precision, device);
   // No targeted position anywhere (possible for a tiny masked batch): the objective is 0.
   const T scale = global[0] > 0 ? static_cast<T>(1.0 / global[0]) : T(0);
-  std::vector<double> sums = {cross_entropy<T>(m, V, logits_.data(), targeted_ids.data(), scale, dlogits.data()), 0};
+  std::vector<double> sums = {
+      m > 0 ? cross_entropy<T>(m, V, logits_.data(), device_targets, scale, dlogits_.data(), device) : 0.0, 0};
+  const T* logits = logits_.data();
+  if (device != Device::Host && m > 0) logits_host_ = logits_.to_host(), logits = logits_host_.data();
   for (int r = 0; r < m; ++r) {
-    const T* row = logits_.data() + static_cast<std::size_t>(r) * V;
+    const T* row = logits + static_cast<std::size_t>(r) * V;
     sums[1] += std::max_element(row, row + V) - row == targeted_ids[static_cast<std::size_t>(r)] ? 1 : 0;
   }
   world_.allreduce(comm::view(sums), comm::ReduceOp::Sum);
@@ -142,50 +177,34 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   if (!backward) return last_ce_ + aux;
 
   // Backward.
-  std::vector<T> dx(nD), dln(nD, T(0));  // untargeted rows get no gradient from the head
+  dx_.resize(nD), dln_.resize(nD);
+  dln_.zero();  // untargeted rows get no gradient from the head
   if (m > 0) {
-    T* dhead = dln.data();
-    std::vector<T> dhead_rows;
-    if (!all_targeted) dhead_rows.resize(static_cast<std::size_t>(m) * D), dhead = dhead_rows.data();
-    matmul<T>(false, false, m, D, V, T(1), dlogits.data(), param("wte"), T(0), dhead, opt_.precision);
-    matmul<T>(true, false, V, D, m, T(1), dlogits.data(), head_in, T(1), dense_g_.data() + offset_of_["wte"],
-              opt_.precision);
+    T* dhead = dln_.data();
+    if (!all_targeted) dhead_.resize(static_cast<std::size_t>(m) * D), dhead = dhead_.data();
+    matmul<T>(false, false, m, D, V, T(1), dlogits_.data(), param("wte"), T(0), dhead, opt_.precision, device);
+    matmul<T>(true, false, V, D, m, T(1), dlogits_.data(), head_in, T(1), grad("wte"), opt_.precision, device);
     if (!all_targeted)
       for (int r = 0; r < m; ++r)
-        std::copy_n(dhead_rows.data() + static_cast<std::size_t>(r) * D, D,
-                    dln.data() + static_cast<std::size_t>(targeted[static_cast<std::size_t>(r)]) * D);
+        copy_bytes(dln_.data() + static_cast<std::size_t>(targeted[static_cast<std::size_t>(r)]) * D, device,
+                   dhead_.data() + static_cast<std::size_t>(r) * D, device, row_bytes);
   }
-  layernorm_backward<T>(n, D, x_final_.data(), param("lnf.g"), meanf_.data(), rstdf_.data(), dln.data(), dx.data(),
-                        grad("lnf.g"), grad("lnf.b"));
+  layernorm_backward<T>(n, D, x_final_.data(), param("lnf.g"), meanf_.data(), rstdf_.data(), dln_.data(), dx_.data(),
+                        grad("lnf.g"), grad("lnf.b"), device);
   for (int l = opt_.layers - 1; l >= 0; --l) {
-    const BlockNames p(l);
-    BlockActs& A = acts_[static_cast<std::size_t>(l)];
+    GptBlockActs<T>& A = acts_[static_cast<std::size_t>(l)];
+    const GptBlockParams<const T> w = block_weights(l);
+    const GptBlockParams<T> g = block_grads(l);
     const int mi = moe_index_[static_cast<std::size_t>(l)];
     if (mi >= 0) {
-      moe_[static_cast<std::size_t>(mi)]->backward(dx.data(), param(p("gate.w")), dln.data(), grad(p("gate.w")));
+      const BlockNames p(l);
+      this->moe_backward(mi, n, dx_.data(), param(p("gate.w")), dln_.data(), grad(p("gate.w")));
     } else {
-      std::vector<T> dh(static_cast<std::size_t>(n) * F);
-      linear_backward<T>(n, F, D, A.h.data(), param(p("ffn.w2")), dx.data(), dh.data(), grad(p("ffn.w2")),
-                         grad(p("ffn.b2")), opt_.precision);
-      gelu_backward<T>(dh.size(), A.hpre.data(), dh.data(), dh.data());
-      linear_backward<T>(n, D, F, A.ln2.data(), param(p("ffn.w1")), dh.data(), dln.data(), grad(p("ffn.w1")),
-                         grad(p("ffn.b1")), opt_.precision);
+      dense_ffn_backward(shape, w, g, A, dx_, dln_);
     }
-    layernorm_backward<T>(n, D, A.x_mid.data(), param(p("ln2.g")), A.mean2.data(), A.rstd2.data(), dln.data(),
-                          tmp.data(), grad(p("ln2.g")), grad(p("ln2.b")));
-    for (std::size_t i = 0; i < nD; ++i) dx[i] += tmp[i];
-    std::vector<T> datt(nD), dqkv(nD * 3);
-    linear_backward<T>(n, D, D, A.att.data(), param(p("attn.w_o")), dx.data(), datt.data(), grad(p("attn.w_o")),
-                       grad(p("attn.b_o")), opt_.precision);
-    attention_backward<T>(batch, S, D, H, A.qkv.data(), A.probs.data(), datt.data(), dqkv.data(), opt_.precision,
-                          opt_.causal);
-    linear_backward<T>(n, D, 3 * D, A.ln1.data(), param(p("attn.w_qkv")), dqkv.data(), dln.data(),
-                       grad(p("attn.w_qkv")), grad(p("attn.b_qkv")), opt_.precision);
-    layernorm_backward<T>(n, D, A.x_in.data(), param(p("ln1.g")), A.mean1.data(), A.rstd1.data(), dln.data(),
-                          tmp.data(), grad(p("ln1.g")), grad(p("ln1.b")));
-    for (std::size_t i = 0; i < nD; ++i) dx[i] += tmp[i];
+    attention_half_backward(shape, w, g, A, dln_, dx_);
   }
-  embedding_backward<T>(n, D, S, tokens, dx.data(), grad("wte"), grad("wpe"));
+  embedding_backward<T>(n, D, S, device_tokens, dx_.data(), grad("wte"), grad("wpe"), device);
   return last_ce_ + aux;
 }
 

@@ -2,7 +2,8 @@
 // blocks (causal multi-head self-attention, then a dense or MoE FFN; MoE in every block or in
 // every other one), final LayerNorm, LM head tied to the token embedding, cross-entropy.
 // With `causal` off the same network is BERT's bidirectional encoder (models/bert.hpp).
-// Parameters and MoE layers as every family holds them (network.hpp). The loss is the global mean
+// Parameters and MoE layers as every family holds them (network.hpp), on opt.device; each block's
+// dense chain is gpt_block.hpp's, the one the dense block harness tests. The loss is the global mean
 // over all ranks' targeted positions (every token for GPT, the masked ones for BERT) plus the
 // gates' auxiliary losses, so any world size computes the same function.
 #pragma once
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/moe/models/gpt_block.hpp"
 #include "lib/moe/models/network.hpp"
 
 namespace skew::moe {
@@ -36,8 +38,9 @@ class GptMoe : public MoeNetwork<T> {
   double last_ce() const { return last_ce_; }
   double last_targeted() const { return last_targeted_; }
   double last_correct() const { return last_correct_; }
-  // This rank's logits of its targeted positions, in position order, [targeted, vocab].
-  const std::vector<T>& last_logits() const { return logits_; }
+  // This rank's logits of its targeted positions, in position order, [targeted, vocab] (a host
+  // copy).
+  std::vector<T> last_logits() const { return logits_.to_host(); }
   using MoeNetwork<T>::param;
   using MoeNetwork<T>::grad;
 
@@ -50,12 +53,20 @@ class GptMoe : public MoeNetwork<T> {
   using MoeNetwork<T>::offset_of_;
   using MoeNetwork<T>::moe_;
   using MoeNetwork<T>::add;
-  struct BlockActs {
-    std::vector<T> x_in, ln1, mean1, rstd1, qkv, att, probs, x_mid, ln2, mean2, rstd2, hpre, h;
-  };
+  GptBlockShape block_shape(int batch) const;
+  GptBlockParams<const T> block_weights(int l);
+  GptBlockParams<T> block_grads(int l);
+  // `count` host ids where the ops of this network's device read them: `host` itself on the
+  // host, else a copy in `slot`.
+  const std::int32_t* ids_on_device(DeviceBuffer<std::int32_t>& slot, const std::int32_t* host, std::size_t count);
   std::vector<int> moe_index_;  // block -> index in moe_, or -1
-  std::vector<BlockActs> acts_;
-  std::vector<T> x_final_, lnf_, meanf_, rstdf_, head_in_, logits_;
+  std::vector<GptBlockActs<T>> acts_;
+  // On the device: the residual stream and its gradient, a block's FFN output and its input's
+  // gradient, the final LayerNorm, the head's input rows (the targeted ones, when not all are),
+  // logits and their gradient, and the step's token and target ids.
+  DeviceBuffer<T> x_, dx_, f_, dln_, x_final_, lnf_, meanf_, rstdf_, head_in_, dhead_, logits_, dlogits_;
+  DeviceBuffer<std::int32_t> tokens_, targets_;
+  std::vector<T> logits_host_;  // the argmax's copy of the logits when they are not on the host
   double last_ce_ = 0, last_targeted_ = 0, last_correct_ = 0;
 };
 

@@ -1,6 +1,7 @@
 #include "lib/moe/models/network.hpp"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "lib/core/error.hpp"
 #include "lib/core/rng.hpp"
@@ -15,12 +16,25 @@ int ModelOptions::moe_layers() const {
 }
 
 template <class T>
+MoeNetwork<T>::MoeNetwork(const ModelOptions& opt, comm::ProcessGroup& world)
+    : opt_(opt), world_(world), dense_w_(opt.device), dense_g_(opt.device) {
+  SKEW_CHECK((opt.device == Device::Host || std::is_same_v<T, float>),
+             "the float64 network runs on the host only (it is the reference of the float one)");
+}
+
+template <class T>
 std::size_t MoeNetwork<T>::add(const std::string& name, std::size_t size) {
-  const std::size_t off = dense_w_.size();
+  const std::size_t off = dense_size_;
   segments_.push_back({name, off, size});
   offset_of_[name] = off;
-  dense_w_.resize(off + size, T(0));
+  dense_size_ += size;
   return off;
+}
+
+template <class T>
+void MoeNetwork<T>::allocate_dense() {
+  dense_w_.resize(dense_size_);
+  dense_g_.resize(dense_size_);
 }
 
 template <class T>
@@ -39,7 +53,7 @@ T* MoeNetwork<T>::grad(const std::string& name) {
 
 template <class T>
 void MoeNetwork<T>::zero_grads() {
-  std::fill(dense_g_.begin(), dense_g_.end(), T(0));
+  dense_g_.zero();
   for (auto& layer : moe_)
     for (auto& [e, s] : layer->experts()) std::fill(s.g.begin(), s.g.end(), T(0));
 }
@@ -47,7 +61,14 @@ void MoeNetwork<T>::zero_grads() {
 template <class T>
 void MoeNetwork<T>::sync_grads() {
   Timer timer;
-  world_.allreduce(comm::view(dense_g_), comm::ReduceOp::Sum);
+  if (device() == Device::Host) {
+    world_.allreduce(comm::view(dense_g_.data(), dense_g_.size()), comm::ReduceOp::Sum);
+  } else {
+    // The world group is MPI, on host buffers: the device's gradients go through the host.
+    std::vector<T> host = dense_g_.to_host();
+    world_.allreduce(comm::view(host), comm::ReduceOp::Sum);
+    dense_g_.upload(host.data(), host.size());
+  }
   for (auto& layer : moe_) layer->reduce_replica_grads();
   sync_seconds_ = timer.seconds();
 }
@@ -69,10 +90,62 @@ double MoeNetwork<T>::moe_forward(int layer, int n, const T* x, const T* wg, con
     for (auto& v : noise) v = static_cast<T>(1.0 - opt_.jitter + 2.0 * opt_.jitter * rng.uniform());
     ctx.jitter = noise.data();
   }
-  moe.forward(n, x, wg, ctx, y);
+  if (device() == Device::Host)
+    moe.forward(n, x, wg, ctx, y);
+  else
+    staging_.forward(moe, device(), n, x, wg, ctx, y);
   return moe.gate_state().aux_loss + moe.gate_state().z_loss;
 }
 
+template <class T>
+void MoeNetwork<T>::moe_backward(int layer, int n, const T* dy, const T* wg, T* dx, T* dwg) {
+  MoeLayer<T>& moe = *moe_[static_cast<std::size_t>(layer)];
+  if (device() == Device::Host)
+    moe.backward(dy, wg, dx, dwg);
+  else
+    staging_.backward(moe, device(), n, dy, wg, dx, dwg);
+}
+
+namespace {
+// `count` values at p on `device` into the host buffer `host`.
+template <class T>
+const T* staged_in(std::vector<T>& host, const T* p, std::size_t count, Device device) {
+  host.resize(count);
+  copy_bytes(host.data(), Device::Host, p, device, count * sizeof(T));
+  return host.data();
+}
+template <class T>
+void staged_out(T* p, const std::vector<T>& host, Device device) {
+  copy_bytes(p, device, host.data(), Device::Host, host.size() * sizeof(T));
+}
+std::size_t gate_size(const MoeOptions& o) {
+  return static_cast<std::size_t>(o.d_model) * static_cast<std::size_t>(o.gate.num_experts);
+}
+}  // namespace
+
+template <class T>
+void MoeHostStaging<T>::forward(MoeLayer<T>& layer, Device device, int n, const T* x, const T* wg,
+                                const StepContext& ctx, T* y) {
+  const std::size_t nD = static_cast<std::size_t>(n) * static_cast<std::size_t>(layer.options().d_model);
+  y_.resize(nD);
+  layer.forward(n, staged_in(x_, x, nD, device), staged_in(gate_w_, wg, gate_size(layer.options()), device), ctx,
+                y_.data());
+  staged_out(y, y_, device);
+}
+
+template <class T>
+void MoeHostStaging<T>::backward(MoeLayer<T>& layer, Device device, int n, const T* dy, const T* wg, T* dx, T* dwg) {
+  const std::size_t nD = static_cast<std::size_t>(n) * static_cast<std::size_t>(layer.options().d_model);
+  dx_.resize(nD);
+  staged_in(gate_g_, dwg, gate_size(layer.options()), device);
+  layer.backward(staged_in(dy_, dy, nD, device), staged_in(gate_w_, wg, gate_size(layer.options()), device),
+                 dx_.data(), gate_g_.data());
+  staged_out(dx, dx_, device);
+  staged_out(dwg, gate_g_, device);
+}
+
+template class MoeHostStaging<float>;
+template class MoeHostStaging<double>;
 template class MoeNetwork<float>;
 template class MoeNetwork<double>;
 

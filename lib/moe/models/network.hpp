@@ -1,6 +1,7 @@
 // What every model family's network shares, and what the optimizer, checkpoints, placement
-// moves and balancing policies act on: dense parameters in one flat vector of named segments
-// (data-parallel: gradients all-reduced over the world) and the MoE layers (expert-parallel).
+// moves and balancing policies act on: dense parameters in one flat buffer of named segments on
+// the network's device (data-parallel: gradients all-reduced over the world) and the MoE layers
+// (expert-parallel; on the host until they run on a device, see MoeHostStaging).
 // GptMoe (gpt_network.hpp) and SwinMoe (swin_network.hpp) derive from it.
 #pragma once
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/moe/models/device_buffer.hpp"
 #include "lib/moe/moe_layer.hpp"
 
 namespace skew::moe {
@@ -22,6 +24,9 @@ struct ModelOptions {
   // Of every matrix product but the router's: bf16 inputs with fp32 accumulation; parameters
   // (the master weights), gradients and optimizer state stay in T either way.
   Precision precision = Precision::Fp32;
+  // Where the dense parameters, gradients and activations live and the dense ops run: Host, or
+  // Cuda for float (double is the float64 reference, host only).
+  Device device = Device::Host;
   MoeOptions moe;
   bool is_moe_block(int block) const { return moe_every == 1 || block % moe_every == moe_every - 1; }
   int moe_layers() const;
@@ -39,6 +44,22 @@ struct StepInputs {
   std::vector<const std::int32_t*> forced;  // per MoE layer: replayed choices, or empty
 };
 
+// Interim, until the MoE layers run on the network's device (branch layer19): a network whose
+// buffers are not on the host runs each MoE layer through this, which copies what crosses the
+// layer's boundary to host buffers and back (forward: the input rows and gate weights in, the
+// output out; backward: the output's gradient and gate weights in, the input's gradient out, the
+// gate weights' gradient in and out, as the layer accumulates into it). A host network calls the
+// layer directly.
+template <class T>
+class MoeHostStaging {
+ public:
+  void forward(MoeLayer<T>& layer, Device device, int n, const T* x, const T* wg, const StepContext& ctx, T* y);
+  void backward(MoeLayer<T>& layer, Device device, int n, const T* dy, const T* wg, T* dx, T* dwg);
+
+ private:
+  std::vector<T> x_, gate_w_, y_, dy_, dx_, gate_g_;
+};
+
 template <class T>
 class MoeNetwork {
  public:
@@ -48,8 +69,9 @@ class MoeNetwork {
   void sync_grads();
 
   const ModelOptions& options() const { return opt_; }
-  std::vector<T>& dense_w() { return dense_w_; }
-  std::vector<T>& dense_g() { return dense_g_; }
+  Device device() const { return opt_.device; }
+  DeviceBuffer<T>& dense_w() { return dense_w_; }
+  DeviceBuffer<T>& dense_g() { return dense_g_; }
   const std::vector<Segment>& segments() const { return segments_; }
   T* param(const std::string& name);
   T* grad(const std::string& name);
@@ -57,20 +79,30 @@ class MoeNetwork {
   double sync_seconds() const { return sync_seconds_; }
 
  protected:
-  MoeNetwork(const ModelOptions& opt, comm::ProcessGroup& world) : opt_(opt), world_(world) {}
-  // Appends a dense parameter segment of `size` zeros; returns its offset.
+  MoeNetwork(const ModelOptions& opt, comm::ProcessGroup& world);
+  // Appends a dense parameter segment of `size` values; returns its offset. After the last one,
+  // allocate_dense() places the parameters and gradients (zeros) on the device.
   std::size_t add(const std::string& name, std::size_t size);
-  // MoE layer `layer` on n rows of x (its gate's weights wg) -> y; the step's context, jitter
-  // noise and replayed choices from `in`. Returns the gate's auxiliary losses.
+  void allocate_dense();
+  // MoE layer `layer` on n rows of x (its gate's weights wg) -> y, pointers on the network's
+  // device; the step's context, jitter noise and replayed choices from `in`. Returns the gate's
+  // auxiliary losses.
   double moe_forward(int layer, int n, const T* x, const T* wg, const StepInputs& in, T* y);
+  // Its backward on the forward's n rows: dy -> dx (overwritten), dwg += the gate weights'
+  // gradient.
+  void moe_backward(int layer, int n, const T* dy, const T* wg, T* dx, T* dwg);
 
   ModelOptions opt_;
   comm::ProcessGroup& world_;
-  std::vector<T> dense_w_, dense_g_;
+  DeviceBuffer<T> dense_w_, dense_g_;
+  std::size_t dense_size_ = 0;  // of the segments added so far
   std::vector<Segment> segments_;
   std::map<std::string, std::size_t> offset_of_;
   std::vector<std::unique_ptr<MoeLayer<T>>> moe_;
   double sync_seconds_ = 0;
+
+ private:
+  MoeHostStaging<T> staging_;
 };
 
 }  // namespace skew::moe

@@ -37,6 +37,7 @@ SwinMoe<T>::SwinMoe(const ModelOptions& opt, const SwinShape& shape, comm::Proce
   SKEW_CHECK(static_cast<int>(placements.size()) == opt.moe_layers(), "need one placement per MoE layer");
   opt_.moe.d_model = 2 * C;  // the MoE layers are stage 2's FFNs
   opt_.moe.precision = opt.precision;
+  SKEW_CHECK(opt.device == Device::Host, "the Swin network runs on the host only (model.arch=swin needs train.device=cpu)");
   if (!policy) policy = make_policy<T>(opt_.moe);
   const std::size_t E = sz(opt.moe.gate.num_experts), K = sz(shape.patch * shape.patch * shape.channels);
   add("patch.w", K * sz(C)), add("patch.b", sz(C)), add("patch.ln.g", sz(C)), add("patch.ln.b", sz(C));
@@ -63,7 +64,7 @@ SwinMoe<T>::SwinMoe(const ModelOptions& opt, const SwinShape& shape, comm::Proce
   }
   const std::size_t C2 = sz(2 * C), classes = sz(shape.classes);
   add("norm.g", C2), add("norm.b", C2), add("head.w", C2 * classes), add("head.b", classes);
-  this->dense_g_.assign(this->dense_w_.size(), T(0));
+  this->allocate_dense();
   acts_.resize(blocks_.size());
 }
 

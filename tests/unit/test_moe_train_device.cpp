@@ -1,0 +1,45 @@
+// train.device resolved per rank (lib/moe/schema.cpp): what each choice gives for a rank that sees
+// no GPU or one, per model.arch, and the errors naming the keys at fault. The GPU count is a
+// parameter, so every branch runs here without a GPU.
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "lib/core/error.hpp"
+#include "lib/moe/schema.hpp"
+
+using namespace skew;
+
+namespace {
+Device resolve(const std::string& device, const std::string& arch, int visible_gpus) {
+  const Config c = Config::parse_ini_text(moe::moe_train_schema(), "", "test",
+                                          {"--train.device=" + device, "--model.arch=" + arch});
+  return moe::train_device(c, visible_gpus);
+}
+}  // namespace
+
+TEST_CASE("train.device=cpu runs on the host whatever the GPUs", "[moe][device]") {
+  for (const char* arch : {"gpt", "bert", "swin"})
+    for (int gpus : {0, 1, 8}) CHECK(resolve("cpu", arch, gpus) == Device::Host);
+}
+
+TEST_CASE("train.device=auto picks cuda for gpt only where the build has CUDA and a GPU is visible", "[moe][device]") {
+  CHECK(resolve("auto", "gpt", 0) == Device::Host);
+  CHECK(resolve("auto", "gpt", 2) == (cuda_built() ? Device::Cuda : Device::Host));
+  CHECK(resolve("auto", "bert", 2) == Device::Host);
+  CHECK(resolve("auto", "swin", 2) == Device::Host);
+}
+
+TEST_CASE("train.device=cuda where it cannot run is an error naming the keys", "[moe][device]") {
+  CHECK_THROWS_WITH(resolve("cuda", "gpt", 0),
+                    Catch::Contains(cuda_built() ? "train.device=cuda, but no CUDA device is visible"
+                                                 : "train.device=cuda, but this build has no CUDA"));
+  if (!cuda_built()) return;  // the build's error comes first; the rest needs a CUDA build
+  CHECK(resolve("cuda", "gpt", 1) == Device::Cuda);
+  for (const char* arch : {"bert", "swin"}) {
+    INFO(arch);
+    CHECK_THROWS_WITH(resolve("cuda", arch, 1),
+                      Catch::Contains(std::string("train.device=cuda with model.arch=") + arch) &&
+                          Catch::Contains("runs on the CPU only"));
+  }
+}
