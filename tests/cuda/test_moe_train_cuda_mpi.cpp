@@ -60,7 +60,7 @@ void require_network_matches(moe::Precision precision, double tolerance) {
   for (std::size_t l = 0; l < host.moe().size(); ++l)
     for (auto& [e, state] : host.moe()[l]->experts()) {
       INFO("layer " << l << " expert " << e);
-      CHECK(scaled_error(gpu.moe()[l]->experts().at(e).g, state.g) <= tolerance);
+      CHECK(scaled_error(gpu.moe()[l]->experts().at(e).g.host_copy(), state.g.host_copy()) <= tolerance);
     }
 }
 
