@@ -80,8 +80,7 @@ SKEW_HD inline void combine_backward_element(std::int64_t i, int k, int width, c
 // lane + lanes, ... in order), in double as the float64 reference; 0 for a dropped assignment.
 template <class T>
 SKEW_HD inline double combine_dweight_partial(std::int64_t a, int lane, int lanes, int k, int width,
-                                              const std::int64_t* pos, std::int64_t rows, const T* dy,
-                                              const T* back) {
+                                              const std::int64_t* pos, std::int64_t rows, const T* dy, const T* back) {
   if (pos[a] >= rows) return 0;
   const T* g = dy + (a / k) * width;
   const T* out = back + pos[a] * width;

@@ -47,7 +47,8 @@ void gate_statistics(Device device, int n, int experts, const T* probs, const T*
     return;
   }
   for (int j = 0; j <= experts; ++j)
-    out[j] = lane_sum_host([&](int lane) { return gate_statistic_partial(j, lane, kSumLanes, n, experts, probs, lse); });
+    out[j] =
+        lane_sum_host([&](int lane) { return gate_statistic_partial(j, lane, kSumLanes, n, experts, probs, lse); });
 }
 
 template <typename T>

@@ -68,8 +68,8 @@ void combine_backward(Device device, std::int64_t n, int k, int width, const std
   }
   for (std::int64_t i = 0; i < n * width; ++i) combine_backward_element(i, k, width, pos, rows, weight, dy, dsend);
   for (std::int64_t a = 0; a < n; ++a)
-    dweight[a] = static_cast<T>(
-        lane_sum_host([&](int lane) { return combine_dweight_partial(a, lane, kSumLanes, k, width, pos, rows, dy, back); }));
+    dweight[a] = static_cast<T>(lane_sum_host(
+        [&](int lane) { return combine_dweight_partial(a, lane, kSumLanes, k, width, pos, rows, dy, back); }));
 }
 
 template <class T>

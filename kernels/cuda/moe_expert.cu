@@ -1,7 +1,8 @@
 // CUDA twins of kernels/moe_expert.hpp's bf16-operand form: the rounding kernel runs the same
 // per-element body as the CPU twin (lib/core/bf16.hpp); the grouped GEMM is one cublasGemmEx per
 // non-empty expert on operands already in bf16 (fp32 accumulate and output; the weight transposed
-// for the backward's dy W^T), so no call converts weights. Row-major C = A B is the column-major C^T = B^T A^T: operands swap (kernels/cuda/gemm.cpp).
+// for the backward's dy W^T), so no call converts weights. Row-major C = A B is the column-major
+// C^T = B^T A^T: operands swap (kernels/cuda/gemm.cpp).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -40,8 +41,9 @@ void grouped_gemm_bf16_operands(int groups, const std::int64_t* offsets, bool tr
     if (rows == 0) continue;
     SKEW_CHECK(rows <= std::numeric_limits<int>::max(), "grouped GEMM: expert " << g << " has " << rows << " rows, more than cuBLAS's int");
     SKEW_CUBLAS_CHECK(cublasGemmEx(kernels::cuda::cublas_handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n,
-                                   static_cast<int>(rows), k, &alpha, b[g], CUDA_R_16BF, trans_b ? k : n, a + offsets[g] * k, CUDA_R_16BF, k, &beta,
-                                   c + offsets[g] * n, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                                   static_cast<int>(rows), k, &alpha, b[g], CUDA_R_16BF, trans_b ? k : n,
+                                   a + offsets[g] * k, CUDA_R_16BF, k, &beta, c + offsets[g] * n, CUDA_R_32F, n,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 }
 

@@ -145,11 +145,11 @@ void MoeLayer<T>::experts_weight_grads(const ExpertGroups& groups, const T* x, c
   }
 }
 
-#define SKEW_EXPERT_MEMBERS(T)                                                                                   \
-  template void MoeLayer<T>::weights_changed();                                                                  \
-  template void MoeLayer<T>::round_expert_weights();                                                             \
-  template void MoeLayer<T>::experts_forward(const ExpertGroups&, const T*, T*, T*, T*);                         \
-  template void MoeLayer<T>::experts_backward_rows(const ExpertGroups&, const T*, const T*, T*, T*);             \
+#define SKEW_EXPERT_MEMBERS(T)                                                                       \
+  template void MoeLayer<T>::weights_changed();                                                      \
+  template void MoeLayer<T>::round_expert_weights();                                                 \
+  template void MoeLayer<T>::experts_forward(const ExpertGroups&, const T*, T*, T*, T*);             \
+  template void MoeLayer<T>::experts_backward_rows(const ExpertGroups&, const T*, const T*, T*, T*); \
   template void MoeLayer<T>::experts_weight_grads(const ExpertGroups&, const T*, const T*, const T*, const T*);
 SKEW_EXPERT_MEMBERS(float)
 SKEW_EXPERT_MEMBERS(double)

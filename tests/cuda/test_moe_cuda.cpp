@@ -194,8 +194,8 @@ TEST_CASE("CUDA grouped expert GEMMs (rows with transposed weights and beta, wei
       dg.push_back(on_gpu(w[g]));
       dgp.push_back(dg.back().data<float>());
     }
-    km::grouped_gemm_weight_grads(Device::Cuda, bf16, groups, offsets.data(), k, n, da.data<float>(),
-                                  ddy.data<float>(), dgp.data());
+    km::grouped_gemm_weight_grads(Device::Cuda, bf16, groups, offsets.data(), k, n, da.data<float>(), ddy.data<float>(),
+                                  dgp.data());
     for (int g = 0; g < groups; ++g) {
       const auto got = on_host<float>(dg[g]);
       for (std::size_t i = 0; i < got.size(); ++i)

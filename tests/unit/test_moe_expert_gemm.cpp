@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "kernels/moe_expert.hpp"
-#include "lib/core/tensor.hpp"
 #include "lib/core/rng.hpp"
+#include "lib/core/tensor.hpp"
 
 using namespace skew;
 namespace km = skew::kernels::moe;
@@ -25,7 +25,9 @@ std::vector<float> random_floats(std::size_t n, std::uint64_t stream) {
   return v;
 }
 
-double rounded(float x, bool bf16) { return bf16 ? static_cast<double>(round_to_bf16(x)) : static_cast<double>(x); }
+double rounded(float x, bool bf16) {
+  return bf16 ? static_cast<double>(round_to_bf16(x)) : static_cast<double>(x);
+}
 
 // c_g = a_g op(b[g]) + beta c_g in float64 (inputs rounded to bf16 first when asked).
 std::vector<double> rows_reference(bool trans_b, int n, int k, const std::vector<float>& a,
