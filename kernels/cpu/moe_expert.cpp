@@ -45,18 +45,18 @@ void grouped_gemm_bf16_operands(Device device, int groups, const std::int64_t* o
                                 const std::uint16_t* a, const std::uint16_t* const* b, float beta, float* c) {
   if (device == Device::Cuda) return cuda::grouped_gemm_bf16_operands(groups, offsets, trans_b, n, k, a, b, beta, c);
   // The CPU twin widens the bf16 operands (exactly) and multiplies them with gemm_bf16, whose
-  // rounding to bf16 leaves them unchanged: the same product as the GPU's.
-  const auto widen = [](const std::uint16_t* bits, std::size_t count) {
-    std::vector<float> out(count);
+  // rounding to bf16 leaves them unchanged: the same product as the GPU's. Scratch is kept per
+  // thread, as gemm_bf16's own, so the layer's calls do not allocate.
+  thread_local std::vector<float> a32, b32;
+  const auto widen = [](const std::uint16_t* bits, std::size_t count, std::vector<float>& out) {
+    if (out.size() < count) out.resize(count);
     for (std::size_t i = 0; i < count; ++i) out[i] = float_of_bf16_bits(bits[i]);
-    return out;
   };
   for (int g = 0; g < groups; ++g) {
     const std::int64_t rows = offsets[g + 1] - offsets[g];
     if (rows == 0) continue;
-    const std::vector<float> a32 =
-        widen(a + offsets[g] * k, static_cast<std::size_t>(rows) * static_cast<std::size_t>(k));
-    const std::vector<float> b32 = widen(b[g], static_cast<std::size_t>(k) * static_cast<std::size_t>(n));
+    widen(a + offsets[g] * k, static_cast<std::size_t>(rows) * static_cast<std::size_t>(k), a32);
+    widen(b[g], static_cast<std::size_t>(k) * static_cast<std::size_t>(n), b32);
     gemm_bf16(Device::Host, group_shape(rows, trans_b, n, k), 1.f, a32.data(), b32.data(), beta, c + offsets[g] * n);
   }
 }
