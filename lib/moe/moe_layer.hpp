@@ -111,8 +111,9 @@ class MoeLayer {
     weights_changed();
     return experts_;
   }
-  // Drops the experts' bf16 weight copies, so the next forward rounds them from the fp32 weights
-  // again: for code that writes weights through pointers it kept from an earlier experts() call.
+  // Marks the experts' bf16 weight copies stale, so the next forward rounds them from the fp32
+  // weights again (the backward keeps its forward's copies): for code that writes weights through
+  // pointers it kept from an earlier experts() call.
   void weights_changed();
   ExpertState<T>& create_expert(int e);
   const GateState<T>& gate_state() const { return gate_; }
@@ -148,7 +149,7 @@ class MoeLayer {
     std::vector<std::int64_t> offsets;
   };
   // moe_layer_experts.cpp: the FFNs of all the groups' experts, one grouped GEMM per product.
-  // Rounds the bf16 copies of this step's experts that are missing (a no-op without Bf16).
+  // Rounds the bf16 copies of this step's experts that are missing or stale (a no-op without Bf16).
   void round_expert_weights();
   void experts_forward(const ExpertGroups& groups, const T* x, T* hpre, T* h, T* y);
   // The backward of rows that depends on the rows alone: dhpre = (dy W2^T) * gelu'(hpre), dx = dhpre W1^T.
@@ -202,8 +203,10 @@ class MoeLayer {
   LayerBuffer<std::int64_t> counts_, order_, offsets_, replica_end_, block_begin_, block_target_;
   LayerBuffer<std::int32_t> replica_rank_;
   LayerBuffer<T> send_, recv_, ye_, dsend_, dweight_, drecv_, dye_, dxe_, dhpre_, dback_;
-  // Bf16 copies [W1 | W2] of the experts' weights (float layer, Precision::Bf16), by expert.
+  // Bf16 copies [W1 | W2] of the experts' weights (float layer, Precision::Bf16), by expert;
+  // stale: every local expert's copy is rounded again at the next forward.
   std::map<int, LayerBuffer<std::uint16_t>> bf16_weights_;
+  bool bf16_stale_ = true;
   LayerBuffer<std::uint16_t> activation_bf16_;  // a GEMM's row operand, rounded
   std::int64_t dropped_ = 0, padded_ = 0;
   LayerTimes times_;

@@ -40,7 +40,7 @@ void add_bias_grad(Device device, std::int64_t rows, int cols, const T* dy, T* d
 
 template <class T>
 void MoeLayer<T>::weights_changed() {
-  bf16_weights_.clear();
+  bf16_stale_ = true;
 }
 
 template <class T>
@@ -49,7 +49,7 @@ void MoeLayer<T>::round_expert_weights() {
     if (opt_.precision != Precision::Bf16) return;
     const std::size_t matrix = static_cast<std::size_t>(opt_.d_model) * opt_.d_ff;
     for (int e : local_experts_) {
-      if (bf16_weights_.count(e)) continue;
+      if (!bf16_stale_ && bf16_weights_.count(e)) continue;
       LayerBuffer<std::uint16_t>& copy = bf16_weights_[e];
       copy.set_device(opt_.device);
       copy.resize(2 * matrix);
@@ -57,6 +57,7 @@ void MoeLayer<T>::round_expert_weights() {
       km::to_bf16_bits(opt_.device, w, static_cast<std::int64_t>(matrix), copy.data());
       km::to_bf16_bits(opt_.device, w + matrix + opt_.d_ff, static_cast<std::int64_t>(matrix), copy.data() + matrix);
     }
+    bf16_stale_ = false;
   }
 }
 
