@@ -202,6 +202,24 @@ Json bench_experts(const Sizes& s, int repeats) {
   // cuBLAS build: that is reported, not fatal.
   Json variants = Json::object();
   {
+    // The MoE layer's backward shapes on the same rows (moe_layer_experts.cpp): dx = dy W^T on the
+    // cached bf16 weights (transposed), and the weight gradients dW_g += x_g^T dy_g (activations,
+    // rounded inside the call); c stands in for dy.
+    const std::size_t c_len = std::size_t(s.gemm_rows) * std::size_t(s.gemm_n);
+    auto* dy_bits = device_alloc<std::uint16_t>(c_len);
+    float* dx = device_alloc<float>(a_len);
+    variants["backward_dx_ms"] = median_ms(repeats, [&] {
+      km::to_bf16_bits(Device::Cuda, c, std::int64_t(c_len), dy_bits);
+      km::grouped_gemm_bf16_operands(Device::Cuda, s.groups, offsets.data(), true, s.gemm_k, s.gemm_n, dy_bits,
+                                     b_const.data(), 0.f, dx);
+    });
+    variants["weight_grads_ms"] = median_ms(repeats, [&] {
+      km::grouped_gemm_weight_grads(Device::Cuda, true, s.groups, offsets.data(), s.gemm_k, s.gemm_n, a, c, b.data());
+    });
+    SKEW_CUDA_CHECK(cudaFree(dy_bits));
+    SKEW_CUDA_CHECK(cudaFree(dx));
+  }
+  {
     auto* c16 = device_alloc<__nv_bfloat16>(std::size_t(s.gemm_rows) * std::size_t(s.gemm_n));
     variants["bf16_out_ms"] = median_ms(repeats, [&] {
       for (int g = 0; g < s.groups; ++g) {
@@ -287,7 +305,7 @@ Json bench_experts(const Sizes& s, int repeats) {
   SKEW_CUDA_CHECK(cudaFree(db16));
   SKEW_CUDA_CHECK(cudaFree(a_bits));
   for (std::uint16_t* p : b_bits) SKEW_CUDA_CHECK(cudaFree(p));
-  for (const char* key : {"bf16_out", "grouped_batched"})
+  for (const char* key : {"bf16_out", "grouped_batched", "backward_dx", "weight_grads"})
     if (variants.contains(std::string(key) + "_ms"))
       variants[std::string(key) + "_TFLOPs"] = flops / (variants[std::string(key) + "_ms"].get<double>() * 1e-3) / 1e12;
   Json sizes = Json::array();

@@ -34,15 +34,17 @@ SKEW_HD inline void select_topk(const T* p, int experts, int k, std::int32_t* ex
   }
 }
 
-// Column j of the gate's per-token statistics, summed in token order in double: j < experts the
-// probability mass of expert j (probs[n, experts]), j == experts the sum of lse^2 (the z-loss).
+// Lane `lane`'s share of column j of the gate's per-token statistics (moe_lane_sum.hpp: tokens
+// lane, lane + lanes, ... in order, in double): j < experts the probability mass of expert j
+// (probs[n, experts]), j == experts the sum of lse^2 (the z-loss).
 template <typename T>
-SKEW_HD inline double gate_statistic(int j, int n, int experts, const T* probs, const T* lse) {
+SKEW_HD inline double gate_statistic_partial(int j, int lane, int lanes, int n, int experts, const T* probs,
+                                             const T* lse) {
   double sum = 0;
   if (j < experts) {
-    for (int t = 0; t < n; ++t) sum += probs[static_cast<std::int64_t>(t) * experts + j];
+    for (int t = lane; t < n; t += lanes) sum += probs[static_cast<std::int64_t>(t) * experts + j];
   } else {
-    for (int t = 0; t < n; ++t) sum += static_cast<double>(lse[t]) * lse[t];
+    for (int t = lane; t < n; t += lanes) sum += static_cast<double>(lse[t]) * lse[t];
   }
   return sum;
 }
@@ -85,7 +87,8 @@ SKEW_HD inline void scale_element(std::int64_t i, T* x, const T* factor) {
   x[i] *= factor[i];
 }
 
-// out[0..experts] = gate_statistic(j) for every j (experts + 1 doubles, on `device`).
+// out[j] = column j's statistic for j = 0..experts (experts + 1 doubles, on `device`), each the
+// lane sum of moe_lane_sum.hpp over gate_statistic_partial: one CUDA block per column.
 template <typename T>
 void gate_statistics(Device device, int n, int experts, const T* probs, const T* lse, double* out);
 template <typename T>

@@ -7,7 +7,8 @@
 //   dispatch_rows    send[pos[a]] = x[t]
 //   gather_rows      out[i] = in[pos[i]]
 //   combine          y[t] = sum_j weight[a] * back[pos[a]]
-//   combine_backward dsend[pos[a]] = weight[a] * dy[t], dweight[a] = <dy[t], back[pos[a]]>
+//   combine_backward dsend[pos[a]] = weight[a] * dy[t] (per element), dweight[a] = <dy[t], back[pos[a]]>
+//                    (a fixed-order lane sum per assignment, moe_lane_sum.hpp)
 //   add_rows         dx[t] += sum_j dback[pos[a]]
 //   local_positions  each received row's row in the expert-contiguous compute buffers
 // The float functions run on host or device; the double ones on the host (float64 references).
@@ -67,24 +68,25 @@ SKEW_HD inline void combine_element(std::int64_t i, int k, int width, const std:
   y[i] = acc;
 }
 
-// The dot product accumulates in double, as the float64 reference does.
+// dsend[pos[a]] = weight[a] * dy[t], element i = a * width + c (nothing for a dropped a).
 template <class T>
-SKEW_HD inline void combine_backward_assignment(std::int64_t a, int k, int width, const std::int64_t* pos,
-                                                std::int64_t rows, const T* weight, const T* dy, const T* back,
-                                                T* dsend, T* dweight) {
-  if (pos[a] >= rows) {
-    dweight[a] = T(0);
-    return;
-  }
+SKEW_HD inline void combine_backward_element(std::int64_t i, int k, int width, const std::int64_t* pos,
+                                             std::int64_t rows, const T* weight, const T* dy, T* dsend) {
+  const std::int64_t a = i / width, c = i % width;
+  if (pos[a] < rows) dsend[pos[a] * width + c] = weight[a] * dy[(a / k) * width + c];
+}
+
+// Lane `lane`'s share of dweight[a] = <dy[t], back[pos[a]]> (moe_lane_sum.hpp: columns lane,
+// lane + lanes, ... in order), in double as the float64 reference; 0 for a dropped assignment.
+template <class T>
+SKEW_HD inline double combine_dweight_partial(std::int64_t a, int lane, int lanes, int k, int width,
+                                              const std::int64_t* pos, std::int64_t rows, const T* dy, const T* back) {
+  if (pos[a] >= rows) return 0;
   const T* g = dy + (a / k) * width;
   const T* out = back + pos[a] * width;
-  T* d = dsend + pos[a] * width;
   double dot = 0;
-  for (int c = 0; c < width; ++c) {
-    dot += g[c] * out[c];
-    d[c] = weight[a] * g[c];
-  }
-  dweight[a] = static_cast<T>(dot);
+  for (int c = lane; c < width; c += lanes) dot += static_cast<double>(g[c] * out[c]);
+  return dot;
 }
 
 template <class T>

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/moe_float64_host.hpp"
+#include "kernels/moe_lane_sum.hpp"
 #include "lib/core/error.hpp"
 
 namespace skew::kernels::moe {
@@ -45,7 +46,9 @@ void gate_statistics(Device device, int n, int experts, const T* probs, const T*
     if constexpr (std::is_same_v<T, float>) cuda::gate_statistics(n, experts, probs, lse, out);
     return;
   }
-  for (int j = 0; j <= experts; ++j) out[j] = gate_statistic(j, n, experts, probs, lse);
+  for (int j = 0; j <= experts; ++j)
+    out[j] =
+        lane_sum_host([&](int lane) { return gate_statistic_partial(j, lane, kSumLanes, n, experts, probs, lse); });
 }
 
 template <typename T>

@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "kernels/moe_float64_host.hpp"
+#include "kernels/moe_lane_sum.hpp"
 #include "lib/core/error.hpp"
 
 namespace skew::kernels::moe {
@@ -65,8 +66,10 @@ void combine_backward(Device device, std::int64_t n, int k, int width, const std
       cuda::combine_backward(n, k, width, pos, rows, weight, dy, back, dsend, dweight);
     return;
   }
+  for (std::int64_t i = 0; i < n * width; ++i) combine_backward_element(i, k, width, pos, rows, weight, dy, dsend);
   for (std::int64_t a = 0; a < n; ++a)
-    combine_backward_assignment(a, k, width, pos, rows, weight, dy, back, dsend, dweight);
+    dweight[a] = static_cast<T>(lane_sum_host(
+        [&](int lane) { return combine_dweight_partial(a, lane, kSumLanes, k, width, pos, rows, dy, back); }));
 }
 
 template <class T>

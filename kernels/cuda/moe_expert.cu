@@ -1,7 +1,8 @@
 // CUDA twins of kernels/moe_expert.hpp's bf16-operand form: the rounding kernel runs the same
 // per-element body as the CPU twin (lib/core/bf16.hpp); the grouped GEMM is one cublasGemmEx per
-// non-empty expert on operands already in bf16 (fp32 accumulate and output), so no call converts
-// weights. Row-major C = A B is the column-major C^T = B^T A^T: operands swap (kernels/cuda/gemm.cpp).
+// non-empty expert on operands already in bf16 (fp32 accumulate and output; the weight transposed
+// for the backward's dy W^T), so no call converts weights. Row-major C = A B is the column-major
+// C^T = B^T A^T: operands swap (kernels/cuda/gemm.cpp).
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -32,16 +33,17 @@ void to_bf16_bits(const float* in, std::int64_t count, std::uint16_t* out) {
   SKEW_CUDA_CHECK(cudaGetLastError());
 }
 
-void grouped_gemm_bf16_operands(int groups, const std::int64_t* offsets, int n, int k, const std::uint16_t* a,
-                                const std::uint16_t* const* b, float* c) {
-  const float alpha = 1.f, beta = 0.f;
+void grouped_gemm_bf16_operands(int groups, const std::int64_t* offsets, bool trans_b, int n, int k,
+                                const std::uint16_t* a, const std::uint16_t* const* b, float beta, float* c) {
+  const float alpha = 1.f;
   for (int g = 0; g < groups; ++g) {
     const std::int64_t rows = offsets[g + 1] - offsets[g];
     if (rows == 0) continue;
     SKEW_CHECK(rows <= std::numeric_limits<int>::max(), "grouped GEMM: expert " << g << " has " << rows << " rows, more than cuBLAS's int");
-    SKEW_CUBLAS_CHECK(cublasGemmEx(kernels::cuda::cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, n, static_cast<int>(rows), k, &alpha,
-                                   b[g], CUDA_R_16BF, n, a + offsets[g] * k, CUDA_R_16BF, k, &beta,
-                                   c + offsets[g] * n, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    SKEW_CUBLAS_CHECK(cublasGemmEx(kernels::cuda::cublas_handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n,
+                                   static_cast<int>(rows), k, &alpha, b[g], CUDA_R_16BF, trans_b ? k : n,
+                                   a + offsets[g] * k, CUDA_R_16BF, k, &beta, c + offsets[g] * n, CUDA_R_32F, n,
+                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
 }
 

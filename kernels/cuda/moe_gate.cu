@@ -1,15 +1,23 @@
-// CUDA twins of the gate's per-token kernels (kernels/moe_gate.hpp): statistics one thread per
-// column (experts + 1 of them, each summing its column in token order as the CPU twin does),
+// CUDA twins of the gate's per-token kernels (kernels/moe_gate.hpp): statistics one block per
+// column (experts + 1 of them, each a fixed-order lane sum as the CPU twin's, moe_lane_sum.hpp),
 // the rest one assignment, row or element per thread; no launch for an empty range.
 #include "kernels/cuda/moe_launch.cuh"
 #include "kernels/moe_gate.hpp"
+#include "kernels/moe_lane_sum.hpp"
 
 namespace skew::kernels::moe::cuda {
 namespace {
 
-__global__ void gate_statistics_kernel(std::int64_t columns, int n, int experts, const float* probs, const float* lse,
-                                       double* out) {
-  SKEW_FOR_EACH_INDEX(j, columns) out[j] = gate_statistic(static_cast<int>(j), n, experts, probs, lse);
+// Block j sums column j: its kSumLanes threads are the lanes, the tree runs in shared memory.
+__global__ void gate_statistics_kernel(int n, int experts, const float* probs, const float* lse, double* out) {
+  __shared__ double partial[kSumLanes];
+  const int j = static_cast<int>(blockIdx.x), lane = static_cast<int>(threadIdx.x);
+  partial[lane] = gate_statistic_partial(j, lane, kSumLanes, n, experts, probs, lse);
+  for (int half = kSumLanes / 2; half > 0; half /= 2) {
+    __syncthreads();
+    lane_tree_level(partial, lane, half);
+  }
+  if (lane == 0) out[j] = partial[0];
 }
 
 __global__ void force_choices_kernel(std::int64_t n, int k, int experts, const std::int32_t* forced, const float* probs,
@@ -31,7 +39,8 @@ __global__ void scale_kernel(std::int64_t n, float* x, const float* factor) {
 }  // namespace
 
 void gate_statistics(int n, int experts, const float* probs, const float* lse, double* out) {
-  launch_over(gate_statistics_kernel, std::int64_t(experts) + 1, n, experts, probs, lse, out);
+  gate_statistics_kernel<<<experts + 1, kSumLanes>>>(n, experts, probs, lse, out);
+  SKEW_CUDA_CHECK(cudaGetLastError());
 }
 void force_choices(std::int64_t n, int k, int experts, const std::int32_t* forced, const float* probs,
                    std::int32_t* expert, float* weight) {

@@ -1,6 +1,7 @@
 // CUDA twins of kernels/moe_route.hpp: the same SKEW_HD bodies, one element (or assignment) per
 // thread over a grid-stride loop; no launch for an empty range.
 #include "kernels/cuda/moe_launch.cuh"
+#include "kernels/moe_lane_sum.hpp"
 #include "kernels/moe_route.hpp"
 
 namespace skew::kernels::moe::cuda {
@@ -39,9 +40,25 @@ __global__ void combine_kernel(std::int64_t n, int k, int width, const std::int6
 }
 
 __global__ void combine_backward_kernel(std::int64_t n, int k, int width, const std::int64_t* pos, std::int64_t rows,
-                                        const float* weight, const float* dy, const float* back, float* dsend,
-                                        float* dweight) {
-  SKEW_FOR_EACH_INDEX(a, n) combine_backward_assignment(a, k, width, pos, rows, weight, dy, back, dsend, dweight);
+                                        const float* weight, const float* dy, float* dsend) {
+  SKEW_FOR_EACH_INDEX(i, n) combine_backward_element(i, k, width, pos, rows, weight, dy, dsend);
+}
+
+// One block of kSumLanes threads per assignment (grid-stride over assignments), the lane sum's
+// tree in shared memory.
+__global__ void combine_dweight_kernel(std::int64_t n, int k, int width, const std::int64_t* pos, std::int64_t rows,
+                                       const float* dy, const float* back, float* dweight) {
+  __shared__ double partial[kSumLanes];
+  const int lane = static_cast<int>(threadIdx.x);
+  for (std::int64_t a = blockIdx.x; a < n; a += gridDim.x) {
+    partial[lane] = combine_dweight_partial(a, lane, kSumLanes, k, width, pos, rows, dy, back);
+    for (int half = kSumLanes / 2; half > 0; half /= 2) {
+      __syncthreads();
+      lane_tree_level(partial, lane, half);
+    }
+    if (lane == 0) dweight[a] = static_cast<float>(partial[0]);
+    __syncthreads();  // partial[] is rewritten by the next assignment
+  }
 }
 
 __global__ void add_rows_kernel(std::int64_t n, int k, int width, const std::int64_t* pos, std::int64_t rows,
@@ -77,7 +94,11 @@ void combine(std::int64_t tokens, int k, int width, const std::int64_t* pos, std
 }
 void combine_backward(std::int64_t n, int k, int width, const std::int64_t* pos, std::int64_t rows, const float* weight,
                       const float* dy, const float* back, float* dsend, float* dweight) {
-  launch_over(combine_backward_kernel, n, k, width, pos, rows, weight, dy, back, dsend, dweight);
+  launch_over(combine_backward_kernel, n * width, k, width, pos, rows, weight, dy, dsend);
+  if (n == 0) return;
+  combine_dweight_kernel<<<static_cast<int>(std::min<std::int64_t>(n, std::int64_t(1) << 16)), kSumLanes>>>(
+      n, k, width, pos, rows, dy, back, dweight);
+  SKEW_CUDA_CHECK(cudaGetLastError());
 }
 void add_rows(std::int64_t tokens, int k, int width, const std::int64_t* pos, std::int64_t rows, const float* dback,
               float* dx) {

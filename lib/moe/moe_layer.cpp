@@ -49,6 +49,7 @@ MoeLayer<T>::MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placemen
        {&pos_, &local_pos_, &counts_, &order_, &offsets_, &replica_end_, &block_begin_, &block_target_})
     b->set_device(opt.device);
   kept_flags_.set_device(opt.device);
+  activation_bf16_.set_device(opt.device);
   keys_.set_device(opt.device);
   replica_rank_.set_device(opt.device);
   placement_.validate();
@@ -68,6 +69,7 @@ ExpertState<T>& MoeLayer<T>::create_expert(int e) {
   s.v = Tensor::zeros({p}, dtype_of<T>(), opt_.device);
   s.g.set_device(opt_.device);
   s.g.zeros(static_cast<std::size_t>(p));
+  weights_changed();
   return s;
 }
 
@@ -83,6 +85,7 @@ void MoeLayer<T>::init_experts(std::uint64_t seed, int layer, double stddev) {
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(D) * F; ++i) w2[i] = static_cast<T>(stddev * rng.normal());
     s.w.copy_from(host);
   }
+  weights_changed();
 }
 
 template <class T>
@@ -91,6 +94,7 @@ void MoeLayer<T>::set_shadowed(std::vector<int> experts) {
   shadow_flag_.assign(static_cast<std::size_t>(opt_.gate.num_experts), 0);
   for (int e : shadowed_) shadow_flag_[static_cast<std::size_t>(e)] = 1;
   shadows_.clear();
+  weights_changed();
 }
 
 template <class T>
@@ -107,40 +111,6 @@ template <class T>
 T* MoeLayer<T>::grads_of(int e) {
   auto it = experts_.find(e);
   return it != experts_.end() ? it->second.g.data() : shadows_.at(e).g.data();
-}
-
-template <class T>
-void MoeLayer<T>::expert_forward(int e, int rows, const T* x, T* hpre, T* h, T* y) {
-  const int D = opt_.d_model, F = opt_.d_ff;
-  const T* w = params_of(e);
-  const Device device = opt_.device;
-  linear_forward<T>(rows, D, F, x, w, w + static_cast<std::size_t>(D) * F, hpre, opt_.precision, device);
-  gelu_forward<T>(static_cast<std::size_t>(rows) * F, hpre, h, device);
-  const T* w2 = w + static_cast<std::size_t>(D) * F + F;
-  linear_forward<T>(rows, F, D, h, w2, w2 + static_cast<std::size_t>(D) * F, y, opt_.precision, device);
-}
-
-template <class T>
-void MoeLayer<T>::expert_backward_rows(int e, int rows, const T* hpre, const T* dy, T* dhpre, T* dx) {
-  const int D = opt_.d_model, F = opt_.d_ff;
-  const T* w = params_of(e);
-  const Device device = opt_.device;
-  matmul<T>(false, true, rows, F, D, T(1), dy, w + static_cast<std::size_t>(D) * F + F, T(0), dhpre, opt_.precision,
-            device);
-  gelu_backward<T>(static_cast<std::size_t>(rows) * F, hpre, dhpre, dhpre, device);
-  matmul<T>(false, true, rows, D, F, T(1), dhpre, w, T(0), dx, opt_.precision, device);
-}
-
-template <class T>
-void MoeLayer<T>::expert_weight_grads(int e, int rows, const T* x, const T* h, const T* dy, const T* dhpre) {
-  const int D = opt_.d_model, F = opt_.d_ff;
-  const T* w = params_of(e);
-  T* g = grads_of(e);
-  const std::size_t off2 = static_cast<std::size_t>(D) * F + F;
-  linear_backward<T>(rows, F, D, h, w + off2, dy, nullptr, g + off2, g + off2 + static_cast<std::size_t>(D) * F,
-                     opt_.precision, opt_.device);
-  linear_backward<T>(rows, D, F, x, w, dhpre, nullptr, g, g + static_cast<std::size_t>(D) * F, opt_.precision,
-                     opt_.device);
 }
 
 namespace {
@@ -167,6 +137,7 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
   kept_.assign(static_cast<std::size_t>(n_) * k, 1);
   policy_->keep(*this, ctx.training, kept_);
   route();
+  round_expert_weights();
   const std::size_t send_total = std::accumulate(send_rows_.begin(), send_rows_.end(), std::size_t{0});
   const std::size_t recv_total = std::accumulate(recv_rows_.begin(), recv_rows_.end(), std::size_t{0});
   const auto rows = static_cast<std::int64_t>(send_total);
@@ -192,11 +163,7 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
     timer.reset();
     const double cpu = thread_cpu_seconds();
     scatter_rows_at(recv_.data(), local_pos_.data(), recv_total, D, xe_.data(), device);
-    for (std::size_t i = 0; i < local_experts_.size(); ++i) {
-      const std::int64_t o = local_offset_[i], count = local_offset_[i + 1] - o;
-      expert_forward(local_experts_[i], static_cast<int>(count), xe_.data() + o * D, hpre_.data() + o * F,
-                     h_.data() + o * F, ye_.data() + o * D);
-    }
+    experts_forward(all_local_experts(), xe_.data(), hpre_.data(), h_.data(), ye_.data());
     gather_rows_from(ye_.data(), local_pos_.data(), recv_total, D, recv_.data(), device);
     times_.expert += timer.seconds();
     times_.expert_cpu += thread_cpu_seconds() - cpu;
@@ -236,13 +203,9 @@ void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
     const double cpu = thread_cpu_seconds();
     dxe_.resize(recv_total * D);
     scatter_rows_at(drecv_.data(), local_pos_.data(), recv_total, D, dye_.data(), device);
-    for (std::size_t i = 0; i < local_experts_.size(); ++i) {
-      const std::int64_t o = local_offset_[i];
-      const int e = local_experts_[i], count = static_cast<int>(local_offset_[i + 1] - o);
-      expert_backward_rows(e, count, hpre_.data() + o * F, dye_.data() + o * D, dhpre_.data() + o * F,
-                           dxe_.data() + o * D);
-      expert_weight_grads(e, count, xe_.data() + o * D, h_.data() + o * F, dye_.data() + o * D, dhpre_.data() + o * F);
-    }
+    const ExpertGroups groups = all_local_experts();
+    experts_backward_rows(groups, hpre_.data(), dye_.data(), dhpre_.data(), dxe_.data());
+    experts_weight_grads(groups, xe_.data(), h_.data(), dye_.data(), dhpre_.data());
     gather_rows_from(dxe_.data(), local_pos_.data(), recv_total, D, drecv_.data(), device);
     times_.expert += timer.seconds();
     times_.expert_cpu += thread_cpu_seconds() - cpu;

@@ -105,7 +105,16 @@ class MoeLayer {
 
   const placement::LayerPlacement& placement() const { return placement_; }
   void set_placement(placement::LayerPlacement p) { placement_ = std::move(p); }
-  std::map<int, ExpertState<T>>& experts() { return experts_; }
+  // Mutable access to the experts' state counts as a weight change (the optimizer's step, a
+  // checkpoint's load, a replica move): the bf16 weight copies are rounded again at the next forward.
+  std::map<int, ExpertState<T>>& experts() {
+    weights_changed();
+    return experts_;
+  }
+  // Marks the experts' bf16 weight copies stale, so the next forward rounds them from the fp32
+  // weights again (the backward keeps its forward's copies): for code that writes weights through
+  // pointers it kept from an earlier experts() call.
+  void weights_changed();
   ExpertState<T>& create_expert(int e);
   const GateState<T>& gate_state() const { return gate_; }
   const StepContext& step() const { return step_; }  // of the current forward
@@ -123,19 +132,38 @@ class MoeLayer {
   bool is_shadowed(int e) const { return !shadow_flag_.empty() && shadow_flag_[static_cast<std::size_t>(e)]; }
   // Names this step's shadows; drops the previous step's copies.
   void set_shadowed(std::vector<int> experts);
-  ShadowCopy<T>& shadow(int e) { return shadows_[e]; }
+  ShadowCopy<T>& shadow(int e) {
+    weights_changed();
+    return shadows_[e];
+  }
   void drop_shadow_copies() { shadows_.clear(); }
 
  private:
   void route();
   T* params_of(int e);
   T* grads_of(int e);
-  void expert_forward(int e, int rows, const T* x, T* hpre, T* h, T* y);
+  // Local experts (ids) and their rows: group g is rows [offsets[g], offsets[g+1]) of the row
+  // pointers a call is given (offsets[0] = 0).
+  struct ExpertGroups {
+    std::vector<int> experts;
+    std::vector<std::int64_t> offsets;
+  };
+  // moe_layer_experts.cpp: the FFNs of all the groups' experts, one grouped GEMM per product.
+  // Rounds the bf16 copies of this step's experts that are missing or stale (a no-op without Bf16).
+  void round_expert_weights();
+  void experts_forward(const ExpertGroups& groups, const T* x, T* hpre, T* h, T* y);
   // The backward of rows that depends on the rows alone: dhpre = (dy W2^T) * gelu'(hpre), dx = dhpre W1^T.
-  void expert_backward_rows(int e, int rows, const T* hpre, const T* dy, T* dhpre, T* dx);
-  // The parameter gradients of all of the expert's rows: one GEMM per matrix over the whole
+  void experts_backward_rows(const ExpertGroups& groups, const T* hpre, const T* dy, T* dhpre, T* dx);
+  // The parameter gradients of all of each expert's rows: one GEMM per matrix over the whole
   // block, so that the sum runs in the same order whatever the schedule.
-  void expert_weight_grads(int e, int rows, const T* x, const T* h, const T* dy, const T* dhpre);
+  void experts_weight_grads(const ExpertGroups& groups, const T* x, const T* h, const T* dy, const T* dhpre);
+  // c_g = a_g op(W) + beta c_g for each group, W = W1 (matrix 0) or W2 (matrix 1) of its expert.
+  void experts_gemm(const ExpertGroups& groups, int matrix, bool trans_b, int n, int k, const T* a, T beta, T* c);
+  // dW[g] += a_g^T b_g for each group, into W1's (matrix 0) or W2's (matrix 1) gradient.
+  void experts_weight_gemm(const ExpertGroups& groups, int matrix, int m, int n, const T* a, const T* b);
+  ExpertGroups all_local_experts() const { return {local_experts_, local_offset_}; }
+  // One expert's rows as a call of their own (the smart schedule's per-part calls).
+  static ExpertGroups one_expert(int e, std::int64_t rows) { return {{e}, {0, rows}}; }
   // The smart schedule's stages (moe_layer_schedule.cpp): forward from the packed send rows to
   // back_ (ye: expert outputs, expert-contiguous), backward from dsend to dback.
   void forward_pipelined(const LayerBuffer<T>& send, LayerBuffer<T>& recv, LayerBuffer<T>& ye);
@@ -175,6 +203,11 @@ class MoeLayer {
   LayerBuffer<std::int64_t> counts_, order_, offsets_, replica_end_, block_begin_, block_target_;
   LayerBuffer<std::int32_t> replica_rank_;
   LayerBuffer<T> send_, recv_, ye_, dsend_, dweight_, drecv_, dye_, dxe_, dhpre_, dback_;
+  // Bf16 copies [W1 | W2] of the experts' weights (float layer, Precision::Bf16), by expert;
+  // stale: every local expert's copy is rounded again at the next forward.
+  std::map<int, LayerBuffer<std::uint16_t>> bf16_weights_;
+  bool bf16_stale_ = true;
+  LayerBuffer<std::uint16_t> activation_bf16_;  // a GEMM's row operand, rounded
   std::int64_t dropped_ = 0, padded_ = 0;
   LayerTimes times_;
 };

@@ -65,8 +65,8 @@ void MoeLayer<T>::forward_pipelined(const LayerBuffer<T>& send, LayerBuffer<T>& 
     scatter_rows_at(recv.data() + lo * D, local_pos_.data() + lo, rows, D, xe_.data());
     for (const ExpertRows& part : expert_rows_of(stage.recv_peer, stage.recv.begin, stage.recv.end)) {
       const std::int64_t o = part.xe_begin;
-      expert_forward(local_experts_[static_cast<std::size_t>(part.local)], static_cast<int>(part.rows),
-                     xe_.data() + o * D, hpre_.data() + o * F, h_.data() + o * F, ye.data() + o * D);
+      experts_forward(one_expert(local_experts_[static_cast<std::size_t>(part.local)], part.rows), xe_.data() + o * D,
+                      hpre_.data() + o * F, h_.data() + o * F, ye.data() + o * D);
       poll(next, returns);
     }
     gather_rows_from(ye.data(), local_pos_.data() + lo, rows, D, recv.data() + lo * D);
@@ -103,8 +103,8 @@ void MoeLayer<T>::backward_pipelined(const LayerBuffer<T>& dsend, LayerBuffer<T>
     scatter_rows_at(drecv.data() + lo * D, local_pos_.data() + lo, rows, D, dye.data());
     for (const ExpertRows& part : expert_rows_of(stage.recv_peer, stage.recv.begin, stage.recv.end)) {
       const std::int64_t o = part.xe_begin;
-      expert_backward_rows(local_experts_[static_cast<std::size_t>(part.local)], static_cast<int>(part.rows),
-                           hpre_.data() + o * F, dye.data() + o * D, dhpre.data() + o * F, dxe.data() + o * D);
+      experts_backward_rows(one_expert(local_experts_[static_cast<std::size_t>(part.local)], part.rows),
+                            hpre_.data() + o * F, dye.data() + o * D, dhpre.data() + o * F, dxe.data() + o * D);
       poll(next, returns);
     }
     gather_rows_from(dxe.data(), local_pos_.data() + lo, rows, D, drecv.data() + lo * D);
@@ -119,8 +119,8 @@ void MoeLayer<T>::backward_pipelined(const LayerBuffer<T>& dsend, LayerBuffer<T>
   const double cpu = thread_cpu_seconds();
   for (std::size_t j = 0; j < local_experts_.size(); ++j) {
     const std::int64_t o = local_offset_[j];
-    expert_weight_grads(local_experts_[j], static_cast<int>(local_offset_[j + 1] - o), xe_.data() + o * D,
-                        h_.data() + o * F, dye.data() + o * D, dhpre.data() + o * F);
+    experts_weight_grads(one_expert(local_experts_[j], local_offset_[j + 1] - o), xe_.data() + o * D, h_.data() + o * F,
+                         dye.data() + o * D, dhpre.data() + o * F);
     poll(nullptr, returns);
   }
   times_.expert += timer.seconds();

@@ -128,6 +128,82 @@ TEST_CASE("CUDA bf16 rounding and bf16-operand grouped GEMM equal the CPU twins"
   for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(want[i]).epsilon(1e-4).margin(1e-3));
 }
 
+TEST_CASE("CUDA grouped expert GEMMs (rows with transposed weights and beta, weight gradients) equal the CPU twins",
+          "[moe][cuda]") {
+  SKEW_REQUIRE_GPU();
+  const int n = 33, k = 19, groups = 3;
+  const std::vector<std::int64_t> offsets = {0, 45, 45, 77};  // an expert with no rows
+  Rng rng(9, 9);
+  const auto random = [&](std::size_t count) {
+    std::vector<float> v(count);
+    for (auto& x : v) x = static_cast<float>(rng.normal());
+    return v;
+  };
+  const std::vector<float> a = random(77 * k), c0 = random(77 * n), dy = random(77 * n);
+  std::vector<std::vector<float>> w;
+  std::vector<Tensor> dw;
+  std::vector<const float*> hw, dwp;
+  for (int g = 0; g < groups; ++g) {
+    w.push_back(random(std::size_t(k) * n));
+    dw.push_back(on_gpu(w.back()));
+    hw.push_back(w.back().data());
+    dwp.push_back(dw.back().data<float>());
+  }
+  Tensor da = on_gpu(a), ddy = on_gpu(dy);
+  for (bool trans_b : {false, true}) {
+    std::vector<float> want = c0;
+    km::grouped_gemm(Device::Host, groups, offsets.data(), trans_b, n, k, a.data(), hw.data(), 1.f, want.data());
+    Tensor dc = on_gpu(c0);
+    km::grouped_gemm(Device::Cuda, groups, offsets.data(), trans_b, n, k, da.data<float>(), dwp.data(), 1.f,
+                     dc.data<float>());
+    const auto got = on_host<float>(dc);
+    for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(want[i]).epsilon(1e-4).margin(1e-4));
+    // The bf16-operand form, transposed weight and beta = 1 as the layer's backward and forward use it.
+    std::vector<std::uint16_t> a16(a.size());
+    km::to_bf16_bits(Device::Host, a.data(), std::int64_t(a.size()), a16.data());
+    std::vector<std::vector<std::uint16_t>> w16(groups, std::vector<std::uint16_t>(std::size_t(k) * n));
+    std::vector<Tensor> dw16;
+    std::vector<const std::uint16_t*> hw16, dw16p;
+    for (int g = 0; g < groups; ++g) {
+      km::to_bf16_bits(Device::Host, w[g].data(), std::int64_t(k) * n, w16[g].data());
+      hw16.push_back(w16[g].data());
+      dw16.push_back(Tensor::zeros({std::int64_t(k) * n}, DType::BF16, Device::Cuda));
+      km::to_bf16_bits(Device::Cuda, dwp[g], std::int64_t(k) * n, static_cast<std::uint16_t*>(dw16.back().raw()));
+      dw16p.push_back(static_cast<const std::uint16_t*>(dw16.back().raw()));
+    }
+    Tensor da16 = Tensor::zeros({std::int64_t(a.size())}, DType::BF16, Device::Cuda);
+    km::to_bf16_bits(Device::Cuda, da.data<float>(), std::int64_t(a.size()), static_cast<std::uint16_t*>(da16.raw()));
+    want = c0;
+    km::grouped_gemm_bf16_operands(Device::Host, groups, offsets.data(), trans_b, n, k, a16.data(), hw16.data(), 1.f,
+                                   want.data());
+    dc = on_gpu(c0);
+    km::grouped_gemm_bf16_operands(Device::Cuda, groups, offsets.data(), trans_b, n, k,
+                                   static_cast<const std::uint16_t*>(da16.raw()), dw16p.data(), 1.f, dc.data<float>());
+    const auto got16 = on_host<float>(dc);
+    for (std::size_t i = 0; i < got16.size(); ++i) REQUIRE(got16[i] == Approx(want[i]).epsilon(1e-4).margin(1e-3));
+  }
+  for (bool bf16 : {false, true}) {
+    // dW[g] [k, n] += a_g^T dy_g
+    std::vector<std::vector<float>> want = w;
+    std::vector<float*> hg;
+    for (auto& m : want) hg.push_back(m.data());
+    km::grouped_gemm_weight_grads(Device::Host, bf16, groups, offsets.data(), k, n, a.data(), dy.data(), hg.data());
+    std::vector<Tensor> dg;
+    std::vector<float*> dgp;
+    for (int g = 0; g < groups; ++g) {
+      dg.push_back(on_gpu(w[g]));
+      dgp.push_back(dg.back().data<float>());
+    }
+    km::grouped_gemm_weight_grads(Device::Cuda, bf16, groups, offsets.data(), k, n, da.data<float>(), ddy.data<float>(),
+                                  dgp.data());
+    for (int g = 0; g < groups; ++g) {
+      const auto got = on_host<float>(dg[g]);
+      for (std::size_t i = 0; i < got.size(); ++i)
+        REQUIRE(got[i] == Approx(want[g][i]).epsilon(1e-4).margin(bf16 ? 1e-3 : 1e-4));
+    }
+  }
+}
+
 TEST_CASE("CUDA dispatch equals the CPU twin across sizes, row widths and repeated calls", "[moe][cuda]") {
   SKEW_REQUIRE_GPU();
   // Sizes shrink and grow between calls, so the grow-only scratch is reused and regrown; widths

@@ -21,7 +21,8 @@ using skew::test::on_host;
 
 namespace {
 
-constexpr int kTokens = 301, kTopK = 2, kWidth = 67, kExperts = 9;
+// Past the lane count of moe_lane_sum.hpp in tokens and in width, so each lane adds several terms.
+constexpr int kTokens = 301, kTopK = 2, kWidth = 167, kExperts = 9;
 constexpr std::int64_t kAssignments = std::int64_t(kTokens) * kTopK;
 
 std::vector<float> uniform(std::size_t n, std::uint64_t stream) {
@@ -101,7 +102,7 @@ TEST_CASE("CUDA routing keys and row moves equal the CPU ones", "[moe][cuda][rou
   CHECK(on_host<float>(gsend) == send);
   require_close(on_host<float>(gy), y, 1e-6);
   require_close(on_host<float>(gdsend), dsend, 1e-6);
-  require_close(on_host<float>(gdweight), dweight, 1e-6);
+  CHECK(on_host<float>(gdweight) == dweight);  // the same lane sums in the same order
   require_close(on_host<float>(gdx), dx, 1e-6);
   // Gather back the dispatched rows of the kept assignments, and regroup received rows.
   std::vector<std::int64_t> kept_pos;
@@ -161,7 +162,7 @@ TEST_CASE("CUDA gate kernels equal the CPU ones", "[moe][cuda][gate]") {
   km::scale_inplace<float>(Device::Cuda, static_cast<std::int64_t>(probs.size()), dscaled.data<float>(),
                            ddl.data<float>());
   const std::vector<double> got_stats = on_host<double>(dstats);
-  for (int j = 0; j <= kExperts; ++j) CHECK(got_stats[j] == Approx(stats[j]).epsilon(1e-12));
+  CHECK(got_stats == stats);  // the same lane sums in the same order
   CHECK(on_host<std::int32_t>(dexpert) == expert);
   CHECK(on_host<float>(dweight_out) == weight);
   require_close(on_host<float>(ddl), dlogits, 1e-5);

@@ -1,8 +1,8 @@
 // Expert-parallel MoE on 1, 2 and 4 ranks: every layer's backward against finite differences
 // (float64), the N-rank model against the 1-rank model with the same weights (MPI_COMM_SELF),
-// replica splits, FasterMoE shadows, the identity round trip, and bf16
-// mixed precision against its float64 reference; the float layer on cuda refusing what is
-// host-only (tests/cuda/test_moe_layer_cuda.cpp runs it on a GPU).
+// replica splits, FasterMoE shadows, the identity round trip, bf16 mixed precision against its
+// float64 reference and its weight copies following weight changes; the float layer on cuda
+// refusing what is host-only (tests/cuda/test_moe_layer_cuda.cpp runs it on a GPU).
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -150,6 +150,47 @@ TEST_CASE("bf16 mixed precision: the float model matches its float64 reference, 
   REQUIRE(to_reference < 4e-3);
   REQUIRE(bf16_effect > 4 * to_reference);
   REQUIRE(std::abs(want_fp32 - want_bf16) > 20 * std::abs(loss_bf16 - want_bf16));
+}
+
+TEST_CASE("bf16 expert weight copies follow changes made through experts() or announced by weights_changed()",
+          "[moe]") {
+  const int N = world().size(), D = 8, F = 12, E = 4, n = 9;
+  MoeOptions o;
+  o.d_model = D, o.d_ff = F, o.precision = Precision::Bf16;
+  o.gate.num_experts = E, o.gate.top_k = 2;
+  MoeLayer<float> layer(o, world(), LayerPlacement::block(E, N, E)), fresh(o, world(), LayerPlacement::block(E, N, E));
+  layer.init_experts(3, 0, 0.3), fresh.init_experts(3, 0, 0.3);
+  Rng rng(19, static_cast<std::uint64_t>(world().rank()));
+  std::vector<float> x(n * D), wg(D * E), y(n * D), want(n * D);
+  for (auto& v : x) v = static_cast<float>(rng.normal());
+  for (auto& v : wg) v = static_cast<float>(rng.normal());
+  const auto forward_both = [&] {
+    layer.forward(n, x.data(), wg.data(), StepContext{}, y.data());
+    fresh.forward(n, x.data(), wg.data(), StepContext{}, want.data());
+  };
+  const auto scale_w1 = [&](MoeLayer<float>& l, float factor) {
+    for (auto& [e, s] : l.experts()) {
+      float* w = s.w.data<float>();
+      for (int i = 0; i < D * F; ++i) w[i] *= factor;
+    }
+  };
+  forward_both();
+  const std::vector<float> before = y;
+  // Through experts(), as the optimizer writes: the next forward rounds the new weights.
+  scale_w1(layer, 1.5f), scale_w1(fresh, 1.5f);
+  forward_both();
+  REQUIRE(y == want);
+  REQUIRE(y != before);
+  // Through pointers kept from before a forward: weights_changed() tells the layer.
+  std::vector<float*> kept;
+  for (auto& [e, s] : layer.experts()) kept.push_back(s.w.data<float>());
+  forward_both();
+  for (float* w : kept)
+    for (int i = 0; i < D * F; ++i) w[i] *= -2.f;
+  layer.weights_changed();
+  scale_w1(fresh, -2.f);
+  forward_both();
+  REQUIRE(y == want);
 }
 
 TEST_CASE("AdamW matches a float64 reference: clipping, warmup, bias correction, decay on matrices only", "[moe]") {
