@@ -1,16 +1,22 @@
 // File helpers. Crash-safe writing: write to "<path>.tmp.<pid>", fsync, rename over <path>,
-// fsync the directory, so a reader sees either the old file or the complete new one. Files
+// fsync the directory, so a reader sees either the old file or the complete new one. Large
+// files are written straight from the caller's memory, part after part, with the disk's
+// writeback started as each 64 MB is handed over, so the final fsync waits for the tail only. Files
 // written as a run goes (metrics, curves, traces) through OutputFile, every write checked.
 // Reading whole files (copied, or mapped for large inputs), and a page-size hint for the large
 // arrays parsed out of them.
 #pragma once
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace skew {
 
 // A path that names a device or a pipe (/dev/stdout) is written in place instead.
 void write_file_atomic(const std::string& path, std::string_view bytes);
+// The same for a file that is the concatenation of `parts` (a header, then each tensor's bytes),
+// none of them copied.
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts);
 std::string read_file(const std::string& path);
 void make_directories(const std::string& path);
 

@@ -37,16 +37,20 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keep the data 8-byte aligned
-  std::string bytes(8, '\0');
+  std::string head(8, '\0');
   const std::uint64_t n = text.size();
-  for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
-  bytes += text;
-  bytes.reserve(bytes.size() + offset);
-  for (const auto& t : host) bytes.append(static_cast<const char*>(t.raw()), t.nbytes());
-  write_file_atomic(path, bytes);
+  for (int i = 0; i < 8; ++i) head[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
+  head += text;
+  // The tensors go to the file from their own memory: a model of a gigabyte is not first copied
+  // into one buffer with its header.
+  std::vector<std::string_view> parts{head};
+  for (const auto& t : host) parts.emplace_back(static_cast<const char*>(t.raw()), t.nbytes());
+  write_file_atomic(path, parts);
 }
 
-TensorFile load_safetensors(const std::string& path) { return parse_safetensors(read_file(path), path); }
+// Parsed from the page cache: reading a model of a gigabyte into a string first would copy it
+// twice more before the tensors take their own copy.
+TensorFile load_safetensors(const std::string& path) { return parse_safetensors(MappedFile(path).view(), path); }
 
 TensorFile parse_safetensors(std::string_view bytes, const std::string& path) {
   const auto fail = [&](const std::string& why) -> void { throw Error("corrupt safetensors file '" + path + "': " + why); };

@@ -1,5 +1,6 @@
 #include "lib/wide/checkpoint.hpp"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -111,12 +112,12 @@ void WideCheckpoint::save(WideTrainer& trainer, const WideRunState& state) {
   const std::vector<float>& params = trainer.parameters();
   tensors.emplace_back(kParams, Tensor::from_vector(params, {std::int64_t(params.size())}));
   const Optimizer& optimizer = trainer.optimizer();
-  if (!optimizer.n_state().empty())
-    tensors.emplace_back(kOptimizerN,
-                         Tensor::from_vector(optimizer.n_state(), {std::int64_t(optimizer.n_state().size())}));
-  if (!optimizer.z_state().empty())
-    tensors.emplace_back(kOptimizerZ,
-                         Tensor::from_vector(optimizer.z_state(), {std::int64_t(optimizer.z_state().size())}));
+  for (const auto& [name, values] : {std::pair{kOptimizerN, optimizer.n_state()}, std::pair{kOptimizerZ, optimizer.z_state()}}) {
+    if (values.empty()) continue;
+    Tensor t = Tensor::empty({std::int64_t(values.size())}, DType::F32);
+    std::copy(values.begin(), values.end(), t.data<float>());
+    tensors.emplace_back(name, std::move(t));
+  }
   for (auto [name, field] : int_fields(copy))
     tensors.emplace_back(name, Tensor::from_vector(std::vector<std::int64_t>{*field}, {1}));
   for (auto [name, field] : float_fields(copy))

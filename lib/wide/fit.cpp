@@ -169,20 +169,44 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   JsonlWriter metrics(metrics_path, resumed ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
   const int patience = c.get_int_as<int>("train.patience");
 
-  // The best model so far is saved (atomically) whenever an epoch improves it: a crash or a
-  // kill later in the run keeps it.
+  // Where the best model goes (README, "Outputs"). With checkpoints (output.checkpoint_dir), at
+  // every epoch that improves it: a checkpoint holds the latest parameters, not the best, so a
+  // resumed run finds the best epoch only in that file. Without them a crash ends the run (there
+  // is nothing to resume), so the best epoch's parameters are kept in memory and written once,
+  // when training ends, stops early or fails: FFM's 1.2 GB model takes longer to write than an
+  // epoch takes to train.
   std::string model_path = c.get_string("output.model");
   if (model_path.empty() && !dir.empty()) model_path = dir + "/model.safetensors";
   double valid_seconds = 0, save_seconds = 0;  // this run's, beside its train_seconds
-  const auto save_best = [&] {
-    st.best_epoch = st.epoch;
-    if (model_path.empty() || rank != 0) return;
+  std::int64_t model_writes = 0;
+  std::vector<float> best_params;  // the best epoch's, held while another epoch trains
+  bool best_unwritten = false, best_is_latest = false;
+  const auto write_model = [&](const std::vector<float>& params) {
     Timer save_timer;
-    const std::vector<float>& params = trainer.parameters();
     WideModel saved{shape, data.renumber ? data.order.to_original(shape, params) : params, data.normalize,
                     c.get_int_as<int>("data.hash_bits")};
     saved.save(model_path, {{"schema", c.get_string("train.schema")}, {"epoch", std::to_string(st.best_epoch)}});
     save_seconds += save_timer.seconds();
+    ++model_writes;
+    best_unwritten = false;
+  };
+  const auto write_unwritten_best = [&] {
+    if (best_unwritten) write_model(best_is_latest ? trainer.parameters() : best_params);
+  };
+  // The epoch just trained is the best so far. `another_epoch_follows`: its parameters are then
+  // copied, since the next epoch changes the trainer's (and may be worse, or fail); after the
+  // last epoch the trainer's own are written.
+  const auto keep_best = [&](bool another_epoch_follows) {
+    st.best_epoch = st.epoch;
+    if (model_path.empty() || rank != 0) return;
+    if (checkpoint.enabled()) return write_model(trainer.parameters());
+    best_unwritten = true;
+    best_is_latest = !another_epoch_follows;
+    if (another_epoch_follows) {
+      Timer copy_timer;
+      best_params = trainer.parameters();  // after the first, into the same pages: no faults
+      save_seconds += copy_timer.seconds();
+    }
   };
   std::unique_ptr<StreamBatches> stream_batches;
   if (data.stream) stream_batches = training_stream(c, data, trainer, local_batch);
@@ -207,51 +231,57 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   SKEW_INFO("set-up: " << setup.total << " s from the start to the first training step (start " << setup.startup
                        << " s, data " << setup.data << " s, model init " << setup.model << " s, trainer state "
                        << setup.trainer << " s)");
-  while (st.epoch <= epochs && !stopped_early()) {
-    Timer epoch_timer;
-    if (stream_batches) {  // only epoch-end checkpoints: a streamed epoch starts at the file's start
-      SKEW_CHECK(st.step_in_epoch == 0, "a streamed epoch cannot resume at step " << st.step_in_epoch);
-      stream_batches->rewind();
-    }
-    train_epoch(loop, st, epoch_timer);
-    const double epoch_seconds = st.epoch_seconds + epoch_timer.seconds();
-    st.train_seconds += epoch_seconds;
-    st.total_samples += st.epoch_samples;
-    st.epochs_run = st.epoch;
-    Json record{{"step", st.global_step}, {"epoch", st.epoch}, {"train_logloss", st.epoch_loss_sum / double(std::max<std::int64_t>(1, st.epoch_samples))}};
-    if (!data.has_valid) {
-      save_best();
-    } else {
-      Timer valid_timer;
-      const Evaluation v = trainer.evaluate(data.valid);
-      valid_seconds += valid_timer.seconds();
-      // The last step's update can diverge after its own (finite) loss was taken.
-      SKEW_CHECK(std::isfinite(v.logloss) && !std::isnan(v.auc), "epoch " << st.epoch << ": the validation logloss is "
-                     << v.logloss << " and AUC " << v.auc << ": the model diverged (try a smaller train.lr)");
-      record["valid_logloss"] = v.logloss;
-      record["valid_auc"] = v.auc;
-      record["elapsed_s"] = total.seconds();  // since start, data loading included: time-to-AUC
-      record["train_s"] = st.train_seconds;   // the epochs' training steps only: schema comparisons
-      SKEW_INFO("epoch " << st.epoch << " train logloss " << record["train_logloss"].get<double>() << " valid logloss "
-                         << v.logloss << " auc " << v.auc << " (" << epoch_seconds << " s)");
-      if (v.logloss < st.best_loss) {
-        st.best_loss = v.logloss;
-        st.best_auc = v.auc;
-        save_best();
-        st.since_best = 0;
-      } else if (patience > 0) {
-        ++st.since_best;
+  try {
+    while (st.epoch <= epochs && !stopped_early()) {
+      Timer epoch_timer;
+      if (stream_batches) {  // only epoch-end checkpoints: a streamed epoch starts at the file's start
+        SKEW_CHECK(st.step_in_epoch == 0, "a streamed epoch cannot resume at step " << st.step_in_epoch);
+        stream_batches->rewind();
       }
+      train_epoch(loop, st, epoch_timer);
+      const double epoch_seconds = st.epoch_seconds + epoch_timer.seconds();
+      st.train_seconds += epoch_seconds;
+      st.total_samples += st.epoch_samples;
+      st.epochs_run = st.epoch;
+      Json record{{"step", st.global_step}, {"epoch", st.epoch}, {"train_logloss", st.epoch_loss_sum / double(std::max<std::int64_t>(1, st.epoch_samples))}};
+      if (!data.has_valid) {
+        keep_best(st.epoch < epochs);
+      } else {
+        Timer valid_timer;
+        const Evaluation v = trainer.evaluate(data.valid);
+        valid_seconds += valid_timer.seconds();
+        // The last step's update can diverge after its own (finite) loss was taken.
+        SKEW_CHECK(std::isfinite(v.logloss) && !std::isnan(v.auc), "epoch " << st.epoch << ": the validation logloss is "
+                       << v.logloss << " and AUC " << v.auc << ": the model diverged (try a smaller train.lr)");
+        record["valid_logloss"] = v.logloss;
+        record["valid_auc"] = v.auc;
+        record["elapsed_s"] = total.seconds();  // since start, data loading included: time-to-AUC
+        record["train_s"] = st.train_seconds;   // the epochs' training steps only: schema comparisons
+        SKEW_INFO("epoch " << st.epoch << " train logloss " << record["train_logloss"].get<double>() << " valid logloss "
+                           << v.logloss << " auc " << v.auc << " (" << epoch_seconds << " s)");
+        if (v.logloss < st.best_loss) {
+          st.best_loss = v.logloss;
+          st.best_auc = v.auc;
+          keep_best(st.epoch < epochs);
+          st.since_best = 0;
+        } else if (patience > 0) {
+          ++st.since_best;
+        }
+      }
+      metrics.write(record);
+      if (stopped_early())
+        SKEW_INFO("early stop: no better validation logloss for " << patience << " epoch(s); keeping epoch " << st.best_epoch);
+      // The next epoch starts afresh: checkpointed here, a resume begins it from its first step.
+      ++st.epoch;
+      st.step_in_epoch = st.epoch_samples = st.window_steps = 0;
+      st.epoch_loss_sum = st.window_loss = st.epoch_seconds = 0;
+      checkpoint.save(trainer, st);
     }
-    metrics.write(record);
-    if (stopped_early())
-      SKEW_INFO("early stop: no better validation logloss for " << patience << " epoch(s); keeping epoch " << st.best_epoch);
-    // The next epoch starts afresh: checkpointed here, a resume begins it from its first step.
-    ++st.epoch;
-    st.step_in_epoch = st.epoch_samples = st.window_steps = 0;
-    st.epoch_loss_sum = st.window_loss = st.epoch_seconds = 0;
-    checkpoint.save(trainer, st);
+  } catch (...) {
+    write_unwritten_best();  // a run that diverges or fails keeps its best epoch, as with checkpoints
+    throw;
   }
+  write_unwritten_best();
   Json summary{{"app", "wide_train"}, {"model", c.get_string("model.type")}, {"schema", c.get_string("train.schema")},
                {"device", c.get_string("train.device")}, {"ranks", ranks}, {"threads", threads}, {"features", shape.num_features},
                {"normalize", data.normalize},
@@ -264,7 +294,7 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
                {"streamed", data.stream != nullptr}, {"setup_seconds", setup.total},
                {"setup_startup_seconds", setup.startup}, {"setup_data_seconds", setup.data},
                {"setup_model_seconds", setup.model}, {"setup_trainer_seconds", setup.trainer},
-               {"valid_seconds", valid_seconds}, {"save_seconds", save_seconds}};
+               {"valid_seconds", valid_seconds}, {"save_seconds", save_seconds}, {"model_writes", model_writes}};
   if (data.stream) {  // the ring's bound and what it held at most (lib/wide/stream.hpp)
     summary["stream_ring_budget_bytes"] = data.stream->ring_budget();
     summary["stream_peak_ring_bytes"] = data.stream->peak_ring_bytes();

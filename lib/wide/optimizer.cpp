@@ -20,18 +20,22 @@ Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& 
   SKEW_CHECK(options.lr > 0, "train.lr must be positive, got " << options.lr);
   if (options.kind == OptimizerKind::AdaGrad) n_.assign(params.size(), options.eps);
   if (options.kind == OptimizerKind::Ftrl) {
-    n_.assign(params.size(), 0.0f);
+    n_.resize(params.size());  // zero pages: not written here
     z_.resize(params.size());
-    // With n = 0 FTRL's weight is -z * alpha / beta: start from the given parameters.
-    for (std::size_t i = 0; i < params.size(); ++i) z_[i] = -params[i] * options.beta / options.lr;
+    // With n = 0 FTRL's weight is -z * alpha / beta: start from the given parameters. A zero
+    // parameter leaves its z at +0 (the formula gives -0): the update reads z's sign only through
+    // copysignf(l1, z) where |z| > l1, so the weights are the same bit for bit, and LR's model,
+    // all zeros, writes no page of z at all.
+    for (std::size_t i = 0; i < params.size(); ++i)
+      if (params[i] != 0.0f) z_[i] = -params[i] * options.beta / options.lr;
   }
 }
 
 void Optimizer::set_state(std::vector<float> n, std::vector<float> z) {
   SKEW_CHECK(n.size() == n_.size() && z.size() == z_.size(), "optimizer state of " << n.size() << " + " << z.size()
                  << " values given, this optimizer holds " << n_.size() << " + " << z_.size());
-  n_ = std::move(n);
-  z_ = std::move(z);
+  n_.assign(n.begin(), n.end());
+  z_.assign(z.begin(), z.end());
 }
 
 // Called once per touched row (a single float for LR): inlined into the loops over rows. The

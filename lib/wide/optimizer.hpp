@@ -2,6 +2,7 @@
 // are updated (lazy L2 on those rows), with per-coordinate state for AdaGrad and FTRL-proximal.
 #pragma once
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "kernels/wide_model.hpp"
 #include "kernels/wide_pool.hpp"
 #include "kernels/wide_update.hpp"
+#include "lib/core/zero_pages.hpp"
 
 namespace skew::wide {
 
@@ -34,8 +36,8 @@ class Optimizer {
   const kernels::WideUpdateRule& rule() const { return options_; }
   // The per-coordinate state (AdaGrad: n; FTRL: n and z; empty when the rule has none), for a
   // CUDA trainer that starts from the same state.
-  const std::vector<float>& n_state() const { return n_; }
-  const std::vector<float>& z_state() const { return z_; }
+  std::span<const float> n_state() const { return n_; }
+  std::span<const float> z_state() const { return z_; }
   // The same state as writable arrays, for a kernel that updates the model itself (Hogwild).
   kernels::WideOptimizerState state() {
     return {n_.empty() ? nullptr : n_.data(), z_.empty() ? nullptr : z_.data()};
@@ -49,7 +51,10 @@ class Optimizer {
               float scale);
   OptimizerOptions options_;
   kernels::WideShape shape_;
-  std::vector<float> n_, z_;  // AdaGrad: n_ = sum g^2; FTRL: z_, n_
+  // AdaGrad: n_ = eps + sum g^2, filled with eps at construction. FTRL: n_ = sum g^2 and z_,
+  // both zero where a parameter starts at zero (all of n_, LR's z_): on zero pages, so only the
+  // pages of rows that a step updates (or a non-zero parameter initialises) are ever written.
+  ZeroPageVector<float> n_, z_;
 };
 
 }  // namespace skew::wide

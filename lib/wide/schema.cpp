@@ -62,7 +62,7 @@ Schema wide_train_schema() {
             "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot (0 = never)");
   s.add_int("train.log_every", 20, IntRange::at_least(1), "progress line and metrics record every N steps");
   s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
-  s.add_string("output.model", "", "where the best model so far is saved, each time an epoch improves it (default OUTPUT_DIR/model.safetensors)");
+  s.add_string("output.model", "", "where the best epoch's model is saved: once, when training ends (stops early, or fails); with output.checkpoint_dir at each epoch that improves it (default OUTPUT_DIR/model.safetensors)");
   // The names and meanings of moe_train's checkpoint keys (lib/moe/schema.cpp).
   s.add_string("output.checkpoint_dir", "",
                "checkpoint directory (empty = none): model, optimizer state and the run's position, at every epoch end "

@@ -34,9 +34,10 @@ WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shar
   if (options.device == TrainDevice::Cuda) {
     SKEW_CHECK(cuda_built(), "train.device = cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON)");
     SKEW_CHECK(cuda_device_count() > 0, "train.device = cuda, but no CUDA device is visible; use train.device = cpu");
+    const std::span<const float> n = optimizer_->n_state(), z = optimizer_->z_state();
     gpu_ = std::make_unique<WideGpuTrainer>(model_.shape, options.schema == TrainSchema::Flow, options.flow,
-                                            optimizer_->rule(), options.overlap, model_.params, optimizer_->n_state(),
-                                            optimizer_->z_state());
+                                            optimizer_->rule(), options.overlap, model_.params,
+                                            std::vector<float>(n.begin(), n.end()), std::vector<float>(z.begin(), z.end()));
   } else if (options.schema == TrainSchema::Flow) {
     flow_ = std::make_unique<kernels::WideFlow>(model_.shape, options.flow, pool_->threads());
   }

@@ -82,15 +82,16 @@ TEST_CASE("wide_train --train.device=cuda without a GPU exits with an error nami
   std::filesystem::remove(log);
 }
 
-TEST_CASE("wide_train killed mid-run leaves its best model so far, whole and usable") {
+TEST_CASE("wide_train killed mid-run with checkpoints on leaves its best model so far, whole and usable") {
   const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_app_kill_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const auto model = dir / "model.safetensors", pid_file = dir / "pid";
   // Far more epochs than the test waits for, and no early stop: the run is killed, never done.
+  // With checkpoints the model is written at every improving epoch (without, once at the end).
   REQUIRE(run("sh -c '" + std::string(SKEW_WIDE_TRAIN) + " --config " + SKEW_SOURCE_DIR + "/configs/wide.ini --data.train=\"" +
               kTrain + "\" --data.valid=\"" + kValid + "\" --train.epochs=100000 --train.patience=0 --output.dir=" +
-              dir.string() + " > " + dir.string() + ".log 2>&1 & echo $! > " + pid_file.string() + "'") == 0);
+              dir.string() + " --output.checkpoint_dir=" + (dir / "checkpoints").string() + " > " + dir.string() + ".log 2>&1 & echo $! > " + pid_file.string() + "'") == 0);
   for (int waited_ms = 0; !std::filesystem::exists(model) && waited_ms < 120000; waited_ms += 20) usleep(20000);
   const std::string pid = skew::read_file(pid_file.string());
   run("kill -9 " + pid);

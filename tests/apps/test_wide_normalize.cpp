@@ -116,6 +116,8 @@ TEST_CASE("wide_train stopped early keeps, saves and predicts with its best epoc
   CHECK(best - valid_logloss.begin() + 1 == best_epoch);
   const skew::TensorFile file = skew::load_safetensors(out + "/model.safetensors");
   CHECK(std::stoi(file.metadata.at("epoch")) == best_epoch);
+  // No checkpoints: the best epoch was held in memory and written once, when the run stopped.
+  CHECK(summary["model_writes"].get<int>() == 1);
   // --predict with the saved model reproduces the best epoch's validation logloss, not the last's.
   const std::string pred = (dir / "pred.txt").string();
   REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --predict --predict.model=" + out + "/model.safetensors --predict.data='" +

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lib/core/error.hpp"
@@ -161,4 +162,27 @@ TEST_CASE("write_file_atomic writes a device in place instead of renaming over i
   CHECK_THAT(error_of([] { skew::write_file_atomic("/dev/full", "x"); }),
              Catch::Contains("'/dev/full'") && Catch::Contains("No space left on device"));
   CHECK(is_char_device("/dev/full"));
+}
+
+TEST_CASE("write_file_atomic of parts writes their concatenation across its 64 MB chunks, replacing the old file") {
+  const auto dir = std::filesystem::temp_directory_path() / ("skew_fileio_parts_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string path = (dir / "model.bin").string();
+  skew::write_file_atomic(path, "an older, longer file that must not show through\n");
+  // A part longer than a chunk and not a multiple of it, an empty part, and short ones around
+  // them: each byte must land at its own offset.
+  std::string big(std::size_t(64 << 20) + 4099, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = char((i * 2654435761u) >> 13);
+  const std::vector<std::string_view> parts{"header|", big, "", "|tail"};
+  skew::write_file_atomic(path, parts);
+  const std::string back = skew::read_file(path);
+  REQUIRE(back.size() == 7 + big.size() + 5);
+  CHECK(back.compare(0, 7, "header|") == 0);
+  CHECK(back.compare(7, big.size(), big) == 0);
+  CHECK(back.compare(7 + big.size(), 5, "|tail") == 0);
+  // Renamed into place: no temporary is left beside it.
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+  CHECK(names == std::vector<std::string>{"model.bin"});
+  std::filesystem::remove_all(dir);
 }

@@ -1,15 +1,19 @@
 // A wide model's set-up: the initial latent factors against a float64 Box-Muller reference on
 // the Philox words, the same model bit for bit at 1 and 2 threads; the trainer's zero-page
-// gradient (lib/core/zero_pages.hpp) against plain zeros and the page faults it saves.
+// gradient (lib/core/zero_pages.hpp) against plain zeros and the page faults it saves; FTRL's
+// state on zero pages against the eagerly filled state of the same rule, bit for bit.
 #include <sys/resource.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "lib/core/rng.hpp"
 #include "lib/core/zero_pages.hpp"
 #include "lib/wide/model.hpp"
+#include "lib/wide/optimizer.hpp"
 
 using namespace skew;
 using namespace skew::wide;
@@ -93,4 +97,55 @@ TEST_CASE("a zero-page vector reads as zeros and costs page faults only where it
   v.resize(n + 12345);
   CHECK(v[7] == 0.5f);
   CHECK(v[n + 12344] == 0.0f);
+}
+
+TEST_CASE("FTRL's state on zero pages: set-up writes no page of an all-zero model, and steps match filled state bit for bit") {
+  // LR, all parameters zero: neither n nor z is written at construction.
+  const WideShape lr{WideKind::LR, std::int64_t(16) << 20, 1, 0};  // 64 MiB per state array
+  OptimizerOptions o;
+  o.kind = OptimizerKind::Ftrl;
+  o.lr = 0.1f, o.beta = 1.0f, o.l1 = 0.002f, o.l2 = 0.01f;
+  {
+    const std::vector<float> zeros(std::size_t(lr.num_params()), 0.0f);
+    const long before = minor_faults();
+    const Optimizer ftrl(o, lr, zeros);
+    CHECK(minor_faults() - before < 64);  // filled, n and z would write 32768 pages
+    CHECK(ftrl.n_state()[12345] == 0.0f);
+    CHECK(ftrl.z_state()[std::size_t(lr.num_params()) - 1] == 0.0f);
+  }
+  // FM with k = 3 over 1001 features, a third of the parameters zero, the rest not: a few steps
+  // of random gradients on random rows, against wide_update_coordinate run on state filled as
+  // the formula says (n = 0, z = -w * beta / lr, -0 included).
+  const WideShape fm{WideKind::FM, 1001, 1, 3};
+  const std::size_t n_params = std::size_t(fm.num_params()), row = std::size_t(fm.row_len());
+  std::uint64_t lcg = 12345;
+  const auto uniform = [&] {  // in [-1, 1)
+    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
+    return float(double(lcg >> 11) / double(1ull << 52) - 1.0);
+  };
+  std::vector<float> params(n_params);
+  for (std::size_t i = 0; i < n_params; ++i) params[i] = i % 3 == 0 ? 0.0f : 0.05f * uniform();
+  std::vector<float> ref_params = params, ref_n(n_params, 0.0f), ref_z(n_params);
+  for (std::size_t i = 0; i < n_params; ++i) ref_z[i] = -params[i] * o.beta / o.lr;
+  Optimizer ftrl(o, fm, params);
+  kernels::WidePool pool(2);
+  std::vector<float> grad(n_params, 0.0f);
+  for (int step = 0; step < 7; ++step) {
+    std::vector<std::uint32_t> features;
+    for (std::uint32_t f = std::uint32_t(step); f < 1001; f += 3 + std::uint32_t(step)) features.push_back(f);
+    const float scale = 1.0f / 32.0f;
+    std::vector<std::size_t> touched{0};
+    for (const std::uint32_t f : features)
+      for (std::size_t j = 0; j < row; ++j) touched.push_back(1 + f * row + j);
+    for (const std::size_t i : touched) grad[i] = uniform();
+    for (const std::size_t i : touched)
+      kernels::wide_update_coordinate(o, ref_params[i], grad[i] * scale, &ref_n[i], &ref_z[i]);
+    ftrl.step(params.data(), grad.data(), features, scale, pool);
+  }
+  CHECK(std::memcmp(params.data(), ref_params.data(), n_params * sizeof(float)) == 0);
+  CHECK(std::memcmp(ftrl.n_state().data(), ref_n.data(), n_params * sizeof(float)) == 0);
+  std::size_t z_differ = 0;  // equal as values: +0 where the formula gives -0
+  for (std::size_t i = 0; i < n_params; ++i) z_differ += ftrl.z_state()[i] != ref_z[i];
+  CHECK(z_differ == 0);
+  CHECK(std::count(grad.begin(), grad.end(), 0.0f) == std::ptrdiff_t(n_params));  // steps zero their gradient
 }
