@@ -198,7 +198,7 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     const int mi = moe_index_[static_cast<std::size_t>(l)];
     if (mi >= 0) {
       const BlockNames p(l);
-      this->moe_backward(mi, n, dx_.data(), param(p("gate.w")), dln_.data(), grad(p("gate.w")));
+      this->moe_backward(mi, dx_.data(), param(p("gate.w")), dln_.data(), grad(p("gate.w")));
     } else {
       dense_ffn_backward(shape, w, g, A, dx_, dln_);
     }
