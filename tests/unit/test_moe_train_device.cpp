@@ -1,5 +1,5 @@
 // train.device resolved per rank (lib/moe/schema.cpp): what each choice gives for a rank that sees
-// no GPU or one, per model.arch, and the errors naming the keys at fault. The GPU count is a
+// no GPU or one, per model.arch and moe.policy, and the errors naming the keys at fault. The GPU count is a
 // parameter, so every branch runs here without a GPU.
 #include <catch2/catch.hpp>
 #include <string>
@@ -11,9 +11,11 @@
 using namespace skew;
 
 namespace {
-Device resolve(const std::string& device, const std::string& arch, int visible_gpus) {
+Device resolve(const std::string& device, const std::string& arch, int visible_gpus,
+               const std::string& policy = "static") {
   const Config c = Config::parse_ini_text(moe::moe_train_schema(), "", "test",
-                                          {"--train.device=" + device, "--model.arch=" + arch});
+                                          {"--train.device=" + device, "--model.arch=" + arch,
+                                           "--moe.policy=" + policy});
   return moe::train_device(c, visible_gpus);
 }
 }  // namespace
@@ -30,6 +32,15 @@ TEST_CASE("train.device=auto picks cuda for gpt only where the build has CUDA an
   CHECK(resolve("auto", "swin", 2) == Device::Host);
 }
 
+TEST_CASE("train.device=auto keeps the policies whose MoE layers run on the host only on the cpu", "[moe][device]") {
+  CHECK(resolve("auto", "gpt", 2, "deepspeed") == (cuda_built() ? Device::Cuda : Device::Host));
+  for (const char* policy : {"fastermoe", "flexmoe"}) {
+    INFO(policy);
+    CHECK(resolve("auto", "gpt", 2, policy) == Device::Host);
+    CHECK(resolve("cpu", "gpt", 2, policy) == Device::Host);
+  }
+}
+
 TEST_CASE("train.device=cuda where it cannot run is an error naming the keys", "[moe][device]") {
   CHECK_THROWS_WITH(resolve("cuda", "gpt", 0),
                     Catch::Contains(cuda_built() ? "train.device=cuda, but no CUDA device is visible"
@@ -41,5 +52,12 @@ TEST_CASE("train.device=cuda where it cannot run is an error naming the keys", "
     CHECK_THROWS_WITH(resolve("cuda", arch, 1),
                       Catch::Contains(std::string("train.device=cuda with model.arch=") + arch) &&
                           Catch::Contains("runs on the CPU only"));
+  }
+  CHECK(resolve("cuda", "gpt", 1, "deepspeed") == Device::Cuda);
+  for (const char* policy : {"fastermoe", "flexmoe"}) {
+    INFO(policy);
+    CHECK_THROWS_WITH(resolve("cuda", "gpt", 1, policy),
+                      Catch::Contains(std::string("train.device=cuda with moe.policy=") + policy) &&
+                          Catch::Contains("use train.device=cpu"));
   }
 }
