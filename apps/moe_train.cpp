@@ -34,15 +34,12 @@ int main(int argc, char** argv) {
     // On the GPU the world is hybrid: device buffers (expert exchange, gradient all-reduce) over
     // NCCL, host buffers (counts, plans, scalars) over MPI. NCCL refuses two ranks on one GPU:
     // ranks sharing GPUs stay on MPI, which stages device buffers through pinned host memory.
-    const bool gpu_per_rank = rt.local_size <= visible_gpus;
-    const auto world = skew::comm::make_world_group(rt, device == skew::Device::Cuda && gpu_per_rank
-                                                            ? skew::comm::Backend::Hybrid
-                                                            : skew::comm::Backend::Mpi);
+    const bool nccl = device == skew::Device::Cuda && skew::comm::every_rank_has_own_gpu(rt);
+    const auto world = skew::comm::make_world_group(rt, nccl ? skew::comm::Backend::Hybrid : skew::comm::Backend::Mpi);
     if (rt.world_rank == 0)
       SKEW_INFO("moe_train: " << rt.world_size << " rank(s), step on " << where << " (train.device="
                               << config.get_string("train.device") << ", " << visible_gpus << " GPU(s) visible"
-                              << device_note(config, device, visible_gpus) << "), world group "
-                              << world->backend());
+                              << device_note(config, device, visible_gpus) << "), world group " << world->backend());
     skew::Json summary = skew::moe::train(config, *world);
     summary["device"] = where;
     if (rt.world_rank == 0) skew::print_summary(summary);
