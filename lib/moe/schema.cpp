@@ -81,7 +81,8 @@ Schema moe_train_schema() {
                "local_rank % device_count and runs the whole step there (embedding, LayerNorms, attention, dense "
                "FFNs, the MoE layers' gate, dispatch, experts and combine, LM head, cross-entropy, their backward, "
                "the gradient norm and AdamW); the expert exchange and the dense gradients' all-reduce go over "
-               "NCCL on device buffers, counts and scalars over MPI. Still crossing to the host each step: the "
+               "NCCL on device buffers (over MPI through pinned host memory where ranks share a GPU), counts "
+               "and scalars over MPI. Still crossing to the host each step: the "
                "token ids, jitter noise, the logits (top-1 count), deepspeed's expert choices, per-expert counts "
                "and the loss. Not yet run on a GPU. auto: cuda when the build has CUDA, a GPU is visible, "
                "model.arch=gpt and moe.policy is static or deepspeed, else cpu (said in the log)");
