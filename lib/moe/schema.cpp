@@ -82,9 +82,9 @@ Schema moe_train_schema() {
                "FFNs, the MoE layers' gate, dispatch, experts and combine, LM head, cross-entropy, their backward, "
                "the gradient norm and AdamW); the expert exchange and the dense gradients' all-reduce go over "
                "NCCL on device buffers (over MPI through pinned host memory where ranks share a GPU), counts "
-               "and scalars over MPI. Still crossing to the host each step: the "
-               "token ids, jitter noise, the logits (top-1 count), deepspeed's expert choices, per-expert counts "
-               "and the loss. Not yet run on a GPU. auto: cuda when the build has CUDA, a GPU is visible, "
+               "and scalars over MPI. Still crossing each step: the token ids and jitter noise (to the GPU), "
+               "deepspeed's expert choices, per-expert counts and the logged scalars (loss, gradient norm, top-1 "
+               "count; to the host). Not yet run on a GPU. auto: cuda when the build has CUDA, a GPU is visible, "
                "model.arch=gpt and moe.policy is static or deepspeed, else cpu (said in the log)");
   s.add_choice("train.precision", "fp32", {"fp32", "bf16"},
                "matrix products: fp32, or bf16 inputs with fp32 accumulation (mixed precision; the router, "
