@@ -11,13 +11,13 @@
 #include "mpi/runtime.hpp"
 
 namespace {
-// What the start-up line adds to train.device's outcome: what stays on the CPU, or why auto left a
-// visible GPU unused.
+// What the start-up line adds to train.device's outcome: why auto left a visible GPU unused.
 std::string device_note(const skew::Config& config, skew::Device device, int visible_gpus) {
-  if (device == skew::Device::Cuda) return "; the MoE layers run on the CPU";
-  if (config.get_string("train.device") != "auto" || visible_gpus == 0) return "";
-  return skew::cuda_built() ? "; model.arch=" + config.get_string("model.arch") + " runs on the CPU only"
-                            : "; this build has no CUDA";
+  if (device == skew::Device::Cuda || config.get_string("train.device") != "auto" || visible_gpus == 0) return "";
+  if (!skew::cuda_built()) return "; this build has no CUDA";
+  const std::string arch = config.get_string("model.arch");
+  return arch != "gpt" ? "; model.arch=" + arch + " runs on the CPU only"
+                       : "; moe.policy=" + config.get_string("moe.policy") + " runs on the CPU only";
 }
 }  // namespace
 
@@ -31,11 +31,16 @@ int main(int argc, char** argv) {
     const skew::Device device = skew::moe::train_device(config, visible_gpus);
     if (device == skew::Device::Cuda) skew::comm::bind_local_gpu(rt);
     const std::string where = device == skew::Device::Cuda ? "cuda" : "cpu";
+    // On the GPU the world is hybrid: device buffers (expert exchange, gradient all-reduce) over
+    // NCCL, host buffers (counts, plans, scalars) over MPI. NCCL refuses two ranks on one GPU:
+    // ranks sharing GPUs stay on MPI, which stages device buffers through pinned host memory.
+    const bool nccl = device == skew::Device::Cuda && skew::comm::every_rank_has_own_gpu(rt);
+    const auto world = skew::comm::make_world_group(rt, nccl ? skew::comm::Backend::Hybrid : skew::comm::Backend::Mpi);
     if (rt.world_rank == 0)
       SKEW_INFO("moe_train: " << rt.world_size << " rank(s), step on " << where << " (train.device="
                               << config.get_string("train.device") << ", " << visible_gpus << " GPU(s) visible"
-                              << device_note(config, device, visible_gpus) << ")");
-    skew::Json summary = skew::moe::train(config, *rt.world);
+                              << device_note(config, device, visible_gpus) << "), world group " << world->backend());
+    skew::Json summary = skew::moe::train(config, *world);
     summary["device"] = where;
     if (rt.world_rank == 0) skew::print_summary(summary);
     return 0;

@@ -2,8 +2,11 @@
 
 #include <malloc.h>
 
+#include <array>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <vector>
 
 #include "lib/core/log.hpp"
 #include "mpi/hybrid_process_group.hpp"
@@ -53,6 +56,30 @@ void bind_local_gpu(Runtime& rt) {
 #ifdef SKEW_WITH_CUDA
   if (cudaSetDevice(rt.cuda_device) != cudaSuccess) SKEW_THROW("cudaSetDevice(" << rt.cuda_device << ") failed");
 #endif
+}
+
+bool every_rank_has_own_gpu(const Runtime& rt) {
+  SKEW_CHECK(rt.cuda_device >= 0, "rank " << rt.world_rank << " has no GPU bound (bind_local_gpu first)");
+  std::array<char, 16> mine{};
+#ifdef SKEW_WITH_CUDA
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, rt.cuda_device) != cudaSuccess)
+    SKEW_THROW("rank " << rt.world_rank << ": cudaGetDeviceProperties(" << rt.cuda_device << ") failed");
+  std::memcpy(mine.data(), prop.uuid.bytes, mine.size());
+#endif
+  MPI_Comm node;
+  SKEW_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rt.world_rank, MPI_INFO_NULL, &node));
+  std::vector<char> all(mine.size() * static_cast<std::size_t>(rt.local_size));
+  const int width = static_cast<int>(mine.size());
+  SKEW_MPI_CHECK(MPI_Allgather(mine.data(), width, MPI_CHAR, all.data(), width, MPI_CHAR, node));
+  MPI_Comm_free(&node);
+  int own = 1, everywhere = 0;
+  for (int r = 0; r < rt.local_size; ++r)
+    if (r != rt.local_rank &&
+        std::memcmp(all.data() + static_cast<std::size_t>(r) * mine.size(), mine.data(), mine.size()) == 0)
+      own = 0;
+  SKEW_MPI_CHECK(MPI_Allreduce(&own, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
+  return everywhere == 1;
 }
 
 int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runtime&)>& body) {

@@ -35,6 +35,12 @@ int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runti
 // Throws when no GPU is visible.
 void bind_local_gpu(Runtime& rt);
 
+// Collective over the world: true when no two ranks of a node are bound to the same GPU, on
+// every node (compared by UUID, which per-rank CUDA_VISIBLE_DEVICES numbering does not hide).
+// NCCL refuses ranks sharing a GPU, so a caller picks Backend::Hybrid or Nccl only then. Every
+// rank must have bound one (bind_local_gpu); throws otherwise.
+bool every_rank_has_own_gpu(const Runtime& rt);
+
 [[noreturn]] void abort_job(const std::string& message, int code = 1);
 
 }  // namespace skew::comm

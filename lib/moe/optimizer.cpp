@@ -34,15 +34,15 @@ AdamW::AdamW(const AdamWOptions& opt, MoeNetwork<float>& model, comm::ProcessGro
 
 double AdamW::step(std::int64_t iteration) {
   // Global norm: dense gradients are identical everywhere; each expert counts once, from the
-  // replica on its lowest rank. The dense sum of squares runs where the gradients are; one scalar
-  // comes back.
+  // replica on its lowest rank. Each sum of squares runs where its gradients are; one scalar
+  // comes back from each.
   const Device device = model_.device();
   const double dense = sum_of_squares(model_.dense_g().size(), model_.dense_g().data(), device);
   std::vector<double> expert = {0.0};
   for (auto& layer : model_.moe())
     for (auto& [e, s] : layer->experts())
       if (layer->placement().experts[static_cast<std::size_t>(e)].front().rank == world_.rank())
-        expert[0] += sum_of_squares(s.g.size(), s.g.data());
+        expert[0] += sum_of_squares(s.g.size(), s.g.data(), s.g.device());
   world_.allreduce(comm::view(expert), comm::ReduceOp::Sum);
   const double norm = std::sqrt(dense + expert[0]);
   const double c1 = 1 - std::pow(opt_.beta1, static_cast<double>(iteration + 1));
@@ -64,11 +64,12 @@ double AdamW::step(std::int64_t iteration) {
     // The layer's own widths: Swin's MoE layers are as wide as their stage, not the embedding.
     const std::size_t D = static_cast<std::size_t>(layer->options().d_model),
                       F = static_cast<std::size_t>(layer->options().d_ff);
+    const Device expert_device = layer->options().device;  // where the layer keeps w, m, v and g
     for (auto& [e, s] : layer->experts()) {
       float *pw = s.w.data<float>(), *pm = s.m.data<float>(), *pv = s.v.data<float>();
       const float* pg = s.g.data();  // the lambda captures plain names: clang refuses structured bindings
       const auto update = [&](std::size_t begin, std::size_t end, bool decay) {
-        kernels::moe::adamw_update(Device::Host, pw, pg, pm, pv, begin, end, decay, k);
+        kernels::moe::adamw_update(expert_device, pw, pg, pm, pv, begin, end, decay, k);
       };
       // Layout [W1 | b1 | W2 | b2]: decay the two matrices only.
       update(0, D * F, true);

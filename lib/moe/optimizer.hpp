@@ -3,7 +3,7 @@
 // every rank; each expert replica applies the same update from the same (replica-reduced)
 // gradient, so replicas stay identical without exchanging parameters. The dense parameters'
 // moments live on the network's device and are updated there; the experts' where their layer
-// keeps them (the host).
+// keeps them (MoeOptions::device, the network's device).
 #pragma once
 #include <cstdint>
 

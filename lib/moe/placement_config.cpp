@@ -47,7 +47,7 @@ void add_placement_keys(Schema& schema) {
                "bytes moved per parameter with a replica (parameter + optimiser moments)");
 }
 
-placement::PlacementOptions placement_options_from_config(const Config& config) {
+placement::PlacementOptions placement_options_from_config(const Config& config, Device experts_device) {
   placement::PlacementOptions p;
   placement::CostConstants& c = p.cost_overrides;
   c.gemm_flops = config.get_float("placement.gemm_flops");
@@ -58,6 +58,7 @@ placement::PlacementOptions placement_options_from_config(const Config& config) 
   c.alltoall_latency = config.get_float("placement.alltoall_latency");
 
   placement::ExpertShape& s = p.shape;
+  s.device = experts_device;  // the cost model times the expert GEMMs where they run
   s.activation_bytes = config.get_int_as<int>("placement.activation_bytes");
   s.grad_bytes_per_param = config.get_int_as<int>("placement.grad_bytes_per_param");
   s.state_bytes_per_param = config.get_int_as<int>("placement.state_bytes_per_param");

@@ -13,8 +13,9 @@ void add_placement_keys(Schema& schema);
 // The [placement] values of a config holding add_placement_keys: cost constants as configured
 // (0 = measure; latency -1 = measure), the expert's byte sizes (params and hidden_dim are left to
 // the model), the FlexMoE options and slots_per_rank as configured (0 = experts per rank + 1).
-// Each key's range is checked when the config is parsed.
-placement::PlacementOptions placement_options_from_config(const Config& config);
+// Each key's range is checked when the config is parsed. `experts_device`: where the experts run
+// (moe_train's resolved train.device), which the cost model times the expert GEMMs on.
+placement::PlacementOptions placement_options_from_config(const Config& config, Device experts_device = Device::Host);
 
 // placement.slots_per_rank for `num_experts` experts on `world_size` ranks, 0 resolved to experts
 // per rank + 1. Throws when the experts are not a multiple of the ranks.

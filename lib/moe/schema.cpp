@@ -76,13 +76,16 @@ Schema moe_train_schema() {
   s.add_int("train.log_interval", 10, IntRange::at_least(0), "iterations between progress lines");
   s.add_int("train.blas_threads", 1, {0, 1024}, "OpenBLAS threads per rank (0 = OpenBLAS default)");
   s.add_choice("train.device", "auto", {"auto", "cpu", "cuda"},
-               "where the training step runs. cpu: all of it on the CPU. cuda (model.arch=gpt only; bert and swin "
-               "are refused): each rank binds GPU local_rank % device_count and keeps the dense network there "
-               "(embedding, LayerNorms, attention, dense FFNs, LM head, cross-entropy, their backward, the "
-               "gradient norm and AdamW of the dense parameters); the MoE layers (gate, dispatch, experts, "
-               "combine, the experts' AdamW) and the dense gradients' MPI all-reduce still run on the CPU, their "
-               "inputs and outputs copied across every step, as are the logits (for the top-1 count). auto: cuda when the build has CUDA, a GPU is visible "
-               "and model.arch=gpt, else cpu (said in the log)");
+               "where the training step runs. cpu: all of it on the CPU. cuda (model.arch=gpt with "
+               "moe.policy=static or deepspeed; bert, swin, fastermoe and flexmoe are refused): each rank binds GPU "
+               "local_rank % device_count and runs the whole step there (embedding, LayerNorms, attention, dense "
+               "FFNs, the MoE layers' gate, dispatch, experts and combine, LM head, cross-entropy, their backward, "
+               "the gradient norm and AdamW); the expert exchange and the dense gradients' all-reduce go over "
+               "NCCL on device buffers (over MPI through pinned host memory where ranks share a GPU), counts "
+               "and scalars over MPI. Still crossing each step: the token ids and jitter noise (to the GPU), "
+               "deepspeed's expert choices, per-expert counts and the logged scalars (loss, gradient norm, top-1 "
+               "count; to the host). Not yet run on a GPU. auto: cuda when the build has CUDA, a GPU is visible, "
+               "model.arch=gpt and moe.policy is static or deepspeed, else cpu (said in the log)");
   s.add_choice("train.precision", "fp32", {"fp32", "bf16"},
                "matrix products: fp32, or bf16 inputs with fp32 accumulation (mixed precision; the router, "
                "LayerNorm, softmax and the fp32 master weights, gradients and AdamW state are unchanged)");
@@ -96,7 +99,11 @@ Schema moe_train_schema() {
 }
 
 Device train_device(const Config& c, int visible_gpus) {
-  const std::string requested = c.get_string("train.device"), arch = c.get_string("model.arch");
+  const std::string requested = c.get_string("train.device"), arch = c.get_string("model.arch"),
+                    policy = c.get_string("moe.policy");
+  // The MoE layer's device data plane has no fastermoe shadows, smart schedule or flexmoe replica
+  // moves (MoeLayer's constructor); refused here, at config time, naming both keys.
+  const bool policy_on_gpu = policy == "static" || policy == "deepspeed";
   if (requested == "cpu") return Device::Host;
   if (requested == "cuda") {
     SKEW_CHECK(cuda_built(), "train.device=cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON, or "
@@ -106,9 +113,13 @@ Device train_device(const Config& c, int visible_gpus) {
     SKEW_CHECK(arch == "gpt", "train.device=cuda with model.arch=" << arch << ": the " << arch
                                                                     << " network runs on the CPU only (model.arch=gpt "
                                                                        "runs on the GPU; or use train.device=cpu)");
+    SKEW_CHECK(policy_on_gpu, "train.device=cuda with moe.policy=" << policy
+                                                                   << ": only moe.policy=static and deepspeed run on "
+                                                                      "the GPU (use train.device=cpu for "
+                                                                   << policy << ")");
     return Device::Cuda;
   }
-  return cuda_built() && visible_gpus > 0 && arch == "gpt" ? Device::Cuda : Device::Host;
+  return cuda_built() && visible_gpus > 0 && arch == "gpt" && policy_on_gpu ? Device::Cuda : Device::Host;
 }
 
 MoeOptions moe_options(const Config& c) {
@@ -133,10 +144,10 @@ MoeOptions moe_options(const Config& c) {
 
 std::shared_ptr<BalancingPolicy<float>> policy_from_config(const Config& config, const MoeOptions& moe, int moe_layers,
                                                            comm::ProcessGroup& world) {
-  if (moe.policy == Policy::FasterMoE) return make_fastermoe<float>(placement_options_from_config(config), world, moe);
+  if (moe.policy == Policy::FasterMoE) return make_fastermoe<float>(placement_options_from_config(config, moe.device), world, moe);
   if (moe.policy != Policy::FlexMoE) return make_policy<float>(moe);
   const int slots = slots_per_rank_from_config(config, moe.gate.num_experts, world.size());
-  return make_flexmoe<float>(placement_options_from_config(config), slots, world, moe_layers, moe);
+  return make_flexmoe<float>(placement_options_from_config(config, moe.device), slots, world, moe_layers, moe);
 }
 
 }  // namespace skew::moe

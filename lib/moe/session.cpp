@@ -36,7 +36,7 @@ Session::Session(const Config& config, comm::ProcessGroup& world_group)
   ModelOptions options = arch == "swin"   ? SwinModel::options(config, moe_options(config))
                                : arch == "bert" ? BertModel::options(config, moe_options(config))
                                                 : GptModel::options(config, moe_options(config));
-  options.device = train_device(config, cuda_device_count());
+  options.device = options.moe.device = train_device(config, cuda_device_count());
   const int N = world.size(), E = options.moe.gate.num_experts;
   if (options.precision == Precision::Bf16 && world.rank() == 0)
     SKEW_INFO("train.precision = bf16: matrix products on the CPU use " << kernels::gemm_bf16_host_path());

@@ -43,9 +43,9 @@ std::vector<std::pair<std::string, Tensor>> save_state(MoeNetwork<float>& model,
         rows.insert(rows.end(), {double(e), double(r.rank), r.share});
     out.emplace_back(placement_key(l), Tensor::from_vector(rows, {static_cast<std::int64_t>(rows.size() / 3), 3}));
     for (auto& [e, s] : layer.experts()) {
-      out.emplace_back(expert_key(l, e, "w"), s.w.clone());
-      out.emplace_back(expert_key(l, e, "m"), s.m.clone());
-      out.emplace_back(expert_key(l, e, "v"), s.v.clone());
+      out.emplace_back(expert_key(l, e, "w"), s.w.to(Device::Host));
+      out.emplace_back(expert_key(l, e, "m"), s.m.to(Device::Host));
+      out.emplace_back(expert_key(l, e, "v"), s.v.to(Device::Host));
     }
   }
   return out;
@@ -72,7 +72,7 @@ void load_experts(const TensorLookup& get, MoeLayer<float>& layer, std::size_t l
     for (auto [what, t] : {std::pair{"w", &s.w}, std::pair{"m", &s.m}, std::pair{"v", &s.v}}) {
       const Tensor& src = get(expert_key(l, e, what));
       SKEW_CHECK(src.numel() == t->numel(), "checkpoint tensor " << expert_key(l, e, what) << " has the wrong size");
-      t->copy_from(src);
+      t->copy_from(src);  // host file -> the layer's device
     }
   }
 }

@@ -65,8 +65,8 @@ class RoutingTrace {
   }
   void write(const std::vector<std::unique_ptr<MoeLayer<float>>>& layers) {
     if (!save_.is_open()) return;
-    for (const auto& layer : layers)
-      save_.write(layer->gate_state().expert.data(), choices_ * sizeof(std::int32_t));
+    for (const auto& layer : layers)  // the choices live on the layer's device
+      save_.write(layer->gate_state().expert.host_copy().data(), choices_ * sizeof(std::int32_t));
   }
   // A failed last write or close is an error naming the file, not a line on stderr.
   void close() {

@@ -1,10 +1,11 @@
-// moe_train's GPT network with its dense buffers on the GPU (train.device=cuda: embedding,
-// attention, LayerNorms, dense FFNs, head, cross-entropy and AdamW there; the MoE layers still on
-// the host through the network's staging) against the same network on the host, at 2 ranks:
+// moe_train's GPT network on the GPU (train.device=cuda: the dense network and the MoE layers'
+// data plane, experts and their AdamW there) against the same network on the host, at 2 ranks:
 // one forward + backward (loss, every dense and expert gradient; fp32 and bf16 tolerances), 20
-// training iterations under every policy (per-iteration losses), and checkpoints (the same
-// tensors, close values, a GPU-written one resumes on the CPU, and a checkpoint loaded into the GPU
-// network saves back byte for byte). Skips without a GPU.
+// training iterations under each policy that runs on the GPU (static, deepspeed; fastermoe and
+// flexmoe are refused at config time, which is checked), and checkpoints (the same tensors, close
+// values, a GPU-written one resumes on the CPU, and a checkpoint loaded into the GPU network saves
+// back byte for byte). The world group is the tests' MPI one, so device buffers cross ranks
+// through its pinned staging (the hybrid MPI+NCCL group needs a GPU per rank). Skips without a GPU.
 #include <catch2/catch.hpp>
 #include <algorithm>
 #include <cmath>
@@ -13,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/moe_top1.hpp"
+#include "lib/core/rng.hpp"
 #include "lib/moe/resume.hpp"
 #include "lib/moe/session.hpp"
 #include "tests/cuda_skip.hpp"
@@ -88,10 +91,35 @@ TEST_CASE("the GPT network's forward and backward on the GPU equal the host's (b
   require_network_matches(moe::Precision::Bf16, 2e-2);
 }
 
-TEST_CASE("20 iterations on cuda track the cpu run's losses under every policy", "[moe][cuda][train]") {
+TEST_CASE("the top-1 count on the GPU equals its CPU twin", "[moe][cuda][network]") {
+  SKEW_REQUIRE_GPU();
+  // A vocabulary wider than a block and rows not a multiple of one; ties planted on a third of
+  // the rows (the first is the choice), targets hitting about half of them.
+  const int rows = 1031, v = 300;
+  Rng rng(7, 5);
+  std::vector<float> logits(static_cast<std::size_t>(rows) * v);
+  for (auto& x : logits) x = static_cast<float>(rng.normal());
+  std::vector<std::int32_t> targets(static_cast<std::size_t>(rows));
+  std::int64_t want = 0;  // by std::max_element
+  for (int r = 0; r < rows; ++r) {
+    float* row = logits.data() + static_cast<std::size_t>(r) * v;
+    if (r % 3 == 0) row[3] = row[211] = 9.0f;
+    const auto top = static_cast<std::int32_t>(std::max_element(row, row + v) - row);
+    targets[static_cast<std::size_t>(r)] = r % 2 == 0 ? top : (r % 3 == 0 ? 211 : (top + 7) % v);
+    want += targets[static_cast<std::size_t>(r)] == top ? 1 : 0;
+  }
+  REQUIRE(want > 0);
+  const Tensor on_gpu_logits = Tensor::from_vector(logits, {rows, v}).to(Device::Cuda);
+  const Tensor on_gpu_targets = Tensor::from_vector(targets, {rows}).to(Device::Cuda);
+  CHECK(kernels::moe::top1_hits(Device::Host, rows, v, logits.data(), targets.data()) == want);
+  CHECK(kernels::moe::top1_hits(Device::Cuda, rows, v, on_gpu_logits.data<float>(),
+                                on_gpu_targets.data<std::int32_t>()) == want);
+}
+
+TEST_CASE("20 iterations on cuda track the cpu run's losses under each policy that runs there", "[moe][cuda][train]") {
   SKEW_REQUIRE_GPU();
   const std::string dir = skew_moe_test::scratch("cuda_losses");
-  for (const char* policy : {"static", "deepspeed", "fastermoe", "flexmoe"}) {
+  for (const char* policy : {"static", "deepspeed"}) {
     const std::vector<double> cpu = losses("cpu", policy, dir), cuda = losses("cuda", policy, dir);
     if (skew_moe_test::world().rank() != 0) continue;  // rank 0 writes the records
     INFO("policy " << policy);
@@ -103,6 +131,16 @@ TEST_CASE("20 iterations on cuda track the cpu run's losses under every policy",
       INFO("iteration " << it);
       CHECK(cuda[it] == Approx(cpu[it]).epsilon(1e-4 * double(it + 1) + 1e-4));
     }
+  }
+}
+
+TEST_CASE("fastermoe and flexmoe on cuda are refused at config time, naming both keys", "[moe][cuda][train]") {
+  SKEW_REQUIRE_GPU();
+  for (const char* policy : {"fastermoe", "flexmoe"}) {
+    INFO("policy " << policy);
+    CHECK_THROWS_WITH(skew_moe_test::run(moe::moe_train_schema(), {"--train.device=cuda",
+                                                                   std::string("--moe.policy=") + policy}),
+                      Catch::Contains(std::string("train.device=cuda with moe.policy=") + policy));
   }
 }
 

@@ -1,19 +1,24 @@
 // train.device resolved per rank (lib/moe/schema.cpp): what each choice gives for a rank that sees
-// no GPU or one, per model.arch, and the errors naming the keys at fault. The GPU count is a
+// no GPU or one, per model.arch and moe.policy, and the errors naming the keys at fault. The GPU count is a
 // parameter, so every branch runs here without a GPU.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <string>
 #include <vector>
 
+#include "kernels/moe_top1.hpp"
 #include "lib/core/error.hpp"
+#include "lib/core/rng.hpp"
 #include "lib/moe/schema.hpp"
 
 using namespace skew;
 
 namespace {
-Device resolve(const std::string& device, const std::string& arch, int visible_gpus) {
+Device resolve(const std::string& device, const std::string& arch, int visible_gpus,
+               const std::string& policy = "static") {
   const Config c = Config::parse_ini_text(moe::moe_train_schema(), "", "test",
-                                          {"--train.device=" + device, "--model.arch=" + arch});
+                                          {"--train.device=" + device, "--model.arch=" + arch,
+                                           "--moe.policy=" + policy});
   return moe::train_device(c, visible_gpus);
 }
 }  // namespace
@@ -30,6 +35,15 @@ TEST_CASE("train.device=auto picks cuda for gpt only where the build has CUDA an
   CHECK(resolve("auto", "swin", 2) == Device::Host);
 }
 
+TEST_CASE("train.device=auto keeps the policies whose MoE layers run on the host only on the cpu", "[moe][device]") {
+  CHECK(resolve("auto", "gpt", 2, "deepspeed") == (cuda_built() ? Device::Cuda : Device::Host));
+  for (const char* policy : {"fastermoe", "flexmoe"}) {
+    INFO(policy);
+    CHECK(resolve("auto", "gpt", 2, policy) == Device::Host);
+    CHECK(resolve("cpu", "gpt", 2, policy) == Device::Host);
+  }
+}
+
 TEST_CASE("train.device=cuda where it cannot run is an error naming the keys", "[moe][device]") {
   CHECK_THROWS_WITH(resolve("cuda", "gpt", 0),
                     Catch::Contains(cuda_built() ? "train.device=cuda, but no CUDA device is visible"
@@ -42,4 +56,36 @@ TEST_CASE("train.device=cuda where it cannot run is an error naming the keys", "
                       Catch::Contains(std::string("train.device=cuda with model.arch=") + arch) &&
                           Catch::Contains("runs on the CPU only"));
   }
+  CHECK(resolve("cuda", "gpt", 1, "deepspeed") == Device::Cuda);
+  for (const char* policy : {"fastermoe", "flexmoe"}) {
+    INFO(policy);
+    CHECK_THROWS_WITH(resolve("cuda", "gpt", 1, policy),
+                      Catch::Contains(std::string("train.device=cuda with moe.policy=") + policy) &&
+                          Catch::Contains("use train.device=cpu"));
+  }
+}
+
+// The step's top-1 count, which a GPU step computes where the logits are: the CPU twin (the row
+// body the CUDA kernel runs per thread) against std::max_element, on random logits with planted
+// ties (the first of equal largest values is the choice) and targets that hit about half the rows.
+TEST_CASE("the top-1 count's CPU twin equals a max_element count, ties to the first", "[moe][device]") {
+  const int rows = 37, v = 29;
+  Rng rng(11, 3);
+  std::vector<float> logits(static_cast<std::size_t>(rows) * v);
+  for (auto& x : logits) x = static_cast<float>(rng.normal());
+  std::vector<std::int32_t> targets(static_cast<std::size_t>(rows));
+  std::int64_t want = 0;
+  for (int r = 0; r < rows; ++r) {
+    float* row = logits.data() + static_cast<std::size_t>(r) * v;
+    if (r % 3 == 0) row[5] = row[17] = 9.0f;  // a tie: column 5 is the choice, 17 is not
+    const auto top = static_cast<std::int32_t>(std::max_element(row, row + v) - row);
+    targets[static_cast<std::size_t>(r)] = r % 2 == 0 ? top : (r % 3 == 0 ? 17 : (top + 1) % v);
+    want += targets[static_cast<std::size_t>(r)] == top ? 1 : 0;
+  }
+  REQUIRE(want > 0);
+  REQUIRE(want < rows);
+  CHECK(kernels::moe::top1_hits(Device::Host, rows, v, logits.data(), targets.data()) == want);
+  const std::vector<double> wide(logits.begin(), logits.end());
+  CHECK(kernels::moe::top1_hits(Device::Host, rows, v, wide.data(), targets.data()) == want);
+  CHECK(kernels::moe::top1_hits(Device::Host, 0, v, logits.data(), targets.data()) == 0);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/moe_top1.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/moe/ops.hpp"
@@ -164,14 +165,10 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   if (m > 0) matmul<T>(false, true, m, V, D, T(1), head_in, param("wte"), T(0), logits_.data(), opt_.precision, device);
   // No targeted position anywhere (possible for a tiny masked batch): the objective is 0.
   const T scale = global[0] > 0 ? static_cast<T>(1.0 / global[0]) : T(0);
+  // The top-1 count where the logits are: one scalar comes back.
   std::vector<double> sums = {
-      m > 0 ? cross_entropy<T>(m, V, logits_.data(), device_targets, scale, dlogits_.data(), device) : 0.0, 0};
-  const T* logits = logits_.data();
-  if (device != Device::Host && m > 0) logits_host_ = logits_.to_host(), logits = logits_host_.data();
-  for (int r = 0; r < m; ++r) {
-    const T* row = logits + static_cast<std::size_t>(r) * V;
-    sums[1] += std::max_element(row, row + V) - row == targeted_ids[static_cast<std::size_t>(r)] ? 1 : 0;
-  }
+      m > 0 ? cross_entropy<T>(m, V, logits_.data(), device_targets, scale, dlogits_.data(), device) : 0.0,
+      static_cast<double>(kernels::moe::top1_hits(device, m, V, logits_.data(), device_targets))};
   world_.allreduce(comm::view(sums), comm::ReduceOp::Sum);
   last_ce_ = sums[0], last_correct_ = sums[1], last_targeted_ = global[0];
   if (!backward) return last_ce_ + aux;
@@ -198,7 +195,7 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     const int mi = moe_index_[static_cast<std::size_t>(l)];
     if (mi >= 0) {
       const BlockNames p(l);
-      this->moe_backward(mi, n, dx_.data(), param(p("gate.w")), dln_.data(), grad(p("gate.w")));
+      this->moe_backward(mi, dx_.data(), param(p("gate.w")), dln_.data(), grad(p("gate.w")));
     } else {
       dense_ffn_backward(shape, w, g, A, dx_, dln_);
     }

@@ -66,7 +66,6 @@ class GptMoe : public MoeNetwork<T> {
   // logits and their gradient, and the step's token and target ids.
   DeviceBuffer<T> x_, dx_, f_, dln_, x_final_, lnf_, meanf_, rstdf_, head_in_, dhead_, logits_, dlogits_;
   DeviceBuffer<std::int32_t> tokens_, targets_;
-  std::vector<T> logits_host_;  // the argmax's copy of the logits when they are not on the host
   double last_ce_ = 0, last_targeted_ = 0, last_correct_ = 0;
 };
 

@@ -1,6 +1,5 @@
 #include "lib/moe/models/network.hpp"
 
-#include <algorithm>
 #include <type_traits>
 
 #include "lib/core/error.hpp"
@@ -20,6 +19,7 @@ MoeNetwork<T>::MoeNetwork(const ModelOptions& opt, comm::ProcessGroup& world)
     : opt_(opt), world_(world), dense_w_(opt.device), dense_g_(opt.device) {
   SKEW_CHECK((opt.device == Device::Host || std::is_same_v<T, float>),
              "the float64 network runs on the host only (it is the reference of the float one)");
+  opt_.moe.device = opt.device;  // the layers take the network's device pointers as they are
 }
 
 template <class T>
@@ -55,20 +55,14 @@ template <class T>
 void MoeNetwork<T>::zero_grads() {
   dense_g_.zero();
   for (auto& layer : moe_)
-    for (auto& [e, s] : layer->experts()) std::fill(s.g.begin(), s.g.end(), T(0));
+    for (auto& [e, s] : layer->experts()) s.g.zeros(s.g.size());
 }
 
 template <class T>
 void MoeNetwork<T>::sync_grads() {
   Timer timer;
-  if (device() == Device::Host) {
-    world_.allreduce(comm::view(dense_g_.data(), dense_g_.size()), comm::ReduceOp::Sum);
-  } else {
-    // The world group is MPI, on host buffers: the device's gradients go through the host.
-    std::vector<T> host = dense_g_.to_host();
-    world_.allreduce(comm::view(host), comm::ReduceOp::Sum);
-    dense_g_.upload(host.data(), host.size());
-  }
+  // In place on the device: NCCL under the hybrid world group, MPI's pinned staging otherwise.
+  world_.allreduce(comm::view(dense_g_.data(), dense_g_.size(), device()), comm::ReduceOp::Sum);
   for (auto& layer : moe_) layer->reduce_replica_grads();
   sync_seconds_ = timer.seconds();
 }
@@ -90,62 +84,15 @@ double MoeNetwork<T>::moe_forward(int layer, int n, const T* x, const T* wg, con
     for (auto& v : noise) v = static_cast<T>(1.0 - opt_.jitter + 2.0 * opt_.jitter * rng.uniform());
     ctx.jitter = noise.data();
   }
-  if (device() == Device::Host)
-    moe.forward(n, x, wg, ctx, y);
-  else
-    staging_.forward(moe, device(), n, x, wg, ctx, y);
+  moe.forward(n, x, wg, ctx, y);
   return moe.gate_state().aux_loss + moe.gate_state().z_loss;
 }
 
 template <class T>
-void MoeNetwork<T>::moe_backward(int layer, int n, const T* dy, const T* wg, T* dx, T* dwg) {
-  MoeLayer<T>& moe = *moe_[static_cast<std::size_t>(layer)];
-  if (device() == Device::Host)
-    moe.backward(dy, wg, dx, dwg);
-  else
-    staging_.backward(moe, device(), n, dy, wg, dx, dwg);
+void MoeNetwork<T>::moe_backward(int layer, const T* dy, const T* wg, T* dx, T* dwg) {
+  moe_[static_cast<std::size_t>(layer)]->backward(dy, wg, dx, dwg);
 }
 
-namespace {
-// `count` values at p on `device` into the host buffer `host`.
-template <class T>
-const T* staged_in(std::vector<T>& host, const T* p, std::size_t count, Device device) {
-  host.resize(count);
-  copy_bytes(host.data(), Device::Host, p, device, count * sizeof(T));
-  return host.data();
-}
-template <class T>
-void staged_out(T* p, const std::vector<T>& host, Device device) {
-  copy_bytes(p, device, host.data(), Device::Host, host.size() * sizeof(T));
-}
-std::size_t gate_size(const MoeOptions& o) {
-  return static_cast<std::size_t>(o.d_model) * static_cast<std::size_t>(o.gate.num_experts);
-}
-}  // namespace
-
-template <class T>
-void MoeHostStaging<T>::forward(MoeLayer<T>& layer, Device device, int n, const T* x, const T* wg,
-                                const StepContext& ctx, T* y) {
-  const std::size_t nD = static_cast<std::size_t>(n) * static_cast<std::size_t>(layer.options().d_model);
-  y_.resize(nD);
-  layer.forward(n, staged_in(x_, x, nD, device), staged_in(gate_w_, wg, gate_size(layer.options()), device), ctx,
-                y_.data());
-  staged_out(y, y_, device);
-}
-
-template <class T>
-void MoeHostStaging<T>::backward(MoeLayer<T>& layer, Device device, int n, const T* dy, const T* wg, T* dx, T* dwg) {
-  const std::size_t nD = static_cast<std::size_t>(n) * static_cast<std::size_t>(layer.options().d_model);
-  dx_.resize(nD);
-  staged_in(gate_g_, dwg, gate_size(layer.options()), device);
-  layer.backward(staged_in(dy_, dy, nD, device), staged_in(gate_w_, wg, gate_size(layer.options()), device),
-                 dx_.data(), gate_g_.data());
-  staged_out(dx, dx_, device);
-  staged_out(dwg, gate_g_, device);
-}
-
-template class MoeHostStaging<float>;
-template class MoeHostStaging<double>;
 template class MoeNetwork<float>;
 template class MoeNetwork<double>;
 

@@ -1,7 +1,7 @@
 // What every model family's network shares, and what the optimizer, checkpoints, placement
 // moves and balancing policies act on: dense parameters in one flat buffer of named segments on
 // the network's device (data-parallel: gradients all-reduced over the world) and the MoE layers
-// (expert-parallel; on the host until they run on a device, see MoeHostStaging).
+// (expert-parallel), whose data plane runs on the same device (MoeOptions::device).
 // GptMoe (gpt_network.hpp) and SwinMoe (swin_network.hpp) derive from it.
 #pragma once
 #include <cstdint>
@@ -25,7 +25,8 @@ struct ModelOptions {
   // (the master weights), gradients and optimizer state stay in T either way.
   Precision precision = Precision::Fp32;
   // Where the dense parameters, gradients and activations live and the dense ops run: Host, or
-  // Cuda for float (double is the float64 reference, host only).
+  // Cuda for float (double is the float64 reference, host only). The network sets its MoE
+  // layers' MoeOptions::device to the same.
   Device device = Device::Host;
   MoeOptions moe;
   bool is_moe_block(int block) const { return moe_every == 1 || block % moe_every == moe_every - 1; }
@@ -42,22 +43,6 @@ struct StepInputs {
   std::int64_t iteration = 0;  // keys the jitter noise
   std::uint64_t seed = 0;
   std::vector<const std::int32_t*> forced;  // per MoE layer: replayed choices, or empty
-};
-
-// Interim, until the MoE layers run on the network's device (branch layer19): a network whose
-// buffers are not on the host runs each MoE layer through this, which copies what crosses the
-// layer's boundary to host buffers and back (forward: the input rows and gate weights in, the
-// output out; backward: the output's gradient and gate weights in, the input's gradient out, the
-// gate weights' gradient in and out, as the layer accumulates into it). A host network calls the
-// layer directly.
-template <class T>
-class MoeHostStaging {
- public:
-  void forward(MoeLayer<T>& layer, Device device, int n, const T* x, const T* wg, const StepContext& ctx, T* y);
-  void backward(MoeLayer<T>& layer, Device device, int n, const T* dy, const T* wg, T* dx, T* dwg);
-
- private:
-  std::vector<T> x_, gate_w_, y_, dy_, dx_, gate_g_;
 };
 
 template <class T>
@@ -88,9 +73,9 @@ class MoeNetwork {
   // device; the step's context, jitter noise and replayed choices from `in`. Returns the gate's
   // auxiliary losses.
   double moe_forward(int layer, int n, const T* x, const T* wg, const StepInputs& in, T* y);
-  // Its backward on the forward's n rows: dy -> dx (overwritten), dwg += the gate weights'
+  // Its backward on the forward's rows: dy -> dx (overwritten), dwg += the gate weights'
   // gradient.
-  void moe_backward(int layer, int n, const T* dy, const T* wg, T* dx, T* dwg);
+  void moe_backward(int layer, const T* dy, const T* wg, T* dx, T* dwg);
 
   ModelOptions opt_;
   comm::ProcessGroup& world_;
@@ -100,9 +85,6 @@ class MoeNetwork {
   std::map<std::string, std::size_t> offset_of_;
   std::vector<std::unique_ptr<MoeLayer<T>>> moe_;
   double sync_seconds_ = 0;
-
- private:
-  MoeHostStaging<T> staging_;
 };
 
 }  // namespace skew::moe
