@@ -25,6 +25,7 @@
 #include <iostream>
 #include <vector>
 
+#include "apps/moe_gpu_bench_model.hpp"
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_elementwise.hpp"
 #include "kernels/moe_expert.hpp"
@@ -34,7 +35,6 @@
 #include "lib/core/log.hpp"
 #include "lib/core/metrics.hpp"
 #include "lib/core/rng.hpp"
-#include "apps/moe_gpu_bench_model.hpp"
 #include "mpi/runtime.hpp"
 
 #if defined(SKEW_WITH_CUDA)

@@ -52,20 +52,18 @@ inline void add_model_bench_keys(Schema& schema) {
 }
 
 inline ModelBenchShape model_bench_shape(const Config& c) {
-  return {c.get_int_as<int>("bench.width"),         c.get_int_as<int>("bench.heads"),
-          c.get_int_as<int>("bench.model_layers"),  c.get_int_as<int>("bench.model_experts"),
-          c.get_int_as<int>("bench.topk"),          c.get_int_as<int>("bench.model_d_ff"),
-          c.get_int_as<int>("bench.seq"),           c.get_int_as<int>("bench.model_batch"),
-          c.get_int_as<int>("bench.model_steps"),   c.get_string("bench.model_device")};
+  return {c.get_int_as<int>("bench.width"),        c.get_int_as<int>("bench.heads"),
+          c.get_int_as<int>("bench.model_layers"), c.get_int_as<int>("bench.model_experts"),
+          c.get_int_as<int>("bench.topk"),         c.get_int_as<int>("bench.model_d_ff"),
+          c.get_int_as<int>("bench.seq"),          c.get_int_as<int>("bench.model_batch"),
+          c.get_int_as<int>("bench.model_steps"),  c.get_string("bench.model_device")};
 }
 
 inline Json model_bench_shape_json(const ModelBenchShape& shape) {
-  return {{"d_model", shape.d_model}, {"heads", shape.heads}, {"layers", shape.layers},
-          {"experts", shape.experts}, {"top_k", shape.top_k}, {"d_ff", shape.d_ff},
-          {"seq", shape.seq},         {"batch", shape.batch}, {"timed_steps", shape.steps},
-          {"device", shape.device}};
+  return {{"d_model", shape.d_model},   {"heads", shape.heads},  {"layers", shape.layers}, {"experts", shape.experts},
+          {"top_k", shape.top_k},       {"d_ff", shape.d_ff},    {"seq", shape.seq},       {"batch", shape.batch},
+          {"timed_steps", shape.steps}, {"device", shape.device}};
 }
-
 
 // The bf16 dense peak the expert GEMMs are set against (H200 SXM, dense, no sparsity).
 inline constexpr double kH200Bf16Tflops = 790;
@@ -79,8 +77,8 @@ inline Config gpt_moe_bench_config(const ModelBenchShape& shape) {
       << "[moe]\nnum_experts = " << shape.experts << "\ntop_k = " << shape.top_k << "\nd_ff = " << shape.d_ff
       << "\npolicy = static\n"
       << "[data]\nbuiltin_bytes = " << std::max<std::int64_t>(200000, 4LL * shape.batch * (shape.seq + 1)) << "\n"
-      << "[train]\ndevice = " << shape.device << "\nprecision = bf16\nbatch_size = " << shape.batch << "\niterations = " << shape.steps
-      << "\nwarmup = 1\nlr = 1e-4\n";
+      << "[train]\ndevice = " << shape.device << "\nprecision = bf16\nbatch_size = " << shape.batch
+      << "\niterations = " << shape.steps + 1 << "\nwarmup = 1\nlr = 1e-4\n";
   static const Schema schema = moe::moe_train_schema();  // a Config refers to its schema: it outlives them
   return Config::parse_ini_text(schema, ini.str(), "moe_gpu_bench (model row)");
 }
@@ -136,7 +134,7 @@ inline ModelStepTimes timed_model_step(moe::Session& s, std::int64_t it, Device 
   return t;
 }
 
-inline double median_of(std::vector<ModelStepTimes>& steps, double ModelStepTimes::* field) {
+inline double median_of(std::vector<ModelStepTimes>& steps, double ModelStepTimes::*field) {
   std::vector<double> v;
   for (const auto& s : steps) v.push_back(s.*field);
   std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
@@ -152,7 +150,7 @@ inline Json bench_gpt_moe_model(const ModelBenchShape& shape, comm::ProcessGroup
   timed_model_step(session, 0, device);
   std::vector<ModelStepTimes> steps;
   for (int i = 0; i < shape.steps; ++i) steps.push_back(timed_model_step(session, 1 + i, device));
-  const auto median = [&](double ModelStepTimes::* field) { return median_of(steps, field); };
+  const auto median = [&](double ModelStepTimes::*field) { return median_of(steps, field); };
   const double step_s = median(&ModelStepTimes::step), experts_s = median(&ModelStepTimes::experts);
   const double moe_s = median(&ModelStepTimes::gate) + median(&ModelStepTimes::alltoall) + experts_s;
   const double expert_flops = 12.0 * median(&ModelStepTimes::routed_rows) * shape.d_model * shape.d_ff;
