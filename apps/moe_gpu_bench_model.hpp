@@ -69,7 +69,9 @@ inline Json model_bench_shape_json(const ModelBenchShape& shape) {
 inline constexpr double kH200Bf16Tflops = 790;
 
 // moe_train's configuration for `shape`, as an INI text through moe_train's own schema (so a
-// key it no longer has, or a value out of its range, is an error naming it).
+// key it no longer has, or a value out of its range, is an error naming it). OpenBLAS gets all
+// cores (blas_threads = 0): what runs on the host in a train.device=cuda step should not be
+// held to one.
 inline Config gpt_moe_bench_config(const ModelBenchShape& shape) {
   std::ostringstream ini;
   ini << "[model]\narch = gpt\nd_model = " << shape.d_model << "\nheads = " << shape.heads
@@ -78,7 +80,7 @@ inline Config gpt_moe_bench_config(const ModelBenchShape& shape) {
       << "\npolicy = static\n"
       << "[data]\nbuiltin_bytes = " << std::max<std::int64_t>(200000, 4LL * shape.batch * (shape.seq + 1)) << "\n"
       << "[train]\ndevice = " << shape.device << "\nprecision = bf16\nbatch_size = " << shape.batch
-      << "\niterations = " << shape.steps + 1 << "\nwarmup = 1\nlr = 1e-4\n";
+      << "\niterations = " << shape.steps + 1 << "\nwarmup = 1\nlr = 1e-4\nblas_threads = 0\n";
   static const Schema schema = moe::moe_train_schema();  // a Config refers to its schema: it outlives them
   return Config::parse_ini_text(schema, ini.str(), "moe_gpu_bench (model row)");
 }

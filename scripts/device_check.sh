@@ -43,7 +43,7 @@ step() { echo "== device_check [$((SECONDS - started)) s] $*"; }
 rows=1000000 repeats=10 moe_repeats=20 torch_repeats=5
 # The GPT-MoE model step (issue 19's d1024 model, seq 1024): sequences per step, timed steps
 # after one warm-up, and the time limit of each side's run.
-model_batch=8 model_steps=5 model_limit_s=120
+model_batch=8 model_steps=5 model_limit_s=100
 if [[ "${DEVICE_CHECK_QUICK:-0}" == 1 ]]; then
   rows=100000 repeats=3 moe_repeats=3 torch_repeats=2 model_batch=2 model_steps=2 model_limit_s=60
 fi
