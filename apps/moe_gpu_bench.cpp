@@ -14,13 +14,18 @@
 //             in every call; expert weights kept in bf16 (activations rounded per call, as the
 //             trainer does); both operands already bf16. TFLOP/s against one cuBLAS bf16 GEMM of
 //             the same total shape (rows x k x n) with operands already in bf16
-// scripts/device/torch_moe.py times PyTorch's equivalents at the same shapes. Without a GPU (or
+//   GPT-MoE model step  issue 19's whole model through moe_train's Session on the GPU: tokens/s,
+//             the step's split and the expert GEMMs' TFLOP/s (apps/moe_gpu_bench_model.hpp)
+// bench.rows picks the kernel rows, the model row or both; bench.model_device=cpu dry-runs the
+// model row on the host.
+// scripts/device/torch_moe.py (kernels) and torch_gpt_moe.py (model) time PyTorch's equivalents. Without a GPU (or
 // in a build without CUDA) it prints a SKIPPED line and the sizes it would use.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <vector>
 
+#include "apps/moe_gpu_bench_model.hpp"
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_elementwise.hpp"
 #include "kernels/moe_expert.hpp"
@@ -343,7 +348,10 @@ int main(int argc, char** argv) {
   schema.add_int("bench.vocab", 256, {1, 1 << 24}, "vocabulary (cross-entropy columns, embedding rows)");
   schema.add_int("bench.grad_norm_params", 1 << 26, {1, kMaxInt32}, "floats in the gradient-norm vector");
   schema.add_int("bench.repeats", 20, {1, 1000}, "timed runs per kernel (median reported)");
-  return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
+  schema.add_choice("bench.rows", "all", {"all", "kernels", "model"},
+                    "kernels: gate to experts; model: the whole GPT-MoE step (bench.model_*); all: both");
+  bench::add_model_bench_keys(schema);
+  return comm::run_main(argc, argv, false, [&](comm::Runtime& rt) {
     const Config c = Config::parse(schema, argc, argv);
     if (c.answer_help_or_print(std::cout, true)) return 0;
     const Sizes s{
@@ -358,6 +366,14 @@ int main(int argc, char** argv) {
     const auto offsets = skewed_offsets(s.groups, s.gemm_rows, s.zipf);
     for (int g = 0; g < s.groups; ++g) sizes.push_back(offsets[std::size_t(g) + 1] - offsets[std::size_t(g)]);
     summary["group_rows"] = sizes;
+    const std::string rows = c.get_string("bench.rows");
+    const bench::ModelBenchShape model = bench::model_bench_shape(c);
+    if (rows != "kernels") summary["model_shape"] = bench::model_bench_shape_json(model);
+    if (rows == "model" && model.device == "cpu") {  // the row's dry run on the host
+      summary["model"] = bench::bench_gpt_moe_model(model, *rt.world);
+      print_summary(summary);
+      return 0;
+    }
     if (cuda_device_count() == 0) {
       std::cout << "moe_gpu_bench: SKIPPED: no CUDA device (this build " << (cuda_built() ? "has" : "lacks")
                 << " CUDA)\n";
@@ -366,6 +382,12 @@ int main(int argc, char** argv) {
       return 0;
     }
 #if defined(SKEW_WITH_CUDA)
+    comm::bind_local_gpu(rt);
+    if (rows != "kernels") summary["model"] = bench::bench_gpt_moe_model(model, *rt.world);
+    if (rows == "model") {
+      print_summary(summary);
+      return 0;
+    }
     const int repeats = c.get_int_as<int>("bench.repeats");
     const double bandwidth = device_copy_bandwidth(std::size_t(1) << 30, repeats);
     summary["copy_GBps"] = bandwidth / 1e9;

@@ -5,20 +5,24 @@
 #      device image has none of them) and find NCCL (CUDA's folder, else PyTorch's wheel);
 #   2. configure with CUDA on (sm_90, Release) and build only the CUDA tests (every
 #      skew_cuda_test / skew_mpi_test in tests/cuda/*.cmake) and the GPU benchmarks;
-#   3. run those tests with ctest, then wide_gpu_bench and moe_gpu_bench, then the PyTorch
-#      baselines on the same data and shapes (scripts/device/torch_*.py);
-#   4. print one short table (scripts/device/summarize.py) with the targets of issue 7.
+#   3. run those tests with ctest, then wide_gpu_bench and moe_gpu_bench (its kernel rows, then
+#      issue 19's whole GPT-MoE model step in a second call), then the PyTorch baselines on the
+#      same data and shapes (scripts/device/torch_*.py; torch_gpt_moe.py for the model step);
+#   4. print one short table (scripts/device/summarize.py) with the targets of issues 7 and 19.
+# The two model-step runs (ours, PyTorch eager) each have a time limit (model_limit_s below), so
+# the whole call stays under 8 minutes even where the step is slower than expected; a run cut
+# short leaves its row "n/a" and the rest of the table stands.
 # Full logs land in $OUT (7 files: env.log build.log ctest.log bench.log torch.log summary.txt
-# results.json); without $OUT they go to ./out/device. Sized for ~6 minutes on 16 cores.
+# results.json); without $OUT they go to ./out/device. Sized for ~7 minutes on 16 cores.
 #   DEVICE_CHECK_QUICK=1  smaller data and fewer repeats (a smoke run of the whole pipeline)
 #   DEVICE_CHECK_COMMIT=HASH  the commit being measured (the device's copy has no .git)
 #   DEVICE_CHECK_JOBS=N   build jobs (default: all cores)
 #   DEVICE_CHECK_SCOPE=moe  only the MoE parts: the CUDA tests of tests/cuda/{core,moe}.cmake
 #                         (with one dense GPT block through lib/moe/ops on the GPU vs the host, and
 #                         moe_train's GPT network with train.device=cuda vs cpu at 2 ranks),
-#                         moe_gpu_bench (with its row-wise kernels and the dense block's
-#                         forward + backward) and torch_moe.py; no wide_train
-#                         build, bench or baseline (a shorter call, under 5 minutes)
+#                         moe_gpu_bench (with its row-wise kernels, the dense block's
+#                         forward + backward and the GPT-MoE model step), torch_moe.py and
+#                         torch_gpt_moe.py; no wide_train build, bench or baseline (under 6 minutes)
 #   DEVICE_CHECK_SCOPE=wide  only the wide_train parts: the CUDA tests of tests/cuda/{core,wide}.cmake,
 #                         wide_gpu_bench (gradient epochs flow vs classical and training epochs, LR/FM/
 #                         FFM) and torch_wide_fm.py; no moe build, bench or baseline (under 3 minutes)
@@ -37,7 +41,12 @@ started=$SECONDS
 step() { echo "== device_check [$((SECONDS - started)) s] $*"; }
 
 rows=1000000 repeats=10 moe_repeats=20 torch_repeats=5
-if [[ "${DEVICE_CHECK_QUICK:-0}" == 1 ]]; then rows=100000 repeats=3 moe_repeats=3 torch_repeats=2; fi
+# The GPT-MoE model step (issue 19's d1024 model, seq 1024): sequences per step, timed steps
+# after one warm-up, and the time limit of each side's run.
+model_batch=8 model_steps=5 model_limit_s=100
+if [[ "${DEVICE_CHECK_QUICK:-0}" == 1 ]]; then
+  rows=100000 repeats=3 moe_repeats=3 torch_repeats=2 model_batch=2 model_steps=2 model_limit_s=60
+fi
 
 step "environment"
 system_ld_path="${LD_LIBRARY_PATH:-}"
@@ -118,7 +127,11 @@ step "GPU benchmarks"
     "$build/apps/wide_gpu_bench" --bench.data="synthetic:criteo?rows=$rows&features=4194304&alpha=1.1&seed=1" \
       --bench.repeats=$repeats --bench.export=/tmp/wide_fm.safetensors
   fi
-  [[ "$scope" == wide ]] || "$build/apps/moe_gpu_bench" --bench.repeats=$moe_repeats
+  if [[ "$scope" != wide ]]; then
+    "$build/apps/moe_gpu_bench" --bench.rows=kernels --bench.repeats=$moe_repeats
+    timeout "$model_limit_s" "$build/apps/moe_gpu_bench" --bench.rows=model --bench.model_batch=$model_batch \
+      --bench.model_steps=$model_steps || echo "moe_gpu_bench model row: exit $? (124: over its ${model_limit_s} s limit)"
+  fi
 } >"$out/bench.log" 2>&1
 grep -v '^{' "$out/bench.log" | tail -6
 
@@ -130,6 +143,9 @@ if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1
     fi
     if [[ "$scope" != wide ]]; then
       LD_LIBRARY_PATH="$system_ld_path" PYTHONUNBUFFERED=1 python3 scripts/device/torch_moe.py --repeats $moe_repeats
+      LD_LIBRARY_PATH="$system_ld_path" PYTHONUNBUFFERED=1 timeout "$model_limit_s" python3 \
+        scripts/device/torch_gpt_moe.py --batch $model_batch --repeats $model_steps ||
+        echo "torch_gpt_moe.py: exit $? (124: over its ${model_limit_s} s limit)"
     fi
   } >"$out/torch.log" 2>&1
 else

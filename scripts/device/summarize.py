@@ -1,8 +1,8 @@
 """Turns the logs of scripts/device_check.sh into the short table it prints last, and a JSON file.
 
 Reads OUT/ctest.log (ctest's summary lines), OUT/bench.log and OUT/torch.log (the one-line JSON
-summaries that wide_gpu_bench, moe_gpu_bench, torch_wide_fm.py and torch_moe.py print), checks
-the targets of issue 7, writes OUT/results.json and prints the table. Exit status 0 when every
+summaries that wide_gpu_bench, moe_gpu_bench (kernel rows; model row), torch_wide_fm.py,
+torch_moe.py and torch_gpt_moe.py print), checks the targets of issues 7 and 19, writes OUT/results.json and prints the table. Exit status 0 when every
 target is met, 1 otherwise; a missing measurement counts as not met. SCOPE "moe" (the
 DEVICE_CHECK_SCOPE=moe run, which builds and runs no wide_train parts) leaves the wide rows out;
 SCOPE "wide" (DEVICE_CHECK_SCOPE=wide: no MoE parts) leaves the MoE rows out.
@@ -31,6 +31,10 @@ def json_lines(path):
             found["wide"] = obj
         elif "dense_ms" in obj:
             found["torch_wide"] = obj
+        elif "matmul_attention" in obj:
+            found["torch_gpt_moe"] = obj
+        elif "model_shape" in obj:  # moe_gpu_bench --bench.rows=model
+            found["moe_model"] = obj
         elif "tokens" in obj:
             found["moe"] = obj
         elif "experts" in obj and "gate" in obj:
@@ -76,6 +80,36 @@ def dense_block_rows(block, rows):
         r = block[precision]
         rows.append((f"dense GPT block fwd+bwd, {precision}, {label} (info)",
                      f"{r['tokens_per_s']:.0f} tokens/s, {r['ms']:.2f} ms, {r['gemm_TFLOPs']:.0f} TFLOP/s", "-", "-"))
+
+
+def model_rows(model, torch_model, check, rows):
+    """Issue 19's GPT-MoE d1024 training step: ours (moe_gpu_bench's model row) against PyTorch
+    eager (torch_gpt_moe.py, the faster of its two attention variants), and the expert GEMMs'
+    share of the H200's 790 TFLOP/s bf16; the step's split as an info row."""
+    ours = model.get("model")
+    eager = [torch_model[k] for k in ("matmul_attention", "sdpa_attention") if k in torch_model]
+    best = max(eager, key=lambda r: r["tokens_per_s"]) if eager else None
+    shape = (ours or {}).get("shape") or model.get("model_shape") or {}
+    label = f"GPT-MoE d{shape.get('d_model', 1024)} step (batch {shape.get('batch', '?')} x seq {shape.get('seq', '?')})"
+    if ours and best:
+        ratio = ours["tokens_per_s"] / best["tokens_per_s"]
+        check(f"{label}: ours vs PyTorch eager",
+              f"{ratio:.2f}x ({ours['tokens_per_s']:.0f} vs {best['tokens_per_s']:.0f} tokens/s)", ">= 1.5x", ratio >= 1.5)
+    else:
+        check(f"{label}: ours vs PyTorch eager",
+              None if not ours else f"{ours['tokens_per_s']:.0f} tokens/s, PyTorch n/a", ">= 1.5x", None)
+    for name in ("matmul_attention", "sdpa_attention"):
+        if name in torch_model:
+            rows.append((f"  PyTorch eager, {name.replace('_', ' ')} (info)",
+                         f"{torch_model[name]['tokens_per_s']:.0f} tokens/s", "-", "-"))
+    if not ours:
+        check(f"{label}: expert GEMM of 790 TFLOP/s bf16", None, ">= 40%", None)
+        return
+    check(f"{label}: expert GEMM of 790 TFLOP/s bf16",
+          f"{100 * ours['expert_gemm_of_peak']:.0f}% ({ours['expert_gemm_TFLOPs']:.0f} TFLOP/s)", ">= 40%",
+          ours["expert_gemm_of_peak"] >= 0.4)
+    split = ", ".join(f"{k.replace('_incl_attention', '+attn')} {v:.1f}" for k, v in ours["split_ms"].items())
+    rows.append((f"  step split, ms of {ours['step_ms']:.1f} (info)", split, "-", "-"))
 
 
 def main():
@@ -164,6 +198,7 @@ def main():
     if scope != "wide":
         rowwise_rows(moe.get("rowwise"), rows)
         dense_block_rows(moe.get("dense_block"), rows)
+        model_rows(logs.get("moe_model", {}), logs.get("torch_gpt_moe", {}), check, rows)
     (out / "results.json").write_text(json.dumps({"commit": commit, "device": device, "tests": tests, **logs}, indent=1) + "\n")
     width = max(len(r[0]) for r in rows)
     vwidth = max(len(str(r[1])) for r in rows)

@@ -39,3 +39,13 @@ set_tests_properties(moe_train_device_cuda_refused PROPERTIES TIMEOUT 60
   PASS_REGULAR_EXPRESSION "train.device=cuda(, but no CUDA device is visible| with model.arch=bert)[^\n]*.*exit=[1-9]"
   FAIL_REGULAR_EXPRESSION "\"device\":"
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+# moe_gpu_bench's GPT-MoE model row, dry-run on the host at a small shape: moe_train's Session
+# steps it, and the row counts 3 x 33 = 99 tokens a step and 2 layers x 99 tokens x top-2 = 396
+# routed rows (the static policy drops none), the count its expert TFLOP/s is computed from.
+add_test(NAME moe_gpu_bench_model_row_cpu
+         COMMAND $<TARGET_FILE:moe_gpu_bench> --bench.rows=model --bench.model_device=cpu --bench.width=64
+                 --bench.heads=4 --bench.seq=33 --bench.model_layers=2 --bench.model_experts=4 --bench.model_d_ff=96
+                 --bench.model_batch=3 --bench.model_steps=3 --bench.topk=2)
+set_tests_properties(moe_gpu_bench_model_row_cpu PROPERTIES TIMEOUT 60
+  PASS_REGULAR_EXPRESSION "\"tokens_per_step\":99\\.0,.*\"routed_rows\":396\\.0,\"expert_gemm_TFLOPs\":[0-9]"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
