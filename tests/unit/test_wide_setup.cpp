@@ -1,7 +1,8 @@
 // A wide model's set-up: the initial latent factors against a float64 Box-Muller reference on
 // the Philox words, the same model bit for bit at 1 and 2 threads; the trainer's zero-page
 // gradient (lib/core/zero_pages.hpp) against plain zeros and the page faults it saves; FTRL's
-// state on zero pages against the eagerly filled state of the same rule, bit for bit.
+// state on zero pages against the eagerly filled state of the same rule, bit for bit; the
+// batched initialisation against the one-value-at-a-time scalar one, bit for bit.
 #include <sys/resource.h>
 
 #include <catch2/catch.hpp>
@@ -67,6 +68,45 @@ TEST_CASE("initial wide model: N(0, std^2) latents from (seed, feature, j), the 
   // Another seed gives another model.
   const WideShape fm{WideKind::FM, 100, 1, 4};
   CHECK(WideModel::create(fm, 1).params != WideModel::create(fm, 2).params);
+}
+
+namespace {
+// The initialisation one value at a time, as create() did before it was batched: Rng(seed, f)
+// draws 2p and 2p + 1 make Box-Muller pair p (values 2p, 2p + 1), with glibc's float logf and
+// sincosf, so a batched create() must match it bit for bit.
+std::vector<float> scalar_init(const WideShape& shape, std::uint64_t seed, float init_std) {
+  std::vector<float> params(std::size_t(shape.num_params()), 0.0f);
+  for (std::int64_t f = 0; f < shape.num_features; ++f) {
+    Rng rng(seed, std::uint64_t(f));
+    float* v = params.data() + 1 + f * shape.row_len() + 1;
+    for (int j = 0; j < shape.latent_len(); j += 2) {
+      const float u1 = 1.0f - rng.uniform(), u2 = rng.uniform();
+      const float radius = init_std * std::sqrt(-2.0f * std::log(u1));
+      float s, c;
+      ::sincosf(6.283185307179586f * u2, &s, &c);
+      v[j] = radius * c;
+      if (j + 1 < shape.latent_len()) v[j + 1] = radius * s;
+    }
+  }
+  return params;
+}
+}  // namespace
+
+TEST_CASE("batched initialisation equals the one-value-at-a-time scalar one bit for bit, at 1, 3 and 4 threads") {
+  // Latent lengths 3, 17 and 3 x 17 (not multiples of four), feature counts that are not
+  // multiples of the 16 Philox lanes or of create()'s 4096-feature blocks.
+  for (const WideShape shape : {WideShape{WideKind::FM, 37, 1, 3}, WideShape{WideKind::FM, 4099, 5, 17},
+                                WideShape{WideKind::FFM, 4111, 3, 17}, WideShape{WideKind::FFM, 1, 1, 1}}) {
+    const std::vector<float> want = scalar_init(shape, 0x5eed0000000bull, 0.07f);
+    for (const int threads : {1, 3, 4}) {
+      const WideModel got = WideModel::create(shape, 0x5eed0000000bull, 0.07f, threads);
+      INFO(kernels::wide_kind_name(shape.kind) << " features " << shape.num_features << " k " << shape.k << " threads "
+                                               << threads);
+      REQUIRE(got.params.size() == want.size());
+      CHECK(std::memcmp(got.params.data(), want.data(), want.size() * sizeof(float)) == 0);
+      CHECK(std::count(got.params.begin(), got.params.end(), 0.0f) == 1 + shape.num_features);  // bias, linear
+    }
+  }
 }
 
 namespace {
