@@ -67,7 +67,7 @@ struct Run {
 
 Run time_epoch(const SparseDataset& data, const kernels::WideShape& shape, const TrainOptions& o, std::int64_t batch) {
   WideTrainer trainer(WideModel::create(shape, 1, 0.01f), o);
-  trainer.step(data, 0, batch);  // warm-up: page in parameters and scratch
+  trainer.step(data, 0, std::min(data.rows(), batch));  // warm-up: page in parameters and scratch
   Run run;
   const double cpu_start = process_cpu_seconds();
   Timer t;
