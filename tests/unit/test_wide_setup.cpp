@@ -111,6 +111,12 @@ TEST_CASE("batched initialisation equals the one-value-at-a-time scalar one bit 
 }
 
 namespace {
+// Gradients for the optimiser tests: a 64-bit LCG's top bits as a float in [-1, 1).
+float lcg_uniform(std::uint64_t& state) {
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  return float(double(state >> 11) / double(1ull << 52) - 1.0);
+}
+
 long minor_faults() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
@@ -160,10 +166,7 @@ TEST_CASE("FTRL's state on zero pages: set-up writes no page of an all-zero mode
   const WideShape fm{WideKind::FM, 1001, 1, 3};
   const std::size_t n_params = std::size_t(fm.num_params()), row = std::size_t(fm.row_len());
   std::uint64_t lcg = 12345;
-  const auto uniform = [&] {  // in [-1, 1)
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return float(double(lcg >> 11) / double(1ull << 52) - 1.0);
-  };
+  const auto uniform = [&] { return lcg_uniform(lcg); };
   std::vector<float> params(n_params);
   for (std::size_t i = 0; i < n_params; ++i) params[i] = i % 3 == 0 ? 0.0f : 0.05f * uniform();
   std::vector<float> ref_params = params, ref_n(n_params, 0.0f), ref_z(n_params);
@@ -209,10 +212,7 @@ TEST_CASE("AdaGrad's state on zero pages: set-up writes one page, steps match ep
   const WideShape ffm{WideKind::FFM, 2003, 3, 5};
   const std::size_t n_params = std::size_t(ffm.num_params()), row = std::size_t(ffm.row_len());
   std::uint64_t lcg = 987654321;
-  const auto uniform = [&] {  // in [-1, 1)
-    lcg = lcg * 6364136223846793005ull + 1442695040888963407ull;
-    return float(double(lcg >> 11) / double(1ull << 52) - 1.0);
-  };
+  const auto uniform = [&] { return lcg_uniform(lcg); };
   const std::vector<float> start = WideModel::create(ffm, 5, 0.1f).params;
   std::vector<float> params = start, ref_params = start, ref_n(n_params, o.eps), grad(n_params, 0.0f);
   Optimizer adagrad(o, ffm, params);
