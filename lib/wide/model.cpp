@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -16,90 +15,6 @@
 
 namespace skew::wide {
 
-namespace {
-
-// Latent initialisation, batched: Philox for kPhiloxLanes (feature, q) counters at once in GCC
-// vector registers (AVX-512 / AVX2 / baseline clones), then Box-Muller per pair with the scalar
-// logf and sincosf. The transcendentals stay glibc's scalar calls because a vector log or sincos
-// does not round as glibc does, and the model must stay bit-identical to the one-draw-at-a-time
-// initialisation; sqrt is correctly rounded in every form, so it may vectorise.
-constexpr int kPhiloxLanes = 16;
-using LaneWords = std::uint32_t __attribute__((vector_size(4 * kPhiloxLanes)));
-using LaneProducts = std::uint64_t __attribute__((vector_size(8 * kPhiloxLanes)));
-
-// words[w][lane] = philox4x32_10(feature[lane], q[lane], key).v[w]: rng.hpp's rounds, lane-wise.
-__attribute__((target_clones("avx512f", "avx2", "default"))) void philox_lanes(const std::uint32_t* feature_lo,
-                                                                             const std::uint32_t* feature_hi,
-                                                                             const std::uint32_t* q,
-                                                                             std::uint64_t key,
-                                                                             std::uint32_t (*words)[kPhiloxLanes]) {
-  LaneWords c0, c2, c3;
-  std::memcpy(&c0, q, sizeof c0);
-  std::memcpy(&c2, feature_lo, sizeof c2);
-  std::memcpy(&c3, feature_hi, sizeof c3);
-  LaneWords c1 = {};  // q < 2^32: the high word of the low counter is zero
-  std::uint32_t k0 = std::uint32_t(key), k1 = std::uint32_t(key >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const LaneProducts p0 = __builtin_convertvector(c0, LaneProducts) * std::uint64_t(0xD2511F53u);
-    const LaneProducts p1 = __builtin_convertvector(c2, LaneProducts) * std::uint64_t(0xCD9E8D57u);
-    const LaneWords n0 = __builtin_convertvector(p1 >> 32, LaneWords) ^ c1 ^ k0;
-    const LaneWords n1 = __builtin_convertvector(p1, LaneWords);
-    const LaneWords n2 = __builtin_convertvector(p0 >> 32, LaneWords) ^ c3 ^ k1;
-    const LaneWords n3 = __builtin_convertvector(p0, LaneWords);
-    c0 = n0;
-    c1 = n1;
-    c2 = n2;
-    c3 = n3;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  std::memcpy(words[0], &c0, sizeof c0);
-  std::memcpy(words[1], &c1, sizeof c1);
-  std::memcpy(words[2], &c2, sizeof c2);
-  std::memcpy(words[3], &c3, sizeof c3);
-}
-
-// Fills the latent values of features [begin, end): value j of feature f is half of a Box-Muller
-// pair made from draws 4q..4q+3 (q = j / 4) of Rng(seed, f): the cosine (even j) or sine (odd j)
-// of pair (j % 4) / 2, so one Philox call makes four values. The (feature, q) counters are
-// enumerated in row order and handed to Philox kPhiloxLanes at a time.
-void fill_latents(const kernels::WideShape& shape, std::uint64_t seed, float init_std, std::int64_t begin,
-                  std::int64_t end, float* params) {
-  const int row_len = shape.row_len(), latent = shape.latent_len();
-  const std::int64_t draws_per_feature = (latent + 3) / 4;
-  std::uint32_t feature_lo[kPhiloxLanes], feature_hi[kPhiloxLanes], q[kPhiloxLanes];
-  std::uint32_t words[4][kPhiloxLanes];
-  float log_u1[2][kPhiloxLanes], angle_sin[2][kPhiloxLanes], angle_cos[2][kPhiloxLanes];
-  const std::int64_t first = begin * draws_per_feature, last = end * draws_per_feature;
-  for (std::int64_t n0 = first; n0 < last; n0 += kPhiloxLanes) {
-    const int lanes = int(std::min<std::int64_t>(kPhiloxLanes, last - n0));
-    for (int l = 0; l < kPhiloxLanes; ++l) {  // spare lanes repeat the last counter, unused
-      const std::int64_t n = n0 + std::min(l, lanes - 1), f = n / draws_per_feature;
-      feature_lo[l] = std::uint32_t(f);
-      feature_hi[l] = std::uint32_t(std::uint64_t(f) >> 32);
-      q[l] = std::uint32_t(n - f * draws_per_feature);
-    }
-    philox_lanes(feature_lo, feature_hi, q, seed, words);
-    for (int pair = 0; pair < 2; ++pair)
-      for (int l = 0; l < lanes; ++l) {
-        log_u1[pair][l] = std::log(1.0f - u32_to_unit_float(words[2 * pair][l]));
-        ::sincosf(6.283185307179586f * u32_to_unit_float(words[2 * pair + 1][l]), &angle_sin[pair][l],
-                  &angle_cos[pair][l]);
-      }
-    for (int l = 0; l < lanes; ++l) {
-      float* v = params + 1 + std::int64_t(feature_lo[l] | std::uint64_t(feature_hi[l]) << 32) * row_len + 1;
-      for (int pair = 0; pair < 2; ++pair) {
-        const float radius = init_std * std::sqrt(-2.0f * log_u1[pair][l]);
-        const int j = 4 * int(q[l]) + 2 * pair;
-        if (j < latent) v[j] = radius * angle_cos[pair][l];
-        if (j + 1 < latent) v[j + 1] = radius * angle_sin[pair][l];
-      }
-    }
-  }
-}
-
-}  // namespace
-
 WideModel WideModel::create(const kernels::WideShape& shape, std::uint64_t seed, float init_std, int threads) {
   SKEW_CHECK(shape.num_features > 0, "a wide model needs at least one feature");
   SKEW_CHECK(shape.kind == kernels::WideKind::LR || shape.k > 0, "model.k must be positive for FM/FFM");
@@ -107,16 +22,37 @@ WideModel WideModel::create(const kernels::WideShape& shape, std::uint64_t seed,
   m.shape = shape;
   // A Criteo-sized FFM is a few GB of latent factors: one pass over them, split over the
   // training threads in blocks of features. Each value is a pure function of (seed, feature,
-  // j), so the model does not depend on the thread count or the split. Bias and linear weights
-  // stay as the vector's zero fill (a first pass by this thread: WideModel::params is a
-  // std::vector<float> shared with other trainers).
+  // j), so the model does not depend on the thread count or the split. (The vector's own zero
+  // fill is a first pass by this thread: WideModel::params is a std::vector<float> shared with
+  // other trainers.)
   m.params.resize(shape.num_params());
-  if (shape.latent_len() == 0) return m;
+  const int row_len = shape.row_len(), latent = shape.latent_len();
   constexpr std::int64_t kFeaturesPerTask = 4096;
   kernels::WidePool pool(threads);
+  float* const params = m.params.data();
+  params[0] = 0.0f;
   pool.run((shape.num_features + kFeaturesPerTask - 1) / kFeaturesPerTask, [&](std::int64_t task, int) {
-    fill_latents(shape, seed, init_std, task * kFeaturesPerTask,
-                 std::min(shape.num_features, (task + 1) * kFeaturesPerTask), m.params.data());
+    const std::int64_t end = std::min(shape.num_features, (task + 1) * kFeaturesPerTask);
+    for (std::int64_t f = task * kFeaturesPerTask; f < end; ++f) {
+      float* row = params + 1 + f * row_len;
+      row[0] = 0.0f;  // linear weight
+      float* v = row + 1;
+      // Value j: draws 4q..4q+3 (q = j / 4) of the feature's Philox stream, numbered as
+      // Rng(seed, feature) numbers them, make two Box-Muller pairs, and j is the cosine (even
+      // j) or sine (odd j) half of pair (j % 4) / 2: one Philox call per four values.
+      for (int q = 0; q * 4 < latent; ++q) {
+        const Philox4 words = philox4x32_10(std::uint64_t(f), std::uint64_t(q), seed);
+        for (int pair = 0; pair < 2; ++pair) {
+          const float u1 = 1.0f - u32_to_unit_float(words.v[2 * pair]), u2 = u32_to_unit_float(words.v[2 * pair + 1]);
+          const float radius = init_std * std::sqrt(-2.0f * std::log(u1));
+          float s, c;
+          ::sincosf(6.283185307179586f * u2, &s, &c);
+          const int j = 4 * q + 2 * pair;
+          if (j < latent) v[j] = radius * c;
+          if (j + 1 < latent) v[j + 1] = radius * s;
+        }
+      }
+    }
   });
   return m;
 }

@@ -2,7 +2,7 @@
 // the Philox words, the same model bit for bit at 1 and 2 threads; the trainer's zero-page
 // gradient (lib/core/zero_pages.hpp) against plain zeros and the page faults it saves; FTRL's
 // state on zero pages against the eagerly filled state of the same rule, bit for bit; the
-// batched initialisation against the one-value-at-a-time scalar one, bit for bit; AdaGrad's
+// initialisation against Rng's one-value-at-a-time draws, bit for bit; AdaGrad's
 // state on zero pages against eps-filled state, bit for bit, and saved with eps.
 #include <sys/resource.h>
 
@@ -72,9 +72,10 @@ TEST_CASE("initial wide model: N(0, std^2) latents from (seed, feature, j), the 
 }
 
 namespace {
-// The initialisation one value at a time, as create() did before it was batched: Rng(seed, f)
-// draws 2p and 2p + 1 make Box-Muller pair p (values 2p, 2p + 1), with glibc's float logf and
-// sincosf, so a batched create() must match it bit for bit.
+// The initialisation one value at a time through Rng's sequential draws: Rng(seed, f) draws 2p
+// and 2p + 1 make Box-Muller pair p (values 2p, 2p + 1), with glibc's float logf and sincosf.
+// create() numbers its Philox calls itself and splits features over threads: it must match this
+// bit for bit.
 std::vector<float> scalar_init(const WideShape& shape, std::uint64_t seed, float init_std) {
   std::vector<float> params(std::size_t(shape.num_params()), 0.0f);
   for (std::int64_t f = 0; f < shape.num_features; ++f) {
@@ -93,9 +94,9 @@ std::vector<float> scalar_init(const WideShape& shape, std::uint64_t seed, float
 }
 }  // namespace
 
-TEST_CASE("batched initialisation equals the one-value-at-a-time scalar one bit for bit, at 1, 3 and 4 threads") {
-  // Latent lengths 3, 17 and 3 x 17 (not multiples of four), feature counts that are not
-  // multiples of the 16 Philox lanes or of create()'s 4096-feature blocks.
+TEST_CASE("initialisation equals the one-value-at-a-time Rng reference bit for bit, at 1, 3 and 4 threads") {
+  // Latent lengths 3, 17 and 3 x 17 (not multiples of four), feature counts that are odd and
+  // not multiples of create()'s 4096-feature blocks.
   for (const WideShape shape : {WideShape{WideKind::FM, 37, 1, 3}, WideShape{WideKind::FM, 4099, 5, 17},
                                 WideShape{WideKind::FFM, 4111, 3, 17}, WideShape{WideKind::FFM, 1, 1, 1}}) {
     const std::vector<float> want = scalar_init(shape, 0x5eed0000000bull, 0.07f);
