@@ -9,7 +9,7 @@ namespace skew::wide {
 void add_bench_data_keys(Schema& schema, const std::string& models) {
   schema.add_string("bench.data", "synthetic:criteo?rows=1000000&features=4194304&alpha=1.1&seed=1",
                     "data (file or synthetic spec)");
-  schema.add_string("bench.models", models, "models to run (lr, fm, ffm)");
+  schema.add_string("bench.models", models, "models to run: comma-separated whole names (lr, fm, ffm)");
 }
 
 std::vector<kernels::WideKind> bench_model_kinds(const Config& config) {
