@@ -67,7 +67,7 @@ struct Run {
 
 Run time_epoch(const SparseDataset& data, const kernels::WideShape& shape, const TrainOptions& o, std::int64_t batch) {
   WideTrainer trainer(WideModel::create(shape, 1, 0.01f), o);
-  trainer.step(data, 0, batch);  // warm-up: page in parameters and scratch
+  trainer.step(data, 0, std::min(data.rows(), batch));  // warm-up: page in parameters and scratch
   Run run;
   const double cpu_start = process_cpu_seconds();
   Timer t;
@@ -147,10 +147,10 @@ int main(int argc, char** argv) {
                 "seconds", "samples/s", "nonzeros/s", "ratio", "cpu_s", "cpu_ratio", "kernel_s", "k_ratio", "bytes/row",
                 "bound", "of_bound", "loss");
     Json summary{{"app", "wide_bench"}, {"triad_GBps", bandwidth / 1e9}};
-    for (const auto& name : {std::string("lr"), std::string("fm"), std::string("ffm")}) {
-      if (c.get_string("bench.models").find(name) == std::string::npos) continue;
+    for (const kernels::WideKind kind : bench_model_kinds(c)) {
+      const std::string name = kernels::wide_kind_name(kind);
       kernels::WideShape shape;
-      shape.kind = kernels::wide_kind_from_name(name);
+      shape.kind = kind;
       shape.num_features = original.num_features;
       shape.num_fields = original.num_fields;
       shape.k = shape.kind == kernels::WideKind::LR ? 0 : c.get_int_as<int>("bench.k");

@@ -207,11 +207,7 @@ int main(int argc, char** argv) {
     summary["bound_ms"] = data_bytes / bandwidth * 1e3;
     const kernels::WideFlowOptions flow{c.get_int_as<int>("bench.tile_samples"), c.get_int("bench.hot_features")};
     Json runs = Json::array();
-    std::string models = c.get_string("bench.models");
-    for (std::size_t pos = 0; pos <= models.size();) {
-      const std::size_t end = std::min(models.find(',', pos), models.size());
-      const kernels::WideKind kind = kernels::wide_kind_from_name(models.substr(pos, end - pos));
-      pos = end + 1;
+    for (const kernels::WideKind kind : bench_model_kinds(c)) {
       const int k = kind == kernels::WideKind::LR    ? 0
                     : kind == kernels::WideKind::FFM ? c.get_int_as<int>("bench.ffm_k")
                                                      : c.get_int_as<int>("bench.k");

@@ -21,7 +21,14 @@ struct WideUpdateRule {
   float l2 = 0.0f;    // L2 strength (added to the gradient; FTRL: in the proximal term)
   float l1 = 0.0f;    // FTRL only
   float beta = 1.0f;  // FTRL only
+  // AdaGrad's initial accumulator. The state starts as zero pages: a stored n of 0 stands for
+  // eps (n >= eps > 0 once written), so n = (n == 0 ? eps : n) + g^2 is, bit for bit, the rule
+  // on state filled with eps.
+  float eps = 1e-6f;
 };
+
+// AdaGrad's accumulator after a gradient g: a stored 0 is the initial eps.
+SKEW_HD inline float wide_adagrad_accumulate(float n, float g, float eps) { return (n == 0.0f ? eps : n) + g * g; }
 
 // One coordinate: w from its (scaled) gradient; n is AdaGrad's/FTRL's sum of squares, z FTRL's
 // state (unused pointers may be null for the rules that do not read them).
@@ -30,7 +37,7 @@ SKEW_HD inline void wide_update_coordinate(const WideUpdateRule& o, float& w, fl
     case WideOptimizerKind::Sgd: w -= o.lr * (grad + o.l2 * w); break;
     case WideOptimizerKind::AdaGrad:
       grad += o.l2 * w;
-      *n += grad * grad;
+      *n = wide_adagrad_accumulate(*n, grad, o.eps);
       w -= o.lr * grad / sqrtf(*n);
       break;
     case WideOptimizerKind::Ftrl: {
@@ -61,7 +68,7 @@ struct WideOptimizerState {
 [[gnu::always_inline]] inline void wide_update_row(const WideUpdateRule& r, float* params, float* g, std::size_t offset,
                                                    std::size_t count, float scale, WideOptimizerState state) {
   float* const w = params + offset;
-  const float lr = r.lr, l2 = r.l2;
+  const float lr = r.lr, l2 = r.l2, eps = r.eps;
   switch (r.kind) {
     case WideOptimizerKind::Sgd:
       for (std::size_t j = 0; j < count; ++j) {
@@ -75,7 +82,7 @@ struct WideOptimizerState {
       for (std::size_t j = 0; j < count; ++j) {
         const float grad = g[j] * scale + l2 * w[j];
         g[j] = 0.0f;
-        n[j] += grad * grad;
+        n[j] = wide_adagrad_accumulate(n[j], grad, eps);
         w[j] -= lr * grad / sqrtf(n[j]);
       }
       return;

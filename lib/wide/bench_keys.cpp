@@ -1,11 +1,29 @@
 #include "lib/wide/bench_keys.hpp"
 
+#include <algorithm>
+
+#include "lib/core/error.hpp"
+
 namespace skew::wide {
 
 void add_bench_data_keys(Schema& schema, const std::string& models) {
   schema.add_string("bench.data", "synthetic:criteo?rows=1000000&features=4194304&alpha=1.1&seed=1",
                     "data (file or synthetic spec)");
-  schema.add_string("bench.models", models, "models to run (lr, fm, ffm)");
+  schema.add_string("bench.models", models, "models to run: comma-separated whole names (lr, fm, ffm)");
+}
+
+std::vector<kernels::WideKind> bench_model_kinds(const Config& config) {
+  const std::string models = config.get_string("bench.models");
+  std::vector<kernels::WideKind> kinds;
+  for (std::size_t pos = 0; pos <= models.size();) {
+    const std::size_t end = std::min(models.find(',', pos), models.size());
+    const std::string name = models.substr(pos, end - pos);
+    SKEW_CHECK(name == "lr" || name == "fm" || name == "ffm",
+               "bad value '" << models << "' for key 'bench.models': '" << name << "' is not lr, fm or ffm");
+    kinds.push_back(kernels::wide_kind_from_name(name));
+    pos = end + 1;
+  }
+  return kinds;
 }
 
 void add_bench_flow_keys(Schema& schema) {

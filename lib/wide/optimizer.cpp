@@ -18,7 +18,10 @@ OptimizerKind optimizer_from_name(const std::string& name) {
 Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& shape, const std::vector<float>& params)
     : options_(options), shape_(shape) {
   SKEW_CHECK(options.lr > 0, "train.lr must be positive, got " << options.lr);
-  if (options.kind == OptimizerKind::AdaGrad) n_.assign(params.size(), options.eps);
+  if (options.kind == OptimizerKind::AdaGrad) {
+    n_.resize(params.size());  // zero pages: not written here
+    n_[0] = options.eps;
+  }
   if (options.kind == OptimizerKind::Ftrl) {
     n_.resize(params.size());  // zero pages: not written here
     z_.resize(params.size());
@@ -29,6 +32,12 @@ Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& 
     for (std::size_t i = 0; i < params.size(); ++i)
       if (params[i] != 0.0f) z_[i] = -params[i] * options.beta / options.lr;
   }
+}
+
+std::vector<float> Optimizer::saved_n_state() const {
+  std::vector<float> n(n_.begin(), n_.end());
+  if (options_.kind == OptimizerKind::AdaGrad) std::replace(n.begin(), n.end(), 0.0f, options_.eps);
+  return n;
 }
 
 void Optimizer::set_state(std::vector<float> n, std::vector<float> z) {

@@ -17,10 +17,8 @@ namespace skew::wide {
 using OptimizerKind = kernels::WideOptimizerKind;
 OptimizerKind optimizer_from_name(const std::string& name);  // sgd | adagrad | ftrl
 
-// The per-coordinate rule the kernels apply, plus the state's initial value.
-struct OptimizerOptions : kernels::WideUpdateRule {
-  float eps = 1e-6f;  // AdaGrad's initial accumulator
-};
+// The per-coordinate rule the kernels apply (AdaGrad's initial accumulator, eps, included).
+using OptimizerOptions = kernels::WideUpdateRule;
 
 class Optimizer {
  public:
@@ -35,9 +33,12 @@ class Optimizer {
   const OptimizerOptions& options() const { return options_; }
   const kernels::WideUpdateRule& rule() const { return options_; }
   // The per-coordinate state (AdaGrad: n; FTRL: n and z; empty when the rule has none), for a
-  // CUDA trainer that starts from the same state.
+  // CUDA trainer that starts from the same state. AdaGrad's n holds 0 for eps where no step has
+  // written it yet (the rule reads it so); saved_n_state() writes eps there, as a checkpoint
+  // stores it.
   std::span<const float> n_state() const { return n_; }
   std::span<const float> z_state() const { return z_; }
+  std::vector<float> saved_n_state() const;
   // The same state as writable arrays, for a kernel that updates the model itself (Hogwild).
   kernels::WideOptimizerState state() {
     return {n_.empty() ? nullptr : n_.data(), z_.empty() ? nullptr : z_.data()};
@@ -51,9 +52,11 @@ class Optimizer {
               float scale);
   OptimizerOptions options_;
   kernels::WideShape shape_;
-  // AdaGrad: n_ = eps + sum g^2, filled with eps at construction. FTRL: n_ = sum g^2 and z_,
-  // both zero where a parameter starts at zero (all of n_, LR's z_): on zero pages, so only the
-  // pages of rows that a step updates (or a non-zero parameter initialises) are ever written.
+  // AdaGrad: n_ = eps + sum g^2, 0 (standing for eps) until a step writes it, except the bias's,
+  // which starts at eps (Hogwild's per-thread bias copies add their moves of it). FTRL: n_ =
+  // sum g^2 and z_, both zero where a parameter starts at zero (all of n_, LR's z_). On zero
+  // pages, so only the pages of rows that a step updates (or a non-zero parameter initialises)
+  // are ever written.
   ZeroPageVector<float> n_, z_;
 };
 
