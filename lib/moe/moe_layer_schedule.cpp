@@ -56,7 +56,8 @@ void MoeLayer<T>::forward_pipelined(const LayerBuffer<T>& send, LayerBuffer<T>& 
   const std::vector<ScheduleStage> stages =
       pairwise_stages(world_.rank(), opt_.schedule_chunks, send_rows_, recv_rows_);
   Timer timer;
-  std::unique_ptr<comm::Work> next = post_stage(world_, stages[0], Direction::Dispatch, send.data(), recv.data(), D, device);
+  std::unique_ptr<comm::Work> next =
+      post_stage(world_, stages[0], Direction::Dispatch, send.data(), recv.data(), D, device);
   std::vector<std::unique_ptr<comm::Work>> returns;
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const ScheduleStage& stage = stages[i];

@@ -61,7 +61,8 @@ std::unique_ptr<comm::Work> post_stage(comm::ProcessGroup& world, const Schedule
   std::vector<comm::P2POp> ops;
   if (out.rows() > 0)
     ops.push_back(comm::send_op(
-        comm::view(const_cast<T*>(from) + out.begin * w, static_cast<std::size_t>(out.rows() * w), device), out_peer, tag));
+        comm::view(const_cast<T*>(from) + out.begin * w, static_cast<std::size_t>(out.rows() * w), device), out_peer,
+        tag));
   if (in.rows() > 0)
     ops.push_back(
         comm::recv_op(comm::view(to + in.begin * w, static_cast<std::size_t>(in.rows() * w), device), in_peer, tag));

@@ -72,9 +72,10 @@ void require_network_matches(moe::Precision precision, double tolerance) {
 // fastermoe a slow all-to-all that makes shadowing pay.
 std::vector<std::string> policy_overrides(const std::string& policy) {
   if (policy == "flexmoe")
-    return {"--placement.interval=2", "--placement.threshold=1.0", "--placement.gemm_flops=1e6",
-            "--placement.alltoall_bandwidth=1e9", "--placement.nvlink_bandwidth=1e9",
-            "--placement.allreduce_bandwidth=1e9", "--placement.alltoall_latency=0", "--placement.smoothing=0.8"};
+    return {"--placement.interval=2",           "--placement.threshold=1.0",
+            "--placement.gemm_flops=1e6",       "--placement.alltoall_bandwidth=1e9",
+            "--placement.nvlink_bandwidth=1e9", "--placement.allreduce_bandwidth=1e9",
+            "--placement.alltoall_latency=0",   "--placement.smoothing=0.8"};
   if (policy == "fastermoe")
     return {"--moe.fastermoe_chunks=2", "--placement.gemm_flops=1e12", "--placement.alltoall_bandwidth=1e5",
             "--placement.allreduce_bandwidth=1e9", "--placement.alltoall_latency=0"};
@@ -82,7 +83,7 @@ std::vector<std::string> policy_overrides(const std::string& policy) {
 }
 
 struct PolicyRun {
-  std::vector<double> losses;  // rank 0's, per iteration
+  std::vector<double> losses;                        // rank 0's, per iteration
   std::int64_t placement_changes = 0, shadowed = 0;  // flexmoe's moves; fastermoe's shadows over all records
 };
 
@@ -98,7 +99,8 @@ PolicyRun run_policy(const std::string& device, const std::string& policy, const
   out.placement_changes = summary.value("placement_changes", std::int64_t{0});
   for (const Json& rec : skew_moe_test::read_jsonl(metrics)) {
     out.losses.push_back(rec["loss"].get<double>());
-    for (const Json& layer : rec.value("shadowed", Json::array())) out.shadowed += static_cast<std::int64_t>(layer.size());
+    for (const Json& layer : rec.value("shadowed", Json::array()))
+      out.shadowed += static_cast<std::int64_t>(layer.size());
   }
   return out;
 }

@@ -89,7 +89,8 @@ void FasterMoePolicy<T>::reduce_shadow_grads(MoeLayer<T>& layer) {
       ops.push_back(comm::send_op(layer.shadow(e).g.view(), owner, kShadowGradTag + e));
       continue;
     }
-    received.push_back({e, std::vector<LayerBuffer<T>>(static_cast<std::size_t>(world.size()), LayerBuffer<T>(device))});
+    received.push_back(
+        {e, std::vector<LayerBuffer<T>>(static_cast<std::size_t>(world.size()), LayerBuffer<T>(device))});
   }
   for (auto& [e, from] : received)
     for (int r = 0; r < world.size(); ++r)
