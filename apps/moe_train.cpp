@@ -15,9 +15,7 @@ namespace {
 std::string device_note(const skew::Config& config, skew::Device device, int visible_gpus) {
   if (device == skew::Device::Cuda || config.get_string("train.device") != "auto" || visible_gpus == 0) return "";
   if (!skew::cuda_built()) return "; this build has no CUDA";
-  const std::string arch = config.get_string("model.arch");
-  return arch != "gpt" ? "; model.arch=" + arch + " runs on the CPU only"
-                       : "; moe.policy=" + config.get_string("moe.policy") + " runs on the CPU only";
+  return "; model.arch=" + config.get_string("model.arch") + " runs on the CPU only";  // every policy runs on cuda
 }
 }  // namespace
 

@@ -33,15 +33,8 @@ MoeLayer<T>::MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placemen
       placement_(std::move(placement)),
       policy_(policy ? std::move(policy) : make_policy<T>(opt)),
       gate_(opt.device) {
-  if (opt.device == Device::Cuda) {
-    SKEW_CHECK((std::is_same_v<T, float>), "MoE layer on cuda: the float64 layer is the host-only reference");
-    SKEW_CHECK(opt.policy == Policy::Static || opt.policy == Policy::DeepSpeed,
-               "MoE layer on cuda: policy " << (opt.policy == Policy::FasterMoE ? "fastermoe" : "flexmoe")
-                                            << " keeps host-side expert state (fastermoe's shadow copies, flexmoe's "
-                                               "replica moves); use static or deepspeed, or device host");
-    SKEW_CHECK(opt.schedule_chunks == 0, "MoE layer on cuda: the smart schedule (moe.fastermoe_chunks = "
-                                             << opt.schedule_chunks << ") runs on the host only");
-  }
+  SKEW_CHECK(opt.device == Device::Host || (std::is_same_v<T, float>),
+             "MoE layer on cuda: the float64 layer is the host-only reference");
   for (LayerBuffer<T>* b :
        {&back_, &xe_, &hpre_, &h_, &send_, &recv_, &ye_, &dsend_, &dweight_, &drecv_, &dye_, &dxe_, &dhpre_, &dback_})
     b->set_device(opt.device);

@@ -45,9 +45,9 @@ struct MoeOptions {
   int schedule_chunks = 0;
   // Where the layer's data plane runs: every per-token array (x, y, dy, dx, wg, dwg passed in,
   // the gate's, the exchange buffers, the expert activations) and the experts' parameters,
-  // gradients and AdamW moments live there. Cuda: float only, static or deepspeed policy, no
-  // smart schedule (the constructor says which is refused); the host sees only the per-expert
-  // counts, the scalar losses and, for deepspeed's token dropping, the expert choices.
+  // gradients and AdamW moments, and fastermoe's shadow copies live there. Cuda: float only,
+  // every policy and the smart schedule; the host sees only the per-expert counts, the scalar
+  // losses and, for deepspeed's token dropping, the expert choices.
   Device device = Device::Host;
   std::int64_t expert_params() const { return 2LL * d_model * d_ff + d_ff + d_model; }
 };
@@ -84,7 +84,8 @@ struct ExpertState {
 // A copy of an expert this rank computes for one step without holding it (FasterMoE's shadows).
 template <class T>
 struct ShadowCopy {
-  std::vector<T> w, g;  // parameters lent by the owner, gradients to return to it
+  explicit ShadowCopy(Device device) : w(device), g(device) {}
+  LayerBuffer<T> w, g;  // parameters lent by the owner, gradients to return to it; on the layer's device
 };
 
 template <class T>
@@ -134,7 +135,7 @@ class MoeLayer {
   void set_shadowed(std::vector<int> experts);
   ShadowCopy<T>& shadow(int e) {
     weights_changed();
-    return shadows_[e];
+    return shadows_.try_emplace(e, opt_.device).first->second;
   }
   void drop_shadow_copies() { shadows_.clear(); }
 

@@ -35,10 +35,15 @@ std::vector<typename MoeLayer<T>::ExpertRows> MoeLayer<T>::expert_rows_of(int so
   // The source's rows come expert by expert in ascending order, as local_experts_ is.
   std::int64_t first = source_first;
   for (std::size_t j = 0; j < local_experts_.size(); ++j) {
-    const std::int64_t rows = recv_expert_rows_[static_cast<std::size_t>(source) * E + local_experts_[j]];
+    const int e = local_experts_[j];
+    const std::int64_t rows = recv_expert_rows_[static_cast<std::size_t>(source) * E + e];
     const std::int64_t lo = std::max(begin, first), hi = std::min(end, first + rows);
-    // A source's rows of one expert sit together in the expert-contiguous buffers (stable order).
-    if (lo < hi) out.push_back({static_cast<int>(j), local_pos_[static_cast<std::size_t>(lo)], hi - lo});
+    // A source's rows of one expert sit together in the expert-contiguous buffers (stable order),
+    // after the expert's rows from lower sources: their place is known from the counts on the
+    // host, whatever device local_pos_ is on (route() places them so).
+    std::int64_t xe_first = local_offset_[j];
+    for (int r = 0; r < source; ++r) xe_first += recv_expert_rows_[static_cast<std::size_t>(r) * E + e];
+    if (lo < hi) out.push_back({static_cast<int>(j), xe_first + (lo - first), hi - lo});
     first += rows;
   }
   return out;
@@ -47,33 +52,35 @@ std::vector<typename MoeLayer<T>::ExpertRows> MoeLayer<T>::expert_rows_of(int so
 template <class T>
 void MoeLayer<T>::forward_pipelined(const LayerBuffer<T>& send, LayerBuffer<T>& recv, LayerBuffer<T>& ye) {
   const int D = opt_.d_model, F = opt_.d_ff;
+  const Device device = opt_.device;
   const std::vector<ScheduleStage> stages =
       pairwise_stages(world_.rank(), opt_.schedule_chunks, send_rows_, recv_rows_);
   Timer timer;
-  std::unique_ptr<comm::Work> next = post_stage(world_, stages[0], Direction::Dispatch, send.data(), recv.data(), D);
+  std::unique_ptr<comm::Work> next =
+      post_stage(world_, stages[0], Direction::Dispatch, send.data(), recv.data(), D, device);
   std::vector<std::unique_ptr<comm::Work>> returns;
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const ScheduleStage& stage = stages[i];
     std::unique_ptr<comm::Work> current = std::move(next);
     if (i + 1 < stages.size())
-      next = post_stage(world_, stages[i + 1], Direction::Dispatch, send.data(), recv.data(), D);
+      next = post_stage(world_, stages[i + 1], Direction::Dispatch, send.data(), recv.data(), D, device);
     if (current) current->wait();
     times_.alltoall += timer.seconds();
     timer.reset();
     const double cpu = thread_cpu_seconds();
     const auto lo = static_cast<std::size_t>(stage.recv.begin), rows = static_cast<std::size_t>(stage.recv.rows());
-    scatter_rows_at(recv.data() + lo * D, local_pos_.data() + lo, rows, D, xe_.data());
+    scatter_rows_at(recv.data() + lo * D, local_pos_.data() + lo, rows, D, xe_.data(), device);
     for (const ExpertRows& part : expert_rows_of(stage.recv_peer, stage.recv.begin, stage.recv.end)) {
       const std::int64_t o = part.xe_begin;
       experts_forward(one_expert(local_experts_[static_cast<std::size_t>(part.local)], part.rows), xe_.data() + o * D,
                       hpre_.data() + o * F, h_.data() + o * F, ye.data() + o * D);
       poll(next, returns);
     }
-    gather_rows_from(ye.data(), local_pos_.data() + lo, rows, D, recv.data() + lo * D);
+    gather_rows_from(ye.data(), local_pos_.data() + lo, rows, D, recv.data() + lo * D, device);
     times_.expert += timer.seconds();
     times_.expert_cpu += thread_cpu_seconds() - cpu;
     timer.reset();
-    returns.push_back(post_stage(world_, stage, Direction::Return, recv.data(), back_.data(), D));
+    returns.push_back(post_stage(world_, stage, Direction::Return, recv.data(), back_.data(), D, device));
   }
   wait_all(returns);
   times_.alltoall += timer.seconds();
@@ -83,35 +90,39 @@ template <class T>
 void MoeLayer<T>::backward_pipelined(const LayerBuffer<T>& dsend, LayerBuffer<T>& dback, LayerBuffer<T>& dye,
                                      LayerBuffer<T>& dhpre) {
   const int D = opt_.d_model, F = opt_.d_ff;
+  const Device device = opt_.device;
   const std::vector<ScheduleStage> stages =
       pairwise_stages(world_.rank(), opt_.schedule_chunks, send_rows_, recv_rows_);
   // Gradients arrive into drecv and leave from it, overwritten in place by each stage's dx.
-  std::vector<T> drecv(xe_.size()), dxe(xe_.size());
+  drecv_.resize(xe_.size());
+  dxe_.resize(xe_.size());
+  T* drecv = drecv_.data();
+  T* dxe = dxe_.data();
   Timer timer;
-  std::unique_ptr<comm::Work> next = post_stage(world_, stages[0], Direction::Dispatch, dsend.data(), drecv.data(), D);
+  std::unique_ptr<comm::Work> next = post_stage(world_, stages[0], Direction::Dispatch, dsend.data(), drecv, D, device);
   std::vector<std::unique_ptr<comm::Work>> returns;
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const ScheduleStage& stage = stages[i];
     std::unique_ptr<comm::Work> current = std::move(next);
     if (i + 1 < stages.size())
-      next = post_stage(world_, stages[i + 1], Direction::Dispatch, dsend.data(), drecv.data(), D);
+      next = post_stage(world_, stages[i + 1], Direction::Dispatch, dsend.data(), drecv, D, device);
     if (current) current->wait();
     times_.alltoall += timer.seconds();
     timer.reset();
     const double cpu = thread_cpu_seconds();
     const auto lo = static_cast<std::size_t>(stage.recv.begin), rows = static_cast<std::size_t>(stage.recv.rows());
-    scatter_rows_at(drecv.data() + lo * D, local_pos_.data() + lo, rows, D, dye.data());
+    scatter_rows_at(drecv + lo * D, local_pos_.data() + lo, rows, D, dye.data(), device);
     for (const ExpertRows& part : expert_rows_of(stage.recv_peer, stage.recv.begin, stage.recv.end)) {
       const std::int64_t o = part.xe_begin;
       experts_backward_rows(one_expert(local_experts_[static_cast<std::size_t>(part.local)], part.rows),
-                            hpre_.data() + o * F, dye.data() + o * D, dhpre.data() + o * F, dxe.data() + o * D);
+                            hpre_.data() + o * F, dye.data() + o * D, dhpre.data() + o * F, dxe + o * D);
       poll(next, returns);
     }
-    gather_rows_from(dxe.data(), local_pos_.data() + lo, rows, D, drecv.data() + lo * D);
+    gather_rows_from(dxe, local_pos_.data() + lo, rows, D, drecv + lo * D, device);
     times_.expert += timer.seconds();
     times_.expert_cpu += thread_cpu_seconds() - cpu;
     timer.reset();
-    returns.push_back(post_stage(world_, stage, Direction::Return, drecv.data(), dback.data(), D));
+    returns.push_back(post_stage(world_, stage, Direction::Return, drecv, dback.data(), D, device));
   }
   // The parameter gradients need every row of an expert, so they run once all stages have
   // arrived, while the last returns are in flight.

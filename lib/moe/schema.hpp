@@ -12,9 +12,8 @@ Schema moe_train_schema();
 
 // train.device resolved for this rank, which sees `visible_gpus` GPUs: cuda when asked for (an
 // error naming the key where the build has no CUDA or no GPU is visible, naming model.arch too
-// for bert and swin, whose networks run on the host only, and moe.policy for fastermoe and
-// flexmoe, whose layers run on the host only), or asked `auto` of a CUDA build that sees a GPU
-// and trains model.arch=gpt under moe.policy=static or deepspeed; else the host.
+// for bert and swin, whose networks run on the host only), or asked `auto` of a CUDA build that
+// sees a GPU and trains model.arch=gpt (under any moe.policy); else the host.
 Device train_device(const Config& config, int visible_gpus);
 
 // moe.*: experts, gate, and the balancing policy with its knobs (d_model is the model's).

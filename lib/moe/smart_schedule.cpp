@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lib/core/error.hpp"
+#include "lib/moe/moe_layer_buffer.hpp"
 
 namespace skew::moe {
 
@@ -43,7 +44,7 @@ std::vector<ScheduleStage> pairwise_stages(int rank, int chunks, const std::vect
 
 template <class T>
 std::unique_ptr<comm::Work> post_stage(comm::ProcessGroup& world, const ScheduleStage& stage, Direction direction,
-                                       const T* from, T* to, int width) {
+                                       const T* from, T* to, int width, Device device) {
   const bool dispatch = direction == Direction::Dispatch;
   const RowRange out = dispatch ? stage.send : stage.recv, in = dispatch ? stage.recv : stage.send;
   const int out_peer = dispatch ? stage.send_peer : stage.recv_peer, in_peer = dispatch ? stage.recv_peer : stage.send_peer;
@@ -51,23 +52,27 @@ std::unique_ptr<comm::Work> post_stage(comm::ProcessGroup& world, const Schedule
   if (out_peer == world.rank()) {
     SKEW_CHECK(out.rows() == in.rows(), "smart schedule: rank " << world.rank() << " sends itself " << out.rows()
                                                                  << " rows but expects " << in.rows());
-    std::copy(from + out.begin * w, from + out.end * w, to + in.begin * w);
+    if (out.rows() > 0)
+      device_memory::copy(to + in.begin * w, from + out.begin * w, static_cast<std::size_t>(out.rows() * w) * sizeof(T),
+                          device);
     return nullptr;
   }
   const int tag = dispatch ? kDispatchTag : kReturnTag;
   std::vector<comm::P2POp> ops;
   if (out.rows() > 0)
-    ops.push_back(comm::send_op(comm::view(const_cast<T*>(from) + out.begin * w, static_cast<std::size_t>(out.rows() * w)),
-                                out_peer, tag));
+    ops.push_back(comm::send_op(
+        comm::view(const_cast<T*>(from) + out.begin * w, static_cast<std::size_t>(out.rows() * w), device), out_peer,
+        tag));
   if (in.rows() > 0)
-    ops.push_back(comm::recv_op(comm::view(to + in.begin * w, static_cast<std::size_t>(in.rows() * w)), in_peer, tag));
+    ops.push_back(
+        comm::recv_op(comm::view(to + in.begin * w, static_cast<std::size_t>(in.rows() * w), device), in_peer, tag));
   if (ops.empty()) return nullptr;
   return world.batch_isend_irecv(ops);
 }
 
 template std::unique_ptr<comm::Work> post_stage<float>(comm::ProcessGroup&, const ScheduleStage&, Direction,
-                                                       const float*, float*, int);
+                                                       const float*, float*, int, Device);
 template std::unique_ptr<comm::Work> post_stage<double>(comm::ProcessGroup&, const ScheduleStage&, Direction,
-                                                        const double*, double*, int);
+                                                        const double*, double*, int, Device);
 
 }  // namespace skew::moe

@@ -39,12 +39,12 @@ enum class Direction {
   Return,    // receive-side rows back to recv_peer, send-side rows from send_peer
 };
 
-// Starts one stage's exchange of rows `width` elements wide, from buffer `from` into `to`:
-// Dispatch sends from's `send` rows and receives into to's `recv` rows, Return the other way
-// round. One batched isend/irecv of the legs that have rows; the rank's own stage (peer ==
-// rank) is copied at once. Returns the pending Work, or null when nothing is in flight.
+// Starts one stage's exchange of rows `width` elements wide, from buffer `from` into `to`, both
+// on `device`: Dispatch sends from's `send` rows and receives into to's `recv` rows, Return the
+// other way round. One batched isend/irecv of the legs that have rows; the rank's own stage
+// (peer == rank) is copied at once. Returns the pending Work, or null when nothing is in flight.
 template <class T>
 std::unique_ptr<comm::Work> post_stage(comm::ProcessGroup& world, const ScheduleStage& stage, Direction direction,
-                                       const T* from, T* to, int width);
+                                       const T* from, T* to, int width, Device device);
 
 }  // namespace skew::moe

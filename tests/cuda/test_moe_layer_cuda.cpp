@@ -2,7 +2,8 @@
 // (MPI_COMM_SELF), on odd shapes (37 tokens, d_model 37, d_ff 53, 5 experts, top-2, jitter on):
 // the chosen experts, the losses, y, and the backward's dx, dwg and every expert's gradients, at
 // fp32 tolerances and, with bf16 expert GEMMs, bf16 ones; under the static policy and under
-// deepspeed dropping tokens. Every case skips without a GPU. The host run is the reference:
+// deepspeed dropping tokens; with FasterMoE's smart schedule (3 chunks at one rank); after a
+// replica moves in (flexmoe's executor). Every case skips without a GPU. The host run is the reference:
 // tests/mpi/test_moe_layer.cpp checks it against float64 and finite differences.
 #include <mpi.h>
 
@@ -59,8 +60,17 @@ struct Run {
   std::map<int, std::vector<float>> expert_grads;
 };
 
-// One forward and backward with every input on `device`.
-Run run_layer(MoeOptions o, Device device) {
+// Drops expert `e`'s replica and creates it again with the same weights, as flexmoe's executor
+// does when a replica moves here (create, then receive w, m, v into it).
+void move_replica(MoeLayer<float>& layer, int e) {
+  const Tensor weights = layer.experts().at(e).w.to(Device::Host);
+  layer.experts().erase(e);
+  layer.create_expert(e).w.copy_from(weights);
+}
+
+// One forward and backward with every input on `device`; with `moved_expert` >= 0, after a first
+// forward (which rounds the bf16 weight copies), that expert's replica moves in again first.
+Run run_layer(MoeOptions o, Device device, int moved_expert = -1) {
   o.device = device;
   MoeLayer<float> layer(o, self(), placement::LayerPlacement::block(kExperts, 1, kExperts));
   layer.init_experts(7, 0, 0.3);
@@ -76,6 +86,10 @@ Run run_layer(MoeOptions o, Device device) {
   Tensor dwg = Tensor::zeros({kWidth * kExperts}, DType::F32, device);
   StepContext ctx;
   ctx.jitter = jitter.data<float>();
+  if (moved_expert >= 0) {
+    layer.forward(kTokens, x.data<float>(), wg.data<float>(), ctx, y.data<float>());
+    move_replica(layer, moved_expert);
+  }
   layer.forward(kTokens, x.data<float>(), wg.data<float>(), ctx, y.data<float>());
   layer.backward(dy.data<float>(), wg.data<float>(), dx.data<float>(), dwg.data<float>());
   Run r;
@@ -129,4 +143,23 @@ TEST_CASE("MoE layer on CUDA equals the host layer (deepspeed dropping tokens)",
   const Run host = run_layer(o, Device::Host);
   REQUIRE(host.dropped > 0);
   require_same_run(run_layer(o, Device::Cuda), host, 1e-4, 1e-5);
+}
+
+// FasterMoE's smart schedule at one rank: the rank's own rows in 3 chunks, each chunk's experts
+// called on device pointers into the expert-contiguous buffers, the stage copies on the device.
+TEST_CASE("MoE layer on CUDA equals the host layer (smart schedule, 3 chunks)", "[moe][cuda][layer]") {
+  SKEW_REQUIRE_GPU();
+  MoeOptions o = options(Policy::Static, Precision::Fp32);
+  o.schedule_chunks = 3;
+  require_same_run(run_layer(o, Device::Cuda), run_layer(o, Device::Host), 1e-4, 1e-5);
+  o.precision = Precision::Bf16;
+  require_same_run(run_layer(o, Device::Cuda), run_layer(o, Device::Host), 2e-2, 2e-3);
+}
+
+// A replica moving in (flexmoe's executor: create, then copy the weights in) leaves no stale bf16
+// copy on the device: the next forward rounds the moved expert's weights again.
+TEST_CASE("MoE layer on CUDA equals the host layer after a replica moves in (bf16)", "[moe][cuda][layer]") {
+  SKEW_REQUIRE_GPU();
+  const MoeOptions o = options(Policy::Static, Precision::Bf16);
+  require_same_run(run_layer(o, Device::Cuda, 2), run_layer(o, Device::Host, 2), 2e-2, 2e-3);
 }

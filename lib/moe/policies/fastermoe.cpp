@@ -1,5 +1,8 @@
 #include "lib/moe/policies/fastermoe.hpp"
 
+#include <type_traits>
+
+#include "kernels/moe_elementwise.hpp"
 #include "lib/core/log.hpp"
 #include "lib/moe/moe_layer.hpp"
 #include "lib/placement/shadowing.hpp"
@@ -9,6 +12,17 @@ namespace skew::moe {
 namespace {
 // Tags of shadow gradient messages: this base plus the expert id.
 constexpr int kShadowGradTag = 9100;
+
+// x += y, n elements on `device` (float64 layers run on the host only).
+template <class T>
+void add_into(Device device, std::size_t n, T* x, const T* y) {
+  if constexpr (std::is_same_v<T, float>) {
+    kernels::moe::add_inplace(device, n, x, y);
+  } else {
+    SKEW_CHECK(device == Device::Host, "fastermoe: float64 shadow gradients are reduced on the host only");
+    for (std::size_t i = 0; i < n; ++i) x[i] += y[i];
+  }
+}
 }  // namespace
 
 // Every rank picks the same shadows from the all-gathered counts.
@@ -34,10 +48,10 @@ void FasterMoePolicy<T>::plan(MoeLayer<T>& layer) {
       layer.times().sync_bytes += static_cast<double>(P) * sizeof(T);
       world.broadcast(comm::view(layer.experts().at(e).w), owner[static_cast<std::size_t>(e)]);
     } else {
-      ShadowCopy<T>& copy = layer.shadow(e);
-      copy.w.assign(P, T(0));
-      copy.g.assign(P, T(0));
-      world.broadcast(comm::view(copy.w), owner[static_cast<std::size_t>(e)]);
+      ShadowCopy<T>& copy = layer.shadow(e);  // on the layer's device
+      copy.w.zeros(P);
+      copy.g.zeros(P);
+      world.broadcast(copy.w.view(), owner[static_cast<std::size_t>(e)]);
     }
   }
 }
@@ -64,28 +78,31 @@ void FasterMoePolicy<T>::reduce_shadow_grads(MoeLayer<T>& layer) {
   comm::ProcessGroup& world = layer.world();
   const int me = world.rank();
   const auto P = static_cast<std::size_t>(layer.options().expert_params());
+  const Device device = layer.options().device;
   std::vector<comm::P2POp> ops;
-  std::vector<std::pair<int, std::vector<std::vector<T>>>> received;  // owner side: (expert, per-rank gradients)
+  // Owner side: (expert, per-rank gradients), on the layer's device; this rank's own entry stays empty.
+  std::vector<std::pair<int, std::vector<LayerBuffer<T>>>> received;
   for (int e : layer.shadowed()) {
     const int owner = layer.placement().experts[static_cast<std::size_t>(e)][0].rank;
     if (owner != me) {
       layer.times().sync_bytes += static_cast<double>(P) * sizeof(T);
-      ops.push_back(comm::send_op(comm::view(layer.shadow(e).g), owner, kShadowGradTag + e));
+      ops.push_back(comm::send_op(layer.shadow(e).g.view(), owner, kShadowGradTag + e));
       continue;
     }
-    received.push_back({e, std::vector<std::vector<T>>(static_cast<std::size_t>(world.size()))});
+    received.push_back(
+        {e, std::vector<LayerBuffer<T>>(static_cast<std::size_t>(world.size()), LayerBuffer<T>(device))});
   }
   for (auto& [e, from] : received)
     for (int r = 0; r < world.size(); ++r)
       if (r != me) {
         from[static_cast<std::size_t>(r)].resize(P);
-        ops.push_back(comm::recv_op(comm::view(from[static_cast<std::size_t>(r)]), r, kShadowGradTag + e));
+        ops.push_back(comm::recv_op(from[static_cast<std::size_t>(r)].view(), r, kShadowGradTag + e));
       }
   if (!ops.empty()) world.batch_isend_irecv(ops)->wait();
   for (auto& [e, from] : received) {
     T* g = layer.experts().at(e).g.data();
     for (const auto& part : from)
-      for (std::size_t i = 0; i < part.size(); ++i) g[i] += part[i];
+      if (!part.empty()) add_into(device, part.size(), g, part.data());
   }
 }
 

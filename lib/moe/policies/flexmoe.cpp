@@ -41,6 +41,8 @@ void FlexMoePolicy<T>::replan(std::int64_t iteration, Layers& layers, placement:
   const std::vector<double> sent = placement::apply_placement(world_, store, current, next);
   for (std::size_t l = 0; l < next.size(); ++l) {
     layers[l]->set_placement(next[l]);
+    // New replicas received their weights after the store created them: round bf16 copies again.
+    layers[l]->weights_changed();
     layers[l]->times().move_bytes += sent[l];
   }
   change_ = {{"seconds", move.seconds()}, {"placement", Json::array()}};
