@@ -76,8 +76,8 @@ Schema moe_train_schema() {
   s.add_int("train.log_interval", 10, IntRange::at_least(0), "iterations between progress lines");
   s.add_int("train.blas_threads", 1, {0, 1024}, "OpenBLAS threads per rank (0 = OpenBLAS default)");
   s.add_choice("train.device", "auto", {"auto", "cpu", "cuda"},
-               "where the training step runs. cpu: all of it on the CPU. cuda (model.arch=gpt with "
-               "moe.policy=static or deepspeed; bert, swin, fastermoe and flexmoe are refused): each rank binds GPU "
+               "where the training step runs. cpu: all of it on the CPU. cuda (model.arch=gpt or bert with "
+               "moe.policy=static or deepspeed; swin, fastermoe and flexmoe are refused): each rank binds GPU "
                "local_rank % device_count and runs the whole step there (embedding, LayerNorms, attention, dense "
                "FFNs, the MoE layers' gate, dispatch, experts and combine, LM head, cross-entropy, their backward, "
                "the gradient norm and AdamW); the expert exchange and the dense gradients' all-reduce go over "
@@ -104,22 +104,24 @@ Device train_device(const Config& c, int visible_gpus) {
   // The MoE layer's device data plane has no fastermoe shadows, smart schedule or flexmoe replica
   // moves (MoeLayer's constructor); refused here, at config time, naming both keys.
   const bool policy_on_gpu = policy == "static" || policy == "deepspeed";
+  // BERT is GPT's network with masked targets; Swin's network keeps its buffers on the host.
+  const bool arch_on_gpu = arch == "gpt" || arch == "bert";
   if (requested == "cpu") return Device::Host;
   if (requested == "cuda") {
     SKEW_CHECK(cuda_built(), "train.device=cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON, or "
                              "use train.device=cpu)");
     SKEW_CHECK(visible_gpus > 0, "train.device=cuda, but no CUDA device is visible to this rank (train.device=cpu "
                                  "or auto runs on the CPU)");
-    SKEW_CHECK(arch == "gpt", "train.device=cuda with model.arch=" << arch << ": the " << arch
-                                                                    << " network runs on the CPU only (model.arch=gpt "
-                                                                       "runs on the GPU; or use train.device=cpu)");
+    SKEW_CHECK(arch_on_gpu, "train.device=cuda with model.arch=" << arch << ": the " << arch
+                                                                  << " network runs on the CPU only (model.arch=gpt "
+                                                                     "and bert run on the GPU; or use train.device=cpu)");
     SKEW_CHECK(policy_on_gpu, "train.device=cuda with moe.policy=" << policy
                                                                    << ": only moe.policy=static and deepspeed run on "
                                                                       "the GPU (use train.device=cpu for "
                                                                    << policy << ")");
     return Device::Cuda;
   }
-  return cuda_built() && visible_gpus > 0 && arch == "gpt" && policy_on_gpu ? Device::Cuda : Device::Host;
+  return cuda_built() && visible_gpus > 0 && arch_on_gpu && policy_on_gpu ? Device::Cuda : Device::Host;
 }
 
 MoeOptions moe_options(const Config& c) {

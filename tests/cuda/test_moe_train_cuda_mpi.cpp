@@ -39,18 +39,23 @@ double scaled_error(const std::vector<float>& got, const std::vector<float>& wan
   return worst / largest;
 }
 
-void require_network_matches(moe::Precision precision, double tolerance) {
+// `masked`: BERT's case, two of three positions out of the objective (kNoTarget), so the head
+// gathers the targeted rows and scatters their gradient back; attention then is bidirectional.
+void require_network_matches(moe::Precision precision, double tolerance, bool masked = false) {
   using namespace skew_moe_fixture;
   comm::ProcessGroup& group = skew_moe_fixture::world();
   ModelOptions o = tiny(4, 2);
   o.vocab = 37, o.d_model = 24, o.heads = 3, o.seq_len = 7, o.d_ff = 40, o.moe.d_ff = 20;
-  o.moe_every = 2, o.layers = 3, o.init_std = 0.2, o.precision = precision;
+  o.moe_every = 2, o.layers = 3, o.init_std = 0.2, o.precision = precision, o.causal = !masked;
   const auto placements = block_placements(o, group.size(), 2);
   ModelOptions on_gpu = o;
   on_gpu.device = Device::Cuda;
   GptMoe<float> host(o, group, placements), gpu(on_gpu, group, placements);
   host.init(5), gpu.init(5);
-  const Batch batch = make_batch(o, 6, group.rank(), group.size());
+  Batch batch = make_batch(o, 6, group.rank(), group.size());
+  if (masked)
+    for (std::size_t t = 0; t < batch.targets.size(); ++t)
+      if (t % 3 != 1) batch.targets[t] = kNoTarget;
   const double host_loss = run(host, batch, true), gpu_loss = run(gpu, batch, true);
   CHECK(gpu_loss == Approx(host_loss).epsilon(tolerance));
   for (const auto& segment : host.segments()) {
@@ -68,10 +73,12 @@ void require_network_matches(moe::Precision precision, double tolerance) {
 }
 
 // rank 0's per-iteration losses of a 20-iteration run.
-std::vector<double> losses(const std::string& device, const std::string& policy, const std::string& dir) {
-  const std::string metrics = dir + "/" + device + "_" + policy + ".jsonl";
-  skew_moe_test::run(moe::moe_train_schema(), {"--train.device=" + device, "--moe.policy=" + policy,
-                                               "--train.iterations=20", "--output.metrics=" + metrics});
+std::vector<double> losses(const std::string& device, const std::string& policy, const std::string& dir,
+                           const std::string& arch) {
+  const std::string metrics = dir + "/" + arch + "_" + device + "_" + policy + ".jsonl";
+  skew_moe_test::run(moe::moe_train_schema(),
+                     {"--train.device=" + device, "--moe.policy=" + policy, "--model.arch=" + arch,
+                      "--train.iterations=20", "--output.metrics=" + metrics});
   skew_moe_test::world().barrier();
   std::vector<double> out;
   for (const Json& rec : skew_moe_test::read_jsonl(metrics)) out.push_back(rec["loss"].get<double>());
@@ -89,6 +96,12 @@ TEST_CASE("the GPT network's forward and backward on the GPU equal the host's (b
           "[moe][cuda][network]") {
   SKEW_REQUIRE_GPU();
   require_network_matches(moe::Precision::Bf16, 2e-2);
+}
+
+TEST_CASE("the BERT network (masked targets, bidirectional) on the GPU equals the host's (fp32)",
+          "[moe][cuda][network][bert]") {
+  SKEW_REQUIRE_GPU();
+  require_network_matches(moe::Precision::Fp32, 2e-4, true);
 }
 
 TEST_CASE("the top-1 count on the GPU equals its CPU twin", "[moe][cuda][network]") {
@@ -116,13 +129,15 @@ TEST_CASE("the top-1 count on the GPU equals its CPU twin", "[moe][cuda][network
                                 on_gpu_targets.data<std::int32_t>()) == want);
 }
 
-TEST_CASE("20 iterations on cuda track the cpu run's losses under each policy that runs there", "[moe][cuda][train]") {
+TEST_CASE("20 iterations on cuda track the cpu run's losses under each arch and policy that runs there",
+          "[moe][cuda][train][bert]") {
   SKEW_REQUIRE_GPU();
   const std::string dir = skew_moe_test::scratch("cuda_losses");
+  for (const std::string arch : {"gpt", "bert"})
   for (const char* policy : {"static", "deepspeed"}) {
-    const std::vector<double> cpu = losses("cpu", policy, dir), cuda = losses("cuda", policy, dir);
+    const std::vector<double> cpu = losses("cpu", policy, dir, arch), cuda = losses("cuda", policy, dir, arch);
     if (skew_moe_test::world().rank() != 0) continue;  // rank 0 writes the records
-    INFO("policy " << policy);
+    INFO("arch " << arch << ", policy " << policy);
     REQUIRE(cpu.size() == 20);
     REQUIRE(cuda.size() == 20);
     // fp32 arithmetic in another order (cuBLAS, the kernels' reductions): the runs drift apart
