@@ -2,7 +2,10 @@
 // random inputs of odd sizes: patch embedding against the direct convolution, window partition and
 // cyclic shift against torch.roll semantics, the shifted-window mask against a construction from
 // the tokens' unshifted coordinates, window attention with relative position bias against a
-// direct loop, patch merging; every backward against central finite differences.
+// direct loop, patch merging; every backward against central finite differences. The data
+// movement runs kernels/moe_swin.hpp's CPU twins (the bodies their CUDA twins run, compared in
+// tests/cuda/test_moe_swin_cuda.cpp); their float instantiations move exactly what the float64
+// ones do, and the relative position bias's gather and backward match index-table loops.
 #include <catch2/catch.hpp>
 #include <array>
 #include <cmath>
