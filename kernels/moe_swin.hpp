@@ -1,6 +1,8 @@
 // The data movement a Swin Transformer adds to the GPT blocks, one SKEW_HD body per output
 // element that the CPU twin (kernels/cpu/moe_swin.cpp) runs in index order and the CUDA kernel
-// (kernels/cuda/moe_swin.cu) runs one thread per element. Feature maps are row-major
+// (kernels/cuda/moe_swin.cu) runs one thread per element. The layouts that move whole tokens
+// index an element by (token, channel), so the CPU twin finds a token's source once for its
+// contiguous channels. Feature maps are row-major
 // [batch, height, width, channels]; windows [batch * windows, w * w, channels], windows in
 // row-major order within each image; N = w * w tokens per window.
 //   patchify             images -> patches[b, H/p * W/p, p * p * cin], each patch's pixels in
@@ -45,23 +47,22 @@ SKEW_HD inline std::int64_t patch_source(std::int64_t i, int height, int width, 
   return ((b * height + (p / across) * patch + r) * width + (p % across) * patch + s) * channels + c;
 }
 
-// Where element i of the windowed layout sits in the feature map.
-SKEW_HD inline std::int64_t window_source(std::int64_t i, int height, int width, int channels, int window, int shift) {
+// The pixel (b * height + h) * width + w of the feature map that token t of the windowed layout
+// holds; its channels are contiguous on both sides.
+SKEW_HD inline std::int64_t window_source(std::int64_t t, int height, int width, int window, int shift) {
   const int N = window * window, across = width / window, per_image = (height / window) * across;
-  const int c = static_cast<int>(i % channels), token = static_cast<int>((i / channels) % N);
-  const int win = static_cast<int>((i / channels / N) % per_image);
-  const std::int64_t b = i / channels / N / per_image;
+  const int token = static_cast<int>(t % N), win = static_cast<int>((t / N) % per_image);
+  const std::int64_t b = t / N / per_image;
   const int h = (win / across) * window + token / window, w = (win % across) * window + token % window;
-  return ((b * height + (h + shift) % height) * width + (w + shift) % width) * channels + c;
+  return (b * height + (h + shift) % height) * width + (w + shift) % width;
 }
 
-// Where element i of the merged layout reads in the feature map.
-SKEW_HD inline std::int64_t merge_source(std::int64_t i, int height, int width, int channels) {
-  const int c = static_cast<int>(i % channels), q = static_cast<int>((i / channels) % 4);
-  const int mw = width / 2, per_image = (height / 2) * mw;
-  const std::int64_t cell = i / channels / 4, b = cell / per_image;
+// The pixel that part p = cell * 4 + q of the merged layout holds (q in Swin's order).
+SKEW_HD inline std::int64_t merge_source(std::int64_t p, int height, int width) {
+  const int q = static_cast<int>(p % 4), mw = width / 2, per_image = (height / 2) * mw;
+  const std::int64_t cell = p / 4, b = cell / per_image;
   const int y = static_cast<int>(cell % per_image) / mw, x = static_cast<int>(cell % per_image) % mw;
-  return ((b * height + 2 * y + q % 2) * width + 2 * x + q / 2) * channels + c;
+  return (b * height + 2 * y + q % 2) * width + 2 * x + q / 2;
 }
 
 template <class T>
@@ -70,16 +71,17 @@ SKEW_HD inline void patchify_element(std::int64_t i, int height, int width, int 
   patches[i] = images[patch_source(i, height, width, channels, patch)];
 }
 
+// Channel c of token t (the row and column of the [tokens, channels] layouts).
 template <class T>
-SKEW_HD inline void window_partition_element(std::int64_t i, int height, int width, int channels, int window, int shift,
-                                             const T* x, T* out) {
-  out[i] = x[window_source(i, height, width, channels, window, shift)];
+SKEW_HD inline void window_partition_element(std::int64_t t, int c, int height, int width, int channels, int window,
+                                             int shift, const T* x, T* out) {
+  out[t * channels + c] = x[window_source(t, height, width, window, shift) * channels + c];
 }
 
 template <class T>
-SKEW_HD inline void window_reverse_element(std::int64_t i, int height, int width, int channels, int window, int shift,
-                                           const T* windows, T* x) {
-  x[window_source(i, height, width, channels, window, shift)] = windows[i];
+SKEW_HD inline void window_reverse_element(std::int64_t t, int c, int height, int width, int channels, int window,
+                                           int shift, const T* windows, T* x) {
+  x[window_source(t, height, width, window, shift) * channels + c] = windows[t * channels + c];
 }
 
 // The region (0..8) of token `token` of window `win` in the shifted map: per axis, slice 0 is
@@ -126,14 +128,17 @@ SKEW_HD inline void relative_bias_backward_element(std::int64_t e, int windows, 
   dtable[e] = acc;
 }
 
+// Channel c of part p.
 template <class T>
-SKEW_HD inline void merge_gather_element(std::int64_t i, int height, int width, int channels, const T* x, T* out) {
-  out[i] = x[merge_source(i, height, width, channels)];
+SKEW_HD inline void merge_gather_element(std::int64_t p, int c, int height, int width, int channels, const T* x,
+                                         T* out) {
+  out[p * channels + c] = x[merge_source(p, height, width) * channels + c];
 }
 
 template <class T>
-SKEW_HD inline void merge_scatter_element(std::int64_t i, int height, int width, int channels, const T* merged, T* dx) {
-  dx[merge_source(i, height, width, channels)] = merged[i];
+SKEW_HD inline void merge_scatter_element(std::int64_t p, int c, int height, int width, int channels, const T* merged,
+                                          T* dx) {
+  dx[merge_source(p, height, width) * channels + c] = merged[p * channels + c];
 }
 
 // Shapes are checked (the window or patch tiles the map, 0 <= shift < window, an even map to

@@ -12,11 +12,15 @@ __global__ void patchify_kernel(std::int64_t n, int height, int width, int chann
 }
 __global__ void window_partition_kernel(std::int64_t n, int height, int width, int channels, int window, int shift,
                                         const float* x, float* out) {
-  SKEW_FOR_EACH_INDEX(i, n) window_partition_element(i, height, width, channels, window, shift, x, out);
+  SKEW_FOR_EACH_INDEX(i, n)
+  window_partition_element(i / channels, static_cast<int>(i % channels), height, width, channels, window, shift, x,
+                           out);
 }
 __global__ void window_reverse_kernel(std::int64_t n, int height, int width, int channels, int window, int shift,
                                       const float* windows, float* x) {
-  SKEW_FOR_EACH_INDEX(i, n) window_reverse_element(i, height, width, channels, window, shift, windows, x);
+  SKEW_FOR_EACH_INDEX(i, n)
+  window_reverse_element(i / channels, static_cast<int>(i % channels), height, width, channels, window, shift, windows,
+                         x);
 }
 __global__ void window_mask_kernel(std::int64_t n, int height, int width, int window, int shift, float* mask) {
   SKEW_FOR_EACH_INDEX(e, n) window_mask_element(e, height, width, window, shift, mask);
@@ -29,11 +33,13 @@ __global__ void relative_bias_backward_kernel(std::int64_t n, int windows, int w
   SKEW_FOR_EACH_INDEX(e, n) relative_bias_backward_element(e, windows, window, heads, dlogits, dtable);
 }
 __global__ void merge_gather_kernel(std::int64_t n, int height, int width, int channels, const float* x, float* out) {
-  SKEW_FOR_EACH_INDEX(i, n) merge_gather_element(i, height, width, channels, x, out);
+  SKEW_FOR_EACH_INDEX(i, n)
+  merge_gather_element(i / channels, static_cast<int>(i % channels), height, width, channels, x, out);
 }
 __global__ void merge_scatter_kernel(std::int64_t n, int height, int width, int channels, const float* merged,
                                      float* dx) {
-  SKEW_FOR_EACH_INDEX(i, n) merge_scatter_element(i, height, width, channels, merged, dx);
+  SKEW_FOR_EACH_INDEX(i, n)
+  merge_scatter_element(i / channels, static_cast<int>(i % channels), height, width, channels, merged, dx);
 }
 }  // namespace
 
