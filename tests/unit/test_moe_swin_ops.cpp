@@ -89,7 +89,9 @@ TEST_CASE("window partition of the cyclically shifted map follows torch.roll, re
 }
 
 TEST_CASE("the shifted-window mask joins exactly the tokens that are neighbours before the shift", "[moe][swin]") {
-  for (auto [H, W, w, shift] : {std::array{6, 9, 3, 1}, std::array{8, 8, 4, 2}, std::array{14, 14, 7, 3}}) {
+  for (const auto& dims : {std::array{6, 9, 3, 1}, std::array{8, 8, 4, 2}, std::array{14, 14, 7, 3}}) {
+    // Plain variables, not a structured binding: clang 14 cannot capture those in the lambda below.
+    const int H = dims[0], W = dims[1], w = dims[2], shift = dims[3];
     INFO(H << " x " << W << " window " << w << " shift " << shift);
     const std::vector<double> mask = shifted_window_mask<double>(H, W, w, shift);
     const int N = w * w, across = W / w, windows = (H / w) * across;
