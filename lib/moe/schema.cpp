@@ -76,17 +76,17 @@ Schema moe_train_schema() {
   s.add_int("train.log_interval", 10, IntRange::at_least(0), "iterations between progress lines");
   s.add_int("train.blas_threads", 1, {0, 1024}, "OpenBLAS threads per rank (0 = OpenBLAS default)");
   s.add_choice("train.device", "auto", {"auto", "cpu", "cuda"},
-               "where the training step runs. cpu: all of it on the CPU. cuda (model.arch=gpt, every moe.policy; "
-               "bert and swin are refused): each rank binds GPU "
+               "where the training step runs. cpu: all of it on the CPU. cuda (model.arch=gpt or bert, every "
+               "moe.policy; swin is refused): each rank binds GPU "
                "local_rank % device_count and runs the whole step there (embedding, LayerNorms, attention, dense "
                "FFNs, the MoE layers' gate, dispatch, experts and combine, LM head, cross-entropy, their backward, "
                "the gradient norm and AdamW); the expert exchange and the dense gradients' all-reduce go over "
                "NCCL on device buffers (over MPI through pinned host memory where ranks share a GPU), counts "
-               "and scalars over MPI. Still crossing each step: the token ids and jitter noise (to the GPU), "
+               "and scalars over MPI. Still crossing each step: the token ids, bert's masked positions and targets and jitter noise (to the GPU), "
                "deepspeed's expert choices, per-expert counts and the logged scalars (loss, gradient norm, top-1 "
                "count; to the host); fastermoe's shadow broadcast and gradient "
                "reduce and flexmoe's replica moves (weights and AdamW moments) go GPU to GPU. Not yet run on a GPU. "
-               "auto: cuda when the build has CUDA, a GPU is visible and model.arch=gpt, else cpu (said in the log)");
+               "auto: cuda when the build has CUDA, a GPU is visible and model.arch is gpt or bert, else cpu (said in the log)");
   s.add_choice("train.precision", "fp32", {"fp32", "bf16"},
                "matrix products: fp32, or bf16 inputs with fp32 accumulation (mixed precision; the router, "
                "LayerNorm, softmax and the fp32 master weights, gradients and AdamW state are unchanged)");
@@ -101,20 +101,22 @@ Schema moe_train_schema() {
 
 Device train_device(const Config& c, int visible_gpus) {
   // Every moe.policy runs on the device (fastermoe's shadows and smart schedule, flexmoe's replica
-  // moves included), so only the build, the GPUs and model.arch decide.
+  // moves included), so only the build, the GPUs and model.arch decide. BERT is GPT's network with
+  // masked targets; Swin's network keeps its buffers on the host.
   const std::string requested = c.get_string("train.device"), arch = c.get_string("model.arch");
+  const bool arch_on_gpu = arch == "gpt" || arch == "bert";
   if (requested == "cpu") return Device::Host;
   if (requested == "cuda") {
     SKEW_CHECK(cuda_built(), "train.device=cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON, or "
                              "use train.device=cpu)");
     SKEW_CHECK(visible_gpus > 0, "train.device=cuda, but no CUDA device is visible to this rank (train.device=cpu "
                                  "or auto runs on the CPU)");
-    SKEW_CHECK(arch == "gpt", "train.device=cuda with model.arch=" << arch << ": the " << arch
-                                                                    << " network runs on the CPU only (model.arch=gpt "
-                                                                       "runs on the GPU; or use train.device=cpu)");
+    SKEW_CHECK(arch_on_gpu, "train.device=cuda with model.arch=" << arch << ": the " << arch
+                                                                  << " network runs on the CPU only (model.arch=gpt "
+                                                                     "and bert run on the GPU; or use train.device=cpu)");
     return Device::Cuda;
   }
-  return cuda_built() && visible_gpus > 0 && arch == "gpt" ? Device::Cuda : Device::Host;
+  return cuda_built() && visible_gpus > 0 && arch_on_gpu ? Device::Cuda : Device::Host;
 }
 
 MoeOptions moe_options(const Config& c) {

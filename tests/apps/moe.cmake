@@ -27,16 +27,16 @@ set_tests_properties(moe_train_diverged_exits_nonzero PROPERTIES TIMEOUT 60
   PASS_REGULAR_EXPRESSION "training diverged at iteration 0: the loss is [-a-z]+.*exit=[1-9]"
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 # train.device: cpu runs and the summary says so; cuda is refused where it cannot run (no GPU
-# here: the error names the key; with a GPU, model.arch=bert: the error names both keys), never
+# here: the error names the key; with a GPU, model.arch=swin: the error names both keys), never
 # quietly run on the CPU.
 add_test(NAME moe_train_device_cpu COMMAND $<TARGET_FILE:moe_train> --train.device=cpu --train.iterations=2)
 set_tests_properties(moe_train_device_cpu PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "\"device\":\"cpu\""
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 add_test(NAME moe_train_device_cuda_refused
-         COMMAND sh -c "out=$(\"$0\" --train.device=cuda --model.arch=bert --train.iterations=2 2>&1); rc=$?; echo \"$out\"; echo exit=$rc"
+         COMMAND sh -c "out=$(\"$0\" --train.device=cuda --model.arch=swin --train.iterations=2 2>&1); rc=$?; echo \"$out\"; echo exit=$rc"
                  $<TARGET_FILE:moe_train>)
 set_tests_properties(moe_train_device_cuda_refused PROPERTIES TIMEOUT 60
-  PASS_REGULAR_EXPRESSION "train.device=cuda(, but no CUDA device is visible| with model.arch=bert)[^\n]*.*exit=[1-9]"
+  PASS_REGULAR_EXPRESSION "train.device=cuda(, but no CUDA device is visible| with model.arch=swin)[^\n]*.*exit=[1-9]"
   FAIL_REGULAR_EXPRESSION "\"device\":"
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 # moe_gpu_bench's GPT-MoE model row, dry-run on the host at a small shape: moe_train's Session

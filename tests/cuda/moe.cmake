@@ -1,10 +1,12 @@
 # CUDA twins of the MoE kernels against the CPU versions (skip without a GPU): dispatch, gate,
 # elementwise and expert kernels; the row-wise ones (layernorm, embedding, causal softmax,
 # cross-entropy, sum of squares); one GPT block's forward and backward through lib/moe/ops on the
-# GPU against the same chain on the host; the MoE layer's routing and gate kernels.
+# GPU against the same chain on the host; the MoE layer's routing and gate kernels; Swin's data
+# movement (window partition and shift, mask, relative position bias, patches, merging).
 skew_cuda_test(skew_moe_cuda_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_rowwise_cuda.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_moe_block_cuda.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_route_cuda.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_moe_swin_cuda.cpp
   LIBS skew_moe)
 # The MoE layer on the GPU against the host layer at one rank (the layer needs a process group,
 # so it runs under mpirun -np 1); skips without a GPU.

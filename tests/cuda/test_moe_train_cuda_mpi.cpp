@@ -39,18 +39,23 @@ double scaled_error(const std::vector<float>& got, const std::vector<float>& wan
   return worst / largest;
 }
 
-void require_network_matches(moe::Precision precision, double tolerance) {
+// `masked`: BERT's case, two of three positions out of the objective (kNoTarget), so the head
+// gathers the targeted rows and scatters their gradient back; attention then is bidirectional.
+void require_network_matches(moe::Precision precision, double tolerance, bool masked = false) {
   using namespace skew_moe_fixture;
   comm::ProcessGroup& group = skew_moe_fixture::world();
   ModelOptions o = tiny(4, 2);
   o.vocab = 37, o.d_model = 24, o.heads = 3, o.seq_len = 7, o.d_ff = 40, o.moe.d_ff = 20;
-  o.moe_every = 2, o.layers = 3, o.init_std = 0.2, o.precision = precision;
+  o.moe_every = 2, o.layers = 3, o.init_std = 0.2, o.precision = precision, o.causal = !masked;
   const auto placements = block_placements(o, group.size(), 2);
   ModelOptions on_gpu = o;
   on_gpu.device = Device::Cuda;
   GptMoe<float> host(o, group, placements), gpu(on_gpu, group, placements);
   host.init(5), gpu.init(5);
-  const Batch batch = make_batch(o, 6, group.rank(), group.size());
+  Batch batch = make_batch(o, 6, group.rank(), group.size());
+  if (masked)
+    for (std::size_t t = 0; t < batch.targets.size(); ++t)
+      if (t % 3 != 1) batch.targets[t] = kNoTarget;
   const double host_loss = run(host, batch, true), gpu_loss = run(gpu, batch, true);
   CHECK(gpu_loss == Approx(host_loss).epsilon(tolerance));
   for (const auto& segment : host.segments()) {
@@ -89,11 +94,12 @@ struct PolicyRun {
   std::int64_t placement_changes = 0, shadowed = 0;  // flexmoe's moves; fastermoe's shadows over all records
 };
 
-// A 20-iteration run.
-PolicyRun run_policy(const std::string& device, const std::string& policy, const std::string& dir) {
-  const std::string metrics = dir + "/" + device + "_" + policy + ".jsonl";
-  std::vector<std::string> overrides = {"--train.device=" + device, "--moe.policy=" + policy, "--train.iterations=20",
-                                        "--output.metrics=" + metrics};
+// A 20-iteration run of `arch`.
+PolicyRun run_policy(const std::string& device, const std::string& policy, const std::string& dir,
+                     const std::string& arch) {
+  const std::string metrics = dir + "/" + arch + "_" + device + "_" + policy + ".jsonl";
+  std::vector<std::string> overrides = {"--train.device=" + device, "--moe.policy=" + policy, "--model.arch=" + arch,
+                                        "--train.iterations=20", "--output.metrics=" + metrics};
   for (const std::string& o : policy_overrides(policy)) overrides.push_back(o);
   const Json summary = skew_moe_test::run(moe::moe_train_schema(), overrides);
   skew_moe_test::world().barrier();
@@ -118,6 +124,12 @@ TEST_CASE("the GPT network's forward and backward on the GPU equal the host's (b
           "[moe][cuda][network]") {
   SKEW_REQUIRE_GPU();
   require_network_matches(moe::Precision::Bf16, 2e-2);
+}
+
+TEST_CASE("the BERT network (masked targets, bidirectional) on the GPU equals the host's (fp32)",
+          "[moe][cuda][network][bert]") {
+  SKEW_REQUIRE_GPU();
+  require_network_matches(moe::Precision::Fp32, 2e-4, true);
 }
 
 TEST_CASE("the top-1 count on the GPU equals its CPU twin", "[moe][cuda][network]") {
@@ -145,18 +157,23 @@ TEST_CASE("the top-1 count on the GPU equals its CPU twin", "[moe][cuda][network
                                 on_gpu_targets.data<std::int32_t>()) == want);
 }
 
-TEST_CASE("20 iterations on cuda track the cpu run's losses under each policy", "[moe][cuda][train]") {
+TEST_CASE("20 iterations on cuda track the cpu run's losses under each arch and policy", "[moe][cuda][train][bert]") {
   SKEW_REQUIRE_GPU();
   const std::string dir = skew_moe_test::scratch("cuda_losses");
-  for (const char* policy : {"static", "deepspeed", "fastermoe", "flexmoe"}) {
-    const PolicyRun cpu = run_policy("cpu", policy, dir), cuda = run_policy("cuda", policy, dir);
+  // gpt under every policy; bert (gpt's network with masked targets) under the two without
+  // placement decisions, whose overrides above were sized on gpt.
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"gpt", "static"}, {"gpt", "deepspeed"}, {"gpt", "fastermoe"}, {"gpt", "flexmoe"}, {"bert", "static"},
+      {"bert", "deepspeed"}};
+  for (const auto& [arch, policy] : runs) {
+    const PolicyRun cpu = run_policy("cpu", policy, dir, arch), cuda = run_policy("cuda", policy, dir, arch);
     if (skew_moe_test::world().rank() != 0) continue;  // rank 0 writes the records
-    INFO("policy " << policy);
+    INFO("arch " << arch << ", policy " << policy);
     REQUIRE(cpu.losses.size() == 20);
     REQUIRE(cuda.losses.size() == 20);
     // The policy's own device work ran: flexmoe moved replicas, fastermoe shadowed experts.
-    if (std::string(policy) == "flexmoe") CHECK((cpu.placement_changes > 0 && cuda.placement_changes > 0));
-    if (std::string(policy) == "fastermoe") CHECK((cpu.shadowed > 0 && cuda.shadowed > 0));
+    if (policy == "flexmoe") CHECK((cpu.placement_changes > 0 && cuda.placement_changes > 0));
+    if (policy == "fastermoe") CHECK((cpu.shadowed > 0 && cuda.shadowed > 0));
     // fp32 arithmetic in another order (cuBLAS, the kernels' reductions): the runs drift apart
     // slowly, and a near-tied routing choice may flip, so the bound grows with the iteration.
     for (std::size_t it = 0; it < cpu.losses.size(); ++it) {

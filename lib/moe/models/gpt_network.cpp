@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/moe_route.hpp"
 #include "kernels/moe_top1.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/rng.hpp"
@@ -52,6 +53,7 @@ GptMoe<T>::GptMoe(const ModelOptions& opt, comm::ProcessGroup& world,
                              &dlogits_})
     *b = DeviceBuffer<T>(opt.device);
   tokens_ = DeviceBuffer<std::int32_t>(opt.device), targets_ = DeviceBuffer<std::int32_t>(opt.device);
+  targeted_rows_ = DeviceBuffer<std::int64_t>(opt.device);
 }
 
 // Normal(0, init_std) matrices, LayerNorm gains 1, biases 0; residual output projections scaled
@@ -101,8 +103,8 @@ GptBlockParams<T> GptMoe<T>::block_grads(int l) {
 }
 
 template <class T>
-const std::int32_t* GptMoe<T>::ids_on_device(DeviceBuffer<std::int32_t>& slot, const std::int32_t* host,
-                                              std::size_t count) {
+template <class I>
+const I* GptMoe<T>::ids_on_device(DeviceBuffer<I>& slot, const I* host, std::size_t count) {
   if (opt_.device == Device::Host) return host;
   slot.resize(count);
   slot.upload(host, count);
@@ -114,11 +116,11 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
                        bool backward) {
   const int D = opt_.d_model, S = opt_.seq_len, V = opt_.vocab;
   const int n = batch * S;
-  const std::size_t nD = static_cast<std::size_t>(n) * D, row_bytes = static_cast<std::size_t>(D) * sizeof(T);
+  const std::size_t nD = static_cast<std::size_t>(n) * D;
   const Device device = opt_.device;
   const GptBlockShape shape = block_shape(batch);
   // The positions in the objective, and their count over all ranks (the loss's denominator).
-  std::vector<int> targeted;
+  std::vector<std::int64_t> targeted;
   std::vector<std::int32_t> targeted_ids;
   for (int t = 0; t < n; ++t) {
     if (targets[t] == kNoTarget) continue;
@@ -132,6 +134,11 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     SKEW_CHECK(tokens[t] >= 0 && tokens[t] < V, "token " << tokens[t] << " outside the vocabulary of " << V);
   const std::int32_t* device_tokens = ids_on_device(tokens_, tokens, static_cast<std::size_t>(n));
   const std::int32_t* device_targets = ids_on_device(targets_, targeted_ids.data(), targeted_ids.size());
+  // The LM head sees only the targeted rows: all of them (GPT, no copy) or the masked ones (BERT),
+  // gathered at these positions on the device.
+  const bool all_targeted = m == n;
+  const std::int64_t* device_rows =
+      all_targeted ? nullptr : ids_on_device(targeted_rows_, targeted.data(), targeted.size());
   x_.resize(nD);
   embedding_forward<T>(n, D, S, device_tokens, param("wte"), param("wpe"), x_.data(), device);
   double aux = 0;
@@ -152,13 +159,9 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
   lnf_.resize(nD), meanf_.resize(static_cast<std::size_t>(n)), rstdf_.resize(static_cast<std::size_t>(n));
   layernorm_forward<T>(n, D, x_.data(), param("lnf.g"), param("lnf.b"), lnf_.data(), meanf_.data(), rstdf_.data(),
                        device);
-  // The LM head sees only the targeted rows: all of them (GPT, no copy) or the masked ones.
-  const bool all_targeted = m == n;
   if (!all_targeted) {
     head_in_.resize(static_cast<std::size_t>(m) * D);
-    for (int r = 0; r < m; ++r)
-      copy_bytes(head_in_.data() + static_cast<std::size_t>(r) * D, device,
-                 lnf_.data() + static_cast<std::size_t>(targeted[static_cast<std::size_t>(r)]) * D, device, row_bytes);
+    kernels::moe::gather_rows<T>(device, m, D, device_rows, lnf_.data(), head_in_.data());
   }
   const T* head_in = all_targeted ? lnf_.data() : head_in_.data();
   logits_.resize(static_cast<std::size_t>(m) * V), dlogits_.resize(static_cast<std::size_t>(m) * V);
@@ -181,10 +184,8 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     if (!all_targeted) dhead_.resize(static_cast<std::size_t>(m) * D), dhead = dhead_.data();
     matmul<T>(false, false, m, D, V, T(1), dlogits_.data(), param("wte"), T(0), dhead, opt_.precision, device);
     matmul<T>(true, false, V, D, m, T(1), dlogits_.data(), head_in, T(1), grad("wte"), opt_.precision, device);
-    if (!all_targeted)
-      for (int r = 0; r < m; ++r)
-        copy_bytes(dln_.data() + static_cast<std::size_t>(targeted[static_cast<std::size_t>(r)]) * D, device,
-                   dhead_.data() + static_cast<std::size_t>(r) * D, device, row_bytes);
+    // Back to the targeted rows: a dispatch with one choice per row, none dropped (all < n).
+    if (!all_targeted) kernels::moe::dispatch_rows<T>(device, m, 1, D, device_rows, n, dhead_.data(), dln_.data());
   }
   layernorm_backward<T>(n, D, x_final_.data(), param("lnf.g"), meanf_.data(), rstdf_.data(), dln_.data(), dx_.data(),
                         grad("lnf.g"), grad("lnf.b"), device);

@@ -58,14 +58,16 @@ class GptMoe : public MoeNetwork<T> {
   GptBlockParams<T> block_grads(int l);
   // `count` host ids where the ops of this network's device read them: `host` itself on the
   // host, else a copy in `slot`.
-  const std::int32_t* ids_on_device(DeviceBuffer<std::int32_t>& slot, const std::int32_t* host, std::size_t count);
+  template <class I>
+  const I* ids_on_device(DeviceBuffer<I>& slot, const I* host, std::size_t count);
   std::vector<int> moe_index_;  // block -> index in moe_, or -1
   std::vector<GptBlockActs<T>> acts_;
   // On the device: the residual stream and its gradient, a block's FFN output and its input's
   // gradient, the final LayerNorm, the head's input rows (the targeted ones, when not all are),
-  // logits and their gradient, and the step's token and target ids.
+  // logits and their gradient, the step's token and target ids, and the targeted rows' positions.
   DeviceBuffer<T> x_, dx_, f_, dln_, x_final_, lnf_, meanf_, rstdf_, head_in_, dhead_, logits_, dlogits_;
   DeviceBuffer<std::int32_t> tokens_, targets_;
+  DeviceBuffer<std::int64_t> targeted_rows_;
   double last_ce_ = 0, last_targeted_ = 0, last_correct_ = 0;
 };
 

@@ -25,14 +25,13 @@ SwinMoe<T>::SwinMoe(const ModelOptions& opt, const SwinShape& shape, comm::Proce
   SKEW_CHECK(r1 % 2 == 0, "patch merging needs an even map: the image has " << r1 << " patches a side (swin.patch "
                                                                              << shape.patch << ")");
   SKEW_CHECK(C % opt.heads == 0, "model.d_model " << C << " is not a multiple of model.heads " << opt.heads);
-  stages_[0] = {r1, C, opt.heads, std::min(shape.window, r1), shape.stage1_blocks, opt.d_ff, {}, {}};
-  stages_[1] = {r1 / 2, 2 * C, 2 * opt.heads, std::min(shape.window, r1 / 2), opt.layers, 2 * opt.d_ff, {}, {}};
+  stages_[0] = {r1, C, opt.heads, std::min(shape.window, r1), shape.stage1_blocks, opt.d_ff, {}};
+  stages_[1] = {r1 / 2, 2 * C, 2 * opt.heads, std::min(shape.window, r1 / 2), opt.layers, 2 * opt.d_ff, {}};
   for (int s = 0; s < 2; ++s) {
     Stage& st = stages_[s];
     SKEW_CHECK(st.res % st.window == 0, "swin.window " << shape.window << " does not tile stage " << s + 1 << "'s "
                                                        << st.res << " x " << st.res << " map");
     if (st.blocks > 1 && st.res > st.window) st.mask = shifted_window_mask<T>(st.res, st.res, st.window, st.window / 2);
-    st.index = relative_position_index(st.window);
   }
   SKEW_CHECK(static_cast<int>(placements.size()) == opt.moe_layers(), "need one placement per MoE layer");
   opt_.moe.d_model = 2 * C;  // the MoE layers are stage 2's FFNs
@@ -112,17 +111,17 @@ double SwinMoe<T>::block_forward(const BlockRef& b, int batch, std::vector<T>& x
   A.ln1.resize(nD), A.mean1.resize(sz(n)), A.rstd1.resize(sz(n)), A.win.resize(nD);
   layernorm_forward<T>(n, D, x.data(), param(name(b, "ln1.g")), param(name(b, "ln1.b")), A.ln1.data(), A.mean1.data(),
                        A.rstd1.data());
-  window_partition<T>(batch, st.res, st.res, D, st.window, shift, A.ln1.data(), A.win.data());
+  window_partition<T>(Device::Host, batch, st.res, st.res, D, st.window, shift, A.ln1.data(), A.win.data());
   A.qkv.resize(3 * nD), A.att.resize(nD), A.probs.resize(sz(n / N) * sz(st.heads) * sz(N) * sz(N));
   linear_forward<T>(n, D, 3 * D, A.win.data(), param(name(b, "attn.w_qkv")), param(name(b, "attn.b_qkv")),
                     A.qkv.data(), opt_.precision);
-  window_attention_forward<T>(n / N, N, D, st.heads, A.qkv.data(), param(name(b, "attn.rpb")), st.index.data(),
+  window_attention_forward<T>(n / N, st.window, D, st.heads, A.qkv.data(), param(name(b, "attn.rpb")),
                               shift ? st.mask.data() : nullptr, (st.res / st.window) * (st.res / st.window),
                               A.att.data(), A.probs.data(), opt_.precision);
   std::vector<T> proj(nD), f(nD);
   linear_forward<T>(n, D, D, A.att.data(), param(name(b, "attn.w_o")), param(name(b, "attn.b_o")), proj.data(),
                     opt_.precision);
-  window_reverse<T>(batch, st.res, st.res, D, st.window, shift, proj.data(), f.data());
+  window_reverse<T>(Device::Host, batch, st.res, st.res, D, st.window, shift, proj.data(), f.data());
   for (std::size_t i = 0; i < nD; ++i) x[i] += f[i];
   A.x_mid = x;
   A.ln2.resize(nD), A.mean2.resize(sz(n)), A.rstd2.resize(sz(n));
@@ -167,14 +166,14 @@ void SwinMoe<T>::block_backward(const BlockRef& b, int batch, std::vector<T>& dx
   for (std::size_t i = 0; i < nD; ++i) dx[i] += tmp[i];
   // The attention branch: the partition is a permutation, so the reverse's backward is the partition.
   std::vector<T> dproj(nD), datt(nD), dqkv(3 * nD);
-  window_partition<T>(batch, st.res, st.res, D, st.window, shift, dx.data(), dproj.data());
+  window_partition<T>(Device::Host, batch, st.res, st.res, D, st.window, shift, dx.data(), dproj.data());
   linear_backward<T>(n, D, D, A.att.data(), param(name(b, "attn.w_o")), dproj.data(), datt.data(),
                      grad(name(b, "attn.w_o")), grad(name(b, "attn.b_o")), opt_.precision);
-  window_attention_backward<T>(n / N, N, D, st.heads, A.qkv.data(), A.probs.data(), st.index.data(), datt.data(),
+  window_attention_backward<T>(n / N, st.window, D, st.heads, A.qkv.data(), A.probs.data(), datt.data(),
                                dqkv.data(), grad(name(b, "attn.rpb")), opt_.precision);
   linear_backward<T>(n, D, 3 * D, A.win.data(), param(name(b, "attn.w_qkv")), dqkv.data(), dproj.data(),
                      grad(name(b, "attn.w_qkv")), grad(name(b, "attn.b_qkv")), opt_.precision);
-  window_reverse<T>(batch, st.res, st.res, D, st.window, shift, dproj.data(), dln.data());
+  window_reverse<T>(Device::Host, batch, st.res, st.res, D, st.window, shift, dproj.data(), dln.data());
   layernorm_backward<T>(n, D, A.x_in.data(), param(name(b, "ln1.g")), A.mean1.data(), A.rstd1.data(), dln.data(),
                         tmp.data(), grad(name(b, "ln1.g")), grad(name(b, "ln1.b")));
   for (std::size_t i = 0; i < nD; ++i) dx[i] += tmp[i];
@@ -192,7 +191,7 @@ double SwinMoe<T>::step(const T* pixels, const std::int32_t* labels, int batch, 
     SKEW_CHECK(labels[i] >= 0 && labels[i] < classes, "label " << labels[i] << " outside the " << classes << " classes");
   // Patch embedding and its LayerNorm.
   patches_.resize(sz(n1) * sz(K)), embed_.resize(sz(n1) * sz(C)), embed_mean_.resize(sz(n1)), embed_rstd_.resize(sz(n1));
-  patchify<T>(batch, shape_.image, shape_.image, shape_.channels, shape_.patch, pixels, patches_.data());
+  patchify<T>(Device::Host, batch, shape_.image, shape_.image, shape_.channels, shape_.patch, pixels, patches_.data());
   linear_forward<T>(n1, K, C, patches_.data(), param("patch.w"), param("patch.b"), embed_.data(), opt_.precision);
   std::vector<T> x(sz(n1) * sz(C));
   layernorm_forward<T>(n1, C, embed_.data(), param("patch.ln.g"), param("patch.ln.b"), x.data(), embed_mean_.data(),
@@ -208,7 +207,7 @@ double SwinMoe<T>::step(const T* pixels, const std::int32_t* labels, int batch, 
   // Patch merging to stage 2.
   merged_.resize(sz(n2) * 4 * sz(C)), merged_ln_.resize(merged_.size()), merge_mean_.resize(sz(n2)),
       merge_rstd_.resize(sz(n2));
-  merge_gather<T>(batch, s1.res, s1.res, C, x.data(), merged_.data());
+  merge_gather<T>(Device::Host, batch, s1.res, s1.res, C, x.data(), merged_.data());
   layernorm_forward<T>(n2, 4 * C, merged_.data(), param("merge.ln.g"), param("merge.ln.b"), merged_ln_.data(),
                        merge_mean_.data(), merge_rstd_.data());
   x.resize(sz(n2) * sz(C2));
@@ -254,7 +253,7 @@ double SwinMoe<T>::step(const T* pixels, const std::int32_t* labels, int batch, 
   layernorm_backward<T>(n2, 4 * C, merged_.data(), param("merge.ln.g"), merge_mean_.data(), merge_rstd_.data(),
                         dmerged_ln.data(), dmerged.data(), grad("merge.ln.g"), grad("merge.ln.b"));
   dx.resize(sz(n1) * sz(C));
-  merge_scatter<T>(batch, s1.res, s1.res, C, dmerged.data(), dx.data());
+  merge_scatter<T>(Device::Host, batch, s1.res, s1.res, C, dmerged.data(), dx.data());
   const auto stage1 = stage_blocks(0);
   for (auto it = stage1.rbegin(); it != stage1.rend(); ++it) block_backward(**it, batch, dx);
   std::vector<T> dembed(dx.size());

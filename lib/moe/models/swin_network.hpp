@@ -49,7 +49,6 @@ class SwinMoe : public MoeNetwork<T> {
   struct Stage {
     int res, width, heads, window, blocks, d_ff;
     std::vector<T> mask;                // shifted windows' mask, or empty when the stage never shifts
-    std::vector<std::int32_t> index;    // relative position index
   };
   struct BlockActs {
     std::vector<T> x_in, ln1, mean1, rstd1, win, qkv, att, probs, x_mid, ln2, mean2, rstd2, hpre, h;
