@@ -75,18 +75,20 @@ Schema moe_train_schema() {
   s.add_int("train.eval_sequences", 32, {1, 1 << 24}, "validation windows per evaluation, over all ranks (rounded down to a multiple of the ranks)");
   s.add_int("train.log_interval", 10, IntRange::at_least(0), "iterations between progress lines");
   s.add_int("train.blas_threads", 1, {0, 1024}, "OpenBLAS threads per rank (0 = OpenBLAS default)");
-  s.add_choice("train.device", "auto", {"auto", "cpu", "cuda"},
-               "where the training step runs. cpu: all of it on the CPU. cuda (model.arch=gpt or bert, every "
-               "moe.policy; swin is refused): each rank binds GPU "
-               "local_rank % device_count and runs the whole step there (embedding, LayerNorms, attention, dense "
-               "FFNs, the MoE layers' gate, dispatch, experts and combine, LM head, cross-entropy, their backward, "
-               "the gradient norm and AdamW); the expert exchange and the dense gradients' all-reduce go over "
-               "NCCL on device buffers (over MPI through pinned host memory where ranks share a GPU), counts "
-               "and scalars over MPI. Still crossing each step: the token ids, bert's masked positions and targets and jitter noise (to the GPU), "
-               "deepspeed's expert choices, per-expert counts and the logged scalars (loss, gradient norm, top-1 "
-               "count; to the host); fastermoe's shadow broadcast and gradient "
-               "reduce and flexmoe's replica moves (weights and AdamW moments) go GPU to GPU. Not yet run on a GPU. "
-               "auto: cuda when the build has CUDA, a GPU is visible and model.arch is gpt or bert, else cpu (said in the log)");
+  s.add_choice(
+      "train.device", "auto", {"auto", "cpu", "cuda"},
+      "where the training step runs. cpu: all of it on the CPU. cuda (model.arch=gpt or bert, every "
+      "moe.policy; swin is refused): each rank binds GPU "
+      "local_rank % device_count and runs the whole step there (embedding, LayerNorms, attention, dense "
+      "FFNs, the MoE layers' gate, dispatch, experts and combine, LM head, cross-entropy, their backward, "
+      "the gradient norm and AdamW); the expert exchange and the dense gradients' all-reduce go over "
+      "NCCL on device buffers (over MPI through pinned host memory where ranks share a GPU), counts "
+      "and scalars over MPI. Still crossing each step: the token ids, bert's masked positions and targets and jitter "
+      "noise (to the GPU), "
+      "deepspeed's expert choices, per-expert counts and the logged scalars (loss, gradient norm, top-1 "
+      "count; to the host); fastermoe's shadow broadcast and gradient "
+      "reduce and flexmoe's replica moves (weights and AdamW moments) go GPU to GPU. Not yet run on a GPU. "
+      "auto: cuda when the build has CUDA, a GPU is visible and model.arch is gpt or bert, else cpu (said in the log)");
   s.add_choice("train.precision", "fp32", {"fp32", "bf16"},
                "matrix products: fp32, or bf16 inputs with fp32 accumulation (mixed precision; the router, "
                "LayerNorm, softmax and the fp32 master weights, gradients and AdamW state are unchanged)");
