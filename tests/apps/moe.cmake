@@ -36,7 +36,7 @@ add_test(NAME moe_train_device_cuda_refused
          COMMAND sh -c "out=$(\"$0\" --train.device=cuda --model.arch=swin --train.iterations=2 2>&1); rc=$?; echo \"$out\"; echo exit=$rc"
                  $<TARGET_FILE:moe_train>)
 set_tests_properties(moe_train_device_cuda_refused PROPERTIES TIMEOUT 60
-  PASS_REGULAR_EXPRESSION "train.device=cuda(, but no CUDA device is visible| with model.arch=swin)[^\n]*.*exit=[1-9]"
+  PASS_REGULAR_EXPRESSION "train.device=cuda(, but this build has no CUDA|, but no CUDA device is visible| with model.arch=swin)[^\n]*.*exit=[1-9]"
   FAIL_REGULAR_EXPRESSION "\"device\":"
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 # moe_gpu_bench's GPT-MoE model row, dry-run on the host at a small shape: moe_train's Session

@@ -16,7 +16,8 @@ using namespace skew;
 namespace {
 Device resolve(const std::string& device, const std::string& arch, int visible_gpus,
                const std::string& policy = "static") {
-  const Config c = Config::parse_ini_text(moe::moe_train_schema(), "", "test",
+  static const Schema schema = moe::moe_train_schema();  // a Config refers to its schema
+  const Config c = Config::parse_ini_text(schema, "", "test",
                                           {"--train.device=" + device, "--model.arch=" + arch,
                                            "--moe.policy=" + policy});
   return moe::train_device(c, visible_gpus);
