@@ -11,6 +11,7 @@
 #include "kernels/moe_gate.hpp"
 #include "kernels/moe_route.hpp"
 #include "lib/core/rng.hpp"
+#include "tests/unit/random_matrix.hpp"
 #include "tests/cuda/tensor_transfer.hpp"
 #include "tests/cuda_skip.hpp"
 
@@ -25,12 +26,7 @@ namespace {
 constexpr int kTokens = 301, kTopK = 2, kWidth = 167, kExperts = 9;
 constexpr std::int64_t kAssignments = std::int64_t(kTokens) * kTopK;
 
-std::vector<float> uniform(std::size_t n, std::uint64_t stream) {
-  Rng rng(43, stream);
-  std::vector<float> v(n);
-  for (auto& x : v) x = 2.0f * static_cast<float>(rng.uniform()) - 1.0f;
-  return v;
-}
+std::vector<float> uniform(std::size_t n, std::uint64_t stream) { return random_matrix(n, 43, stream); }
 
 void require_close(const std::vector<float>& got, const std::vector<float>& want, double rel) {
   REQUIRE(got.size() == want.size());

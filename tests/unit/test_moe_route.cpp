@@ -10,6 +10,7 @@
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_route.hpp"
 #include "lib/core/rng.hpp"
+#include "tests/unit/random_matrix.hpp"
 
 using namespace skew;
 namespace km = skew::kernels::moe;
@@ -19,12 +20,7 @@ namespace {
 constexpr int kTokens = 37, kTopK = 2, kWidth = 13, kExperts = 5;
 constexpr std::int64_t kAssignments = std::int64_t(kTokens) * kTopK;
 
-std::vector<float> uniform(std::size_t n, std::uint64_t stream) {
-  Rng rng(19, stream);
-  std::vector<float> v(n);
-  for (auto& x : v) x = 2.0f * static_cast<float>(rng.uniform()) - 1.0f;
-  return v;
-}
+std::vector<float> uniform(std::size_t n, std::uint64_t stream) { return random_matrix(n, 19, stream); }
 
 // Random choices (distinct per token), about one in five dropped, and the send rows of the
 // kept ones: a random permutation of [0, kept) (the layer's are stable positions; any injective
