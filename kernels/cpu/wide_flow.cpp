@@ -1,8 +1,9 @@
 // Flow schema on the CPU: tiles of samples are the tasks; within a tile the batch is re-sorted
 // into a feature-oriented CSC and trained by the gather/apply/scatter programs of
-// kernels/wide_flow.hpp. Hot-feature gradients accumulate in per-thread replicas for the whole
-// batch (one reduction at the end); cold ones get one atomic add per weight per tile. LR takes
-// its own two passes instead (WideFlow::sparse_gradient, kernels/cpu/wide_flow_lr.cpp).
+// kernels/wide_flow.hpp. FM and FFM: the tiles are dealt out in one contiguous chunk per thread,
+// and each chunk sums its gradients into its own compact rows, one per distinct feature of the
+// batch (no atomics, a fixed order of sums). LR takes its own two passes instead
+// (WideFlow::sparse_gradient_lr, kernels/cpu/wide_flow_lr.cpp).
 #include "kernels/wide_flow.hpp"
 
 #include <algorithm>
@@ -48,9 +49,10 @@ WideFlow::WideFlow(const WideShape& shape, const WideFlowOptions& options, int t
   const std::int64_t replica_bytes = std::int64_t(threads) * shape.num_features * std::int64_t(sizeof(float));
   if (shape.kind == WideKind::LR && replica_bytes <= options.replica_budget_bytes) hot_ = shape.num_features;
   scratch_.resize(static_cast<std::size_t>(threads));
-  hot_cache_.assign(
-      static_cast<std::size_t>(threads),
-      std::vector<float>(static_cast<std::size_t>(hot_) * static_cast<std::size_t>(shape.row_len()), 0.0f));
+  if (shape.kind == WideKind::LR)
+    hot_cache_.assign(static_cast<std::size_t>(threads), std::vector<float>(static_cast<std::size_t>(hot_), 0.0f));
+  else
+    slot_of_.resize(static_cast<std::size_t>(shape.num_features));
 }
 
 // The tile's entries sorted by feature id; col_begin[c]..col_begin[c+1] are column c's entries
@@ -97,15 +99,18 @@ inline void entry_samples(const WideBatch& b, std::int64_t first, std::int64_t l
       out[static_cast<std::size_t>(e - base)] = static_cast<std::uint32_t>(i - first);
 }
 
-template <typename Program, bool Atomic>
+// One tile of FM: gather, apply, scatter over the tile's CSC; each column's gradient row is
+// added into its slot's row of the chunk's compact array `rows` (entry_slot: by the entry's
+// offset in the batch).
+template <typename Program>
 void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
-               const float* params, float* grad, float* logits, std::int64_t hot, float* hot_cache, WideTileScratch& t,
-               std::vector<std::uint32_t>& sample_of, float& bias_grad, WideFlowStats& stats) {
+               const float* params, const std::uint32_t* entry_slot, float* rows, float* logits, std::int64_t hot,
+               WideTileScratch& t, std::vector<std::uint32_t>& sample_of, float& bias_grad, WideFlowStats& stats) {
   const int row_len = s.row_len(), acc_len = prog.acc_len();
   const std::int64_t base = b.row_ptr[first];
   const std::size_t samples = static_cast<std::size_t>(last - first);
   entry_samples(b, first, last, sample_of);
-  // Summed here, not in bias_grad: the threads' bias sums sit side by side in one cache line,
+  // Summed here, not in bias_grad: the chunks' bias sums sit side by side in one cache line,
   // and a store per sample into it would bounce the line between the cores.
   float tile_bias_grad = 0.0f;
   t.acc.assign(samples * static_cast<std::size_t>(acc_len), 0.0f);
@@ -133,11 +138,7 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
   // scatter: sample -> feature, one write per weight per tile.
   std::int64_t hot_columns = 0;
   for (std::size_t c = 0; c < columns; ++c) {
-    if (c + kColumnPrefetch < columns) {
-      const std::int64_t ahead = 1 + std::int64_t(t.col_feature[c + kColumnPrefetch]) * row_len;
-      wide_prefetch_row(params + ahead, row_len);
-      if (t.col_feature[c + kColumnPrefetch] >= hot) wide_prefetch_row(grad + ahead, row_len);
-    }
+    if (c + kColumnPrefetch < columns) wide_prefetch_row(params + 1 + std::int64_t(t.col_feature[c + kColumnPrefetch]) * row_len, row_len);
     const std::int64_t feature = t.col_feature[c];
     const float* row = params + 1 + feature * row_len;
     std::fill(t.row_grad.begin(), t.row_grad.end(), 0.0f);
@@ -146,120 +147,118 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
       prog.scatter(row, b.value[base + entry], t.acc.data() + std::size_t(i) * acc_len, t.sample_grad[i],
                    t.row_grad.data());
     }
-    if (feature < hot) {
-      float* cached = hot_cache + feature * row_len;
-      for (int j = 0; j < row_len; ++j) cached[j] += t.row_grad[std::size_t(j)];
-      ++hot_columns;
-    } else {
-      float* out = grad + 1 + feature * row_len;
-      for (int j = 0; j < row_len; ++j) wide_add_to<Atomic>(out + j, t.row_grad[std::size_t(j)]);
-    }
+    const std::uint32_t slot = entry_slot[base - b.row_ptr[0] + t.order[t.col_begin[c]]];
+    float* out = rows + std::size_t(slot) * std::size_t(row_len);
+    for (int j = 0; j < row_len; ++j) out[j] += t.row_grad[std::size_t(j)];
+    hot_columns += feature < hot;
   }
   stats.columns += static_cast<std::int64_t>(columns);
   stats.hot_columns += hot_columns;
 }
 
-// FFM: per-sample pairwise loops within the tile, gradients through the hot cache.
-template <bool Atomic>
+// One tile of FFM: per-sample pairwise loops, each entry's gradient added into its slot's row.
 void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last, const float* params,
-                   float* grad, float* logits, std::int64_t hot, float* hot_cache, float& bias_grad) {
+                   const std::uint32_t* entry_slot, float* rows, float* logits, float& bias_grad) {
   const int row_len = s.row_len(), k = s.k;
   float tile_bias_grad = 0.0f;  // as in flow_tile: one store into the shared line per tile
   for (std::int64_t i = first; i < last; ++i) {
-    // The next sample's parameter rows and (cold ones) gradient rows are fetched while this
-    // sample's pairs run: rare features' rows are scattered over gigabytes.
-    if (i + 1 < last) wide_prefetch_sample_rows(b, row_len, i + 1, params, grad, nullptr);
+    // The next sample's parameter rows are fetched while this sample's pairs run: rare
+    // features' rows are scattered over gigabytes.
+    if (i + 1 < last) wide_prefetch_sample_rows(b, row_len, i + 1, params, nullptr, nullptr);
     const std::int64_t begin = b.row_ptr[i], end = b.row_ptr[i + 1];
     float z = params[0];
     for (std::int64_t e = begin; e < end; ++e) z = wide_ffm_entry_logit(b, k, row_len, params, e, end, z);
     logits[i] = z;
     const float g = wide_sigmoid(z) - b.label[i];
     tile_bias_grad += g;
-    for (std::int64_t e = begin; e < end; ++e) {
-      // A hot row is this thread's own replica: plain adds.
-      const std::int64_t feature = b.index[e];
-      if (feature < hot)
-        wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g, hot_cache + feature * row_len,
-                               wide_add_to<false>);
-      else
-        wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g, grad + 1 + feature * row_len,
-                               wide_add_to<Atomic>);
-    }
+    for (std::int64_t e = begin; e < end; ++e)
+      wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g,
+                             rows + std::size_t(entry_slot[e - b.row_ptr[0]]) * std::size_t(row_len),
+                             wide_add_to<false>);
   }
   bias_grad += tile_bias_grad;
 }
 
 }  // namespace
 
-void WideFlow::gradient(const WideBatch& b, const float* params, float* grad, float* logits, WidePool& pool) {
-  if (has_sparse_gradient()) {
-    sparse_gradient(b, params, logits, pool, sparse_);
-    grad[0] += sparse_.bias;
-    const std::int64_t row_len = shape_.row_len();
-    for (const auto& part : sparse_.parts)
-      for (std::size_t r = 0; r < part.features.size(); ++r)
-        for (std::int64_t j = 0; j < row_len; ++j)
-          grad[1 + std::int64_t(part.features[r]) * row_len + j] += part.rows[std::size_t(r * row_len + j)];
-    return;
+void WideFlow::number_features(const WideBatch& b, std::vector<std::uint32_t>& features) {
+  const std::int64_t base = b.row_ptr[0];
+  entry_slot_.resize(std::size_t(b.nnz()));
+  features.clear();
+  for (std::int64_t e = base; e < b.row_ptr[b.rows]; ++e) {
+    const std::uint32_t f = b.index[e];
+    std::uint32_t slot = slot_of_[f];
+    if (slot >= features.size() || features[slot] != f) {
+      slot = std::uint32_t(features.size());
+      slot_of_[f] = slot;
+      features.push_back(f);
+    }
+    entry_slot_[std::size_t(e - base)] = slot;
   }
-  const int threads = static_cast<int>(scratch_.size());
-  if (pool.threads() > threads) {
-    scratch_.resize(static_cast<std::size_t>(pool.threads()));
-    hot_cache_.resize(
-        static_cast<std::size_t>(pool.threads()),
-        std::vector<float>(static_cast<std::size_t>(hot_) * static_cast<std::size_t>(shape_.row_len()), 0.0f));
-  }
+}
+
+void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* logits, WidePool& pool,
+                               WideSparseGradient& out) {
+  if (shape_.kind == WideKind::LR)
+    sparse_gradient_lr(b, params, logits, pool, out);
+  else
+    sparse_gradient_chunks(b, params, logits, pool, out);
+}
+
+void WideFlow::sparse_gradient_chunks(const WideBatch& b, const float* params, float* logits, WidePool& pool,
+                                      WideSparseGradient& out) {
+  if (std::size_t(pool.threads()) > scratch_.size()) scratch_.resize(std::size_t(pool.threads()));
+  out.parts.resize(1);
+  WideSparseGradient::Part& part = out.parts[0];
+  number_features(b, part.features);
+  const std::size_t row_floats = part.features.size() * std::size_t(shape_.row_len());
   const std::int64_t tile = options_.tile_samples;
   const std::int64_t tiles = (b.rows + tile - 1) / tile;
-  const bool atomic = pool.threads() > 1;
-  std::vector<float> bias_grads(static_cast<std::size_t>(pool.threads()), 0.0f);
-  std::vector<WideFlowStats> stats(static_cast<std::size_t>(pool.threads()));
-  std::vector<std::vector<std::uint32_t>> sample_of(static_cast<std::size_t>(pool.threads()));
-  pool.run(tiles, [&](std::int64_t task, int thread) {
-    const std::int64_t first = task * tile, last = std::min(b.rows, first + tile);
-    const std::size_t t = static_cast<std::size_t>(thread);
-    float* cache = hot_cache_[t].data();
-    if (shape_.kind == WideKind::FFM) {
-      if (atomic)
-        flow_tile_ffm<true>(shape_, b, first, last, params, grad, logits, hot_, cache, bias_grads[t]);
-      else
-        flow_tile_ffm<false>(shape_, b, first, last, params, grad, logits, hot_, cache, bias_grads[t]);
-      return;
-    }
-    build_tile_csc(b, first, last, scratch_[t]);
-    stats[t].entries += b.row_ptr[last] - b.row_ptr[first];
-    const auto run = [&](const auto& prog) {
-      if (atomic)
-        flow_tile<std::decay_t<decltype(prog)>, true>(prog, shape_, b, first, last, params, grad, logits, hot_, cache,
-                                                      scratch_[t], sample_of[t], bias_grads[t], stats[t]);
-      else
-        flow_tile<std::decay_t<decltype(prog)>, false>(prog, shape_, b, first, last, params, grad, logits, hot_, cache,
-                                                       scratch_[t], sample_of[t], bias_grads[t], stats[t]);
-    };
-    run(FmProgram{shape_.k});
-  });
-  // Reduce the per-thread replicas of the hot rows into the global gradient, in slices.
-  const std::int64_t hot_floats = hot_ * shape_.row_len();
-  constexpr std::int64_t kSlice = 16384;
-  const int replicas = pool.threads();
-  pool.run((hot_floats + kSlice - 1) / kSlice, [&](std::int64_t task, int) {
-    const std::int64_t begin = task * kSlice, end = std::min(hot_floats, begin + kSlice);
-    for (int r = 0; r < replicas; ++r) {
-      float* cache = hot_cache_[std::size_t(r)].data();
-      for (std::int64_t j = begin; j < end; ++j) {
-        grad[1 + j] += cache[j];
-        cache[j] = 0.0f;
+  // One chunk of whole tiles per thread, in batch order: the same chunks, and so the same sums,
+  // whichever thread runs them.
+  const std::int64_t chunks = std::max<std::int64_t>(1, std::min<std::int64_t>(pool.threads(), tiles));
+  part.partial_rows.resize(std::size_t(chunks - 1));
+  std::vector<float> bias_grads(std::size_t(chunks), 0.0f);
+  std::vector<WideFlowStats> stats(static_cast<std::size_t>(chunks));
+  std::vector<std::vector<std::uint32_t>> sample_of(std::size_t(pool.threads()));
+  const std::uint32_t* entry_slot = entry_slot_.data();  // by the entry's offset in the batch
+  pool.run(chunks, [&](std::int64_t chunk, int thread) {
+    std::vector<float>& rows = chunk == 0 ? part.rows : part.partial_rows[std::size_t(chunk - 1)];
+    rows.assign(row_floats, 0.0f);
+    const std::size_t c = std::size_t(chunk);
+    WideTileScratch& scratch = scratch_[std::size_t(thread)];
+    for (std::int64_t t = tiles * chunk / chunks; t < tiles * (chunk + 1) / chunks; ++t) {
+      const std::int64_t first = t * tile, last = std::min(b.rows, first + tile);
+      if (shape_.kind == WideKind::FFM) {
+        flow_tile_ffm(shape_, b, first, last, params, entry_slot, rows.data(), logits, bias_grads[c]);
+        continue;
       }
+      build_tile_csc(b, first, last, scratch);
+      stats[c].entries += b.row_ptr[last] - b.row_ptr[first];
+      flow_tile(FmProgram{shape_.k}, shape_, b, first, last, params, entry_slot, rows.data(), logits, hot_,
+                scratch, sample_of[std::size_t(thread)], bias_grads[c], stats[c]);
     }
   });
+  out.bias = 0.0f;
   stats_ = WideFlowStats{};
   stats_.tiles = tiles;
-  for (int r = 0; r < replicas; ++r) {
-    grad[0] += bias_grads[std::size_t(r)];
-    stats_.entries += stats[std::size_t(r)].entries;
-    stats_.columns += stats[std::size_t(r)].columns;
-    stats_.hot_columns += stats[std::size_t(r)].hot_columns;
+  for (std::size_t c = 0; c < std::size_t(chunks); ++c) {
+    out.bias += bias_grads[c];
+    stats_.entries += stats[c].entries;
+    stats_.columns += stats[c].columns;
+    stats_.hot_columns += stats[c].hot_columns;
   }
+}
+
+void WideFlow::gradient(const WideBatch& b, const float* params, float* grad, float* logits, WidePool& pool) {
+  sparse_gradient(b, params, logits, pool, sparse_);
+  grad[0] += sparse_.bias;
+  const std::size_t row_len = std::size_t(shape_.row_len());
+  for (auto& part : sparse_.parts)
+    for (std::size_t r = 0; r < part.features.size(); ++r) {
+      const float* row = part.folded_row(r, row_len);
+      for (std::size_t j = 0; j < row_len; ++j) grad[1 + std::size_t(part.features[r]) * row_len + j] += row[j];
+    }
 }
 
 }  // namespace skew::kernels

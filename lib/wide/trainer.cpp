@@ -121,15 +121,15 @@ void WideTrainer::synchronise(float* grad, double& loss_sum, std::int64_t& sampl
       grad[1 + std::size_t(all[r]) * row_len + j] = float(packed[4 + r * row_len + j]);
 }
 
-// Flow LR on several ranks: the synchronisation works on the dense gradient and a sorted
+// The flow schema on several ranks: the synchronisation works on the dense gradient and a sorted
 // touched list, so the feature rows are written back into that form.
 void WideTrainer::densify_sparse_gradient() {
   const std::int64_t row_len = model_.shape.row_len();
   grad_[0] += sparse_grad_.bias;
   touched_.clear();
-  for (const auto& part : sparse_grad_.parts) {
+  for (auto& part : sparse_grad_.parts) {
     for (std::size_t r = 0; r < part.features.size(); ++r)
-      std::copy_n(part.rows.begin() + std::ptrdiff_t(r) * row_len, row_len,
+      std::copy_n(part.folded_row(r, std::size_t(row_len)), row_len,
                   grad_.begin() + 1 + std::ptrdiff_t(part.features[r]) * row_len);
     touched_.insert(touched_.end(), part.features.begin(), part.features.end());
   }
@@ -190,8 +190,8 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
   }
   if (hogwild()) return hogwild_step(b);
   logits_.resize(std::size_t(b.rows));
-  // Flow LR produces its touched features and their gradient rows itself.
-  const bool sparse = flow_ && flow_->has_sparse_gradient();
+  // The flow schema produces its touched features and their gradient rows itself.
+  const bool sparse = flow_ != nullptr;
   if (!sparse) touched_features(b);
   Timer kernel_timer;
   if (sparse)
