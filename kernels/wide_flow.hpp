@@ -16,12 +16,12 @@
 // CUDA twin's; see below for the CPU's).
 // On the CPU every model hands the optimizer its gradient in feature-row form (sparse_gradient):
 // the batch's distinct features and one gradient row each, no model-sized array, no atomics.
-// FM and FFM: a serial pass numbers the batch's distinct features (slots, in order of first
-// appearance); the batch's tiles are dealt out in contiguous chunks, one per thread, and each
-// chunk adds its gradients with plain stores into its own compact array of slot rows (zeroed by
-// the chunk itself, so it is in the thread's cache when the scatter starts); the optimizer sums
-// the chunks' rows in chunk order as it updates each row. A thread count gives the same result
-// run after run, and one thread the sums the dense path gave. FFM (the pairwise term does not
+// FM and FFM: the batch's tiles are dealt out in contiguous chunks, one per thread; a first pass
+// numbers the batch's distinct features (slots: WideFeatureSlots, each chunk claiming those of
+// its entries), a second has each chunk add its gradients with plain stores into its own compact
+// array of slot rows (zeroed by the chunk itself, so it is in the thread's cache when the
+// scatter starts); the optimizer sums the chunks' rows in chunk order as it updates each row. A
+// thread count gives the same result run after run, and one thread the sums the dense path gave. FFM (the pairwise term does not
 // factor into per-feature partial sums) keeps sample order inside a tile.
 // LR has one weight per row, so a per-tile sort costs more than it saves; instead
 // its flow is one sample pass and one feature pass (sparse_gradient_lr): the sample pass
@@ -132,6 +132,37 @@ struct WideSparseGradient {
   std::int64_t num_features() const;
 };
 
+// FM/FFM on the CPU: the batch's distinct features numbered 0..n-1 (slots), found by the chunks
+// in parallel. A feature's tag holds the id of the batch that last claimed it, the chunk that
+// did and the feature's place in that chunk's list, so nothing is cleared between batches; the
+// first chunk to swap in the batch's id claims the feature. The slots depend on which chunk came
+// first, the sums in a slot's row do not.
+class WideFeatureSlots {
+ public:
+  void resize(std::int64_t num_features) { tags_.resize(std::size_t(num_features)); }
+  // A new batch whose features `chunks` chunks (at most kMaxChunks) will claim.
+  void start_batch(std::size_t chunks);
+  // Claims for `chunk` every feature of entries [begin, end) that no chunk has claimed in this
+  // batch; the chunks call this concurrently.
+  void claim(const WideBatch& b, std::int64_t begin, std::int64_t end, std::uint32_t chunk);
+  // After every claim: numbers the chunks' lists one after another; the number of slots.
+  std::size_t finish();
+  // Chunk `chunk`'s features, written to their slots of `features` (n long).
+  void write_features(std::uint32_t chunk, std::uint32_t* features) const;
+  std::uint32_t slot(std::uint32_t feature) const {
+    const std::uint64_t tag = tags_[feature];
+    return offset_[(tag >> kChunkShift) & (kMaxChunks - 1)] + std::uint32_t(tag);
+  }
+  static constexpr std::size_t kMaxChunks = 256;
+
+ private:
+  static constexpr int kChunkShift = 32, kBatchShift = 40;  // tag: batch id | chunk | place
+  ZeroPageVector<std::uint64_t> tags_;
+  std::uint64_t batch_ = 0;
+  std::vector<std::vector<std::uint32_t>> claimed_;
+  std::vector<std::uint32_t> offset_;
+};
+
 class WideFlow {
  public:
   WideFlow(const WideShape& shape, const WideFlowOptions& options, int threads);
@@ -149,9 +180,6 @@ class WideFlow {
                           WideSparseGradient& out);
   void sparse_gradient_chunks(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
                               WideSparseGradient& out);
-  // Numbers the batch's distinct features (`features`, first appearance first) and gives each
-  // entry its feature's slot (entry_slot_).
-  void number_features(const WideBatch& batch, std::vector<std::uint32_t>& features);
   WideShape shape_;
   WideFlowOptions options_;
   std::int64_t hot_;
@@ -164,10 +192,7 @@ class WideFlow {
   std::vector<std::vector<std::uint32_t>> owner_keys_;
   std::vector<std::vector<float>> owner_values_;
   std::vector<std::uint32_t> tile_owner_counts_;
-  // FM/FFM: each feature's slot in the current batch (valid where the slot's feature is it, so
-  // nothing is cleared between batches), and each entry's slot.
-  ZeroPageVector<std::uint32_t> slot_of_;
-  std::vector<std::uint32_t> entry_slot_;
+  WideFeatureSlots slots_;  // FM/FFM: the batch's distinct features
   WideSparseGradient sparse_;  // gradient() goes through it
 };
 

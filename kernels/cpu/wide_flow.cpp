@@ -7,6 +7,7 @@
 #include "kernels/wide_flow.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 
@@ -52,7 +53,7 @@ WideFlow::WideFlow(const WideShape& shape, const WideFlowOptions& options, int t
   if (shape.kind == WideKind::LR)
     hot_cache_.assign(static_cast<std::size_t>(threads), std::vector<float>(static_cast<std::size_t>(hot_), 0.0f));
   else
-    slot_of_.resize(static_cast<std::size_t>(shape.num_features));
+    slots_.resize(shape.num_features);
 }
 
 // The tile's entries sorted by feature id; col_begin[c]..col_begin[c+1] are column c's entries
@@ -100,11 +101,10 @@ inline void entry_samples(const WideBatch& b, std::int64_t first, std::int64_t l
 }
 
 // One tile of FM: gather, apply, scatter over the tile's CSC; each column's gradient row is
-// added into its slot's row of the chunk's compact array `rows` (entry_slot: by the entry's
-// offset in the batch).
+// added into its slot's row of the chunk's compact array `rows`.
 template <typename Program>
 void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
-               const float* params, const std::uint32_t* entry_slot, float* rows, float* logits, std::int64_t hot,
+               const float* params, const WideFeatureSlots& slots, float* rows, float* logits, std::int64_t hot,
                WideTileScratch& t, std::vector<std::uint32_t>& sample_of, float& bias_grad, WideFlowStats& stats) {
   const int row_len = s.row_len(), acc_len = prog.acc_len();
   const std::int64_t base = b.row_ptr[first];
@@ -147,8 +147,7 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
       prog.scatter(row, b.value[base + entry], t.acc.data() + std::size_t(i) * acc_len, t.sample_grad[i],
                    t.row_grad.data());
     }
-    const std::uint32_t slot = entry_slot[base - b.row_ptr[0] + t.order[t.col_begin[c]]];
-    float* out = rows + std::size_t(slot) * std::size_t(row_len);
+    float* out = rows + std::size_t(slots.slot(std::uint32_t(feature))) * std::size_t(row_len);
     for (int j = 0; j < row_len; ++j) out[j] += t.row_grad[std::size_t(j)];
     hot_columns += feature < hot;
   }
@@ -158,7 +157,7 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
 
 // One tile of FFM: per-sample pairwise loops, each entry's gradient added into its slot's row.
 void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last, const float* params,
-                   const std::uint32_t* entry_slot, float* rows, float* logits, float& bias_grad) {
+                   const WideFeatureSlots& slots, float* rows, float* logits, float& bias_grad) {
   const int row_len = s.row_len(), k = s.k;
   float tile_bias_grad = 0.0f;  // as in flow_tile: one store into the shared line per tile
   for (std::int64_t i = first; i < last; ++i) {
@@ -173,7 +172,7 @@ void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, s
     tile_bias_grad += g;
     for (std::int64_t e = begin; e < end; ++e)
       wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g,
-                             rows + std::size_t(entry_slot[e - b.row_ptr[0]]) * std::size_t(row_len),
+                             rows + std::size_t(slots.slot(b.index[e])) * std::size_t(row_len),
                              wide_add_to<false>);
   }
   bias_grad += tile_bias_grad;
@@ -181,20 +180,41 @@ void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, s
 
 }  // namespace
 
-void WideFlow::number_features(const WideBatch& b, std::vector<std::uint32_t>& features) {
-  const std::int64_t base = b.row_ptr[0];
-  entry_slot_.resize(std::size_t(b.nnz()));
-  features.clear();
-  for (std::int64_t e = base; e < b.row_ptr[b.rows]; ++e) {
-    const std::uint32_t f = b.index[e];
-    std::uint32_t slot = slot_of_[f];
-    if (slot >= features.size() || features[slot] != f) {
-      slot = std::uint32_t(features.size());
-      slot_of_[f] = slot;
-      features.push_back(f);
-    }
-    entry_slot_[std::size_t(e - base)] = slot;
+void WideFeatureSlots::start_batch(std::size_t chunks) {
+  // The id takes the tag's top 24 bits: when it wraps, every tag is cleared once.
+  if (++batch_ == (std::uint64_t(1) << (64 - kBatchShift))) {
+    std::fill(tags_.begin(), tags_.end(), std::uint64_t(0));
+    batch_ = 1;
   }
+  claimed_.resize(chunks);
+  offset_.assign(kMaxChunks, 0u);
+}
+
+void WideFeatureSlots::claim(const WideBatch& b, std::int64_t begin, std::int64_t end, std::uint32_t chunk) {
+  const std::uint64_t batch = batch_ << kBatchShift, chunk_bits = std::uint64_t(chunk) << kChunkShift;
+  std::vector<std::uint32_t>& mine = claimed_[chunk];
+  mine.clear();
+  for (std::int64_t e = begin; e < end; ++e) {
+    std::atomic_ref<std::uint64_t> tag(tags_[b.index[e]]);
+    std::uint64_t seen = tag.load(std::memory_order_relaxed);
+    // Most entries are of features claimed already (by this chunk, mostly): a load, no swap.
+    if ((seen >> kBatchShift) == batch_) continue;
+    if (tag.compare_exchange_strong(seen, batch | chunk_bits | mine.size(), std::memory_order_relaxed))
+      mine.push_back(b.index[e]);
+  }
+}
+
+std::size_t WideFeatureSlots::finish() {
+  std::uint32_t n = 0;
+  for (std::size_t c = 0; c < claimed_.size(); ++c) {
+    offset_[c] = n;
+    n += std::uint32_t(claimed_[c].size());
+  }
+  return n;
+}
+
+void WideFeatureSlots::write_features(std::uint32_t chunk, std::uint32_t* features) const {
+  std::copy(claimed_[chunk].begin(), claimed_[chunk].end(), features + offset_[chunk]);
 }
 
 void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* logits, WidePool& pool,
@@ -210,33 +230,47 @@ void WideFlow::sparse_gradient_chunks(const WideBatch& b, const float* params, f
   if (std::size_t(pool.threads()) > scratch_.size()) scratch_.resize(std::size_t(pool.threads()));
   out.parts.resize(1);
   WideSparseGradient::Part& part = out.parts[0];
-  number_features(b, part.features);
-  const std::size_t row_floats = part.features.size() * std::size_t(shape_.row_len());
   const std::int64_t tile = options_.tile_samples;
   const std::int64_t tiles = (b.rows + tile - 1) / tile;
   // One chunk of whole tiles per thread, in batch order: the same chunks, and so the same sums,
   // whichever thread runs them.
-  const std::int64_t chunks = std::max<std::int64_t>(1, std::min<std::int64_t>(pool.threads(), tiles));
+  const std::int64_t chunks = std::clamp<std::int64_t>(std::min<std::int64_t>(pool.threads(), tiles), 1,
+                                                       std::int64_t(WideFeatureSlots::kMaxChunks));
+  const auto chunk_rows = [&](std::int64_t chunk, std::int64_t& first, std::int64_t& last) {
+    first = std::min(b.rows, tiles * chunk / chunks * tile);
+    last = std::min(b.rows, tiles * (chunk + 1) / chunks * tile);
+  };
+  slots_.start_batch(std::size_t(chunks));
+  pool.run(chunks, [&](std::int64_t chunk, int) {
+    std::int64_t first, last;
+    chunk_rows(chunk, first, last);
+    slots_.claim(b, b.row_ptr[first], b.row_ptr[last], std::uint32_t(chunk));
+  });
+  const std::size_t slots = slots_.finish();
+  part.features.resize(slots);
+  const std::size_t row_floats = slots * std::size_t(shape_.row_len());
   part.partial_rows.resize(std::size_t(chunks - 1));
   std::vector<float> bias_grads(std::size_t(chunks), 0.0f);
   std::vector<WideFlowStats> stats(static_cast<std::size_t>(chunks));
   std::vector<std::vector<std::uint32_t>> sample_of(std::size_t(pool.threads()));
-  const std::uint32_t* entry_slot = entry_slot_.data();  // by the entry's offset in the batch
   pool.run(chunks, [&](std::int64_t chunk, int thread) {
+    slots_.write_features(std::uint32_t(chunk), part.features.data());
     std::vector<float>& rows = chunk == 0 ? part.rows : part.partial_rows[std::size_t(chunk - 1)];
     rows.assign(row_floats, 0.0f);
     const std::size_t c = std::size_t(chunk);
     WideTileScratch& scratch = scratch_[std::size_t(thread)];
-    for (std::int64_t t = tiles * chunk / chunks; t < tiles * (chunk + 1) / chunks; ++t) {
-      const std::int64_t first = t * tile, last = std::min(b.rows, first + tile);
+    std::int64_t chunk_first, chunk_last;
+    chunk_rows(chunk, chunk_first, chunk_last);
+    for (std::int64_t first = chunk_first; first < chunk_last; first += tile) {
+      const std::int64_t last = std::min(chunk_last, first + tile);
       if (shape_.kind == WideKind::FFM) {
-        flow_tile_ffm(shape_, b, first, last, params, entry_slot, rows.data(), logits, bias_grads[c]);
+        flow_tile_ffm(shape_, b, first, last, params, slots_, rows.data(), logits, bias_grads[c]);
         continue;
       }
       build_tile_csc(b, first, last, scratch);
       stats[c].entries += b.row_ptr[last] - b.row_ptr[first];
-      flow_tile(FmProgram{shape_.k}, shape_, b, first, last, params, entry_slot, rows.data(), logits, hot_,
-                scratch, sample_of[std::size_t(thread)], bias_grads[c], stats[c]);
+      flow_tile(FmProgram{shape_.k}, shape_, b, first, last, params, slots_, rows.data(), logits, hot_, scratch,
+                sample_of[std::size_t(thread)], bias_grads[c], stats[c]);
     }
   });
   out.bias = 0.0f;
