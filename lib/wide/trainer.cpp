@@ -161,6 +161,24 @@ StepResult WideTrainer::hogwild_step(const kernels::WideBatch& b) {
   return StepResult{b.rows > 0 ? loss / double(b.rows) : 0.0, b.rows, b.nnz(), kernel_seconds};
 }
 
+namespace {
+
+// logloss_sum over a batch with the terms (a double exp and log1p each: a twentieth of a 2-thread
+// LR step when serial) computed by the pool, then added in sample order: the same sum, bit for bit.
+double pooled_logloss_sum(kernels::WidePool& pool, const float* logits, const float* labels, std::int64_t rows) {
+  constexpr std::int64_t kRowsPerTask = 256;
+  std::vector<double> terms(std::size_t(std::max<std::int64_t>(rows, 0)));
+  pool.run((rows + kRowsPerTask - 1) / kRowsPerTask, [&](std::int64_t task, int) {
+    for (std::int64_t i = task * kRowsPerTask; i < std::min(rows, (task + 1) * kRowsPerTask); ++i)
+      terms[std::size_t(i)] = logloss_sum(logits + i, labels + i, 1);
+  });
+  double sum = 0;
+  for (const double t : terms) sum += t;
+  return sum;
+}
+
+}  // namespace
+
 StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin,
                              std::int64_t next_end) {
   const kernels::WideBatch b = data.batch(begin, end);
@@ -199,7 +217,7 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
   else
     compute(b, grad_.data(), logits_.data());
   const double kernel_seconds = kernel_timer.seconds();
-  double loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
+  double loss = pooled_logloss_sum(*pool_, logits_.data(), b.label, b.rows);
   std::int64_t samples = b.rows, nonzeros = b.nnz();
   if (sparse && distributed()) densify_sparse_gradient();
   synchronise(grad_.data(), loss, samples, nonzeros);

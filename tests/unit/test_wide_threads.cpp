@@ -102,3 +102,23 @@ TEST_CASE("flow FM and FFM: each thread count gives one result run after run, an
     }
   }
 }
+
+TEST_CASE("a step's loss, its terms computed by the pool, is logloss_sum over the batch bit for bit") {
+  for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
+    const Setup s = make_setup(kind, 600);
+    for (const char* schema : {"classical", "flow"}) {
+      TrainOptions o;
+      o.schema = schema_from_name(schema);
+      o.classical_sync = ClassicalSync::Atomic;
+      o.threads = 3;
+      o.flow.tile_samples = 16;
+      WideTrainer t(s.model, o);
+      std::vector<float> grad, logits;
+      t.gradient(s.data, 0, 600, grad, logits);  // the logits the step will see; no update
+      const double expect = logloss_sum(logits.data(), s.data.label.data(), 600) / 600.0;
+      INFO(kernels::wide_kind_name(kind) << " " << schema);
+      CHECK(expect > 0.1);
+      CHECK(t.step(s.data, 0, 600).loss == expect);
+    }
+  }
+}
