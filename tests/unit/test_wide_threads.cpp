@@ -1,6 +1,6 @@
 // Threads in the wide trainer: the pool (which spins before it sleeps) runs every task once, and
-// the flow schema's FM and FFM, whose tiles are dealt out in chunks with a compact gradient
-// each, give one result per thread count, run after run, that follows the float64 reference.
+// the flow schema, whose tiles are dealt out in chunks with a gradient replica or compact rows
+// each, gives one result per thread count, run after run, that follows the classical run.
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -80,8 +80,8 @@ std::vector<float> train_flow(const Setup& s, int threads, TrainSchema schema) {
 
 }  // namespace
 
-TEST_CASE("flow FM and FFM: each thread count gives one result run after run, and all follow the classical run") {
-  for (WideKind kind : {WideKind::FM, WideKind::FFM}) {
+TEST_CASE("flow LR, FM and FFM: each thread count gives one result run after run, and all follow the classical run") {
+  for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
     const Setup s = make_setup(kind, 600);
     const std::vector<float> classical = train_flow(s, 1, TrainSchema::Classical);
     for (int threads : {1, 2, 3}) {
