@@ -21,10 +21,10 @@
 // its entries), a second has each chunk add its gradients with plain stores into its own compact
 // array of slot rows (zeroed by the chunk itself, so it is in the thread's cache when the
 // scatter starts); the optimizer sums the chunks' rows in chunk order as it updates each row. A
-// thread count gives the same result run after run, and one thread the sums the dense path gave. FFM (the pairwise term does not
-// factor into per-feature partial sums) keeps sample order inside a tile.
-// LR has one weight per row, so a per-tile sort costs more than it saves; instead
-// its flow is one sample pass and one feature pass (sparse_gradient_lr): the sample pass
+// thread count gives the same result run after run, and one thread the sums the dense path
+// gave. FFM (the pairwise term does not factor into per-feature partial sums) keeps sample
+// order inside a tile. LR has one weight per row, so a per-tile sort costs more than it saves;
+// instead its flow is one sample pass and one feature pass (sparse_gradient_lr): the sample pass
 // gathers, applies, and routes each entry's gradient either into the thread's replicated hot
 // cache (marking the feature in the thread's touched bits) or, for a cold feature, into the
 // buffer of the thread that owns the feature (features are dealt out by cache line, so owners
