@@ -26,6 +26,9 @@ struct Data {
   bool renumber = false;
   FeatureOrder order;
   bool normalize = false;  // train.normalize resolved for the model type
+  // Per model row, 1 where this run's data reads it (WideModel::create defers the other latent
+  // rows): every rank's training rows and this rank's validation rows. Empty: every row.
+  std::vector<std::uint8_t> rows_read;
 };
 
 // train.normalize for this model type: auto is on for the factorisation machines, whose pairwise

@@ -78,10 +78,14 @@ class WideTrainer {
   Evaluation evaluate(const SparseDataset& data);
   std::vector<float> predict(const SparseDataset& data);  // probabilities
 
-  // On the CUDA path these bring the parameters back from the GPU first, and the next step
-  // sends the (possibly overwritten) host copy up again.
+  // The whole model, every deferred row written (WideModel::materialise). On the CUDA path these
+  // bring the parameters back from the GPU first, and the next step sends the (possibly
+  // overwritten) host copy up again.
   WideModel& model();
-  std::vector<float>& parameters() { return model().params; }
+  WideParams& parameters() { return model().params; }
+  std::size_t parameter_count() const { return model_.params.size(); }
+  // Replaces every parameter (a checkpoint's): deferred rows are dropped, not written first.
+  void set_parameters(std::span<const float> values);
   const TrainOptions& options() const { return options_; }
   // The optimizer and its state (CPU path: on the CUDA path the GPU holds the live state).
   Optimizer& optimizer() { return *optimizer_; }
@@ -92,6 +96,8 @@ class WideTrainer {
   bool distributed() const { return group_ && group_->size() > 1; }
   // Classical Hogwild applies here: CPU, one rank.
   bool hogwild() const;
+  // The host copy is current (CUDA path: brought back) and the deferred rows `data` reads are written.
+  void ready_to_read(const SparseDataset& data);
   StepResult hogwild_step(const kernels::WideBatch& batch);
   void compute(const kernels::WideBatch& batch, float* grad, float* logits);
   void touched_features(const kernels::WideBatch& batch);
@@ -104,7 +110,8 @@ class WideTrainer {
   std::unique_ptr<kernels::WidePool> pool_;
   std::unique_ptr<kernels::WideFlow> flow_;
   std::unique_ptr<WideGpuTrainer> gpu_;
-  bool host_params_newer_ = false;  // CUDA path: parameters() handed out the host copy
+  bool host_params_newer_ = false;  // CUDA path: the host copy was handed out (or overwritten)
+  void download_if_stale();
   std::unique_ptr<Optimizer> optimizer_;
   // The dense batch gradient: the optimizer zeroes each row it applies, so only rows some batch
   // touched are ever written, and the rest stay untouched zero pages (a Criteo-sized FFM's

@@ -134,7 +134,7 @@ TEST_CASE("optimizers lower the training loss; FTRL starts from the given weight
     o.optimizer.kind = optimizer_from_name(opt);
     o.optimizer.lr = 0.1f;
     o.optimizer.l2 = 1e-4f;
-    const std::vector<float> start = s.model.params;
+    const std::vector<float> start = copy_to_vector(s.model.params);
     WideTrainer t(s.model, o);
     const double before = t.evaluate(s.data).logloss;
     for (int epoch = 0; epoch < 5; ++epoch)
@@ -168,7 +168,7 @@ TEST_CASE("flow LR training (feature-row gradient) follows classical for every o
         WideTrainer t(s.model, o);
         for (int epoch = 0; epoch < 3; ++epoch)
           for (std::int64_t b = 0; b < 600; b += 100) t.step(s.data, b, b + 100);
-        params.push_back(t.parameters());
+        params.push_back(copy_to_vector(t.parameters()));
       }
       for (std::size_t flow = 1; flow < params.size(); ++flow) {
         INFO(opt << " threads=" << threads << (flow == 1 ? " routed" : " all hot"));
@@ -234,7 +234,7 @@ TEST_CASE("renumbering maps back to original ids") {
   const FeatureOrder order = FeatureOrder::by_frequency({1, 5, 3});
   CHECK(order.new_of_old == std::vector<std::uint32_t>{2, 0, 1});
   const WideShape lr{WideKind::LR, 3, 1, 0};
-  CHECK(order.to_original(lr, {9, 10, 11, 12}) == std::vector<float>{9, 12, 10, 11});
+  CHECK(copy_to_vector(order.to_original(lr, {9, 10, 11, 12})) == std::vector<float>{9, 12, 10, 11});
 }
 
 // wide_bench's bound: bytes per sample against a count over a tiny batch (2 samples of 1 and 5
