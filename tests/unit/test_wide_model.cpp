@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <numeric>
 
 #include "kernels/wide_classical.hpp"
 #include "kernels/wide_flow.hpp"
@@ -235,6 +236,26 @@ TEST_CASE("renumbering maps back to original ids") {
   CHECK(order.new_of_old == std::vector<std::uint32_t>{2, 0, 1});
   const WideShape lr{WideKind::LR, 3, 1, 0};
   CHECK(copy_to_vector(order.to_original(lr, {9, 10, 11, 12})) == std::vector<float>{9, 12, 10, 11});
+}
+
+TEST_CASE("renumbering by frequency: descending counts, ties (zeros included) by id, as a stable sort of all ids") {
+  // 5000 ids, three in four absent (count 0), the others drawn from 1..6 so that ties abound.
+  std::vector<std::int64_t> counts(5000, 0);
+  std::uint64_t x = 88172645463325252ull;
+  for (auto& c : counts) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    c = x % 4 == 0 ? std::int64_t(1 + (x >> 8) % 6) : 0;
+  }
+  std::vector<std::uint32_t> rank(counts.size());
+  std::iota(rank.begin(), rank.end(), 0u);
+  std::sort(rank.begin(), rank.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return counts[a] != counts[b] ? counts[a] > counts[b] : a < b;
+  });
+  std::vector<std::uint32_t> want(counts.size());
+  for (std::size_t r = 0; r < rank.size(); ++r) want[rank[r]] = std::uint32_t(r);
+  CHECK(FeatureOrder::by_frequency(counts).new_of_old == want);
 }
 
 // wide_bench's bound: bytes per sample against a count over a tiny batch (2 samples of 1 and 5
