@@ -62,10 +62,8 @@ StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, cons
   return scan;
 }
 
-// Data::rows_read. Collective when the training data is loaded whole: a step updates the union
-// of the ranks' rows on every rank, so each rank's model needs every rank's training rows.
-// `counts`: the training data's occurrences per original feature id over all ranks, when
-// renumbering (a streamed file's rows are known only from them: without, every row is read).
+}  // namespace
+
 std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& world, const std::vector<std::int64_t>& counts) {
   if (d.shape.latent_len() == 0 || (d.stream && counts.empty())) return {};
   std::vector<std::uint8_t> read(std::size_t(d.shape.num_features), 0);
@@ -80,8 +78,6 @@ std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& wor
     for (const std::uint32_t f : d.valid.index) read[f] = 1;
   return read;
 }
-
-}  // namespace
 
 Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   Data d;
