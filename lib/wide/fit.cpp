@@ -299,6 +299,13 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
                {"setup_startup_seconds", setup.startup}, {"setup_data_seconds", setup.data},
                {"setup_model_seconds", setup.model}, {"setup_trainer_seconds", setup.trainer},
                {"valid_seconds", valid_seconds}, {"save_seconds", save_seconds}, {"model_writes", model_writes}};
+  // The memory traffic of a training row if no touched row stays in the caches: with a measured
+  // memory bandwidth, the rows/s bound beside train_samples_per_s (scripts/bench_wide_table.sh).
+  if (st.total_samples > 0)
+    summary["bytes_per_row"] =
+        kernels::wide_row_traffic(shape, double(st.total_nonzeros) / double(st.total_samples),
+                                  model_shaped_arrays(trainer.options(), ranks))
+            .total();
   if (data.stream) {  // the ring's bound and what it held at most (lib/wide/stream.hpp)
     summary["stream_ring_budget_bytes"] = data.stream->ring_budget();
     summary["stream_peak_ring_bytes"] = data.stream->peak_ring_bytes();

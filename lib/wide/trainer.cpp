@@ -27,6 +27,16 @@ TrainDevice device_from_name(const std::string& name) {
   SKEW_THROW("unknown train.device '" << name << "' (expected cpu or cuda)");
 }
 
+bool runs_hogwild(const TrainOptions& o, int ranks) {
+  return o.schema == TrainSchema::Classical && o.classical_sync == ClassicalSync::Hogwild && o.device == TrainDevice::Cpu &&
+         ranks == 1;
+}
+
+int model_shaped_arrays(const TrainOptions& o, int ranks) {
+  const int state = o.optimizer.kind == OptimizerKind::Sgd ? 0 : o.optimizer.kind == OptimizerKind::AdaGrad ? 1 : 2;
+  return 1 + state + (runs_hogwild(o, ranks) ? 0 : 1);
+}
+
 WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shared_ptr<comm::ProcessGroup> group)
     : model_(std::move(model)), options_(options), group_(std::move(group)) {
   // The GPU takes the whole vector up, and FTRL derives its z state from every parameter:
@@ -166,10 +176,7 @@ void WideTrainer::ready_to_read(const SparseDataset& data) {
   model_.write_rows_of(data, pool_->threads());
 }
 
-bool WideTrainer::hogwild() const {
-  return options_.schema == TrainSchema::Classical && options_.classical_sync == ClassicalSync::Hogwild && !gpu_ &&
-         !distributed();
-}
+bool WideTrainer::hogwild() const { return runs_hogwild(options_, distributed() ? group_->size() : 1); }
 
 // The loss is progressive: each sample's logit before its own update, after the updates of the
 // samples before it (the loss libFM and LIBFFM report while training).

@@ -61,6 +61,14 @@ struct Evaluation {
 std::vector<std::uint32_t> union_of_rows(comm::ProcessGroup& group, const std::vector<std::uint32_t>& rows,
                                          std::int64_t num_rows);
 
+// Whether classical Hogwild runs (per-sample updates, no batch gradient): the classical schema
+// with hogwild sync on the CPU of a single rank.
+bool runs_hogwild(const TrainOptions& o, int ranks);
+// Model-shaped arrays a step reads and writes per touched row (kernels::wide_row_traffic):
+// the parameters, the optimiser's state, and a batch gradient unless the step is Hogwild's (the
+// classical CPU schema on one rank).
+int model_shaped_arrays(const TrainOptions& o, int ranks);
+
 class WideTrainer {
  public:
   // `group` may be null (single process); with allreduce sync every rank applies the same
@@ -94,8 +102,7 @@ class WideTrainer {
  private:
   // More than one rank trains: gradients are summed over the group.
   bool distributed() const { return group_ && group_->size() > 1; }
-  // Classical Hogwild applies here: CPU, one rank.
-  bool hogwild() const;
+  bool hogwild() const;  // runs_hogwild for this trainer
   // The host copy is current (CUDA path: brought back) and the deferred rows `data` reads are written.
   void ready_to_read(const SparseDataset& data);
   StepResult hogwild_step(const kernels::WideBatch& batch);
