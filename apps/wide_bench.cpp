@@ -52,14 +52,6 @@ double triad_bandwidth(std::size_t floats, int threads) {
   return best;
 }
 
-// Model-shaped arrays a step reads and writes per touched row (kernels::wide_row_traffic):
-// the parameters, the optimiser's state, and a batch gradient unless the step is Hogwild's.
-int model_arrays(const TrainOptions& o) {
-  const int state = o.optimizer.kind == OptimizerKind::Sgd ? 0 : o.optimizer.kind == OptimizerKind::AdaGrad ? 1 : 2;
-  const bool hogwild = o.schema == TrainSchema::Classical && o.classical_sync == ClassicalSync::Hogwild;
-  return 1 + state + (hogwild ? 0 : 1);
-}
-
 struct Run {
   double seconds = 0, cpu_seconds = 0, loss = 0, kernel_seconds = 0;
   std::int64_t samples = 0, nonzeros = 0;
@@ -185,7 +177,7 @@ int main(int argc, char** argv) {
         if (classical_kernel == 0) classical_kernel = r.kernel_seconds;
         if (classical_cpu == 0) classical_cpu = r.cpu_seconds;
         o.schema = schema_from_name(cs.schema);
-        const double bytes_per_row = kernels::wide_row_traffic(shape, entries_per_row, model_arrays(o)).total();
+        const double bytes_per_row = kernels::wide_row_traffic(shape, entries_per_row, model_shaped_arrays(o, 1)).total();
         const double bound_rate = bandwidth / bytes_per_row;
         std::printf("%-4s %-10s %-10s %8.2f %12.0f %14.0f %8.2f %8.2f %9.2f %9.2f %9.2f %9.0f %12.0f %8.3f %8.4f\n",
                     name.c_str(), cs.schema, cs.ids, r.seconds, rate, double(r.nonzeros) / r.seconds,

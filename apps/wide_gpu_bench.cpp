@@ -117,7 +117,9 @@ Json time_on_gpu(const SparseDataset& d, const WideModel& m, const kernels::Wide
 // normal per coordinate, which takes a minute for FFM's 650M parameters on one core; the
 // benchmark needs varied, non-zero values only.
 WideModel bench_model(const kernels::WideShape& shape) {
-  WideModel m{shape, std::vector<float>(shape.num_params())};
+  WideModel m;
+  m.shape = shape;
+  m.params.resize(shape.num_params());
   std::uint64_t x = 0x9E3779B97F4A7C15ull;
   for (float& p : m.params) {
     x ^= x << 13;

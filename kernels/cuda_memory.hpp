@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "lib/core/cuda_check.hpp"
@@ -22,9 +24,9 @@ T* device_alloc(std::size_t n) {
   return p;
 }
 
-// A device copy of v (synchronous).
-template <typename T>
-T* upload(const std::vector<T>& v) {
+// A device copy of v, any contiguous range (synchronous).
+template <typename Range, typename T = std::remove_cvref_t<decltype(*std::declval<const Range&>().data())>>
+T* upload(const Range& v) {
   T* p = device_alloc<T>(v.size());
   if (!v.empty()) SKEW_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   return p;

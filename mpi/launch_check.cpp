@@ -25,14 +25,25 @@ int srun_step_tasks() {
   return tasks > 1 ? tasks : 0;
 }
 
+// Whether a PMI server is visible: srun --mpi=pmix sets PMIX_RANK, PMIX_NAMESPACE, ...;
+// --mpi=pmi2 sets PMI_FD, PMI_RANK, PMI_SIZE; MPICH's and Intel MPI's launchers set PMI_RANK or
+// PMI_FD.
+bool pmi_visible() {
+  for (const char* name : {"PMIX_RANK", "PMIX_NAMESPACE", "PMI_RANK", "PMI_FD", "PMI_SIZE", "PMI_ID"})
+    if (has_env(name)) return true;
+  return false;
+}
+
 }  // namespace
 
 int srun_tasks_without_pmi() {
-  // srun --mpi=pmix sets PMIX_RANK, PMIX_NAMESPACE, ...; --mpi=pmi2 sets PMI_FD, PMI_RANK,
-  // PMI_SIZE; MPICH's and Intel MPI's launchers set PMI_RANK or PMI_FD.
-  for (const char* name : {"PMIX_RANK", "PMIX_NAMESPACE", "PMI_RANK", "PMI_FD", "PMI_SIZE", "PMI_ID"})
-    if (has_env(name)) return 0;
-  return srun_step_tasks();
+  return pmi_visible() ? 0 : srun_step_tasks();
+}
+
+void prefer_quick_singleton_start() {
+  if (pmi_visible() || has_env("OMPI_COMM_WORLD_SIZE")) return;
+  ::setenv("OMPI_MCA_ess_singleton_isolated", "1", /*overwrite=*/0);
+  ::setenv("OMPI_MCA_pml", "ob1", /*overwrite=*/0);
 }
 
 int srun_tasks_as_singleton(int world_size) {

@@ -19,6 +19,15 @@ int srun_tasks_as_singleton(int world_size);
 // Whether this process is Slurm's task 0 of its step (or not under srun): the one that prints.
 bool first_srun_task();
 
+// Before MPI_Init, for a process no MPI launcher started (no mpirun/OMPI_COMM_WORLD_*, PMIX_* or
+// PMI_* variables: a 1-rank singleton, such as `wide_train` run from a shell): sets the Open MPI
+// settings that make that start cheap, unless the user set them. Open MPI 4.1's singleton
+// otherwise starts a daemon (kept for MPI_Comm_spawn, which skew never calls) and probes the
+// network through UCX, 0.3 s of every run here; with one rank neither is used.
+// `ess_singleton_isolated=1` skips the daemon, `pml=ob1` the UCX probe. Under a launcher nothing
+// is set: a cluster's transport is the launcher's and the user's choice.
+void prefer_quick_singleton_start();
+
 // The message naming the fix: `srun --mpi=pmix`.
 std::string srun_pmi_message(int tasks);
 

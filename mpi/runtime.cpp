@@ -94,6 +94,7 @@ int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runti
     std::fprintf(stderr, "srun task 0: error: %s\n", srun_pmi_message(no_pmi_tasks).c_str());
     std::fflush(stderr);
   }
+  prefer_quick_singleton_start();
   int provided = 0;
   if (MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
     std::fprintf(stderr, "error: MPI_Init_thread failed\n");

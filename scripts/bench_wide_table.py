@@ -37,7 +37,9 @@ def main(out):
     peer_tool = min((t for t in solvers if abs(median(solvers[t], "test_logloss") - reference) <= EQUAL_LOGLOSS),
                     key=lambda t: median(solvers[t], "wall_s"))
     peer = solvers[peer_tool]
-    header = ["model", "threads", "setting", "repeats", "rows_per_s", "setup_s", "epoch_s", "setup_per_epoch", "wall_s",
+    triad = {int(r["threads"]): float(r["triad_GBps"]) * 1e9 for r in csv.DictReader(open(f"{out}/bandwidth.csv"))}
+    header = ["model", "threads", "setting", "repeats", "rows_per_s", "bytes_per_row", "bound_rows_per_s", "of_bound",
+              "setup_s", "epoch_s", "setup_per_epoch", "wall_s",
               "test_auc", "test_logloss", "peer", "peer_rows_per_s", "peer_wall_s", "peer_test_auc", "peer_test_logloss",
               "wall_ratio_peer_over_ours", "issue_peer_rows_per_s", "issue_peer_wall_s", "issue_peer_test_auc",
               "issue_peer_test_logloss"]
@@ -47,6 +49,9 @@ def main(out):
         for key in ("rows_per_s", "setup_s", "epoch_s", "wall_s", "test_auc", "test_logloss"):
             row[key] = median(rs, key)
         row["setup_per_epoch"] = row["setup_s"] / row["epoch_s"]
+        row["bytes_per_row"] = median(rs, "bytes_per_row")
+        row["bound_rows_per_s"] = triad[threads] / row["bytes_per_row"]
+        row["of_bound"] = row["rows_per_s"] / row["bound_rows_per_s"]
         if model == "lr":
             row["peer"] = f"{peer_tool} (measured, 1 thread: single-threaded build)"
             row["peer_rows_per_s"] = median(peer, "rows_per_s")  # training rows / training time
@@ -70,9 +75,9 @@ def main(out):
     def fmt(v, digits=3):
         return "" if v is None else f"{v:.{digits}g}"
 
-    print("| model | threads | setting | ours rows/s (per epoch) | set-up s (x epoch) | whole run s: ours / peer | "
-          "test AUC: ours / peer | test logloss: ours / peer | peer |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| model | threads | setting | ours rows/s (per epoch) | memory bound rows/s (bytes/row; achieved) | "
+          "set-up s (x epoch) | whole run s: ours / peer | test AUC: ours / peer | test logloss: ours / peer | peer |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in table:
         if r["model"] == "lr":
             peer_cols = (f"{fmt(r['wall_s'])} / {fmt(r['peer_wall_s'])}", f"{r['test_auc']:.4f} / {r['peer_test_auc']:.4f}",
@@ -85,6 +90,7 @@ def main(out):
             peer_cols = (f"{fmt(r['wall_s'])} / n/a", f"{r['test_auc']:.4f} / n/a", f"{r['test_logloss']:.4f} / n/a",
                          f"not installable here; {quoted}")
         print(f"| {r['model'].upper()} | {r['threads']} | {r['setting']} | {r['rows_per_s'] / 1e3:.0f}k | "
+              f"{r['bound_rows_per_s'] / 1e3:.0f}k ({r['bytes_per_row']:.0f} B; {r['of_bound']:.2f}) | "
               f"{fmt(r['setup_s'])} ({r['setup_per_epoch']:.2f}) | " + " | ".join(peer_cols) + " |")
 
 

@@ -14,6 +14,9 @@
 # Settings: the issue's (lr 0.05, L2 1e-5) or wide_train's defaults (train.lr = 0: the model's
 # default), per model, whichever ends with the lower logloss on a development split fixed in
 # $OUT/dev.txt before any run (another seed); LIBLINEAR's C is chosen on the same split.
+# Beside each rows/s, the memory bound: the bytes a training row moves with every touched model
+# row from memory (wide_train's summary bytes_per_row) against STREAM's triad bandwidth measured
+# at the same thread count ($OUT/bandwidth.csv); above 1 where hot rows stay in the caches.
 # Per-epoch test AUC/logloss of FM and FFM under the defaults: $OUT/per_epoch.csv.
 # Usage: scripts/bench_wide_table.sh [BUILD_DIR] (default build); ROWS, TEST_ROWS, FEATURES,
 # EPOCHS, REPEATS, THREADS ("1 2 ..."), DATA_DIR, OUT override. Needs liblinear-train
@@ -87,7 +90,7 @@ with open(log + ".epochs", "w") as f:
     for e in epochs: f.write(",".join(e) + "\n")
 last = epochs[-1]
 epoch_s = sum(float(e[4]) for e in epochs) / len(epochs)
-print(f"{s['train_samples_per_s']:.0f},{s['setup_seconds']:.3f},{epoch_s:.3f},{end - start:.3f},{last[3]},{last[2]},{s['data_seconds']:.3f}")
+print(f"{s['train_samples_per_s']:.0f},{s['setup_seconds']:.3f},{epoch_s:.3f},{end - start:.3f},{last[3]},{last[2]},{s['data_seconds']:.3f},{s['bytes_per_row']:.0f}")
 PY
 }
 
@@ -151,10 +154,20 @@ for model in lr ffm; do
   [[ $model == ffm ]] && fmt=libffm
   rm -f "$data/main_train.$fmt.skewbin" "$data/main_test.$fmt.skewbin"
   fields=$(run_epochs=1 ours main "$model" 1 "${setting[$model]}" "$tmp/warm.log")
-  IFS=, read -r _ _ _ _ _ _ parse_s <<<"$fields"
+  IFS=, read -r _ _ _ _ _ _ parse_s _ <<<"$fields"
   echo "$model($fmt),$parse_s" >>"$out/text_parse.csv"
 done
-echo "rep,tool,model,threads,setting,rows_per_s,setup_s,epoch_s,wall_s,test_auc,test_logloss,load_s" >"$out/runs.csv"
+# The memory bound beside each rows/s: STREAM's triad bandwidth at each thread count (wide_bench
+# measures it before its own tiny run), against the bytes a training row moves (the summary's
+# bytes_per_row: every touched row from memory).
+echo "threads,triad_GBps" >"$out/bandwidth.csv"
+for threads in $threads_list; do
+  triad=$("$build/apps/wide_bench" --bench.data="synthetic:criteo?rows=2000&features=5000&alpha=1.1&seed=1" \
+    --bench.models=lr --bench.repeats=1 --bench.threads="$threads" 2>/dev/null | tail -1 |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["triad_GBps"])')
+  echo "$threads,$triad" >>"$out/bandwidth.csv"
+done
+echo "rep,tool,model,threads,setting,rows_per_s,setup_s,epoch_s,wall_s,test_auc,test_logloss,load_s,bytes_per_row" >"$out/runs.csv"
 echo "model,threads,rep,setting,epoch,train_logloss,test_logloss,test_auc,epoch_s" >"$out/per_epoch.csv"
 echo "rep,load_1min" >"$out/load.csv"
 for rep in $(seq 1 "$repeats"); do
@@ -169,7 +182,7 @@ for rep in $(seq 1 "$repeats"); do
   for solver in 0 7; do
     fields=$(liblinear main "$solver" "$ll_c")
     IFS=, read -r rps train_s wall auc loss <<<"$fields"
-    echo "$rep,liblinear_s$solver,lr,1,C=$ll_c,$rps,,$train_s,$wall,$auc,$loss," | tee -a "$out/runs.csv"
+    echo "$rep,liblinear_s$solver,lr,1,C=$ll_c,$rps,,$train_s,$wall,$auc,$loss,," | tee -a "$out/runs.csv"
   done
 done
 # FM and FFM per epoch under the defaults, when the development split chose the issue's setting.

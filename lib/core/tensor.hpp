@@ -46,8 +46,8 @@ class Tensor {
   Tensor() = default;
   static Tensor empty(std::vector<std::int64_t> shape, DType dtype, Device device = Device::Host);
   static Tensor zeros(std::vector<std::int64_t> shape, DType dtype, Device device = Device::Host);
-  template <typename T>
-  static Tensor from_vector(const std::vector<T>& values, std::vector<std::int64_t> shape) {
+  template <typename T, typename Alloc>
+  static Tensor from_vector(const std::vector<T, Alloc>& values, std::vector<std::int64_t> shape) {
     Tensor t = empty(std::move(shape), dtype_of<T>());
     t.check_numel(values.size());
     std::copy(values.begin(), values.end(), t.data<T>());

@@ -75,7 +75,7 @@ class WideTask : public Task {
       bounds_.push_back({static_cast<std::int64_t>(w) * opt.rows / num_workers,
                          static_cast<std::int64_t>(w + 1) * opt.rows / num_workers});
   }
-  std::vector<float> init() const override { return wide::WideModel::create(shape_, opt_.seed).params; }
+  std::vector<float> init() const override { return wide::copy_to_vector(wide::WideModel::create(shape_, opt_.seed).params); }
   double loss_and_grad(const std::vector<float>& params, int worker, std::int64_t step, std::vector<float>& grad) override {
     const auto [begin, end] = bounds_.at(static_cast<std::size_t>(worker));
     Rng rng(opt_.seed, 0x3de0000000ull + static_cast<std::uint64_t>(worker), static_cast<std::uint64_t>(step) * 2 * opt_.batch);

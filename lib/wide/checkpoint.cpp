@@ -82,8 +82,7 @@ bool WideCheckpoint::restore(WideTrainer& trainer, WideRunState& state) {
                                           << "; this run has " << key << " = " << value
                                           << ": resume with the same setting or start a new output.checkpoint_dir");
   }
-  std::vector<float>& params = trainer.parameters();
-  params = floats_of(file, kParams, params.size(), where);
+  trainer.set_parameters(floats_of(file, kParams, trainer.parameter_count(), where));
   Optimizer& optimizer = trainer.optimizer();
   optimizer.set_state(optimizer.n_state().empty() ? std::vector<float>{}
                                                   : floats_of(file, kOptimizerN, optimizer.n_state().size(), where),
@@ -109,7 +108,7 @@ void WideCheckpoint::save(WideTrainer& trainer, const WideRunState& state) {
   if (!dir_) return;
   WideRunState copy = state;  // the field tables take pointers
   std::vector<std::pair<std::string, Tensor>> tensors;
-  const std::vector<float>& params = trainer.parameters();
+  const WideParams& params = trainer.parameters();
   tensors.emplace_back(kParams, Tensor::from_vector(params, {std::int64_t(params.size())}));
   const Optimizer& optimizer = trainer.optimizer();
   // AdaGrad's n is written with eps where no step has touched it yet (it holds 0 for that).

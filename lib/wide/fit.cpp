@@ -152,7 +152,8 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
                                          << " ranks): nothing to train on");
   WideCheckpoint checkpoint(c, *world, run_identity(c, shape, steps[0]));  // refuses train.device = cuda
   Timer part;
-  WideModel initial = WideModel::create(shape, c.get_int_as<std::uint64_t>("model.seed"), float(c.get_float("model.init_std")), threads);
+  WideModel initial = WideModel::create(shape, c.get_int_as<std::uint64_t>("model.seed"), float(c.get_float("model.init_std")),
+                                        threads, data.rows_read.empty() ? nullptr : &data.rows_read);
   setup.model = part.seconds();
   part.reset();
   WideTrainer trainer(std::move(initial), train_options(c, threads), world);
@@ -179,12 +180,15 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   if (model_path.empty() && !dir.empty()) model_path = dir + "/model.safetensors";
   double valid_seconds = 0, save_seconds = 0;  // this run's, beside its train_seconds
   std::int64_t model_writes = 0;
-  std::vector<float> best_params;  // the best epoch's, held while another epoch trains
+  WideParams best_params;  // the best epoch's, held while another epoch trains
   bool best_unwritten = false, best_is_latest = false;
-  const auto write_model = [&](const std::vector<float>& params) {
+  const auto write_model = [&](const WideParams& params) {
     Timer save_timer;
-    WideModel saved{shape, data.renumber ? data.order.to_original(shape, params) : params, data.normalize,
-                    c.get_int_as<int>("data.hash_bits")};
+    WideModel saved;
+    saved.shape = shape;
+    saved.params = data.renumber ? data.order.to_original(shape, params) : params;
+    saved.normalized = data.normalize;
+    saved.hash_bits = c.get_int_as<int>("data.hash_bits");
     saved.save(model_path, {{"schema", c.get_string("train.schema")}, {"epoch", std::to_string(st.best_epoch)}});
     save_seconds += save_timer.seconds();
     ++model_writes;
@@ -295,6 +299,13 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
                {"setup_startup_seconds", setup.startup}, {"setup_data_seconds", setup.data},
                {"setup_model_seconds", setup.model}, {"setup_trainer_seconds", setup.trainer},
                {"valid_seconds", valid_seconds}, {"save_seconds", save_seconds}, {"model_writes", model_writes}};
+  // The memory traffic of a training row if no touched row stays in the caches: with a measured
+  // memory bandwidth, the rows/s bound beside train_samples_per_s (scripts/bench_wide_table.sh).
+  if (st.total_samples > 0)
+    summary["bytes_per_row"] =
+        kernels::wide_row_traffic(shape, double(st.total_nonzeros) / double(st.total_samples),
+                                  model_shaped_arrays(trainer.options(), ranks))
+            .total();
   if (data.stream) {  // the ring's bound and what it held at most (lib/wide/stream.hpp)
     summary["stream_ring_budget_bytes"] = data.stream->ring_budget();
     summary["stream_peak_ring_bytes"] = data.stream->peak_ring_bytes();

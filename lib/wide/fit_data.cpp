@@ -64,6 +64,21 @@ StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, cons
 
 }  // namespace
 
+std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& world, const std::vector<std::int64_t>& counts) {
+  if (d.shape.latent_len() == 0 || (d.stream && counts.empty())) return {};
+  std::vector<std::uint8_t> read(std::size_t(d.shape.num_features), 0);
+  if (d.stream) {
+    for (std::size_t f = 0; f < counts.size(); ++f)
+      if (counts[f] > 0) read[d.order.new_of_old[f]] = 1;
+  } else {
+    for (const std::uint32_t f : d.train.index) read[f] = 1;
+    world.allreduce(comm::view(read), comm::ReduceOp::Max);
+  }
+  if (d.has_valid)
+    for (const std::uint32_t f : d.valid.index) read[f] = 1;
+  return read;
+}
+
 Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   Data d;
   const ReadOptions ro = d.read = read_options(c, world, threads);
@@ -106,21 +121,23 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   }
 
   d.renumber = c.get_bool("train.renumber");
+  std::vector<std::int64_t> counts;  // over all ranks, when renumbering
   if (d.renumber) {
-    std::vector<std::int64_t> counts = d.stream ? std::move(scan.counts) : feature_counts(d.train, shape.num_features);
+    counts = d.stream ? std::move(scan.counts) : feature_counts(d.train, shape.num_features);
     counts.resize(std::size_t(shape.num_features), 0);  // model.features may exceed the data's
     world.allreduce(comm::view(counts), comm::ReduceOp::Sum);
     d.order = FeatureOrder::by_frequency(counts);
     d.order.apply(d.train);
     if (d.has_valid) d.order.apply(d.valid);
   }
+  d.rows_read = model_rows_read(d, world, counts);
   return d;
 }
 
 std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, WideTrainer& trainer, std::int64_t batch) {
   const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
   const std::int64_t model_bytes =
-      std::int64_t(sizeof(float)) * std::int64_t(2 * trainer.parameters().size() + trainer.optimizer().n_state().size() +
+      std::int64_t(sizeof(float)) * std::int64_t(2 * trainer.parameter_count() + trainer.optimizer().n_state().size() +
                                                  trainer.optimizer().z_state().size());
   const std::int64_t ring = budget - model_bytes;
   SKEW_CHECK(ring >= kStreamSlots * std::int64_t(64 << 10),

@@ -26,6 +26,9 @@ struct Data {
   bool renumber = false;
   FeatureOrder order;
   bool normalize = false;  // train.normalize resolved for the model type
+  // Per model row, 1 where this run's data reads it (WideModel::create defers the other latent
+  // rows): every rank's training rows and this rank's validation rows. Empty: every row.
+  std::vector<std::uint8_t> rows_read;
 };
 
 // train.normalize for this model type: auto is on for the factorisation machines, whose pairwise
@@ -36,6 +39,13 @@ bool normalize_for(const Config& c, kernels::WideKind kind);
 // parsing with `threads`; normalises and renumbers them as configured. Collective (renumbering
 // counts features over all ranks).
 Data load_data(const Config& c, comm::ProcessGroup& world, int threads);
+
+// Data::rows_read for `d` (shape, train, valid, stream and order set). Collective when the
+// training data is loaded whole: a step updates the union of the ranks' rows on every rank, so
+// each rank's model needs every rank's training rows. `counts`: the training data's occurrences
+// per original feature id over all ranks when renumbering (a streamed file's rows are known only
+// from them: without, every row counts as read and the result is empty).
+std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& world, const std::vector<std::int64_t>& counts);
 
 // The training ring for a streamed data.train: its slots share what data.max_memory_mb leaves
 // after the trainer's parameters, their gradient and the optimizer's state; each chunk is

@@ -206,7 +206,7 @@ struct WideGpuTrainer::State {
 };
 
 WideGpuTrainer::WideGpuTrainer(const kernels::WideShape& shape, bool flow, const kernels::WideFlowOptions& flow_options,
-                               const kernels::WideUpdateRule& rule, bool overlap, const std::vector<float>& params,
+                               const kernels::WideUpdateRule& rule, bool overlap, std::span<const float> params,
                                const std::vector<float>& n_state, const std::vector<float>& z_state)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
@@ -315,14 +315,14 @@ void WideGpuTrainer::gradient(const SparseDataset& data, std::int64_t begin, std
 
 // Both on the compute stream (non-blocking: it does not order itself after the legacy default
 // stream), finished before returning.
-void WideGpuTrainer::upload(const std::vector<float>& params) {
+void WideGpuTrainer::upload(std::span<const float> params) {
   State& s = *state_;
   SKEW_CUDA_CHECK(
       cudaMemcpyAsync(s.params, params.data(), params.size() * sizeof(float), cudaMemcpyHostToDevice, s.compute));
   SKEW_CUDA_CHECK(cudaStreamSynchronize(s.compute));
 }
 
-void WideGpuTrainer::download(std::vector<float>& params) {
+void WideGpuTrainer::download(std::span<float> params) {
   State& s = *state_;
   SKEW_CUDA_CHECK(
       cudaMemcpyAsync(params.data(), s.params, params.size() * sizeof(float), cudaMemcpyDeviceToHost, s.compute));
@@ -338,7 +338,7 @@ namespace skew::wide {
 struct WideGpuTrainer::State {};
 
 WideGpuTrainer::WideGpuTrainer(const kernels::WideShape&, bool, const kernels::WideFlowOptions&,
-                               const kernels::WideUpdateRule&, bool, const std::vector<float>&,
+                               const kernels::WideUpdateRule&, bool, std::span<const float>,
                                const std::vector<float>&, const std::vector<float>&) {
   SKEW_THROW("train.device = cuda: this build has no CUDA (configure with -DSKEW_CUDA=ON)");
 }
@@ -351,10 +351,10 @@ void WideGpuTrainer::gradient(const SparseDataset&, std::int64_t, std::int64_t, 
                               std::vector<float>&) {
   SKEW_THROW("train.device = cuda: this build has no CUDA");
 }
-void WideGpuTrainer::upload(const std::vector<float>&) {
+void WideGpuTrainer::upload(std::span<const float>) {
   SKEW_THROW("train.device = cuda: this build has no CUDA");
 }
-void WideGpuTrainer::download(std::vector<float>&) {
+void WideGpuTrainer::download(std::span<float>) {
   SKEW_THROW("train.device = cuda: this build has no CUDA");
 }
 

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
+#include <span>
 #include <vector>
 
 #include "kernels/wide_flow.hpp"
@@ -24,7 +26,7 @@ class WideGpuTrainer {
  public:
   // `n_state`/`z_state`: the optimiser's starting per-coordinate state (empty when it has none).
   WideGpuTrainer(const kernels::WideShape& shape, bool flow, const kernels::WideFlowOptions& flow_options,
-                 const kernels::WideUpdateRule& rule, bool overlap, const std::vector<float>& params,
+                 const kernels::WideUpdateRule& rule, bool overlap, std::span<const float> params,
                  const std::vector<float>& n_state, const std::vector<float>& z_state);
   ~WideGpuTrainer();
   WideGpuTrainer(const WideGpuTrainer&) = delete;
@@ -46,8 +48,8 @@ class WideGpuTrainer {
   // The batch gradient alone (for tests): grad has every parameter; nothing is updated.
   void gradient(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::vector<float>& grad,
                 std::vector<float>& logits);
-  void upload(const std::vector<float>& params);
-  void download(std::vector<float>& params);
+  void upload(std::span<const float> params);
+  void download(std::span<float> params);
 
  private:
   struct State;

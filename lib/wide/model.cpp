@@ -15,46 +15,96 @@
 
 namespace skew::wide {
 
-WideModel WideModel::create(const kernels::WideShape& shape, std::uint64_t seed, float init_std, int threads) {
-  SKEW_CHECK(shape.num_features > 0, "a wide model needs at least one feature");
-  SKEW_CHECK(shape.kind == kernels::WideKind::LR || shape.k > 0, "model.k must be positive for FM/FFM");
-  WideModel m;
-  m.shape = shape;
-  // A Criteo-sized FFM is a few GB of latent factors: one pass over them, split over the
-  // training threads in blocks of features. Each value is a pure function of (seed, feature,
-  // j), so the model does not depend on the thread count or the split. (The vector's own zero
-  // fill is a first pass by this thread: WideModel::params is a std::vector<float> shared with
-  // other trainers.)
-  m.params.resize(shape.num_params());
+namespace {
+
+constexpr std::int64_t kFeaturesPerTask = 4096;
+
+// Feature f's latent factors, v[0, latent): value j takes draws 4q..4q+3 (q = j / 4) of the
+// feature's Philox stream, numbered as Rng(seed, feature) numbers them, makes two Box-Muller
+// pairs, and is the cosine (even j) or sine (odd j) half of pair (j % 4) / 2: one Philox call
+// per four values.
+void write_latent_row(float* v, int latent, std::int64_t f, std::uint64_t seed, float init_std) {
+  for (int q = 0; q * 4 < latent; ++q) {
+    const Philox4 words = philox4x32_10(std::uint64_t(f), std::uint64_t(q), seed);
+    for (int pair = 0; pair < 2; ++pair) {
+      const float u1 = 1.0f - u32_to_unit_float(words.v[2 * pair]), u2 = u32_to_unit_float(words.v[2 * pair + 1]);
+      const float radius = init_std * std::sqrt(-2.0f * std::log(u1));
+      float s, c;
+      ::sincosf(6.283185307179586f * u2, &s, &c);
+      const int j = 4 * q + 2 * pair;
+      if (j < latent) v[j] = radius * c;
+      if (j + 1 < latent) v[j + 1] = radius * s;
+    }
+  }
+}
+
+// Writes the latent rows f with write(f) true, over `threads` threads in blocks of features.
+template <typename Select>
+void write_latent_rows(WideModel& m, std::uint64_t seed, float init_std, int threads, const Select& write) {
+  const kernels::WideShape& shape = m.shape;
   const int row_len = shape.row_len(), latent = shape.latent_len();
-  constexpr std::int64_t kFeaturesPerTask = 4096;
-  kernels::WidePool pool(threads);
   float* const params = m.params.data();
-  params[0] = 0.0f;
+  kernels::WidePool pool(threads);
   pool.run((shape.num_features + kFeaturesPerTask - 1) / kFeaturesPerTask, [&](std::int64_t task, int) {
     const std::int64_t end = std::min(shape.num_features, (task + 1) * kFeaturesPerTask);
-    for (std::int64_t f = task * kFeaturesPerTask; f < end; ++f) {
-      float* row = params + 1 + f * row_len;
-      row[0] = 0.0f;  // linear weight
-      float* v = row + 1;
-      // Value j: draws 4q..4q+3 (q = j / 4) of the feature's Philox stream, numbered as
-      // Rng(seed, feature) numbers them, make two Box-Muller pairs, and j is the cosine (even
-      // j) or sine (odd j) half of pair (j % 4) / 2: one Philox call per four values.
-      for (int q = 0; q * 4 < latent; ++q) {
-        const Philox4 words = philox4x32_10(std::uint64_t(f), std::uint64_t(q), seed);
-        for (int pair = 0; pair < 2; ++pair) {
-          const float u1 = 1.0f - u32_to_unit_float(words.v[2 * pair]), u2 = u32_to_unit_float(words.v[2 * pair + 1]);
-          const float radius = init_std * std::sqrt(-2.0f * std::log(u1));
-          float s, c;
-          ::sincosf(6.283185307179586f * u2, &s, &c);
-          const int j = 4 * q + 2 * pair;
-          if (j < latent) v[j] = radius * c;
-          if (j + 1 < latent) v[j + 1] = radius * s;
-        }
-      }
-    }
+    for (std::int64_t f = task * kFeaturesPerTask; f < end; ++f)
+      if (write(f)) write_latent_row(params + 2 + f * row_len, latent, f, seed, init_std);
   });
+}
+
+}  // namespace
+
+WideModel WideModel::create(const kernels::WideShape& shape, std::uint64_t seed, float init_std, int threads,
+                            const std::vector<std::uint8_t>* rows_read) {
+  SKEW_CHECK(shape.num_features > 0, "a wide model needs at least one feature");
+  SKEW_CHECK(shape.kind == kernels::WideKind::LR || shape.k > 0, "model.k must be positive for FM/FFM");
+  SKEW_CHECK(!rows_read || std::int64_t(rows_read->size()) == shape.num_features,
+             "create: " << rows_read->size() << " row flags for " << shape.num_features << " feature rows");
+  WideModel m;
+  m.shape = shape;
+  // Zero pages: the bias and linear weights are already zero, and a page is faulted only when a
+  // latent row on it is written (a Criteo-sized FFM is a few GB of latent factors).
+  m.params.resize(shape.num_params());
+  if (shape.latent_len() == 0) return m;
+  if (!rows_read) {
+    write_latent_rows(m, seed, init_std, threads, [](std::int64_t) { return true; });
+    return m;
+  }
+  const std::vector<std::uint8_t>& read = *rows_read;
+  write_latent_rows(m, seed, init_std, threads, [&](std::int64_t f) { return read[std::size_t(f)] != 0; });
+  m.deferred.seed = seed;
+  m.deferred.init_std = init_std;
+  m.deferred.pending.resize(read.size());
+  for (std::size_t f = 0; f < read.size(); ++f) m.deferred.pending[f] = read[f] == 0;
+  m.deferred.count = std::int64_t(std::count(m.deferred.pending.begin(), m.deferred.pending.end(), std::uint8_t(1)));
+  if (m.deferred.count == 0) m.deferred.pending.clear();
   return m;
+}
+
+void WideModel::write_rows_of(const SparseDataset& data, int threads) {
+  if (deferred.count == 0) return;
+  std::vector<std::uint8_t> write(deferred.pending.size(), 0);
+  std::int64_t rows = 0;
+  for (const std::uint32_t f : data.index) {
+    SKEW_CHECK(f < write.size(), "feature " << f << " beyond the model's " << write.size() << " rows");
+    if (deferred.pending[f] && !write[f]) {
+      write[f] = 1;
+      ++rows;
+    }
+  }
+  if (rows == 0) return;
+  write_latent_rows(*this, deferred.seed, deferred.init_std, threads, [&](std::int64_t f) { return write[std::size_t(f)] != 0; });
+  for (std::size_t f = 0; f < write.size(); ++f)
+    if (write[f]) deferred.pending[f] = 0;
+  deferred.count -= rows;
+  if (deferred.count == 0) deferred = DeferredRows{};
+}
+
+void WideModel::materialise(int threads) {
+  if (deferred.count == 0) return;
+  const std::vector<std::uint8_t>& pending = deferred.pending;
+  write_latent_rows(*this, deferred.seed, deferred.init_std, threads, [&](std::int64_t f) { return pending[std::size_t(f)] != 0; });
+  deferred = DeferredRows{};
 }
 
 void WideModel::save(const std::string& path, const std::map<std::string, std::string>& metadata) const {
@@ -120,9 +170,16 @@ void add_feature_counts(const SparseDataset& data, std::vector<std::int64_t>& co
 }
 
 FeatureOrder FeatureOrder::by_frequency(const std::vector<std::int64_t>& counts) {
-  std::vector<std::uint32_t> order(counts.size());
-  std::iota(order.begin(), order.end(), 0u);
+  // Only the features that occur need sorting: the rest tie at zero and follow in id order, as a
+  // stable sort of all would leave them (a Criteo-sized id space is mostly ids absent from the
+  // training rows: sorting 1.9M ids took longer than a logistic regression's epoch).
+  std::vector<std::uint32_t> order;
+  order.reserve(counts.size());
+  for (std::size_t f = 0; f < counts.size(); ++f)
+    if (counts[f] > 0) order.push_back(std::uint32_t(f));
   std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return counts[a] > counts[b]; });
+  for (std::size_t f = 0; f < counts.size(); ++f)
+    if (counts[f] <= 0) order.push_back(std::uint32_t(f));
   FeatureOrder fo;
   fo.new_of_old.resize(counts.size());
   for (std::size_t rank = 0; rank < order.size(); ++rank) fo.new_of_old[order[rank]] = std::uint32_t(rank);
@@ -136,8 +193,8 @@ void FeatureOrder::apply(SparseDataset& data) const {
   }
 }
 
-std::vector<float> FeatureOrder::to_original(const kernels::WideShape& shape, const std::vector<float>& params) const {
-  std::vector<float> out(params.size());
+WideParams FeatureOrder::to_original(const kernels::WideShape& shape, const WideParams& params) const {
+  WideParams out(params.size());
   const std::size_t row_len = std::size_t(shape.row_len());
   out[0] = params[0];
   for (std::size_t old = 0; old < new_of_old.size(); ++old)

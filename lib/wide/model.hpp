@@ -7,13 +7,29 @@
 #include <vector>
 
 #include "kernels/wide_model.hpp"
+#include "lib/core/zero_pages.hpp"
 #include "lib/wide/dataset.hpp"
 
 namespace skew::wide {
 
+// A model's flat parameter vector: fresh pages read as zero, so a model's pages are faulted only
+// where a value is written (a Criteo-sized FFM is over a gigabyte, mostly rows no data touches).
+using WideParams = ZeroPageVector<float>;
+// A copy in an ordinary vector (for code that keeps parameters as std::vector<float>).
+inline std::vector<float> copy_to_vector(const WideParams& params) { return {params.begin(), params.end()}; }
+
+// The latent rows a model's creation left for later (WideModel::create with `rows_read`): zero
+// until written with the values create() gives them. Empty `pending`: none.
+struct DeferredRows {
+  std::uint64_t seed = 0;
+  float init_std = 0;
+  std::vector<std::uint8_t> pending;  // per feature row: 1 = not yet written
+  std::int64_t count = 0;             // rows still pending
+};
+
 struct WideModel {
   kernels::WideShape shape;
-  std::vector<float> params;  // the flat parameter vector
+  WideParams params;  // the flat parameter vector
   // Trained on instances scaled to unit L2 norm (normalize_instances): whatever it scores must
   // be scaled the same way. Saved as metadata "normalize" (on/off; absent = off).
   bool normalized = false;
@@ -21,10 +37,20 @@ struct WideModel {
   // same way. Saved as metadata "hash_bits" (absent = 0).
   int hash_bits = 0;
 
+  DeferredRows deferred;
+
   // Bias and linear weights zero, latent factors N(0, init_std^2) from (seed, feature), filled
-  // by `threads` threads; the values do not depend on the thread count.
+  // by `threads` threads; the values do not depend on the thread count. With `rows_read` (one
+  // flag per feature row: the rows the run's data touches), only those latent rows are written
+  // now and the rest are deferred: each value is a pure function of (seed, feature, index), so
+  // writing a row later gives what writing it now would have (write_rows_of, materialise).
   static WideModel create(const kernels::WideShape& shape, std::uint64_t seed, float init_std = 0.01f,
-                          int threads = 1);
+                          int threads = 1, const std::vector<std::uint8_t>* rows_read = nullptr);
+  // Writes the deferred rows among those `data` reads, with `threads` threads: after it,
+  // scoring or training on `data` reads the values an eagerly created model holds.
+  void write_rows_of(const SparseDataset& data, int threads);
+  // Writes every deferred row: before the whole vector is read (saved, copied, uploaded).
+  void materialise(int threads);
   // safetensors: tensor "params" (F32, flat) plus metadata kind/features/fields/k/normalize/hash_bits.
   void save(const std::string& path, const std::map<std::string, std::string>& metadata = {}) const;
   static WideModel load(const std::string& path);
@@ -36,7 +62,7 @@ struct FeatureOrder {
   static FeatureOrder by_frequency(const std::vector<std::int64_t>& counts);
   void apply(SparseDataset& data) const;  // rewrites data.index in place
   // Parameters of a model trained on renumbered ids, laid out for the original ids.
-  std::vector<float> to_original(const kernels::WideShape& shape, const std::vector<float>& params) const;
+  WideParams to_original(const kernels::WideShape& shape, const WideParams& params) const;
 };
 std::vector<std::int64_t> feature_counts(const SparseDataset& data, std::int64_t num_features);
 // Adds data's feature occurrences to `counts`, growing it to the largest index + 1 when short

@@ -15,7 +15,7 @@ OptimizerKind optimizer_from_name(const std::string& name) {
   SKEW_THROW("unknown optimizer '" << name << "' (expected sgd, adagrad or ftrl)");
 }
 
-Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& shape, const std::vector<float>& params)
+Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& shape, std::span<const float> params)
     : options_(options), shape_(shape) {
   SKEW_CHECK(options.lr > 0, "train.lr must be positive, got " << options.lr);
   if (options.kind == OptimizerKind::AdaGrad) {

@@ -23,7 +23,7 @@ using OptimizerOptions = kernels::WideUpdateRule;
 class Optimizer {
  public:
   // `params` is the starting point (FTRL derives its z state from it).
-  Optimizer(const OptimizerOptions& options, const kernels::WideShape& shape, const std::vector<float>& params);
+  Optimizer(const OptimizerOptions& options, const kernels::WideShape& shape, std::span<const float> params);
   // params -= update(grad * scale) on the bias and the rows of `features`; zeroes those grads.
   void step(float* params, float* grad, const std::vector<std::uint32_t>& features, float scale,
             kernels::WidePool& pool);

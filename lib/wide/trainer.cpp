@@ -27,8 +27,22 @@ TrainDevice device_from_name(const std::string& name) {
   SKEW_THROW("unknown train.device '" << name << "' (expected cpu or cuda)");
 }
 
+bool runs_hogwild(const TrainOptions& o, int ranks) {
+  return o.schema == TrainSchema::Classical && o.classical_sync == ClassicalSync::Hogwild && o.device == TrainDevice::Cpu &&
+         ranks == 1;
+}
+
+int model_shaped_arrays(const TrainOptions& o, int ranks) {
+  const int state = o.optimizer.kind == OptimizerKind::Sgd ? 0 : o.optimizer.kind == OptimizerKind::AdaGrad ? 1 : 2;
+  return 1 + state + (runs_hogwild(o, ranks) ? 0 : 1);
+}
+
 WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shared_ptr<comm::ProcessGroup> group)
     : model_(std::move(model)), options_(options), group_(std::move(group)) {
+  // The GPU takes the whole vector up, and FTRL derives its z state from every parameter:
+  // neither can leave rows for later.
+  if (options.device == TrainDevice::Cuda || options.optimizer.kind == OptimizerKind::Ftrl)
+    model_.materialise(options.threads);
   pool_ = std::make_unique<kernels::WidePool>(options.threads);
   optimizer_ = std::make_unique<Optimizer>(options.optimizer, model_.shape, model_.params);
   if (options.device == TrainDevice::Cuda) {
@@ -136,18 +150,33 @@ void WideTrainer::densify_sparse_gradient() {
   std::sort(touched_.begin(), touched_.end());
 }
 
-WideModel& WideTrainer::model() {
+void WideTrainer::download_if_stale() {
   if (gpu_ && !host_params_newer_) {
     gpu_->download(model_.params);
     host_params_newer_ = true;
   }
+}
+
+WideModel& WideTrainer::model() {
+  download_if_stale();
+  model_.materialise(pool_->threads());
   return model_;
 }
 
-bool WideTrainer::hogwild() const {
-  return options_.schema == TrainSchema::Classical && options_.classical_sync == ClassicalSync::Hogwild && !gpu_ &&
-         !distributed();
+void WideTrainer::set_parameters(std::span<const float> values) {
+  SKEW_CHECK(values.size() == model_.params.size(),
+             "set_parameters: " << values.size() << " values for " << model_.params.size() << " parameters");
+  download_if_stale();  // CUDA path: the next step uploads these
+  model_.deferred = DeferredRows{};
+  std::copy(values.begin(), values.end(), model_.params.begin());
 }
+
+void WideTrainer::ready_to_read(const SparseDataset& data) {
+  download_if_stale();
+  model_.write_rows_of(data, pool_->threads());
+}
+
+bool WideTrainer::hogwild() const { return runs_hogwild(options_, distributed() ? group_->size() : 1); }
 
 // The loss is progressive: each sample's logit before its own update, after the updates of the
 // samples before it (the loss libFM and LIBFFM report while training).
@@ -238,6 +267,7 @@ void WideTrainer::gradient(const SparseDataset& data, std::int64_t begin, std::i
     host_params_newer_ = false;
     return gpu_->gradient(data, begin, end, grad, logits);
   }
+  ready_to_read(data);
   const kernels::WideBatch b = data.batch(begin, end);
   grad.assign(model_.params.size(), 0.0f);
   logits.assign(std::size_t(b.rows), 0.0f);
@@ -245,7 +275,7 @@ void WideTrainer::gradient(const SparseDataset& data, std::int64_t begin, std::i
 }
 
 std::vector<float> WideTrainer::predict(const SparseDataset& data) {
-  model();  // CUDA path: bring the parameters back
+  ready_to_read(data);
   std::vector<float> out(std::size_t(data.rows()));
   kernels::wide_forward(model_.shape, data.batch(0, data.rows()), model_.params.data(), out.data(), *pool_);
   for (auto& z : out) z = kernels::wide_sigmoid(z);
@@ -253,7 +283,7 @@ std::vector<float> WideTrainer::predict(const SparseDataset& data) {
 }
 
 Evaluation WideTrainer::evaluate(const SparseDataset& data) {
-  model();  // CUDA path: bring the parameters back
+  ready_to_read(data);
   std::vector<float> logits(std::size_t(data.rows()));
   kernels::wide_forward(model_.shape, data.batch(0, data.rows()), model_.params.data(), logits.data(), *pool_);
   std::vector<double> totals{logloss_sum(logits.data(), data.label.data(), logits.size()), double(data.rows())};

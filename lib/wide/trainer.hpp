@@ -61,6 +61,14 @@ struct Evaluation {
 std::vector<std::uint32_t> union_of_rows(comm::ProcessGroup& group, const std::vector<std::uint32_t>& rows,
                                          std::int64_t num_rows);
 
+// Whether classical Hogwild runs (per-sample updates, no batch gradient): the classical schema
+// with hogwild sync on the CPU of a single rank.
+bool runs_hogwild(const TrainOptions& o, int ranks);
+// Model-shaped arrays a step reads and writes per touched row (kernels::wide_row_traffic):
+// the parameters, the optimiser's state, and a batch gradient unless the step is Hogwild's (the
+// classical CPU schema on one rank).
+int model_shaped_arrays(const TrainOptions& o, int ranks);
+
 class WideTrainer {
  public:
   // `group` may be null (single process); with allreduce sync every rank applies the same
@@ -78,10 +86,14 @@ class WideTrainer {
   Evaluation evaluate(const SparseDataset& data);
   std::vector<float> predict(const SparseDataset& data);  // probabilities
 
-  // On the CUDA path these bring the parameters back from the GPU first, and the next step
-  // sends the (possibly overwritten) host copy up again.
+  // The whole model, every deferred row written (WideModel::materialise). On the CUDA path these
+  // bring the parameters back from the GPU first, and the next step sends the (possibly
+  // overwritten) host copy up again.
   WideModel& model();
-  std::vector<float>& parameters() { return model().params; }
+  WideParams& parameters() { return model().params; }
+  std::size_t parameter_count() const { return model_.params.size(); }
+  // Replaces every parameter (a checkpoint's): deferred rows are dropped, not written first.
+  void set_parameters(std::span<const float> values);
   const TrainOptions& options() const { return options_; }
   // The optimizer and its state (CPU path: on the CUDA path the GPU holds the live state).
   Optimizer& optimizer() { return *optimizer_; }
@@ -90,8 +102,9 @@ class WideTrainer {
  private:
   // More than one rank trains: gradients are summed over the group.
   bool distributed() const { return group_ && group_->size() > 1; }
-  // Classical Hogwild applies here: CPU, one rank.
-  bool hogwild() const;
+  bool hogwild() const;  // runs_hogwild for this trainer
+  // The host copy is current (CUDA path: brought back) and the deferred rows `data` reads are written.
+  void ready_to_read(const SparseDataset& data);
   StepResult hogwild_step(const kernels::WideBatch& batch);
   void compute(const kernels::WideBatch& batch, float* grad, float* logits);
   void touched_features(const kernels::WideBatch& batch);
@@ -104,7 +117,8 @@ class WideTrainer {
   std::unique_ptr<kernels::WidePool> pool_;
   std::unique_ptr<kernels::WideFlow> flow_;
   std::unique_ptr<WideGpuTrainer> gpu_;
-  bool host_params_newer_ = false;  // CUDA path: parameters() handed out the host copy
+  bool host_params_newer_ = false;  // CUDA path: the host copy was handed out (or overwritten)
+  void download_if_stale();
   std::unique_ptr<Optimizer> optimizer_;
   // The dense batch gradient: the optimizer zeroes each row it applies, so only rows some batch
   // touched are ever written, and the rest stay untouched zero pages (a Criteo-sized FFM's

@@ -50,6 +50,10 @@ TEST_CASE("wide_train learns, saves, and --predict round-trips") {
     CHECK(setup <= summary["setup_startup_seconds"].get<double>() + summary["seconds"].get<double>());
     CHECK(summary["valid_seconds"].get<double>() > 0);  // 3 epochs validated
     CHECK(summary["save_seconds"].get<double>() > 0);   // rank 0 saved the best model
+    // A row's traffic by hand: 39 entries, each reading and writing its FM row (1 + k = 9 floats)
+    // in the parameters, AdaGrad's n and the batch gradient (2 ranks: no Hogwild), plus each
+    // entry's id and value and the row's offset, label and logit.
+    CHECK(summary["bytes_per_row"].get<double>() == Approx(39 * 9 * 4 * 2 * 3 + 39 * 8 + 16));
 
     const std::string out = (dir / "pred.txt").string();
     REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --predict --predict.model=" + (dir / "model.safetensors").string() +

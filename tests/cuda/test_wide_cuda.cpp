@@ -124,12 +124,12 @@ TEST_CASE("CUDA steps update exactly the rows their batches touched (the device'
       o.flow.hot_features = 16;
       WideTrainer t(s.model, o);
       t.step(s.data, 0, 100, 100, 200);
-      const std::vector<float> first = t.parameters();
+      const std::vector<float> first = copy_to_vector(t.parameters());
       const int L = s.shape.row_len();
       for (std::int64_t f = 100; f < 2000; ++f)  // after batch 1, rows 100.. untouched
         for (int j = 0; j < L; ++j) REQUIRE(first[std::size_t(1 + f * L + j)] == s.model.params[std::size_t(1 + f * L + j)]);
       t.step(s.data, 100, 200, 0, 0);
-      after.push_back(t.parameters());
+      after.push_back(copy_to_vector(t.parameters()));
     }
     const int L = s.shape.row_len();
     double worst = 0;
@@ -177,7 +177,7 @@ TEST_CASE("CUDA training (with and without overlap) ends where the CPU training 
         for (int epoch = 0; epoch < 2; ++epoch)
           for (std::int64_t b = 0; b < 600; b += 100)
             loss = t.step(s.data, b, b + 100, b + 100, std::min<std::int64_t>(600, b + 200)).loss;
-        params.push_back(t.parameters());
+        params.push_back(copy_to_vector(t.parameters()));
         last_loss.push_back(loss);
       }
       for (int run = 1; run < 3; ++run) {

@@ -1,9 +1,11 @@
 // Data parallel wide training on the CPU: every schema and model (flow LR routed and all hot)
 // against one rank stepping through the same global batches (tests/mpi/wide_data_parallel.hpp),
-// hashed 64-bit ids included, and the exchange of touched rows at full 32-bit width.
+// hashed 64-bit ids included, the exchange of touched rows at full 32-bit width, and the model
+// rows a run reads (gathered over the ranks).
 #include <algorithm>
 #include <set>
 
+#include "lib/wide/fit_data.hpp"
 #include "tests/mpi/wide_data_parallel.hpp"
 #include "tests/unit/error_message.hpp"
 
@@ -71,4 +73,29 @@ TEST_CASE("the ranks' union of touched rows carries rows at and above 2^31 uncha
   // Every rank sees the same union, so every rank refuses it together (no rank left waiting).
   CHECK_THAT(skew::test::error_of([&] { union_of_rows(*world, rows_of(world->rank()), std::int64_t(1) << 31); }),
              Catch::Contains("outside the model's 2147483648 rows"));
+}
+
+TEST_CASE("the model rows a run reads: every rank's training rows and this rank's validation rows") {
+  auto world = std::make_shared<comm::MpiProcessGroup>(MPI_COMM_WORLD);
+  const int P = world->size(), r = world->rank();
+  const auto spec = parse_synthetic_spec("synthetic:criteo?features=5000&alpha=1.2&seed=6");
+  Data d;
+  d.shape = kernels::WideShape{kernels::WideKind::FFM, 5000, 39, 4};
+  d.train = generate_synthetic(spec, 200 * r, 200 * (r + 1));
+  d.valid = generate_synthetic(spec, 100000 + 50 * r, 100000 + 50 * (r + 1));
+  d.has_valid = true;
+  std::set<std::uint32_t> want;
+  for (int q = 0; q < P; ++q) {
+    const SparseDataset train = generate_synthetic(spec, 200 * q, 200 * (q + 1));
+    want.insert(train.index.begin(), train.index.end());
+  }
+  want.insert(d.valid.index.begin(), d.valid.index.end());
+  const std::vector<std::uint8_t> read = model_rows_read(d, *world, {});
+  REQUIRE(read.size() == 5000);
+  std::int64_t wrong = 0;
+  for (std::uint32_t f = 0; f < 5000; ++f) wrong += (read[f] != 0) != (want.count(f) > 0);
+  CHECK(wrong == 0);
+  CHECK(std::int64_t(want.size()) < 5000);  // some rows are left for later
+  d.shape = kernels::WideShape{kernels::WideKind::LR, 5000, 39, 0};
+  CHECK(model_rows_read(d, *world, {}).empty());  // LR has no latent rows to defer
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <numeric>
 
 #include "kernels/wide_classical.hpp"
 #include "kernels/wide_flow.hpp"
@@ -134,7 +135,7 @@ TEST_CASE("optimizers lower the training loss; FTRL starts from the given weight
     o.optimizer.kind = optimizer_from_name(opt);
     o.optimizer.lr = 0.1f;
     o.optimizer.l2 = 1e-4f;
-    const std::vector<float> start = s.model.params;
+    const std::vector<float> start = copy_to_vector(s.model.params);
     WideTrainer t(s.model, o);
     const double before = t.evaluate(s.data).logloss;
     for (int epoch = 0; epoch < 5; ++epoch)
@@ -168,7 +169,7 @@ TEST_CASE("flow LR training (feature-row gradient) follows classical for every o
         WideTrainer t(s.model, o);
         for (int epoch = 0; epoch < 3; ++epoch)
           for (std::int64_t b = 0; b < 600; b += 100) t.step(s.data, b, b + 100);
-        params.push_back(t.parameters());
+        params.push_back(copy_to_vector(t.parameters()));
       }
       for (std::size_t flow = 1; flow < params.size(); ++flow) {
         INFO(opt << " threads=" << threads << (flow == 1 ? " routed" : " all hot"));
@@ -234,7 +235,27 @@ TEST_CASE("renumbering maps back to original ids") {
   const FeatureOrder order = FeatureOrder::by_frequency({1, 5, 3});
   CHECK(order.new_of_old == std::vector<std::uint32_t>{2, 0, 1});
   const WideShape lr{WideKind::LR, 3, 1, 0};
-  CHECK(order.to_original(lr, {9, 10, 11, 12}) == std::vector<float>{9, 12, 10, 11});
+  CHECK(copy_to_vector(order.to_original(lr, {9, 10, 11, 12})) == std::vector<float>{9, 12, 10, 11});
+}
+
+TEST_CASE("renumbering by frequency: descending counts, ties (zeros included) by id, as a stable sort of all ids") {
+  // 5000 ids, three in four absent (count 0), the others drawn from 1..6 so that ties abound.
+  std::vector<std::int64_t> counts(5000, 0);
+  std::uint64_t x = 88172645463325252ull;
+  for (auto& c : counts) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    c = x % 4 == 0 ? std::int64_t(1 + (x >> 8) % 6) : 0;
+  }
+  std::vector<std::uint32_t> rank(counts.size());
+  std::iota(rank.begin(), rank.end(), 0u);
+  std::sort(rank.begin(), rank.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return counts[a] != counts[b] ? counts[a] > counts[b] : a < b;
+  });
+  std::vector<std::uint32_t> want(counts.size());
+  for (std::size_t r = 0; r < rank.size(); ++r) want[rank[r]] = std::uint32_t(r);
+  CHECK(FeatureOrder::by_frequency(counts).new_of_old == want);
 }
 
 // wide_bench's bound: bytes per sample against a count over a tiny batch (2 samples of 1 and 5

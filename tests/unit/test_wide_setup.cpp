@@ -214,7 +214,7 @@ TEST_CASE("AdaGrad's state on zero pages: set-up writes one page, steps match ep
   const std::size_t n_params = std::size_t(ffm.num_params()), row = std::size_t(ffm.row_len());
   std::uint64_t lcg = 987654321;
   const auto uniform = [&] { return lcg_uniform(lcg); };
-  const std::vector<float> start = WideModel::create(ffm, 5, 0.1f).params;
+  const std::vector<float> start = copy_to_vector(WideModel::create(ffm, 5, 0.1f).params);
   std::vector<float> params = start, ref_params = start, ref_n(n_params, o.eps), grad(n_params, 0.0f);
   Optimizer adagrad(o, ffm, params);
   kernels::WidePool pool(3);
