@@ -75,7 +75,8 @@ std::vector<float> train_flow(const Setup& s, int threads, TrainSchema schema) {
   WideTrainer t(s.model, o);
   for (int epoch = 0; epoch < 3; ++epoch)
     for (std::int64_t b = 0; b < 600; b += 100) t.step(s.data, b, b + 100);
-  return t.parameters();
+  const auto& params = t.parameters();
+  return std::vector<float>(params.begin(), params.end());
 }
 
 }  // namespace
