@@ -12,9 +12,19 @@
 // the hottest: the CSC's leading columns. Their gradients accumulate in a per-thread cache (the
 // replicated accumulators: one copy per thread, on the GPU several per block in shared memory)
 // across the whole stage and reach the global array in one reduction; colder columns are written
-// with one atomic add per weight per tile. Tile x {hot, cold} columns is the 2D partition.
-// On the CPU, LR has one weight per row, so a per-tile sort costs more than it saves; instead
-// its flow is one sample pass and one feature pass (sparse_gradient below): the sample pass
+// with one atomic add per weight per tile. Tile x {hot, cold} columns is the 2D partition (the
+// CUDA twin's; see below for the CPU's).
+// On the CPU every model hands the optimizer its gradient in feature-row form (sparse_gradient):
+// the batch's distinct features and one gradient row each, no model-sized array, no atomics.
+// FM and FFM: the batch's tiles are dealt out in contiguous chunks, one per thread; a first pass
+// numbers the batch's distinct features (slots: WideFeatureSlots, each chunk claiming those of
+// its entries), a second has each chunk add its gradients with plain stores into its own compact
+// array of slot rows (zeroed by the chunk itself, so it is in the thread's cache when the
+// scatter starts); the optimizer sums the chunks' rows in chunk order as it updates each row. A
+// thread count gives the same result run after run, and one thread the sums the dense path
+// gave. FFM (the pairwise term does not factor into per-feature partial sums) keeps sample
+// order inside a tile. LR has one weight per row, so a per-tile sort costs more than it saves;
+// instead its flow is one sample pass and one feature pass (sparse_gradient_lr): the sample pass
 // gathers, applies, and routes each entry's gradient either into the thread's replicated hot
 // cache (marking the feature in the thread's touched bits) or, for a cold feature, into the
 // buffer of the thread that owns the feature (features are dealt out by cache line, so owners
@@ -22,11 +32,9 @@
 // range of features, and each owner counting-sort its entries into blocks of 2048 features
 // (8 KB of accumulators: L1-sized) and reduce them there, emitting one row per touched feature.
 // When a replica of every feature per thread fits `replica_budget_bytes` (a model that the
-// last-level cache holds), every feature is hot and nothing is routed. No atomics, no dense
-// gradient array, and the optimizer then walks the touched rows in feature order. FFM (the
-// pairwise term does not factor into per-feature partial sums) keeps sample order inside a
-// tile and routes gradients through the hot cache. The CUDA twin sorts the tiles of LR and FM; its FFM keeps sample order
-// too (a warp per sample).
+// last-level cache holds), every feature is hot and nothing is routed. The optimizer then walks
+// the touched rows in feature order. The CUDA twin sorts the tiles of LR and FM; its FFM keeps
+// sample order too (a warp per sample).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -34,6 +42,7 @@
 #include "kernels/wide_model.hpp"
 #include "kernels/wide_pool.hpp"
 #include "lib/core/host_device.hpp"
+#include "lib/core/zero_pages.hpp"
 
 namespace skew::kernels {
 
@@ -106,10 +115,52 @@ struct WideSparseGradient {
   struct Part {
     std::vector<std::uint32_t> features;
     std::vector<float> rows;
+    // Further addends of `rows`, laid out like it (FM/FFM: the second and later chunks' sums).
+    std::vector<std::vector<float>> partial_rows;
+    // Row r with the partial rows added into it, in order: the row's gradient.
+    float* folded_row(std::size_t r, std::size_t row_len) {
+      float* row = rows.data() + r * row_len;
+      for (const std::vector<float>& partial : partial_rows) {
+        const float* add = partial.data() + r * row_len;
+        for (std::size_t j = 0; j < row_len; ++j) row[j] += add[j];
+      }
+      return row;
+    }
   };
   float bias = 0.0f;
   std::vector<Part> parts;
   std::int64_t num_features() const;
+};
+
+// FM/FFM on the CPU: the batch's distinct features numbered 0..n-1 (slots), found by the chunks
+// in parallel. A feature's tag holds the id of the batch that last claimed it, the chunk that
+// did and the feature's place in that chunk's list, so nothing is cleared between batches; the
+// first chunk to swap in the batch's id claims the feature. The slots depend on which chunk came
+// first, the sums in a slot's row do not.
+class WideFeatureSlots {
+ public:
+  void resize(std::int64_t num_features) { tags_.resize(std::size_t(num_features)); }
+  // A new batch whose features `chunks` chunks (at most kMaxChunks) will claim.
+  void start_batch(std::size_t chunks);
+  // Claims for `chunk` every feature of entries [begin, end) that no chunk has claimed in this
+  // batch; the chunks call this concurrently.
+  void claim(const WideBatch& b, std::int64_t begin, std::int64_t end, std::uint32_t chunk);
+  // After every claim: numbers the chunks' lists one after another; the number of slots.
+  std::size_t finish();
+  // Chunk `chunk`'s features, written to their slots of `features` (n long).
+  void write_features(std::uint32_t chunk, std::uint32_t* features) const;
+  std::uint32_t slot(std::uint32_t feature) const {
+    const std::uint64_t tag = tags_[feature];
+    return offset_[(tag >> kChunkShift) & (kMaxChunks - 1)] + std::uint32_t(tag);
+  }
+  static constexpr std::size_t kMaxChunks = 256;
+
+ private:
+  static constexpr int kChunkShift = 32, kBatchShift = 40;  // tag: batch id | chunk | place
+  ZeroPageVector<std::uint64_t> tags_;
+  std::uint64_t batch_ = 0;
+  std::vector<std::vector<std::uint32_t>> claimed_;
+  std::vector<std::uint32_t> offset_;
 };
 
 class WideFlow {
@@ -117,8 +168,7 @@ class WideFlow {
   WideFlow(const WideShape& shape, const WideFlowOptions& options, int threads);
   // Same contract as wide_classical_gradient: grad += batch gradient, logits filled.
   void gradient(const WideBatch& batch, const float* params, float* grad, float* logits, WidePool& pool);
-  // The same gradient in feature-row form (LR only: has_sparse_gradient()); `out` is reused.
-  bool has_sparse_gradient() const { return shape_.kind == WideKind::LR; }
+  // The same gradient in feature-row form; `out` is reused.
   void sparse_gradient(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
                        WideSparseGradient& out);
   const WideFlowStats& last_stats() const { return stats_; }
@@ -126,11 +176,15 @@ class WideFlow {
 
  private:
   void build_tile_csc(const WideBatch& batch, std::int64_t first, std::int64_t last, WideTileScratch& t) const;
+  void sparse_gradient_lr(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
+                          WideSparseGradient& out);
+  void sparse_gradient_chunks(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
+                              WideSparseGradient& out);
   WideShape shape_;
   WideFlowOptions options_;
   std::int64_t hot_;
   std::vector<WideTileScratch> scratch_;       // one per thread
-  std::vector<std::vector<float>> hot_cache_;  // one replica per thread: hot_ * row_len floats
+  std::vector<std::vector<float>> hot_cache_;  // LR: one replica per thread of hot_ floats
   WideFlowStats stats_;
   // LR: per thread, a bit per hot feature it touched; per owner, the cold entries each tile routed
   // to it (tile t writes from its first entry's offset) and the per-(tile, owner) counts.
@@ -138,7 +192,8 @@ class WideFlow {
   std::vector<std::vector<std::uint32_t>> owner_keys_;
   std::vector<std::vector<float>> owner_values_;
   std::vector<std::uint32_t> tile_owner_counts_;
-  WideSparseGradient sparse_;  // gradient() of LR goes through it
+  WideFeatureSlots slots_;  // FM/FFM: the batch's distinct features
+  WideSparseGradient sparse_;  // gradient() goes through it
 };
 
 // LSD radix sort of (key, value) pairs on the low `bits` bits of key, 11 bits a pass.

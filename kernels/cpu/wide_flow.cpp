@@ -1,11 +1,13 @@
 // Flow schema on the CPU: tiles of samples are the tasks; within a tile the batch is re-sorted
 // into a feature-oriented CSC and trained by the gather/apply/scatter programs of
-// kernels/wide_flow.hpp. Hot-feature gradients accumulate in per-thread replicas for the whole
-// batch (one reduction at the end); cold ones get one atomic add per weight per tile. LR takes
-// its own two passes instead (WideFlow::sparse_gradient, kernels/cpu/wide_flow_lr.cpp).
+// kernels/wide_flow.hpp. FM and FFM: the tiles are dealt out in one contiguous chunk per thread,
+// and each chunk sums its gradients into its own compact rows, one per distinct feature of the
+// batch (no atomics, a fixed order of sums). LR takes its own two passes instead
+// (WideFlow::sparse_gradient_lr, kernels/cpu/wide_flow_lr.cpp).
 #include "kernels/wide_flow.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cstring>
 
@@ -48,9 +50,10 @@ WideFlow::WideFlow(const WideShape& shape, const WideFlowOptions& options, int t
   const std::int64_t replica_bytes = std::int64_t(threads) * shape.num_features * std::int64_t(sizeof(float));
   if (shape.kind == WideKind::LR && replica_bytes <= options.replica_budget_bytes) hot_ = shape.num_features;
   scratch_.resize(static_cast<std::size_t>(threads));
-  hot_cache_.assign(
-      static_cast<std::size_t>(threads),
-      std::vector<float>(static_cast<std::size_t>(hot_) * static_cast<std::size_t>(shape.row_len()), 0.0f));
+  if (shape.kind == WideKind::LR)
+    hot_cache_.assign(static_cast<std::size_t>(threads), std::vector<float>(static_cast<std::size_t>(hot_), 0.0f));
+  else
+    slots_.resize(shape.num_features);
 }
 
 // The tile's entries sorted by feature id; col_begin[c]..col_begin[c+1] are column c's entries
@@ -97,15 +100,17 @@ inline void entry_samples(const WideBatch& b, std::int64_t first, std::int64_t l
       out[static_cast<std::size_t>(e - base)] = static_cast<std::uint32_t>(i - first);
 }
 
-template <typename Program, bool Atomic>
+// One tile of FM: gather, apply, scatter over the tile's CSC; each column's gradient row is
+// added into its slot's row of the chunk's compact array `rows`.
+template <typename Program>
 void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
-               const float* params, float* grad, float* logits, std::int64_t hot, float* hot_cache, WideTileScratch& t,
-               std::vector<std::uint32_t>& sample_of, float& bias_grad, WideFlowStats& stats) {
+               const float* params, const WideFeatureSlots& slots, float* rows, float* logits, std::int64_t hot,
+               WideTileScratch& t, std::vector<std::uint32_t>& sample_of, float& bias_grad, WideFlowStats& stats) {
   const int row_len = s.row_len(), acc_len = prog.acc_len();
   const std::int64_t base = b.row_ptr[first];
   const std::size_t samples = static_cast<std::size_t>(last - first);
   entry_samples(b, first, last, sample_of);
-  // Summed here, not in bias_grad: the threads' bias sums sit side by side in one cache line,
+  // Summed here, not in bias_grad: the chunks' bias sums sit side by side in one cache line,
   // and a store per sample into it would bounce the line between the cores.
   float tile_bias_grad = 0.0f;
   t.acc.assign(samples * static_cast<std::size_t>(acc_len), 0.0f);
@@ -133,11 +138,7 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
   // scatter: sample -> feature, one write per weight per tile.
   std::int64_t hot_columns = 0;
   for (std::size_t c = 0; c < columns; ++c) {
-    if (c + kColumnPrefetch < columns) {
-      const std::int64_t ahead = 1 + std::int64_t(t.col_feature[c + kColumnPrefetch]) * row_len;
-      wide_prefetch_row(params + ahead, row_len);
-      if (t.col_feature[c + kColumnPrefetch] >= hot) wide_prefetch_row(grad + ahead, row_len);
-    }
+    if (c + kColumnPrefetch < columns) wide_prefetch_row(params + 1 + std::int64_t(t.col_feature[c + kColumnPrefetch]) * row_len, row_len);
     const std::int64_t feature = t.col_feature[c];
     const float* row = params + 1 + feature * row_len;
     std::fill(t.row_grad.begin(), t.row_grad.end(), 0.0f);
@@ -146,120 +147,152 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
       prog.scatter(row, b.value[base + entry], t.acc.data() + std::size_t(i) * acc_len, t.sample_grad[i],
                    t.row_grad.data());
     }
-    if (feature < hot) {
-      float* cached = hot_cache + feature * row_len;
-      for (int j = 0; j < row_len; ++j) cached[j] += t.row_grad[std::size_t(j)];
-      ++hot_columns;
-    } else {
-      float* out = grad + 1 + feature * row_len;
-      for (int j = 0; j < row_len; ++j) wide_add_to<Atomic>(out + j, t.row_grad[std::size_t(j)]);
-    }
+    float* out = rows + std::size_t(slots.slot(std::uint32_t(feature))) * std::size_t(row_len);
+    for (int j = 0; j < row_len; ++j) out[j] += t.row_grad[std::size_t(j)];
+    hot_columns += feature < hot;
   }
   stats.columns += static_cast<std::int64_t>(columns);
   stats.hot_columns += hot_columns;
 }
 
-// FFM: per-sample pairwise loops within the tile, gradients through the hot cache.
-template <bool Atomic>
+// One tile of FFM: per-sample pairwise loops, each entry's gradient added into its slot's row.
 void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last, const float* params,
-                   float* grad, float* logits, std::int64_t hot, float* hot_cache, float& bias_grad) {
+                   const WideFeatureSlots& slots, float* rows, float* logits, float& bias_grad) {
   const int row_len = s.row_len(), k = s.k;
   float tile_bias_grad = 0.0f;  // as in flow_tile: one store into the shared line per tile
   for (std::int64_t i = first; i < last; ++i) {
-    // The next sample's parameter rows and (cold ones) gradient rows are fetched while this
-    // sample's pairs run: rare features' rows are scattered over gigabytes.
-    if (i + 1 < last) wide_prefetch_sample_rows(b, row_len, i + 1, params, grad, nullptr);
+    // The next sample's parameter rows are fetched while this sample's pairs run: rare
+    // features' rows are scattered over gigabytes.
+    if (i + 1 < last) wide_prefetch_sample_rows(b, row_len, i + 1, params, nullptr, nullptr);
     const std::int64_t begin = b.row_ptr[i], end = b.row_ptr[i + 1];
     float z = params[0];
     for (std::int64_t e = begin; e < end; ++e) z = wide_ffm_entry_logit(b, k, row_len, params, e, end, z);
     logits[i] = z;
     const float g = wide_sigmoid(z) - b.label[i];
     tile_bias_grad += g;
-    for (std::int64_t e = begin; e < end; ++e) {
-      // A hot row is this thread's own replica: plain adds.
-      const std::int64_t feature = b.index[e];
-      if (feature < hot)
-        wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g, hot_cache + feature * row_len,
-                               wide_add_to<false>);
-      else
-        wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g, grad + 1 + feature * row_len,
-                               wide_add_to<Atomic>);
-    }
+    for (std::int64_t e = begin; e < end; ++e)
+      wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g,
+                             rows + std::size_t(slots.slot(b.index[e])) * std::size_t(row_len),
+                             wide_add_to<false>);
   }
   bias_grad += tile_bias_grad;
 }
 
 }  // namespace
 
-void WideFlow::gradient(const WideBatch& b, const float* params, float* grad, float* logits, WidePool& pool) {
-  if (has_sparse_gradient()) {
-    sparse_gradient(b, params, logits, pool, sparse_);
-    grad[0] += sparse_.bias;
-    const std::int64_t row_len = shape_.row_len();
-    for (const auto& part : sparse_.parts)
-      for (std::size_t r = 0; r < part.features.size(); ++r)
-        for (std::int64_t j = 0; j < row_len; ++j)
-          grad[1 + std::int64_t(part.features[r]) * row_len + j] += part.rows[std::size_t(r * row_len + j)];
-    return;
+void WideFeatureSlots::start_batch(std::size_t chunks) {
+  // The id takes the tag's top 24 bits: when it wraps, every tag is cleared once.
+  if (++batch_ == (std::uint64_t(1) << (64 - kBatchShift))) {
+    std::fill(tags_.begin(), tags_.end(), std::uint64_t(0));
+    batch_ = 1;
   }
-  const int threads = static_cast<int>(scratch_.size());
-  if (pool.threads() > threads) {
-    scratch_.resize(static_cast<std::size_t>(pool.threads()));
-    hot_cache_.resize(
-        static_cast<std::size_t>(pool.threads()),
-        std::vector<float>(static_cast<std::size_t>(hot_) * static_cast<std::size_t>(shape_.row_len()), 0.0f));
+  claimed_.resize(chunks);
+  offset_.assign(kMaxChunks, 0u);
+}
+
+void WideFeatureSlots::claim(const WideBatch& b, std::int64_t begin, std::int64_t end, std::uint32_t chunk) {
+  const std::uint64_t batch = batch_ << kBatchShift, chunk_bits = std::uint64_t(chunk) << kChunkShift;
+  std::vector<std::uint32_t>& mine = claimed_[chunk];
+  mine.clear();
+  for (std::int64_t e = begin; e < end; ++e) {
+    std::atomic_ref<std::uint64_t> tag(tags_[b.index[e]]);
+    std::uint64_t seen = tag.load(std::memory_order_relaxed);
+    // Most entries are of features claimed already (by this chunk, mostly): a load, no swap.
+    if ((seen >> kBatchShift) == batch_) continue;
+    if (tag.compare_exchange_strong(seen, batch | chunk_bits | mine.size(), std::memory_order_relaxed))
+      mine.push_back(b.index[e]);
   }
+}
+
+std::size_t WideFeatureSlots::finish() {
+  std::uint32_t n = 0;
+  for (std::size_t c = 0; c < claimed_.size(); ++c) {
+    offset_[c] = n;
+    n += std::uint32_t(claimed_[c].size());
+  }
+  return n;
+}
+
+void WideFeatureSlots::write_features(std::uint32_t chunk, std::uint32_t* features) const {
+  std::copy(claimed_[chunk].begin(), claimed_[chunk].end(), features + offset_[chunk]);
+}
+
+void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* logits, WidePool& pool,
+                               WideSparseGradient& out) {
+  if (shape_.kind == WideKind::LR)
+    sparse_gradient_lr(b, params, logits, pool, out);
+  else
+    sparse_gradient_chunks(b, params, logits, pool, out);
+}
+
+void WideFlow::sparse_gradient_chunks(const WideBatch& b, const float* params, float* logits, WidePool& pool,
+                                      WideSparseGradient& out) {
+  if (std::size_t(pool.threads()) > scratch_.size()) scratch_.resize(std::size_t(pool.threads()));
+  out.parts.resize(1);
+  WideSparseGradient::Part& part = out.parts[0];
   const std::int64_t tile = options_.tile_samples;
   const std::int64_t tiles = (b.rows + tile - 1) / tile;
-  const bool atomic = pool.threads() > 1;
-  std::vector<float> bias_grads(static_cast<std::size_t>(pool.threads()), 0.0f);
-  std::vector<WideFlowStats> stats(static_cast<std::size_t>(pool.threads()));
-  std::vector<std::vector<std::uint32_t>> sample_of(static_cast<std::size_t>(pool.threads()));
-  pool.run(tiles, [&](std::int64_t task, int thread) {
-    const std::int64_t first = task * tile, last = std::min(b.rows, first + tile);
-    const std::size_t t = static_cast<std::size_t>(thread);
-    float* cache = hot_cache_[t].data();
-    if (shape_.kind == WideKind::FFM) {
-      if (atomic)
-        flow_tile_ffm<true>(shape_, b, first, last, params, grad, logits, hot_, cache, bias_grads[t]);
-      else
-        flow_tile_ffm<false>(shape_, b, first, last, params, grad, logits, hot_, cache, bias_grads[t]);
-      return;
-    }
-    build_tile_csc(b, first, last, scratch_[t]);
-    stats[t].entries += b.row_ptr[last] - b.row_ptr[first];
-    const auto run = [&](const auto& prog) {
-      if (atomic)
-        flow_tile<std::decay_t<decltype(prog)>, true>(prog, shape_, b, first, last, params, grad, logits, hot_, cache,
-                                                      scratch_[t], sample_of[t], bias_grads[t], stats[t]);
-      else
-        flow_tile<std::decay_t<decltype(prog)>, false>(prog, shape_, b, first, last, params, grad, logits, hot_, cache,
-                                                       scratch_[t], sample_of[t], bias_grads[t], stats[t]);
-    };
-    run(FmProgram{shape_.k});
+  // One chunk of whole tiles per thread, in batch order: the same chunks, and so the same sums,
+  // whichever thread runs them.
+  const std::int64_t chunks = std::clamp<std::int64_t>(std::min<std::int64_t>(pool.threads(), tiles), 1,
+                                                       std::int64_t(WideFeatureSlots::kMaxChunks));
+  const auto chunk_rows = [&](std::int64_t chunk, std::int64_t& first, std::int64_t& last) {
+    first = std::min(b.rows, tiles * chunk / chunks * tile);
+    last = std::min(b.rows, tiles * (chunk + 1) / chunks * tile);
+  };
+  slots_.start_batch(std::size_t(chunks));
+  pool.run(chunks, [&](std::int64_t chunk, int) {
+    std::int64_t first, last;
+    chunk_rows(chunk, first, last);
+    slots_.claim(b, b.row_ptr[first], b.row_ptr[last], std::uint32_t(chunk));
   });
-  // Reduce the per-thread replicas of the hot rows into the global gradient, in slices.
-  const std::int64_t hot_floats = hot_ * shape_.row_len();
-  constexpr std::int64_t kSlice = 16384;
-  const int replicas = pool.threads();
-  pool.run((hot_floats + kSlice - 1) / kSlice, [&](std::int64_t task, int) {
-    const std::int64_t begin = task * kSlice, end = std::min(hot_floats, begin + kSlice);
-    for (int r = 0; r < replicas; ++r) {
-      float* cache = hot_cache_[std::size_t(r)].data();
-      for (std::int64_t j = begin; j < end; ++j) {
-        grad[1 + j] += cache[j];
-        cache[j] = 0.0f;
+  const std::size_t slots = slots_.finish();
+  part.features.resize(slots);
+  const std::size_t row_floats = slots * std::size_t(shape_.row_len());
+  part.partial_rows.resize(std::size_t(chunks - 1));
+  std::vector<float> bias_grads(std::size_t(chunks), 0.0f);
+  std::vector<WideFlowStats> stats(static_cast<std::size_t>(chunks));
+  std::vector<std::vector<std::uint32_t>> sample_of(std::size_t(pool.threads()));
+  pool.run(chunks, [&](std::int64_t chunk, int thread) {
+    slots_.write_features(std::uint32_t(chunk), part.features.data());
+    std::vector<float>& rows = chunk == 0 ? part.rows : part.partial_rows[std::size_t(chunk - 1)];
+    rows.assign(row_floats, 0.0f);
+    const std::size_t c = std::size_t(chunk);
+    WideTileScratch& scratch = scratch_[std::size_t(thread)];
+    std::int64_t chunk_first, chunk_last;
+    chunk_rows(chunk, chunk_first, chunk_last);
+    for (std::int64_t first = chunk_first; first < chunk_last; first += tile) {
+      const std::int64_t last = std::min(chunk_last, first + tile);
+      if (shape_.kind == WideKind::FFM) {
+        flow_tile_ffm(shape_, b, first, last, params, slots_, rows.data(), logits, bias_grads[c]);
+        continue;
       }
+      build_tile_csc(b, first, last, scratch);
+      stats[c].entries += b.row_ptr[last] - b.row_ptr[first];
+      flow_tile(FmProgram{shape_.k}, shape_, b, first, last, params, slots_, rows.data(), logits, hot_, scratch,
+                sample_of[std::size_t(thread)], bias_grads[c], stats[c]);
     }
   });
+  out.bias = 0.0f;
   stats_ = WideFlowStats{};
   stats_.tiles = tiles;
-  for (int r = 0; r < replicas; ++r) {
-    grad[0] += bias_grads[std::size_t(r)];
-    stats_.entries += stats[std::size_t(r)].entries;
-    stats_.columns += stats[std::size_t(r)].columns;
-    stats_.hot_columns += stats[std::size_t(r)].hot_columns;
+  for (std::size_t c = 0; c < std::size_t(chunks); ++c) {
+    out.bias += bias_grads[c];
+    stats_.entries += stats[c].entries;
+    stats_.columns += stats[c].columns;
+    stats_.hot_columns += stats[c].hot_columns;
   }
+}
+
+void WideFlow::gradient(const WideBatch& b, const float* params, float* grad, float* logits, WidePool& pool) {
+  sparse_gradient(b, params, logits, pool, sparse_);
+  grad[0] += sparse_.bias;
+  const std::size_t row_len = std::size_t(shape_.row_len());
+  for (auto& part : sparse_.parts)
+    for (std::size_t r = 0; r < part.features.size(); ++r) {
+      const float* row = part.folded_row(r, row_len);
+      for (std::size_t j = 0; j < row_len; ++j) grad[1 + std::size_t(part.features[r]) * row_len + j] += row[j];
+    }
 }
 
 }  // namespace skew::kernels

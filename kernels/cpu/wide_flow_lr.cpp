@@ -1,4 +1,4 @@
-// Flow schema for LR on the CPU (WideFlow::sparse_gradient; see kernels/wide_flow.hpp): a
+// Flow schema for LR on the CPU (WideFlow::sparse_gradient_lr; see kernels/wide_flow.hpp): a
 // sample pass that routes each entry's gradient into a per-thread hot replica or to the owner of
 // the feature's cache line, then a feature pass where each thread merges the replicas over its
 // range of hot features and each owner reduces its entries block by block in L1-sized
@@ -14,6 +14,7 @@ namespace {
 constexpr int kBlockBits = 11;  // LR feature pass: blocks of 2048 features, 8 KB of accumulators
 constexpr std::uint32_t kBlockMask = (1u << kBlockBits) - 1;
 constexpr int kPrefetchDistance = 48;  // entries ahead: about one Criteo-like sample
+constexpr std::int64_t kRangesPerThread = 8;  // feature pass: hot ranges a thread
 
 // Cold feature f belongs to the owner of its parameter's cache line (16 floats; params[0] is
 // the bias, so feature f sits at float 1 + f).
@@ -29,7 +30,7 @@ std::int64_t WideSparseGradient::num_features() const {
   return n;
 }
 
-void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* logits, WidePool& pool,
+void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float* logits, WidePool& pool,
                                WideSparseGradient& out) {
   const int threads = pool.threads();
   const std::uint32_t owners = std::uint32_t(threads);
@@ -39,8 +40,12 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
   const std::size_t nnz = std::size_t(b.nnz());
   if (std::size_t(threads) > scratch_.size()) scratch_.resize(std::size_t(threads));
   const std::size_t hot_words = std::size_t((hot_ + 63) >> 6);
-  hot_cache_.resize(std::size_t(threads), std::vector<float>(std::size_t(hot_), 0.0f));
-  hot_bits_.resize(std::size_t(threads), std::vector<std::uint64_t>(hot_words, 0));
+  // Guarded: resize(n, value) builds its value (a zeroed replica, 7.6 MB for a 1.9M-feature
+  // model) on every call, even when it adds nothing: a serial memset as long as half an LR step.
+  if (hot_cache_.size() < std::size_t(threads))
+    hot_cache_.resize(std::size_t(threads), std::vector<float>(std::size_t(hot_), 0.0f));
+  if (hot_bits_.size() < std::size_t(threads))
+    hot_bits_.resize(std::size_t(threads), std::vector<std::uint64_t>(hot_words, 0));
   // With every feature hot nothing is routed: no owner buffers, no owner parts.
   const std::uint32_t cold_owners = hot_ < shape_.num_features ? owners : 0;
   owner_keys_.resize(cold_owners);
@@ -53,57 +58,70 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
   std::vector<float> bias_grads(std::size_t(threads), 0.0f);
 
   // Sample pass: gather, apply, route each entry's gradient (hot cache or the owner's buffer).
-  pool.run(tiles, [&](std::int64_t task, int thread) {
-    const std::int64_t first = task * tile, last = std::min(b.rows, first + tile);
-    float* cache = hot_cache_[std::size_t(thread)].data();
-    std::uint64_t* touched = hot_bits_[std::size_t(thread)].data();
-    std::uint32_t* counts = tile_owner_counts_.data() + std::size_t(task) * owners;
-    const std::size_t offset = std::size_t(b.row_ptr[first] - base);
-    const std::int64_t stop = b.row_ptr[last];
-    float bias_grad = 0.0f;
-    for (std::int64_t i = first; i < last; ++i) {
-      float z = params[0];
-      for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
-        if (e + kPrefetchDistance < stop) __builtin_prefetch(params + 1 + b.index[e + kPrefetchDistance]);
-        z += params[1 + b.index[e]] * b.value[e];
-      }
-      logits[i] = z;
-      const float g = wide_sigmoid(z) - b.label[i];
-      bias_grad += g;
-      for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
-        const std::uint32_t f = b.index[e];
-        const float v = g * b.value[e];
-        if (f < hot_) {
-          cache[f] += v;
-          // Test before setting: hot features are mostly touched already, and a store to the
-          // same few words every entry would chain the loop through memory.
-          const std::uint64_t bit = std::uint64_t(1) << (f & 63);
-          if (!(touched[f >> 6] & bit)) touched[f >> 6] |= bit;
-        } else {
-          const std::uint32_t p = line_owner(f, owners);
-          const std::size_t at = offset + counts[p]++;
-          owner_keys_[p][at] = f;
-          owner_values_[p][at] = v;
+  // Replica r sums the r-th contiguous chunk of tiles, whichever thread runs it: the replicas,
+  // and so the merged sums, are the same run after run.
+  const std::int64_t chunks = std::min<std::int64_t>(threads, tiles);
+  pool.run(chunks, [&](std::int64_t chunk, int) {
+    const std::size_t replica = std::size_t(chunk);
+    float* cache = hot_cache_[replica].data();
+    std::uint64_t* touched = hot_bits_[replica].data();
+    for (std::int64_t task = tiles * chunk / chunks; task < tiles * (chunk + 1) / chunks; ++task) {
+      const std::int64_t first = task * tile, last = std::min(b.rows, first + tile);
+      std::uint32_t* counts = tile_owner_counts_.data() + std::size_t(task) * owners;
+      const std::size_t offset = std::size_t(b.row_ptr[first] - base);
+      const std::int64_t stop = b.row_ptr[last];
+      float bias_grad = 0.0f;
+      for (std::int64_t i = first; i < last; ++i) {
+        float z = params[0];
+        for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
+          if (e + kPrefetchDistance < stop) __builtin_prefetch(params + 1 + b.index[e + kPrefetchDistance]);
+          z += params[1 + b.index[e]] * b.value[e];
+        }
+        logits[i] = z;
+        const float g = wide_sigmoid(z) - b.label[i];
+        bias_grad += g;
+        for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
+          const std::uint32_t f = b.index[e];
+          const float v = g * b.value[e];
+          if (f < hot_) {
+            cache[f] += v;
+            // Test before setting: hot features are mostly touched already, and a store to the
+            // same few words every entry would chain the loop through memory.
+            const std::uint64_t bit = std::uint64_t(1) << (f & 63);
+            if (!(touched[f >> 6] & bit)) touched[f >> 6] |= bit;
+          } else {
+            const std::uint32_t p = line_owner(f, owners);
+            const std::size_t at = offset + counts[p]++;
+            owner_keys_[p][at] = f;
+            owner_values_[p][at] = v;
+          }
         }
       }
+      bias_grads[replica] += bias_grad;
     }
-    bias_grads[std::size_t(thread)] += bias_grad;
   });
 
-  // Feature pass: parts 0..threads-1 merge the hot replicas, each over its own range of
-  // features; part threads + p is owner p's cold features.
-  out.parts.resize(std::size_t(threads) + cold_owners);
+  // Feature pass: parts 0..ranges-1 merge the hot replicas, each over its own range of
+  // features; part ranges + p is owner p's cold features. Features are numbered by frequency,
+  // so touched bits thin out with the id: ranges grow quadratically (range r: words from
+  // hot_words (r / ranges)^2), kRangesPerThread a thread, claimed as threads come free, so
+  // that no range holds a thread's share of the work.
+  const std::int64_t ranges = threads == 1 ? 1 : std::int64_t(threads) * kRangesPerThread;
+  const auto range_start = [&](std::int64_t r) {
+    return std::size_t(double(hot_words) * double(r) * double(r) / double(ranges * ranges));
+  };
+  out.parts.resize(std::size_t(ranges) + cold_owners);
   const std::uint32_t blocks = std::uint32_t((shape_.num_features + kBlockMask) >> kBlockBits);
-  pool.run(threads + std::int64_t(cold_owners), [&](std::int64_t task, int thread) {
+  pool.run(ranges + std::int64_t(cold_owners), [&](std::int64_t task, int thread) {
     WideSparseGradient::Part& part = out.parts[std::size_t(task)];
     part.features.clear();
     part.rows.clear();
-    if (task < threads) {
+    if (task < ranges) {
       // Ranges of whole words of touched bits (64 features each) are disjoint, so every bit and
       // replica entry is read and cleared by one thread. Walking every word costs 1/64 of a
       // read per hot feature per batch: small next to a batch's entries even when all are hot.
-      const std::size_t word_begin = hot_words * std::size_t(task) / std::size_t(threads);
-      const std::size_t word_end = hot_words * std::size_t(task + 1) / std::size_t(threads);
+      const std::size_t word_begin = range_start(task);
+      const std::size_t word_end = task + 1 == ranges ? hot_words : range_start(task + 1);
       for (std::size_t w = word_begin; w < word_end; ++w) {
         std::uint64_t bits = 0;
         for (int q = 0; q < threads; ++q) {
@@ -123,7 +141,7 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
       }
       return;
     }
-    const std::uint32_t p = std::uint32_t(task - threads);
+    const std::uint32_t p = std::uint32_t(task - ranges);
     WideTileScratch& s = scratch_[std::size_t(thread)];
     // Counting sort of the owner's entries (from every tile's region) by block.
     s.block_start.assign(std::size_t(blocks) + 1, 0u);
@@ -179,7 +197,7 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
   stats_.tiles = tiles;
   stats_.entries = std::int64_t(nnz);
   stats_.columns = out.num_features();
-  for (int h = 0; h < threads; ++h) stats_.hot_columns += std::int64_t(out.parts[std::size_t(h)].features.size());
+  for (std::int64_t h = 0; h < ranges; ++h) stats_.hot_columns += std::int64_t(out.parts[std::size_t(h)].features.size());
 }
 
 }  // namespace skew::kernels

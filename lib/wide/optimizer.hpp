@@ -27,8 +27,8 @@ class Optimizer {
   // params -= update(grad * scale) on the bias and the rows of `features`; zeroes those grads.
   void step(float* params, float* grad, const std::vector<std::uint32_t>& features, float scale,
             kernels::WidePool& pool);
-  // The same update from a gradient in feature-row form (the flow schema's LR output); the
-  // parts are applied in parallel, and their rows zeroed.
+  // The same update from a gradient in feature-row form (the flow schema's output); the parts
+  // are applied in parallel, each row with its partial rows folded in, and the rows zeroed.
   void step(float* params, kernels::WideSparseGradient& grad, float scale, kernels::WidePool& pool);
   const OptimizerOptions& options() const { return options_; }
   const kernels::WideUpdateRule& rule() const { return options_; }

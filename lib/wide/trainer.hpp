@@ -125,7 +125,7 @@ class WideTrainer {
   // gradient is gigabytes, most of it never used).
   ZeroPageVector<float> grad_;
   std::vector<float> logits_;
-  kernels::WideSparseGradient sparse_grad_;  // flow LR: the gradient in feature-row form
+  kernels::WideSparseGradient sparse_grad_;  // the flow schema: the gradient in feature-row form
   ZeroPageVector<std::uint32_t> stamp_;
   std::vector<std::uint32_t> touched_;
   std::uint32_t stamp_value_ = 0;
