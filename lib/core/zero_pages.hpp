@@ -15,14 +15,19 @@
 
 namespace skew {
 
-template <typename T>
+// `HugePages`: whether arrays of 2 MiB and more ask the kernel for 2 MiB pages (see allocate).
+template <typename T, bool HugePages = true>
 struct ZeroPageAllocator {
   static_assert(std::is_trivial_v<T>, "zero pages stand for zero values of trivial types only");
   using value_type = T;
+  template <typename U>
+  struct rebind {
+    using other = ZeroPageAllocator<U, HugePages>;
+  };
   static constexpr std::size_t kHugePageBytes = std::size_t(2) << 20;
   ZeroPageAllocator() = default;
   template <typename U>
-  ZeroPageAllocator(const ZeroPageAllocator<U>&) {}
+  ZeroPageAllocator(const ZeroPageAllocator<U, HugePages>&) {}
 
   T* allocate(std::size_t n) {
     const std::size_t bytes = n * sizeof(T);
@@ -32,8 +37,10 @@ struct ZeroPageAllocator {
     // page would fault twice (the zero page mapped, then copied on write), and with several
     // threads every copy flushes the other cores' TLBs (an interprocessor interrupt each: a
     // tenth of a 2-thread FFM epoch). Huge pages cut the faults 512-fold and the TLB misses of
-    // random rows. Advice only: where the kernel has none to give, 4 KiB pages serve.
-    if (bytes >= kHugePageBytes) ::madvise(p, bytes, MADV_HUGEPAGE);
+    // random rows. Advice only: where the kernel has none to give, 4 KiB pages serve. An array
+    // written once where scattered rows need it and left zero elsewhere opts out (HugePages =
+    // false): a huge page would fault 2 MiB around each such row.
+    if (HugePages && bytes >= kHugePageBytes) ::madvise(p, bytes, MADV_HUGEPAGE);
     return static_cast<T*>(p);
   }
   void deallocate(T* p, std::size_t n) { ::munmap(p, n * sizeof(T)); }
@@ -50,7 +57,7 @@ struct ZeroPageAllocator {
 // Zero-initialised by resize() or construction with a size; only vectors built fresh are zero
 // for free (a resize that grows a used vector copies its elements into fresh pages, which is
 // still correct).
-template <typename T>
-using ZeroPageVector = std::vector<T, ZeroPageAllocator<T>>;
+template <typename T, bool HugePages = true>
+using ZeroPageVector = std::vector<T, ZeroPageAllocator<T, HugePages>>;
 
 }  // namespace skew
