@@ -108,6 +108,8 @@ void WideModel::materialise(int threads) {
 }
 
 void WideModel::save(const std::string& path, const std::map<std::string, std::string>& metadata) const {
+  SKEW_CHECK(deferred.count == 0, path << ": the model still has " << deferred.count
+                                       << " deferred latent rows (materialise() before saving)");
   std::map<std::string, std::string> meta = metadata;
   meta["kind"] = kernels::wide_kind_name(shape.kind);
   meta["features"] = std::to_string(shape.num_features);

@@ -95,6 +95,7 @@ TEST_CASE("deferred rows: the rows read equal the eager model's, the rest wait a
   for (const std::int64_t f : {114, 127, 1000, 20010}) CHECK(row_equal(lazy, eager, f));
   for (const std::int64_t f : {101, 998, 1002, 20009}) CHECK(row_zero(lazy, f));
 
+  CHECK_THROWS_WITH(lazy.save("/tmp/skew_never_written.safetensors"), Catch::Contains("deferred latent rows"));
   lazy.materialise(2);
   CHECK(lazy.deferred.count == 0);
   CHECK(lazy.deferred.pending.empty());
