@@ -70,6 +70,11 @@ std::int64_t ChunkStream::peak_ring_bytes() const {
   return peak_held_;
 }
 
+void ChunkStream::prepare_chunks(std::function<void(SparseDataset&)> prepare) {
+  stop();  // the reader thread reads prepare_
+  prepare_ = std::move(prepare);
+}
+
 std::int64_t ChunkStream::chunks_read() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return chunks_;
@@ -107,6 +112,7 @@ void ChunkStream::read_pass() {
       Slot& slot = slots_[index];
       const std::int64_t held = fill(index, slot.chunk);
       if (held < 0) break;
+      if (prepare_) prepare_(slot.chunk.data);
       std::lock_guard<std::mutex> lock(mutex_);
       slot.held = held;
       slot.filled = true;
@@ -274,8 +280,9 @@ StreamScan scan_stream(ChunkStream& stream, int hash_bits, bool count_features,
 
 StreamBatches::StreamBatches(ChunkStream& stream, std::int64_t batch_rows, std::function<void(SparseDataset&)> prepare,
                              double progress_seconds)
-    : stream_(stream), batch_rows_(batch_rows), prepare_(std::move(prepare)), progress_seconds_(progress_seconds) {
+    : stream_(stream), batch_rows_(batch_rows), progress_seconds_(progress_seconds) {
   SKEW_CHECK(batch_rows > 0, "a stream's batches need at least one row, got " << batch_rows);
+  stream_.prepare_chunks(std::move(prepare));
 }
 
 void StreamBatches::rewind() {
@@ -296,7 +303,6 @@ bool StreamBatches::fetch() {
     return false;
   }
   bytes_done_ = chunk_->end_offset;
-  prepare_(chunk_->data);
   return true;
 }
 

@@ -56,6 +56,9 @@ class ChunkStream {
   // the number of chunks read, over every pass so far.
   std::int64_t peak_ring_bytes() const;
   std::int64_t chunks_read() const;
+  // From the next rewind() on, each chunk goes through `prepare` on the reader thread before the
+  // consumer sees it, so that its normalisation and renumbering overlap training on the last one.
+  void prepare_chunks(std::function<void(SparseDataset&)> prepare);
 
  protected:
   // `slot_bytes` is what each of `slots` (2 or more) ring buffers may hold; `name_budget` names
@@ -81,6 +84,7 @@ class ChunkStream {
   void read_pass();
 
   std::vector<Slot> slots_;
+  std::function<void(SparseDataset&)> prepare_;
   std::thread reader_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
@@ -154,7 +158,8 @@ struct StreamProgress {
 };
 
 // Mini-batches of `batch_rows` rows in file order, each chunk first passed to `prepare`
-// (normalisation, renumbering); a batch spanning two chunks is copied into one. A progress
+// (normalisation, renumbering; on the stream's reader thread); a batch spanning two chunks is
+// copied into one. A progress
 // line (rows/s, ETA) every `progress_seconds`.
 class StreamBatches {
  public:
@@ -169,7 +174,6 @@ class StreamBatches {
   bool fetch();
   ChunkStream& stream_;
   std::int64_t batch_rows_;
-  std::function<void(SparseDataset&)> prepare_;
   double progress_seconds_;
   StreamChunk* chunk_ = nullptr;
   bool ended_ = false;  // the stream returned its end this pass
