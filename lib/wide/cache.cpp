@@ -94,16 +94,21 @@ constexpr std::size_t kCacheBlock = std::size_t(8) << 20;
 
 CacheFile::CacheFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
 
-CacheFile::~CacheFile() { ::close(fd_); }
+CacheFile::~CacheFile() {
+  ::close(fd_);
+}
 
-std::uint64_t CacheFile::file_bytes() const { return Sections(h_).end; }
+std::uint64_t CacheFile::file_bytes() const {
+  return Sections(h_).end;
+}
 
 void CacheFile::read_at(std::uint64_t offset, void* to, std::size_t bytes) const {
   char* at = static_cast<char*>(to);
   while (bytes > 0) {
     const ssize_t got = ::pread(fd_, at, bytes, off_t(offset));
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) corrupt(path_, got < 0 ? say("read failed: ", std::strerror(errno)) : say("it ends at byte ", offset));
+    if (got <= 0)
+      corrupt(path_, got < 0 ? say("read failed: ", std::strerror(errno)) : say("it ends at byte ", offset));
     at += got;
     offset += std::uint64_t(got);
     bytes -= std::size_t(got);
@@ -132,7 +137,8 @@ void CacheFile::read_offsets(std::int64_t r0, std::int64_t r1, std::vector<std::
     const std::int64_t p = row_ptr[std::size_t(r - r0)];
     if (p < 0 || p > h_.nnz || (r > r0 && p < row_ptr[std::size_t(r - r0 - 1)]) || (r == 0 && p != 0) ||
         (r == h_.rows && p != h_.nnz))
-      corrupt(path_, say("row offset ", r, " is ", p, " (rows must start at 0, never go back, and end at ", h_.nnz, ")"));
+      corrupt(path_,
+              say("row offset ", r, " is ", p, " (rows must start at 0, never go back, and end at ", h_.nnz, ")"));
   }
 }
 
@@ -145,7 +151,8 @@ void CacheFile::read_rows(std::int64_t r0, SparseDataset& d) const {
   };
   get(at.label, r0, rows, d.label);
   for (std::int64_t r = 0; r < rows; ++r)
-    if (const float y = d.label[std::size_t(r)]; y != 0.0f && y != 1.0f) corrupt(path_, say("row ", r0 + r, " has label ", y));
+    if (const float y = d.label[std::size_t(r)]; y != 0.0f && y != 1.0f)
+      corrupt(path_, say("row ", r0 + r, " has label ", y));
   get(at.index, a, n, d.index);
   get(at.field, a, n, d.field);
   get(at.value, a, n, d.value);
@@ -215,7 +222,9 @@ CacheWriter::CacheWriter(std::string cache, const CacheHeader& key) : cache_(std
   }
 }
 
-CacheWriter::~CacheWriter() { remove_parts(); }
+CacheWriter::~CacheWriter() {
+  remove_parts();
+}
 
 void CacheWriter::remove_parts() {
   out_.clear();

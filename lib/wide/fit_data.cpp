@@ -33,7 +33,9 @@ bool streams(const Config& c, const std::string& spec) {
   return 2 * std::int64_t(std::filesystem::file_size(spec)) > budget;
 }
 
-std::string cache_of(const std::string& spec) { return spec + ".skewbin"; }
+std::string cache_of(const std::string& spec) {
+  return spec + ".skewbin";
+}
 
 // The first pass over a streamed data.train: its rows, shape and (to renumber) feature counts.
 // It reads the file's binary cache when data.cache is on and the cache matches the file and its
@@ -53,18 +55,18 @@ StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, cons
   std::unique_ptr<CacheWriter> writer;
   const CacheStream* from_cache = nullptr;
   if (cache) {
-    d.stream = std::make_unique<CacheStream>(std::move(cache), budget / kStreamSlots, kStreamSlots,
-                                             max_memory_setting(c));
+    d.stream =
+        std::make_unique<CacheStream>(std::move(cache), budget / kStreamSlots, kStreamSlots, max_memory_setting(c));
     from_cache = static_cast<const CacheStream*>(d.stream.get());
   } else {
-    d.stream = std::make_unique<TextStream>(spec, format_for(spec, ro.format), ro, budget / kStreamSlots,
-                                            kStreamSlots, max_memory_setting(c));
+    d.stream = std::make_unique<TextStream>(spec, format_for(spec, ro.format), ro, budget / kStreamSlots, kStreamSlots,
+                                            max_memory_setting(c));
     if (ro.use_cache) writer = std::make_unique<CacheWriter>(cache_of(spec), key);
   }
-  StreamScan scan = scan_stream(*d.stream, ro.hash_bits, c.get_bool("train.renumber"),
-                                writer ? std::function<void(const SparseDataset&)>(
-                                             [&](const SparseDataset& chunk) { writer->append(chunk); })
-                                       : nullptr);
+  StreamScan scan = scan_stream(
+      *d.stream, ro.hash_bits, c.get_bool("train.renumber"),
+      writer ? std::function<void(const SparseDataset&)>([&](const SparseDataset& chunk) { writer->append(chunk); })
+             : nullptr);
   if (from_cache) {
     scan.report.lines = from_cache->header().lines;
     scan.report.skipped_lines = from_cache->header().skipped;
@@ -73,18 +75,17 @@ StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, cons
   scan.report.megabytes = double(std::filesystem::file_size(spec)) / 1e6;
   SKEW_CHECK(scan.rows > 0, spec << " holds no rows (" << scan.report.lines << " lines, " << scan.report.skipped_lines
                                  << " of them malformed and skipped): nothing to read");
-  d.stream_cached = from_cache != nullptr ||
-                    (writer && writer->finish(scan.num_features, scan.num_fields, scan.report.lines,
-                                              scan.report.skipped_lines));
+  d.stream_cached = from_cache != nullptr || (writer && writer->finish(scan.num_features, scan.num_fields,
+                                                                       scan.report.lines, scan.report.skipped_lines));
   scan.report.seconds = timer.seconds();
   if (scan.report.skipped_lines > 0)
     SKEW_WARN(spec << ": skipped " << scan.report.skipped_lines << " malformed line(s) of " << scan.report.lines
                    << (scan.report.first_bad_line.empty() ? "" : "; first: " + scan.report.first_bad_line));
   SKEW_INFO("data: streaming " << spec << " (" << scan.report.megabytes << " MB > half of " << max_memory_setting(c)
                                << "), first pass " << scan.report.seconds << " s "
-                               << (from_cache          ? "over its binary cache " + cache_of(spec)
-                                   : d.stream_cached   ? "parsing it and writing its binary cache " + cache_of(spec)
-                                                       : std::string("parsing it"))
+                               << (from_cache        ? "over its binary cache " + cache_of(spec)
+                                   : d.stream_cached ? "parsing it and writing its binary cache " + cache_of(spec)
+                                                     : std::string("parsing it"))
                                << "; the epochs read " << (d.stream_cached ? "the cache" : "the text"));
   d.report = scan.report;
   d.train_rows = scan.rows;
@@ -164,13 +165,15 @@ std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, Wide
   // The first pass checked the cache's checksum, or wrote it.
   std::unique_ptr<CacheFile> cache =
       data.stream_cached
-          ? CacheFile::open(cache_of(spec), cache_key(spec, format, data.read.skip_bad_lines, data.read.hash_bits), false)
+          ? CacheFile::open(cache_of(spec), cache_key(spec, format, data.read.skip_bad_lines, data.read.hash_bits),
+                            false)
           : nullptr;
   if (cache)
-    data.stream = std::make_unique<CacheStream>(std::move(cache), ring / kStreamSlots, kStreamSlots, max_memory_setting(c));
+    data.stream =
+        std::make_unique<CacheStream>(std::move(cache), ring / kStreamSlots, kStreamSlots, max_memory_setting(c));
   else
-    data.stream = std::make_unique<TextStream>(spec, format, data.read, ring / kStreamSlots, kStreamSlots,
-                                               max_memory_setting(c));
+    data.stream =
+        std::make_unique<TextStream>(spec, format, data.read, ring / kStreamSlots, kStreamSlots, max_memory_setting(c));
   const bool normalize = data.normalize, renumber = data.renumber;
   const FeatureOrder* order = &data.order;
   return std::make_unique<StreamBatches>(*data.stream, batch, [normalize, renumber, order](SparseDataset& chunk) {

@@ -23,7 +23,8 @@ Schema wide_train_schema() {
             "buffers that share what M leaves after the model, its gradient and optimizer state (which must fit in M) "
             "with chunks of rows, read from the file's binary cache when data.cache is on (the first pass parses the "
             "text and writes the cache, in bounded memory, when none matches the file or its checksum fails), else "
-            "parsed from the text every epoch. Same rows, order and model as the whole load (one rank; epoch-end checkpoints only; "
+            "parsed from the text every epoch. Same rows, order and model as the whole load (one rank; epoch-end "
+            "checkpoints only; "
             "data.valid is still loaded whole, outside M; M is not a cap on the process: the flow schema's buffers "
             "and the libraries come on top, see results/wide/cost_curve)");
   s.add_int("data.hash_bits", 0, {0, kMaxHashBits},

@@ -38,14 +38,19 @@ std::int64_t slot_bound(const std::string& text, std::size_t n) {
 }  // namespace
 
 ChunkStream::ChunkStream(std::string path, std::int64_t slot_bytes, int slots, std::string name_budget)
-    : path_(std::move(path)), name_budget_(std::move(name_budget)), slot_bytes_(slot_bytes), slots_(std::size_t(std::max(slots, 0))) {
+    : path_(std::move(path)),
+      name_budget_(std::move(name_budget)),
+      slot_bytes_(slot_bytes),
+      slots_(std::size_t(std::max(slots, 0))) {
   SKEW_CHECK(slots >= 2, "a stream ring needs at least 2 slots, got " << slots);
   SKEW_CHECK(slot_bytes >= 4096, name_budget_ << " leaves " << slot_bytes << " bytes per ring slot for " << path_
                                               << " (at least 4096 are needed)");
   done_ = true;  // no pass until rewind()
 }
 
-ChunkStream::~ChunkStream() { stop(); }
+ChunkStream::~ChunkStream() {
+  stop();
+}
 
 void ChunkStream::stop() {
   {
@@ -134,7 +139,9 @@ void ChunkStream::read_pass() {
 
 TextStream::TextStream(std::string path, TextFormat format, const ReadOptions& options, std::int64_t slot_bytes,
                        int slots, std::string name_budget)
-    : ChunkStream(std::move(path), slot_bytes, slots, std::move(name_budget)), format_(format), options_(options),
+    : ChunkStream(std::move(path), slot_bytes, slots, std::move(name_budget)),
+      format_(format),
+      options_(options),
       texts_(std::size_t(slots)) {
   std::error_code ec;
   file_bytes_ = std::int64_t(std::filesystem::file_size(path_, ec));
@@ -223,7 +230,9 @@ CacheStream::CacheStream(std::unique_ptr<CacheFile> cache, std::int64_t slot_byt
   slot_nonzeros_ = (slot_bytes_ - 8 - 12 * slot_rows_) / 10;
 }
 
-CacheStream::~CacheStream() { stop(); }
+CacheStream::~CacheStream() {
+  stop();
+}
 
 // The most rows from next_row_ that fit the slot's arrays, read into them; -1 at the end.
 std::int64_t CacheStream::fill(std::size_t, StreamChunk& chunk) {

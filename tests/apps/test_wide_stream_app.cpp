@@ -36,11 +36,11 @@ void export_rows(const std::filesystem::path& file) {
 std::string train(const std::filesystem::path& dir, const std::filesystem::path& file, const std::string& name,
                   const std::string& extra, bool ok = true, const std::string& launcher = "") {
   const auto log = dir / (name + ".log");
-  const int rc = run(launcher + SKEW_WIDE_TRAIN + " --data.train=" + file.string() +
-                     " --data.valid=" + (extra.find("--data.cache=") == std::string::npos ? " --data.cache=false" : "") +
+  const int rc = run(launcher + SKEW_WIDE_TRAIN + " --data.train=" + file.string() + " --data.valid=" +
+                     (extra.find("--data.cache=") == std::string::npos ? " --data.cache=false" : "") +
                      " --model.k=4 --train.epochs=2 --train.threads=1"
-                     " --train.batch_size=333 --output.dir=" + (dir / name).string() + " " + extra + " > " +
-                     log.string() + " 2>&1");
+                     " --train.batch_size=333 --output.dir=" +
+                     (dir / name).string() + " " + extra + " > " + log.string() + " 2>&1");
   const std::string text = skew::read_file(log.string());
   INFO(text);
   CHECK((rc == 0) == ok);
@@ -112,7 +112,8 @@ std::string model_of(const std::filesystem::path& dir, const std::string& name) 
 }
 }  // namespace
 
-TEST_CASE("wide_train: a streamed data.train writes its binary cache in the first pass and trains from it, bit for bit") {
+TEST_CASE(
+    "wide_train: a streamed data.train writes its binary cache in the first pass and trains from it, bit for bit") {
   const Dir dir;
   const auto file = dir.path / "rows.libsvm";
   export_rows(file);
@@ -132,9 +133,11 @@ TEST_CASE("wide_train: a streamed data.train writes its binary cache in the firs
                Catch::Contains("over its binary cache " + cache + "; the epochs read the cache") &&
                    Catch::Contains("lines, from cache"));
     CHECK(model_of(dir.path, "read_" + model) == whole);
-    const auto summary = nlohmann::json::parse(skew::read_file((dir.path / ("read_" + model) / "summary.json").string()));
+    const auto summary =
+        nlohmann::json::parse(skew::read_file((dir.path / ("read_" + model) / "summary.json").string()));
     CHECK(summary["stream_chunks_read"].get<std::int64_t>() >= 2 * 4);  // two epochs of several chunks
-    CHECK(summary["stream_peak_ring_bytes"].get<std::int64_t>() <= summary["stream_ring_budget_bytes"].get<std::int64_t>());
+    CHECK(summary["stream_peak_ring_bytes"].get<std::int64_t>() <=
+          summary["stream_ring_budget_bytes"].get<std::int64_t>());
   }
   std::string bytes = skew::read_file(cache);
   bytes[bytes.size() / 2] ^= 0x04;

@@ -6,10 +6,11 @@
 // binary cache streamed: a first pass writes the bytes the whole load writes, a cache stream's
 // chunks join into the whole parse within its ring, and a damaged cache is ignored (bad checksum)
 // or refused naming it (truncated).
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <unistd.h>
 
 #include "lib/core/fileio.hpp"
 #include "lib/wide/cache.hpp"
@@ -207,7 +208,8 @@ void write_cache_streamed(const std::string& path, TextFormat format, const Read
 }
 }  // namespace
 
-TEST_CASE("stream: a first pass writes the whole load's cache byte for byte, which a cache stream reads back in chunks") {
+TEST_CASE(
+    "stream: a first pass writes the whole load's cache byte for byte, which a cache stream reads back in chunks") {
   for (const TextFormat format : {TextFormat::Libsvm, TextFormat::Libffm}) {
     const std::string text = criteo_text(3000, format);
     const TempFile file("cached.txt", text), whole_load("whole.txt", text);
@@ -217,7 +219,8 @@ TEST_CASE("stream: a first pass writes the whole load's cache byte for byte, whi
     o.format = format == TextFormat::Libffm ? "libffm" : "libsvm";
     write_cache_streamed(file.path, format, o);
     const SparseDataset expect = load_dataset(whole_load.path, o);  // parses, then writes its cache whole
-    const std::string streamed_bytes = skew::read_file(cache_file.path), whole_bytes = skew::read_file(whole_cache.path);
+    const std::string streamed_bytes = skew::read_file(cache_file.path),
+                      whole_bytes = skew::read_file(whole_cache.path);
     REQUIRE(whole_bytes.size() > 200000);
     // The headers differ only in the source's mtime (two files); the payloads and counts match.
     CHECK(streamed_bytes.substr(24) == whole_bytes.substr(24));
@@ -246,19 +249,21 @@ TEST_CASE("stream: a first pass writes the whole load's cache byte for byte, whi
   }
 }
 
-TEST_CASE("stream: a damaged or stale cache is ignored or refused naming it, and a row larger than a slot names the budget") {
+TEST_CASE(
+    "stream: a damaged or stale cache is ignored or refused naming it, and a row larger than a slot names the budget") {
   const std::string text = criteo_text(1500, TextFormat::Libsvm);
   const TempFile file("damaged.txt", text), cache_file("damaged.txt.skewbin", "");
   write_cache_streamed(file.path, TextFormat::Libsvm, ReadOptions{});
   const CacheHeader key = cache_key(file.path, TextFormat::Libsvm, false, 0);
   const std::string bytes = skew::read_file(cache_file.path);
   REQUIRE(CacheFile::open(cache_file.path, key, true));
-  CHECK_FALSE(CacheFile::open(cache_file.path, cache_key(file.path, TextFormat::Libsvm, false, 12), true));  // other hash_bits
+  CHECK_FALSE(
+      CacheFile::open(cache_file.path, cache_key(file.path, TextFormat::Libsvm, false, 12), true));  // other hash_bits
 
   std::string flipped = bytes;
   flipped[bytes.size() / 2] ^= 0x10;
   skew::write_file_atomic(cache_file.path, flipped);
-  CHECK(CacheFile::open(cache_file.path, key, false));      // the header alone is fine
+  CHECK(CacheFile::open(cache_file.path, key, false));       // the header alone is fine
   CHECK_FALSE(CacheFile::open(cache_file.path, key, true));  // the checksum is not
 
   skew::write_file_atomic(cache_file.path, std::string_view(bytes).substr(0, bytes.size() - 6));
