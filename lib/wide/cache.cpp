@@ -3,6 +3,7 @@
 #include "lib/wide/cache.hpp"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -116,14 +117,20 @@ void CacheFile::read_at(std::uint64_t offset, void* to, std::size_t bytes) const
 }
 
 bool CacheFile::payload_intact() const {
-  std::vector<char> block(kCacheBlock);
+  // Read through a mapping (no copy), each block's pages let go once summed, so that the
+  // process's resident memory never holds more than one block of the file.
+  const std::size_t end = std::size_t(file_bytes());
+  void* mapped = ::mmap(nullptr, end, PROT_READ, MAP_SHARED, fd_, 0);
+  if (mapped == MAP_FAILED) corrupt(path_, say("cannot map it: ", std::strerror(errno)));
+  const char* bytes = static_cast<const char*>(mapped);
+  ::madvise(mapped, end, MADV_SEQUENTIAL);
   std::uint32_t crc = 0;
-  const std::uint64_t end = file_bytes();
-  for (std::uint64_t at = sizeof(CacheHeader); at < end; at += kCacheBlock) {
-    const std::size_t n = std::size_t(std::min<std::uint64_t>(kCacheBlock, end - at));
-    read_at(at, block.data(), n);
-    crc = crc32c(block.data(), n, crc);
+  for (std::size_t at = 0; at < end; at += kCacheBlock) {  // block-aligned, so page-aligned for madvise
+    const std::size_t n = std::min(kCacheBlock, end - at), from = std::max(at, sizeof(CacheHeader));
+    crc = crc32c(bytes + from, at + n - from, crc);
+    ::madvise(const_cast<char*>(bytes) + at, n, MADV_DONTNEED);
   }
+  ::munmap(mapped, end);
   if (crc == h_.payload_crc) return true;
   SKEW_WARN("data cache " << path_ << " fails its checksum (crc32c " << std::hex << crc << ", recorded "
                           << h_.payload_crc << std::dec << "): re-parsing the text file and rewriting the cache");
