@@ -33,8 +33,8 @@ CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_ba
 // Writes `h` (counts filled in by the caller) and `d`; a failed write only warns.
 void write_cache(const std::string& cache, CacheHeader h, const SparseDataset& d);
 
-// A cache whose header matched, read by row ranges with pread (nothing mapped, so only the rows
-// asked for become the process's memory), every range checked as it is read.
+// A cache whose header matched, its rows read by ranges with pread (so only the rows asked for
+// become the process's memory), every range checked as it is read.
 class CacheFile {
  public:
   // `cache` opened when it is a file whose header matches `want` (a cache hashed with other
@@ -49,8 +49,8 @@ class CacheFile {
   const CacheHeader& header() const { return h_; }
   const std::string& path() const { return path_; }
   std::uint64_t file_bytes() const;
-  // Whether the payload's CRC-32C is the header's (read through in blocks); warns naming the
-  // cache when it is not.
+  // Whether the payload's CRC-32C is the header's (summed through a mapping whose pages are let
+  // go block by block); warns naming the cache when it is not.
   bool payload_intact() const;
   // Stored row offsets [r0, r1] into `row_ptr` (checked: from 0, never back, ending at nnz).
   void read_offsets(std::int64_t r0, std::int64_t r1, std::vector<std::int64_t>& row_ptr) const;

@@ -159,8 +159,7 @@ struct StreamProgress {
 
 // Mini-batches of `batch_rows` rows in file order, each chunk first passed to `prepare`
 // (normalisation, renumbering; on the stream's reader thread); a batch spanning two chunks is
-// copied into one. A progress
-// line (rows/s, ETA) every `progress_seconds`.
+// copied into one. A progress line (rows/s, ETA) every `progress_seconds`.
 class StreamBatches {
  public:
   StreamBatches(ChunkStream& stream, std::int64_t batch_rows, std::function<void(SparseDataset&)> prepare,
