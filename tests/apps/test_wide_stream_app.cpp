@@ -133,6 +133,8 @@ TEST_CASE(
                Catch::Contains("over its binary cache " + cache + "; the epochs read the cache") &&
                    Catch::Contains("lines, from cache"));
     CHECK(model_of(dir.path, "read_" + model) == whole);
+    train(dir.path, file, "text_" + model, "--model.type=" + model + " --data.max_memory_mb=5 --data.cache=false");
+    CHECK(model_of(dir.path, "text_" + model) == model_of(dir.path, "read_" + model));  // streamed from the text
     const auto summary =
         nlohmann::json::parse(skew::read_file((dir.path / ("read_" + model) / "summary.json").string()));
     CHECK(summary["stream_chunks_read"].get<std::int64_t>() >= 2 * 4);  // two epochs of several chunks
