@@ -1,10 +1,13 @@
 // The binary cache beside a libsvm/libffm text file (FILE.skewbin), internal to the reader:
-// written after a parse, read (mapped, checksum verified, rank slice only) when its header
-// matches the source file.
+// written after a parse (whole, or chunk by chunk by a streamed first pass), read (checksum
+// verified, rank slice only, or chunk by chunk by a stream) when its header matches the source.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "lib/core/fileio.hpp"
 #include "lib/wide/dataset.hpp"
 
 namespace skew::wide {
@@ -29,11 +32,72 @@ static_assert(sizeof(CacheHeader) == 88 && offsetof(CacheHeader, payload_crc) ==
 CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_bad_lines, int hash_bits);
 // Writes `h` (counts filled in by the caller) and `d`; a failed write only warns.
 void write_cache(const std::string& cache, CacheHeader h, const SparseDataset& d);
-// Reads this rank's rows from the cache when it matches `want` (a cache hashed with other
-// hash_bits does not: it is re-parsed and rewritten); false when it does not, or
-// when its payload fails its checksum (with a warning naming it: the caller re-parses and
-// rewrites it). Throws naming the cache when its counts are inconsistent.
+
+// A cache whose header matched, its rows read by ranges with pread (so only the rows asked for
+// become the process's memory), every range checked as it is read.
+class CacheFile {
+ public:
+  // `cache` opened when it is a file whose header matches `want` (a cache hashed with other
+  // hash_bits does not: it is re-parsed and rewritten) and, with `check_payload`, whose payload
+  // passes its checksum (else a warning naming it); null otherwise. Throws naming the cache when
+  // its counts are inconsistent with its size.
+  static std::unique_ptr<CacheFile> open(const std::string& cache, const CacheHeader& want, bool check_payload);
+  ~CacheFile();
+  CacheFile(const CacheFile&) = delete;
+  CacheFile& operator=(const CacheFile&) = delete;
+
+  const CacheHeader& header() const { return h_; }
+  const std::string& path() const { return path_; }
+  std::uint64_t file_bytes() const;
+  // Whether the payload's CRC-32C is the header's (summed through a mapping whose pages are let
+  // go block by block); warns naming the cache when it is not.
+  bool payload_intact() const;
+  // Stored row offsets [r0, r1] into `row_ptr` (checked: from 0, never back, ending at nnz).
+  void read_offsets(std::int64_t r0, std::int64_t r1, std::vector<std::int64_t>& row_ptr) const;
+  // Rows [r0, r0 + d.row_ptr.size() - 1) into `d`, whose row_ptr holds their stored offsets
+  // (read_offsets); labels and nonzeros checked, row_ptr rebased to 0, first_row = r0.
+  void read_rows(std::int64_t r0, SparseDataset& d) const;
+
+ private:
+  CacheFile(std::string path, int fd);
+  void read_at(std::uint64_t offset, void* to, std::size_t bytes) const;
+  std::string path_;
+  int fd_;
+  CacheHeader h_{};
+};
+
+// Reads this rank's rows from the cache when CacheFile::open opens it (checksum checked); false
+// when it does not (the caller re-parses and rewrites it).
 bool read_cache_slice(const std::string& cache, const CacheHeader& want, const ReadOptions& o, SparseDataset& d,
                       ReadReport& report);
+
+// The cache of a file parsed in chunks (a streamed first pass), in bounded memory: each
+// chunk's arrays are appended to one temporary file per array beside the cache, and finish()
+// joins them behind the header (checksummed block by block) into the cache, written to a
+// temporary name and renamed. The same bytes write_cache writes for the whole file. A failed
+// write warns and leaves no cache.
+class CacheWriter {
+ public:
+  CacheWriter(std::string cache, const CacheHeader& key);
+  ~CacheWriter();  // removes the temporaries
+  CacheWriter(const CacheWriter&) = delete;
+  CacheWriter& operator=(const CacheWriter&) = delete;
+
+  // The next rows of the file, as parsed.
+  void append(const SparseDataset& chunk);
+  // Writes the cache of the rows appended (the header's other counts from the caller); true
+  // when it was written.
+  bool finish(std::int64_t num_features, int num_fields, std::int64_t lines, std::int64_t skipped);
+
+ private:
+  void fail(const std::string& why);
+  void remove_parts();
+  std::string cache_;
+  CacheHeader h_;
+  std::vector<std::string> parts_;  // row_ptr, label, index, field, value
+  std::vector<OutputFile> out_;
+  std::vector<std::int64_t> offsets_;  // a chunk's row_ptr shifted to the file's
+  bool failed_ = false;
+};
 
 }  // namespace skew::wide

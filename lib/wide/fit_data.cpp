@@ -33,7 +33,14 @@ bool streams(const Config& c, const std::string& spec) {
   return 2 * std::int64_t(std::filesystem::file_size(spec)) > budget;
 }
 
+std::string cache_of(const std::string& spec) {
+  return spec + ".skewbin";
+}
+
 // The first pass over a streamed data.train: its rows, shape and (to renumber) feature counts.
+// It reads the file's binary cache when data.cache is on and the cache matches the file and its
+// checksum; else it parses the text and, with data.cache on, writes the cache as it goes, so
+// that the epochs read binary rows either way.
 StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, const ReadOptions& ro, Data& d) {
   const std::string spec = c.get_string("data.train");
   SKEW_CHECK(world.size() == 1, max_memory_setting(c) << " streams " << spec << ", which runs on one rank ("
@@ -42,19 +49,44 @@ StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, cons
              max_memory_setting(c) << " streams " << spec << " from its start every epoch, so it resumes from epoch-end "
                                    << "checkpoints only: set output.checkpoint_interval = 0");
   const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
-  d.stream = std::make_unique<TextStream>(spec, format_for(spec, ro.format), ro, budget / kStreamSlots, kStreamSlots,
-                                          max_memory_setting(c));
+  const CacheHeader key = cache_key(spec, format_for(spec, ro.format), ro.skip_bad_lines, ro.hash_bits);
   Timer timer;
-  StreamScan scan = scan_stream(*d.stream, ro.hash_bits, c.get_bool("train.renumber"));
-  scan.report.seconds = timer.seconds();
+  std::unique_ptr<CacheFile> cache = ro.use_cache ? CacheFile::open(cache_of(spec), key, true) : nullptr;
+  std::unique_ptr<CacheWriter> writer;
+  const CacheStream* from_cache = nullptr;
+  if (cache) {
+    d.stream =
+        std::make_unique<CacheStream>(std::move(cache), budget / kStreamSlots, kStreamSlots, max_memory_setting(c));
+    from_cache = static_cast<const CacheStream*>(d.stream.get());
+  } else {
+    d.stream = std::make_unique<TextStream>(spec, format_for(spec, ro.format), ro, budget / kStreamSlots, kStreamSlots,
+                                            max_memory_setting(c));
+    if (ro.use_cache) writer = std::make_unique<CacheWriter>(cache_of(spec), key);
+  }
+  StreamScan scan = scan_stream(
+      *d.stream, ro.hash_bits, c.get_bool("train.renumber"),
+      writer ? std::function<void(const SparseDataset&)>([&](const SparseDataset& chunk) { writer->append(chunk); })
+             : nullptr);
+  if (from_cache) {
+    scan.report.lines = from_cache->header().lines;
+    scan.report.skipped_lines = from_cache->header().skipped;
+    scan.report.from_cache = true;
+  }
+  scan.report.megabytes = double(std::filesystem::file_size(spec)) / 1e6;
   SKEW_CHECK(scan.rows > 0, spec << " holds no rows (" << scan.report.lines << " lines, " << scan.report.skipped_lines
                                  << " of them malformed and skipped): nothing to read");
+  d.stream_cached = from_cache != nullptr || (writer && writer->finish(scan.num_features, scan.num_fields,
+                                                                       scan.report.lines, scan.report.skipped_lines));
+  scan.report.seconds = timer.seconds();
   if (scan.report.skipped_lines > 0)
     SKEW_WARN(spec << ": skipped " << scan.report.skipped_lines << " malformed line(s) of " << scan.report.lines
-                   << "; first: " << scan.report.first_bad_line);
+                   << (scan.report.first_bad_line.empty() ? "" : "; first: " + scan.report.first_bad_line));
   SKEW_INFO("data: streaming " << spec << " (" << scan.report.megabytes << " MB > half of " << max_memory_setting(c)
-                               << "), first pass " << scan.report.seconds << " s"
-                               << (ro.use_cache ? "; the binary cache is neither read nor written when streaming" : ""));
+                               << "), first pass " << scan.report.seconds << " s "
+                               << (from_cache        ? "over its binary cache " + cache_of(spec)
+                                   : d.stream_cached ? "parsing it and writing its binary cache " + cache_of(spec)
+                                                     : std::string("parsing it"))
+                               << "; the epochs read " << (d.stream_cached ? "the cache" : "the text"));
   d.report = scan.report;
   d.train_rows = scan.rows;
   d.train.num_features = scan.num_features;
@@ -145,10 +177,20 @@ std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, Wide
                                    << double(model_bytes) / double(1 << 20) << " MiB) and a stream ring of " << kStreamSlots
                                    << " x 64 KiB: raise data.max_memory_mb (or shrink the model)");
   const std::string spec = c.get_string("data.train");
+  const TextFormat format = format_for(spec, data.read.format);
   data.stream.reset();  // the first pass's ring goes before this one's is filled
-  data.stream = std::make_unique<TextStream>(spec, format_for(spec, c.get_string("data.format")),
-                                             data.read, ring / kStreamSlots,
-                                             kStreamSlots, max_memory_setting(c));
+  // The first pass checked the cache's checksum, or wrote it.
+  std::unique_ptr<CacheFile> cache =
+      data.stream_cached
+          ? CacheFile::open(cache_of(spec), cache_key(spec, format, data.read.skip_bad_lines, data.read.hash_bits),
+                            false)
+          : nullptr;
+  if (cache)
+    data.stream =
+        std::make_unique<CacheStream>(std::move(cache), ring / kStreamSlots, kStreamSlots, max_memory_setting(c));
+  else
+    data.stream =
+        std::make_unique<TextStream>(spec, format, data.read, ring / kStreamSlots, kStreamSlots, max_memory_setting(c));
   const bool normalize = data.normalize, renumber = data.renumber;
   const FeatureOrder* order = &data.order;
   return std::make_unique<StreamBatches>(*data.stream, batch, [normalize, renumber, order](SparseDataset& chunk) {

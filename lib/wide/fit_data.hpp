@@ -17,7 +17,8 @@ namespace skew::wide {
 // train.renumber is set, and the model shape they call for.
 struct Data {
   SparseDataset train, valid;  // train: empty but for num_features/num_fields when streamed
-  std::unique_ptr<TextStream> stream;  // data.train streamed (data.max_memory_mb), else null
+  std::unique_ptr<ChunkStream> stream;  // data.train streamed (data.max_memory_mb), else null
+  bool stream_cached = false;           // its epochs read its binary cache (checked or written)
   std::int64_t train_rows = 0;         // this rank's
   ReadOptions read;                    // data.* as read
   bool has_valid = false;

@@ -1,5 +1,6 @@
 // The chunk ring of lib/wide/stream.hpp: one reader thread per pass fills the slots in file
-// order, the consumer takes them in the same order and hands each back when it asks for the next.
+// order (parsing text, or reading a binary cache's rows), the consumer takes them in the same
+// order and hands each back when it asks for the next.
 #include "lib/wide/stream.hpp"
 
 #include <fcntl.h>
@@ -22,12 +23,7 @@ template <typename T>
 std::int64_t capacity_bytes(const std::vector<T>& v) {
   return std::int64_t(v.capacity() * sizeof(T));
 }
-std::int64_t arrays_bytes(SparseDataset& d) {
-  d.row_ptr.shrink_to_fit();
-  d.index.shrink_to_fit();
-  d.field.shrink_to_fit();
-  d.value.shrink_to_fit();
-  d.label.shrink_to_fit();
+std::int64_t arrays_bytes(const SparseDataset& d) {
   return capacity_bytes(d.row_ptr) + capacity_bytes(d.index) + capacity_bytes(d.field) + capacity_bytes(d.value) +
          capacity_bytes(d.label);
 }
@@ -41,22 +37,22 @@ std::int64_t slot_bound(const std::string& text, std::size_t n) {
 }
 }  // namespace
 
-TextStream::TextStream(std::string path, TextFormat format, const ReadOptions& options, std::int64_t slot_bytes,
-                       int slots, std::string name_budget)
-    : path_(std::move(path)), name_budget_(std::move(name_budget)), format_(format), options_(options),
-      slot_bytes_(slot_bytes), slots_(std::size_t(std::max(slots, 0))) {
+ChunkStream::ChunkStream(std::string path, std::int64_t slot_bytes, int slots, std::string name_budget)
+    : path_(std::move(path)),
+      name_budget_(std::move(name_budget)),
+      slot_bytes_(slot_bytes),
+      slots_(std::size_t(std::max(slots, 0))) {
   SKEW_CHECK(slots >= 2, "a stream ring needs at least 2 slots, got " << slots);
   SKEW_CHECK(slot_bytes >= 4096, name_budget_ << " leaves " << slot_bytes << " bytes per ring slot for " << path_
                                               << " (at least 4096 are needed)");
-  std::error_code ec;
-  file_bytes_ = std::int64_t(std::filesystem::file_size(path_, ec));
-  SKEW_CHECK(!ec, "cannot read the size of " << path_ << ": " << ec.message());
   done_ = true;  // no pass until rewind()
 }
 
-TextStream::~TextStream() { stop(); }
+ChunkStream::~ChunkStream() {
+  stop();
+}
 
-void TextStream::stop() {
+void ChunkStream::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
@@ -65,7 +61,7 @@ void TextStream::stop() {
   if (reader_.joinable()) reader_.join();
 }
 
-void TextStream::rewind() {
+void ChunkStream::rewind() {
   stop();
   for (Slot& s : slots_) s.filled = false;
   stopping_ = done_ = holding_ = false;
@@ -74,17 +70,22 @@ void TextStream::rewind() {
   reader_ = std::thread([this] { read_pass(); });
 }
 
-std::int64_t TextStream::peak_ring_bytes() const {
+std::int64_t ChunkStream::peak_ring_bytes() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return peak_held_;
 }
 
-std::int64_t TextStream::chunks_read() const {
+void ChunkStream::prepare_chunks(std::function<void(SparseDataset&)> prepare) {
+  stop();  // the reader thread reads prepare_
+  prepare_ = std::move(prepare);
+}
+
+std::int64_t ChunkStream::chunks_read() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return chunks_;
 }
 
-StreamChunk* TextStream::next() {
+StreamChunk* ChunkStream::next() {
   std::unique_lock<std::mutex> lock(mutex_);
   if (holding_) {
     slots_[(consumed_ - 1) % slots_.size()].filled = false;
@@ -102,25 +103,24 @@ StreamChunk* TextStream::next() {
   return &slot.chunk;
 }
 
-void TextStream::read_pass() {
-  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+void ChunkStream::read_pass() {
   try {
-    SKEW_CHECK(fd >= 0, "cannot open " << path_ << ": " << std::strerror(errno));
-    std::string carry;
-    bool at_eof = false;
-    std::int64_t file_offset = 0, line_offset = 0, row_offset = 0;
+    start_pass();
     for (;;) {
-      Slot* slot = nullptr;
+      std::size_t index = 0;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        Slot& s = slots_[produced_ % slots_.size()];
-        changed_.wait(lock, [&] { return stopping_ || !s.filled; });
+        index = produced_ % slots_.size();
+        changed_.wait(lock, [&] { return stopping_ || !slots_[index].filled; });
         if (stopping_) break;
-        slot = &s;
       }
-      if (!fill(*slot, carry, at_eof, file_offset, line_offset, row_offset, fd)) break;
+      Slot& slot = slots_[index];
+      const std::int64_t held = fill(index, slot.chunk);
+      if (held < 0) break;
+      if (prepare_) prepare_(slot.chunk.data);
       std::lock_guard<std::mutex> lock(mutex_);
-      slot->filled = true;
+      slot.held = held;
+      slot.filled = true;
       ++produced_;
       ++chunks_;
       held_now_ = 0;
@@ -132,38 +132,61 @@ void TextStream::read_pass() {
     std::lock_guard<std::mutex> lock(mutex_);
     error_ = std::current_exception();
   }
-  if (fd >= 0) ::close(fd);
   std::lock_guard<std::mutex> lock(mutex_);
   done_ = true;
   changed_.notify_all();
 }
 
+TextStream::TextStream(std::string path, TextFormat format, const ReadOptions& options, std::int64_t slot_bytes,
+                       int slots, std::string name_budget)
+    : ChunkStream(std::move(path), slot_bytes, slots, std::move(name_budget)),
+      format_(format),
+      options_(options),
+      texts_(std::size_t(slots)) {
+  std::error_code ec;
+  file_bytes_ = std::int64_t(std::filesystem::file_size(path_, ec));
+  SKEW_CHECK(!ec, "cannot read the size of " << path_ << ": " << ec.message());
+}
+
+TextStream::~TextStream() {
+  stop();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void TextStream::start_pass() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  SKEW_CHECK(fd_ >= 0, "cannot open " << path_ << ": " << std::strerror(errno));
+  carry_.clear();
+  at_eof_ = false;
+  file_offset_ = line_offset_ = row_offset_ = 0;
+}
+
 // Reads the next block (the carried tail of the last one first), cuts it after its last newline
-// (shorter while its bound exceeds the slot) and parses it into the slot. False at the end.
-bool TextStream::fill(Slot& slot, std::string& carry, bool& at_eof, std::int64_t& file_offset,
-                      std::int64_t& line_offset, std::int64_t& row_offset, int fd) {
+// (shorter while its bound exceeds the slot) and parses it into the slot. -1 at the end.
+std::int64_t TextStream::fill(std::size_t slot, StreamChunk& chunk) {
   // A third of the slot for text leaves two for its arrays: Criteo-like text parses to about
   // its own size, and the bound below shortens blocks of denser text.
   const std::size_t block = std::size_t(slot_bytes_ / 3);
-  std::string& text = slot.text;
+  std::string& text = texts_[slot];
   text.reserve(block);
-  text.assign(carry);
-  carry.clear();
-  while (!at_eof && text.size() < block) {
+  text.assign(carry_);
+  carry_.clear();
+  while (!at_eof_ && text.size() < block) {
     const std::size_t have = text.size();
     text.resize(block);
-    const ssize_t got = ::read(fd, text.data() + have, block - have);
+    const ssize_t got = ::read(fd_, text.data() + have, block - have);
     SKEW_CHECK(got >= 0, "reading " << path_ << ": " << std::strerror(errno));
     text.resize(have + std::size_t(got));
-    at_eof = got == 0;
+    at_eof_ = got == 0;
   }
-  if (text.empty()) return false;
+  if (text.empty()) return -1;
   const auto too_long = [&] {
-    SKEW_THROW(path_ << ":" << line_offset + 1 << ": a line longer than a stream ring slot allows (" << slot_bytes_
+    SKEW_THROW(path_ << ":" << line_offset_ + 1 << ": a line longer than a stream ring slot allows (" << slot_bytes_
                      << " bytes of text and parsed arrays; raise " << name_budget_ << ")");
   };
   std::size_t cut = text.size();
-  if (!at_eof) {
+  if (!at_eof_) {
     const std::size_t nl = text.rfind('\n');
     if (nl == std::string::npos) too_long();
     cut = nl + 1;
@@ -173,27 +196,76 @@ bool TextStream::fill(Slot& slot, std::string& carry, bool& at_eof, std::int64_t
     if (nl == std::string::npos) too_long();
     cut = nl + 1;
   }
-  carry.assign(text, cut, std::string::npos);
+  carry_.assign(text, cut, std::string::npos);
   text.resize(cut);
 
   ReadOptions o = options_;
-  o.line_offset = line_offset;
+  o.line_offset = line_offset_;
   ReadReport report;
-  StreamChunk& chunk = slot.chunk;
   chunk.data = parse_text(text, path_, format_, o, &report);
-  chunk.data.first_row = row_offset;
+  chunk.data.row_ptr.shrink_to_fit();
+  chunk.data.index.shrink_to_fit();
+  chunk.data.field.shrink_to_fit();
+  chunk.data.value.shrink_to_fit();
+  chunk.data.label.shrink_to_fit();
+  chunk.data.first_row = row_offset_;
   chunk.lines = report.lines;
   chunk.skipped_lines = report.skipped_lines;
   chunk.first_bad_line = report.first_bad_line;
-  line_offset += report.lines;
-  row_offset += chunk.data.rows();
-  file_offset += std::int64_t(cut);
-  chunk.end_offset = file_offset;
-  slot.held = std::int64_t(text.capacity()) + arrays_bytes(chunk.data);
-  return true;
+  line_offset_ += report.lines;
+  row_offset_ += chunk.data.rows();
+  file_offset_ += std::int64_t(cut);
+  chunk.end_offset = file_offset_;
+  return std::int64_t(text.capacity()) + arrays_bytes(chunk.data);
 }
 
-StreamScan scan_stream(TextStream& stream, int hash_bits, bool count_features) {
+CacheStream::CacheStream(std::unique_ptr<CacheFile> cache, std::int64_t slot_bytes, int slots, std::string name_budget)
+    : ChunkStream(cache->path(), slot_bytes, slots, std::move(name_budget)), cache_(std::move(cache)) {
+  file_bytes_ = std::int64_t(cache_->file_bytes());
+  // A slot's arrays: 8 B of row_ptr (and one more) + 4 B of label a row, 10 B a nonzero, split
+  // at the file's average nonzeros per row.
+  const CacheHeader& h = cache_->header();
+  const double per_row = h.rows > 0 ? double(h.nnz) / double(h.rows) : 0.0;
+  slot_rows_ = std::max<std::int64_t>(1, std::int64_t(double(slot_bytes_ - 8) / (12.0 + 10.0 * per_row)));
+  slot_nonzeros_ = (slot_bytes_ - 8 - 12 * slot_rows_) / 10;
+}
+
+CacheStream::~CacheStream() {
+  stop();
+}
+
+// The most rows from next_row_ that fit the slot's arrays, read into them; -1 at the end.
+std::int64_t CacheStream::fill(std::size_t, StreamChunk& chunk) {
+  const CacheHeader& h = cache_->header();
+  if (next_row_ >= h.rows) return -1;
+  SparseDataset& d = chunk.data;
+  if (d.row_ptr.capacity() < std::size_t(slot_rows_ + 1)) {  // once per slot: the arrays never grow after
+    d.row_ptr.reserve(std::size_t(slot_rows_ + 1));
+    d.label.reserve(std::size_t(slot_rows_));
+    d.index.reserve(std::size_t(slot_nonzeros_));
+    d.field.reserve(std::size_t(slot_nonzeros_));
+    d.value.reserve(std::size_t(slot_nonzeros_));
+  }
+  const std::int64_t r0 = next_row_;
+  cache_->read_offsets(r0, std::min(h.rows, r0 + slot_rows_), d.row_ptr);
+  const auto fits = std::upper_bound(d.row_ptr.begin() + 1, d.row_ptr.end(), d.row_ptr.front() + slot_nonzeros_);
+  const std::int64_t rows = std::int64_t(fits - d.row_ptr.begin()) - 1;
+  SKEW_CHECK(rows > 0, path_ << ": row " << r0 << " has " << d.row_ptr[1] - d.row_ptr[0]
+                             << " nonzeros, more than a stream ring slot holds (" << slot_nonzeros_ << " in "
+                             << slot_bytes_ << " bytes; raise " << name_budget_ << ")");
+  d.row_ptr.resize(std::size_t(rows + 1));
+  const std::int64_t nonzeros_through = d.row_ptr.back();
+  cache_->read_rows(r0, d);
+  next_row_ = r0 + rows;
+  chunk.lines = rows;
+  chunk.skipped_lines = 0;
+  // The cache's bytes of rows [0, next_row_): the last chunk's end is the file's size.
+  chunk.end_offset = std::int64_t(sizeof(CacheHeader)) + 8 + 12 * next_row_ + 10 * nonzeros_through;
+  return arrays_bytes(d);
+}
+
+StreamScan scan_stream(ChunkStream& stream, int hash_bits, bool count_features,
+                       const std::function<void(const SparseDataset&)>& each_chunk) {
   StreamScan scan;
   stream.rewind();
   std::int64_t max_features = 0;
@@ -203,6 +275,7 @@ StreamScan scan_stream(TextStream& stream, int hash_bits, bool count_features) {
     max_features = std::max(max_features, d.num_features);
     scan.num_fields = std::max(scan.num_fields, d.num_fields);
     if (count_features) add_feature_counts(d, scan.counts);
+    if (each_chunk) each_chunk(d);
     scan.report.lines += chunk->lines;
     scan.report.skipped_lines += chunk->skipped_lines;
     if (scan.report.first_bad_line.empty()) scan.report.first_bad_line = chunk->first_bad_line;
@@ -214,10 +287,11 @@ StreamScan scan_stream(TextStream& stream, int hash_bits, bool count_features) {
   return scan;
 }
 
-StreamBatches::StreamBatches(TextStream& stream, std::int64_t batch_rows, std::function<void(SparseDataset&)> prepare,
+StreamBatches::StreamBatches(ChunkStream& stream, std::int64_t batch_rows, std::function<void(SparseDataset&)> prepare,
                              double progress_seconds)
-    : stream_(stream), batch_rows_(batch_rows), prepare_(std::move(prepare)), progress_seconds_(progress_seconds) {
+    : stream_(stream), batch_rows_(batch_rows), progress_seconds_(progress_seconds) {
   SKEW_CHECK(batch_rows > 0, "a stream's batches need at least one row, got " << batch_rows);
+  stream_.prepare_chunks(std::move(prepare));
 }
 
 void StreamBatches::rewind() {
@@ -238,7 +312,6 @@ bool StreamBatches::fetch() {
     return false;
   }
   bytes_done_ = chunk_->end_offset;
-  prepare_(chunk_->data);
   return true;
 }
 

@@ -1,15 +1,16 @@
-// Training data larger than memory (data.max_memory_mb): a libsvm/libffm file read in chunks by
-// a reader thread into a small ring of buffers while the trainer consumes the chunk before, and
-// the file's mini-batches cut from those chunks in file order, exactly as the in-memory epoch
-// cuts them from the whole dataset (wide_train does not shuffle), so a streamed run trains the
-// same model bit for bit. Lines are parsed by parse_text (lib/wide/reader.cpp): the same
-// validation, and errors name the file's line.
+// Training data larger than memory (data.max_memory_mb): a libsvm/libffm file, or its binary
+// cache (lib/wide/cache.hpp), read in chunks by a reader thread into a small ring of buffers while
+// the trainer consumes the chunk before, and the file's mini-batches cut from those chunks in file
+// order, exactly as the in-memory epoch cuts them from the whole dataset (wide_train does not
+// shuffle), so a streamed run trains the same model bit for bit. Lines are parsed by parse_text
+// (lib/wide/reader.cpp): the same validation, and errors name the file's line.
 //
-// A chunk is whole lines of the file: a block read from it, cut after its last newline (the rest
-// starts the next block). A ring slot holds the chunk's text and its parsed arrays; the block is
-// shortened until an upper bound on both (its bytes, plus 12 bytes per newline and 10 per ':'
+// A text chunk is whole lines of the file: a block read from it, cut after its last newline (the
+// rest starts the next block). A ring slot holds the chunk's text and its parsed arrays; the block
+// is shortened until an upper bound on both (its bytes, plus 12 bytes per newline and 10 per ':'
 // for the arrays) fits the slot, so the slots' held bytes never exceed the ring's budget.
 // Parsing itself briefly needs up to the parser's growth headroom on top of one chunk's arrays.
+// A cache chunk is rows read with pread into arrays sized once to fit the slot (nothing mapped).
 #pragma once
 #include <condition_variable>
 #include <exception>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "lib/core/timer.hpp"
+#include "lib/wide/cache.hpp"
 #include "lib/wide/dataset.hpp"
 
 namespace skew::wide {
@@ -32,48 +34,57 @@ struct StreamChunk {
   std::string first_bad_line;    // "FILE:LINE:COL: why" with data.skip_bad_lines
 };
 
-class TextStream {
+// The ring and its reader thread; a subclass says how a pass starts and fills a chunk.
+class ChunkStream {
  public:
-  // `slot_bytes` is what each of `slots` (2 or more) ring buffers may hold; `name_budget` names
-  // the setting that sized them, for the error when one line cannot fit a slot.
-  TextStream(std::string path, TextFormat format, const ReadOptions& options, std::int64_t slot_bytes, int slots,
-             std::string name_budget);
-  ~TextStream();
-  TextStream(const TextStream&) = delete;
-  TextStream& operator=(const TextStream&) = delete;
+  virtual ~ChunkStream();
+  ChunkStream(const ChunkStream&) = delete;
+  ChunkStream& operator=(const ChunkStream&) = delete;
 
-  // Starts a pass over the file from its first byte (abandoning the one under way); there is
-  // none before the first call.
+  // Starts a pass over the source from its start (abandoning the one under way); there is none
+  // before the first call.
   void rewind();
   // The pass's next chunk in file order (the one before it goes back to the ring), or nullptr
   // after the last. Rethrows the reader thread's error (a malformed line, a read failure) when
   // the chunks before it have been consumed.
   StreamChunk* next();
 
+  // The bytes a pass reads (StreamChunk::end_offset counts towards them).
   std::int64_t file_bytes() const { return file_bytes_; }
   std::int64_t ring_budget() const { return slot_bytes_ * std::int64_t(slots_.size()); }
   // The most bytes the ring's slots have held at once (texts plus the arrays' capacity), and
   // the number of chunks read, over every pass so far.
   std::int64_t peak_ring_bytes() const;
   std::int64_t chunks_read() const;
+  // From the next rewind() on, each chunk goes through `prepare` on the reader thread before the
+  // consumer sees it, so that its normalisation and renumbering overlap training on the last one.
+  void prepare_chunks(std::function<void(SparseDataset&)> prepare);
+
+ protected:
+  // `slot_bytes` is what each of `slots` (2 or more) ring buffers may hold; `name_budget` names
+  // the setting that sized them, for the error when one line or row cannot fit a slot.
+  ChunkStream(std::string path, std::int64_t slot_bytes, int slots, std::string name_budget);
+  // Ends the pass under way: a subclass's destructor calls it before its members go.
+  void stop();
+  // On the reader thread: a pass starts; then each call fills `chunk` (ring slot `slot`) with
+  // the pass's next chunk and returns the bytes the slot holds, or -1 after the last chunk.
+  virtual void start_pass() = 0;
+  virtual std::int64_t fill(std::size_t slot, StreamChunk& chunk) = 0;
+
+  const std::string path_, name_budget_;
+  const std::int64_t slot_bytes_;
+  std::int64_t file_bytes_ = 0;  // set by the subclass's constructor
 
  private:
   struct Slot {
-    std::string text;
     StreamChunk chunk;
     std::int64_t held = 0;  // text and arrays' capacity, once filled
     bool filled = false;
   };
-  void stop();
   void read_pass();
-  bool fill(Slot& slot, std::string& carry, bool& at_eof, std::int64_t& file_offset, std::int64_t& line_offset,
-            std::int64_t& row_offset, int fd);
 
-  std::string path_, name_budget_;
-  TextFormat format_;
-  ReadOptions options_;
-  std::int64_t slot_bytes_ = 0, file_bytes_ = 0;
   std::vector<Slot> slots_;
+  std::function<void(SparseDataset&)> prepare_;
   std::thread reader_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;
@@ -84,6 +95,43 @@ class TextStream {
   std::int64_t held_now_ = 0, peak_held_ = 0, chunks_ = 0;
 };
 
+// A libsvm/libffm file's chunks, parsed.
+class TextStream : public ChunkStream {
+ public:
+  TextStream(std::string path, TextFormat format, const ReadOptions& options, std::int64_t slot_bytes, int slots,
+             std::string name_budget);
+  ~TextStream() override;
+
+ private:
+  void start_pass() override;
+  std::int64_t fill(std::size_t slot, StreamChunk& chunk) override;
+
+  TextFormat format_;
+  ReadOptions options_;
+  std::vector<std::string> texts_;  // per slot
+  // The pass's place: the text after the last chunk's last newline, the file read to its end.
+  std::string carry_;
+  bool at_eof_ = false;
+  std::int64_t file_offset_ = 0, line_offset_ = 0, row_offset_ = 0;
+  int fd_ = -1;
+};
+
+// A binary cache's rows: each chunk the most whole rows whose arrays fit the rows and nonzeros
+// a slot is sized for (at the file's average nonzeros per row). StreamChunk::lines counts rows.
+class CacheStream : public ChunkStream {
+ public:
+  CacheStream(std::unique_ptr<CacheFile> cache, std::int64_t slot_bytes, int slots, std::string name_budget);
+  ~CacheStream() override;
+  const CacheHeader& header() const { return cache_->header(); }
+
+ private:
+  void start_pass() override { next_row_ = 0; }
+  std::int64_t fill(std::size_t slot, StreamChunk& chunk) override;
+
+  std::unique_ptr<CacheFile> cache_;
+  std::int64_t slot_rows_ = 0, slot_nonzeros_ = 0, next_row_ = 0;
+};
+
 // The training file's shape from a first pass: what the in-memory reader learns by loading it.
 struct StreamScan {
   std::int64_t rows = 0, num_features = 0;
@@ -92,8 +140,10 @@ struct StreamScan {
   ReadReport report;
 };
 // A pass over `stream` (from its start) counting rows, feature occurrences (with
-// `count_features`), the largest row and field; hash_bits fixes num_features at 2^bits.
-StreamScan scan_stream(TextStream& stream, int hash_bits, bool count_features);
+// `count_features`), the largest row and field; hash_bits fixes num_features at 2^bits. Each
+// chunk, as read, goes to `each_chunk` too when given (the first pass writes the cache with it).
+StreamScan scan_stream(ChunkStream& stream, int hash_bits, bool count_features,
+                       const std::function<void(const SparseDataset&)>& each_chunk = {});
 
 // Where a pass stands: the progress line's figures.
 struct StreamProgress {
@@ -108,11 +158,11 @@ struct StreamProgress {
 };
 
 // Mini-batches of `batch_rows` rows in file order, each chunk first passed to `prepare`
-// (normalisation, renumbering); a batch spanning two chunks is copied into one. A progress
-// line (rows/s, ETA) every `progress_seconds`.
+// (normalisation, renumbering; on the stream's reader thread); a batch spanning two chunks is
+// copied into one. A progress line (rows/s, ETA) every `progress_seconds`.
 class StreamBatches {
  public:
-  StreamBatches(TextStream& stream, std::int64_t batch_rows, std::function<void(SparseDataset&)> prepare,
+  StreamBatches(ChunkStream& stream, std::int64_t batch_rows, std::function<void(SparseDataset&)> prepare,
                 double progress_seconds = 5.0);
   void rewind();
   // The next batch: rows [begin, end) of *data (valid until the next call); false at the end.
@@ -121,9 +171,8 @@ class StreamBatches {
 
  private:
   bool fetch();
-  TextStream& stream_;
+  ChunkStream& stream_;
   std::int64_t batch_rows_;
-  std::function<void(SparseDataset&)> prepare_;
   double progress_seconds_;
   StreamChunk* chunk_ = nullptr;
   bool ended_ = false;  // the stream returned its end this pass

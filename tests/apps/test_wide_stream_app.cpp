@@ -4,7 +4,9 @@
 // batch); the summary's ring peak stays within the ring's budget; a bad value near the end of
 // the file is refused with its file:line; a model that alone exceeds the budget, and the key out
 // of range, are refused naming data.max_memory_mb, as are streaming on two ranks and mid-epoch
-// checkpoints.
+// checkpoints. With data.cache on, the first pass writes the binary cache and the epochs read it,
+// and a later run reads it from its first pass: the same model bit for bit; a cache whose
+// checksum fails is re-parsed and rewritten, a truncated one refused, each named.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -29,14 +31,16 @@ void export_rows(const std::filesystem::path& file) {
               " '--data.train=synthetic:criteo?rows=20000&features=50000&alpha=1.1&seed=5' > /dev/null 2>&1") == 0);
 }
 
-// Trains on `file`; returns the log (the run must succeed when `ok`).
+// Trains on `file` (data.cache off unless `extra` sets it); returns the log (the run must succeed
+// when `ok`).
 std::string train(const std::filesystem::path& dir, const std::filesystem::path& file, const std::string& name,
                   const std::string& extra, bool ok = true, const std::string& launcher = "") {
   const auto log = dir / (name + ".log");
-  const int rc = run(launcher + SKEW_WIDE_TRAIN + " --data.train=" + file.string() +
-                     " --data.valid= --data.cache=false --model.k=4 --train.epochs=2 --train.threads=1"
-                     " --train.batch_size=333 --output.dir=" + (dir / name).string() + " " + extra + " > " +
-                     log.string() + " 2>&1");
+  const int rc = run(launcher + SKEW_WIDE_TRAIN + " --data.train=" + file.string() + " --data.valid=" +
+                     (extra.find("--data.cache=") == std::string::npos ? " --data.cache=false" : "") +
+                     " --model.k=4 --train.epochs=2 --train.threads=1"
+                     " --train.batch_size=333 --output.dir=" +
+                     (dir / name).string() + " " + extra + " > " + log.string() + " 2>&1");
   const std::string text = skew::read_file(log.string());
   INFO(text);
   CHECK((rc == 0) == ok);
@@ -100,4 +104,54 @@ TEST_CASE("wide_train: streaming refuses a bad value near the file's end, a mode
     CHECK_THAT(train(dir.path, good, "range", std::string("--data.max_memory_mb=") + bad, false),
                Catch::Contains("bad value '" + std::string(bad) + "' for key 'data.max_memory_mb'"));
   }
+}
+
+namespace {
+std::string model_of(const std::filesystem::path& dir, const std::string& name) {
+  return skew::read_file((dir / name / "model.safetensors").string());
+}
+}  // namespace
+
+TEST_CASE(
+    "wide_train: a streamed data.train writes its binary cache in the first pass and trains from it, bit for bit") {
+  const Dir dir;
+  const auto file = dir.path / "rows.libsvm";
+  export_rows(file);
+  const std::string cache = file.string() + ".skewbin";
+  for (const std::string model : {"lr", "fm"}) {
+    INFO(model);
+    std::filesystem::remove(cache);
+    const std::string streamed = "--model.type=" + model + " --data.max_memory_mb=5 --data.cache=true";
+    train(dir.path, file, "mem_" + model, "--model.type=" + model);
+    const std::string whole = model_of(dir.path, "mem_" + model);
+    REQUIRE(whole.size() > 100000);
+    CHECK_THAT(train(dir.path, file, "write_" + model, streamed),
+               Catch::Contains("parsing it and writing its binary cache " + cache + "; the epochs read the cache"));
+    CHECK(model_of(dir.path, "write_" + model) == whole);
+    REQUIRE(std::filesystem::file_size(cache) > std::filesystem::file_size(file) / 2);
+    CHECK_THAT(train(dir.path, file, "read_" + model, streamed),
+               Catch::Contains("over its binary cache " + cache + "; the epochs read the cache") &&
+                   Catch::Contains("lines, from cache"));
+    CHECK(model_of(dir.path, "read_" + model) == whole);
+    train(dir.path, file, "text_" + model, "--model.type=" + model + " --data.max_memory_mb=5 --data.cache=false");
+    CHECK(model_of(dir.path, "text_" + model) == model_of(dir.path, "read_" + model));  // streamed from the text
+    const auto summary =
+        nlohmann::json::parse(skew::read_file((dir.path / ("read_" + model) / "summary.json").string()));
+    CHECK(summary["stream_chunks_read"].get<std::int64_t>() >= 2 * 4);  // two epochs of several chunks
+    CHECK(summary["stream_peak_ring_bytes"].get<std::int64_t>() <=
+          summary["stream_ring_budget_bytes"].get<std::int64_t>());
+  }
+  std::string bytes = skew::read_file(cache);
+  bytes[bytes.size() / 2] ^= 0x04;
+  skew::write_file_atomic(cache, bytes);
+  CHECK_THAT(train(dir.path, file, "flipped", "--model.type=fm --data.max_memory_mb=5 --data.cache=true"),
+             Catch::Contains("data cache " + cache + " fails its checksum") &&
+                 Catch::Contains("writing its binary cache " + cache));
+  CHECK(model_of(dir.path, "flipped") == model_of(dir.path, "mem_fm"));
+  bytes = skew::read_file(cache);  // rewritten: it reads again
+  CHECK_THAT(train(dir.path, file, "reread", "--model.type=fm --data.max_memory_mb=5 --data.cache=true"),
+             Catch::Contains("over its binary cache " + cache));
+  skew::write_file_atomic(cache, std::string_view(bytes).substr(0, bytes.size() - 100));
+  CHECK_THAT(train(dir.path, file, "truncated", "--model.type=fm --data.max_memory_mb=5 --data.cache=true", false),
+             Catch::Contains("corrupt data cache " + cache));
 }

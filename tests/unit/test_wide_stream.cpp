@@ -2,13 +2,18 @@
 // join into exactly parse_text's dataset (libsvm and libffm, blocks cut inside lines, a last
 // line without its newline), the ring never holds more than its budget, the mini-batches are the
 // whole dataset's row for row (batches inside a chunk and across two), a bad value far into the
-// file is refused with its file:line, and a line longer than a slot names the budget's key.
+// file is refused with its file:line, and a line longer than a slot names the budget's key. The
+// binary cache streamed: a first pass writes the bytes the whole load writes, a cache stream's
+// chunks join into the whole parse within its ring, and a damaged cache is ignored (bad checksum)
+// or refused naming it (truncated).
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <unistd.h>
 
 #include "lib/core/fileio.hpp"
+#include "lib/wide/cache.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/stream.hpp"
@@ -176,6 +181,119 @@ TEST_CASE("stream: a line longer than a ring slot names the budget") {
              Catch::Contains(file.path + ":2: a line longer than") && Catch::Contains("raise data.max_memory_mb = 1"));
   CHECK_THAT(skew::test::error_of([] { TextStream("x", TextFormat::Libsvm, ReadOptions{}, 100, 3, "data.max_memory_mb = 1"); }),
              Catch::Contains("data.max_memory_mb = 1 leaves 100 bytes per ring slot"));
+}
+
+namespace {
+// The chunks of a pass over `stream` joined into one dataset (checking each starts where the last ended).
+SparseDataset join_pass(ChunkStream& stream) {
+  stream.rewind();
+  SparseDataset joined;
+  while (StreamChunk* c = stream.next()) {
+    CHECK(c->data.first_row == joined.rows());
+    for (std::int64_t r = 0; r < c->data.rows(); ++r) {
+      const Row row = row_of(c->data, r);
+      joined.append_row(row.index.data(), row.field.data(), row.value.data(), row.index.size(), row.label);
+    }
+  }
+  return joined;
+}
+
+// A first pass over `path`'s text that writes its cache as it goes (as wide_train's does).
+void write_cache_streamed(const std::string& path, TextFormat format, const ReadOptions& o) {
+  TextStream text(path, format, o, 64 << 10, 3, "test budget");
+  CacheWriter writer(path + ".skewbin", cache_key(path, format, o.skip_bad_lines, o.hash_bits));
+  const StreamScan scan =
+      scan_stream(text, o.hash_bits, false, [&](const SparseDataset& chunk) { writer.append(chunk); });
+  REQUIRE(writer.finish(scan.num_features, scan.num_fields, scan.report.lines, scan.report.skipped_lines));
+}
+}  // namespace
+
+TEST_CASE(
+    "stream: a first pass writes the whole load's cache byte for byte, which a cache stream reads back in chunks") {
+  for (const TextFormat format : {TextFormat::Libsvm, TextFormat::Libffm}) {
+    const std::string text = criteo_text(3000, format);
+    const TempFile file("cached.txt", text), whole_load("whole.txt", text);
+    const TempFile cache_file("cached.txt.skewbin", ""), whole_cache("whole.txt.skewbin", "");
+    ReadOptions o;
+    o.hash_bits = format == TextFormat::Libffm ? 14 : 0;  // hashed ids are cached as rows too
+    o.format = format == TextFormat::Libffm ? "libffm" : "libsvm";
+    write_cache_streamed(file.path, format, o);
+    const SparseDataset expect = load_dataset(whole_load.path, o);  // parses, then writes its cache whole
+    const std::string streamed_bytes = skew::read_file(cache_file.path),
+                      whole_bytes = skew::read_file(whole_cache.path);
+    REQUIRE(whole_bytes.size() > 200000);
+    // The headers differ only in the source's mtime (two files); the payloads and counts match.
+    CHECK(streamed_bytes.substr(24) == whole_bytes.substr(24));
+    CHECK(streamed_bytes.substr(0, 16) == whole_bytes.substr(0, 16));
+
+    std::unique_ptr<CacheFile> cache =
+        CacheFile::open(cache_file.path, cache_key(file.path, format, false, o.hash_bits), true);
+    REQUIRE(cache);
+    CacheStream stream(std::move(cache), 40 << 10, 3, "test budget");
+    for (int pass = 0; pass < 2; ++pass) {
+      const SparseDataset joined = join_pass(stream);
+      CHECK(joined.row_ptr == expect.row_ptr);
+      CHECK(joined.index == expect.index);
+      CHECK(joined.field == expect.field);
+      CHECK(joined.value == expect.value);
+      CHECK(joined.label == expect.label);
+    }
+    CHECK(stream.chunks_read() >= 2 * 20);
+    CHECK(stream.peak_ring_bytes() > stream.ring_budget() * 9 / 10);  // slots filled to their size
+    CHECK(stream.peak_ring_bytes() <= stream.ring_budget());
+    const StreamScan scan = scan_stream(stream, o.hash_bits, true);
+    CHECK(scan.rows == 3000);
+    CHECK(scan.num_features == expect.num_features);
+    CHECK(scan.num_fields == expect.num_fields);
+    CHECK(scan.counts == feature_counts(expect, expect.num_features));
+  }
+}
+
+TEST_CASE(
+    "stream: a damaged or stale cache is ignored or refused naming it, and a row larger than a slot names the budget") {
+  const std::string text = criteo_text(1500, TextFormat::Libsvm);
+  const TempFile file("damaged.txt", text), cache_file("damaged.txt.skewbin", "");
+  write_cache_streamed(file.path, TextFormat::Libsvm, ReadOptions{});
+  const CacheHeader key = cache_key(file.path, TextFormat::Libsvm, false, 0);
+  const std::string bytes = skew::read_file(cache_file.path);
+  REQUIRE(CacheFile::open(cache_file.path, key, true));
+  CHECK_FALSE(
+      CacheFile::open(cache_file.path, cache_key(file.path, TextFormat::Libsvm, false, 12), true));  // other hash_bits
+
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] ^= 0x10;
+  skew::write_file_atomic(cache_file.path, flipped);
+  CHECK(CacheFile::open(cache_file.path, key, false));       // the header alone is fine
+  CHECK_FALSE(CacheFile::open(cache_file.path, key, true));  // the checksum is not
+
+  skew::write_file_atomic(cache_file.path, std::string_view(bytes).substr(0, bytes.size() - 6));
+  CHECK_THAT(skew::test::error_of([&] { CacheFile::open(cache_file.path, key, true); }),
+             Catch::Contains("corrupt data cache " + cache_file.path) && Catch::Contains("do not fit its"));
+
+  std::string wide_row = "1 1:1\n0";
+  for (int i = 0; i < 2000; ++i) {  // appended piecewise: GCC 12 warns on " " + s + ":1"
+    wide_row += ' ';
+    wide_row += std::to_string(i);
+    wide_row += ":1";
+  }
+  skew::write_file_atomic(file.path, wide_row + "\n1 2:1\n");
+  write_cache_streamed(file.path, TextFormat::Libsvm, ReadOptions{});
+  // 4096 bytes a slot: a row of 2000 nonzeros (20000 bytes of arrays) cannot fit.
+  CacheStream tiny(CacheFile::open(cache_file.path, cache_key(file.path, TextFormat::Libsvm, false, 0), true), 4096, 3,
+                   "data.max_memory_mb = 1");
+  CHECK_THAT(skew::test::error_of([&] { join_pass(tiny); }),
+             Catch::Contains(cache_file.path + ": row 1 has 2000 nonzeros") &&
+                 Catch::Contains("raise data.max_memory_mb = 1"));
+}
+
+TEST_CASE("stream: a cache that cannot be written warns and leaves nothing behind") {
+  const std::string text = criteo_text(200, TextFormat::Libsvm);
+  const TempFile file("unwritable.txt", text);
+  const std::string cache = file.path + "/x.skewbin";  // under a file: no directory can be made
+  CacheWriter writer(cache, cache_key(file.path, TextFormat::Libsvm, false, 0));
+  writer.append(whole(text, TextFormat::Libsvm));
+  CHECK_FALSE(writer.finish(5000, 1, 200, 0));
+  CHECK_FALSE(std::filesystem::exists(cache));
 }
 
 TEST_CASE("format_text (wide_train --export) reads back to the same arrays") {
