@@ -42,7 +42,6 @@ int srun_tasks_without_pmi() {
 
 void prefer_quick_singleton_start() {
   if (pmi_visible() || has_env("OMPI_COMM_WORLD_SIZE")) return;
-  ::setenv("OMPI_MCA_ess_singleton_isolated", "1", /*overwrite=*/0);
   ::setenv("OMPI_MCA_pml", "ob1", /*overwrite=*/0);
 }
 

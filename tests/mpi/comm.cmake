@@ -27,17 +27,14 @@ foreach(np 1 2)
 endforeach()
 set_tests_properties(skew_comm_runtime_np2 PROPERTIES PASS_REGULAR_EXPRESSION "rank 1 of 2, local 1 of 2")
 
-# A process started without a launcher (a singleton) gets Open MPI's quick-start settings
-# (mpi/launch_check.hpp), a user's own value is kept, and a launched rank gets none.
-add_test(NAME skew_comm_singleton_quick_start COMMAND env -u OMPI_MCA_pml -u OMPI_MCA_ess_singleton_isolated
-         $<TARGET_FILE:skew_comm_abort_helper> env)
-add_test(NAME skew_comm_singleton_user_setting_kept COMMAND env -u OMPI_MCA_pml OMPI_MCA_ess_singleton_isolated=0
-         $<TARGET_FILE:skew_comm_abort_helper> env)
-add_test(NAME skew_comm_launched_rank_untouched COMMAND env -u OMPI_MCA_pml -u OMPI_MCA_ess_singleton_isolated
-         ${skew_mpirun} 1 $<TARGET_FILE:skew_comm_abort_helper> env)
-set_tests_properties(skew_comm_singleton_quick_start PROPERTIES PASS_REGULAR_EXPRESSION "pml=ob1 singleton_isolated=1")
-set_tests_properties(skew_comm_singleton_user_setting_kept PROPERTIES PASS_REGULAR_EXPRESSION "pml=ob1 singleton_isolated=0")
-set_tests_properties(skew_comm_launched_rank_untouched PROPERTIES PASS_REGULAR_EXPRESSION "pml=unset singleton_isolated=unset")
+# A process started without a launcher (a singleton) gets Open MPI's ob1 messaging layer
+# (mpi/launch_check.hpp), a user's own choice is kept, and a launched rank gets none.
+add_test(NAME skew_comm_singleton_quick_start COMMAND env -u OMPI_MCA_pml $<TARGET_FILE:skew_comm_abort_helper> env)
+add_test(NAME skew_comm_singleton_user_setting_kept COMMAND env OMPI_MCA_pml=^ucx $<TARGET_FILE:skew_comm_abort_helper> env)
+add_test(NAME skew_comm_launched_rank_untouched COMMAND env -u OMPI_MCA_pml ${skew_mpirun} 1 $<TARGET_FILE:skew_comm_abort_helper> env)
+set_tests_properties(skew_comm_singleton_quick_start PROPERTIES PASS_REGULAR_EXPRESSION "pml=ob1")
+set_tests_properties(skew_comm_singleton_user_setting_kept PROPERTIES PASS_REGULAR_EXPRESSION "pml=\\^ucx")
+set_tests_properties(skew_comm_launched_rank_untouched PROPERTIES PASS_REGULAR_EXPRESSION "pml=unset")
 set_tests_properties(skew_comm_singleton_quick_start skew_comm_singleton_user_setting_kept skew_comm_launched_rank_untouched
   PROPERTIES TIMEOUT 60
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")

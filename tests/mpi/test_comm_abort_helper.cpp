@@ -3,7 +3,7 @@
 //   throw   the last rank throws while the others wait in a barrier; run_main must print
 //           "rank R: error: ..." and end the job (MPI_Abort) instead of hanging
 //   exit3   the body returns 3 on every rank; that becomes the process exit code
-//   env     prints the Open MPI settings run_main chose for a quick singleton start
+//   env     prints the Open MPI messaging layer run_main chose for a quick singleton start
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     if (mode == "exit3") return 3;
     if (mode == "env") {
       const auto value = [](const char* name) { return std::getenv(name) ? std::getenv(name) : "unset"; };
-      std::printf("pml=%s singleton_isolated=%s\n", value("OMPI_MCA_pml"), value("OMPI_MCA_ess_singleton_isolated"));
+      std::printf("pml=%s\n", value("OMPI_MCA_pml"));
       return 0;
     }
     std::printf("rank %d of %d, local %d of %d, device %d, world group size %d\n", rt.world_rank, rt.world_size,
