@@ -99,7 +99,7 @@ StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, cons
 std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& world, const std::vector<std::int64_t>& counts) {
   if (d.shape.latent_len() == 0 || (d.stream && counts.empty())) return {};
   std::vector<std::uint8_t> read(std::size_t(d.shape.num_features), 0);
-  if (d.stream) {
+  if (!counts.empty()) {  // already summed over the ranks: no second pass, no second allreduce
     for (std::size_t f = 0; f < counts.size(); ++f)
       if (counts[f] > 0) read[d.order.new_of_old[f]] = 1;
   } else {

@@ -44,8 +44,9 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads);
 // Data::rows_read for `d` (shape, train, valid, stream and order set). Collective when the
 // training data is loaded whole: a step updates the union of the ranks' rows on every rank, so
 // each rank's model needs every rank's training rows. `counts`: the training data's occurrences
-// per original feature id over all ranks when renumbering (a streamed file's rows are known only
-// from them: without, every row counts as read and the result is empty).
+// per original feature id over all ranks when renumbering (then the training rows come from them,
+// with d.order; a streamed file's rows are known only from them: without, every row counts as
+// read and the result is empty).
 std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& world, const std::vector<std::int64_t>& counts);
 
 // The training ring for a streamed data.train: its slots share what data.max_memory_mb leaves

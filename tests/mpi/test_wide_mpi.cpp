@@ -96,6 +96,20 @@ TEST_CASE("the model rows a run reads: every rank's training rows and this rank'
   for (std::uint32_t f = 0; f < 5000; ++f) wrong += (read[f] != 0) != (want.count(f) > 0);
   CHECK(wrong == 0);
   CHECK(std::int64_t(want.size()) < 5000);  // some rows are left for later
+
+  // Renumbered (as load_data does): the training rows come from the counts over all ranks.
+  std::vector<std::int64_t> counts = feature_counts(d.train, 5000);
+  world->allreduce(comm::view(counts), comm::ReduceOp::Sum);
+  d.order = FeatureOrder::by_frequency(counts);
+  d.order.apply(d.train);
+  d.order.apply(d.valid);
+  const std::vector<std::uint8_t> renumbered = model_rows_read(d, *world, counts);
+  REQUIRE(renumbered.size() == 5000);
+  std::set<std::uint32_t> want_renumbered;
+  for (const std::uint32_t f : want) want_renumbered.insert(d.order.new_of_old[f]);
+  wrong = 0;
+  for (std::uint32_t f = 0; f < 5000; ++f) wrong += (renumbered[f] != 0) != (want_renumbered.count(f) > 0);
+  CHECK(wrong == 0);
   d.shape = kernels::WideShape{kernels::WideKind::LR, 5000, 39, 0};
   CHECK(model_rows_read(d, *world, {}).empty());  // LR has no latent rows to defer
 }
