@@ -1,8 +1,10 @@
 #include "lib/wide/model.hpp"
 
+#include "kernels/wide_flow.hpp"
 #include "kernels/wide_pool.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -171,20 +173,43 @@ void add_feature_counts(const SparseDataset& data, std::vector<std::int64_t>& co
   }
 }
 
+namespace {
+
+// The ids that occur (count > 0), by descending count, ties by id.
+std::vector<std::uint32_t> occurring_by_frequency(const std::vector<std::int64_t>& counts) {
+  std::vector<std::uint32_t> order;
+  for (std::size_t f = 0; f < counts.size(); ++f)
+    if (counts[f] > 0) order.push_back(std::uint32_t(f));
+  // A stable radix sort on how far each count falls below the largest (ids ascending go in, so
+  // ties stay by id) took a tenth of the comparison sort's time on Criteo-like data (200k ids,
+  // each comparison looked up two counts far apart); counts beyond 32 bits take the latter.
+  const std::int64_t most = *std::max_element(counts.begin(), counts.end());
+  if (most <= std::int64_t(std::numeric_limits<std::uint32_t>::max())) {
+    std::vector<std::uint32_t> below(order.size()), below_tmp(order.size()), order_tmp(order.size());
+    for (std::size_t r = 0; r < order.size(); ++r) below[r] = std::uint32_t(most - counts[order[r]]);
+    std::vector<std::uint32_t> buckets(kernels::kWideRadixBuckets);
+    kernels::wide_radix_sort_pairs(below.data(), order.data(), order.size(), std::bit_width(std::uint32_t(most)),
+                                   below_tmp.data(), order_tmp.data(), buckets.data());
+    return order;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return counts[a] > counts[b]; });
+  return order;
+}
+
+}  // namespace
+
 FeatureOrder FeatureOrder::by_frequency(const std::vector<std::int64_t>& counts) {
   // Only the features that occur need sorting: the rest tie at zero and follow in id order, as a
   // stable sort of all would leave them (a Criteo-sized id space is mostly ids absent from the
   // training rows: sorting 1.9M ids took longer than a logistic regression's epoch).
-  std::vector<std::uint32_t> order;
-  order.reserve(counts.size());
-  for (std::size_t f = 0; f < counts.size(); ++f)
-    if (counts[f] > 0) order.push_back(std::uint32_t(f));
-  std::stable_sort(order.begin(), order.end(), [&](std::uint32_t a, std::uint32_t b) { return counts[a] > counts[b]; });
-  for (std::size_t f = 0; f < counts.size(); ++f)
-    if (counts[f] <= 0) order.push_back(std::uint32_t(f));
   FeatureOrder fo;
   fo.new_of_old.resize(counts.size());
+  if (counts.empty()) return fo;
+  const std::vector<std::uint32_t> order = occurring_by_frequency(counts);
   for (std::size_t rank = 0; rank < order.size(); ++rank) fo.new_of_old[order[rank]] = std::uint32_t(rank);
+  std::uint32_t rank = std::uint32_t(order.size());
+  for (std::size_t f = 0; f < counts.size(); ++f)
+    if (counts[f] <= 0) fo.new_of_old[f] = rank++;
   return fo;
 }
 
