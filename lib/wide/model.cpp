@@ -173,9 +173,6 @@ void add_feature_counts(const SparseDataset& data, std::vector<std::int64_t>& co
   }
 }
 
-namespace {
-
-// The ids that occur (count > 0), by descending count, ties by id.
 std::vector<std::uint32_t> occurring_by_frequency(const std::vector<std::int64_t>& counts) {
   std::vector<std::uint32_t> order;
   for (std::size_t f = 0; f < counts.size(); ++f)
@@ -183,6 +180,7 @@ std::vector<std::uint32_t> occurring_by_frequency(const std::vector<std::int64_t
   // A stable radix sort on how far each count falls below the largest (ids ascending go in, so
   // ties stay by id) took a tenth of the comparison sort's time on Criteo-like data (200k ids,
   // each comparison looked up two counts far apart); counts beyond 32 bits take the latter.
+  if (order.empty()) return order;
   const std::int64_t most = *std::max_element(counts.begin(), counts.end());
   if (most <= std::int64_t(std::numeric_limits<std::uint32_t>::max())) {
     std::vector<std::uint32_t> below(order.size()), below_tmp(order.size()), order_tmp(order.size());
@@ -196,28 +194,37 @@ std::vector<std::uint32_t> occurring_by_frequency(const std::vector<std::int64_t
   return order;
 }
 
-}  // namespace
-
 FeatureOrder FeatureOrder::by_frequency(const std::vector<std::int64_t>& counts) {
   // Only the features that occur need sorting: the rest tie at zero and follow in id order, as a
   // stable sort of all would leave them (a Criteo-sized id space is mostly ids absent from the
   // training rows: sorting 1.9M ids took longer than a logistic regression's epoch).
+  return from_occurring(occurring_by_frequency(counts), std::int64_t(counts.size()));
+}
+
+FeatureOrder FeatureOrder::from_occurring(const std::vector<std::uint32_t>& occurring, std::int64_t num_features) {
+  constexpr std::uint32_t kUnset = std::numeric_limits<std::uint32_t>::max();
   FeatureOrder fo;
-  fo.new_of_old.resize(counts.size());
-  if (counts.empty()) return fo;
-  const std::vector<std::uint32_t> order = occurring_by_frequency(counts);
-  for (std::size_t rank = 0; rank < order.size(); ++rank) fo.new_of_old[order[rank]] = std::uint32_t(rank);
-  std::uint32_t rank = std::uint32_t(order.size());
-  for (std::size_t f = 0; f < counts.size(); ++f)
-    if (counts[f] <= 0) fo.new_of_old[f] = rank++;
+  fo.new_of_old.assign(std::size_t(num_features), kUnset);
+  for (std::size_t rank = 0; rank < occurring.size(); ++rank) {
+    const std::uint32_t f = occurring[rank];
+    SKEW_CHECK(f < fo.new_of_old.size() && fo.new_of_old[f] == kUnset,
+               "feature order: id " << f << " at place " << rank << " is " << (f < fo.new_of_old.size() ? "listed twice" : "beyond the " + std::to_string(num_features) + " features"));
+    fo.new_of_old[f] = std::uint32_t(rank);
+  }
+  std::uint32_t rank = std::uint32_t(occurring.size());
+  for (std::uint32_t& n : fo.new_of_old)
+    if (n == kUnset) n = rank++;
   return fo;
 }
 
-void FeatureOrder::apply(SparseDataset& data) const {
+std::uint32_t FeatureOrder::apply(SparseDataset& data) const {
+  std::uint32_t end = 0;
   for (auto& i : data.index) {
     SKEW_CHECK(i < new_of_old.size(), "feature " << i << " beyond the renumbering table (" << new_of_old.size() << ")");
     i = new_of_old[i];
+    end = std::max(end, i + 1);
   }
+  return end;
 }
 
 WideParams FeatureOrder::to_original(const kernels::WideShape& shape, const WideParams& params) const {

@@ -63,12 +63,20 @@ struct WideModel {
 // Feature ids renumbered by descending frequency (ties by id), so the hottest get small ids.
 struct FeatureOrder {
   std::vector<std::uint32_t> new_of_old;
+  // Descending count, ties (zeros included) by id.
   static FeatureOrder by_frequency(const std::vector<std::int64_t>& counts);
-  void apply(SparseDataset& data) const;  // rewrites data.index in place
+  // `occurring` first, in its order, then every other id of [0, num_features) by id: equals
+  // by_frequency(counts) for occurring = occurring_by_frequency(counts). Throws when an id is
+  // out of range or listed twice.
+  static FeatureOrder from_occurring(const std::vector<std::uint32_t>& occurring, std::int64_t num_features);
+  // Rewrites data.index in place; returns one past the largest new id (0 for no entries).
+  std::uint32_t apply(SparseDataset& data) const;
   // Parameters of a model trained on renumbered ids, laid out for the original ids.
   WideParams to_original(const kernels::WideShape& shape, const WideParams& params) const;
 };
 std::vector<std::int64_t> feature_counts(const SparseDataset& data, std::int64_t num_features);
+// The ids with count > 0, by descending count, ties by id.
+std::vector<std::uint32_t> occurring_by_frequency(const std::vector<std::int64_t>& counts);
 // Adds data's feature occurrences to `counts`, growing it to the largest index + 1 when short
 // (a streamed file's chunks, counted one at a time).
 void add_feature_counts(const SparseDataset& data, std::vector<std::int64_t>& counts);
