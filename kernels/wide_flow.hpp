@@ -196,7 +196,9 @@ class WideFlow {
   WideSparseGradient sparse_;  // gradient() goes through it
 };
 
-// LSD radix sort of (key, value) pairs on the low `bits` bits of key, 11 bits a pass.
+// LSD radix sort of (key, value) pairs on the low `bits` bits of key, 11 bits a pass; stable.
+// `counts` holds kWideRadixBuckets.
+constexpr std::size_t kWideRadixBuckets = std::size_t(1) << 11;
 void wide_radix_sort_pairs(std::uint32_t* keys, std::uint32_t* values, std::size_t n, int bits, std::uint32_t* keys_tmp,
                            std::uint32_t* values_tmp, std::uint32_t* counts);
 

@@ -1,7 +1,9 @@
 #include "mpi/launch_check.hpp"
 
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
+#include <string>
 
 namespace skew::comm {
 namespace {
@@ -40,9 +42,39 @@ int srun_tasks_without_pmi() {
   return pmi_visible() ? 0 : srun_step_tasks();
 }
 
+namespace {
+
+// The singleton's private session directory (empty when none was made), removed at exit.
+std::string& private_session_base() {
+  static std::string path;
+  return path;
+}
+
+void remove_private_session_base() {
+  std::error_code ignored;
+  std::filesystem::remove_all(private_session_base(), ignored);
+}
+
+// A fresh directory under $TMPDIR (else /tmp) for this process's Open MPI session files, or ""
+// when none can be made.
+std::string make_private_session_base() {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/skew-mpi-XXXXXX";
+  return ::mkdtemp(pattern.data()) == nullptr ? std::string() : pattern;
+}
+
+}  // namespace
+
 void prefer_quick_singleton_start() {
   if (pmi_visible() || has_env("OMPI_COMM_WORLD_SIZE")) return;
   ::setenv("OMPI_MCA_pml", "ob1", /*overwrite=*/0);
+  if (has_env("OMPI_MCA_ess_singleton_isolated") || has_env("OMPI_MCA_orte_tmpdir_base")) return;
+  const std::string base = make_private_session_base();
+  if (base.empty()) return;
+  private_session_base() = base;
+  std::atexit(remove_private_session_base);  // registered before MPI_Init: runs after its own
+  ::setenv("OMPI_MCA_orte_tmpdir_base", base.c_str(), 1);
+  ::setenv("OMPI_MCA_ess_singleton_isolated", "1", 1);
 }
 
 int srun_tasks_as_singleton(int world_size) {

@@ -20,12 +20,14 @@ int srun_tasks_as_singleton(int world_size);
 bool first_srun_task();
 
 // Before MPI_Init, for a process no MPI launcher started (no mpirun/OMPI_COMM_WORLD_*, PMIX_* or
-// PMI_* variables: a 1-rank singleton, such as `wide_train` run from a shell): selects Open MPI's
-// ob1 messaging layer unless the user chose one, so that a job of one rank does not probe the
-// network through UCX (0.2 s of every run here). Under a launcher nothing is set: a cluster's
-// transport is the launcher's and the user's choice. (Open MPI 4.1's ess_singleton_isolated
-// would also skip the singleton's daemon, another 0.1 s, but isolated singletons share one
-// session directory, and one finishing removed it under another starting: orte_init failed.)
+// PMI_* variables: a 1-rank singleton, such as `wide_train` run from a shell), Open MPI's quick
+// start: the ob1 messaging layer unless the user chose one, so that a job of one rank does not
+// probe the network through UCX (0.2 s of every run here); and, unless the user set either,
+// ess_singleton_isolated (no singleton daemon: another 0.06 s) with orte_tmpdir_base a private
+// directory ($TMPDIR or /tmp, skew-mpi-XXXXXX) removed at exit, because isolated singletons all
+// name their session directory alike and one finishing removed it under another starting
+// (orte_init failed) when they shared the base. Under a launcher nothing is set: a cluster's
+// transport is the launcher's and the user's choice.
 void prefer_quick_singleton_start();
 
 // The message naming the fix: `srun --mpi=pmix`.

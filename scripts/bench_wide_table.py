@@ -92,6 +92,39 @@ def main(out):
         print(f"| {r['model'].upper()} | {r['threads']} | {r['setting']} | {r['rows_per_s'] / 1e3:.0f}k | "
               f"{r['bound_rows_per_s'] / 1e3:.0f}k ({r['bytes_per_row']:.0f} B; {r['of_bound']:.2f}) | "
               f"{fmt(r['setup_s'])} ({r['setup_per_epoch']:.2f}) | " + " | ".join(peer_cols) + " |")
+    ceiling(out, runs)
+
+
+def ceiling(out, runs):
+    """Two 1-thread runs side by side against one alone, per model: the 2-core ceiling, beside our
+    2-thread speed-up. Writes OUT/ceiling.csv and prints it."""
+    alone, side, two = {}, {}, {}
+    for r in runs:
+        if r["tool"] == "wide_train" and r["threads"] == "1":
+            alone.setdefault(r["model"], []).append(float(r["rows_per_s"]))
+        elif r["tool"] == "wide_train" and r["threads"] == "2":
+            two.setdefault(r["model"], []).append(float(r["rows_per_s"]))
+        elif r["tool"] == "wide_train_side_by_side":
+            side.setdefault((r["model"], r["rep"]), []).append(float(r["rows_per_s"]))
+    rows = []
+    for model in ("lr", "fm", "ffm"):
+        pairs = [sum(v) for (m, _), v in side.items() if m == model and len(v) == 2]
+        if not pairs or model not in alone:
+            continue
+        one = statistics.median(alone[model])
+        rows.append({"model": model, "one_alone_rows_per_s": one, "two_side_by_side_rows_per_s": statistics.median(pairs),
+                     "ceiling": statistics.median(pairs) / one,
+                     "two_threads_speedup": statistics.median(two[model]) / one if model in two else float("nan")})
+    with open(f"{out}/ceiling.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["model"])
+        w.writeheader()
+        for row in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()})
+    print("\n| model | 1 thread alone rows/s | two 1-thread runs side by side, summed | 2-core ceiling | our 2 threads |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['model'].upper()} | {r['one_alone_rows_per_s'] / 1e3:.0f}k | {r['two_side_by_side_rows_per_s'] / 1e3:.0f}k | "
+              f"{r['ceiling']:.2f}x | {r['two_threads_speedup']:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 # the test set), medians of REPEATS interleaved runs: rows/s per epoch, the whole run's wall
 # time (command to exit: load, set-up, EPOCHS epochs with the test set scored after each, no
 # model file written), test AUC and logloss after the last epoch, and set-up (command to the
-# first training step, the summary's setup_seconds) against one epoch.
+# first training step, the summary's setup_seconds) against one epoch; and the 2-core ceiling:
+# two 1-thread runs side by side, their rows/s summed over one run alone ($OUT/ceiling.csv).
 # Peer for LR, in the same run on the same files: LIBLINEAR (Debian liblinear-tools,
 # single-threaded, so 1 thread is its best setting), -s 0 and -s 7 (primal and dual L2
 # logistic regression: one objective, so equal test logloss), whole run = liblinear-train +
@@ -177,6 +178,19 @@ for rep in $(seq 1 "$repeats"); do
       fields=$(ours main "$model" "$threads" "${setting[$model]}" "$tmp/run.log")
       echo "$rep,wide_train,$model,$threads,${setting[$model]},$fields" | tee -a "$out/runs.csv"
       sed "s/^/$model,$threads,$rep,${setting[$model]},/" "$tmp/run.log.epochs" >>"$out/per_epoch.csv"
+    done
+  done
+  # The machine's own ceiling for 2 threads: two 1-thread runs side by side share what the cores
+  # share (caches, memory bandwidth, the VM's scheduling) and nothing else; their rows/s summed,
+  # over one run alone, bounds what any 2-thread schedule of the same work can reach here.
+  for model in lr fm ffm; do
+    ours main "$model" 1 "${setting[$model]}" "$tmp/side_a.log" >"$tmp/side_a.csv" &
+    side_a=$!
+    ours main "$model" 1 "${setting[$model]}" "$tmp/side_b.log" >"$tmp/side_b.csv" &
+    side_b=$!
+    wait "$side_a" && wait "$side_b" || { echo "bench_wide_table: a side-by-side run failed" >&2; exit 1; }
+    for side in a b; do
+      echo "$rep,wide_train_side_by_side,$model,1,${setting[$model]},$(cat "$tmp/side_$side.csv")" | tee -a "$out/runs.csv"
     done
   done
   for solver in 0 7; do

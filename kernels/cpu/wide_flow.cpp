@@ -17,8 +17,8 @@ namespace skew::kernels {
 
 namespace {
 
-constexpr int kDigitBits = 11;
-constexpr std::uint32_t kBuckets = 1u << kDigitBits;
+constexpr int kDigitBits = std::bit_width(kWideRadixBuckets) - 1;
+constexpr std::uint32_t kBuckets = std::uint32_t(kWideRadixBuckets);
 
 }  // namespace
 

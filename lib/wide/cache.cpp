@@ -18,11 +18,13 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fileio.hpp"
 #include "lib/core/log.hpp"
+#include "lib/wide/model.hpp"
 
 namespace skew::wide {
 
-// Version 02 added payload_crc; a version 01 cache fails the magic test and is rebuilt.
-constexpr char kMagic[8] = {'S', 'K', 'W', 'I', 'D', 'E', '0', '2'};
+// Version 02 added payload_crc, 03 the frequency order; an older cache fails the magic test and
+// is rebuilt.
+constexpr char kMagic[8] = {'S', 'K', 'W', 'I', 'D', 'E', '0', '3'};
 
 namespace {
 std::int64_t mtime_of(const std::string& path) {
@@ -47,13 +49,16 @@ CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_ba
   return key;
 }
 
-void write_cache(const std::string& cache, CacheHeader h, const SparseDataset& d) {
+void write_cache(const std::string& cache, CacheHeader h, const SparseDataset& d,
+                 const std::vector<std::uint32_t>& frequency_order) {
   std::string bytes(sizeof h, '\0');
   put(bytes, d.row_ptr);
   put(bytes, d.label);
   put(bytes, d.index);
   put(bytes, d.field);
   put(bytes, d.value);
+  put(bytes, frequency_order);
+  put(bytes, std::vector<std::int64_t>{std::int64_t(frequency_order.size())});
   h.payload_crc = crc32c(bytes.data() + sizeof h, bytes.size() - sizeof h);
   std::memcpy(bytes.data(), &h, sizeof h);
   try {
@@ -75,17 +80,19 @@ std::string say(const Parts&... parts) {
   return os.str();
 }
 
-// Where each array starts in a cache of `h.rows` rows and `h.nnz` nonzeros.
+// Where each array starts in a cache of `h.rows` rows, `h.nnz` nonzeros and `occurring` ids in
+// its frequency order (whose length closes the file, 8 bytes).
 struct Sections {
-  std::uint64_t row_ptr, label, index, field, value, end;
-  explicit Sections(const CacheHeader& h) {
+  std::uint64_t row_ptr, label, index, field, value, order, end;
+  Sections(const CacheHeader& h, std::uint64_t occurring) {
     const std::uint64_t rows = std::uint64_t(h.rows), nnz = std::uint64_t(h.nnz);
     row_ptr = sizeof(CacheHeader);
     label = row_ptr + (rows + 1) * 8;
     index = label + rows * 4;
     field = index + nnz * 4;
     value = field + nnz * 2;
-    end = value + nnz * 4;
+    order = value + nnz * 4;
+    end = order + occurring * 4 + 8;
   }
 };
 
@@ -100,7 +107,7 @@ CacheFile::~CacheFile() {
 }
 
 std::uint64_t CacheFile::file_bytes() const {
-  return Sections(h_).end;
+  return bytes_;
 }
 
 void CacheFile::read_at(std::uint64_t offset, void* to, std::size_t bytes) const {
@@ -139,7 +146,7 @@ bool CacheFile::payload_intact() const {
 
 void CacheFile::read_offsets(std::int64_t r0, std::int64_t r1, std::vector<std::int64_t>& row_ptr) const {
   row_ptr.resize(std::size_t(r1 - r0 + 1));
-  read_at(Sections(h_).row_ptr + std::uint64_t(r0) * 8, row_ptr.data(), row_ptr.size() * 8);
+  read_at(Sections(h_, occurring_).row_ptr + std::uint64_t(r0) * 8, row_ptr.data(), row_ptr.size() * 8);
   for (std::int64_t r = r0; r <= r1; ++r) {
     const std::int64_t p = row_ptr[std::size_t(r - r0)];
     if (p < 0 || p > h_.nnz || (r > r0 && p < row_ptr[std::size_t(r - r0 - 1)]) || (r == 0 && p != 0) ||
@@ -150,7 +157,7 @@ void CacheFile::read_offsets(std::int64_t r0, std::int64_t r1, std::vector<std::
 }
 
 void CacheFile::read_rows(std::int64_t r0, SparseDataset& d) const {
-  const Sections at(h_);
+  const Sections at(h_, occurring_);
   const std::int64_t rows = std::int64_t(d.row_ptr.size()) - 1, a = d.row_ptr.front(), n = d.row_ptr.back() - a;
   const auto get = [&](std::uint64_t section, std::int64_t first, std::int64_t count, auto& v) {
     v.resize(std::size_t(count));
@@ -175,6 +182,20 @@ void CacheFile::read_rows(std::int64_t r0, SparseDataset& d) const {
   d.first_row = r0;
 }
 
+std::vector<std::uint32_t> CacheFile::read_frequency_order() const {
+  std::vector<std::uint32_t> order(occurring_);
+  read_at(Sections(h_, occurring_).order, order.data(), order.size() * sizeof(std::uint32_t));
+  std::vector<bool> listed(std::size_t(h_.num_features), false);
+  for (std::size_t r = 0; r < order.size(); ++r) {
+    const std::uint32_t f = order[r];
+    if (f >= listed.size() || listed[f])
+      corrupt(path_, say("feature ", f, " at place ", r, " of the frequency order is ",
+                         f >= listed.size() ? say("beyond its ", h_.num_features, " features") : "listed twice"));
+    listed[f] = true;
+  }
+  return order;
+}
+
 std::unique_ptr<CacheFile> CacheFile::open(const std::string& cache, const CacheHeader& want, bool check_payload) {
   const int fd = ::open(cache.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
@@ -194,8 +215,17 @@ std::unique_ptr<CacheFile> CacheFile::open(const std::string& cache, const Cache
     corrupt(cache, say("header out of range (rows ", h.rows, ", nonzeros ", h.nnz, ", features ", h.num_features,
                        ", fields ", h.num_fields, ", hash_bits ", h.hash_bits, ")"));
   const std::uint64_t file_bytes = std::uint64_t(st.st_size), rows = std::uint64_t(h.rows), nnz = std::uint64_t(h.nnz);
-  if (rows > file_bytes / 12 || nnz > file_bytes / 10 || Sections(h).end != file_bytes)
+  if (rows > file_bytes / 12 || nnz > file_bytes / 10 || Sections(h, 0).end > file_bytes)
     corrupt(cache, say(h.rows, " rows and ", h.nnz, " nonzeros in the header do not fit its ", file_bytes, " bytes"));
+  file->bytes_ = file_bytes;
+  // The frequency order's length closes the file; with the header's counts it must give its size
+  // (any change to it does), so that a truncated cache is refused, not taken for a damaged one.
+  std::int64_t occurring = 0;
+  file->read_at(file_bytes - 8, &occurring, 8);
+  if (occurring < 0 || occurring > h.num_features || Sections(h, std::uint64_t(occurring)).end != file_bytes)
+    corrupt(cache, say(h.rows, " rows, ", h.nnz, " nonzeros and a frequency order of ", occurring, " of ",
+                       h.num_features, " features do not fit its ", file_bytes, " bytes"));
+  file->occurring_ = std::uint64_t(occurring);
   if (check_payload && !file->payload_intact()) return nullptr;
   return file;
 }
@@ -209,6 +239,7 @@ bool read_cache_slice(const std::string& cache, const CacheHeader& want, const R
   const std::int64_t r0 = h.rows * o.rank / o.world, r1 = h.rows * (o.rank + 1) / o.world;
   file->read_offsets(r0, r1, d.row_ptr);
   file->read_rows(r0, d);
+  report.frequency_order = file->read_frequency_order();
   report.lines = h.lines;
   report.skipped_lines = h.skipped;
   report.total_rows = h.rows;
@@ -262,6 +293,7 @@ void CacheWriter::append(const SparseDataset& chunk) {
   }
   h_.rows += chunk.rows();
   h_.nnz += chunk.nnz();
+  add_feature_counts(chunk, counts_);
 }
 
 bool CacheWriter::finish(std::int64_t num_features, int num_fields, std::int64_t lines, std::int64_t skipped) {
@@ -291,6 +323,11 @@ bool CacheWriter::finish(std::int64_t num_features, int num_fields, std::int64_t
       SKEW_CHECK(got == 0, "reading " << part << ": " << std::strerror(err));
       std::filesystem::remove(part);
     }
+    std::string order;
+    put(order, occurring_by_frequency(counts_));
+    put(order, std::vector<std::int64_t>{std::int64_t(order.size() / sizeof(std::uint32_t))});
+    crc = crc32c(order.data(), order.size(), crc);
+    joined.write(order);
     joined.close();
     h_.payload_crc = crc;
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);

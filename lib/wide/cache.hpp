@@ -30,8 +30,10 @@ static_assert(sizeof(CacheHeader) == 88 && offsetof(CacheHeader, payload_crc) ==
 
 // The header fields that must match for a cache to stand for `source` as read now.
 CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_bad_lines, int hash_bits);
-// Writes `h` (counts filled in by the caller) and `d`; a failed write only warns.
-void write_cache(const std::string& cache, CacheHeader h, const SparseDataset& d);
+// Writes `h` (counts filled in by the caller), `d` and d's frequency order (its features that
+// occur, by descending count, ties by id: occurring_by_frequency); a failed write only warns.
+void write_cache(const std::string& cache, CacheHeader h, const SparseDataset& d,
+                 const std::vector<std::uint32_t>& frequency_order);
 
 // A cache whose header matched, its rows read by ranges with pread (so only the rows asked for
 // become the process's memory), every range checked as it is read.
@@ -57,6 +59,8 @@ class CacheFile {
   // Rows [r0, r0 + d.row_ptr.size() - 1) into `d`, whose row_ptr holds their stored offsets
   // (read_offsets); labels and nonzeros checked, row_ptr rebased to 0, first_row = r0.
   void read_rows(std::int64_t r0, SparseDataset& d) const;
+  // The whole file's frequency order (checked: ids in range, none twice).
+  std::vector<std::uint32_t> read_frequency_order() const;
 
  private:
   CacheFile(std::string path, int fd);
@@ -64,17 +68,21 @@ class CacheFile {
   std::string path_;
   int fd_;
   CacheHeader h_{};
+  std::uint64_t bytes_ = 0;      // the file's size
+  std::uint64_t occurring_ = 0;  // length of the frequency order
 };
 
-// Reads this rank's rows from the cache when CacheFile::open opens it (checksum checked); false
-// when it does not (the caller re-parses and rewrites it).
+// Reads this rank's rows, and the whole file's frequency order into report.frequency_order,
+// from the cache when CacheFile::open opens it (checksum checked); false when it does not (the
+// caller re-parses and rewrites it).
 bool read_cache_slice(const std::string& cache, const CacheHeader& want, const ReadOptions& o, SparseDataset& d,
                       ReadReport& report);
 
 // The cache of a file parsed in chunks (a streamed first pass), in bounded memory: each
 // chunk's arrays are appended to one temporary file per array beside the cache, and finish()
-// joins them behind the header (checksummed block by block) into the cache, written to a
-// temporary name and renamed. The same bytes write_cache writes for the whole file. A failed
+// joins them behind the header (checksummed block by block), followed by the frequency order of
+// the rows appended, into the cache, written to a temporary name and renamed. The same bytes
+// write_cache writes for the whole file. A failed
 // write warns and leaves no cache.
 class CacheWriter {
  public:
@@ -97,6 +105,7 @@ class CacheWriter {
   std::vector<std::string> parts_;  // row_ptr, label, index, field, value
   std::vector<OutputFile> out_;
   std::vector<std::int64_t> offsets_;  // a chunk's row_ptr shifted to the file's
+  std::vector<std::int64_t> counts_;   // feature occurrences, for the frequency order
   bool failed_ = false;
 };
 

@@ -78,6 +78,9 @@ struct ReadReport {
   std::string first_bad_line;                 // "FILE:LINE:COL: why" of the first skipped line
   bool from_cache = false;
   double seconds = 0.0, megabytes = 0.0;
+  // The whole file's features that occur, by descending count, ties by id (renumbering's
+  // order): from the binary cache, or counted when the cache was written; else empty.
+  std::vector<std::uint32_t> frequency_order;
 };
 
 // Parses text (the whole file, or whole lines of it from line options.line_offset + 1 on) into one

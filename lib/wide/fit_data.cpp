@@ -96,6 +96,16 @@ StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, cons
 
 }  // namespace
 
+namespace {
+
+// This rank's validation rows read the model too.
+void add_validation_rows(const Data& d, std::vector<std::uint8_t>& read) {
+  if (d.has_valid)
+    for (const std::uint32_t f : d.valid.index) read[f] = 1;
+}
+
+}  // namespace
+
 std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& world, const std::vector<std::int64_t>& counts) {
   if (d.shape.latent_len() == 0 || (d.stream && counts.empty())) return {};
   std::vector<std::uint8_t> read(std::size_t(d.shape.num_features), 0);
@@ -106,10 +116,35 @@ std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& wor
     for (const std::uint32_t f : d.train.index) read[f] = 1;
     world.allreduce(comm::view(read), comm::ReduceOp::Max);
   }
-  if (d.has_valid)
-    for (const std::uint32_t f : d.valid.index) read[f] = 1;
+  add_validation_rows(d, read);
   return read;
 }
+
+namespace {
+
+// Renumbers d's rows by the frequency order every rank read from data.train's binary cache (the
+// whole file's, which the counts summed over the ranks would give): no counting, no sort, no
+// allreduce of counts. False, with nothing done, unless every rank has it.
+bool renumber_from_cache(const Config& c, comm::ProcessGroup& world, Data& d) {
+  std::vector<std::int64_t> everyone_has = {d.stream == nullptr && !d.report.frequency_order.empty() ? 1 : 0};
+  world.allreduce(comm::view(everyone_has), comm::ReduceOp::Min);
+  if (everyone_has[0] == 0) return false;
+  const std::vector<std::uint32_t>& occurring = d.report.frequency_order;
+  d.order = FeatureOrder::from_occurring(occurring, d.shape.num_features);
+  // The order lists the features that occur first: those are the model rows training reads.
+  SKEW_CHECK(d.order.apply(d.train) <= occurring.size(),
+             "corrupt data cache " << cache_of(c.get_string("data.train"))
+                                   << ": its frequency order misses features of its rows (delete it to re-parse)");
+  if (d.has_valid) d.order.apply(d.valid);
+  if (d.shape.latent_len() > 0) {
+    d.rows_read.assign(std::size_t(d.shape.num_features), 0);
+    std::fill_n(d.rows_read.begin(), occurring.size(), 1);
+    add_validation_rows(d, d.rows_read);
+  }
+  return true;
+}
+
+}  // namespace
 
 Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   Data d;
@@ -153,6 +188,11 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   }
 
   d.renumber = c.get_bool("train.renumber");
+  if (d.renumber && renumber_from_cache(c, world, d)) {
+    SKEW_INFO("data: features renumbered by frequency, " << d.report.frequency_order.size() << " of "
+                                                         << shape.num_features << " occur (order read from the cache)");
+    return d;
+  }
   std::vector<std::int64_t> counts;  // over all ranks, when renumbering
   if (d.renumber) {
     counts = d.stream ? std::move(scan.counts) : feature_counts(d.train, shape.num_features);
@@ -161,6 +201,9 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
     d.order = FeatureOrder::by_frequency(counts);
     d.order.apply(d.train);
     if (d.has_valid) d.order.apply(d.valid);
+    SKEW_INFO("data: features renumbered by frequency, "
+              << std::count_if(counts.begin(), counts.end(), [](std::int64_t n) { return n > 0; }) << " of "
+              << shape.num_features << " occur (counted over " << world.size() << " rank(s))");
   }
   d.rows_read = model_rows_read(d, world, counts);
   return d;

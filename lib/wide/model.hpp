@@ -1,6 +1,7 @@
 // A wide model's parameters (LR/FM/FFM, layout in kernels/wide_model.hpp), its initialisation,
 // safetensors save/load, frequency renumbering of feature ids, and the validation metrics.
 #pragma once
+#include <bit>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -63,12 +64,52 @@ struct WideModel {
 // Feature ids renumbered by descending frequency (ties by id), so the hottest get small ids.
 struct FeatureOrder {
   std::vector<std::uint32_t> new_of_old;
+  // Descending count, ties (zeros included) by id.
   static FeatureOrder by_frequency(const std::vector<std::int64_t>& counts);
-  void apply(SparseDataset& data) const;  // rewrites data.index in place
+  // `occurring` first, in its order, then every other id of [0, num_features) by id: equals
+  // by_frequency(counts) for occurring = occurring_by_frequency(counts). Throws when an id is
+  // out of range or listed twice.
+  static FeatureOrder from_occurring(const std::vector<std::uint32_t>& occurring, std::int64_t num_features);
+  // Rewrites data.index in place; returns one past the largest new id (0 for no entries).
+  std::uint32_t apply(SparseDataset& data) const;
   // Parameters of a model trained on renumbered ids, laid out for the original ids.
   WideParams to_original(const kernels::WideShape& shape, const WideParams& params) const;
 };
+// The latent rows' initial Box-Muller transform: log(x) for x in (0, 1], and sin and cos of 2 pi t
+// for t in [0, 1), in float, within 1e-6 of libm (tests/unit/test_wide_deferred.cpp).
+inline float log_of_unit(float x) {
+  // x = m 2^e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.172:
+  // the series to s^9 leaves 4e-10. Branch-free, so that a row's loop vectorises.
+  // Integer tests and selects only: a float compare kept GCC from vectorising the loop.
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x), fraction = bits & 0x7fffffu;
+  const std::uint32_t high = fraction > 0x3504f3u ? 1u : 0u;  // mantissa above sqrt(2)'s
+  const float m = std::bit_cast<float>(fraction | (0x3f800000u - (high << 23)));
+  const float e = float(int(bits >> 23) - 127 + int(high));
+  const float s = (m - 1.0f) / (m + 1.0f), s2 = s * s;
+  const float series = s * (2.0f + s2 * (2.0f / 3 + s2 * (2.0f / 5 + s2 * (2.0f / 7 + s2 * (2.0f / 9)))));
+  return series + e * 0.693147181f;
+}
+
+inline void sincos_of_turn(float t, float& sine, float& cosine) {
+  // Quadrant q of 4t and the angle theta in [0, pi/2) within it; Taylor series to theta^11 and
+  // theta^12 leave under 6e-8; the quadrant swaps and negates. Branch-free like log_of_unit.
+  const float x = 4.0f * t;
+  const int whole = int(x);  // x >= 0: truncation is floor
+  const int q = whole & 3;
+  const float theta = (x - float(whole)) * 1.57079633f, a = theta * theta;
+  const float sin_theta =
+      theta * (1.0f - a / 6 * (1.0f - a / 20 * (1.0f - a / 42 * (1.0f - a / 72 * (1.0f - a / 110)))));
+  const float cos_theta =
+      1.0f - a / 2 * (1.0f - a / 12 * (1.0f - a / 30 * (1.0f - a / 56 * (1.0f - a / 90 * (1.0f - a / 132)))));
+  const float c = (q & 1) ? sin_theta : cos_theta, s = (q & 1) ? cos_theta : sin_theta;
+  cosine = ((q + 1) & 2) ? -c : c;
+  sine = (q & 2) ? -s : s;
+}
+
+
 std::vector<std::int64_t> feature_counts(const SparseDataset& data, std::int64_t num_features);
+// The ids with count > 0, by descending count, ties by id.
+std::vector<std::uint32_t> occurring_by_frequency(const std::vector<std::int64_t>& counts);
 // Adds data's feature occurrences to `counts`, growing it to the largest index + 1 when short
 // (a streamed file's chunks, counted one at a time).
 void add_feature_counts(const SparseDataset& data, std::vector<std::int64_t>& counts);

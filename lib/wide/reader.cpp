@@ -13,6 +13,7 @@
 #include "lib/core/log.hpp"
 #include "lib/core/timer.hpp"
 #include "lib/wide/cache.hpp"
+#include "lib/wide/model.hpp"
 #include "lib/wide/dataset.hpp"
 
 namespace skew::wide {
@@ -323,7 +324,8 @@ SparseDataset load_dataset(const std::string& spec, const ReadOptions& o, ReadRe
         h.num_fields = all.num_fields;
         h.lines = report.lines;
         h.skipped = report.skipped_lines;
-        write_cache(cache, h, all);
+        report.frequency_order = occurring_by_frequency(feature_counts(all, all.num_features));
+        write_cache(cache, h, all, report.frequency_order);
       }
       d = o.world == 1 ? std::move(all) : slice_rows(all, all.rows() * o.rank / o.world, all.rows() * (o.rank + 1) / o.world);
     }

@@ -59,7 +59,9 @@ Schema wide_train_schema() {
   s.add_int("train.threads", 1, {1, 1024}, "worker threads per rank");
   s.add_int("train.patience", 2, {0, kMaxInt32}, "stop after this many epochs without a better validation logloss (0 = never)");
   s.add_choice("train.sync", "allreduce", {"allreduce"}, "multi-rank synchronisation of the gradient");
-  s.add_bool("train.renumber", true, "renumber features by frequency (flow: hot features get small ids)");
+  s.add_bool("train.renumber", true,
+             "renumber features by frequency (flow: hot features get small ids); a loaded data.train's binary "
+             "cache holds the order (no counting at start-up), else the features are counted over the ranks");
   s.add_int("train.tile_samples", 256, {1, 1 << 20}, "flow: samples per tile");
   s.add_int("train.hot_features", 4096, {0, 1 << 30}, "flow: number of hottest features with cached, replicated accumulators");
   s.add_int("train.replica_budget_mb", 16, {0, 1 << 20},  // 1 TiB: MiB << 20 stays far inside int64

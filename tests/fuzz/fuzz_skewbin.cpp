@@ -50,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   o.hash_bits = int(hash_bits);
   std::memcpy(bytes.data() + kHashBitsOffset, &hash_bits, 4);
   const std::uint32_t format = 0, skip_bad = 0;  // TextFormat::Libsvm, skip_bad_lines = false
-  std::memcpy(bytes.data(), "SKWIDE02", 8);
+  std::memcpy(bytes.data(), "SKWIDE03", 8);
   std::memcpy(bytes.data() + 8, &src.size, 8);
   std::memcpy(bytes.data() + 16, &src.mtime, 8);
   std::memcpy(bytes.data() + 24, &format, 4);

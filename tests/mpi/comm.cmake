@@ -27,15 +27,20 @@ foreach(np 1 2)
 endforeach()
 set_tests_properties(skew_comm_runtime_np2 PROPERTIES PASS_REGULAR_EXPRESSION "rank 1 of 2, local 1 of 2")
 
-# A process started without a launcher (a singleton) gets Open MPI's ob1 messaging layer
-# (mpi/launch_check.hpp), a user's own choice is kept, and a launched rank gets none.
-add_test(NAME skew_comm_singleton_quick_start COMMAND env -u OMPI_MCA_pml $<TARGET_FILE:skew_comm_abort_helper> env)
-add_test(NAME skew_comm_singleton_user_setting_kept COMMAND env OMPI_MCA_pml=^ucx $<TARGET_FILE:skew_comm_abort_helper> env)
+# A process started without a launcher (a singleton) gets Open MPI's quick start
+# (mpi/launch_check.hpp): ob1 and an isolated singleton in a private session base, removed at
+# exit (also on an error, and with 8 started together); a user's own choice is kept; a launched
+# rank gets none of it.
+foreach(mode private concurrent error_exit user)
+  add_test(NAME skew_comm_singleton_${mode}
+           COMMAND ${CMAKE_CURRENT_LIST_DIR}/singleton_start_test.sh $<TARGET_FILE:skew_comm_abort_helper> ${mode})
+  set_tests_properties(skew_comm_singleton_${mode} PROPERTIES PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+endforeach()
 add_test(NAME skew_comm_launched_rank_untouched COMMAND env -u OMPI_MCA_pml ${skew_mpirun} 1 $<TARGET_FILE:skew_comm_abort_helper> env)
-set_tests_properties(skew_comm_singleton_quick_start PROPERTIES PASS_REGULAR_EXPRESSION "pml=ob1")
-set_tests_properties(skew_comm_singleton_user_setting_kept PROPERTIES PASS_REGULAR_EXPRESSION "pml=\\^ucx")
-set_tests_properties(skew_comm_launched_rank_untouched PROPERTIES PASS_REGULAR_EXPRESSION "pml=unset")
-set_tests_properties(skew_comm_singleton_quick_start skew_comm_singleton_user_setting_kept skew_comm_launched_rank_untouched
+set_tests_properties(skew_comm_launched_rank_untouched PROPERTIES
+  PASS_REGULAR_EXPRESSION "pml=unset isolated=unset ")
+set_tests_properties(skew_comm_singleton_private skew_comm_singleton_concurrent skew_comm_singleton_error_exit
+  skew_comm_singleton_user skew_comm_launched_rank_untouched
   PROPERTIES TIMEOUT 60
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 

@@ -3,9 +3,10 @@
 //   throw   the last rank throws while the others wait in a barrier; run_main must print
 //           "rank R: error: ..." and end the job (MPI_Abort) instead of hanging
 //   exit3   the body returns 3 on every rank; that becomes the process exit code
-//   env     prints the Open MPI messaging layer run_main chose for a quick singleton start
+//   env     prints the Open MPI settings run_main chose for a quick singleton start
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "lib/core/error.hpp"
@@ -22,7 +23,13 @@ int main(int argc, char** argv) {
     if (mode == "exit3") return 3;
     if (mode == "env") {
       const auto value = [](const char* name) { return std::getenv(name) ? std::getenv(name) : "unset"; };
-      std::printf("pml=%s\n", value("OMPI_MCA_pml"));
+      std::printf("pml=%s isolated=%s tmpdir_base=%s\n", value("OMPI_MCA_pml"),
+                  value("OMPI_MCA_ess_singleton_isolated"), value("OMPI_MCA_orte_tmpdir_base"));
+      // Open MPI's session directory (ompi.HOST.UID) lies in the private base while MPI runs.
+      std::error_code unreadable;
+      if (const char* base = std::getenv("OMPI_MCA_orte_tmpdir_base"); base != nullptr)
+        for (const auto& entry : std::filesystem::directory_iterator(base, unreadable))
+          if (entry.path().filename().string().rfind("ompi.", 0) == 0) std::printf("session directory in base\n");
       return 0;
     }
     std::printf("rank %d of %d, local %d of %d, device %d, world group size %d\n", rt.world_rank, rt.world_size,

@@ -71,6 +71,18 @@ TEST_CASE("crc32c: the check value and a bit-at-a-time reference", "[checkpoint]
       CHECK(skew::crc32c(bytes.data() + offset, length) == expected);
       CHECK(skew::crc32c_table_driven(bytes.data() + offset, length) == expected);
     }
+  // Long buffers take three interleaved 4 KiB streams (12 KiB rounds) and a tail: lengths on
+  // either side of one and several rounds, at odd offsets.
+  std::vector<unsigned char> large(40000);
+  for (auto& b : large) b = static_cast<unsigned char>(gen());
+  for (const std::size_t offset : {0, 3})
+    for (const std::size_t length : {12287, 12288, 12289, 24576 + 8, 36864 + 7, 39990}) {
+      const std::vector<unsigned char> piece(large.begin() + static_cast<std::ptrdiff_t>(offset),
+                                             large.begin() + static_cast<std::ptrdiff_t>(offset + length));
+      INFO("offset " << offset << " length " << length);
+      CHECK(skew::crc32c(large.data() + offset, length) == crc32c_bitwise(piece));
+    }
+  CHECK(skew::crc32c(large.data() + 20000, 20000, skew::crc32c(large.data(), 20000)) == crc32c_bitwise(large));
 }
 
 TEST_CASE("checkpoint shards: intact loads bit-identically, a flipped byte names the tensor", "[checkpoint]") {

@@ -54,6 +54,23 @@ TEST_CASE("rng: Philox4x32-10 matches the Random123 known-answer vectors", "[rng
   CHECK(pi.v[3] == 0x24126ea1u);
 }
 
+TEST_CASE("rng: a run of Philox calls equals the calls one by one, across the low word's carry", "[rng]") {
+  // Random123's pi vector through a run: counter (c3 c2, c1 c0), key (k1 k0).
+  std::uint32_t words[4][skew::kPhiloxLanes];
+  skew::philox4x32_10_run(0x0370734413198a2eull, 0x85a308d3243f6a88ull, 1, 0x299f31d0a4093822ull, words);
+  CHECK(words[0][0] == 0xd16cfe09u);
+  CHECK(words[3][0] == 0x24126ea1u);
+  for (const int n : {1, 7, skew::kPhiloxLanes})
+    for (const std::uint64_t first : {std::uint64_t(0), std::uint64_t(0xffffffffu) - 3, std::uint64_t(0x123456789ull)}) {
+      skew::philox4x32_10_run(0xfeedfacecafef00dull, first, n, 0x9e3779b97f4a7c15ull, words);
+      for (int i = 0; i < n; ++i) {
+        const skew::Philox4 one = skew::philox4x32_10(0xfeedfacecafef00dull, first + std::uint64_t(i), 0x9e3779b97f4a7c15ull);
+        INFO("n " << n << " first " << first << " call " << i);
+        for (int j = 0; j < 4; ++j) REQUIRE(words[j][i] == one.v[j]);
+      }
+    }
+}
+
 TEST_CASE("rng: a draw depends only on (seed, stream, index)", "[rng]") {
   skew::Rng a(1234, 5);
   std::vector<std::uint32_t> first(37);

@@ -33,14 +33,15 @@ struct CacheFixture {
   std::string source = (dir / "d.libsvm").string(), cache = source + ".skewbin";
   // "1 1:0.5 3:1\n0 2:1\n": 2 rows, 3 nonzeros. Layout: 88-byte header (rows at 32, nonzeros at 40,
   // features at 48, fields at 56, payload CRC-32C at 80), row offsets at 88, labels at 112,
-  // indices at 120, fields at 132, values at 138; 150 bytes in all.
+  // indices at 120, fields at 132, values at 138, the frequency order (3 ids) at 150 and its
+  // length at 162; 170 bytes in all.
   CacheFixture() {
     std::filesystem::create_directories(dir);
     std::ofstream(source) << "1 1:0.5 3:1\n0 2:1\n";
     ReadReport r;
     load_dataset(source, ReadOptions{}, &r);
     REQUIRE_FALSE(r.from_cache);
-    REQUIRE(std::filesystem::file_size(cache) == 150);
+    REQUIRE(std::filesystem::file_size(cache) == kBytes);
   }
   ~CacheFixture() { std::filesystem::remove_all(dir); }
   template <class T>
@@ -49,15 +50,18 @@ struct CacheFixture {
     f.seekp(std::streamoff(offset));
     f.write(reinterpret_cast<const char*>(&value), sizeof value);
     f.close();
-    // Reseals the payload's checksum, as a forger would: the range checks behind it must still
-    // catch what the fuzzers found (an unsealed change is rebuilt, see test_wide_data.cpp).
+    reseal();
+  }
+  // Reseals the payload's checksum, as a forger would: the range checks behind it must still
+  // catch what the fuzzers found (an unsealed change is rebuilt, see test_wide_data.cpp).
+  void reseal() const {
     const std::string bytes = skew::read_file(cache);
     const std::uint32_t crc = skew::crc32c(bytes.data() + kPayload, bytes.size() - kPayload);
     std::fstream g(cache, std::ios::in | std::ios::out | std::ios::binary);
     g.seekp(std::streamoff(kPayload - 8));
     g.write(reinterpret_cast<const char*>(&crc), sizeof crc);
   }
-  static constexpr std::size_t kPayload = 88;
+  static constexpr std::size_t kPayload = 88, kBytes = 170;
   std::string error(int rank = 0, int world = 1) {
     ReadOptions o;
     o.rank = rank, o.world = world;
@@ -87,9 +91,12 @@ TEST_CASE("text readers reject labels other than 0/1 and -1/+1 with file:line:co
 TEST_CASE("the binary cache checks its header's counts against the file before allocating") {
   CacheFixture f;
   SECTION("a byte missing from the row offsets (fuzz_skewbin's find: std::length_error, uncaught)") {
-    std::string bytes(150, '\0');
-    std::ifstream(f.cache, std::ios::binary).read(bytes.data(), 150);
+    std::string bytes(CacheFixture::kBytes, '\0');
+    std::ifstream(f.cache, std::ios::binary).read(bytes.data(), CacheFixture::kBytes);
     bytes.erase(98, 1);
+    std::ofstream(f.cache, std::ios::binary | std::ios::trunc) << bytes;
+    CHECK_THAT(f.error(), Catch::Contains("corrupt data cache " + f.cache) && Catch::Contains("do not fit its 169 bytes"));
+    bytes.erase(98, 20);  // shorter than the header's rows and nonzeros need
     std::ofstream(f.cache, std::ios::binary | std::ios::trunc) << bytes;
     CHECK_THAT(f.error(), Catch::Contains("corrupt data cache " + f.cache) &&
                               Catch::Contains("2 rows and 3 nonzeros in the header do not fit its 149 bytes"));
@@ -123,6 +130,17 @@ TEST_CASE("the binary cache checks row offsets, labels and nonzeros") {
   SECTION("a label that is not 0 or 1") {
     f.patch<float>(116, NAN);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("row 1 has label nan"));
+  }
+  SECTION("a frequency order listing an id twice, one out of range, or longer than the file") {
+    // The order is ids 1, 2, 3 (each once: ties by id).
+    f.patch<std::uint32_t>(154, 1);
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("feature 1 at place 1 of the frequency order is listed twice"));
+    f.patch<std::uint32_t>(154, 2);
+    f.patch<std::uint32_t>(158, 4);
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("feature 4 at place 2 of the frequency order is beyond its 4 features"));
+    f.patch<std::uint32_t>(158, 3);
+    f.patch<std::int64_t>(162, 1000);
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("a frequency order of 1000 of 4 features do not fit its 170 bytes"));
   }
   SECTION("an index outside the header's feature count") {
     f.patch<std::uint32_t>(124, 4);

@@ -1,6 +1,7 @@
 // Reader edge cases, the binary cache, rank slices and the synthetic generator.
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <map>
 #include <unistd.h>
 #include <fstream>
 
@@ -102,12 +103,25 @@ TEST_CASE("binary cache round trip and rank slices") {
   CHECK(second.from_cache);
   CHECK(again.index == full.index);
   CHECK(again.label == full.label);
+  // The whole file's frequency order, by brute force: ids 0..100 once each, ids 200..249 two or
+  // three times; by descending count, ties by id.
+  std::map<std::uint32_t, int> count;
+  for (const std::uint32_t f : full.index) ++count[f];
+  std::vector<std::uint32_t> by_count;
+  for (const auto& [f, n] : count) by_count.push_back(f);
+  std::sort(by_count.begin(), by_count.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return count[a] != count[b] ? count[a] > count[b] : a < b; });
+  REQUIRE(by_count.size() == 151);
+  CHECK(first.frequency_order == by_count);   // counted as the cache was written
+  CHECK(second.frequency_order == by_count);  // read from it
   std::vector<std::uint32_t> joined;
   std::int64_t rows = 0;
   for (int r = 0; r < 3; ++r) {
     o.rank = r;
     o.world = 3;
-    const auto part = load_dataset(path, o);
+    ReadReport slice;
+    const auto part = load_dataset(path, o, &slice);
+    CHECK(slice.frequency_order == by_count);  // every rank gets the whole file's
     CHECK(part.first_row == rows);
     CHECK(part.num_features == full.num_features);
     rows += part.rows();
@@ -203,7 +217,9 @@ TEST_CASE("a byte flipped inside a cached value fails the cache's checksum: rebu
   load_dataset(path, o);  // writes the cache
   REQUIRE(std::filesystem::exists(cache));
   const auto source_time = std::filesystem::last_write_time(path);
-  for (const std::size_t from_end : {3, 9, 4000}) {  // inside the last values, and inside the indices
+  // The cache ends with the frequency order (98 ids here: 392 bytes) and its length (8 bytes,
+  // checked against the file's size instead). Inside the order, the last values and the indices:
+  for (const std::size_t from_end : {9, 300, 403, 409, 4400}) {
     std::string bytes = skew::read_file(cache);
     REQUIRE(bytes.size() > from_end);
     bytes[bytes.size() - from_end] ^= 0x40;  // 0.x becomes another finite, in-range value

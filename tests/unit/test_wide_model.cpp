@@ -256,6 +256,19 @@ TEST_CASE("renumbering by frequency: descending counts, ties (zeros included) by
   std::vector<std::uint32_t> want(counts.size());
   for (std::size_t r = 0; r < rank.size(); ++r) want[rank[r]] = std::uint32_t(r);
   CHECK(FeatureOrder::by_frequency(counts).new_of_old == want);
+  // Counts beyond 32 bits take the comparison sort: the same rule.
+  counts[7] = std::int64_t(1) << 33;
+  counts[11] = (std::int64_t(1) << 33) + 1;
+  counts[4000] = std::int64_t(1) << 33;
+  const std::vector<std::uint32_t> big = FeatureOrder::by_frequency(counts).new_of_old;
+  CHECK(big[11] == 0);
+  CHECK(big[7] == 1);
+  CHECK(big[4000] == 2);
+  std::sort(rank.begin(), rank.end(), [&](std::uint32_t a, std::uint32_t b) {
+    return counts[a] != counts[b] ? counts[a] > counts[b] : a < b;
+  });
+  for (std::size_t r = 0; r < rank.size(); ++r) want[rank[r]] = std::uint32_t(r);
+  CHECK(big == want);
 }
 
 // wide_bench's bound: bytes per sample against a count over a tiny batch (2 samples of 1 and 5

@@ -73,9 +73,10 @@ TEST_CASE("initial wide model: N(0, std^2) latents from (seed, feature, j), the 
 
 namespace {
 // The initialisation one value at a time through Rng's sequential draws: Rng(seed, f) draws 2p
-// and 2p + 1 make Box-Muller pair p (values 2p, 2p + 1), with glibc's float logf and sincosf.
-// create() numbers its Philox calls itself and splits features over threads: it must match this
-// bit for bit.
+// and 2p + 1 make Box-Muller pair p (values 2p, 2p + 1), with the transform's float log and
+// sincos (checked against libm in test_wide_init.cpp). create() numbers its Philox calls itself,
+// transforms a row's pairs together and splits features over threads: it must match this bit
+// for bit.
 std::vector<float> scalar_init(const WideShape& shape, std::uint64_t seed, float init_std) {
   std::vector<float> params(std::size_t(shape.num_params()), 0.0f);
   for (std::int64_t f = 0; f < shape.num_features; ++f) {
@@ -83,9 +84,9 @@ std::vector<float> scalar_init(const WideShape& shape, std::uint64_t seed, float
     float* v = params.data() + 1 + f * shape.row_len() + 1;
     for (int j = 0; j < shape.latent_len(); j += 2) {
       const float u1 = 1.0f - rng.uniform(), u2 = rng.uniform();
-      const float radius = init_std * std::sqrt(-2.0f * std::log(u1));
+      const float radius = init_std * std::sqrt(-2.0f * log_of_unit(u1));
       float s, c;
-      ::sincosf(6.283185307179586f * u2, &s, &c);
+      sincos_of_turn(u2, s, c);
       v[j] = radius * c;
       if (j + 1 < shape.latent_len()) v[j + 1] = radius * s;
     }

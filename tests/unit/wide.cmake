@@ -4,7 +4,7 @@ skew_unit_test(skew_wide_test
           ${CMAKE_CURRENT_LIST_DIR}/test_wide_model.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_wide_hogwild.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_wide_setup.cpp
-          ${CMAKE_CURRENT_LIST_DIR}/test_wide_deferred.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_wide_deferred.cpp ${CMAKE_CURRENT_LIST_DIR}/test_wide_init.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_wide_hashing.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_wide_tile.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_wide_stream.cpp

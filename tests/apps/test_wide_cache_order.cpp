@@ -1,0 +1,81 @@
+// wide_train renumbers features by the frequency order stored in data.train's binary cache
+// (lib/wide/cache.hpp) instead of counting them: the model must be bit for bit the one a run
+// that counts (data.cache = false) trains, on 1 and 2 ranks, whether the cache was just written
+// or is read; an order that misses a feature of the rows is refused naming the cache.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <filesystem>
+#include <unistd.h>
+
+#include "lib/core/checksum.hpp"
+#include "lib/core/fileio.hpp"
+#include "lib/wide/dataset.hpp"
+#include "tests/apps/wide_app_test.hpp"
+
+using namespace skew::wide;
+
+namespace {
+
+struct Runs {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("skew_wide_cache_order_" + std::to_string(getpid()));
+  std::string train = (dir / "train.libsvm").string(), cache = train + ".skewbin";
+  Runs() {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    const SparseDataset d = generate_synthetic(parse_synthetic_spec("synthetic:criteo?rows=3000&features=9000&alpha=1.1&seed=3"), 0, 3000);
+    skew::write_file_atomic(train, format_text(d, TextFormat::Libsvm));
+  }
+  ~Runs() { std::filesystem::remove_all(dir); }
+  // FM k=4 on `ranks` ranks; returns the exit code, the model's bytes in *model and the log in *log.
+  int fit(int ranks, const std::string& name, const std::string& extra, std::string* model, std::string* log) const {
+    const std::string out = (dir / name).string();
+    const std::string launch = ranks == 1 ? "" : std::string(SKEW_MPIEXEC) + " --oversubscribe -np " + std::to_string(ranks) + " ";
+    const int code = skew::test::run(launch + SKEW_WIDE_TRAIN + " --data.train=" + train + " --data.valid= --model.type=fm --model.k=4" +
+                                     " --train.epochs=2 --train.batch_size=256 --output.dir=" + out + " " + extra + " > " + out + ".log 2>&1");
+    *log = skew::read_file(out + ".log");
+    if (code == 0) *model = skew::read_file(out + "/model.safetensors");
+    return code;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("wide_train renumbers by the cache's frequency order: the model counting trains, bit for bit, on 1 and 2 ranks") {
+  for (const int ranks : {1, 2}) {
+    INFO(ranks << " rank(s)");
+    const Runs r;
+    std::string counted, written, read, log;
+    REQUIRE(r.fit(ranks, "counted", "--data.cache=false", &counted, &log) == 0);
+    CHECK_THAT(log, Catch::Contains("occur (counted over " + std::to_string(ranks) + " rank(s))"));
+    REQUIRE_FALSE(std::filesystem::exists(r.cache));
+    REQUIRE(r.fit(ranks, "written", "", &written, &log) == 0);  // parses the text, writes the cache
+    REQUIRE(std::filesystem::exists(r.cache));
+    CHECK_THAT(log, Catch::Contains("occur (order read from the cache)"));
+    REQUIRE(r.fit(ranks, "read", "", &read, &log) == 0);
+    CHECK_THAT(log, Catch::Contains("from cache") && Catch::Contains("occur (order read from the cache)"));
+    CHECK(written == counted);
+    CHECK(read == counted);
+  }
+}
+
+TEST_CASE("wide_train refuses a binary cache whose frequency order misses a feature of the rows, naming it") {
+  const Runs r;
+  std::string model, log;
+  REQUIRE(r.fit(1, "first", "", &model, &log) == 0);
+  // Forge the cache as a writer that dropped the order's last id would have: the order one id
+  // shorter, its length (the last 8 bytes) one less, the payload's CRC-32C (at byte 80) resealed.
+  std::string bytes = skew::read_file(r.cache);
+  std::int64_t occurring = 0;
+  std::memcpy(&occurring, bytes.data() + bytes.size() - 8, 8);
+  REQUIRE(occurring > 1);
+  bytes.erase(bytes.size() - 12, 4);
+  --occurring;
+  std::memcpy(bytes.data() + bytes.size() - 8, &occurring, 8);
+  const std::uint32_t crc = skew::crc32c(bytes.data() + 88, bytes.size() - 88);
+  std::memcpy(bytes.data() + 80, &crc, 4);
+  const auto source_time = std::filesystem::last_write_time(r.train);
+  skew::write_file_atomic(r.cache, bytes);
+  std::filesystem::last_write_time(r.train, source_time);
+  CHECK(r.fit(1, "forged", "", &model, &log) != 0);
+  CHECK_THAT(log, Catch::Contains("corrupt data cache " + r.cache) && Catch::Contains("misses features of its rows"));
+}
