@@ -274,6 +274,8 @@ StreamScan scan_stream(ChunkStream& stream, int hash_bits, bool count_features,
     scan.rows += d.rows();
     max_features = std::max(max_features, d.num_features);
     scan.num_fields = std::max(scan.num_fields, d.num_fields);
+    for (std::size_t r = 0; r + 1 < d.row_ptr.size(); ++r)
+      scan.max_row_nonzeros = std::max(scan.max_row_nonzeros, d.row_ptr[r + 1] - d.row_ptr[r]);
     if (count_features) add_feature_counts(d, scan.counts);
     if (each_chunk) each_chunk(d);
     scan.report.lines += chunk->lines;

@@ -136,6 +136,7 @@ class CacheStream : public ChunkStream {
 struct StreamScan {
   std::int64_t rows = 0, num_features = 0;
   int num_fields = 1;
+  std::int64_t max_row_nonzeros = 0;
   std::vector<std::int64_t> counts;  // occurrences per model row (when asked for)
   ReadReport report;
 };
