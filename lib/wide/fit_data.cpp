@@ -52,14 +52,8 @@ std::string cache_of(const std::string& spec) {
 // that the epochs read binary rows either way. Its ring takes half of what data.max_memory_mb
 // leaves beside the process's `resident` bytes; the other half is for the feature counts, which
 // grow with the ids read, and the cache's writer. The ring is let go at the end of the pass.
-StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, const ReadOptions& ro, Data& d,
-                                std::int64_t resident) {
+StreamScan scan_training_stream(const Config& c, const ReadOptions& ro, Data& d, std::int64_t resident) {
   const std::string spec = c.get_string("data.train");
-  SKEW_CHECK(world.size() == 1, max_memory_setting(c) << " streams " << spec << ", which runs on one rank ("
-                                                      << world.size() << " here): drop data.max_memory_mb or run one rank");
-  SKEW_CHECK(c.get_int("output.checkpoint_interval") == 0,
-             max_memory_setting(c) << " streams " << spec << " from its start every epoch, so it resumes from epoch-end "
-                                   << "checkpoints only: set output.checkpoint_interval = 0");
   RunMemory held;
   held.baseline = resident;
   const std::int64_t ring =
@@ -104,12 +98,37 @@ StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, cons
                                << "; the epochs read " << (d.stream_cached ? "the cache" : "the text")
                                << "; the process's peak so far " << (process_memory().peak >> 20) << " MiB");
   d.stream.reset();  // its ring goes before the model is made
-  d.streamed = true;
-  d.max_row_nonzeros = scan.max_row_nonzeros;
   d.report = scan.report;
-  d.train_rows = scan.rows;
-  d.train.num_features = scan.num_features;
-  d.train.num_fields = scan.num_fields;
+  return scan;
+}
+
+// Each rank's share of a streamed data.train: rows [N r / W, N (r + 1) / W) of its N, the whole
+// load's split. Rank 0 alone makes the first pass, so the text is parsed and the cache written
+// once; the other ranks wait for its figures in a broadcast, which it sends after the cache was
+// renamed into place, so they find the whole cache or none (then they parse the text). Rank 0's
+// feature counts are the whole file's; the others' stay empty (zeros in the sum over the ranks).
+StreamScan share_training_stream(const Config& c, comm::ProcessGroup& world, const ReadOptions& ro, Data& d) {
+  SKEW_CHECK(c.get_int("output.checkpoint_interval") == 0,
+             max_memory_setting(c) << " streams " << c.get_string("data.train")
+                                   << " from its start every epoch, so it resumes from epoch-end "
+                                   << "checkpoints only: set output.checkpoint_interval = 0");
+  StreamScan scan;
+  if (world.rank() == 0) scan = scan_training_stream(c, ro, d, settled_resident_bytes());
+  std::vector<std::int64_t> figures{scan.rows,           scan.num_features,  scan.num_fields,   scan.max_row_nonzeros,
+                                    scan.report.lines, scan.report.skipped_lines, d.stream_cached ? 1 : 0};
+  world.broadcast(comm::view(figures), 0);
+  const std::int64_t rows = figures[0];
+  d.streamed = true;
+  d.train.num_features = figures[1];
+  d.train.num_fields = int(figures[2]);
+  d.max_row_nonzeros = figures[3];
+  d.report.lines = figures[4];
+  d.report.skipped_lines = figures[5];
+  d.report.total_rows = rows;
+  d.stream_cached = figures[6] != 0;
+  d.stream_first_row = rows * world.rank() / world.size();
+  d.stream_last_row = rows * (world.rank() + 1) / world.size();
+  d.train_rows = d.stream_last_row - d.stream_first_row;
   return scan;
 }
 
@@ -137,7 +156,7 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
              "data.train is empty: give a libsvm/libffm file or synthetic:criteo?rows=N&features=F");
   StreamScan scan;
   if (streams(c, c.get_string("data.train"))) {
-    scan = scan_training_stream(c, world, ro, d, settled_resident_bytes());
+    scan = share_training_stream(c, world, ro, d);
   } else {
     d.train = load_dataset(c.get_string("data.train"), ro, &d.report);
     d.train_rows = d.train.rows();
@@ -203,8 +222,6 @@ std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, Wide
   held.step = batch * (16 + 10 * data.max_row_nonzeros) + (data.has_valid ? 32 * data.valid.rows() : 0);
   data.stream_held_bytes = held.total();
   const std::int64_t ring = ring_bytes_left(c.get_int("data.max_memory_mb") << 20, held, kMinRingBytes, max_memory_setting(c));
-  SKEW_INFO("stream: " << max_memory_setting(c) << " MiB holds " << held.describe() << " and a ring of "
-                       << (ring >> 20) << " MiB");
   const std::string spec = c.get_string("data.train");
   const TextFormat format = format_for(spec, data.read.format);
   // The first pass checked the cache's checksum, or wrote it.
@@ -213,12 +230,18 @@ std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, Wide
           ? CacheFile::open(cache_of(spec), cache_key(spec, format, data.read.skip_bad_lines, data.read.hash_bits),
                             false)
           : nullptr;
-  if (cache)
+  const bool from_cache = cache != nullptr;
+  if (from_cache)
     data.stream =
         std::make_unique<CacheStream>(std::move(cache), slot_bytes(ring, true), kStreamSlots, max_memory_setting(c));
   else
     data.stream = std::make_unique<TextStream>(spec, format, data.read, slot_bytes(ring, false), kStreamSlots,
                                                max_memory_setting(c));
+  data.stream->restrict_rows(data.stream_first_row, data.stream_last_row);
+  SKEW_INFO("stream: rows [" << data.stream_first_row << ", " << data.stream_last_row << ") of " << spec
+                             << (from_cache ? " from its binary cache" : " parsed from the text") << "; "
+                             << max_memory_setting(c) << " MiB holds " << held.describe() << " and a ring of "
+                             << (ring >> 20) << " MiB");
   const bool normalize = data.normalize, renumber = data.renumber;
   const FeatureOrder* order = &data.order;
   return std::make_unique<StreamBatches>(*data.stream, batch, [normalize, renumber, order](SparseDataset& chunk) {

@@ -21,6 +21,7 @@ struct Data {
   std::unique_ptr<ChunkStream> stream;  // its ring: null between the first pass and training_stream
   bool stream_cached = false;           // its epochs read its binary cache (checked or written)
   std::int64_t max_row_nonzeros = 0;    // streamed: the most nonzeros of a training row
+  std::int64_t stream_first_row = 0, stream_last_row = 0;  // streamed: this rank's rows of the file
   std::int64_t stream_held_bytes = 0;   // streamed: what the run holds outside the ring (RunMemory)
   std::int64_t train_rows = 0;         // this rank's
   ReadOptions read;                    // data.* as read

@@ -24,8 +24,9 @@ Schema wide_train_schema() {
             "none matches the file or its checksum fails -- else parsed from the text every epoch), and the ring gets "
             "what M leaves after the process's resident memory measured before the model (libraries, MPI, "
             "data.valid), the model, its gradient, the optimizer state, the step's buffers and the best epoch's copy; "
-            "a run M cannot hold is refused with the numbers. Same rows, order and model as the whole load (one "
-            "rank; epoch-end checkpoints only); the summary's peak_rss_bytes is the process's peak (VmHWM)");
+            "a run M cannot hold is refused with the numbers. Same rows, order and model as the whole load: each rank "
+            "streams the whole load's share of the rows, rank 0 alone making the first pass (and writing the cache); "
+            "epoch-end checkpoints only; the summary's peak_rss_bytes is rank 0's peak (VmHWM)");
   s.add_int("data.hash_bits", 0, {0, kMaxHashBits},
             "feature hashing: 0 = each (64-bit) feature id is its model row (ids up to 2^28 - 1); b > 0 = id maps to "
             "row fmix64(id ^ 0x9e3779b97f4a7c15) >> (64 - b) of a 2^b-row model (MurmurHash3's finaliser; the same "

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +60,10 @@ class ChunkStream {
   // From the next rewind() on, each chunk goes through `prepare` on the reader thread before the
   // consumer sees it, so that its normalisation and renumbering overlap training on the last one.
   void prepare_chunks(std::function<void(SparseDataset&)> prepare);
+  // From the next rewind() on, a pass yields only the source's rows [first, last) (a rank's share:
+  // StreamChunk::data.first_row stays the row's number in the source). A text is still parsed
+  // from its start, so a malformed line before `first` is still an error.
+  void restrict_rows(std::int64_t first, std::int64_t last);
 
  protected:
   // `slot_bytes` is what each of `slots` (2 or more) ring buffers may hold; `name_budget` names
@@ -74,6 +79,7 @@ class ChunkStream {
   const std::string path_, name_budget_;
   const std::int64_t slot_bytes_;
   std::int64_t file_bytes_ = 0;  // set by the subclass's constructor
+  std::int64_t first_row_ = 0, last_row_ = std::numeric_limits<std::int64_t>::max();  // restrict_rows
 
  private:
   struct Slot {
@@ -105,6 +111,7 @@ class TextStream : public ChunkStream {
  private:
   void start_pass() override;
   std::int64_t fill(std::size_t slot, StreamChunk& chunk) override;
+  std::int64_t fill_block(std::size_t slot, StreamChunk& chunk);
 
   TextFormat format_;
   ReadOptions options_;
@@ -125,7 +132,7 @@ class CacheStream : public ChunkStream {
   const CacheHeader& header() const { return cache_->header(); }
 
  private:
-  void start_pass() override { next_row_ = 0; }
+  void start_pass() override { next_row_ = first_row_; }
   std::int64_t fill(std::size_t slot, StreamChunk& chunk) override;
 
   std::unique_ptr<CacheFile> cache_;
