@@ -244,10 +244,13 @@ std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, Wide
                              << (ring >> 20) << " MiB");
   const bool normalize = data.normalize, renumber = data.renumber;
   const FeatureOrder* order = &data.order;
-  return std::make_unique<StreamBatches>(*data.stream, batch, [normalize, renumber, order](SparseDataset& chunk) {
-    if (normalize) normalize_instances(chunk);
-    if (renumber) order->apply(chunk);
-  });
+  return std::make_unique<StreamBatches>(
+      *data.stream, batch,
+      [normalize, renumber, order](SparseDataset& chunk) {
+        if (normalize) normalize_instances(chunk);
+        if (renumber) order->apply(chunk);
+      },
+      data.train_rows);
 }
 
 

@@ -329,8 +329,8 @@ StreamScan scan_stream(ChunkStream& stream, int hash_bits, bool count_features,
 }
 
 StreamBatches::StreamBatches(ChunkStream& stream, std::int64_t batch_rows, std::function<void(SparseDataset&)> prepare,
-                             double progress_seconds)
-    : stream_(stream), batch_rows_(batch_rows), progress_seconds_(progress_seconds) {
+                             std::int64_t pass_rows, double progress_seconds)
+    : stream_(stream), batch_rows_(batch_rows), pass_rows_(pass_rows), progress_seconds_(progress_seconds) {
   SKEW_CHECK(batch_rows > 0, "a stream's batches need at least one row, got " << batch_rows);
   stream_.prepare_chunks(std::move(prepare));
 }
@@ -366,8 +366,8 @@ bool StreamBatches::next(const SparseDataset*& data, std::int64_t& begin, std::i
     if (progress_seconds_ > 0 && timer_.seconds() - last_progress_ >= progress_seconds_) {
       last_progress_ = timer_.seconds();
       const StreamProgress p = progress();
-      SKEW_INFO("stream: " << p.rows << " rows, " << std::llround(p.rows_per_second()) << " rows/s, "
-                           << p.bytes_done / 1000000 << " of " << p.bytes_total / 1000000 << " MB read, epoch ETA "
+      SKEW_INFO("stream: " << p.rows << " of " << p.pass_rows << " rows, " << std::llround(p.rows_per_second())
+                           << " rows/s, " << p.bytes_done / 1000000 << " MB read, epoch ETA "
                            << std::llround(p.eta_seconds()) << " s");
     }
     return true;
@@ -396,7 +396,7 @@ bool StreamBatches::next(const SparseDataset*& data, std::int64_t& begin, std::i
 }
 
 StreamProgress StreamBatches::progress() const {
-  return StreamProgress{rows_, bytes_done_, stream_.file_bytes(), timer_.seconds()};
+  return StreamProgress{rows_, pass_rows_, bytes_done_, timer_.seconds()};
 }
 
 }  // namespace skew::wide

@@ -155,23 +155,22 @@ StreamScan scan_stream(ChunkStream& stream, int hash_bits, bool count_features,
 
 // Where a pass stands: the progress line's figures.
 struct StreamProgress {
-  std::int64_t rows = 0, bytes_done = 0, bytes_total = 0;
+  std::int64_t rows = 0, pass_rows = 0, bytes_done = 0;
   double seconds = 0;
   double rows_per_second() const { return seconds > 0 ? double(rows) / seconds : 0.0; }
-  // The rest of the pass at the rate so far, by bytes read (the file's rows are not known
-  // from its size).
-  double eta_seconds() const {
-    return bytes_done > 0 ? seconds * double(bytes_total - bytes_done) / double(bytes_done) : 0.0;
-  }
+  // The rest of the pass at the rate so far, by rows (a rank's share of a file ends before the
+  // file does, so its bytes would not tell).
+  double eta_seconds() const { return rows > 0 ? seconds * double(pass_rows - rows) / double(rows) : 0.0; }
 };
 
 // Mini-batches of `batch_rows` rows in file order, each chunk first passed to `prepare`
 // (normalisation, renumbering; on the stream's reader thread); a batch spanning two chunks is
-// copied into one. A progress line (rows/s, ETA) every `progress_seconds`.
+// copied into one. A progress line (rows/s, ETA) every `progress_seconds`; a pass yields
+// `pass_rows` rows (the first pass counted them).
 class StreamBatches {
  public:
   StreamBatches(ChunkStream& stream, std::int64_t batch_rows, std::function<void(SparseDataset&)> prepare,
-                double progress_seconds = 5.0);
+                std::int64_t pass_rows, double progress_seconds = 5.0);
   void rewind();
   // The next batch: rows [begin, end) of *data (valid until the next call); false at the end.
   bool next(const SparseDataset*& data, std::int64_t& begin, std::int64_t& end);
@@ -180,7 +179,7 @@ class StreamBatches {
  private:
   bool fetch();
   ChunkStream& stream_;
-  std::int64_t batch_rows_;
+  std::int64_t batch_rows_, pass_rows_;
   double progress_seconds_;
   StreamChunk* chunk_ = nullptr;
   bool ended_ = false;  // the stream returned its end this pass

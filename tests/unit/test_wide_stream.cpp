@@ -130,7 +130,7 @@ TEST_CASE("stream: mini-batches are the whole dataset's, inside chunks and acros
   for (const std::int64_t batch : {1, 7, 333, 5000}) {
     TextStream stream(file.path, TextFormat::Libsvm, ReadOptions{}, 48 << 10, 2, "test budget");
     std::int64_t prepared = 0;
-    StreamBatches batches(stream, batch, [&](SparseDataset& d) { prepared += d.rows(); }, 0);
+    StreamBatches batches(stream, batch, [&](SparseDataset& d) { prepared += d.rows(); }, expect.rows(), 0);
     batches.rewind();
     const SparseDataset* data = nullptr;
     std::int64_t begin = 0, end = 0, row = 0, steps = 0;
@@ -147,7 +147,7 @@ TEST_CASE("stream: mini-batches are the whole dataset's, inside chunks and acros
     CHECK(p.rows == expect.rows());
     CHECK(p.bytes_done == std::int64_t(text.size()));
     CHECK(p.eta_seconds() == 0.0);
-    CHECK(StreamProgress{100, 250, 1000, 2.0}.eta_seconds() == Approx(6.0));  // 3x the bytes left: 3x the time
+    CHECK(StreamProgress{100, 400, 1000, 2.0}.eta_seconds() == Approx(6.0));  // 3x the rows left: 3x the time
   }
 }
 
