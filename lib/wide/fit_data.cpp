@@ -112,6 +112,7 @@ StreamScan share_training_stream(const Config& c, comm::ProcessGroup& world, con
              max_memory_setting(c) << " streams " << c.get_string("data.train")
                                    << " from its start every epoch, so it resumes from epoch-end "
                                    << "checkpoints only: set output.checkpoint_interval = 0");
+  release_freed_memory_promptly();
   StreamScan scan;
   if (world.rank() == 0) scan = scan_training_stream(c, ro, d, settled_resident_bytes());
   std::vector<std::int64_t> figures{scan.rows,           scan.num_features,  scan.num_fields,   scan.max_row_nonzeros,
@@ -220,6 +221,7 @@ std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, Wide
   // A batch spanning two chunks is copied (12 B a row, 10 a nonzero) and has its logits; the
   // validation's logits, scores and labels (and the AUC's sort) take up to 32 B a row.
   held.step = batch * (16 + 10 * data.max_row_nonzeros) + (data.has_valid ? 32 * data.valid.rows() : 0);
+  held.allocator = (trainer.options().threads + 2) * kAllocatorSlackBytes;  // the pool's, the reader's, main's
   data.stream_held_bytes = held.total();
   const std::int64_t ring = ring_bytes_left(c.get_int("data.max_memory_mb") << 20, held, kMinRingBytes, max_memory_setting(c));
   const std::string spec = c.get_string("data.train");

@@ -39,10 +39,15 @@ std::int64_t settled_resident_bytes() {
   return process_memory().resident;
 }
 
+void release_freed_memory_promptly() {
+  ::mallopt(M_MMAP_THRESHOLD, int(kAllocatorSlackBytes));
+  ::mallopt(M_TRIM_THRESHOLD, int(kAllocatorSlackBytes));
+}
+
 std::string RunMemory::describe() const {
   return "baseline " + mib(baseline) + " (measured: libraries, MPI, data.valid) + model " + mib(model) +
          " + gradient " + mib(gradient) + " + optimizer state " + mib(optimizer) + " + flow buffers " + mib(flow) +
-         " + best-epoch copy " + mib(best_copy) + " + batch and validation " + mib(step) + " = " + mib(total());
+         " + best-epoch copy " + mib(best_copy) + " + batch and validation " + mib(step) + " + allocator slack " + mib(allocator) + " = " + mib(total());
 }
 
 std::int64_t flow_buffer_bytes(std::int64_t features, int row_len, std::int64_t batch_rows, std::int64_t row_nonzeros,

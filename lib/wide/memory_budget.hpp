@@ -19,6 +19,14 @@ ProcessMemory process_memory();
 // process holds, not what it held before.
 std::int64_t settled_resident_bytes();
 
+// What each malloc arena may keep free after release_freed_memory_promptly.
+constexpr std::int64_t kAllocatorSlackBytes = std::int64_t(1) << 20;
+// Has freed memory go back to the kernel: glibc's mmap and trim thresholds fixed at
+// kAllocatorSlackBytes, instead of thresholds that grow to the largest block freed (up to 32 and
+// 64 MiB), under which a first pass's arrays and the ring's chunks, freed, stay resident in the
+// arena of the thread that made them (malloc_trim trims only the main arena's top).
+void release_freed_memory_promptly();
+
 // What a streamed run holds outside its ring, by part (bytes).
 struct RunMemory {
   std::int64_t baseline = 0;    // measured: resident before the model (libraries, MPI, data.valid)
@@ -28,7 +36,8 @@ struct RunMemory {
   std::int64_t flow = 0;        // per-feature tags and stamps, per-thread gradient rows and scratch
   std::int64_t best_copy = 0;   // the best epoch's parameters, kept while the next epoch trains
   std::int64_t step = 0;        // a batch spanning two chunks, its logits; validation's scores
-  std::int64_t total() const { return baseline + model + gradient + optimizer + flow + best_copy + step; }
+  std::int64_t allocator = 0;   // free memory the threads' malloc arenas may keep
+  std::int64_t total() const { return baseline + model + gradient + optimizer + flow + best_copy + step + allocator; }
   // "baseline 21.3 MiB + model 1.0 MiB + ..." for an error message.
   std::string describe() const;
 };
