@@ -91,7 +91,8 @@ StreamScan scan_training_stream(const Config& c, const ReadOptions& ro, Data& d,
     SKEW_WARN(spec << ": skipped " << scan.report.skipped_lines << " malformed line(s) of " << scan.report.lines
                    << (scan.report.first_bad_line.empty() ? "" : "; first: " + scan.report.first_bad_line));
   SKEW_INFO("data: streaming " << spec << " (" << scan.report.megabytes << " MB with " << max_memory_setting(c)
-                               << " MiB; the process held " << (resident >> 20) << " MiB before it), first pass " << scan.report.seconds << " s "
+                               << " MiB; the process held " << (resident >> 20) << " MiB before it), first pass "
+                               << scan.report.seconds << " s "
                                << (from_cache        ? "over its binary cache " + cache_of(spec)
                                    : d.stream_cached ? "parsing it and writing its binary cache " + cache_of(spec)
                                                      : std::string("parsing it"))
@@ -115,8 +116,9 @@ StreamScan share_training_stream(const Config& c, comm::ProcessGroup& world, con
   release_freed_memory_promptly();
   StreamScan scan;
   if (world.rank() == 0) scan = scan_training_stream(c, ro, d, settled_resident_bytes());
-  std::vector<std::int64_t> figures{scan.rows,           scan.num_features,  scan.num_fields,   scan.max_row_nonzeros,
-                                    scan.report.lines, scan.report.skipped_lines, d.stream_cached ? 1 : 0};
+  std::vector<std::int64_t> figures{
+      scan.rows,         scan.num_features,         scan.num_fields,        scan.max_row_nonzeros,
+      scan.report.lines, scan.report.skipped_lines, d.stream_cached ? 1 : 0};
   world.broadcast(comm::view(figures), 0);
   const std::int64_t rows = figures[0];
   d.streamed = true;
@@ -223,7 +225,8 @@ std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, Wide
   held.step = batch * (16 + 10 * data.max_row_nonzeros) + (data.has_valid ? 32 * data.valid.rows() : 0);
   held.allocator = (trainer.options().threads + 2) * kAllocatorSlackBytes;  // the pool's, the reader's, main's
   data.stream_held_bytes = held.total();
-  const std::int64_t ring = ring_bytes_left(c.get_int("data.max_memory_mb") << 20, held, kMinRingBytes, max_memory_setting(c));
+  const std::int64_t ring =
+      ring_bytes_left(c.get_int("data.max_memory_mb") << 20, held, kMinRingBytes, max_memory_setting(c));
   const std::string spec = c.get_string("data.train");
   const TextFormat format = format_for(spec, data.read.format);
   // The first pass checked the cache's checksum, or wrote it.
@@ -254,6 +257,5 @@ std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, Wide
       },
       data.train_rows);
 }
-
 
 }  // namespace skew::wide

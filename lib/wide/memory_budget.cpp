@@ -25,12 +25,15 @@ ProcessMemory process_memory() {
   std::string key;
   std::int64_t kib = 0;
   while (status >> key) {
-    if (key == "VmRSS:" && status >> kib) m.resident = kib << 10;
-    else if (key == "VmHWM:" && status >> kib) m.peak = kib << 10;
+    if (key == "VmRSS:" && status >> kib)
+      m.resident = kib << 10;
+    else if (key == "VmHWM:" && status >> kib)
+      m.peak = kib << 10;
     status.ignore(1 << 12, '\n');
   }
-  SKEW_CHECK(m.resident > 0 && m.peak > 0, "cannot read VmRSS and VmHWM from /proc/self/status: "
-                                               "data.max_memory_mb needs the process's resident memory");
+  SKEW_CHECK(m.resident > 0 && m.peak > 0,
+             "cannot read VmRSS and VmHWM from /proc/self/status: "
+             "data.max_memory_mb needs the process's resident memory");
   return m;
 }
 
@@ -47,7 +50,8 @@ void release_freed_memory_promptly() {
 std::string RunMemory::describe() const {
   return "baseline " + mib(baseline) + " (measured: libraries, MPI, data.valid) + model " + mib(model) +
          " + gradient " + mib(gradient) + " + optimizer state " + mib(optimizer) + " + flow buffers " + mib(flow) +
-         " + best-epoch copy " + mib(best_copy) + " + batch and validation " + mib(step) + " + allocator slack " + mib(allocator) + " = " + mib(total());
+         " + best-epoch copy " + mib(best_copy) + " + batch and validation " + mib(step) + " + allocator slack " +
+         mib(allocator) + " = " + mib(total());
 }
 
 std::int64_t flow_buffer_bytes(std::int64_t features, int row_len, std::int64_t batch_rows, std::int64_t row_nonzeros,

@@ -29,14 +29,14 @@ void release_freed_memory_promptly();
 
 // What a streamed run holds outside its ring, by part (bytes).
 struct RunMemory {
-  std::int64_t baseline = 0;    // measured: resident before the model (libraries, MPI, data.valid)
-  std::int64_t model = 0;       // parameters
-  std::int64_t gradient = 0;    // the dense batch gradient (zero pages, touched where used)
-  std::int64_t optimizer = 0;   // the optimizer's state
-  std::int64_t flow = 0;        // per-feature tags and stamps, per-thread gradient rows and scratch
-  std::int64_t best_copy = 0;   // the best epoch's parameters, kept while the next epoch trains
-  std::int64_t step = 0;        // a batch spanning two chunks, its logits; validation's scores
-  std::int64_t allocator = 0;   // free memory the threads' malloc arenas may keep
+  std::int64_t baseline = 0;   // measured: resident before the model (libraries, MPI, data.valid)
+  std::int64_t model = 0;      // parameters
+  std::int64_t gradient = 0;   // the dense batch gradient (zero pages, touched where used)
+  std::int64_t optimizer = 0;  // the optimizer's state
+  std::int64_t flow = 0;       // per-feature tags and stamps, per-thread gradient rows and scratch
+  std::int64_t best_copy = 0;  // the best epoch's parameters, kept while the next epoch trains
+  std::int64_t step = 0;       // a batch spanning two chunks, its logits; validation's scores
+  std::int64_t allocator = 0;  // free memory the threads' malloc arenas may keep
   std::int64_t total() const { return baseline + model + gradient + optimizer + flow + best_copy + step + allocator; }
   // "baseline 21.3 MiB + model 1.0 MiB + ..." for an error message.
   std::string describe() const;

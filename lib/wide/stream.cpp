@@ -38,7 +38,8 @@ std::int64_t slot_bound(const std::string& text, std::size_t n) {
 // Keeps rows [begin, end) of `d` in place (no second copy of a chunk's arrays).
 void keep_rows(SparseDataset& d, std::int64_t begin, std::int64_t end) {
   if (begin == 0 && end == d.rows()) return;
-  const auto nz_begin = std::ptrdiff_t(d.row_ptr[std::size_t(begin)]), nz_end = std::ptrdiff_t(d.row_ptr[std::size_t(end)]);
+  const auto nz_begin = std::ptrdiff_t(d.row_ptr[std::size_t(begin)]),
+             nz_end = std::ptrdiff_t(d.row_ptr[std::size_t(end)]);
   const auto keep = [&](auto& v, std::ptrdiff_t b, std::ptrdiff_t e) {
     v.erase(v.begin() + e, v.end());
     v.erase(v.begin(), v.begin() + b);

@@ -1,15 +1,16 @@
-// wide_train with data.max_memory_mb, end to end: a libsvm (and a libffm) file larger than half
-// the budget streams through the chunk ring and trains the same model, bit for bit at one
-// thread over two epochs, as the whole load (LR and FM; the batch size leaves a final partial
-// batch); the summary's ring peak stays within the ring's budget; the process's peak resident
-// memory (VmHWM) stays within data.max_memory_mb, with data.valid, from the text and from the
-// cache; a bad value near the end of the file is refused with its file:line; a budget that
-// cannot hold the run, and the key out of range, are refused naming data.max_memory_mb, as are
-// mid-epoch checkpoints. On two ranks each streams its share of the rows (the whole load's split):
-// the same model bit for bit, from the text or from the cache rank 0 writes once. Budgets are set above a measured baseline (a
-// small whole-load run's peak), which a sanitizer build makes larger. With data.cache on, the first pass writes the binary cache and the epochs read it,
-// and a later run reads it from its first pass: the same model bit for bit; a cache whose
-// checksum fails is re-parsed and rewritten, a truncated one refused, each named.
+// wide_train with data.max_memory_mb, end to end: a libsvm (and a libffm) file streams through
+// the chunk ring and trains the same model, bit for bit at one thread over two epochs, as the
+// whole load (LR and FM; the batch size leaves a final partial batch); the summary's ring peak
+// stays within the ring's budget; the process's peak resident memory (VmHWM) stays within
+// data.max_memory_mb, with data.valid, from the text and from the cache; a bad value near the
+// end of the file is refused with its file:line; a budget that cannot hold the run, and the key
+// out of range, are refused naming data.max_memory_mb, as are mid-epoch checkpoints. On two
+// ranks each streams its share of the rows (the whole load's split): the same model bit for bit,
+// from the text or from the cache rank 0 writes once. With data.cache on, the first pass writes
+// the binary cache and the epochs read it, and a later run reads it from its first pass: the
+// same model bit for bit; a cache whose checksum fails is re-parsed and rewritten, a truncated
+// one refused, each named. Budgets are set above a measured baseline (a small whole-load run's
+// peak), which a sanitizer build makes larger.
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -80,7 +81,7 @@ TEST_CASE("wide_train: a streamed data.train trains the whole load's model bit f
   for (const std::string ext : {"libsvm", "libffm"}) {
     const auto file = dir.path / ("rows." + ext);
     export_rows(file);
-        for (const std::string model : {"lr", "fm"}) {
+    for (const std::string model : {"lr", "fm"}) {
       if (ext == "libffm" && model == "fm") continue;  // one model suffices for the format
       INFO(ext << " " << model);
       train(dir.path, file, "mem_" + model, "--model.type=" + model);
@@ -203,7 +204,8 @@ TEST_CASE("wide_train: a streamed run's peak resident memory stays within data.m
     // The first pass parses the text and writes the cache, the next run reads it from the
     // first pass on, the last parses the text every epoch.
     for (const std::string cache : {"true", "true", "false"}) {
-      const std::string name = model + "_" + std::to_string(std::filesystem::exists(file.string() + ".skewbin")) + cache;
+      const std::string name =
+          model + "_" + std::to_string(std::filesystem::exists(file.string() + ".skewbin")) + cache;
       INFO(name << " " << budget);
       train(dir.path, file, name,
             "--model.type=" + model + " " + budget + " --data.cache=" + cache + " --data.valid=" + valid.string());

@@ -130,7 +130,8 @@ TEST_CASE("stream: mini-batches are the whole dataset's, inside chunks and acros
   for (const std::int64_t batch : {1, 7, 333, 5000}) {
     TextStream stream(file.path, TextFormat::Libsvm, ReadOptions{}, 48 << 10, 2, "test budget");
     std::int64_t prepared = 0;
-    StreamBatches batches(stream, batch, [&](SparseDataset& d) { prepared += d.rows(); }, expect.rows(), 0);
+    StreamBatches batches(
+        stream, batch, [&](SparseDataset& d) { prepared += d.rows(); }, expect.rows(), 0);
     batches.rewind();
     const SparseDataset* data = nullptr;
     std::int64_t begin = 0, end = 0, row = 0, steps = 0;
@@ -326,8 +327,8 @@ TEST_CASE("stream: a pass restricted to rows [first, last) yields those rows of 
   CacheStream from_cache(CacheFile::open(cache_file.path, cache_key(file.path, TextFormat::Libsvm, false, 0), true),
                          40 << 10, 3, "test budget");
   // Inside one chunk, across several, to the end, and empty (a rank without rows).
-  for (const auto& [first, last] : std::vector<std::pair<std::int64_t, std::int64_t>>{
-           {5, 9}, {777, 2222}, {2222, 3000}, {1500, 1500}}) {
+  for (const auto& [first, last] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{5, 9}, {777, 2222}, {2222, 3000}, {1500, 1500}}) {
     INFO("rows [" << first << ", " << last << ")");
     const SparseDataset want = slice_rows(expect, first, last);
     for (ChunkStream* stream : {static_cast<ChunkStream*>(&from_text), static_cast<ChunkStream*>(&from_cache)}) {
