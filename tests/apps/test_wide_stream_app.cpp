@@ -200,7 +200,7 @@ TEST_CASE("wide_train: a streamed run's peak resident memory stays within data.m
   const std::string budget = "--data.max_memory_mb=" + std::to_string(budget_mib);
   const auto file = dir.path / "rows.libsvm", valid = dir.path / "valid.libsvm";
   REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --export=" + file.string() +
-              " '--data.train=synthetic:criteo?rows=60000&features=50000&alpha=1.1&seed=5' > /dev/null 2>&1") == 0);
+              " '--data.train=synthetic:criteo?rows=40000&features=50000&alpha=1.1&seed=5' > /dev/null 2>&1") == 0);
   REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --export=" + valid.string() +
               " '--data.train=synthetic:criteo?rows=3000&features=50000&alpha=1.1&seed=6' > /dev/null 2>&1") == 0);
   const auto peak_of = [&](const std::string& name) {
