@@ -96,8 +96,9 @@ struct Sections {
   }
 };
 
-// What a read through a cache holds in memory at once.
-constexpr std::size_t kCacheBlock = std::size_t(8) << 20;
+// What a read through a cache holds in memory at once: small beside data.max_memory_mb, which
+// counts it outside a streamed first pass's ring, and large enough for sequential reads.
+constexpr std::size_t kCacheBlock = std::size_t(1) << 20;
 }  // namespace
 
 CacheFile::CacheFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}

@@ -12,6 +12,7 @@
 #include "lib/core/timer.hpp"
 #include "lib/wide/checkpoint.hpp"
 #include "lib/wide/fit_data.hpp"
+#include "lib/wide/memory_budget.hpp"
 
 namespace skew::wide {
 
@@ -140,6 +141,8 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   const int threads = c.get_int_as<int>("train.threads");
   Data data = load_data(c, *world, threads);
   setup.data = total.seconds();
+  // A streamed run's data.max_memory_mb counts the process as it stands before the model is made.
+  const std::int64_t baseline_bytes = data.streamed ? settled_resident_bytes() : 0;
   const kernels::WideShape& shape = data.shape;
   const std::int64_t global_batch = c.get_int("train.batch_size");
   SKEW_CHECK(global_batch >= ranks, "train.batch_size = " << global_batch << " is smaller than the " << ranks << " ranks");
@@ -212,8 +215,11 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
       save_seconds += copy_timer.seconds();
     }
   };
+  const std::int64_t epochs = c.get_int("train.epochs");
   std::unique_ptr<StreamBatches> stream_batches;
-  if (data.stream) stream_batches = training_stream(c, data, trainer, local_batch);
+  if (data.streamed)  // keep_best copies the parameters when another epoch follows
+    stream_batches = training_stream(c, data, trainer, local_batch, baseline_bytes,
+                                     rank == 0 && !model_path.empty() && !checkpoint.enabled() && epochs > 1);
   const auto in_memory_batch = [&](std::int64_t s) {
     const std::int64_t rows = data.train.rows(), begin = std::min(rows, s * local_batch),
                        end = std::min(rows, begin + local_batch);
@@ -228,7 +234,6 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   };
   EpochLoop loop{trainer, data.stream ? std::function<Batch(std::int64_t)>(streamed_batch) : in_memory_batch,
                  steps[0], local_batch, c.get_int("train.log_every"), metrics, checkpoint};
-  const std::int64_t epochs = c.get_int("train.epochs");
   // A run resumed after its early stop stays stopped.
   const auto stopped_early = [&] { return patience > 0 && st.since_best >= patience; };
   setup.total = log::seconds_since_start();
@@ -306,7 +311,9 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
         kernels::wide_row_traffic(shape, double(st.total_nonzeros) / double(st.total_samples),
                                   model_shaped_arrays(trainer.options(), ranks))
             .total();
+  summary["peak_rss_bytes"] = process_memory().peak;  // VmHWM: the process's most, data.max_memory_mb's measure
   if (data.stream) {  // the ring's bound and what it held at most (lib/wide/stream.hpp)
+    summary["stream_held_bytes"] = data.stream_held_bytes;  // the rest of the run, as counted (RunMemory)
     summary["stream_ring_budget_bytes"] = data.stream->ring_budget();
     summary["stream_peak_ring_bytes"] = data.stream->peak_ring_bytes();
     summary["stream_chunks_read"] = data.stream->chunks_read();

@@ -7,6 +7,7 @@
 #include "lib/core/log.hpp"
 #include "lib/core/timer.hpp"
 #include "lib/wide/fit.hpp"
+#include "lib/wide/memory_budget.hpp"
 
 namespace skew::wide {
 
@@ -19,18 +20,26 @@ namespace {
 
 // The ring's slots: one being filled, one being trained on, one ready between them.
 constexpr int kStreamSlots = 3;
+constexpr std::int64_t kMinRingBytes = kStreamSlots * std::int64_t(64 << 10);
+
+// A slot's share of `ring` bytes. Parsing a text chunk needs up to one more slot's worth while
+// the parser's arrays grow and are trimmed; a cache chunk's arrays are sized once.
+std::int64_t slot_bytes(std::int64_t ring, bool from_cache) {
+  return ring / (from_cache ? kStreamSlots : kStreamSlots + 1);
+}
 
 std::string max_memory_setting(const Config& c) {
   return "data.max_memory_mb = " + std::to_string(c.get_int("data.max_memory_mb"));
 }
 
-// Whether data.train streams: data.max_memory_mb is set and the whole load, which maps the text
-// and builds arrays about as large, would not fit it. Synthetic data is generated whole.
+// Whether data.train streams: data.max_memory_mb is set and data.train is a file. A whole load
+// (the text mapped, then arrays about as large built from it) has no bound short of the file's
+// size, so a run that must stay within M streams whatever the file's size. Synthetic data is
+// generated whole.
 bool streams(const Config& c, const std::string& spec) {
-  const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
   std::error_code ec;
-  if (budget == 0 || spec.rfind("synthetic:", 0) == 0 || !std::filesystem::is_regular_file(spec, ec)) return false;
-  return 2 * std::int64_t(std::filesystem::file_size(spec)) > budget;
+  return c.get_int("data.max_memory_mb") > 0 && spec.rfind("synthetic:", 0) != 0 &&
+         std::filesystem::is_regular_file(spec, ec);
 }
 
 std::string cache_of(const std::string& spec) {
@@ -40,15 +49,15 @@ std::string cache_of(const std::string& spec) {
 // The first pass over a streamed data.train: its rows, shape and (to renumber) feature counts.
 // It reads the file's binary cache when data.cache is on and the cache matches the file and its
 // checksum; else it parses the text and, with data.cache on, writes the cache as it goes, so
-// that the epochs read binary rows either way.
-StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, const ReadOptions& ro, Data& d) {
+// that the epochs read binary rows either way. Its ring takes half of what data.max_memory_mb
+// leaves beside the process's `resident` bytes; the other half is for the feature counts, which
+// grow with the ids read, and the cache's writer. The ring is let go at the end of the pass.
+StreamScan scan_training_stream(const Config& c, const ReadOptions& ro, Data& d, std::int64_t resident) {
   const std::string spec = c.get_string("data.train");
-  SKEW_CHECK(world.size() == 1, max_memory_setting(c) << " streams " << spec << ", which runs on one rank ("
-                                                      << world.size() << " here): drop data.max_memory_mb or run one rank");
-  SKEW_CHECK(c.get_int("output.checkpoint_interval") == 0,
-             max_memory_setting(c) << " streams " << spec << " from its start every epoch, so it resumes from epoch-end "
-                                   << "checkpoints only: set output.checkpoint_interval = 0");
-  const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
+  RunMemory held;
+  held.baseline = resident;
+  const std::int64_t ring =
+      ring_bytes_left(c.get_int("data.max_memory_mb") << 20, held, 2 * kMinRingBytes, max_memory_setting(c)) / 2;
   const CacheHeader key = cache_key(spec, format_for(spec, ro.format), ro.skip_bad_lines, ro.hash_bits);
   Timer timer;
   std::unique_ptr<CacheFile> cache = ro.use_cache ? CacheFile::open(cache_of(spec), key, true) : nullptr;
@@ -56,11 +65,11 @@ StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, cons
   const CacheStream* from_cache = nullptr;
   if (cache) {
     d.stream =
-        std::make_unique<CacheStream>(std::move(cache), budget / kStreamSlots, kStreamSlots, max_memory_setting(c));
+        std::make_unique<CacheStream>(std::move(cache), slot_bytes(ring, true), kStreamSlots, max_memory_setting(c));
     from_cache = static_cast<const CacheStream*>(d.stream.get());
   } else {
-    d.stream = std::make_unique<TextStream>(spec, format_for(spec, ro.format), ro, budget / kStreamSlots, kStreamSlots,
-                                            max_memory_setting(c));
+    d.stream = std::make_unique<TextStream>(spec, format_for(spec, ro.format), ro, slot_bytes(ring, false),
+                                            kStreamSlots, max_memory_setting(c));
     if (ro.use_cache) writer = std::make_unique<CacheWriter>(cache_of(spec), key);
   }
   StreamScan scan = scan_stream(
@@ -81,16 +90,48 @@ StreamScan scan_training_stream(const Config& c, comm::ProcessGroup& world, cons
   if (scan.report.skipped_lines > 0)
     SKEW_WARN(spec << ": skipped " << scan.report.skipped_lines << " malformed line(s) of " << scan.report.lines
                    << (scan.report.first_bad_line.empty() ? "" : "; first: " + scan.report.first_bad_line));
-  SKEW_INFO("data: streaming " << spec << " (" << scan.report.megabytes << " MB > half of " << max_memory_setting(c)
-                               << "), first pass " << scan.report.seconds << " s "
+  SKEW_INFO("data: streaming " << spec << " (" << scan.report.megabytes << " MB with " << max_memory_setting(c)
+                               << " MiB; the process held " << (resident >> 20) << " MiB before it), first pass "
+                               << scan.report.seconds << " s "
                                << (from_cache        ? "over its binary cache " + cache_of(spec)
                                    : d.stream_cached ? "parsing it and writing its binary cache " + cache_of(spec)
                                                      : std::string("parsing it"))
-                               << "; the epochs read " << (d.stream_cached ? "the cache" : "the text"));
+                               << "; the epochs read " << (d.stream_cached ? "the cache" : "the text")
+                               << "; the process's peak so far " << (process_memory().peak >> 20) << " MiB");
+  d.stream.reset();  // its ring goes before the model is made
   d.report = scan.report;
-  d.train_rows = scan.rows;
-  d.train.num_features = scan.num_features;
-  d.train.num_fields = scan.num_fields;
+  return scan;
+}
+
+// Each rank's share of a streamed data.train: rows [N r / W, N (r + 1) / W) of its N, the whole
+// load's split. Rank 0 alone makes the first pass, so the text is parsed and the cache written
+// once; the other ranks wait for its figures in a broadcast, which it sends after the cache was
+// renamed into place, so they find the whole cache or none (then they parse the text). Rank 0's
+// feature counts are the whole file's; the others' stay empty (zeros in the sum over the ranks).
+StreamScan share_training_stream(const Config& c, comm::ProcessGroup& world, const ReadOptions& ro, Data& d) {
+  SKEW_CHECK(c.get_int("output.checkpoint_interval") == 0,
+             max_memory_setting(c) << " streams " << c.get_string("data.train")
+                                   << " from its start every epoch, so it resumes from epoch-end "
+                                   << "checkpoints only: set output.checkpoint_interval = 0");
+  release_freed_memory_promptly();
+  StreamScan scan;
+  if (world.rank() == 0) scan = scan_training_stream(c, ro, d, settled_resident_bytes());
+  std::vector<std::int64_t> figures{
+      scan.rows,         scan.num_features,         scan.num_fields,        scan.max_row_nonzeros,
+      scan.report.lines, scan.report.skipped_lines, d.stream_cached ? 1 : 0};
+  world.broadcast(comm::view(figures), 0);
+  const std::int64_t rows = figures[0];
+  d.streamed = true;
+  d.train.num_features = figures[1];
+  d.train.num_fields = int(figures[2]);
+  d.max_row_nonzeros = figures[3];
+  d.report.lines = figures[4];
+  d.report.skipped_lines = figures[5];
+  d.report.total_rows = rows;
+  d.stream_cached = figures[6] != 0;
+  d.stream_first_row = rows * world.rank() / world.size();
+  d.stream_last_row = rows * (world.rank() + 1) / world.size();
+  d.train_rows = d.stream_last_row - d.stream_first_row;
   return scan;
 }
 
@@ -107,7 +148,7 @@ void add_validation_rows(const Data& d, std::vector<std::uint8_t>& read) {
 }  // namespace
 
 std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& world, const std::vector<std::int64_t>& counts) {
-  if (d.shape.latent_len() == 0 || (d.stream && counts.empty())) return {};
+  if (d.shape.latent_len() == 0 || (d.streamed && counts.empty())) return {};
   std::vector<std::uint8_t> read(std::size_t(d.shape.num_features), 0);
   if (!counts.empty()) {  // already summed over the ranks: no second pass, no second allreduce
     for (std::size_t f = 0; f < counts.size(); ++f)
@@ -153,7 +194,7 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
              "data.train is empty: give a libsvm/libffm file or synthetic:criteo?rows=N&features=F");
   StreamScan scan;
   if (streams(c, c.get_string("data.train"))) {
-    scan = scan_training_stream(c, world, ro, d);
+    scan = share_training_stream(c, world, ro, d);
   } else {
     d.train = load_dataset(c.get_string("data.train"), ro, &d.report);
     d.train_rows = d.train.rows();
@@ -195,7 +236,7 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   }
   std::vector<std::int64_t> counts;  // over all ranks, when renumbering
   if (d.renumber) {
-    counts = d.stream ? std::move(scan.counts) : feature_counts(d.train, shape.num_features);
+    counts = d.streamed ? std::move(scan.counts) : feature_counts(d.train, shape.num_features);
     counts.resize(std::size_t(shape.num_features), 0);  // model.features may exceed the data's
     world.allreduce(comm::view(counts), comm::ReduceOp::Sum);
     d.order = FeatureOrder::by_frequency(counts);
@@ -209,38 +250,55 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   return d;
 }
 
-std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, WideTrainer& trainer, std::int64_t batch) {
-  const std::int64_t budget = c.get_int("data.max_memory_mb") << 20;
-  const std::int64_t model_bytes =
-      std::int64_t(sizeof(float)) * std::int64_t(2 * trainer.parameter_count() + trainer.optimizer().n_state().size() +
-                                                 trainer.optimizer().z_state().size());
-  const std::int64_t ring = budget - model_bytes;
-  SKEW_CHECK(ring >= kStreamSlots * std::int64_t(64 << 10),
-             max_memory_setting(c) << " MiB cannot hold the model, its gradient and optimizer state ("
-                                   << double(model_bytes) / double(1 << 20) << " MiB) and a stream ring of " << kStreamSlots
-                                   << " x 64 KiB: raise data.max_memory_mb (or shrink the model)");
+std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, WideTrainer& trainer, std::int64_t batch,
+                                               std::int64_t baseline_bytes, bool keeps_best_copy) {
+  const std::int64_t params = std::int64_t(sizeof(float)) * std::int64_t(trainer.parameter_count());
+  const Optimizer& optimizer = trainer.optimizer();
+  const kernels::WideShape& shape = data.shape;
+  const kernels::WideFlow* flow = trainer.flow();
+  RunMemory held;
+  held.baseline = baseline_bytes;
+  held.model = held.gradient = params;
+  held.optimizer = std::int64_t(sizeof(float)) * std::int64_t(optimizer.n_state().size() + optimizer.z_state().size());
+  held.flow = flow_buffer_bytes(shape.num_features, shape.row_len(), batch, data.max_row_nonzeros,
+                                trainer.options().threads, flow ? flow->hot_features() : 0);
+  held.best_copy = keeps_best_copy ? params : 0;
+  // A batch spanning two chunks is copied (12 B a row, 10 a nonzero) and has its logits; the
+  // validation's logits, scores and labels (and the AUC's sort) take up to 32 B a row.
+  held.step = batch * (16 + 10 * data.max_row_nonzeros) + (data.has_valid ? 32 * data.valid.rows() : 0);
+  held.allocator = (trainer.options().threads + 2) * kAllocatorSlackBytes;  // the pool's, the reader's, main's
+  data.stream_held_bytes = held.total();
+  const std::int64_t ring =
+      ring_bytes_left(c.get_int("data.max_memory_mb") << 20, held, kMinRingBytes, max_memory_setting(c));
   const std::string spec = c.get_string("data.train");
   const TextFormat format = format_for(spec, data.read.format);
-  data.stream.reset();  // the first pass's ring goes before this one's is filled
   // The first pass checked the cache's checksum, or wrote it.
   std::unique_ptr<CacheFile> cache =
       data.stream_cached
           ? CacheFile::open(cache_of(spec), cache_key(spec, format, data.read.skip_bad_lines, data.read.hash_bits),
                             false)
           : nullptr;
-  if (cache)
+  const bool from_cache = cache != nullptr;
+  if (from_cache)
     data.stream =
-        std::make_unique<CacheStream>(std::move(cache), ring / kStreamSlots, kStreamSlots, max_memory_setting(c));
+        std::make_unique<CacheStream>(std::move(cache), slot_bytes(ring, true), kStreamSlots, max_memory_setting(c));
   else
-    data.stream =
-        std::make_unique<TextStream>(spec, format, data.read, ring / kStreamSlots, kStreamSlots, max_memory_setting(c));
+    data.stream = std::make_unique<TextStream>(spec, format, data.read, slot_bytes(ring, false), kStreamSlots,
+                                               max_memory_setting(c));
+  data.stream->restrict_rows(data.stream_first_row, data.stream_last_row);
+  SKEW_INFO("stream: rows [" << data.stream_first_row << ", " << data.stream_last_row << ") of " << spec
+                             << (from_cache ? " from its binary cache" : " parsed from the text") << "; "
+                             << max_memory_setting(c) << " MiB holds " << held.describe() << " and a ring of "
+                             << (ring >> 20) << " MiB");
   const bool normalize = data.normalize, renumber = data.renumber;
   const FeatureOrder* order = &data.order;
-  return std::make_unique<StreamBatches>(*data.stream, batch, [normalize, renumber, order](SparseDataset& chunk) {
-    if (normalize) normalize_instances(chunk);
-    if (renumber) order->apply(chunk);
-  });
+  return std::make_unique<StreamBatches>(
+      *data.stream, batch,
+      [normalize, renumber, order](SparseDataset& chunk) {
+        if (normalize) normalize_instances(chunk);
+        if (renumber) order->apply(chunk);
+      },
+      data.train_rows);
 }
-
 
 }  // namespace skew::wide

@@ -17,8 +17,12 @@ namespace skew::wide {
 // train.renumber is set, and the model shape they call for.
 struct Data {
   SparseDataset train, valid;  // train: empty but for num_features/num_fields when streamed
-  std::unique_ptr<ChunkStream> stream;  // data.train streamed (data.max_memory_mb), else null
+  bool streamed = false;                // data.train streams (data.max_memory_mb)
+  std::unique_ptr<ChunkStream> stream;  // its ring: null between the first pass and training_stream
   bool stream_cached = false;           // its epochs read its binary cache (checked or written)
+  std::int64_t max_row_nonzeros = 0;    // streamed: the most nonzeros of a training row
+  std::int64_t stream_first_row = 0, stream_last_row = 0;  // streamed: this rank's rows of the file
+  std::int64_t stream_held_bytes = 0;   // streamed: what the run holds outside the ring (RunMemory)
   std::int64_t train_rows = 0;         // this rank's
   ReadOptions read;                    // data.* as read
   bool has_valid = false;
@@ -50,8 +54,11 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads);
 std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& world, const std::vector<std::int64_t>& counts);
 
 // The training ring for a streamed data.train: its slots share what data.max_memory_mb leaves
-// after the trainer's parameters, their gradient and the optimizer's state; each chunk is
+// after `baseline_bytes` (the process's resident memory measured before the model was made), the
+// trainer's parameters, their gradient, the optimizer's state, the step's buffers and, with
+// `keeps_best_copy`, a copy of the parameters (lib/wide/memory_budget.hpp); each chunk is
 // normalised and renumbered as the whole load is.
-std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, WideTrainer& trainer, std::int64_t batch);
+std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, WideTrainer& trainer, std::int64_t batch,
+                                               std::int64_t baseline_bytes, bool keeps_best_copy);
 
 }  // namespace skew::wide

@@ -18,15 +18,15 @@ Schema wide_train_schema() {
              "read/write a binary cache FILE.skewbin beside a text file (a streamed data.train's first pass writes it, "
              "its epochs read it)");
   s.add_int("data.max_memory_mb", 0, {0, kMaxMemoryMb},
-            "0 = load data.train whole; M > 0 = when data.train is a libsvm/libffm file over M/2 MiB (the "
-            "whole load holds its text and parsed arrays about as large), stream it: a reader thread fills a ring of 3 "
-            "buffers that share what M leaves after the model, its gradient and optimizer state (which must fit in M) "
-            "with chunks of rows, read from the file's binary cache when data.cache is on (the first pass parses the "
-            "text and writes the cache, in bounded memory, when none matches the file or its checksum fails), else "
-            "parsed from the text every epoch. Same rows, order and model as the whole load (one rank; epoch-end "
-            "checkpoints only; "
-            "data.valid is still loaded whole, outside M; M is not a cap on the process: the flow schema's buffers "
-            "and the libraries come on top, see results/wide/cost_curve)");
+            "0 = load data.train whole; M > 0 = a cap on the process's resident memory: a libsvm/libffm data.train "
+            "streams (a reader thread fills a ring of 3 buffers with chunks of rows, read from the file's binary cache "
+            "when data.cache is on -- the first pass parses the text and writes the cache, in bounded memory, when "
+            "none matches the file or its checksum fails -- else parsed from the text every epoch), and the ring gets "
+            "what M leaves after the process's resident memory measured before the model (libraries, MPI, "
+            "data.valid), the model, its gradient, the optimizer state, the step's buffers and the best epoch's copy; "
+            "a run M cannot hold is refused with the numbers. Same rows, order and model as the whole load: each rank "
+            "streams the whole load's share of the rows, rank 0 alone making the first pass (and writing the cache); "
+            "epoch-end checkpoints only; the summary's peak_rss_bytes is rank 0's peak (VmHWM)");
   s.add_int("data.hash_bits", 0, {0, kMaxHashBits},
             "feature hashing: 0 = each (64-bit) feature id is its model row (ids up to 2^28 - 1); b > 0 = id maps to "
             "row fmix64(id ^ 0x9e3779b97f4a7c15) >> (64 - b) of a 2^b-row model (MurmurHash3's finaliser; the same "

@@ -35,6 +35,23 @@ std::int64_t slot_bound(const std::string& text, std::size_t n) {
   const std::int64_t newlines = std::count(begin, begin + n, '\n'), colons = std::count(begin, begin + n, ':');
   return std::int64_t(text.capacity()) + 12 * (newlines + 2) + 10 * colons;
 }
+// Keeps rows [begin, end) of `d` in place (no second copy of a chunk's arrays).
+void keep_rows(SparseDataset& d, std::int64_t begin, std::int64_t end) {
+  if (begin == 0 && end == d.rows()) return;
+  const auto nz_begin = std::ptrdiff_t(d.row_ptr[std::size_t(begin)]),
+             nz_end = std::ptrdiff_t(d.row_ptr[std::size_t(end)]);
+  const auto keep = [&](auto& v, std::ptrdiff_t b, std::ptrdiff_t e) {
+    v.erase(v.begin() + e, v.end());
+    v.erase(v.begin(), v.begin() + b);
+  };
+  keep(d.index, nz_begin, nz_end);
+  keep(d.field, nz_begin, nz_end);
+  keep(d.value, nz_begin, nz_end);
+  keep(d.label, std::ptrdiff_t(begin), std::ptrdiff_t(end));
+  keep(d.row_ptr, std::ptrdiff_t(begin), std::ptrdiff_t(end) + 1);
+  for (std::int64_t& offset : d.row_ptr) offset -= nz_begin;
+  d.first_row += begin;
+}
 }  // namespace
 
 ChunkStream::ChunkStream(std::string path, std::int64_t slot_bytes, int slots, std::string name_budget)
@@ -78,6 +95,13 @@ std::int64_t ChunkStream::peak_ring_bytes() const {
 void ChunkStream::prepare_chunks(std::function<void(SparseDataset&)> prepare) {
   stop();  // the reader thread reads prepare_
   prepare_ = std::move(prepare);
+}
+
+void ChunkStream::restrict_rows(std::int64_t first, std::int64_t last) {
+  SKEW_CHECK(0 <= first && first <= last, "a stream's rows [" << first << ", " << last << ") are not a range");
+  stop();  // the reader thread reads the range
+  first_row_ = first;
+  last_row_ = last;
 }
 
 std::int64_t ChunkStream::chunks_read() const {
@@ -163,8 +187,22 @@ void TextStream::start_pass() {
 }
 
 // Reads the next block (the carried tail of the last one first), cuts it after its last newline
-// (shorter while its bound exceeds the slot) and parses it into the slot. -1 at the end.
+// (shorter while its bound exceeds the slot) and parses it into the slot, keeping the rows of
+// restrict_rows' range (blocks before it are parsed and dropped). -1 at the end.
 std::int64_t TextStream::fill(std::size_t slot, StreamChunk& chunk) {
+  for (;;) {
+    if (row_offset_ >= last_row_) return -1;
+    const std::int64_t held = fill_block(slot, chunk);
+    if (held < 0) return -1;
+    const std::int64_t first = chunk.data.first_row, rows = chunk.data.rows();
+    if (first + rows <= first_row_) continue;
+    keep_rows(chunk.data, std::max<std::int64_t>(0, first_row_ - first), std::min(rows, last_row_ - first));
+    return held;
+  }
+}
+
+// The next block of the file, parsed into the slot: the bytes it holds, or -1 at the file's end.
+std::int64_t TextStream::fill_block(std::size_t slot, StreamChunk& chunk) {
   // A third of the slot for text leaves two for its arrays: Criteo-like text parses to about
   // its own size, and the bound below shortens blocks of denser text.
   const std::size_t block = std::size_t(slot_bytes_ / 3);
@@ -234,10 +272,12 @@ CacheStream::~CacheStream() {
   stop();
 }
 
-// The most rows from next_row_ that fit the slot's arrays, read into them; -1 at the end.
+// The most rows from next_row_ (up to restrict_rows' last) that fit the slot's arrays, read into
+// them; -1 at the end.
 std::int64_t CacheStream::fill(std::size_t, StreamChunk& chunk) {
   const CacheHeader& h = cache_->header();
-  if (next_row_ >= h.rows) return -1;
+  const std::int64_t end_row = std::min(h.rows, last_row_);
+  if (next_row_ >= end_row) return -1;
   SparseDataset& d = chunk.data;
   if (d.row_ptr.capacity() < std::size_t(slot_rows_ + 1)) {  // once per slot: the arrays never grow after
     d.row_ptr.reserve(std::size_t(slot_rows_ + 1));
@@ -247,7 +287,7 @@ std::int64_t CacheStream::fill(std::size_t, StreamChunk& chunk) {
     d.value.reserve(std::size_t(slot_nonzeros_));
   }
   const std::int64_t r0 = next_row_;
-  cache_->read_offsets(r0, std::min(h.rows, r0 + slot_rows_), d.row_ptr);
+  cache_->read_offsets(r0, std::min(end_row, r0 + slot_rows_), d.row_ptr);
   const auto fits = std::upper_bound(d.row_ptr.begin() + 1, d.row_ptr.end(), d.row_ptr.front() + slot_nonzeros_);
   const std::int64_t rows = std::int64_t(fits - d.row_ptr.begin()) - 1;
   SKEW_CHECK(rows > 0, path_ << ": row " << r0 << " has " << d.row_ptr[1] - d.row_ptr[0]
@@ -274,6 +314,8 @@ StreamScan scan_stream(ChunkStream& stream, int hash_bits, bool count_features,
     scan.rows += d.rows();
     max_features = std::max(max_features, d.num_features);
     scan.num_fields = std::max(scan.num_fields, d.num_fields);
+    for (std::size_t r = 0; r + 1 < d.row_ptr.size(); ++r)
+      scan.max_row_nonzeros = std::max(scan.max_row_nonzeros, d.row_ptr[r + 1] - d.row_ptr[r]);
     if (count_features) add_feature_counts(d, scan.counts);
     if (each_chunk) each_chunk(d);
     scan.report.lines += chunk->lines;
@@ -288,8 +330,8 @@ StreamScan scan_stream(ChunkStream& stream, int hash_bits, bool count_features,
 }
 
 StreamBatches::StreamBatches(ChunkStream& stream, std::int64_t batch_rows, std::function<void(SparseDataset&)> prepare,
-                             double progress_seconds)
-    : stream_(stream), batch_rows_(batch_rows), progress_seconds_(progress_seconds) {
+                             std::int64_t pass_rows, double progress_seconds)
+    : stream_(stream), batch_rows_(batch_rows), pass_rows_(pass_rows), progress_seconds_(progress_seconds) {
   SKEW_CHECK(batch_rows > 0, "a stream's batches need at least one row, got " << batch_rows);
   stream_.prepare_chunks(std::move(prepare));
 }
@@ -325,8 +367,8 @@ bool StreamBatches::next(const SparseDataset*& data, std::int64_t& begin, std::i
     if (progress_seconds_ > 0 && timer_.seconds() - last_progress_ >= progress_seconds_) {
       last_progress_ = timer_.seconds();
       const StreamProgress p = progress();
-      SKEW_INFO("stream: " << p.rows << " rows, " << std::llround(p.rows_per_second()) << " rows/s, "
-                           << p.bytes_done / 1000000 << " of " << p.bytes_total / 1000000 << " MB read, epoch ETA "
+      SKEW_INFO("stream: " << p.rows << " of " << p.pass_rows << " rows, " << std::llround(p.rows_per_second())
+                           << " rows/s, " << p.bytes_done / 1000000 << " MB read, epoch ETA "
                            << std::llround(p.eta_seconds()) << " s");
     }
     return true;
@@ -355,7 +397,7 @@ bool StreamBatches::next(const SparseDataset*& data, std::int64_t& begin, std::i
 }
 
 StreamProgress StreamBatches::progress() const {
-  return StreamProgress{rows_, bytes_done_, stream_.file_bytes(), timer_.seconds()};
+  return StreamProgress{rows_, pass_rows_, bytes_done_, timer_.seconds()};
 }
 
 }  // namespace skew::wide

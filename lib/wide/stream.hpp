@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <exception>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,6 +60,10 @@ class ChunkStream {
   // From the next rewind() on, each chunk goes through `prepare` on the reader thread before the
   // consumer sees it, so that its normalisation and renumbering overlap training on the last one.
   void prepare_chunks(std::function<void(SparseDataset&)> prepare);
+  // From the next rewind() on, a pass yields only the source's rows [first, last) (a rank's share:
+  // StreamChunk::data.first_row stays the row's number in the source). A text is still parsed
+  // from its start, so a malformed line before `first` is still an error.
+  void restrict_rows(std::int64_t first, std::int64_t last);
 
  protected:
   // `slot_bytes` is what each of `slots` (2 or more) ring buffers may hold; `name_budget` names
@@ -74,6 +79,7 @@ class ChunkStream {
   const std::string path_, name_budget_;
   const std::int64_t slot_bytes_;
   std::int64_t file_bytes_ = 0;  // set by the subclass's constructor
+  std::int64_t first_row_ = 0, last_row_ = std::numeric_limits<std::int64_t>::max();  // restrict_rows
 
  private:
   struct Slot {
@@ -105,6 +111,7 @@ class TextStream : public ChunkStream {
  private:
   void start_pass() override;
   std::int64_t fill(std::size_t slot, StreamChunk& chunk) override;
+  std::int64_t fill_block(std::size_t slot, StreamChunk& chunk);
 
   TextFormat format_;
   ReadOptions options_;
@@ -125,7 +132,7 @@ class CacheStream : public ChunkStream {
   const CacheHeader& header() const { return cache_->header(); }
 
  private:
-  void start_pass() override { next_row_ = 0; }
+  void start_pass() override { next_row_ = first_row_; }
   std::int64_t fill(std::size_t slot, StreamChunk& chunk) override;
 
   std::unique_ptr<CacheFile> cache_;
@@ -136,6 +143,7 @@ class CacheStream : public ChunkStream {
 struct StreamScan {
   std::int64_t rows = 0, num_features = 0;
   int num_fields = 1;
+  std::int64_t max_row_nonzeros = 0;
   std::vector<std::int64_t> counts;  // occurrences per model row (when asked for)
   ReadReport report;
 };
@@ -147,23 +155,22 @@ StreamScan scan_stream(ChunkStream& stream, int hash_bits, bool count_features,
 
 // Where a pass stands: the progress line's figures.
 struct StreamProgress {
-  std::int64_t rows = 0, bytes_done = 0, bytes_total = 0;
+  std::int64_t rows = 0, pass_rows = 0, bytes_done = 0;
   double seconds = 0;
   double rows_per_second() const { return seconds > 0 ? double(rows) / seconds : 0.0; }
-  // The rest of the pass at the rate so far, by bytes read (the file's rows are not known
-  // from its size).
-  double eta_seconds() const {
-    return bytes_done > 0 ? seconds * double(bytes_total - bytes_done) / double(bytes_done) : 0.0;
-  }
+  // The rest of the pass at the rate so far, by rows (a rank's share of a file ends before the
+  // file does, so its bytes would not tell).
+  double eta_seconds() const { return rows > 0 ? seconds * double(pass_rows - rows) / double(rows) : 0.0; }
 };
 
 // Mini-batches of `batch_rows` rows in file order, each chunk first passed to `prepare`
 // (normalisation, renumbering; on the stream's reader thread); a batch spanning two chunks is
-// copied into one. A progress line (rows/s, ETA) every `progress_seconds`.
+// copied into one. A progress line (rows/s, ETA) every `progress_seconds`; a pass yields
+// `pass_rows` rows (the first pass counted them).
 class StreamBatches {
  public:
   StreamBatches(ChunkStream& stream, std::int64_t batch_rows, std::function<void(SparseDataset&)> prepare,
-                double progress_seconds = 5.0);
+                std::int64_t pass_rows, double progress_seconds = 5.0);
   void rewind();
   // The next batch: rows [begin, end) of *data (valid until the next call); false at the end.
   bool next(const SparseDataset*& data, std::int64_t& begin, std::int64_t& end);
@@ -172,7 +179,7 @@ class StreamBatches {
  private:
   bool fetch();
   ChunkStream& stream_;
-  std::int64_t batch_rows_;
+  std::int64_t batch_rows_, pass_rows_;
   double progress_seconds_;
   StreamChunk* chunk_ = nullptr;
   bool ended_ = false;  // the stream returned its end this pass

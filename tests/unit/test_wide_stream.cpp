@@ -5,7 +5,8 @@
 // file is refused with its file:line, and a line longer than a slot names the budget's key. The
 // binary cache streamed: a first pass writes the bytes the whole load writes, a cache stream's
 // chunks join into the whole parse within its ring, and a damaged cache is ignored (bad checksum)
-// or refused naming it (truncated).
+// or refused naming it (truncated). A pass restricted to rows [first, last) (a rank's share)
+// yields exactly those rows of the whole parse, from the text and from the cache.
 #include <unistd.h>
 
 #include <algorithm>
@@ -116,6 +117,10 @@ TEST_CASE("stream: the first pass finds the whole file's rows, shape and feature
   CHECK(scan.num_fields == 39);
   CHECK(scan.counts == feature_counts(expect, expect.num_features));
   CHECK(scan_stream(stream, 12, false).num_features == 4096);  // hashed: the whole row space
+  std::int64_t widest = 0;
+  for (std::int64_t r = 0; r < expect.rows(); ++r)
+    widest = std::max(widest, expect.row_ptr[std::size_t(r) + 1] - expect.row_ptr[std::size_t(r)]);
+  CHECK(scan.max_row_nonzeros == widest);
 }
 
 TEST_CASE("stream: mini-batches are the whole dataset's, inside chunks and across them") {
@@ -125,7 +130,8 @@ TEST_CASE("stream: mini-batches are the whole dataset's, inside chunks and acros
   for (const std::int64_t batch : {1, 7, 333, 5000}) {
     TextStream stream(file.path, TextFormat::Libsvm, ReadOptions{}, 48 << 10, 2, "test budget");
     std::int64_t prepared = 0;
-    StreamBatches batches(stream, batch, [&](SparseDataset& d) { prepared += d.rows(); }, 0);
+    StreamBatches batches(
+        stream, batch, [&](SparseDataset& d) { prepared += d.rows(); }, expect.rows(), 0);
     batches.rewind();
     const SparseDataset* data = nullptr;
     std::int64_t begin = 0, end = 0, row = 0, steps = 0;
@@ -142,7 +148,7 @@ TEST_CASE("stream: mini-batches are the whole dataset's, inside chunks and acros
     CHECK(p.rows == expect.rows());
     CHECK(p.bytes_done == std::int64_t(text.size()));
     CHECK(p.eta_seconds() == 0.0);
-    CHECK(StreamProgress{100, 250, 1000, 2.0}.eta_seconds() == Approx(6.0));  // 3x the bytes left: 3x the time
+    CHECK(StreamProgress{100, 400, 1000, 2.0}.eta_seconds() == Approx(6.0));  // 3x the rows left: 3x the time
   }
 }
 
@@ -185,11 +191,12 @@ TEST_CASE("stream: a line longer than a ring slot names the budget") {
 
 namespace {
 // The chunks of a pass over `stream` joined into one dataset (checking each starts where the last ended).
-SparseDataset join_pass(ChunkStream& stream) {
+// A pass's chunks joined; its rows start at the source's row `first`.
+SparseDataset join_pass(ChunkStream& stream, std::int64_t first = 0) {
   stream.rewind();
   SparseDataset joined;
   while (StreamChunk* c = stream.next()) {
-    CHECK(c->data.first_row == joined.rows());
+    CHECK(c->data.first_row == first + joined.rows());
     for (std::int64_t r = 0; r < c->data.rows(); ++r) {
       const Row row = row_of(c->data, r);
       joined.append_row(row.index.data(), row.field.data(), row.value.data(), row.index.size(), row.label);
@@ -309,4 +316,29 @@ TEST_CASE("format_text (wide_train --export) reads back to the same arrays") {
   }
   CHECK(std::count(d.label.begin(), d.label.end(), 1.0f) > 50);  // both labels present
   CHECK(std::count(d.label.begin(), d.label.end(), 0.0f) > 50);
+}
+
+TEST_CASE("stream: a pass restricted to rows [first, last) yields those rows of the whole parse, text and cache") {
+  const std::string text = criteo_text(3000, TextFormat::Libsvm);
+  const TempFile file("share.txt", text), cache_file("share.txt.skewbin", "");
+  const SparseDataset expect = whole(text, TextFormat::Libsvm);
+  write_cache_streamed(file.path, TextFormat::Libsvm, ReadOptions{});
+  TextStream from_text(file.path, TextFormat::Libsvm, ReadOptions{}, 96 << 10, 3, "test budget");
+  CacheStream from_cache(CacheFile::open(cache_file.path, cache_key(file.path, TextFormat::Libsvm, false, 0), true),
+                         40 << 10, 3, "test budget");
+  // Inside one chunk, across several, to the end, and empty (a rank without rows).
+  for (const auto& [first, last] :
+       std::vector<std::pair<std::int64_t, std::int64_t>>{{5, 9}, {777, 2222}, {2222, 3000}, {1500, 1500}}) {
+    INFO("rows [" << first << ", " << last << ")");
+    const SparseDataset want = slice_rows(expect, first, last);
+    for (ChunkStream* stream : {static_cast<ChunkStream*>(&from_text), static_cast<ChunkStream*>(&from_cache)}) {
+      stream->restrict_rows(first, last);
+      const SparseDataset joined = join_pass(*stream, first);
+      CHECK(joined.row_ptr == want.row_ptr);
+      CHECK(joined.index == want.index);
+      CHECK(joined.field == want.field);
+      CHECK(joined.value == want.value);
+      CHECK(joined.label == want.label);
+    }
+  }
 }

@@ -1,0 +1,76 @@
+#include "lib/wide/memory_budget.hpp"
+
+#include <malloc.h>
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "lib/core/error.hpp"
+
+namespace skew::wide {
+
+namespace {
+std::string mib(std::int64_t bytes) {
+  std::ostringstream s;
+  s.precision(1);
+  s << std::fixed << double(bytes) / double(1 << 20) << " MiB";
+  return s.str();
+}
+}  // namespace
+
+ProcessMemory process_memory() {
+  ProcessMemory m;
+  std::ifstream status("/proc/self/status");
+  std::string key;
+  std::int64_t kib = 0;
+  while (status >> key) {
+    if (key == "VmRSS:" && status >> kib)
+      m.resident = kib << 10;
+    else if (key == "VmHWM:" && status >> kib)
+      m.peak = kib << 10;
+    status.ignore(1 << 12, '\n');
+  }
+  SKEW_CHECK(m.resident > 0 && m.peak > 0,
+             "cannot read VmRSS and VmHWM from /proc/self/status: "
+             "data.max_memory_mb needs the process's resident memory");
+  return m;
+}
+
+std::int64_t settled_resident_bytes() {
+  ::malloc_trim(0);
+  return process_memory().resident;
+}
+
+void release_freed_memory_promptly() {
+  ::mallopt(M_MMAP_THRESHOLD, int(kAllocatorSlackBytes));
+  ::mallopt(M_TRIM_THRESHOLD, int(kAllocatorSlackBytes));
+}
+
+std::string RunMemory::describe() const {
+  return "baseline " + mib(baseline) + " (measured: libraries, MPI, data.valid) + model " + mib(model) +
+         " + gradient " + mib(gradient) + " + optimizer state " + mib(optimizer) + " + flow buffers " + mib(flow) +
+         " + best-epoch copy " + mib(best_copy) + " + batch and validation " + mib(step) + " + allocator slack " +
+         mib(allocator) + " = " + mib(total());
+}
+
+std::int64_t flow_buffer_bytes(std::int64_t features, int row_len, std::int64_t batch_rows, std::int64_t row_nonzeros,
+                               int threads, std::int64_t hot) {
+  const std::int64_t batch_nonzeros = batch_rows * std::max<std::int64_t>(row_nonzeros, 1);
+  const std::int64_t distinct = std::min(features, batch_nonzeros);
+  // Per feature: the batch's slot tag (8 B) and touched stamp (4 B). Per thread: gradient rows
+  // for the distinct features, the hot replicas, and the tile's sort keys, orders and values
+  // (8 words a nonzero, over the whole batch at worst).
+  return 12 * features + std::int64_t(threads) * (distinct * row_len * 4 + hot * 4 + batch_nonzeros * 32);
+}
+
+std::int64_t ring_bytes_left(std::int64_t budget, const RunMemory& held, std::int64_t min_ring,
+                             const std::string& budget_setting) {
+  const std::int64_t left = budget - held.total();
+  SKEW_CHECK(left >= min_ring, budget_setting << " MiB cannot hold what the run holds (" << held.describe()
+                                              << ") and a stream ring of at least " << mib(min_ring)
+                                              << ": raise data.max_memory_mb (or shrink the model)");
+  return left;
+}
+
+}  // namespace skew::wide
