@@ -10,6 +10,7 @@
 #include <atomic>
 #include <bit>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/wide_ffm.hpp"
 
@@ -156,9 +157,11 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
 }
 
 // One tile of FFM: per-sample pairwise loops, each entry's gradient added into its slot's row.
-void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last, const float* params,
-                   const WideFeatureSlots& slots, float* rows, float* logits, float& bias_grad) {
-  const int row_len = s.row_len(), k = s.k;
+// K: the latent length, an int or (for the common k, see flow_tile_ffm_for_k) a constant.
+template <typename K>
+void flow_tile_ffm(K k, const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
+                   const float* params, const WideFeatureSlots& slots, float* rows, float* logits, float& bias_grad) {
+  const int row_len = s.row_len();
   float tile_bias_grad = 0.0f;  // as in flow_tile: one store into the shared line per tile
   for (std::int64_t i = first; i < last; ++i) {
     // The next sample's parameter rows are fetched while this sample's pairs run: rare
@@ -176,6 +179,18 @@ void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, s
                              wide_add_to<false>);
   }
   bias_grad += tile_bias_grad;
+}
+
+// FFM's pair loops are 4 to 8 floats long, so their loop control and remainder handling cost as
+// much as their arithmetic unless k is known when they compile: k = 4 (the usual choice, and
+// one SSE register) gets its own copy, any other k the general one.
+void flow_tile_ffm_for_k(const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
+                         const float* params, const WideFeatureSlots& slots, float* rows, float* logits,
+                         float& bias_grad) {
+  if (s.k == 4)
+    flow_tile_ffm(std::integral_constant<int, 4>{}, s, b, first, last, params, slots, rows, logits, bias_grad);
+  else
+    flow_tile_ffm(s.k, s, b, first, last, params, slots, rows, logits, bias_grad);
 }
 
 }  // namespace
@@ -264,7 +279,7 @@ void WideFlow::sparse_gradient_chunks(const WideBatch& b, const float* params, f
     for (std::int64_t first = chunk_first; first < chunk_last; first += tile) {
       const std::int64_t last = std::min(chunk_last, first + tile);
       if (shape_.kind == WideKind::FFM) {
-        flow_tile_ffm(shape_, b, first, last, params, slots_, rows.data(), logits, bias_grads[c]);
+        flow_tile_ffm_for_k(shape_, b, first, last, params, slots_, rows.data(), logits, bias_grads[c]);
         continue;
       }
       build_tile_csc(b, first, last, scratch);
