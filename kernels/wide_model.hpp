@@ -67,7 +67,10 @@ inline float wide_sigmoid(float z) { return 1.0f / (1.0f + __builtin_expf(-z)); 
 
 // CPU: start fetching every cache line of a parameter row (rows of rare features are scattered
 // over an array far larger than the caches; the loops that visit them know the next rows early).
-inline void wide_prefetch_row(const float* row, int row_len) {
+// Always inlined, as is every function that only prefetches: GCC finds such a function pure (a
+// prefetch has no effect that it models) and deletes the calls, their results being unused --
+// which had taken out every prefetch of the per-sample loops (flow FFM, classical).
+[[gnu::always_inline]] inline void wide_prefetch_row(const float* row, int row_len) {
   const char* first = reinterpret_cast<const char*>(row);
   const char* last = reinterpret_cast<const char*>(row + row_len - 1);
   for (const char* p = first; p < last; p += 64) __builtin_prefetch(p);
@@ -78,8 +81,8 @@ inline void wide_prefetch_row(const float* row, int row_len) {
 // parameters (params, gradient or optimiser state; null ones skipped). The per-sample loops
 // (classical, flow FFM) call it one sample ahead: a Criteo-like sample has about 40 entries,
 // the distance flow LR prefetches its columns at.
-inline void wide_prefetch_sample_rows(const WideBatch& b, int row_len, std::int64_t i, const float* a, const float* c,
-                                      const float* d) {
+[[gnu::always_inline]] inline void wide_prefetch_sample_rows(const WideBatch& b, int row_len, std::int64_t i,
+                                                             const float* a, const float* c, const float* d) {
   for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
     const std::int64_t off = 1 + std::int64_t(b.index[e]) * row_len;
     wide_prefetch_row(a + off, row_len);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <bit>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/wide_ffm.hpp"
 
@@ -156,9 +157,11 @@ void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std:
 }
 
 // One tile of FFM: per-sample pairwise loops, each entry's gradient added into its slot's row.
-void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last, const float* params,
-                   const WideFeatureSlots& slots, float* rows, float* logits, float& bias_grad) {
-  const int row_len = s.row_len(), k = s.k;
+// K: the latent length, an int or (for the common k, see flow_tile_ffm_for_k) a constant.
+template <typename K>
+void flow_tile_ffm(K k, const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
+                   const float* params, const WideFeatureSlots& slots, float* rows, float* logits, float& bias_grad) {
+  const int row_len = s.row_len();
   float tile_bias_grad = 0.0f;  // as in flow_tile: one store into the shared line per tile
   for (std::int64_t i = first; i < last; ++i) {
     // The next sample's parameter rows are fetched while this sample's pairs run: rare
@@ -178,6 +181,18 @@ void flow_tile_ffm(const WideShape& s, const WideBatch& b, std::int64_t first, s
   bias_grad += tile_bias_grad;
 }
 
+// FFM's pair loops are 4 to 8 floats long, so their loop control and remainder handling cost as
+// much as their arithmetic unless k is known when they compile: k = 4 (the usual choice, and
+// one SSE register) gets its own copy, any other k the general one.
+void flow_tile_ffm_for_k(const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
+                         const float* params, const WideFeatureSlots& slots, float* rows, float* logits,
+                         float& bias_grad) {
+  if (s.k == 4)
+    flow_tile_ffm(std::integral_constant<int, 4>{}, s, b, first, last, params, slots, rows, logits, bias_grad);
+  else
+    flow_tile_ffm(s.k, s, b, first, last, params, slots, rows, logits, bias_grad);
+}
+
 }  // namespace
 
 void WideFeatureSlots::start_batch(std::size_t chunks) {
@@ -195,6 +210,10 @@ void WideFeatureSlots::claim(const WideBatch& b, std::int64_t begin, std::int64_
   std::vector<std::uint32_t>& mine = claimed_[chunk];
   mine.clear();
   for (std::int64_t e = begin; e < end; ++e) {
+    // The tags of rare features lie scattered over 8 bytes a feature (megabytes): each is
+    // fetched this many entries before its turn.
+    constexpr std::int64_t kTagsAhead = 16;
+    if (e + kTagsAhead < end) __builtin_prefetch(&tags_[b.index[e + kTagsAhead]]);
     std::atomic_ref<std::uint64_t> tag(tags_[b.index[e]]);
     std::uint64_t seen = tag.load(std::memory_order_relaxed);
     // Most entries are of features claimed already (by this chunk, mostly): a load, no swap.
@@ -264,7 +283,7 @@ void WideFlow::sparse_gradient_chunks(const WideBatch& b, const float* params, f
     for (std::int64_t first = chunk_first; first < chunk_last; first += tile) {
       const std::int64_t last = std::min(chunk_last, first + tile);
       if (shape_.kind == WideKind::FFM) {
-        flow_tile_ffm(shape_, b, first, last, params, slots_, rows.data(), logits, bias_grads[c]);
+        flow_tile_ffm_for_k(shape_, b, first, last, params, slots_, rows.data(), logits, bias_grads[c]);
         continue;
       }
       build_tile_csc(b, first, last, scratch);

@@ -49,8 +49,9 @@ TEST_CASE("float64 reference gradients match finite differences") {
 }
 
 TEST_CASE("classical == flow == float64 reference on one batch (logits and gradients)") {
-  for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
-    Setup s = make_setup(kind, 300);
+  // FFM twice: flow FFM compiles its pair loops for k = 4 and runs a general copy for other k.
+  for (const auto& [kind, k] : {std::pair{WideKind::LR, 0}, {WideKind::FM, 4}, {WideKind::FFM, 4}, {WideKind::FFM, 3}}) {
+    Setup s = make_setup(kind, 300, k);
     const BatchReference ref = batch_reference(s);
     REQUIRE(ref.grad_scale > 0.1);
     // Flow LR either routes cold features to owners (no replica budget) or, when every feature's
@@ -66,7 +67,8 @@ TEST_CASE("classical == flow == float64 reference on one batch (logits and gradi
         WideTrainer t(s.model, o);
         std::vector<float> g, logits;
         t.gradient(s.data, 0, s.data.rows(), g, logits);
-        INFO(kernels::wide_kind_name(kind) << " " << schema << " threads=" << threads << " budget=" << replica_budget);
+        INFO(kernels::wide_kind_name(kind) << " k=" << k << " " << schema << " threads=" << threads
+                                            << " budget=" << replica_budget);
         REQUIRE(logits.size() == ref.logits.size());
         const BatchError err = batch_error(ref, logits, g);
         CHECK(err.logit < 1e-4);

@@ -70,12 +70,12 @@ struct Setup {
   WideModel model;
 };
 
-inline Setup make_setup(WideKind kind, std::int64_t rows) {
+inline Setup make_setup(WideKind kind, std::int64_t rows, int k = 4) {
   Setup s;
   s.data = generate_synthetic(parse_synthetic_spec("synthetic:criteo?features=2000&alpha=1.3&seed=7"), 0, rows);
   for (std::size_t e = 0; e < s.data.value.size(); ++e) s.data.value[e] = 0.5f + 0.25f * float(e % 5);
   FeatureOrder::by_frequency(feature_counts(s.data, 2000)).apply(s.data);
-  s.shape = WideShape{kind, 2000, 39, kind == WideKind::LR ? 0 : 4};
+  s.shape = WideShape{kind, 2000, 39, kind == WideKind::LR ? 0 : k};
   s.model = WideModel::create(s.shape, 11, 0.2f);
   Rng rng(5, 0);
   for (std::int64_t f = 0; f < 2000; ++f) s.model.params[std::size_t(1 + f * s.shape.row_len())] = 0.3f * rng.normal();
