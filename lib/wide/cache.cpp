@@ -36,6 +36,14 @@ void put(std::string& out, const std::vector<T>& v) {
   out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
 }
 
+// The cache's last section: the frequency order, then its length (which closes the file).
+std::string frequency_order_bytes(const std::vector<std::uint32_t>& order) {
+  std::string out;
+  put(out, order);
+  put(out, std::vector<std::int64_t>{std::int64_t(order.size())});
+  return out;
+}
+
 }  // namespace
 
 CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_bad_lines, int hash_bits) {
@@ -57,8 +65,7 @@ void write_cache(const std::string& cache, CacheHeader h, const SparseDataset& d
   put(bytes, d.index);
   put(bytes, d.field);
   put(bytes, d.value);
-  put(bytes, frequency_order);
-  put(bytes, std::vector<std::int64_t>{std::int64_t(frequency_order.size())});
+  bytes += frequency_order_bytes(frequency_order);
   h.payload_crc = crc32c(bytes.data() + sizeof h, bytes.size() - sizeof h);
   std::memcpy(bytes.data(), &h, sizeof h);
   try {
@@ -324,9 +331,7 @@ bool CacheWriter::finish(std::int64_t num_features, int num_fields, std::int64_t
       SKEW_CHECK(got == 0, "reading " << part << ": " << std::strerror(err));
       std::filesystem::remove(part);
     }
-    std::string order;
-    put(order, occurring_by_frequency(counts_));
-    put(order, std::vector<std::int64_t>{std::int64_t(order.size() / sizeof(std::uint32_t))});
+    const std::string order = frequency_order_bytes(occurring_by_frequency(counts_));
     crc = crc32c(order.data(), order.size(), crc);
     joined.write(order);
     joined.close();

@@ -135,39 +135,11 @@ StreamScan share_training_stream(const Config& c, comm::ProcessGroup& world, con
   return scan;
 }
 
-}  // namespace
-
-namespace {
-
-// This rank's validation rows read the model too.
-void add_validation_rows(const Data& d, std::vector<std::uint8_t>& read) {
-  if (d.has_valid)
-    for (const std::uint32_t f : d.valid.index) read[f] = 1;
-}
-
-}  // namespace
-
-std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& world, const std::vector<std::int64_t>& counts) {
-  if (d.shape.latent_len() == 0 || (d.streamed && counts.empty())) return {};
-  std::vector<std::uint8_t> read(std::size_t(d.shape.num_features), 0);
-  if (!counts.empty()) {  // already summed over the ranks: no second pass, no second allreduce
-    for (std::size_t f = 0; f < counts.size(); ++f)
-      if (counts[f] > 0) read[d.order.new_of_old[f]] = 1;
-  } else {
-    for (const std::uint32_t f : d.train.index) read[f] = 1;
-    world.allreduce(comm::view(read), comm::ReduceOp::Max);
-  }
-  add_validation_rows(d, read);
-  return read;
-}
-
-namespace {
-
 // Renumbers d's rows by the frequency order every rank read from data.train's binary cache (the
 // whole file's, which the counts summed over the ranks would give): no counting, no sort, no
 // allreduce of counts. False, with nothing done, unless every rank has it.
 bool renumber_from_cache(const Config& c, comm::ProcessGroup& world, Data& d) {
-  std::vector<std::int64_t> everyone_has = {d.stream == nullptr && !d.report.frequency_order.empty() ? 1 : 0};
+  std::vector<std::int64_t> everyone_has = {!d.streamed && !d.report.frequency_order.empty() ? 1 : 0};
   world.allreduce(comm::view(everyone_has), comm::ReduceOp::Min);
   if (everyone_has[0] == 0) return false;
   const std::vector<std::uint32_t>& occurring = d.report.frequency_order;
@@ -177,15 +149,25 @@ bool renumber_from_cache(const Config& c, comm::ProcessGroup& world, Data& d) {
              "corrupt data cache " << cache_of(c.get_string("data.train"))
                                    << ": its frequency order misses features of its rows (delete it to re-parse)");
   if (d.has_valid) d.order.apply(d.valid);
-  if (d.shape.latent_len() > 0) {
-    d.rows_read.assign(std::size_t(d.shape.num_features), 0);
-    std::fill_n(d.rows_read.begin(), occurring.size(), 1);
-    add_validation_rows(d, d.rows_read);
-  }
+  d.rows_read = model_rows_read(d, world, std::int64_t(occurring.size()));
   return true;
 }
 
 }  // namespace
+
+std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& world, std::int64_t occurring) {
+  if (d.shape.latent_len() == 0 || (d.streamed && occurring < 0)) return {};
+  std::vector<std::uint8_t> read(std::size_t(d.shape.num_features), 0);
+  if (occurring >= 0) {  // renumbered by frequency: the first rows, nothing to pass over or sum
+    std::fill_n(read.begin(), occurring, 1);
+  } else {
+    for (const std::uint32_t f : d.train.index) read[f] = 1;
+    world.allreduce(comm::view(read), comm::ReduceOp::Max);
+  }
+  if (d.has_valid)
+    for (const std::uint32_t f : d.valid.index) read[f] = 1;
+  return read;
+}
 
 Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   Data d;
@@ -234,19 +216,20 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
                                                          << shape.num_features << " occur (order read from the cache)");
     return d;
   }
-  std::vector<std::int64_t> counts;  // over all ranks, when renumbering
+  std::int64_t occurring = -1;  // of the training rows' features over all ranks, when renumbering
   if (d.renumber) {
-    counts = d.streamed ? std::move(scan.counts) : feature_counts(d.train, shape.num_features);
+    std::vector<std::int64_t> counts = d.streamed ? std::move(scan.counts) : feature_counts(d.train, shape.num_features);
     counts.resize(std::size_t(shape.num_features), 0);  // model.features may exceed the data's
     world.allreduce(comm::view(counts), comm::ReduceOp::Sum);
-    d.order = FeatureOrder::by_frequency(counts);
+    const std::vector<std::uint32_t> by_count = occurring_by_frequency(counts);
+    occurring = std::int64_t(by_count.size());
+    d.order = FeatureOrder::from_occurring(by_count, shape.num_features);
     d.order.apply(d.train);
     if (d.has_valid) d.order.apply(d.valid);
-    SKEW_INFO("data: features renumbered by frequency, "
-              << std::count_if(counts.begin(), counts.end(), [](std::int64_t n) { return n > 0; }) << " of "
-              << shape.num_features << " occur (counted over " << world.size() << " rank(s))");
+    SKEW_INFO("data: features renumbered by frequency, " << occurring << " of " << shape.num_features
+                                                         << " occur (counted over " << world.size() << " rank(s))");
   }
-  d.rows_read = model_rows_read(d, world, counts);
+  d.rows_read = model_rows_read(d, world, occurring);
   return d;
 }
 

@@ -45,13 +45,13 @@ bool normalize_for(const Config& c, kernels::WideKind kind);
 // counts features over all ranks).
 Data load_data(const Config& c, comm::ProcessGroup& world, int threads);
 
-// Data::rows_read for `d` (shape, train, valid, stream and order set). Collective when the
-// training data is loaded whole: a step updates the union of the ranks' rows on every rank, so
-// each rank's model needs every rank's training rows. `counts`: the training data's occurrences
-// per original feature id over all ranks when renumbering (then the training rows come from them,
-// with d.order; a streamed file's rows are known only from them: without, every row counts as
-// read and the result is empty).
-std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& world, const std::vector<std::int64_t>& counts);
+// Data::rows_read for `d` (shape, train, valid and order set): empty for LR. `occurring`: when
+// the features were renumbered by frequency, how many of them the training rows of all ranks
+// hold (the renumbered rows [0, occurring)); else -1, and the rows are those the training data
+// reads, collectively: a step updates the union of the ranks' rows on every rank, so each rank's
+// model needs every rank's training rows (a streamed file's rows are not held: every row counts
+// as read and the result is empty). This rank's validation rows are added either way.
+std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& world, std::int64_t occurring);
 
 // The training ring for a streamed data.train: its slots share what data.max_memory_mb leaves
 // after `baseline_bytes` (the process's resident memory measured before the model was made), the

@@ -76,7 +76,7 @@ struct FeatureOrder {
   WideParams to_original(const kernels::WideShape& shape, const WideParams& params) const;
 };
 // The latent rows' initial Box-Muller transform: log(x) for x in (0, 1], and sin and cos of 2 pi t
-// for t in [0, 1), in float, within 1e-6 of libm (tests/unit/test_wide_deferred.cpp).
+// for t in [0, 1), in float, within 1e-6 of libm (tests/unit/test_wide_init.cpp).
 inline float log_of_unit(float x) {
   // x = m 2^e with m in [sqrt(1/2), sqrt(2)); log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| <= 0.172:
   // the series to s^9 leaves 4e-10. Branch-free, so that a row's loop vectorises.
@@ -105,7 +105,6 @@ inline void sincos_of_turn(float t, float& sine, float& cosine) {
   cosine = ((q + 1) & 2) ? -c : c;
   sine = (q & 2) ? -s : s;
 }
-
 
 std::vector<std::int64_t> feature_counts(const SparseDataset& data, std::int64_t num_features);
 // The ids with count > 0, by descending count, ties by id.
