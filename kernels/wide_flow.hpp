@@ -32,7 +32,8 @@
 // range of features, and each owner counting-sort its entries into blocks of 2048 features
 // (8 KB of accumulators: L1-sized) and reduce them there, emitting one row per touched feature.
 // When a replica of every feature per thread fits `replica_budget_bytes` (a model that the
-// last-level cache holds), every feature is hot and nothing is routed. The optimizer then walks
+// last-level cache holds) and a batch's entries number at least 1/kDenseBatchRatio of the
+// features, every feature is hot and nothing is routed. The optimizer then walks
 // the touched rows in feature order. The CUDA twin sorts the tiles of LR and FM; its FFM keeps
 // sample order too (a warp per sample).
 #pragma once
@@ -88,8 +89,9 @@ struct WideFlowOptions {
   int tile_samples = 256;            // samples per tile (the sample side of the 2D partition)
   std::int64_t hot_features = 4096;  // ids below this get cached, replicated accumulators
   // LR on the CPU: when one replica per thread of every feature's gradient (threads x features x
-  // 4 B) fits in this budget (the last-level cache), every feature is hot: no entry is routed to
-  // an owner, and the feature pass only merges the replicas.
+  // 4 B) fits in this budget (the last-level cache), every feature is hot in a batch dense in
+  // them (WideFlow::kDenseBatchRatio): no entry is routed to an owner, and the feature pass only
+  // merges the replicas.
   std::int64_t replica_budget_bytes = std::int64_t(16) << 20;
 };
 
@@ -172,7 +174,15 @@ class WideFlow {
   void sparse_gradient(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
                        WideSparseGradient& out);
   const WideFlowStats& last_stats() const { return stats_; }
+  // The replicas' width (LR: every feature when they fit the budget), for memory accounting.
   std::int64_t hot_features() const { return hot_; }
+  // LR: a batch with fewer entries than features / kDenseBatchRatio keeps only the hottest
+  // `hot_features` option's features in the replicas even when every feature's would fit: its
+  // touched bits are sparse, so merging every feature's replicas walks mostly empty words and the
+  // replicas' scattered lines move between the cores. On issue 16's 1.9M-feature file (39
+  // entries a row, 47 features per batch entry) every feature hot ran 0.8x routed at 1 thread
+  // and 0.7x at 2; on SpamAssassin (2^20 features, 750 entries a row, 2.7) 1.5x and 1.2x.
+  static constexpr std::int64_t kDenseBatchRatio = 8;
 
  private:
   void build_tile_csc(const WideBatch& batch, std::int64_t first, std::int64_t last, WideTileScratch& t) const;
@@ -183,6 +193,7 @@ class WideFlow {
   WideShape shape_;
   WideFlowOptions options_;
   std::int64_t hot_;
+  std::int64_t routed_hot_;  // LR: the replicas' width used for a sparse batch
   std::vector<WideTileScratch> scratch_;       // one per thread
   std::vector<std::vector<float>> hot_cache_;  // LR: one replica per thread of hot_ floats
   WideFlowStats stats_;

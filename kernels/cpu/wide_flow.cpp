@@ -45,9 +45,11 @@ void wide_radix_sort_pairs(std::uint32_t* keys, std::uint32_t* values, std::size
 }
 
 WideFlow::WideFlow(const WideShape& shape, const WideFlowOptions& options, int threads)
-    : shape_(shape), options_(options), hot_(std::min(options.hot_features, shape.num_features)) {
+    : shape_(shape),
+      options_(options),
+      hot_(std::clamp<std::int64_t>(options.hot_features, 0, shape.num_features)),
+      routed_hot_(hot_) {
   if (options_.tile_samples < 1) options_.tile_samples = 1;
-  if (hot_ < 0) hot_ = 0;
   const std::int64_t replica_bytes = std::int64_t(threads) * shape.num_features * std::int64_t(sizeof(float));
   if (shape.kind == WideKind::LR && replica_bytes <= options.replica_budget_bytes) hot_ = shape.num_features;
   scratch_.resize(static_cast<std::size_t>(threads));

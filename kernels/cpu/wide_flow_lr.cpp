@@ -39,15 +39,17 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
   const std::int64_t base = b.row_ptr[0];
   const std::size_t nnz = std::size_t(b.nnz());
   if (std::size_t(threads) > scratch_.size()) scratch_.resize(std::size_t(threads));
-  const std::size_t hot_words = std::size_t((hot_ + 63) >> 6);
+  const std::int64_t hot =
+      hot_ == shape_.num_features && std::int64_t(nnz) * kDenseBatchRatio < shape_.num_features ? routed_hot_ : hot_;
+  const std::size_t hot_words = std::size_t((hot + 63) >> 6);
   // Guarded: resize(n, value) builds its value (a zeroed replica, 7.6 MB for a 1.9M-feature
   // model) on every call, even when it adds nothing: a serial memset as long as half an LR step.
   if (hot_cache_.size() < std::size_t(threads))
     hot_cache_.resize(std::size_t(threads), std::vector<float>(std::size_t(hot_), 0.0f));
   if (hot_bits_.size() < std::size_t(threads))
-    hot_bits_.resize(std::size_t(threads), std::vector<std::uint64_t>(hot_words, 0));
+    hot_bits_.resize(std::size_t(threads), std::vector<std::uint64_t>(std::size_t((hot_ + 63) >> 6), 0));
   // With every feature hot nothing is routed: no owner buffers, no owner parts.
-  const std::uint32_t cold_owners = hot_ < shape_.num_features ? owners : 0;
+  const std::uint32_t cold_owners = hot < shape_.num_features ? owners : 0;
   owner_keys_.resize(cold_owners);
   owner_values_.resize(cold_owners);
   for (std::uint32_t p = 0; p < cold_owners; ++p) {
@@ -83,7 +85,7 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
         for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
           const std::uint32_t f = b.index[e];
           const float v = g * b.value[e];
-          if (f < hot_) {
+          if (f < hot) {
             cache[f] += v;
             // Test before setting: hot features are mostly touched already, and a store to the
             // same few words every entry would chain the loop through memory.
