@@ -165,14 +165,21 @@ class WideFeatureSlots {
   std::vector<std::uint32_t> offset_;
 };
 
+struct WideFusedUpdate;  // kernels/wide_update.hpp
+
 class WideFlow {
  public:
   WideFlow(const WideShape& shape, const WideFlowOptions& options, int threads);
   // Same contract as wide_classical_gradient: grad += batch gradient, logits filled.
   void gradient(const WideBatch& batch, const float* params, float* grad, float* logits, WidePool& pool);
-  // The same gradient in feature-row form; `out` is reused.
+  // The same gradient in feature-row form; `out` is reused. With `update` (and fuses_update()),
+  // each part's rows are also applied to update->params (the same model as `params`) by the task
+  // that completed them, and zeroed; the bias's gradient is left to the caller.
   void sparse_gradient(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
-                       WideSparseGradient& out);
+                       WideSparseGradient& out, const WideFusedUpdate* update = nullptr);
+  // Whether sparse_gradient applies a fused update (LR; FM and FFM fold their chunks' partial
+  // rows first, which the optimizer does).
+  bool fuses_update() const { return shape_.kind == WideKind::LR; }
   const WideFlowStats& last_stats() const { return stats_; }
   // The replicas' width (LR: every feature when they fit the budget), for memory accounting.
   std::int64_t hot_features() const { return hot_; }
@@ -187,7 +194,7 @@ class WideFlow {
  private:
   void build_tile_csc(const WideBatch& batch, std::int64_t first, std::int64_t last, WideTileScratch& t) const;
   void sparse_gradient_lr(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
-                          WideSparseGradient& out);
+                          WideSparseGradient& out, const WideFusedUpdate* update);
   void sparse_gradient_chunks(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
                               WideSparseGradient& out);
   WideShape shape_;

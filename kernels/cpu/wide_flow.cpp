@@ -209,7 +209,9 @@ void WideFeatureSlots::start_batch(std::size_t chunks) {
 
 void WideFeatureSlots::claim(const WideBatch& b, std::int64_t begin, std::int64_t end, std::uint32_t chunk) {
   const std::uint64_t batch = batch_ << kBatchShift, chunk_bits = std::uint64_t(chunk) << kChunkShift;
-  std::vector<std::uint32_t>& mine = claimed_[chunk];
+  // Filled in a local and moved back once: the chunks' vector headers share a cache line, and a
+  // push_back through one for every claim bounced that line between the threads.
+  std::vector<std::uint32_t> mine = std::move(claimed_[chunk]);
   mine.clear();
   for (std::int64_t e = begin; e < end; ++e) {
     // The tags of rare features lie scattered over 8 bytes a feature (megabytes): each is
@@ -223,6 +225,7 @@ void WideFeatureSlots::claim(const WideBatch& b, std::int64_t begin, std::int64_
     if (tag.compare_exchange_strong(seen, batch | chunk_bits | mine.size(), std::memory_order_relaxed))
       mine.push_back(b.index[e]);
   }
+  claimed_[chunk] = std::move(mine);
 }
 
 std::size_t WideFeatureSlots::finish() {
@@ -239,9 +242,9 @@ void WideFeatureSlots::write_features(std::uint32_t chunk, std::uint32_t* featur
 }
 
 void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* logits, WidePool& pool,
-                               WideSparseGradient& out) {
+                               WideSparseGradient& out, const WideFusedUpdate* update) {
   if (shape_.kind == WideKind::LR)
-    sparse_gradient_lr(b, params, logits, pool, out);
+    sparse_gradient_lr(b, params, logits, pool, out, update);
   else
     sparse_gradient_chunks(b, params, logits, pool, out);
 }

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kernels/wide_flow.hpp"
+#include "kernels/wide_update.hpp"
 
 namespace skew::kernels {
 
@@ -31,7 +32,7 @@ std::int64_t WideSparseGradient::num_features() const {
 }
 
 void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float* logits, WidePool& pool,
-                               WideSparseGradient& out) {
+                                  WideSparseGradient& out, const WideFusedUpdate* update) {
   const int threads = pool.threads();
   const std::uint32_t owners = std::uint32_t(threads);
   const std::int64_t tile = options_.tile_samples;
@@ -200,6 +201,11 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
           s.block_seen[local] = 0;
         }
       }
+    }
+    if (update) {
+      const WideUpdateRule rule = update->rule;  // a local copy: stores to params cannot alias it
+      wide_update_rows(rule, update->params, update->state, update->scale, features.data(), 0, features.size(), 1,
+                       [&](std::size_t r) { return rows.data() + r; });
     }
     part.features = std::move(features);
     part.rows = std::move(rows);

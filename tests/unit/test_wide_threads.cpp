@@ -2,6 +2,7 @@
 // the flow schema, whose tiles are dealt out in chunks with a gradient replica or compact rows
 // each, gives one result per thread count, run after run, that follows the classical run.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -120,6 +121,45 @@ TEST_CASE("a step's loss, its terms computed by the pool, is logloss_sum over th
       INFO(kernels::wide_kind_name(kind) << " " << schema);
       CHECK(expect > 0.1);
       CHECK(t.step(s.data, 0, 600).loss == expect);
+    }
+  }
+}
+
+TEST_CASE("a fused flow step (the kernel applies the optimizer) is the separate optimizer step bit for bit") {
+  for (const char* opt : {"sgd", "adagrad", "ftrl"}) {
+    for (int threads : {1, 2, 3}) {
+      const Setup s = make_setup(WideKind::LR, 600);
+      TrainOptions o;
+      o.schema = TrainSchema::Flow;
+      o.threads = threads;
+      o.optimizer.kind = optimizer_from_name(opt);
+      o.optimizer.lr = 0.1f;
+      o.optimizer.l2 = 1e-3f;
+      o.flow.tile_samples = 16;
+      o.flow.hot_features = 40;
+      WideTrainer fused(s.model, o), separate(s.model, o);
+      REQUIRE(fused.flow()->fuses_update());
+      // The separate run: the flow gradient alone, then the optimizer over the batch's features.
+      std::vector<float> params = copy_to_vector(s.model.params);
+      Optimizer optimizer(o.optimizer, s.shape, params);
+      kernels::WidePool pool(threads);
+      for (int epoch = 0; epoch < 2; ++epoch)
+        for (std::int64_t b = 0; b < 600; b += 100) {
+          fused.step(s.data, b, b + 100);
+          separate.set_parameters(params);
+          std::vector<float> grad, logits;
+          separate.gradient(s.data, b, b + 100, grad, logits);
+          std::vector<std::uint32_t> touched(s.data.index.begin() + s.data.row_ptr[std::size_t(b)],
+                                             s.data.index.begin() + s.data.row_ptr[std::size_t(b + 100)]);
+          std::sort(touched.begin(), touched.end());
+          touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+          optimizer.step(params.data(), grad.data(), touched, 1.0f / 100.0f, pool);
+        }
+      INFO(opt << " threads=" << threads);
+      double moved = 0;
+      for (std::size_t c = 0; c < params.size(); ++c) moved = std::max(moved, double(std::fabs(params[c] - s.model.params[c])));
+      CHECK(moved > 0.01);
+      CHECK(std::memcmp(copy_to_vector(fused.parameters()).data(), params.data(), params.size() * sizeof(float)) == 0);
     }
   }
 }
