@@ -16,7 +16,13 @@
 // CUDA twin's; see below for the CPU's).
 // On the CPU every model hands the optimizer its gradient in feature-row form (sparse_gradient):
 // the batch's distinct features and one gradient row each, no model-sized array, no atomics.
-// FM and FFM: the batch's tiles are dealt out in contiguous chunks, one per thread; a first pass
+// FM (sparse_gradient_fm): the sample pass builds, gathers and applies the tiles in contiguous
+// chunks, one per thread, keeping every tile's CSC and the samples' partial sums and gradients;
+// the feature pass gives each thread the features of its own blocks of 16 ids (their owner), over
+// every tile in batch order: it scatters their columns into its own compact rows (slots it
+// claims alone, no atomics) and, on one rank, applies the optimizer to them. No gradient row crosses
+// between cores, and each feature's sums come in tile order: every thread count gives the
+// 1-thread model. FFM: the tiles are dealt out in contiguous chunks, one per thread; a first pass
 // numbers the batch's distinct features (slots: WideFeatureSlots, each chunk claiming those of
 // its entries), a second has each chunk add its gradients with plain stores into its own compact
 // array of slot rows (zeroed by the chunk itself, so it is in the thread's cache when the
@@ -103,7 +109,9 @@ struct WideFlowStats {
 struct WideTileScratch {
   std::vector<std::uint32_t> keys, keys_tmp, order, order_tmp, counts;
   std::vector<std::uint32_t> col_feature, col_begin;
-  std::vector<float> acc, sample_grad, row_grad;
+  // FM: each entry's sample within the tile; the columns grouped by owner (group_columns_by_owner).
+  std::vector<std::uint32_t> sample_of, owner_begin, owner_columns, owner_cursor;
+  std::vector<float> row_grad;
   // LR feature pass: the owner's entries counting-sorted by block, the block's accumulators.
   std::vector<std::uint32_t> block_start, sorted_keys, block_features;
   std::vector<float> sorted_values, block_acc;
@@ -177,9 +185,9 @@ class WideFlow {
   // that completed them, and zeroed; the bias's gradient is left to the caller.
   void sparse_gradient(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
                        WideSparseGradient& out, const WideFusedUpdate* update = nullptr);
-  // Whether sparse_gradient applies a fused update (LR; FM and FFM fold their chunks' partial
+  // Whether sparse_gradient applies a fused update (LR and FM; FFM folds its chunks' partial
   // rows first, which the optimizer does).
-  bool fuses_update() const { return shape_.kind == WideKind::LR; }
+  bool fuses_update() const { return shape_.kind != WideKind::FFM; }
   const WideFlowStats& last_stats() const { return stats_; }
   // The replicas' width (LR: every feature when they fit the budget), for memory accounting.
   std::int64_t hot_features() const { return hot_; }
@@ -195,8 +203,10 @@ class WideFlow {
   void build_tile_csc(const WideBatch& batch, std::int64_t first, std::int64_t last, WideTileScratch& t) const;
   void sparse_gradient_lr(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
                           WideSparseGradient& out, const WideFusedUpdate* update);
-  void sparse_gradient_chunks(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
-                              WideSparseGradient& out);
+  void sparse_gradient_fm(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
+                          WideSparseGradient& out, const WideFusedUpdate* update);
+  void sparse_gradient_ffm(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
+                           WideSparseGradient& out);
   WideShape shape_;
   WideFlowOptions options_;
   std::int64_t hot_;
@@ -210,7 +220,14 @@ class WideFlow {
   std::vector<std::vector<std::uint32_t>> owner_keys_;
   std::vector<std::vector<float>> owner_values_;
   std::vector<std::uint32_t> tile_owner_counts_;
-  WideFeatureSlots slots_;  // FM/FFM: the batch's distinct features
+  WideFeatureSlots slots_;  // FFM: the batch's distinct features
+  // FM: the batch's tiles (CSC and each entry's sample), its samples' partial sums and loss
+  // gradients; per feature, the batch that last claimed it (high 32 bits) and its slot in its
+  // owner's rows (low 32), written only by the feature's owner.
+  std::vector<WideTileScratch> tile_csc_;
+  std::vector<float> sample_acc_, sample_grad_;
+  ZeroPageVector<std::uint64_t> owner_tags_;
+  std::uint64_t owner_batch_ = 0;
   WideSparseGradient sparse_;  // gradient() goes through it
 };
 

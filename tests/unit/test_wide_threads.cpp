@@ -105,6 +105,15 @@ TEST_CASE("flow LR, FM and FFM: each thread count gives one result run after run
   }
 }
 
+TEST_CASE("flow FM: every thread count trains the 1-thread model bit for bit (each feature's sums in tile order)") {
+  const Setup s = make_setup(WideKind::FM, 600);
+  const std::vector<float> one = train_flow(s, 1, TrainSchema::Flow);
+  for (int threads : {2, 3, 4}) {
+    INFO("threads=" << threads);
+    CHECK(std::memcmp(train_flow(s, threads, TrainSchema::Flow).data(), one.data(), one.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("a step's loss, its terms computed by the pool, is logloss_sum over the batch bit for bit") {
   for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
     const Setup s = make_setup(kind, 600);
