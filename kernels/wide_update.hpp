@@ -118,9 +118,9 @@ template <typename RowOf>
   for (std::size_t i = first; i < end; ++i) {
     if (i + kRowsAhead < end) {
       const std::size_t ahead = 1 + features[i + kRowsAhead] * row_len;
-      wide_prefetch_row(params + ahead, len);
-      if (state.n) wide_prefetch_row(state.n + ahead, len);
-      if (state.z) wide_prefetch_row(state.z + ahead, len);
+      wide_prefetch_row_for_write(params + ahead, len);
+      if (state.n) wide_prefetch_row_for_write(state.n + ahead, len);
+      if (state.z) wide_prefetch_row_for_write(state.z + ahead, len);
     }
     wide_update_row(r, params, row_of(i), 1 + features[i] * row_len, row_len, scale, state);
   }

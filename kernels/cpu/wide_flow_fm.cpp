@@ -122,8 +122,7 @@ void WideFlow::sparse_gradient_fm(const WideBatch& b, const float* params, float
   }
   const std::uint64_t batch = owner_batch_;
   out.parts.resize(owners);
-  if (scratch_.size() < owners) scratch_.resize(owners);
-  pool.run(owners, [&](std::int64_t task, int thread) {
+  pool.run(owners, [&](std::int64_t task, int) {
     const std::uint32_t owner = std::uint32_t(task);
     // Filled in locals and moved into the part once: the parts' vector headers share lines.
     WideSparseGradient::Part& part = out.parts[std::size_t(owner)];
@@ -132,8 +131,9 @@ void WideFlow::sparse_gradient_fm(const WideBatch& b, const float* params, float
     features.clear();
     rows.clear();
     part.partial_rows.clear();
-    std::vector<float>& row_grad = scratch_[std::size_t(thread)].row_grad;
-    row_grad.resize(std::size_t(row_len));
+    // Allocated here, by the thread that writes it once per entry: a scratch row allocated by
+    // another thread could share a cache line with that thread's (72 bytes each, from one arena).
+    std::vector<float> row_grad(static_cast<std::size_t>(row_len));
     for (std::int64_t t = 0; t < tiles; ++t) {
       const WideTileScratch& csc = tile_csc_[std::size_t(t)];
       const std::int64_t first = t * tile, base = b.row_ptr[first];
