@@ -187,15 +187,8 @@ TEST_CASE("flow LR training (feature-row gradient) follows classical for every o
       Setup s = make_setup(WideKind::LR, 600);
       std::vector<std::vector<float>> params;  // classical, flow routed, flow all hot
       for (const auto& [schema, replica_budget] : {std::pair{"classical", 0}, {"flow", 0}, {"flow", 1 << 20}}) {
-        TrainOptions o;
-        o.schema = schema_from_name(schema);
+        TrainOptions o = lr_test_options(schema_from_name(schema), opt, threads);
         o.classical_sync = ClassicalSync::Atomic;  // the mini-batch run flow's must equal
-        o.threads = threads;
-        o.optimizer.kind = optimizer_from_name(opt);
-        o.optimizer.lr = 0.1f;
-        o.optimizer.l2 = 1e-3f;
-        o.flow.tile_samples = 16;
-        o.flow.hot_features = 40;
         o.flow.replica_budget_bytes = replica_budget;
         WideTrainer t(s.model, o);
         for (int epoch = 0; epoch < 3; ++epoch)

@@ -138,14 +138,7 @@ TEST_CASE("a fused flow step (the kernel applies the optimizer) is the separate 
   for (const char* opt : {"sgd", "adagrad", "ftrl"}) {
     for (int threads : {1, 2, 3}) {
       const Setup s = make_setup(WideKind::LR, 600);
-      TrainOptions o;
-      o.schema = TrainSchema::Flow;
-      o.threads = threads;
-      o.optimizer.kind = optimizer_from_name(opt);
-      o.optimizer.lr = 0.1f;
-      o.optimizer.l2 = 1e-3f;
-      o.flow.tile_samples = 16;
-      o.flow.hot_features = 40;
+      const TrainOptions o = lr_test_options(TrainSchema::Flow, opt, threads);
       WideTrainer fused(s.model, o), separate(s.model, o);
       REQUIRE(fused.flow()->fuses_update());
       // The separate run: the flow gradient alone, then the optimizer over the batch's features.
