@@ -109,8 +109,10 @@ struct WideFlowStats {
 struct WideTileScratch {
   std::vector<std::uint32_t> keys, keys_tmp, order, order_tmp, counts;
   std::vector<std::uint32_t> col_feature, col_begin;
-  // FM: each entry's sample within the tile; the columns grouped by owner (group_columns_by_owner).
-  std::vector<std::uint32_t> sample_of, owner_begin, owner_columns, owner_cursor;
+  // FM: each entry's sample within the tile and its value, in column order; the columns grouped
+  // by owner (group_columns_by_owner).
+  std::vector<std::uint32_t> entry_sample, owner_begin, owner_columns, owner_cursor;
+  std::vector<float> entry_value;
   std::vector<float> row_grad;
   // LR feature pass: the owner's entries counting-sorted by block, the block's accumulators.
   std::vector<std::uint32_t> block_start, sorted_keys, block_features;

@@ -39,13 +39,22 @@ void group_columns_by_owner(WideTileScratch& t, std::uint32_t owners) {
     t.owner_columns[t.owner_cursor[feature_owner(t.col_feature[c], owners)]++] = c;
 }
 
-// Sample index (within the tile) of each entry: entries of a tile are contiguous per sample.
-void entry_samples(const WideBatch& b, std::int64_t first, std::int64_t last, std::vector<std::uint32_t>& out) {
+// Each entry's sample (within the tile) and value in CSC order: the gather and the owners'
+// scatter then read them in sequence, an owner only the lines of its own columns.
+void entries_in_column_order(const WideBatch& b, std::int64_t first, std::int64_t last, WideTileScratch& t) {
   const std::int64_t base = b.row_ptr[first];
-  out.resize(static_cast<std::size_t>(b.row_ptr[last] - base));
+  const std::size_t n = std::size_t(b.row_ptr[last] - base);
+  std::vector<std::uint32_t>& sample_of_entry = t.keys_tmp;  // the sort's scratch, free now
   for (std::int64_t i = first; i < last; ++i)
     for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e)
-      out[static_cast<std::size_t>(e - base)] = static_cast<std::uint32_t>(i - first);
+      sample_of_entry[std::size_t(e - base)] = std::uint32_t(i - first);
+  t.entry_sample.resize(n);
+  t.entry_value.resize(n);
+  for (std::size_t e = 0; e < n; ++e) {
+    const std::uint32_t entry = t.order[e];
+    t.entry_sample[e] = sample_of_entry[entry];
+    t.entry_value[e] = b.value[base + entry];
+  }
 }
 
 // Gather (feature -> sample) over the tile's CSC and apply per sample: the samples' partial
@@ -55,17 +64,14 @@ float gather_apply_tile(const FmProgram& prog, const WideShape& s, const WideBat
                         std::int64_t last, const float* params, const WideTileScratch& t, float* acc, float* grad,
                         float* logits) {
   const int row_len = s.row_len(), acc_len = prog.acc_len();
-  const std::int64_t base = b.row_ptr[first];
   const std::size_t samples = std::size_t(last - first), columns = t.col_feature.size();
   std::fill(acc, acc + samples * std::size_t(acc_len), 0.0f);
   for (std::size_t c = 0; c < columns; ++c) {
     if (c + kColumnPrefetch < columns)
       wide_prefetch_row(params + 1 + std::int64_t(t.col_feature[c + kColumnPrefetch]) * row_len, row_len);
     const float* row = params + 1 + std::int64_t(t.col_feature[c]) * row_len;
-    for (std::uint32_t e = t.col_begin[c]; e < t.col_begin[c + 1]; ++e) {
-      const std::uint32_t entry = t.order[e];
-      prog.gather(row, b.value[base + entry], acc + std::size_t(t.sample_of[entry]) * acc_len);
-    }
+    for (std::uint32_t e = t.col_begin[c]; e < t.col_begin[c + 1]; ++e)
+      prog.gather(row, t.entry_value[e], acc + std::size_t(t.entry_sample[e]) * acc_len);
   }
   float bias_grad = 0.0f;
   for (std::size_t i = 0; i < samples; ++i) {
@@ -101,7 +107,7 @@ void WideFlow::sparse_gradient_fm(const WideBatch& b, const float* params, float
       const std::int64_t first = t * tile, last = std::min(b.rows, first + tile);
       WideTileScratch& csc = tile_csc_[std::size_t(t)];
       build_tile_csc(b, first, last, csc);
-      entry_samples(b, first, last, csc.sample_of);
+      entries_in_column_order(b, first, last, csc);
       group_columns_by_owner(csc, owners);
       tile_bias_grads[std::size_t(t)] = gather_apply_tile(prog, shape_, b, first, last, params, csc,
                                      sample_acc_.data() + std::size_t(first) * std::size_t(acc_len),
@@ -136,7 +142,7 @@ void WideFlow::sparse_gradient_fm(const WideBatch& b, const float* params, float
     std::vector<float> row_grad(static_cast<std::size_t>(row_len));
     for (std::int64_t t = 0; t < tiles; ++t) {
       const WideTileScratch& csc = tile_csc_[std::size_t(t)];
-      const std::int64_t first = t * tile, base = b.row_ptr[first];
+      const std::int64_t first = t * tile;
       const float* acc = sample_acc_.data() + std::size_t(first) * std::size_t(acc_len);
       const float* grad = sample_grad_.data() + first;
       const std::uint32_t mine_end = csc.owner_begin[owner + 1];
@@ -148,8 +154,8 @@ void WideFlow::sparse_gradient_fm(const WideBatch& b, const float* params, float
         const float* row = params + 1 + std::int64_t(feature) * row_len;
         std::fill(row_grad.begin(), row_grad.end(), 0.0f);
         for (std::uint32_t e = csc.col_begin[c]; e < csc.col_begin[c + 1]; ++e) {
-          const std::uint32_t entry = csc.order[e], i = csc.sample_of[entry];
-          prog.scatter(row, b.value[base + entry], acc + std::size_t(i) * acc_len, grad[i], row_grad.data());
+          const std::uint32_t i = csc.entry_sample[e];
+          prog.scatter(row, csc.entry_value[e], acc + std::size_t(i) * acc_len, grad[i], row_grad.data());
         }
         // The feature's slot in this owner's rows: claimed (its row zeroed) at its first column.
         std::uint64_t& tag = owner_tags_[feature];
