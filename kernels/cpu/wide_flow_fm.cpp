@@ -109,9 +109,9 @@ void WideFlow::sparse_gradient_fm(const WideBatch& b, const float* params, float
       build_tile_csc(b, first, last, csc);
       entries_in_column_order(b, first, last, csc);
       group_columns_by_owner(csc, owners);
-      tile_bias_grads[std::size_t(t)] = gather_apply_tile(prog, shape_, b, first, last, params, csc,
-                                     sample_acc_.data() + std::size_t(first) * std::size_t(acc_len),
-                                     sample_grad_.data() + first, logits);
+      tile_bias_grads[std::size_t(t)] = gather_apply_tile(
+          prog, shape_, b, first, last, params, csc, sample_acc_.data() + std::size_t(first) * std::size_t(acc_len),
+          sample_grad_.data() + first, logits);
       mine.entries += b.row_ptr[last] - b.row_ptr[first];
       mine.columns += std::int64_t(csc.col_feature.size());
       for (const std::uint32_t f : csc.col_feature) mine.hot_columns += f < hot_;
@@ -148,8 +148,8 @@ void WideFlow::sparse_gradient_fm(const WideBatch& b, const float* params, float
       const std::uint32_t mine_end = csc.owner_begin[owner + 1];
       for (std::uint32_t k = csc.owner_begin[owner]; k < mine_end; ++k) {
         if (k + kColumnPrefetch < mine_end)
-          wide_prefetch_row(params + 1 + std::int64_t(csc.col_feature[csc.owner_columns[k + kColumnPrefetch]]) * row_len,
-                            row_len);
+          wide_prefetch_row(
+              params + 1 + std::int64_t(csc.col_feature[csc.owner_columns[k + kColumnPrefetch]]) * row_len, row_len);
         const std::uint32_t c = csc.owner_columns[k], feature = csc.col_feature[c];
         const float* row = params + 1 + std::int64_t(feature) * row_len;
         std::fill(row_grad.begin(), row_grad.end(), 0.0f);
