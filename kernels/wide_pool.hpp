@@ -1,5 +1,6 @@
 // A small persistent thread pool for the wide kernels: run(tasks, fn) calls fn(task, thread)
-// for every task in [0, tasks), tasks claimed dynamically, and returns when all are done.
+// for every task in [0, tasks), tasks claimed dynamically, and returns when all are done;
+// run_pinned(tasks, fn) runs task t on thread t.
 // One pool lives as long as a trainer so a mini-batch does not pay for thread start-up.
 //
 // A training step hands work to the pool three or four times, and a 2-thread LR step lasts about
@@ -42,8 +43,26 @@ class WidePool {
       for (std::int64_t i = 0; i < tasks; ++i) fn(i, 0);
       return;
     }
+    start(tasks, false, fn);
+  }
+
+  // Runs task t on thread t % threads() (the caller is thread 0), the same thread run after run:
+  // for work on data that the same task left in its thread's cache in an earlier run, such as
+  // the rows a feature's owner updates every step. A descheduled thread is waited for, not
+  // covered for.
+  void run_pinned(std::int64_t tasks, const std::function<void(std::int64_t task, int thread)>& fn) {
+    if (threads_ == 1 || tasks <= 1) {
+      for (std::int64_t i = 0; i < tasks; ++i) fn(i, 0);
+      return;
+    }
+    start(tasks, true, fn);
+  }
+
+ private:
+  void start(std::int64_t tasks, bool pinned, const std::function<void(std::int64_t, int)>& fn) {
     fn_ = &fn;
     tasks_ = tasks;
+    pinned_ = pinned;
     next_.store(0, std::memory_order_relaxed);
     busy_.store(threads_ - 1, std::memory_order_relaxed);
     announce();  // seq_cst: the stores above happen before any worker sees the new generation
@@ -52,7 +71,6 @@ class WidePool {
     fn_ = nullptr;
   }
 
- private:
   // How long a side spins before it sleeps: longer than a wake-up through the kernel costs on a
   // VM (50-100 us measured here), so a hand-off within a step never sleeps. The spin yields the
   // core every kPollsPerYield polls: when another process shares the cores, the side waited for
@@ -99,6 +117,10 @@ class WidePool {
   }
 
   void drain(int thread) {
+    if (pinned_) {
+      for (std::int64_t i = thread; i < tasks_; i += threads_) (*fn_)(i, thread);
+      return;
+    }
     for (std::int64_t i = next_.fetch_add(1); i < tasks_; i = next_.fetch_add(1)) (*fn_)(i, thread);
   }
 
@@ -121,6 +143,7 @@ class WidePool {
   std::vector<std::thread> workers_;
   const std::function<void(std::int64_t, int)>* fn_ = nullptr;
   std::int64_t tasks_ = 0;
+  bool pinned_ = false;
   // Each on its own cache line: the workers claim tasks (next_) while the caller and the
   // workers poll the others.
   alignas(64) std::atomic<std::int64_t> next_{0};

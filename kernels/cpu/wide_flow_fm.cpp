@@ -101,7 +101,7 @@ void WideFlow::sparse_gradient_fm(const WideBatch& b, const float* params, float
   // Per tile, summed in tile order below: the same sum whatever the chunks.
   std::vector<float> tile_bias_grads(std::size_t(tiles), 0.0f);
   std::vector<WideFlowStats> stats(static_cast<std::size_t>(chunks));
-  pool.run(chunks, [&](std::int64_t chunk, int) {
+  pool.run_pinned(chunks, [&](std::int64_t chunk, int) {
     WideFlowStats mine;  // stored once: the chunks' stats share a cache line
     for (std::int64_t t = tiles * chunk / chunks; t < tiles * (chunk + 1) / chunks; ++t) {
       const std::int64_t first = t * tile, last = std::min(b.rows, first + tile);
@@ -128,7 +128,7 @@ void WideFlow::sparse_gradient_fm(const WideBatch& b, const float* params, float
   }
   const std::uint64_t batch = owner_batch_;
   out.parts.resize(owners);
-  pool.run(owners, [&](std::int64_t task, int) {
+  pool.run_pinned(owners, [&](std::int64_t task, int) {
     const std::uint32_t owner = std::uint32_t(task);
     // Filled in locals and moved into the part once: the parts' vector headers share lines.
     WideSparseGradient::Part& part = out.parts[std::size_t(owner)];

@@ -42,6 +42,27 @@ TEST_CASE("the wide pool runs every task exactly once, whether its threads spin 
   }
 }
 
+TEST_CASE("the wide pool's pinned runs give task t to thread t % threads, run after run, each task once") {
+  for (int threads : {1, 2, 3}) {
+    kernels::WidePool pool(threads);
+    for (int run = 0; run < 200; ++run) {
+      const std::int64_t tasks = (run * 5) % 8;  // fewer, as many and more tasks than threads
+      if (run % 50 == 49) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers asleep
+      std::vector<std::atomic<int>> calls(8);
+      std::atomic<int> wrong_thread{0};
+      pool.run_pinned(tasks, [&](std::int64_t task, int thread) {
+        calls[std::size_t(task)].fetch_add(1);
+        if (thread != task % threads) wrong_thread.fetch_add(1);
+      });
+      int wrong = 0;
+      for (std::int64_t t = 0; t < 8; ++t) wrong += calls[std::size_t(t)].load() != (t < tasks ? 1 : 0);
+      INFO("threads=" << threads << " run=" << run << " tasks=" << tasks);
+      REQUIRE(wrong == 0);
+      REQUIRE(wrong_thread.load() == 0);
+    }
+  }
+}
+
 TEST_CASE("the wide pool's runs see each other's writes: a running sum over 2000 short runs") {
   kernels::WidePool pool(3);
   std::vector<double> partial(8, 0.0);
