@@ -106,7 +106,7 @@ int main(int argc, char** argv) {
   schema.add_choice("bench.optimizer", "sgd", {"sgd", "adagrad", "ftrl"}, "optimizer (same for all schemas)");
   add_bench_flow_keys(schema);
   schema.add_int("bench.replica_budget_mb", 16, {0, 1 << 20},
-                 "flow LR: every feature hot if threads x features x 4 B fit (0 = never)");
+                 "flow LR: every feature hot if threads x features x 4 B fit and a batch has features / 8 entries (0 = never)");
   schema.add_int("bench.repeats", 3, {1, 1000}, "interleaved repeats of the three runs per model (medians reported)");
   schema.add_string("bench.csv", "", "CSV output path (empty = none)");
   return comm::run_main(argc, argv, false, [&](comm::Runtime&) {

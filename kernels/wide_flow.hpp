@@ -16,7 +16,13 @@
 // CUDA twin's; see below for the CPU's).
 // On the CPU every model hands the optimizer its gradient in feature-row form (sparse_gradient):
 // the batch's distinct features and one gradient row each, no model-sized array, no atomics.
-// FM and FFM: the batch's tiles are dealt out in contiguous chunks, one per thread; a first pass
+// FM (sparse_gradient_fm): the sample pass builds, gathers and applies the tiles in contiguous
+// chunks, one per thread, keeping every tile's CSC and the samples' partial sums and gradients;
+// the feature pass gives each thread the features of its own blocks of 16 ids (their owner), over
+// every tile in batch order: it scatters their columns into its own compact rows (slots it
+// claims alone, no atomics) and, on one rank, applies the optimizer to them. No gradient row crosses
+// between cores, and each feature's sums come in tile order: every thread count gives the
+// 1-thread model. FFM: the tiles are dealt out in contiguous chunks, one per thread; a first pass
 // numbers the batch's distinct features (slots: WideFeatureSlots, each chunk claiming those of
 // its entries), a second has each chunk add its gradients with plain stores into its own compact
 // array of slot rows (zeroed by the chunk itself, so it is in the thread's cache when the
@@ -32,7 +38,8 @@
 // range of features, and each owner counting-sort its entries into blocks of 2048 features
 // (8 KB of accumulators: L1-sized) and reduce them there, emitting one row per touched feature.
 // When a replica of every feature per thread fits `replica_budget_bytes` (a model that the
-// last-level cache holds), every feature is hot and nothing is routed. The optimizer then walks
+// last-level cache holds) and a batch's entries number at least 1/kDenseBatchRatio of the
+// features, every feature is hot and nothing is routed. The optimizer then walks
 // the touched rows in feature order. The CUDA twin sorts the tiles of LR and FM; its FFM keeps
 // sample order too (a warp per sample).
 #pragma once
@@ -88,8 +95,9 @@ struct WideFlowOptions {
   int tile_samples = 256;            // samples per tile (the sample side of the 2D partition)
   std::int64_t hot_features = 4096;  // ids below this get cached, replicated accumulators
   // LR on the CPU: when one replica per thread of every feature's gradient (threads x features x
-  // 4 B) fits in this budget (the last-level cache), every feature is hot: no entry is routed to
-  // an owner, and the feature pass only merges the replicas.
+  // 4 B) fits in this budget (the last-level cache), every feature is hot in a batch dense in
+  // them (WideFlow::kDenseBatchRatio): no entry is routed to an owner, and the feature pass only
+  // merges the replicas.
   std::int64_t replica_budget_bytes = std::int64_t(16) << 20;
 };
 
@@ -101,7 +109,11 @@ struct WideFlowStats {
 struct WideTileScratch {
   std::vector<std::uint32_t> keys, keys_tmp, order, order_tmp, counts;
   std::vector<std::uint32_t> col_feature, col_begin;
-  std::vector<float> acc, sample_grad, row_grad;
+  // FM: each entry's sample within the tile and its value, in column order; the columns grouped
+  // by owner (group_columns_by_owner).
+  std::vector<std::uint32_t> entry_sample, owner_begin, owner_columns, owner_cursor;
+  std::vector<float> entry_value;
+  std::vector<float> row_grad;
   // LR feature pass: the owner's entries counting-sorted by block, the block's accumulators.
   std::vector<std::uint32_t> block_start, sorted_keys, block_features;
   std::vector<float> sorted_values, block_acc;
@@ -163,26 +175,44 @@ class WideFeatureSlots {
   std::vector<std::uint32_t> offset_;
 };
 
+struct WideFusedUpdate;  // kernels/wide_update.hpp
+
 class WideFlow {
  public:
   WideFlow(const WideShape& shape, const WideFlowOptions& options, int threads);
   // Same contract as wide_classical_gradient: grad += batch gradient, logits filled.
   void gradient(const WideBatch& batch, const float* params, float* grad, float* logits, WidePool& pool);
-  // The same gradient in feature-row form; `out` is reused.
+  // The same gradient in feature-row form; `out` is reused. With `update` (and fuses_update()),
+  // each part's rows are also applied to update->params (the same model as `params`) by the task
+  // that completed them, and zeroed; the bias's gradient is left to the caller.
   void sparse_gradient(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
-                       WideSparseGradient& out);
+                       WideSparseGradient& out, const WideFusedUpdate* update = nullptr);
+  // Whether sparse_gradient applies a fused update (LR and FM; FFM folds its chunks' partial
+  // rows first, which the optimizer does).
+  bool fuses_update() const { return shape_.kind != WideKind::FFM; }
   const WideFlowStats& last_stats() const { return stats_; }
+  // The replicas' width (LR: every feature when they fit the budget), for memory accounting.
   std::int64_t hot_features() const { return hot_; }
+  // LR: a batch with fewer entries than features / kDenseBatchRatio keeps only the hottest
+  // `hot_features` option's features in the replicas even when every feature's would fit: its
+  // touched bits are sparse, so merging every feature's replicas walks mostly empty words and the
+  // replicas' scattered lines move between the cores. On issue 16's 1.9M-feature file (39
+  // entries a row, 47 features per batch entry) every feature hot ran 0.8x routed at 1 thread
+  // and 0.7x at 2; on SpamAssassin (2^20 features, 750 entries a row, 2.7) 1.5x and 1.2x.
+  static constexpr std::int64_t kDenseBatchRatio = 8;
 
  private:
   void build_tile_csc(const WideBatch& batch, std::int64_t first, std::int64_t last, WideTileScratch& t) const;
   void sparse_gradient_lr(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
-                          WideSparseGradient& out);
-  void sparse_gradient_chunks(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
-                              WideSparseGradient& out);
+                          WideSparseGradient& out, const WideFusedUpdate* update);
+  void sparse_gradient_fm(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
+                          WideSparseGradient& out, const WideFusedUpdate* update);
+  void sparse_gradient_ffm(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
+                           WideSparseGradient& out);
   WideShape shape_;
   WideFlowOptions options_;
   std::int64_t hot_;
+  std::int64_t routed_hot_;  // LR: the replicas' width used for a sparse batch
   std::vector<WideTileScratch> scratch_;       // one per thread
   std::vector<std::vector<float>> hot_cache_;  // LR: one replica per thread of hot_ floats
   WideFlowStats stats_;
@@ -192,7 +222,14 @@ class WideFlow {
   std::vector<std::vector<std::uint32_t>> owner_keys_;
   std::vector<std::vector<float>> owner_values_;
   std::vector<std::uint32_t> tile_owner_counts_;
-  WideFeatureSlots slots_;  // FM/FFM: the batch's distinct features
+  WideFeatureSlots slots_;  // FFM: the batch's distinct features
+  // FM: the batch's tiles (CSC and each entry's sample), its samples' partial sums and loss
+  // gradients; per feature, the batch that last claimed it (high 32 bits) and its slot in its
+  // owner's rows (low 32), written only by the feature's owner.
+  std::vector<WideTileScratch> tile_csc_;
+  std::vector<float> sample_acc_, sample_grad_;
+  ZeroPageVector<std::uint64_t> owner_tags_;
+  std::uint64_t owner_batch_ = 0;
   WideSparseGradient sparse_;  // gradient() goes through it
 };
 

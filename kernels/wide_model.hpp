@@ -77,6 +77,26 @@ inline float wide_sigmoid(float z) { return 1.0f / (1.0f + __builtin_expf(-z)); 
   __builtin_prefetch(last);
 }
 
+// The same with intent to write (PREFETCHW): for rows about to be updated whose lines another
+// core holds after reading them, the line comes exclusive in one transaction, instead of shared
+// and then upgraded, one serialised upgrade per line, at the store.
+// GCC emits PREFETCHW only when told the CPU has it (-mprfchw); on x86-64 the instruction is
+// written out (a CPU without it runs it as a no-op: its opcode is a NOP hint there).
+[[gnu::always_inline]] inline void wide_prefetch_line_for_write(const char* p) {
+#if defined(__x86_64__)
+  asm volatile("prefetchw %0" : : "m"(*p));
+#else
+  __builtin_prefetch(p, 1);
+#endif
+}
+
+[[gnu::always_inline]] inline void wide_prefetch_row_for_write(float* row, int row_len) {
+  const char* first = reinterpret_cast<const char*>(row);
+  const char* last = reinterpret_cast<const char*>(row + row_len - 1);
+  for (const char* p = first; p < last; p += 64) wide_prefetch_line_for_write(p);
+  wide_prefetch_line_for_write(last);
+}
+
 // CPU: starts fetching every row sample i touches in up to three arrays laid out like the
 // parameters (params, gradient or optimiser state; null ones skipped). The per-sample loops
 // (classical, flow FFM) call it one sample ahead: a Criteo-like sample has about 40 entries,

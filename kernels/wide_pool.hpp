@@ -1,10 +1,11 @@
 // A small persistent thread pool for the wide kernels: run(tasks, fn) calls fn(task, thread)
-// for every task in [0, tasks), tasks claimed dynamically, and returns when all are done.
+// for every task in [0, tasks), tasks claimed dynamically, and returns when all are done;
+// run_pinned(tasks, fn) runs task t on thread t.
 // One pool lives as long as a trainer so a mini-batch does not pay for thread start-up.
 //
 // A training step hands work to the pool three or four times, and a 2-thread LR step lasts about
 // a quarter of a millisecond: a hand-off through a sleeping thread (futex wake, the scheduler running the
-// thread, a futex wake back) costs 5-50 us on a VM, a spin on an atomic about a cache-line
+// thread, a futex wake back) costs 50-100 us on this VM, a spin on an atomic about a cache-line
 // transfer. So both sides spin for a while before they sleep: the workers on the generation
 // that announces the next run, the caller on the count of workers still busy. The
 // wake-up syscall is made only when the other side went to sleep (Dekker-style: each side
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <sched.h>
 #include <thread>
 #include <vector>
 
@@ -41,8 +43,26 @@ class WidePool {
       for (std::int64_t i = 0; i < tasks; ++i) fn(i, 0);
       return;
     }
+    start(tasks, false, fn);
+  }
+
+  // Runs task t on thread t % threads() (the caller is thread 0), the same thread run after run:
+  // for work on data that the same task left in its thread's cache in an earlier run, such as
+  // the rows a feature's owner updates every step. A descheduled thread is waited for, not
+  // covered for.
+  void run_pinned(std::int64_t tasks, const std::function<void(std::int64_t task, int thread)>& fn) {
+    if (threads_ == 1 || tasks <= 1) {
+      for (std::int64_t i = 0; i < tasks; ++i) fn(i, 0);
+      return;
+    }
+    start(tasks, true, fn);
+  }
+
+ private:
+  void start(std::int64_t tasks, bool pinned, const std::function<void(std::int64_t, int)>& fn) {
     fn_ = &fn;
     tasks_ = tasks;
+    pinned_ = pinned;
     next_.store(0, std::memory_order_relaxed);
     busy_.store(threads_ - 1, std::memory_order_relaxed);
     announce();  // seq_cst: the stores above happen before any worker sees the new generation
@@ -51,14 +71,16 @@ class WidePool {
     fn_ = nullptr;
   }
 
- private:
-  // How long a side spins before it sleeps, adapted per side: a spin that sees the other side
-  // arrive doubles the next (up to kSpinMaxNs: longer than a step's serial part, the loss and
-  // the touched list, tens of microseconds), one that runs out drops it to kSpinMinNs. Another
-  // process on the cores deschedules the side waited for, and spinning on for it takes the core
-  // from it: with a CPU-bound process beside a 2-thread LR run, a fixed 200 us spin ran 3x
-  // slower than sleeping at once, this one about 1.25x slower (and 1.6x faster on idle cores).
-  static constexpr std::int64_t kSpinMaxNs = 50000, kSpinMinNs = 1000;
+  // How long a side spins before it sleeps: longer than a wake-up through the kernel costs on a
+  // VM (50-100 us measured here), so a hand-off within a step never sleeps. The spin yields the
+  // core every kPollsPerYield polls: when another process shares the cores, the side waited for
+  // (or that process) runs instead of the spinner. The budget used to adapt (doubled on a
+  // success, reset to 1 us on a timeout), but once one side slept, the other's wait included a
+  // wake-up, timed out in turn, and both stayed asleep for good: every hand-off then cost a
+  // wake-up, 2.6x the ideal time of a loop of 5 us serial gaps and 50 us tasks on 2 idle cores
+  // (this fixed, yielding spin: 1.1x; beside a CPU-bound process no slower than the adaptive one).
+  static constexpr std::int64_t kSpinNs = 200000;
+  static constexpr int kPollsPerYield = 64;
 
   // Not the PAUSE instruction: a VM's hypervisor takes a run of PAUSEs for a spin on a lock held
   // by a descheduled vCPU and deschedules the spinner (pause-loop exiting). On this project's
@@ -66,19 +88,16 @@ class WidePool {
   // the atomic (a compiler barrier between them) spin without a VM exit.
   static void pause() { asm volatile("" ::: "memory"); }
 
-  // Spins until `pred` holds or `budget_ns` passes, then adapts the budget; true when it holds.
+  // Spins until `pred` holds or kSpinNs passes; true when it holds.
   template <typename Pred>
-  static bool spin_until(Pred pred, std::int64_t& budget_ns) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(budget_ns);
+  static bool spin_until(Pred pred) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kSpinNs);
     for (int i = 1;; ++i) {
-      if (pred()) {
-        budget_ns = std::min(kSpinMaxNs, budget_ns * 2);
-        return true;
-      }
+      if (pred()) return true;
       pause();
-      if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) {
-        budget_ns = kSpinMinNs;
-        return pred();
+      if (i % kPollsPerYield == 0) {
+        if (std::chrono::steady_clock::now() > deadline) return pred();
+        sched_yield();
       }
     }
   }
@@ -91,21 +110,24 @@ class WidePool {
   // The caller's wait for the workers: `count` reaches zero (the last worker wakes it if
   // `sleeping` is set).
   void wait_while_nonzero(std::atomic<int>& count, std::atomic<bool>& sleeping) {
-    if (spin_until([&] { return count.load(std::memory_order_acquire) == 0; }, caller_spin_ns_)) return;
+    if (spin_until([&] { return count.load(std::memory_order_acquire) == 0; })) return;
     sleeping.store(true);
     for (int c = count.load(); c != 0; c = count.load()) count.wait(c);
     sleeping.store(false);
   }
 
   void drain(int thread) {
+    if (pinned_) {
+      for (std::int64_t i = thread; i < tasks_; i += threads_) (*fn_)(i, thread);
+      return;
+    }
     for (std::int64_t i = next_.fetch_add(1); i < tasks_; i = next_.fetch_add(1)) (*fn_)(i, thread);
   }
 
   void worker(int thread) {
     std::uint32_t seen = 0;
-    std::int64_t spin_ns = kSpinMaxNs;
     for (;;) {
-      if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; }, spin_ns)) {
+      if (!spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; })) {
         sleepers_.fetch_add(1);
         for (std::uint32_t g = generation_.load(); g == seen; g = generation_.load()) generation_.wait(g);
         sleepers_.fetch_sub(1);
@@ -121,7 +143,7 @@ class WidePool {
   std::vector<std::thread> workers_;
   const std::function<void(std::int64_t, int)>* fn_ = nullptr;
   std::int64_t tasks_ = 0;
-  std::int64_t caller_spin_ns_ = kSpinMaxNs;
+  bool pinned_ = false;
   // Each on its own cache line: the workers claim tasks (next_) while the caller and the
   // workers poll the others.
   alignas(64) std::atomic<std::int64_t> next_{0};

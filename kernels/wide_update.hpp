@@ -97,6 +97,35 @@ struct WideOptimizerState {
   }
 }
 
+// The optimizer's step fused into a flow kernel (WideFlow::sparse_gradient): the task that
+// completes a part of the batch gradient applies its rows, while they are in its core's cache.
+struct WideFusedUpdate {
+  WideUpdateRule rule;
+  WideOptimizerState state;
+  float* params = nullptr;
+  float scale = 1.0f;
+};
+
+// CPU: row_of(i) (row_len floats) applied to features[i]'s parameter row for i in [first, end),
+// and zeroed. The rows come in batch or block order, scattered over arrays that need not fit any
+// cache: the parameter and state rows kRowsAhead on are fetched while these update.
+template <typename RowOf>
+[[gnu::always_inline]] inline void wide_update_rows(const WideUpdateRule& r, float* params, WideOptimizerState state,
+                                                    float scale, const std::uint32_t* features, std::size_t first,
+                                                    std::size_t end, std::size_t row_len, RowOf row_of) {
+  constexpr std::size_t kRowsAhead = 8;
+  const int len = int(row_len);
+  for (std::size_t i = first; i < end; ++i) {
+    if (i + kRowsAhead < end) {
+      const std::size_t ahead = 1 + features[i + kRowsAhead] * row_len;
+      wide_prefetch_row_for_write(params + ahead, len);
+      if (state.n) wide_prefetch_row_for_write(state.n + ahead, len);
+      if (state.z) wide_prefetch_row_for_write(state.z + ahead, len);
+    }
+    wide_update_row(r, params, row_of(i), 1 + features[i] * row_len, row_len, scale, state);
+  }
+}
+
 #if defined(SKEW_WITH_CUDA)
 // The rows a step touched, on the device: `bits` has one bit per feature (set while it is in
 // `list`), `list` room for every feature, `count` its length. All zero between steps.

@@ -1,9 +1,8 @@
-// Flow schema on the CPU: tiles of samples are the tasks; within a tile the batch is re-sorted
-// into a feature-oriented CSC and trained by the gather/apply/scatter programs of
-// kernels/wide_flow.hpp. FM and FFM: the tiles are dealt out in one contiguous chunk per thread,
-// and each chunk sums its gradients into its own compact rows, one per distinct feature of the
-// batch (no atomics, a fixed order of sums). LR takes its own two passes instead
-// (WideFlow::sparse_gradient_lr, kernels/cpu/wide_flow_lr.cpp).
+// Flow schema on the CPU: the radix sort and tile CSC the FM flow builds, the FFM flow (the
+// tiles dealt out in one contiguous chunk per thread, each chunk summing its gradients into its
+// own compact rows, one per distinct feature of the batch: no atomics, a fixed order of sums),
+// and the batch's feature slots FFM claims. LR and FM take passes of their own
+// (kernels/cpu/wide_flow_lr.cpp, wide_flow_fm.cpp).
 #include "kernels/wide_flow.hpp"
 
 #include <algorithm>
@@ -45,14 +44,18 @@ void wide_radix_sort_pairs(std::uint32_t* keys, std::uint32_t* values, std::size
 }
 
 WideFlow::WideFlow(const WideShape& shape, const WideFlowOptions& options, int threads)
-    : shape_(shape), options_(options), hot_(std::min(options.hot_features, shape.num_features)) {
+    : shape_(shape),
+      options_(options),
+      hot_(std::clamp<std::int64_t>(options.hot_features, 0, shape.num_features)),
+      routed_hot_(hot_) {
   if (options_.tile_samples < 1) options_.tile_samples = 1;
-  if (hot_ < 0) hot_ = 0;
   const std::int64_t replica_bytes = std::int64_t(threads) * shape.num_features * std::int64_t(sizeof(float));
   if (shape.kind == WideKind::LR && replica_bytes <= options.replica_budget_bytes) hot_ = shape.num_features;
   scratch_.resize(static_cast<std::size_t>(threads));
   if (shape.kind == WideKind::LR)
     hot_cache_.assign(static_cast<std::size_t>(threads), std::vector<float>(static_cast<std::size_t>(hot_), 0.0f));
+  else if (shape.kind == WideKind::FM)
+    owner_tags_.resize(std::size_t(shape.num_features));
   else
     slots_.resize(shape.num_features);
 }
@@ -87,74 +90,6 @@ void WideFlow::build_tile_csc(const WideBatch& b, std::int64_t first, std::int64
 }
 
 namespace {
-
-// Columns of a tile are distinct features in id order, so their rows are scattered over the
-// parameter array: fetch the rows this many columns ahead.
-constexpr std::size_t kColumnPrefetch = 8;
-
-// Sample index (within the tile) of each entry: entries of a tile are contiguous per sample.
-inline void entry_samples(const WideBatch& b, std::int64_t first, std::int64_t last, std::vector<std::uint32_t>& out) {
-  const std::int64_t base = b.row_ptr[first];
-  out.resize(static_cast<std::size_t>(b.row_ptr[last] - base));
-  for (std::int64_t i = first; i < last; ++i)
-    for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e)
-      out[static_cast<std::size_t>(e - base)] = static_cast<std::uint32_t>(i - first);
-}
-
-// One tile of FM: gather, apply, scatter over the tile's CSC; each column's gradient row is
-// added into its slot's row of the chunk's compact array `rows`.
-template <typename Program>
-void flow_tile(const Program& prog, const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
-               const float* params, const WideFeatureSlots& slots, float* rows, float* logits, std::int64_t hot,
-               WideTileScratch& t, std::vector<std::uint32_t>& sample_of, float& bias_grad, WideFlowStats& stats) {
-  const int row_len = s.row_len(), acc_len = prog.acc_len();
-  const std::int64_t base = b.row_ptr[first];
-  const std::size_t samples = static_cast<std::size_t>(last - first);
-  entry_samples(b, first, last, sample_of);
-  // Summed here, not in bias_grad: the chunks' bias sums sit side by side in one cache line,
-  // and a store per sample into it would bounce the line between the cores.
-  float tile_bias_grad = 0.0f;
-  t.acc.assign(samples * static_cast<std::size_t>(acc_len), 0.0f);
-  t.sample_grad.resize(samples);
-  t.row_grad.resize(static_cast<std::size_t>(row_len));
-  const std::size_t columns = t.col_feature.size();
-  // gather: feature -> sample.
-  for (std::size_t c = 0; c < columns; ++c) {
-    if (c + kColumnPrefetch < columns) wide_prefetch_row(params + 1 + std::int64_t(t.col_feature[c + kColumnPrefetch]) * row_len, row_len);
-    const float* row = params + 1 + std::int64_t(t.col_feature[c]) * row_len;
-    for (std::uint32_t e = t.col_begin[c]; e < t.col_begin[c + 1]; ++e) {
-      const std::uint32_t entry = t.order[e];
-      prog.gather(row, b.value[base + entry], t.acc.data() + std::size_t(sample_of[entry]) * acc_len);
-    }
-  }
-  // apply: per sample.
-  for (std::size_t i = 0; i < samples; ++i) {
-    const float z = prog.apply(t.acc.data() + i * acc_len, params[0]);
-    logits[first + std::int64_t(i)] = z;
-    const float g = wide_sigmoid(z) - b.label[first + std::int64_t(i)];
-    t.sample_grad[i] = g;
-    tile_bias_grad += g;
-  }
-  bias_grad += tile_bias_grad;
-  // scatter: sample -> feature, one write per weight per tile.
-  std::int64_t hot_columns = 0;
-  for (std::size_t c = 0; c < columns; ++c) {
-    if (c + kColumnPrefetch < columns) wide_prefetch_row(params + 1 + std::int64_t(t.col_feature[c + kColumnPrefetch]) * row_len, row_len);
-    const std::int64_t feature = t.col_feature[c];
-    const float* row = params + 1 + feature * row_len;
-    std::fill(t.row_grad.begin(), t.row_grad.end(), 0.0f);
-    for (std::uint32_t e = t.col_begin[c]; e < t.col_begin[c + 1]; ++e) {
-      const std::uint32_t entry = t.order[e], i = sample_of[entry];
-      prog.scatter(row, b.value[base + entry], t.acc.data() + std::size_t(i) * acc_len, t.sample_grad[i],
-                   t.row_grad.data());
-    }
-    float* out = rows + std::size_t(slots.slot(std::uint32_t(feature))) * std::size_t(row_len);
-    for (int j = 0; j < row_len; ++j) out[j] += t.row_grad[std::size_t(j)];
-    hot_columns += feature < hot;
-  }
-  stats.columns += static_cast<std::int64_t>(columns);
-  stats.hot_columns += hot_columns;
-}
 
 // One tile of FFM: per-sample pairwise loops, each entry's gradient added into its slot's row.
 // K: the latent length, an int or (for the common k, see flow_tile_ffm_for_k) a constant.
@@ -207,7 +142,9 @@ void WideFeatureSlots::start_batch(std::size_t chunks) {
 
 void WideFeatureSlots::claim(const WideBatch& b, std::int64_t begin, std::int64_t end, std::uint32_t chunk) {
   const std::uint64_t batch = batch_ << kBatchShift, chunk_bits = std::uint64_t(chunk) << kChunkShift;
-  std::vector<std::uint32_t>& mine = claimed_[chunk];
+  // Filled in a local and moved back once: the chunks' vector headers share a cache line, and a
+  // push_back through one for every claim bounced that line between the threads.
+  std::vector<std::uint32_t> mine = std::move(claimed_[chunk]);
   mine.clear();
   for (std::int64_t e = begin; e < end; ++e) {
     // The tags of rare features lie scattered over 8 bytes a feature (megabytes): each is
@@ -221,6 +158,7 @@ void WideFeatureSlots::claim(const WideBatch& b, std::int64_t begin, std::int64_
     if (tag.compare_exchange_strong(seen, batch | chunk_bits | mine.size(), std::memory_order_relaxed))
       mine.push_back(b.index[e]);
   }
+  claimed_[chunk] = std::move(mine);
 }
 
 std::size_t WideFeatureSlots::finish() {
@@ -237,16 +175,17 @@ void WideFeatureSlots::write_features(std::uint32_t chunk, std::uint32_t* featur
 }
 
 void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* logits, WidePool& pool,
-                               WideSparseGradient& out) {
+                               WideSparseGradient& out, const WideFusedUpdate* update) {
   if (shape_.kind == WideKind::LR)
-    sparse_gradient_lr(b, params, logits, pool, out);
+    sparse_gradient_lr(b, params, logits, pool, out, update);
+  else if (shape_.kind == WideKind::FM)
+    sparse_gradient_fm(b, params, logits, pool, out, update);
   else
-    sparse_gradient_chunks(b, params, logits, pool, out);
+    sparse_gradient_ffm(b, params, logits, pool, out);
 }
 
-void WideFlow::sparse_gradient_chunks(const WideBatch& b, const float* params, float* logits, WidePool& pool,
-                                      WideSparseGradient& out) {
-  if (std::size_t(pool.threads()) > scratch_.size()) scratch_.resize(std::size_t(pool.threads()));
+void WideFlow::sparse_gradient_ffm(const WideBatch& b, const float* params, float* logits, WidePool& pool,
+                                   WideSparseGradient& out) {
   out.parts.resize(1);
   WideSparseGradient::Part& part = out.parts[0];
   const std::int64_t tile = options_.tile_samples;
@@ -270,37 +209,20 @@ void WideFlow::sparse_gradient_chunks(const WideBatch& b, const float* params, f
   const std::size_t row_floats = slots * std::size_t(shape_.row_len());
   part.partial_rows.resize(std::size_t(chunks - 1));
   std::vector<float> bias_grads(std::size_t(chunks), 0.0f);
-  std::vector<WideFlowStats> stats(static_cast<std::size_t>(chunks));
-  std::vector<std::vector<std::uint32_t>> sample_of(std::size_t(pool.threads()));
-  pool.run(chunks, [&](std::int64_t chunk, int thread) {
+  pool.run(chunks, [&](std::int64_t chunk, int) {
     slots_.write_features(std::uint32_t(chunk), part.features.data());
     std::vector<float>& rows = chunk == 0 ? part.rows : part.partial_rows[std::size_t(chunk - 1)];
     rows.assign(row_floats, 0.0f);
-    const std::size_t c = std::size_t(chunk);
-    WideTileScratch& scratch = scratch_[std::size_t(thread)];
     std::int64_t chunk_first, chunk_last;
     chunk_rows(chunk, chunk_first, chunk_last);
-    for (std::int64_t first = chunk_first; first < chunk_last; first += tile) {
-      const std::int64_t last = std::min(chunk_last, first + tile);
-      if (shape_.kind == WideKind::FFM) {
-        flow_tile_ffm_for_k(shape_, b, first, last, params, slots_, rows.data(), logits, bias_grads[c]);
-        continue;
-      }
-      build_tile_csc(b, first, last, scratch);
-      stats[c].entries += b.row_ptr[last] - b.row_ptr[first];
-      flow_tile(FmProgram{shape_.k}, shape_, b, first, last, params, slots_, rows.data(), logits, hot_, scratch,
-                sample_of[std::size_t(thread)], bias_grads[c], stats[c]);
-    }
+    for (std::int64_t first = chunk_first; first < chunk_last; first += tile)
+      flow_tile_ffm_for_k(shape_, b, first, std::min(chunk_last, first + tile), params, slots_, rows.data(), logits,
+                          bias_grads[std::size_t(chunk)]);
   });
   out.bias = 0.0f;
+  for (const float g : bias_grads) out.bias += g;
   stats_ = WideFlowStats{};
   stats_.tiles = tiles;
-  for (std::size_t c = 0; c < std::size_t(chunks); ++c) {
-    out.bias += bias_grads[c];
-    stats_.entries += stats[c].entries;
-    stats_.columns += stats[c].columns;
-    stats_.hot_columns += stats[c].hot_columns;
-  }
 }
 
 void WideFlow::gradient(const WideBatch& b, const float* params, float* grad, float* logits, WidePool& pool) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kernels/wide_flow.hpp"
+#include "kernels/wide_update.hpp"
 
 namespace skew::kernels {
 
@@ -31,7 +32,7 @@ std::int64_t WideSparseGradient::num_features() const {
 }
 
 void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float* logits, WidePool& pool,
-                               WideSparseGradient& out) {
+                                  WideSparseGradient& out, const WideFusedUpdate* update) {
   const int threads = pool.threads();
   const std::uint32_t owners = std::uint32_t(threads);
   const std::int64_t tile = options_.tile_samples;
@@ -39,15 +40,17 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
   const std::int64_t base = b.row_ptr[0];
   const std::size_t nnz = std::size_t(b.nnz());
   if (std::size_t(threads) > scratch_.size()) scratch_.resize(std::size_t(threads));
-  const std::size_t hot_words = std::size_t((hot_ + 63) >> 6);
+  const std::int64_t hot =
+      hot_ == shape_.num_features && std::int64_t(nnz) * kDenseBatchRatio < shape_.num_features ? routed_hot_ : hot_;
+  const std::size_t hot_words = std::size_t((hot + 63) >> 6);
   // Guarded: resize(n, value) builds its value (a zeroed replica, 7.6 MB for a 1.9M-feature
   // model) on every call, even when it adds nothing: a serial memset as long as half an LR step.
   if (hot_cache_.size() < std::size_t(threads))
     hot_cache_.resize(std::size_t(threads), std::vector<float>(std::size_t(hot_), 0.0f));
   if (hot_bits_.size() < std::size_t(threads))
-    hot_bits_.resize(std::size_t(threads), std::vector<std::uint64_t>(hot_words, 0));
+    hot_bits_.resize(std::size_t(threads), std::vector<std::uint64_t>(std::size_t((hot_ + 63) >> 6), 0));
   // With every feature hot nothing is routed: no owner buffers, no owner parts.
-  const std::uint32_t cold_owners = hot_ < shape_.num_features ? owners : 0;
+  const std::uint32_t cold_owners = hot < shape_.num_features ? owners : 0;
   owner_keys_.resize(cold_owners);
   owner_values_.resize(cold_owners);
   for (std::uint32_t p = 0; p < cold_owners; ++p) {
@@ -63,11 +66,14 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
   const std::int64_t chunks = std::min<std::int64_t>(threads, tiles);
   pool.run(chunks, [&](std::int64_t chunk, int) {
     const std::size_t replica = std::size_t(chunk);
+    std::vector<std::uint32_t> counts(owners);
     float* cache = hot_cache_[replica].data();
     std::uint64_t* touched = hot_bits_[replica].data();
     for (std::int64_t task = tiles * chunk / chunks; task < tiles * (chunk + 1) / chunks; ++task) {
       const std::int64_t first = task * tile, last = std::min(b.rows, first + tile);
-      std::uint32_t* counts = tile_owner_counts_.data() + std::size_t(task) * owners;
+      // Counted here and stored once a tile: the tiles' counts share cache lines, and a store
+      // into them per routed entry bounced those lines between the threads.
+      std::fill(counts.begin(), counts.end(), 0u);
       const std::size_t offset = std::size_t(b.row_ptr[first] - base);
       const std::int64_t stop = b.row_ptr[last];
       float bias_grad = 0.0f;
@@ -83,7 +89,7 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
         for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
           const std::uint32_t f = b.index[e];
           const float v = g * b.value[e];
-          if (f < hot_) {
+          if (f < hot) {
             cache[f] += v;
             // Test before setting: hot features are mostly touched already, and a store to the
             // same few words every entry would chain the loop through memory.
@@ -97,6 +103,7 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
           }
         }
       }
+      std::copy(counts.begin(), counts.end(), tile_owner_counts_.begin() + std::ptrdiff_t(task * owners));
       bias_grads[replica] += bias_grad;
     }
   });
@@ -113,9 +120,14 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
   out.parts.resize(std::size_t(ranges) + cold_owners);
   const std::uint32_t blocks = std::uint32_t((shape_.num_features + kBlockMask) >> kBlockBits);
   pool.run(ranges + std::int64_t(cold_owners), [&](std::int64_t task, int thread) {
+    // Filled in locals and moved into the part once: the parts' vector headers share cache lines,
+    // and a push_back through one (a store to its end pointer) for every row bounced those lines
+    // between the threads.
     WideSparseGradient::Part& part = out.parts[std::size_t(task)];
-    part.features.clear();
-    part.rows.clear();
+    std::vector<std::uint32_t> features = std::move(part.features);
+    std::vector<float> rows = std::move(part.rows);
+    features.clear();
+    rows.clear();
     if (task < ranges) {
       // Ranges of whole words of touched bits (64 features each) are disjoint, so every bit and
       // replica entry is read and cleared by one thread. Walking every word costs 1/64 of a
@@ -135,61 +147,68 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
             sum += hot_cache_[std::size_t(q)][f];
             hot_cache_[std::size_t(q)][f] = 0.0f;
           }
-          part.features.push_back(f);
-          part.rows.push_back(sum);
+          features.push_back(f);
+          rows.push_back(sum);
         }
       }
-      return;
-    }
-    const std::uint32_t p = std::uint32_t(task - ranges);
-    WideTileScratch& s = scratch_[std::size_t(thread)];
-    // Counting sort of the owner's entries (from every tile's region) by block.
-    s.block_start.assign(std::size_t(blocks) + 1, 0u);
-    std::uint32_t total = 0;
-    for (std::int64_t t = 0; t < tiles; ++t) {
-      const std::size_t offset = std::size_t(b.row_ptr[t * tile] - base);
-      const std::uint32_t n = tile_owner_counts_[std::size_t(t) * owners + p];
-      for (std::uint32_t j = 0; j < n; ++j) ++s.block_start[(owner_keys_[p][offset + j] >> kBlockBits) + 1];
-      total += n;
-    }
-    for (std::uint32_t k = 0; k < blocks; ++k) s.block_start[k + 1] += s.block_start[k];
-    s.sorted_keys.resize(total);
-    s.sorted_values.resize(total);
-    s.block_features.assign(s.block_start.begin(), s.block_start.end() - 1);  // write cursors
-    for (std::int64_t t = 0; t < tiles; ++t) {
-      const std::size_t offset = std::size_t(b.row_ptr[t * tile] - base);
-      const std::uint32_t n = tile_owner_counts_[std::size_t(t) * owners + p];
-      for (std::uint32_t j = 0; j < n; ++j) {
-        const std::uint32_t f = owner_keys_[p][offset + j];
-        const std::uint32_t at = s.block_features[f >> kBlockBits]++;
-        s.sorted_keys[at] = f;
-        s.sorted_values[at] = owner_values_[p][offset + j];
+    } else {
+      const std::uint32_t p = std::uint32_t(task - ranges);
+      WideTileScratch& s = scratch_[std::size_t(thread)];
+      // Counting sort of the owner's entries (from every tile's region) by block.
+      s.block_start.assign(std::size_t(blocks) + 1, 0u);
+      std::uint32_t total = 0;
+      for (std::int64_t t = 0; t < tiles; ++t) {
+        const std::size_t offset = std::size_t(b.row_ptr[t * tile] - base);
+        const std::uint32_t n = tile_owner_counts_[std::size_t(t) * owners + p];
+        for (std::uint32_t j = 0; j < n; ++j) ++s.block_start[(owner_keys_[p][offset + j] >> kBlockBits) + 1];
+        total += n;
       }
-    }
-    // Reduce each block in its L1-sized accumulators; one row out per touched feature.
-    s.block_acc.assign(std::size_t(kBlockMask) + 1, 0.0f);
-    s.block_seen.assign(std::size_t(kBlockMask) + 1, 0);
-    part.features.reserve(total);
-    part.rows.reserve(total);
-    for (std::uint32_t k = 0; k < blocks; ++k) {
-      const std::uint32_t begin = s.block_start[k], end = s.block_start[k + 1];
-      if (begin == end) continue;
-      const std::size_t first_out = part.features.size();
-      for (std::uint32_t e = begin; e < end; ++e) {
-        const std::uint32_t f = s.sorted_keys[e], local = f & kBlockMask;
-        s.block_acc[local] += s.sorted_values[e];
-        if (!s.block_seen[local]) {
-          s.block_seen[local] = 1;
-          part.features.push_back(f);
+      for (std::uint32_t k = 0; k < blocks; ++k) s.block_start[k + 1] += s.block_start[k];
+      s.sorted_keys.resize(total);
+      s.sorted_values.resize(total);
+      s.block_features.assign(s.block_start.begin(), s.block_start.end() - 1);  // write cursors
+      for (std::int64_t t = 0; t < tiles; ++t) {
+        const std::size_t offset = std::size_t(b.row_ptr[t * tile] - base);
+        const std::uint32_t n = tile_owner_counts_[std::size_t(t) * owners + p];
+        for (std::uint32_t j = 0; j < n; ++j) {
+          const std::uint32_t f = owner_keys_[p][offset + j];
+          const std::uint32_t at = s.block_features[f >> kBlockBits]++;
+          s.sorted_keys[at] = f;
+          s.sorted_values[at] = owner_values_[p][offset + j];
         }
       }
-      for (std::size_t r = first_out; r < part.features.size(); ++r) {
-        const std::uint32_t local = part.features[r] & kBlockMask;
-        part.rows.push_back(s.block_acc[local]);
-        s.block_acc[local] = 0.0f;
-        s.block_seen[local] = 0;
+      // Reduce each block in its L1-sized accumulators; one row out per touched feature.
+      s.block_acc.assign(std::size_t(kBlockMask) + 1, 0.0f);
+      s.block_seen.assign(std::size_t(kBlockMask) + 1, 0);
+      features.reserve(total);
+      rows.reserve(total);
+      for (std::uint32_t k = 0; k < blocks; ++k) {
+        const std::uint32_t begin = s.block_start[k], end = s.block_start[k + 1];
+        if (begin == end) continue;
+        const std::size_t first_out = features.size();
+        for (std::uint32_t e = begin; e < end; ++e) {
+          const std::uint32_t f = s.sorted_keys[e], local = f & kBlockMask;
+          s.block_acc[local] += s.sorted_values[e];
+          if (!s.block_seen[local]) {
+            s.block_seen[local] = 1;
+            features.push_back(f);
+          }
+        }
+        for (std::size_t r = first_out; r < features.size(); ++r) {
+          const std::uint32_t local = features[r] & kBlockMask;
+          rows.push_back(s.block_acc[local]);
+          s.block_acc[local] = 0.0f;
+          s.block_seen[local] = 0;
+        }
       }
     }
+    if (update) {
+      const WideUpdateRule rule = update->rule;  // a local copy: stores to params cannot alias it
+      wide_update_rows(rule, update->params, update->state, update->scale, features.data(), 0, features.size(), 1,
+                       [&](std::size_t r) { return rows.data() + r; });
+    }
+    part.features = std::move(features);
+    part.rows = std::move(rows);
   });
   out.bias = 0.0f;
   for (float g : bias_grads) out.bias += g;

@@ -60,8 +60,10 @@ std::int64_t flow_buffer_bytes(std::int64_t features, int row_len, std::int64_t 
   const std::int64_t distinct = std::min(features, batch_nonzeros);
   // Per feature: the batch's slot tag (8 B) and touched stamp (4 B). Per thread: gradient rows
   // for the distinct features, the hot replicas, and the tile's sort keys, orders and values
-  // (8 words a nonzero, over the whole batch at worst).
-  return 12 * features + std::int64_t(threads) * (distinct * row_len * 4 + hot * 4 + batch_nonzeros * 32);
+  // (8 words a nonzero, over the whole batch at worst; FM keeps every tile's). Per row: FM's
+  // partial sums and loss gradient (row_len + 2 floats, above FFM's and LR's needs).
+  return 12 * features + std::int64_t(threads) * (distinct * row_len * 4 + hot * 4 + batch_nonzeros * 32) +
+         batch_rows * (row_len + 2) * 4;
 }
 
 std::int64_t ring_bytes_left(std::int64_t budget, const RunMemory& held, std::int64_t min_ring,

@@ -92,24 +92,21 @@ void Optimizer::step(float* params, kernels::WideSparseGradient& grad, float sca
   std::vector<std::pair<std::size_t, std::size_t>> tasks;  // (part, first row)
   for (std::size_t p = 0; p < grad.parts.size(); ++p)
     for (std::size_t r = 0; r < grad.parts[p].features.size(); r += rows_per_task) tasks.emplace_back(p, r);
-  // FM's and FFM's rows come in order of first appearance in the batch, scattered over the
-  // model: the parameter and state rows kRowsAhead on are fetched while these update.
-  constexpr std::size_t kRowsAhead = 8;
-  const int len = int(row_len);
   pool.run(std::int64_t(tasks.size()), [&](std::int64_t task, int) {
     const auto [p, first] = tasks[std::size_t(task)];
     kernels::WideSparseGradient::Part& part = grad.parts[p];
-    const std::size_t end = std::min(part.features.size(), first + rows_per_task);
-    for (std::size_t row = first; row < end; ++row) {
-      if (row + kRowsAhead < end) {
-        const std::size_t ahead = 1 + part.features[row + kRowsAhead] * row_len;
-        kernels::wide_prefetch_row(params + ahead, len);
-        if (!n_.empty()) kernels::wide_prefetch_row(n_.data() + ahead, len);
-        if (!z_.empty()) kernels::wide_prefetch_row(z_.data() + ahead, len);
-      }
-      update(r, params, part.folded_row(row, row_len), 1 + part.features[row] * row_len, row_len, scale);
-    }
+    kernels::wide_update_rows(r, params, state(), scale, part.features.data(), first,
+                              std::min(part.features.size(), first + rows_per_task), row_len,
+                              [&](std::size_t row) { return part.folded_row(row, row_len); });
   });
+}
+
+kernels::WideFusedUpdate Optimizer::fused_update(float* params, float scale) {
+  return kernels::WideFusedUpdate{rule(), state(), params, scale};
+}
+
+void Optimizer::step_bias(float* params, float& bias_grad, float scale) {
+  update(rule(), params, &bias_grad, 0, 1, scale);
 }
 
 }  // namespace skew::wide

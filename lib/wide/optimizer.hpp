@@ -30,6 +30,10 @@ class Optimizer {
   // The same update from a gradient in feature-row form (the flow schema's output); the parts
   // are applied in parallel, each row with its partial rows folded in, and the rows zeroed.
   void step(float* params, kernels::WideSparseGradient& grad, float scale, kernels::WidePool& pool);
+  // The same update, for a flow kernel that applies it to the rows itself (WideFlow::fuses_update);
+  // step_bias then applies the bias's gradient (and zeroes it).
+  kernels::WideFusedUpdate fused_update(float* params, float scale);
+  void step_bias(float* params, float& bias_grad, float scale);
   const OptimizerOptions& options() const { return options_; }
   const kernels::WideUpdateRule& rule() const { return options_; }
   // The per-coordinate state (AdaGrad: n; FTRL: n and z; empty when the rule has none), for a

@@ -65,7 +65,7 @@ Schema wide_train_schema() {
   s.add_int("train.tile_samples", 256, {1, 1 << 20}, "flow: samples per tile");
   s.add_int("train.hot_features", 4096, {0, 1 << 30}, "flow: number of hottest features with cached, replicated accumulators");
   s.add_int("train.replica_budget_mb", 16, {0, 1 << 20},  // 1 TiB: MiB << 20 stays far inside int64
-            "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot (0 = never)");
+            "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot in a batch with at least features / 8 entries (0 = never)");
   s.add_int("train.log_every", 20, IntRange::at_least(1), "progress line and metrics record every N steps");
   s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
   s.add_string("output.model", "", "where the best epoch's model is saved: once, when training ends (stops early, or fails); with output.checkpoint_dir at each epoch that improves it (default OUTPUT_DIR/model.safetensors)");

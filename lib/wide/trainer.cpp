@@ -237,13 +237,17 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
   }
   if (hogwild()) return hogwild_step(b);
   logits_.resize(std::size_t(b.rows));
-  // The flow schema produces its touched features and their gradient rows itself.
+  // The flow schema produces its touched features and their gradient rows itself; on one rank
+  // its LR kernel applies the optimizer to them too (fused: no pass over them afterwards).
   const bool sparse = flow_ != nullptr;
+  const bool fused = sparse && !distributed() && flow_->fuses_update() && b.rows > 0;
   if (!sparse) touched_features(b);
   Timer kernel_timer;
-  if (sparse)
-    flow_->sparse_gradient(b, model_.params.data(), logits_.data(), *pool_, sparse_grad_);
-  else
+  if (sparse) {
+    const kernels::WideFusedUpdate update =
+        optimizer_->fused_update(model_.params.data(), 1.0f / float(std::max<std::int64_t>(b.rows, 1)));
+    flow_->sparse_gradient(b, model_.params.data(), logits_.data(), *pool_, sparse_grad_, fused ? &update : nullptr);
+  } else
     compute(b, grad_.data(), logits_.data());
   const double kernel_seconds = kernel_timer.seconds();
   double loss = pooled_logloss_sum(*pool_, logits_.data(), b.label, b.rows);
@@ -252,7 +256,9 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
   synchronise(grad_.data(), loss, samples, nonzeros);
   if (samples > 0) {
     const float scale = 1.0f / float(samples);
-    if (sparse && !distributed())
+    if (fused)
+      optimizer_->step_bias(model_.params.data(), sparse_grad_.bias, scale);
+    else if (sparse && !distributed())
       optimizer_->step(model_.params.data(), sparse_grad_, scale, *pool_);
     else
       optimizer_->step(model_.params.data(), grad_.data(), touched_, scale, *pool_);

@@ -84,6 +84,35 @@ TEST_CASE("classical == flow == float64 reference on one batch (logits and gradi
   }
 }
 
+TEST_CASE("flow LR caches every feature only in a batch dense in them, and is right either way") {
+  // 2000 features: 300 rows (11700 entries) are dense, 6 rows (234 < 2000 / 8) sparse; the
+  // budget holds every feature's replicas at 1 and 2 threads.
+  for (const std::int64_t rows : {300, 6}) {
+    Setup s = make_setup(WideKind::LR, rows);
+    const BatchReference ref = batch_reference(s);
+    const bool dense = s.data.batch(0, rows).nnz() * kernels::WideFlow::kDenseBatchRatio >= 2000;
+    CHECK(dense == (rows == 300));
+    for (int threads : {1, 2}) {
+      TrainOptions o;
+      o.schema = TrainSchema::Flow;
+      o.threads = threads;
+      o.flow.tile_samples = 4;
+      o.flow.hot_features = 16;
+      o.flow.replica_budget_bytes = 1 << 20;
+      WideTrainer t(s.model, o);
+      std::vector<float> g, logits;
+      t.gradient(s.data, 0, rows, g, logits);
+      INFO("rows=" << rows << " threads=" << threads);
+      const BatchError err = batch_error(ref, logits, g);
+      CHECK(err.logit < 1e-4);
+      CHECK(err.grad < 1e-4);
+      const kernels::WideFlowStats& stats = t.flow()->last_stats();
+      CHECK((stats.hot_columns == stats.columns) == dense);
+      CHECK(stats.hot_columns > 0);
+    }
+  }
+}
+
 TEST_CASE("radix sort orders pairs stably") {
   std::vector<std::uint32_t> keys{5000, 3, 70000, 3, 0, 5000, 1 << 21}, vals{0, 1, 2, 3, 4, 5, 6};
   std::vector<std::uint32_t> kt(keys.size()), vt(keys.size()), counts(1 << 11);
@@ -158,15 +187,8 @@ TEST_CASE("flow LR training (feature-row gradient) follows classical for every o
       Setup s = make_setup(WideKind::LR, 600);
       std::vector<std::vector<float>> params;  // classical, flow routed, flow all hot
       for (const auto& [schema, replica_budget] : {std::pair{"classical", 0}, {"flow", 0}, {"flow", 1 << 20}}) {
-        TrainOptions o;
-        o.schema = schema_from_name(schema);
+        TrainOptions o = lr_test_options(schema_from_name(schema), opt, threads);
         o.classical_sync = ClassicalSync::Atomic;  // the mini-batch run flow's must equal
-        o.threads = threads;
-        o.optimizer.kind = optimizer_from_name(opt);
-        o.optimizer.lr = 0.1f;
-        o.optimizer.l2 = 1e-3f;
-        o.flow.tile_samples = 16;
-        o.flow.hot_features = 40;
         o.flow.replica_budget_bytes = replica_budget;
         WideTrainer t(s.model, o);
         for (int epoch = 0; epoch < 3; ++epoch)

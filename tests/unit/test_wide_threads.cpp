@@ -2,6 +2,7 @@
 // the flow schema, whose tiles are dealt out in chunks with a gradient replica or compact rows
 // each, gives one result per thread count, run after run, that follows the classical run.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -38,6 +39,27 @@ TEST_CASE("the wide pool runs every task exactly once, whether its threads spin 
       REQUIRE(wrong == 0);
     }
     CHECK(bad_thread.load() == 0);
+  }
+}
+
+TEST_CASE("the wide pool's pinned runs give task t to thread t % threads, run after run, each task once") {
+  for (int threads : {1, 2, 3}) {
+    kernels::WidePool pool(threads);
+    for (int run = 0; run < 200; ++run) {
+      const std::int64_t tasks = (run * 5) % 8;  // fewer, as many and more tasks than threads
+      if (run % 50 == 49) std::this_thread::sleep_for(std::chrono::milliseconds(2));  // workers asleep
+      std::vector<std::atomic<int>> calls(8);
+      std::atomic<int> wrong_thread{0};
+      pool.run_pinned(tasks, [&](std::int64_t task, int thread) {
+        calls[std::size_t(task)].fetch_add(1);
+        if (thread != task % threads) wrong_thread.fetch_add(1);
+      });
+      int wrong = 0;
+      for (std::int64_t t = 0; t < 8; ++t) wrong += calls[std::size_t(t)].load() != (t < tasks ? 1 : 0);
+      INFO("threads=" << threads << " run=" << run << " tasks=" << tasks);
+      REQUIRE(wrong == 0);
+      REQUIRE(wrong_thread.load() == 0);
+    }
   }
 }
 
@@ -104,6 +126,15 @@ TEST_CASE("flow LR, FM and FFM: each thread count gives one result run after run
   }
 }
 
+TEST_CASE("flow FM: every thread count trains the 1-thread model bit for bit (each feature's sums in tile order)") {
+  const Setup s = make_setup(WideKind::FM, 600);
+  const std::vector<float> one = train_flow(s, 1, TrainSchema::Flow);
+  for (int threads : {2, 3, 4}) {
+    INFO("threads=" << threads);
+    CHECK(std::memcmp(train_flow(s, threads, TrainSchema::Flow).data(), one.data(), one.size() * sizeof(float)) == 0);
+  }
+}
+
 TEST_CASE("a step's loss, its terms computed by the pool, is logloss_sum over the batch bit for bit") {
   for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
     const Setup s = make_setup(kind, 600);
@@ -120,6 +151,38 @@ TEST_CASE("a step's loss, its terms computed by the pool, is logloss_sum over th
       INFO(kernels::wide_kind_name(kind) << " " << schema);
       CHECK(expect > 0.1);
       CHECK(t.step(s.data, 0, 600).loss == expect);
+    }
+  }
+}
+
+TEST_CASE("a fused flow step (the kernel applies the optimizer) is the separate optimizer step bit for bit") {
+  for (const char* opt : {"sgd", "adagrad", "ftrl"}) {
+    for (int threads : {1, 2, 3}) {
+      const Setup s = make_setup(WideKind::LR, 600);
+      const TrainOptions o = lr_test_options(TrainSchema::Flow, opt, threads);
+      WideTrainer fused(s.model, o), separate(s.model, o);
+      REQUIRE(fused.flow()->fuses_update());
+      // The separate run: the flow gradient alone, then the optimizer over the batch's features.
+      std::vector<float> params = copy_to_vector(s.model.params);
+      Optimizer optimizer(o.optimizer, s.shape, params);
+      kernels::WidePool pool(threads);
+      for (int epoch = 0; epoch < 2; ++epoch)
+        for (std::int64_t b = 0; b < 600; b += 100) {
+          fused.step(s.data, b, b + 100);
+          separate.set_parameters(params);
+          std::vector<float> grad, logits;
+          separate.gradient(s.data, b, b + 100, grad, logits);
+          std::vector<std::uint32_t> touched(s.data.index.begin() + s.data.row_ptr[std::size_t(b)],
+                                             s.data.index.begin() + s.data.row_ptr[std::size_t(b + 100)]);
+          std::sort(touched.begin(), touched.end());
+          touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+          optimizer.step(params.data(), grad.data(), touched, 1.0f / 100.0f, pool);
+        }
+      INFO(opt << " threads=" << threads);
+      double moved = 0;
+      for (std::size_t c = 0; c < params.size(); ++c) moved = std::max(moved, double(std::fabs(params[c] - s.model.params[c])));
+      CHECK(moved > 0.01);
+      CHECK(std::memcmp(copy_to_vector(fused.parameters()).data(), params.data(), params.size() * sizeof(float)) == 0);
     }
   }
 }

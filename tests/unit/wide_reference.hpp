@@ -9,6 +9,7 @@
 #include "lib/core/rng.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"
+#include "lib/wide/trainer.hpp"
 
 namespace skew::wide::reference {
 
@@ -98,6 +99,20 @@ inline Setup make_ragged_setup(WideKind kind, std::int64_t rows) {
   }
   s.data = std::move(ragged);
   return s;
+}
+
+// The LR training run the flow tests compare: `optimizer` at lr 0.1, L2 1e-3, tiles of 16
+// samples, 40 hot features.
+inline TrainOptions lr_test_options(TrainSchema schema, const char* optimizer, int threads) {
+  TrainOptions o;
+  o.schema = schema;
+  o.threads = threads;
+  o.optimizer.kind = optimizer_from_name(optimizer);
+  o.optimizer.lr = 0.1f;
+  o.optimizer.l2 = 1e-3f;
+  o.flow.tile_samples = 16;
+  o.flow.hot_features = 40;
+  return o;
 }
 
 inline double max_abs(const std::vector<double>& v) {
