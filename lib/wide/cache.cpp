@@ -185,7 +185,8 @@ class PayloadPass {
   std::uint32_t crc() const { return crc_; }
 
  private:
-  // A multiple of every element's size, small enough for L2.
+  // A multiple of every element's size, small enough for L2, and small beside data.max_memory_mb
+  // (a streamed first pass's checksum holds one block of the file).
   static constexpr std::size_t kBlock = std::size_t(256) << 10;
   template <typename Each = std::nullptr_t>
   void pass(std::uint64_t to, Each each = nullptr) {

@@ -30,9 +30,9 @@ std::string frequency_order_bytes(const std::vector<std::uint32_t>& order) {
   return out;
 }
 
-// What a read through a cache holds in memory at once: small beside data.max_memory_mb, which
+// The block CacheWriter::finish joins the parts through: small beside data.max_memory_mb, which
 // counts it outside a streamed first pass's ring, and large enough for sequential reads.
-constexpr std::size_t kCacheBlock = std::size_t(1) << 20;
+constexpr std::size_t kJoinBlock = std::size_t(1) << 20;
 }  // namespace
 
 void write_cache(const std::string& cache, CacheHeader h, const SparseDataset& d,
@@ -114,7 +114,7 @@ bool CacheWriter::finish(std::int64_t num_features, int num_fields, std::int64_t
     // The header's checksum is known only at the end: its place is held by zeros until then.
     OutputFile joined(tmp);
     joined.write(std::string(sizeof h_, '\0'));
-    std::vector<char> block(kCacheBlock);
+    std::vector<char> block(kJoinBlock);
     std::uint32_t crc = 0;
     for (const std::string& part : parts_) {
       const int fd = ::open(part.c_str(), O_RDONLY | O_CLOEXEC);
