@@ -149,7 +149,7 @@ void check_frequency_order(const std::string& path, const CacheHeader& h, const 
 // One pass over a cache's payload in file order, through a read-only mapping: every byte is
 // summed into the CRC-32C, and the bytes copied out are copied block by block right after their
 // sum, while the block is in the core's cache (the file is read from memory once). Each block's
-// pages are let go once passed, so the process's resident memory holds one block of the file.
+// pages are let go once passed, so the process's resident memory holds 2 MB of the file.
 class PayloadPass {
  public:
   PayloadPass(const std::string& path, int fd, std::uint64_t bytes) : bytes_(bytes) {
@@ -185,9 +185,11 @@ class PayloadPass {
   std::uint32_t crc() const { return crc_; }
 
  private:
-  // A multiple of every element's size, small enough for L2, and small beside data.max_memory_mb
-  // (a streamed first pass's checksum holds one block of the file).
+  // A multiple of every element's size, small enough for L2. The mapping's pages are let go by
+  // kRelease, small beside data.max_memory_mb (a streamed first pass's checksum holds 2 MB of
+  // the file at a time).
   static constexpr std::size_t kBlock = std::size_t(256) << 10;
+  static constexpr std::uint64_t kRelease = std::uint64_t(2) << 20;
   template <typename Each = std::nullptr_t>
   void pass(std::uint64_t to, Each each = nullptr) {
     while (at_ < to) {
@@ -196,7 +198,10 @@ class PayloadPass {
       crc_ = crc32c(base_ + at_, n, crc_);
       if constexpr (!std::is_same_v<Each, std::nullptr_t>) each(base_ + at_, n);
       at_ += n;
-      const std::uint64_t passed = at_ - at_ % 4096;  // whole pages behind the pass
+      // Let go by whole 2 MB ranges: the page cache maps a file's large folios 2 MB at a time,
+      // and letting go of part of one splits its mapping (a 73 MB cache let go by 256 KiB
+      // blocks: 282 splits a load).
+      const std::uint64_t passed = at_ - at_ % kRelease;
       if (passed > released_) {
         ::madvise(const_cast<char*>(base_) + released_, std::size_t(passed - released_), MADV_DONTNEED);
         released_ = passed;
