@@ -73,13 +73,10 @@ struct Sections {
   }
 };
 
-}  // namespace
-
-namespace {
 // Copies of a cache's arrays are checked element by element. A block is first tested branch-free
 // (the loop vectorises: an unsigned sum of the verdicts, each element compared in its own width),
 // and only a block with a bad element is walked again to name the first: a test that stops at
-// the first bad element does not vectorise, and took a quarter of a load.
+// the first bad element does not vectorise, and took about a quarter of a load's read.
 template <typename T, typename Bad>
 bool any_bad(const T* v, std::size_t n, Bad bad) {
   unsigned found = 0;
@@ -110,7 +107,7 @@ void check_labels(const std::string& path, std::int64_t r0, const float* label, 
 }
 
 // Throws naming the cache at the first bad one of the nonzeros of `d` (its index, field and
-// value, all `n` long), which are the cache's from nonzero a on.
+// value, all as long), which are the cache's from nonzero a on.
 void check_nonzeros(const std::string& path, const CacheHeader& h, std::int64_t a, const SparseDataset& d) {
   const std::size_t n = d.index.size();
   const auto index_out = index_bad(h);
