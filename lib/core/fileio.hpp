@@ -69,15 +69,6 @@ class OutputFile {
 // kernel without transparent huge pages ignores it). Call it before the memory is first
 // written: a large array then costs one page fault per 2 MB instead of one per 4 KB.
 void advise_huge_pages(void* data, std::size_t bytes);
-// `v` emptied, with room for `n` elements advised onto 2 MB pages before their first write (a
-// data cache's arrays, a renumbering table): fill it with resize, assign or insert.
-template <typename T>
-void reserve_on_huge_pages(std::vector<T>& v, std::size_t n) {
-  std::vector<T> fresh;
-  fresh.reserve(n);
-  advise_huge_pages(fresh.data(), n * sizeof(T));
-  v.swap(fresh);
-}
 
 // A whole file, read-only, mapped from the page cache instead of copied into a zeroed buffer:
 // parsing a large text file then costs no copy and no page faults on a fresh buffer.

@@ -162,14 +162,16 @@ class PayloadPass {
   // Sums the bytes up to `offset` (not behind the pass).
   void sum_to(std::uint64_t offset) { pass(offset, nullptr); }
   // `to` made the `n` elements at `offset`, summing the bytes up to them first; returns whether
-  // `bad` holds for any of them (tested on each block as it is copied). `to` is reserved on 2 MB
-  // pages (a whole load's arrays, 70 MB for 200k Criteo rows, then cost 512 times fewer page
-  // faults) and grown block by block, so that its zero fill is written where the copy
-  // overwrites it at once, in the core's cache.
+  // `bad` holds for any of them (tested on each block as it is copied). `to` is reserved, then
+  // grown block by block, so that its zero fill is written where the copy overwrites it at
+  // once, in the core's cache. Not on 2 MB pages: in this VM those came from memory the host
+  // had taken back (free page reporting), and a load took 0.5 s instead of 0.12 s one time in
+  // three while other processes ran.
   template <typename T, typename Bad>
   bool copy(std::uint64_t offset, std::vector<T>& to, std::size_t n, Bad bad) {
     sum_to(offset);
-    reserve_on_huge_pages(to, n);
+    to.clear();
+    to.reserve(n);
     bool found = false;
     pass(offset + n * sizeof(T), [&](const char* block, std::size_t bytes) {
       const std::size_t done = to.size();

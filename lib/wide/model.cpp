@@ -13,7 +13,6 @@
 
 #include "lib/core/checkpoint.hpp"
 #include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/core/safetensors.hpp"
 
@@ -219,9 +218,6 @@ FeatureOrder FeatureOrder::by_frequency(const std::vector<std::int64_t>& counts)
 FeatureOrder FeatureOrder::from_occurring(const std::vector<std::uint32_t>& occurring, std::int64_t num_features) {
   constexpr std::uint32_t kUnset = std::numeric_limits<std::uint32_t>::max();
   FeatureOrder fo;
-  // 2 MB pages: apply's lookups are scattered over the table (7.6 MB for 1.9M features), and with
-  // 4 KB pages most missed the TLB.
-  reserve_on_huge_pages(fo.new_of_old, std::size_t(num_features));
   fo.new_of_old.assign(std::size_t(num_features), kUnset);
   for (std::size_t rank = 0; rank < occurring.size(); ++rank) {
     const std::uint32_t f = occurring[rank];
