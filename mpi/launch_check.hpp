@@ -22,7 +22,8 @@ bool first_srun_task();
 // Before MPI_Init, for a process no MPI launcher started (no mpirun/OMPI_COMM_WORLD_*, PMIX_* or
 // PMI_* variables: a 1-rank singleton, such as `wide_train` run from a shell), Open MPI's quick
 // start: the ob1 messaging layer unless the user chose one, so that a job of one rank does not
-// probe the network through UCX (0.2 s of every run here); and, unless the user set either,
+// probe the network through UCX (0.2 s of every run here); hwloc without its PCI discovery
+// (HWLOC_COMPONENTS, unless the user set it: 14 ms here); and, unless the user set either,
 // ess_singleton_isolated (no singleton daemon: another 0.06 s) with orte_tmpdir_base a private
 // directory ($TMPDIR or /tmp, skew-mpi-XXXXXX) removed at exit, because isolated singletons all
 // name their session directory alike and one finishing removed it under another starting

@@ -8,17 +8,19 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <sstream>
+#include <type_traits>
 
 #include "lib/core/checksum.hpp"
 #include "lib/core/error.hpp"
 #include "lib/core/fileio.hpp"
 #include "lib/core/log.hpp"
-#include "lib/wide/model.hpp"
 
 namespace skew::wide {
 
@@ -30,20 +32,6 @@ namespace {
 std::int64_t mtime_of(const std::string& path) {
   return static_cast<std::int64_t>(std::filesystem::last_write_time(path).time_since_epoch().count());
 }
-
-template <typename T>
-void put(std::string& out, const std::vector<T>& v) {
-  out.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(T));
-}
-
-// The cache's last section: the frequency order, then its length (which closes the file).
-std::string frequency_order_bytes(const std::vector<std::uint32_t>& order) {
-  std::string out;
-  put(out, order);
-  put(out, std::vector<std::int64_t>{std::int64_t(order.size())});
-  return out;
-}
-
 }  // namespace
 
 CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_bad_lines, int hash_bits) {
@@ -55,24 +43,6 @@ CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_ba
   key.skip_bad = skip_bad_lines ? 1 : 0;
   key.hash_bits = static_cast<std::uint32_t>(hash_bits);
   return key;
-}
-
-void write_cache(const std::string& cache, CacheHeader h, const SparseDataset& d,
-                 const std::vector<std::uint32_t>& frequency_order) {
-  std::string bytes(sizeof h, '\0');
-  put(bytes, d.row_ptr);
-  put(bytes, d.label);
-  put(bytes, d.index);
-  put(bytes, d.field);
-  put(bytes, d.value);
-  bytes += frequency_order_bytes(frequency_order);
-  h.payload_crc = crc32c(bytes.data() + sizeof h, bytes.size() - sizeof h);
-  std::memcpy(bytes.data(), &h, sizeof h);
-  try {
-    write_file_atomic(cache, bytes);
-  } catch (const Error& e) {
-    SKEW_WARN("could not write the data cache " << cache << " (" << e.what() << "); continuing without it");
-  }
 }
 
 namespace {
@@ -103,9 +73,153 @@ struct Sections {
   }
 };
 
-// What a read through a cache holds in memory at once: small beside data.max_memory_mb, which
-// counts it outside a streamed first pass's ring, and large enough for sequential reads.
-constexpr std::size_t kCacheBlock = std::size_t(1) << 20;
+// Copies of a cache's arrays are checked element by element. A block is first tested branch-free
+// (the loop vectorises: an unsigned sum of the verdicts, each element compared in its own width),
+// and only a block with a bad element is walked again to name the first: a test that stops at
+// the first bad element does not vectorise, and took about a quarter of a load's read.
+template <typename T, typename Bad>
+bool any_bad(const T* v, std::size_t n, Bad bad) {
+  unsigned found = 0;
+  for (std::size_t i = 0; i < n; ++i) found |= unsigned(bad(v[i]));
+  return found != 0;
+}
+// Closures, not functions: any_bad inlines a closure's call, not a call through a pointer.
+constexpr auto label_bad = [](float y) { return (y != 0.0f) & (y != 1.0f); };
+// Not finite: all exponent bits set.
+constexpr auto value_bad = [](float v) { return (std::bit_cast<std::uint32_t>(v) & 0x7f800000u) == 0x7f800000u; };
+// A feature id beyond the header's features (at most 2^32 - 1 of them, open() checks).
+auto index_bad(const CacheHeader& h) {
+  const std::uint32_t last = std::uint32_t(h.num_features - 1);
+  const bool none = h.num_features == 0;
+  return [=](std::uint32_t i) { return none | (i > last); };
+}
+// A field beyond the header's fields (1 to 65536 of them, open() checks).
+auto field_bad(const CacheHeader& h) {
+  const std::uint16_t last = std::uint16_t(h.num_fields - 1);
+  return [=](std::uint16_t f) { return f > last; };
+}
+
+// Throws naming the cache at the first bad one of `n` labels of rows from r0 on.
+void check_labels(const std::string& path, std::int64_t r0, const float* label, std::size_t n) {
+  if (!any_bad(label, n, label_bad)) return;
+  for (std::size_t r = 0; r < n; ++r)
+    if (label_bad(label[r])) corrupt(path, say("row ", r0 + std::int64_t(r), " has label ", label[r]));
+}
+
+// Throws naming the cache at the first bad one of the nonzeros of `d` (its index, field and
+// value, all as long), which are the cache's from nonzero a on.
+void check_nonzeros(const std::string& path, const CacheHeader& h, std::int64_t a, const SparseDataset& d) {
+  const std::size_t n = d.index.size();
+  const auto index_out = index_bad(h);
+  const auto field_out = field_bad(h);
+  if (!any_bad(d.index.data(), n, index_out) && !any_bad(d.field.data(), n, field_out) &&
+      !any_bad(d.value.data(), n, value_bad))
+    return;
+  for (std::size_t i = 0; i < n; ++i)
+    if (index_out(d.index[i]) || field_out(d.field[i]) || value_bad(d.value[i]))
+      corrupt(path, say("nonzero ", a + std::int64_t(i), " is ", d.field[i], ":", d.index[i], ":", d.value[i],
+                        " (features ", h.num_features, ", fields ", h.num_fields, ", values finite)"));
+}
+
+// Throws naming the cache unless row_ptr, the stored offsets of rows r0 .. r0 + size - 1, start at
+// 0 (row 0), never go back, stay within the nonzeros and end at them (the file's last row).
+void check_offsets(const std::string& path, const CacheHeader& h, std::int64_t r0, const std::vector<std::int64_t>& row_ptr) {
+  for (std::size_t i = 0; i < row_ptr.size(); ++i) {
+    const std::int64_t r = r0 + std::int64_t(i), p = row_ptr[i];
+    if (p < 0 || p > h.nnz || (i > 0 && p < row_ptr[i - 1]) || (r == 0 && p != 0) || (r == h.rows && p != h.nnz))
+      corrupt(path, say("row offset ", r, " is ", p, " (rows must start at 0, never go back, and end at ", h.nnz, ")"));
+  }
+}
+
+// Throws naming the cache when an id of the frequency order is out of range or listed twice.
+void check_frequency_order(const std::string& path, const CacheHeader& h, const std::vector<std::uint32_t>& order) {
+  std::vector<bool> listed(std::size_t(h.num_features), false);
+  for (std::size_t r = 0; r < order.size(); ++r) {
+    const std::uint32_t f = order[r];
+    if (f >= listed.size() || listed[f])
+      corrupt(path, say("feature ", f, " at place ", r, " of the frequency order is ",
+                        f >= listed.size() ? say("beyond its ", h.num_features, " features") : "listed twice"));
+    listed[f] = true;
+  }
+}
+
+// One pass over a cache's payload in file order, through a read-only mapping: every byte is
+// summed into the CRC-32C, and the bytes copied out are copied block by block right after their
+// sum, while the block is in the core's cache (the file is read from memory once). Each block's
+// pages are let go once passed, so the process's resident memory holds 2 MB of the file.
+class PayloadPass {
+ public:
+  PayloadPass(const std::string& path, int fd, std::uint64_t bytes) : bytes_(bytes) {
+    void* mapped = ::mmap(nullptr, std::size_t(bytes), PROT_READ, MAP_SHARED, fd, 0);
+    if (mapped == MAP_FAILED) corrupt(path, say("cannot map it: ", std::strerror(errno)));
+    base_ = static_cast<const char*>(mapped);
+    ::madvise(mapped, std::size_t(bytes), MADV_SEQUENTIAL);
+  }
+  ~PayloadPass() { ::munmap(const_cast<char*>(base_), std::size_t(bytes_)); }
+  PayloadPass(const PayloadPass&) = delete;
+  PayloadPass& operator=(const PayloadPass&) = delete;
+
+  // Sums the bytes up to `offset` (not behind the pass).
+  void sum_to(std::uint64_t offset) { pass(offset, nullptr); }
+  // `to` made the `n` elements at `offset`, summing the bytes up to them first; returns whether
+  // `bad` holds for any of them (tested on each block as it is copied). `to` is reserved, then
+  // grown block by block, so that its zero fill is written where the copy overwrites it at
+  // once, in the core's cache. Not on 2 MB pages: in this VM those came from memory the host
+  // had taken back (free page reporting), and a load took 0.5 s instead of 0.12 s one time in
+  // three while other processes ran.
+  template <typename T, typename Bad>
+  bool copy(std::uint64_t offset, std::vector<T>& to, std::size_t n, Bad bad) {
+    sum_to(offset);
+    to.clear();
+    to.reserve(n);
+    bool found = false;
+    pass(offset + n * sizeof(T), [&](const char* block, std::size_t bytes) {
+      const std::size_t done = to.size();
+      populate(to.data() + done, bytes);
+      to.resize(done + bytes / sizeof(T));
+      std::memcpy(to.data() + done, block, bytes);
+      found |= any_bad(to.data() + done, bytes / sizeof(T), bad);
+    });
+    return found;
+  }
+  std::uint32_t crc() const { return crc_; }
+
+ private:
+  // Faults in the whole pages of [at, at + bytes) in one call (MADV_POPULATE_WRITE, Linux 5.14;
+  // a hint: older kernels refuse it and the pages fault one by one), not 64 faults a block.
+  static void populate(void* at, std::size_t bytes) {
+    constexpr std::uintptr_t kPage = 4096;
+    const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(at) + kPage - 1) & ~(kPage - 1),
+                         end = (reinterpret_cast<std::uintptr_t>(at) + bytes) & ~(kPage - 1);
+    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  }
+  // A multiple of every element's size, small enough for L2. The mapping's pages are let go by
+  // kRelease, small beside data.max_memory_mb (a streamed first pass's checksum holds 2 MB of
+  // the file at a time).
+  static constexpr std::size_t kBlock = std::size_t(256) << 10;
+  static constexpr std::uint64_t kRelease = std::uint64_t(2) << 20;
+  template <typename Each = std::nullptr_t>
+  void pass(std::uint64_t to, Each each = nullptr) {
+    while (at_ < to) {
+      // Blocks from the pass's start: whole elements each.
+      const std::size_t n = std::size_t(std::min<std::uint64_t>(kBlock, to - at_));
+      crc_ = crc32c(base_ + at_, n, crc_);
+      if constexpr (!std::is_same_v<Each, std::nullptr_t>) each(base_ + at_, n);
+      at_ += n;
+      // Let go by whole 2 MB ranges: the page cache maps a file's large folios 2 MB at a time,
+      // and letting go of part of one splits its mapping (a 73 MB cache let go by 256 KiB
+      // blocks: 282 splits a load).
+      const std::uint64_t passed = at_ - at_ % kRelease;
+      if (passed > released_) {
+        ::madvise(const_cast<char*>(base_) + released_, std::size_t(passed - released_), MADV_DONTNEED);
+        released_ = passed;
+      }
+    }
+  }
+  const char* base_ = nullptr;
+  std::uint64_t bytes_, at_ = sizeof(CacheHeader), released_ = 0;
+  std::uint32_t crc_ = 0;
+};
 }  // namespace
 
 CacheFile::CacheFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
@@ -131,37 +245,23 @@ void CacheFile::read_at(std::uint64_t offset, void* to, std::size_t bytes) const
   }
 }
 
-bool CacheFile::payload_intact() const {
-  // Read through a mapping (no copy), each block's pages let go once summed, so that the
-  // process's resident memory never holds more than one block of the file.
-  const std::size_t end = std::size_t(file_bytes());
-  void* mapped = ::mmap(nullptr, end, PROT_READ, MAP_SHARED, fd_, 0);
-  if (mapped == MAP_FAILED) corrupt(path_, say("cannot map it: ", std::strerror(errno)));
-  const char* bytes = static_cast<const char*>(mapped);
-  ::madvise(mapped, end, MADV_SEQUENTIAL);
-  std::uint32_t crc = 0;
-  for (std::size_t at = 0; at < end; at += kCacheBlock) {  // block-aligned, so page-aligned for madvise
-    const std::size_t n = std::min(kCacheBlock, end - at), from = std::max(at, sizeof(CacheHeader));
-    crc = crc32c(bytes + from, at + n - from, crc);
-    ::madvise(const_cast<char*>(bytes) + at, n, MADV_DONTNEED);
-  }
-  ::munmap(mapped, end);
+bool CacheFile::checksum_holds(std::uint32_t crc) const {
   if (crc == h_.payload_crc) return true;
   SKEW_WARN("data cache " << path_ << " fails its checksum (crc32c " << std::hex << crc << ", recorded "
                           << h_.payload_crc << std::dec << "): re-parsing the text file and rewriting the cache");
   return false;
 }
 
+bool CacheFile::payload_intact() const {
+  PayloadPass pass(path_, fd_, bytes_);
+  pass.sum_to(bytes_);
+  return checksum_holds(pass.crc());
+}
+
 void CacheFile::read_offsets(std::int64_t r0, std::int64_t r1, std::vector<std::int64_t>& row_ptr) const {
   row_ptr.resize(std::size_t(r1 - r0 + 1));
   read_at(Sections(h_, occurring_).row_ptr + std::uint64_t(r0) * 8, row_ptr.data(), row_ptr.size() * 8);
-  for (std::int64_t r = r0; r <= r1; ++r) {
-    const std::int64_t p = row_ptr[std::size_t(r - r0)];
-    if (p < 0 || p > h_.nnz || (r > r0 && p < row_ptr[std::size_t(r - r0 - 1)]) || (r == 0 && p != 0) ||
-        (r == h_.rows && p != h_.nnz))
-      corrupt(path_,
-              say("row offset ", r, " is ", p, " (rows must start at 0, never go back, and end at ", h_.nnz, ")"));
-  }
+  check_offsets(path_, h_, r0, row_ptr);
 }
 
 void CacheFile::read_rows(std::int64_t r0, SparseDataset& d) const {
@@ -172,18 +272,16 @@ void CacheFile::read_rows(std::int64_t r0, SparseDataset& d) const {
     read_at(section + std::uint64_t(first) * sizeof(v[0]), v.data(), std::size_t(count) * sizeof(v[0]));
   };
   get(at.label, r0, rows, d.label);
-  for (std::int64_t r = 0; r < rows; ++r)
-    if (const float y = d.label[std::size_t(r)]; y != 0.0f && y != 1.0f)
-      corrupt(path_, say("row ", r0 + r, " has label ", y));
+  check_labels(path_, r0, d.label.data(), d.label.size());
   get(at.index, a, n, d.index);
   get(at.field, a, n, d.field);
   get(at.value, a, n, d.value);
-  for (std::int64_t j = 0; j < n; ++j) {
-    const std::size_t i = std::size_t(j);
-    if (d.index[i] >= h_.num_features || d.field[i] >= h_.num_fields || !std::isfinite(d.value[i]))
-      corrupt(path_, say("nonzero ", a + j, " is ", d.field[i], ":", d.index[i], ":", d.value[i], " (features ",
-                         h_.num_features, ", fields ", h_.num_fields, ", values finite)"));
-  }
+  check_nonzeros(path_, h_, a, d);
+  rebase(r0, d);
+}
+
+void CacheFile::rebase(std::int64_t r0, SparseDataset& d) const {
+  const std::int64_t a = d.row_ptr.front();
   for (auto& p : d.row_ptr) p -= a;
   d.num_features = h_.num_features;
   d.num_fields = static_cast<int>(h_.num_fields);
@@ -193,15 +291,46 @@ void CacheFile::read_rows(std::int64_t r0, SparseDataset& d) const {
 std::vector<std::uint32_t> CacheFile::read_frequency_order() const {
   std::vector<std::uint32_t> order(occurring_);
   read_at(Sections(h_, occurring_).order, order.data(), order.size() * sizeof(std::uint32_t));
-  std::vector<bool> listed(std::size_t(h_.num_features), false);
-  for (std::size_t r = 0; r < order.size(); ++r) {
-    const std::uint32_t f = order[r];
-    if (f >= listed.size() || listed[f])
-      corrupt(path_, say("feature ", f, " at place ", r, " of the frequency order is ",
-                         f >= listed.size() ? say("beyond its ", h_.num_features, " features") : "listed twice"));
-    listed[f] = true;
-  }
+  check_frequency_order(path_, h_, order);
   return order;
+}
+
+bool CacheFile::read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d,
+                             std::vector<std::uint32_t>& frequency_order) const {
+  const Sections at(h_, occurring_);
+  PayloadPass pass(path_, fd_, bytes_);
+  // Every check runs on the bytes as copied, but its verdict waits for the checksum's: a cache
+  // that fails it is re-parsed (a warning), one that passes it and fails a check is an error.
+  std::exception_ptr bad_offsets;
+  const auto none = [](auto) { return false; };
+  pass.copy(at.row_ptr + std::uint64_t(r0) * 8, d.row_ptr, std::size_t(r1 - r0 + 1), none);
+  try {
+    check_offsets(path_, h_, r0, d.row_ptr);
+  } catch (const Error&) {
+    bad_offsets = std::current_exception();
+  }
+  // Offsets that fail their check bound nothing: no nonzeros are copied, the sum goes on.
+  const std::int64_t a = bad_offsets ? 0 : d.row_ptr.front(), n = bad_offsets ? 0 : d.row_ptr.back() - a;
+  const bool bad_labels = pass.copy(at.label + std::uint64_t(r0) * 4, d.label, std::size_t(r1 - r0), label_bad);
+  // In file order, one section after the other.
+  bool bad_nonzeros =
+      pass.copy(at.index + std::uint64_t(a) * 4, d.index, std::size_t(n), index_bad(h_));
+  bad_nonzeros |=
+      pass.copy(at.field + std::uint64_t(a) * 2, d.field, std::size_t(n), field_bad(h_));
+  bad_nonzeros |= pass.copy(at.value + std::uint64_t(a) * 4, d.value, std::size_t(n), value_bad);
+  pass.copy(at.order, frequency_order, std::size_t(occurring_), none);
+  pass.sum_to(bytes_);
+  if (!checksum_holds(pass.crc())) {
+    d = SparseDataset{};
+    frequency_order.clear();
+    return false;
+  }
+  if (bad_offsets) std::rethrow_exception(bad_offsets);
+  if (bad_labels) check_labels(path_, r0, d.label.data(), d.label.size());
+  if (bad_nonzeros) check_nonzeros(path_, h_, a, d);
+  check_frequency_order(path_, h_, frequency_order);
+  rebase(r0, d);
+  return true;
 }
 
 std::unique_ptr<CacheFile> CacheFile::open(const std::string& cache, const CacheHeader& want, bool check_payload) {
@@ -240,115 +369,16 @@ std::unique_ptr<CacheFile> CacheFile::open(const std::string& cache, const Cache
 
 bool read_cache_slice(const std::string& cache, const CacheHeader& want, const ReadOptions& o, SparseDataset& d,
                       ReadReport& report) {
-  const std::unique_ptr<CacheFile> file = CacheFile::open(cache, want, true);
+  // The checksum is summed as this rank's rows are copied: one pass over the file's bytes.
+  const std::unique_ptr<CacheFile> file = CacheFile::open(cache, want, false);
   if (!file) return false;
   const CacheHeader& h = file->header();
-  // The whole payload was checked above, not this rank's slice: one CRC per load.
   const std::int64_t r0 = h.rows * o.rank / o.world, r1 = h.rows * (o.rank + 1) / o.world;
-  file->read_offsets(r0, r1, d.row_ptr);
-  file->read_rows(r0, d);
-  report.frequency_order = file->read_frequency_order();
+  if (!file->read_checked(r0, r1, d, report.frequency_order)) return false;
   report.lines = h.lines;
   report.skipped_lines = h.skipped;
   report.total_rows = h.rows;
   report.from_cache = true;
-  return true;
-}
-
-CacheWriter::CacheWriter(std::string cache, const CacheHeader& key) : cache_(std::move(cache)), h_(key) {
-  try {
-    for (const char* name : {"row_ptr", "label", "index", "field", "value"}) {
-      parts_.push_back(cache_ + "." + name + ".tmp." + std::to_string(::getpid()));
-      out_.emplace_back(parts_.back());
-    }
-    const std::int64_t zero = 0;
-    out_[0].write(&zero, sizeof zero);
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-}
-
-CacheWriter::~CacheWriter() {
-  remove_parts();
-}
-
-void CacheWriter::remove_parts() {
-  out_.clear();
-  std::error_code ec;
-  for (const std::string& part : parts_) std::filesystem::remove(part, ec);
-  parts_.clear();
-}
-
-void CacheWriter::fail(const std::string& why) {
-  SKEW_WARN("could not write the data cache " << cache_ << " (" << why << "); continuing without it");
-  failed_ = true;
-  remove_parts();
-}
-
-void CacheWriter::append(const SparseDataset& chunk) {
-  if (failed_) return;
-  offsets_.resize(std::size_t(chunk.rows()));
-  for (std::size_t r = 0; r < offsets_.size(); ++r) offsets_[r] = h_.nnz + chunk.row_ptr[r + 1];
-  const auto put = [&](std::size_t part, const auto& v) { out_[part].write(v.data(), v.size() * sizeof(v[0])); };
-  try {
-    put(0, offsets_);
-    put(1, chunk.label);
-    put(2, chunk.index);
-    put(3, chunk.field);
-    put(4, chunk.value);
-  } catch (const Error& e) {
-    fail(e.what());
-  }
-  h_.rows += chunk.rows();
-  h_.nnz += chunk.nnz();
-  add_feature_counts(chunk, counts_);
-}
-
-bool CacheWriter::finish(std::int64_t num_features, int num_fields, std::int64_t lines, std::int64_t skipped) {
-  if (failed_) return false;
-  h_.num_features = num_features;
-  h_.num_fields = num_fields;
-  h_.lines = lines;
-  h_.skipped = skipped;
-  const std::string tmp = cache_ + ".tmp." + std::to_string(::getpid());
-  try {
-    for (OutputFile& out : out_) out.close();
-    // The header's checksum is known only at the end: its place is held by zeros until then.
-    OutputFile joined(tmp);
-    joined.write(std::string(sizeof h_, '\0'));
-    std::vector<char> block(kCacheBlock);
-    std::uint32_t crc = 0;
-    for (const std::string& part : parts_) {
-      const int fd = ::open(part.c_str(), O_RDONLY | O_CLOEXEC);
-      SKEW_CHECK(fd >= 0, "cannot open " << part << ": " << std::strerror(errno));
-      ssize_t got = 0;
-      while ((got = ::read(fd, block.data(), block.size())) > 0) {
-        crc = crc32c(block.data(), std::size_t(got), crc);
-        joined.write(block.data(), std::size_t(got));
-      }
-      const int err = errno;
-      ::close(fd);
-      SKEW_CHECK(got == 0, "reading " << part << ": " << std::strerror(err));
-      std::filesystem::remove(part);
-    }
-    const std::string order = frequency_order_bytes(occurring_by_frequency(counts_));
-    crc = crc32c(order.data(), order.size(), crc);
-    joined.write(order);
-    joined.close();
-    h_.payload_crc = crc;
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
-    const bool written = fd >= 0 && ::pwrite(fd, &h_, sizeof h_, 0) == ssize_t(sizeof h_) && ::fsync(fd) == 0;
-    const int err = errno;
-    if (fd >= 0) ::close(fd);
-    SKEW_CHECK(written, "writing the header of " << tmp << ": " << std::strerror(err));
-    std::filesystem::rename(tmp, cache_);
-  } catch (const std::exception& e) {
-    std::error_code ec;
-    std::filesystem::remove(tmp, ec);
-    fail(e.what());
-    return false;
-  }
-  parts_.clear();
   return true;
 }
 

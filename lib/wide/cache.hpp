@@ -54,6 +54,11 @@ class CacheFile {
   // Whether the payload's CRC-32C is the header's (summed through a mapping whose pages are let
   // go block by block); warns naming the cache when it is not.
   bool payload_intact() const;
+  // Rows [r0, r1) into `d` and the whole file's frequency order, in one pass over the file that
+  // also sums its checksum (a whole load: the bytes are read from memory once). False, with `d`
+  // and the order emptied, when the checksum fails (a warning names the cache); else every
+  // check of read_offsets, read_rows and read_frequency_order, each throwing as they do.
+  bool read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d, std::vector<std::uint32_t>& frequency_order) const;
   // Stored row offsets [r0, r1] into `row_ptr` (checked: from 0, never back, ending at nnz).
   void read_offsets(std::int64_t r0, std::int64_t r1, std::vector<std::int64_t>& row_ptr) const;
   // Rows [r0, r0 + d.row_ptr.size() - 1) into `d`, whose row_ptr holds their stored offsets
@@ -65,6 +70,10 @@ class CacheFile {
  private:
   CacheFile(std::string path, int fd);
   void read_at(std::uint64_t offset, void* to, std::size_t bytes) const;
+  // Whether `crc`, the payload's as summed, is the header's; warns naming the cache when not.
+  bool checksum_holds(std::uint32_t crc) const;
+  // d's row_ptr rebased to 0 and its shape and first row (r0) set, once its rows are read.
+  void rebase(std::int64_t r0, SparseDataset& d) const;
   std::string path_;
   int fd_;
   CacheHeader h_{};

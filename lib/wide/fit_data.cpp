@@ -145,10 +145,10 @@ bool renumber_from_cache(const Config& c, comm::ProcessGroup& world, Data& d) {
   const std::vector<std::uint32_t>& occurring = d.report.frequency_order;
   d.order = FeatureOrder::from_occurring(occurring, d.shape.num_features);
   // The order lists the features that occur first: those are the model rows training reads.
-  SKEW_CHECK(d.order.apply(d.train) <= occurring.size(),
+  SKEW_CHECK(d.order.apply(d.train, d.read.threads) <= occurring.size(),
              "corrupt data cache " << cache_of(c.get_string("data.train"))
                                    << ": its frequency order misses features of its rows (delete it to re-parse)");
-  if (d.has_valid) d.order.apply(d.valid);
+  if (d.has_valid) d.order.apply(d.valid, d.read.threads);
   d.rows_read = model_rows_read(d, world, std::int64_t(occurring.size()));
   return true;
 }
@@ -224,8 +224,8 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
     const std::vector<std::uint32_t> by_count = occurring_by_frequency(counts);
     occurring = std::int64_t(by_count.size());
     d.order = FeatureOrder::from_occurring(by_count, shape.num_features);
-    d.order.apply(d.train);
-    if (d.has_valid) d.order.apply(d.valid);
+    d.order.apply(d.train, d.read.threads);
+    if (d.has_valid) d.order.apply(d.valid, d.read.threads);
     SKEW_INFO("data: features renumbered by frequency, " << occurring << " of " << shape.num_features
                                                          << " occur (counted over " << world.size() << " rank(s))");
   }

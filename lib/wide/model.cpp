@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <thread>
 
 #include "lib/core/checkpoint.hpp"
 #include "lib/core/error.hpp"
@@ -230,14 +231,35 @@ FeatureOrder FeatureOrder::from_occurring(const std::vector<std::uint32_t>& occu
   return fo;
 }
 
-std::uint32_t FeatureOrder::apply(SparseDataset& data) const {
-  std::uint32_t end = 0;
-  for (auto& i : data.index) {
-    SKEW_CHECK(i < new_of_old.size(), "feature " << i << " beyond the renumbering table (" << new_of_old.size() << ")");
-    i = new_of_old[i];
-    end = std::max(end, i + 1);
+std::uint32_t FeatureOrder::apply(SparseDataset& data, int threads) const {
+  // A renumbering's lookups are scattered over a table of 4 B per feature (7.6 MB for Criteo's
+  // 1.9M), so a core waits on memory: a whole load's 7.8M nonzeros took 14 ms, a fifth of set-up.
+  constexpr std::size_t kMinNonzerosPerThread = std::size_t(1) << 20;
+  const std::size_t n = data.index.size(), none = std::numeric_limits<std::size_t>::max();
+  const std::size_t parts = std::clamp<std::size_t>(std::size_t(std::max(threads, 1)), 1, n / kMinNonzerosPerThread + 1);
+  std::vector<std::uint32_t> ends(parts, 0);
+  std::vector<std::size_t> beyond(parts, none);  // each part's first id beyond the table, reported after all ran
+  const auto renumber = [&](std::size_t part) {
+    std::uint32_t end = 0;
+    for (std::size_t e = n * part / parts, last = n * (part + 1) / parts; e < last; ++e) {
+      std::uint32_t& i = data.index[e];
+      if (i >= new_of_old.size()) {
+        beyond[part] = e;
+        break;
+      }
+      i = new_of_old[i];
+      end = std::max(end, i + 1);
+    }
+    ends[part] = end;
+  };
+  {
+    std::vector<std::jthread> helpers;
+    for (std::size_t part = 1; part < parts; ++part) helpers.emplace_back(renumber, part);
+    renumber(0);
   }
-  return end;
+  for (const std::size_t e : beyond)
+    SKEW_CHECK(e == none, "feature " << data.index[e] << " beyond the renumbering table (" << new_of_old.size() << ")");
+  return *std::max_element(ends.begin(), ends.end());
 }
 
 WideParams FeatureOrder::to_original(const kernels::WideShape& shape, const WideParams& params) const {

@@ -70,8 +70,10 @@ struct FeatureOrder {
   // by_frequency(counts) for occurring = occurring_by_frequency(counts). Throws when an id is
   // out of range or listed twice.
   static FeatureOrder from_occurring(const std::vector<std::uint32_t>& occurring, std::int64_t num_features);
-  // Rewrites data.index in place; returns one past the largest new id (0 for no entries).
-  std::uint32_t apply(SparseDataset& data) const;
+  // Rewrites data.index in place, split over `threads` (each a contiguous range of at least 1M
+  // nonzeros); returns one past the largest new id (0 for no entries). Throws naming an id
+  // beyond the table.
+  std::uint32_t apply(SparseDataset& data, int threads = 1) const;
   // Parameters of a model trained on renumbered ids, laid out for the original ids.
   WideParams to_original(const kernels::WideShape& shape, const WideParams& params) const;
 };

@@ -28,9 +28,9 @@ endforeach()
 set_tests_properties(skew_comm_runtime_np2 PROPERTIES PASS_REGULAR_EXPRESSION "rank 1 of 2, local 1 of 2")
 
 # A process started without a launcher (a singleton) gets Open MPI's quick start
-# (mpi/launch_check.hpp): ob1 and an isolated singleton in a private session base, removed at
-# exit (also on an error, and with 8 started together); a user's own choice is kept; a launched
-# rank gets none of it.
+# (mpi/launch_check.hpp): ob1, hwloc without PCI discovery and an isolated singleton in a private
+# session base, removed at exit (also on an error, and with 8 started together); a user's own
+# choice is kept; a launched rank gets none of it.
 foreach(mode private concurrent error_exit user)
   add_test(NAME skew_comm_singleton_${mode}
            COMMAND ${CMAKE_CURRENT_LIST_DIR}/singleton_start_test.sh $<TARGET_FILE:skew_comm_abort_helper> ${mode})
@@ -38,7 +38,7 @@ foreach(mode private concurrent error_exit user)
 endforeach()
 add_test(NAME skew_comm_launched_rank_untouched COMMAND env -u OMPI_MCA_pml ${skew_mpirun} 1 $<TARGET_FILE:skew_comm_abort_helper> env)
 set_tests_properties(skew_comm_launched_rank_untouched PROPERTIES
-  PASS_REGULAR_EXPRESSION "pml=unset isolated=unset ")
+  PASS_REGULAR_EXPRESSION "pml=unset isolated=unset .* hwloc=unset")
 set_tests_properties(skew_comm_singleton_private skew_comm_singleton_concurrent skew_comm_singleton_error_exit
   skew_comm_singleton_user skew_comm_launched_rank_untouched
   PROPERTIES TIMEOUT 60

@@ -1,16 +1,18 @@
 #!/bin/bash
 # The quick singleton start (mpi/launch_check.hpp) end to end, with the test helper HELPER:
-#   private     a launcher-less process gets ob1, an isolated singleton and a private session
-#               base under $TMPDIR that holds Open MPI's session directory and is gone at exit
+#   private     a launcher-less process gets ob1, hwloc without PCI discovery, an isolated
+#               singleton and a private session base under $TMPDIR that holds Open MPI's session
+#               directory and is gone at exit
 #   concurrent  8 singletons started together all succeed, each in its own base, none left
 #   error_exit  a singleton that fails (abort_job) removes its base too
-#   user        a user's own pml and tmpdir base are kept, and then no isolated singleton
+#   user        a user's own pml, hwloc components and tmpdir base are kept, and then no
+#               isolated singleton
 set -u
 helper=$1 mode=$2
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 export TMPDIR=$tmp
-unset OMPI_MCA_pml OMPI_MCA_ess_singleton_isolated OMPI_MCA_orte_tmpdir_base
+unset OMPI_MCA_pml OMPI_MCA_ess_singleton_isolated OMPI_MCA_orte_tmpdir_base HWLOC_COMPONENTS
 fail() { echo "FAIL: $*"; exit 1; }
 left() { find "$tmp" -mindepth 1 -maxdepth 1 -name "skew-mpi-*"; }
 case $mode in
@@ -18,6 +20,7 @@ case $mode in
     out=$("$helper" env) || fail "helper exited with $?"
     echo "$out"
     [[ $out == *"pml=ob1 isolated=1 tmpdir_base=$tmp/skew-mpi-"* ]] || fail "no private isolated start"
+    [[ $out == *" hwloc=-linuxio,-pci"* ]] || fail "hwloc's PCI discovery is on"
     [[ $out == *"session directory in base"* ]] || fail "Open MPI's session directory is not in the private base"
     [[ -z $(left) ]] || fail "left behind: $(left)" ;;
   concurrent)
@@ -34,9 +37,9 @@ case $mode in
     grep -q "rank 0: error: deliberate failure" "$tmp/out" || fail "no error line"
     [[ -z $(left) ]] || fail "left behind: $(left)" ;;
   user)
-    out=$(OMPI_MCA_pml=^ucx OMPI_MCA_orte_tmpdir_base=$tmp "$helper" env) || fail "helper exited with $?"
+    out=$(OMPI_MCA_pml=^ucx OMPI_MCA_orte_tmpdir_base=$tmp HWLOC_COMPONENTS=-pci "$helper" env) || fail "helper exited with $?"
     echo "$out"
-    [[ $out == *"pml=^ucx isolated=unset tmpdir_base=$tmp"* ]] || fail "the user's settings were not kept" ;;
+    [[ $out == *"pml=^ucx isolated=unset tmpdir_base=$tmp hwloc=-pci"* ]] || fail "the user's settings were not kept" ;;
   *) fail "unknown mode $mode" ;;
 esac
 echo PASS

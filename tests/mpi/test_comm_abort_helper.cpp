@@ -23,8 +23,9 @@ int main(int argc, char** argv) {
     if (mode == "exit3") return 3;
     if (mode == "env") {
       const auto value = [](const char* name) { return std::getenv(name) ? std::getenv(name) : "unset"; };
-      std::printf("pml=%s isolated=%s tmpdir_base=%s\n", value("OMPI_MCA_pml"),
-                  value("OMPI_MCA_ess_singleton_isolated"), value("OMPI_MCA_orte_tmpdir_base"));
+      std::printf("pml=%s isolated=%s tmpdir_base=%s hwloc=%s\n", value("OMPI_MCA_pml"),
+                  value("OMPI_MCA_ess_singleton_isolated"), value("OMPI_MCA_orte_tmpdir_base"),
+                  value("HWLOC_COMPONENTS"));
       // Open MPI's session directory (ompi.HOST.UID) lies in the private base while MPI runs.
       std::error_code unreadable;
       if (const char* base = std::getenv("OMPI_MCA_orte_tmpdir_base"); base != nullptr)

@@ -295,6 +295,36 @@ TEST_CASE("renumbering by frequency: descending counts, ties (zeros included) by
   CHECK(big == want);
 }
 
+TEST_CASE("renumbering a dataset split over threads rewrites every id as one thread does, and names an id beyond the table") {
+  // 3M nonzeros over 70001 ids (odd sizes): three threads take a part of at least 1M each.
+  std::vector<std::int64_t> counts(70001, 0);
+  SparseDataset d;
+  std::uint64_t x = 2463534242ull;
+  for (std::size_t e = 0; e < 3'000'001; ++e) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    d.index.push_back(std::uint32_t(x % 50021));  // ids from 50021 on never occur
+    ++counts[d.index.back()];
+  }
+  const FeatureOrder order = FeatureOrder::by_frequency(counts);
+  std::vector<std::uint32_t> want(d.index.size());
+  std::uint32_t want_end = 0;
+  for (std::size_t e = 0; e < want.size(); ++e) {
+    want[e] = order.new_of_old[d.index[e]];
+    want_end = std::max(want_end, want[e] + 1);
+  }
+  for (const int threads : {1, 2, 3, 8}) {
+    SparseDataset copy = d;
+    INFO(threads << " threads");
+    CHECK(order.apply(copy, threads) == want_end);
+    CHECK(copy.index == want);
+  }
+  d.index[2'500'000] = 70001;  // in the last thread's part
+  CHECK_THAT(skew::test::error_of([&] { order.apply(d, 3); }),
+             Catch::Contains("feature 70001 beyond the renumbering table (70001)"));
+}
+
 // wide_bench's bound: bytes per sample against a count over a tiny batch (2 samples of 1 and 5
 // entries), element by element from the arrays' own types, and against the numbers by hand.
 TEST_CASE("bytes a step moves per sample: the formula against a hand count on a tiny batch") {
