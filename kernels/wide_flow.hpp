@@ -105,7 +105,8 @@ struct WideFlowStats {
   std::int64_t tiles = 0, entries = 0, columns = 0, hot_columns = 0;
 };
 
-// Per-tile scratch: the tile's CSC and per-sample partial sums.
+// Per-tile scratch: the tile's CSC (FM keeps one per tile of the batch; LR one per thread for
+// its feature pass).
 struct WideTileScratch {
   std::vector<std::uint32_t> keys, keys_tmp, order, order_tmp, counts;
   std::vector<std::uint32_t> col_feature, col_begin;
@@ -113,7 +114,6 @@ struct WideTileScratch {
   // by owner (group_columns_by_owner).
   std::vector<std::uint32_t> entry_sample, owner_begin, owner_columns, owner_cursor;
   std::vector<float> entry_value;
-  std::vector<float> row_grad;
   // LR feature pass: the owner's entries counting-sorted by block, the block's accumulators.
   std::vector<std::uint32_t> block_start, sorted_keys, block_features;
   std::vector<float> sorted_values, block_acc;
