@@ -141,6 +141,9 @@ struct WideSparseGradient {
   };
   float bias = 0.0f;
   std::vector<Part> parts;
+  // LR: each sample's logloss term (wide_logloss_term), in sample order, computed where its logit
+  // is (no pass of its own); FM and FFM leave it empty.
+  std::vector<double> loss_terms;
   std::int64_t num_features() const;
 };
 

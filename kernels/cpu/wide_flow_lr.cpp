@@ -59,12 +59,16 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
   }
   tile_owner_counts_.assign(std::size_t(tiles) * owners, 0u);
   std::vector<float> bias_grads(std::size_t(threads), 0.0f);
+  out.loss_terms.resize(std::size_t(b.rows));
+  double* const loss_terms = out.loss_terms.data();
 
   // Sample pass: gather, apply, route each entry's gradient (hot cache or the owner's buffer).
-  // Replica r sums the r-th contiguous chunk of tiles, whichever thread runs it: the replicas,
-  // and so the merged sums, are the same run after run.
+  // Replica r sums the r-th contiguous chunk of tiles: the replicas, and so the merged sums, are
+  // the same run after run. Both passes are pinned (chunk r, hot range r, owner p: always the same
+  // thread), so a replica, and the parameter and state rows of a hot range or an owner, stay in one
+  // core's cache from step to step instead of moving with whichever thread came free first.
   const std::int64_t chunks = std::min<std::int64_t>(threads, tiles);
-  pool.run(chunks, [&](std::int64_t chunk, int) {
+  pool.run_pinned(chunks, [&](std::int64_t chunk, int) {
     const std::size_t replica = std::size_t(chunk);
     std::vector<std::uint32_t> counts(owners);
     float* cache = hot_cache_[replica].data();
@@ -84,6 +88,7 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
           z += params[1 + b.index[e]] * b.value[e];
         }
         logits[i] = z;
+        loss_terms[i] = wide_logloss_term(z, b.label[i]);
         const float g = wide_sigmoid(z) - b.label[i];
         bias_grad += g;
         for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) {
@@ -111,15 +116,16 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
   // Feature pass: parts 0..ranges-1 merge the hot replicas, each over its own range of
   // features; part ranges + p is owner p's cold features. Features are numbered by frequency,
   // so touched bits thin out with the id: ranges grow quadratically (range r: words from
-  // hot_words (r / ranges)^2), kRangesPerThread a thread, claimed as threads come free, so
-  // that no range holds a thread's share of the work.
+  // hot_words (r / ranges)^2), kRangesPerThread a thread, dealt out in turn (range r on thread
+  // r % threads; owner p's part on thread p, ranges being a multiple of threads), so that the
+  // threads' shares come out about even.
   const std::int64_t ranges = threads == 1 ? 1 : std::int64_t(threads) * kRangesPerThread;
   const auto range_start = [&](std::int64_t r) {
     return std::size_t(double(hot_words) * double(r) * double(r) / double(ranges * ranges));
   };
   out.parts.resize(std::size_t(ranges) + cold_owners);
   const std::uint32_t blocks = std::uint32_t((shape_.num_features + kBlockMask) >> kBlockBits);
-  pool.run(ranges + std::int64_t(cold_owners), [&](std::int64_t task, int thread) {
+  pool.run_pinned(ranges + std::int64_t(cold_owners), [&](std::int64_t task, int thread) {
     // Filled in locals and moved into the part once: the parts' vector headers share cache lines,
     // and a push_back through one (a store to its end pointer) for every row bounced those lines
     // between the threads.

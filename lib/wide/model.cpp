@@ -273,10 +273,7 @@ WideParams FeatureOrder::to_original(const kernels::WideShape& shape, const Wide
 
 double logloss_sum(const float* logits, const float* labels, std::size_t n) {
   double sum = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double z = labels[i] > 0.5f ? -double(logits[i]) : double(logits[i]);  // loss = softplus(z)
-    sum += z > 0 ? z + std::log1p(std::exp(-z)) : std::log1p(std::exp(z));
-  }
+  for (std::size_t i = 0; i < n; ++i) sum += kernels::wide_logloss_term(logits[i], labels[i]);
   return sum;
 }
 

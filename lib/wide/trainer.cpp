@@ -192,8 +192,8 @@ StepResult WideTrainer::hogwild_step(const kernels::WideBatch& b) {
 
 namespace {
 
-// logloss_sum over a batch with the terms (a double exp and log1p each: a twentieth of a 2-thread
-// LR step when serial) computed by the pool, then added in sample order: the same sum, bit for bit.
+// logloss_sum over a batch with the terms (an exp and a log1p each) computed by the pool, then
+// added in sample order: the same sum, bit for bit.
 double pooled_logloss_sum(kernels::WidePool& pool, const float* logits, const float* labels, std::int64_t rows) {
   constexpr std::int64_t kRowsPerTask = 256;
   std::vector<double> terms(std::size_t(std::max<std::int64_t>(rows, 0)));
@@ -250,7 +250,12 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
   } else
     compute(b, grad_.data(), logits_.data());
   const double kernel_seconds = kernel_timer.seconds();
-  double loss = pooled_logloss_sum(*pool_, logits_.data(), b.label, b.rows);
+  // logloss_sum's terms, added in sample order: the LR flow kernel computed them beside the logits.
+  double loss = 0;
+  if (sparse && sparse_grad_.loss_terms.size() == std::size_t(b.rows))
+    for (const double term : sparse_grad_.loss_terms) loss += term;
+  else
+    loss = pooled_logloss_sum(*pool_, logits_.data(), b.label, b.rows);
   std::int64_t samples = b.rows, nonzeros = b.nnz();
   if (sparse && distributed()) densify_sparse_gradient();
   synchronise(grad_.data(), loss, samples, nonzeros);

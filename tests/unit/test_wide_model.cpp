@@ -128,6 +128,24 @@ TEST_CASE("AUC and logloss closed forms") {
   CHECK(logloss_sum(z, y, 2) == Approx(std::log(2.0) + std::log1p(std::exp(2.0))));
 }
 
+TEST_CASE("a logloss term (float math) is the float64 softplus to a few 1e-7 over logits from -120 to 120") {
+  double worst = 0;
+  for (int step = -24000; step <= 24000; ++step) {
+    const float logit = float(step) * 0.005f;
+    for (const float label : {0.0f, 1.0f}) {
+      const double x = label > 0.5f ? -double(logit) : double(logit);
+      const double expect = std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x)));
+      worst = std::max(worst, std::fabs(kernels::wide_logloss_term(logit, label) - expect) / std::max(expect, 1e-30));
+    }
+  }
+  CHECK(worst < 1e-6);
+  CHECK(worst > 0);  // float math: not the double formula itself
+  CHECK(kernels::wide_logloss_term(200.0f, 0.0f) == 200.0);
+  CHECK(kernels::wide_logloss_term(200.0f, 1.0f) == 0.0);
+  CHECK(std::isnan(kernels::wide_logloss_term(std::nanf(""), 1.0f)));
+  CHECK(std::isinf(kernels::wide_logloss_term(-std::numeric_limits<float>::infinity(), 1.0f)));
+}
+
 // The AUC as the probability a positive outscores a negative (ties count half), over all pairs.
 static double pairwise_auc(const std::vector<float>& scores, const std::vector<float>& labels) {
   double wins = 0, pairs = 0;

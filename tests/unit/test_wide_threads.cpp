@@ -135,7 +135,7 @@ TEST_CASE("flow FM: every thread count trains the 1-thread model bit for bit (ea
   }
 }
 
-TEST_CASE("a step's loss, its terms computed by the pool, is logloss_sum over the batch bit for bit") {
+TEST_CASE("a step's loss, its terms computed by the pool or the LR flow kernel, is logloss_sum over the batch bit for bit") {
   for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
     const Setup s = make_setup(kind, 600);
     for (const char* schema : {"classical", "flow"}) {
