@@ -113,6 +113,33 @@ TEST_CASE("flow LR caches every feature only in a batch dense in them, and is ri
   }
 }
 
+TEST_CASE("flow LR: dense and sparse batches in turn through one trainer, at 1-3 threads, each right") {
+  // Each thread clears its own replica at the start of the next step, over the words the last
+  // step used: a dense batch (every feature hot) leaves all of them dirty, and a 6-row batch has
+  // 2 tiles, so at 3 threads the third replica is cleared by a thread with no tile to run.
+  const Setup dense = make_setup(WideKind::LR, 300), sparse = make_setup(WideKind::LR, 6);
+  REQUIRE(std::equal(dense.model.params.begin(), dense.model.params.end(), sparse.model.params.begin()));
+  const BatchReference dense_ref = batch_reference(dense), sparse_ref = batch_reference(sparse);
+  for (int threads : {1, 2, 3}) {
+    TrainOptions o;
+    o.schema = TrainSchema::Flow;
+    o.threads = threads;
+    o.flow.tile_samples = 4;
+    o.flow.hot_features = 16;
+    o.flow.replica_budget_bytes = 1 << 20;
+    WideTrainer t(dense.model, o);
+    for (int round = 0; round < 2; ++round)
+      for (const auto& [s, ref] : {std::pair{&dense, &dense_ref}, {&sparse, &sparse_ref}}) {
+        std::vector<float> g, logits;
+        t.gradient(s->data, 0, s->data.rows(), g, logits);
+        INFO("threads=" << threads << " round=" << round << " rows=" << s->data.rows());
+        const BatchError err = batch_error(*ref, logits, g);
+        CHECK(err.logit < 1e-4);
+        CHECK(err.grad < 1e-4);
+      }
+  }
+}
+
 TEST_CASE("radix sort orders pairs stably") {
   std::vector<std::uint32_t> keys{5000, 3, 70000, 3, 0, 5000, 1 << 21}, vals{0, 1, 2, 3, 4, 5, 6};
   std::vector<std::uint32_t> kt(keys.size()), vt(keys.size()), counts(1 << 11);
