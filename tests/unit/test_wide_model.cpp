@@ -84,6 +84,18 @@ TEST_CASE("classical == flow == float64 reference on one batch (logits and gradi
   }
 }
 
+// Flow LR on make_setup's 2000 features: tiles of 4, 16 hot features, and a replica budget that
+// holds every feature's replicas at 1-3 threads (so a dense batch caches them all).
+static TrainOptions dense_batch_options(int threads) {
+  TrainOptions o;
+  o.schema = TrainSchema::Flow;
+  o.threads = threads;
+  o.flow.tile_samples = 4;
+  o.flow.hot_features = 16;
+  o.flow.replica_budget_bytes = 1 << 20;
+  return o;
+}
+
 TEST_CASE("flow LR caches every feature only in a batch dense in them, and is right either way") {
   // 2000 features: 300 rows (11700 entries) are dense, 6 rows (234 < 2000 / 8) sparse; the
   // budget holds every feature's replicas at 1 and 2 threads.
@@ -93,13 +105,7 @@ TEST_CASE("flow LR caches every feature only in a batch dense in them, and is ri
     const bool dense = s.data.batch(0, rows).nnz() * kernels::WideFlow::kDenseBatchRatio >= 2000;
     CHECK(dense == (rows == 300));
     for (int threads : {1, 2}) {
-      TrainOptions o;
-      o.schema = TrainSchema::Flow;
-      o.threads = threads;
-      o.flow.tile_samples = 4;
-      o.flow.hot_features = 16;
-      o.flow.replica_budget_bytes = 1 << 20;
-      WideTrainer t(s.model, o);
+      WideTrainer t(s.model, dense_batch_options(threads));
       std::vector<float> g, logits;
       t.gradient(s.data, 0, rows, g, logits);
       INFO("rows=" << rows << " threads=" << threads);
@@ -121,13 +127,7 @@ TEST_CASE("flow LR: dense and sparse batches in turn through one trainer, at 1-3
   REQUIRE(std::equal(dense.model.params.begin(), dense.model.params.end(), sparse.model.params.begin()));
   const BatchReference dense_ref = batch_reference(dense), sparse_ref = batch_reference(sparse);
   for (int threads : {1, 2, 3}) {
-    TrainOptions o;
-    o.schema = TrainSchema::Flow;
-    o.threads = threads;
-    o.flow.tile_samples = 4;
-    o.flow.hot_features = 16;
-    o.flow.replica_budget_bytes = 1 << 20;
-    WideTrainer t(dense.model, o);
+    WideTrainer t(dense.model, dense_batch_options(threads));
     for (int round = 0; round < 2; ++round)
       for (const auto& [s, ref] : {std::pair{&dense, &dense_ref}, {&sparse, &sparse_ref}}) {
         std::vector<float> g, logits;
