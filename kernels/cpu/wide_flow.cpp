@@ -53,7 +53,7 @@ WideFlow::WideFlow(const WideShape& shape, const WideFlowOptions& options, int t
   if (shape.kind == WideKind::LR && replica_bytes <= options.replica_budget_bytes) hot_ = shape.num_features;
   scratch_.resize(static_cast<std::size_t>(threads));
   if (shape.kind == WideKind::LR)
-    hot_cache_.assign(static_cast<std::size_t>(threads), std::vector<float>(static_cast<std::size_t>(hot_), 0.0f));
+    while (hot_cache_.size() < std::size_t(threads)) hot_cache_.emplace_back(std::size_t(hot_));
   else if (shape.kind == WideKind::FM)
     owner_tags_.resize(std::size_t(shape.num_features));
   else

@@ -47,10 +47,7 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
   const std::int64_t hot =
       hot_ == shape_.num_features && std::int64_t(nnz) * kDenseBatchRatio < shape_.num_features ? routed_hot_ : hot_;
   const std::size_t hot_words = std::size_t((hot + 63) >> 6);
-  // Guarded: resize(n, value) builds its value (a zeroed replica, 7.6 MB for a 1.9M-feature
-  // model) on every call, even when it adds nothing: a serial memset as long as half an LR step.
-  if (hot_cache_.size() < std::size_t(threads))
-    hot_cache_.resize(std::size_t(threads), std::vector<float>(std::size_t(hot_), 0.0f));
+  while (hot_cache_.size() < std::size_t(threads)) hot_cache_.emplace_back(std::size_t(hot_));
   if (hot_bits_.size() < std::size_t(threads))
     hot_bits_.resize(std::size_t(threads), std::vector<std::uint64_t>(std::size_t((hot_ + 63) >> 6), 0));
   // With every feature hot nothing is routed: no owner buffers, no owner parts.
