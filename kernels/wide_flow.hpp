@@ -34,8 +34,9 @@
 // gathers, applies, and routes each entry's gradient either into the thread's replicated hot
 // cache (marking the feature in the thread's touched bits) or, for a cold feature, into the
 // buffer of the thread that owns the feature (features are dealt out by blocks of 64, so owners
-// never share a line, nor a pair of lines); the feature pass has each thread merge the hot replicas over its own
-// range of features, and each owner counting-sort its entries into blocks of 2048 features
+// never share a line, nor a pair of lines); the feature pass has each thread merge the hot
+// replicas over its own range of features, and each owner counting-sort its entries into blocks
+// of 2048 features
 // (8 KB of accumulators: L1-sized) and reduce them there, emitting one row per touched feature.
 // When a replica of every feature per thread fits `replica_budget_bytes` (a model that the
 // last-level cache holds) and a batch's entries number at least 1/kDenseBatchRatio of the
@@ -222,7 +223,7 @@ class WideFlow {
   // `hot_features` (zero-filled vectors took 8 ms of a 0.085 s set-up, a 5th of an epoch).
   std::vector<ZeroPageVector<float, false>> hot_cache_;
   WideFlowStats stats_;
-  // LR: per thread, a bit per hot feature it touched; per owner, the cold entries each tile routed
+  // LR: per replica, a bit per hot feature it touched (cleared with it by its thread); per owner, the cold entries each tile routed
   // to it (tile t writes from its first entry's offset) and the per-(tile, owner) counts.
   std::vector<std::vector<std::uint64_t>> hot_bits_;
   std::size_t replica_dirty_words_ = 0;  // words of hot_bits_ (and their replicas) the last step set

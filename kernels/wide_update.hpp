@@ -108,18 +108,18 @@ struct WideFusedUpdate {
 
 // CPU: row_of(i) (row_len floats) applied to features[i]'s parameter row for i in [first, end),
 // and zeroed. The rows come in batch or block order, scattered over arrays that need not fit any
-// cache: the parameter and state rows kRowsAhead on are fetched while these update. LR's rows are
+// cache: the parameter and state rows rows_ahead on are fetched while these update. LR's rows are
 // one float, a few ns of work each, so it looks 32 rows ahead (8: a 2-thread LR update waited on
 // the lines the other core had read; 32: +8% LR rows/s at 2 threads, 1 thread unchanged).
 template <typename RowOf>
 [[gnu::always_inline]] inline void wide_update_rows(const WideUpdateRule& r, float* params, WideOptimizerState state,
                                                     float scale, const std::uint32_t* features, std::size_t first,
                                                     std::size_t end, std::size_t row_len, RowOf row_of) {
-  const std::size_t kRowsAhead = row_len == 1 ? 32 : 8;
+  const std::size_t rows_ahead = row_len == 1 ? 32 : 8;
   const int len = int(row_len);
   for (std::size_t i = first; i < end; ++i) {
-    if (i + kRowsAhead < end) {
-      const std::size_t ahead = 1 + features[i + kRowsAhead] * row_len;
+    if (i + rows_ahead < end) {
+      const std::size_t ahead = 1 + features[i + rows_ahead] * row_len;
       wide_prefetch_row_for_write(params + ahead, len);
       if (state.n) wide_prefetch_row_for_write(state.n + ahead, len);
       if (state.z) wide_prefetch_row_for_write(state.z + ahead, len);

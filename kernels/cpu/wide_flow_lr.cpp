@@ -1,6 +1,6 @@
 // Flow schema for LR on the CPU (WideFlow::sparse_gradient_lr; see kernels/wide_flow.hpp): a
 // sample pass that routes each entry's gradient into a per-thread hot replica or to the owner of
-// the feature's cache line, then a feature pass where each thread merges the replicas over its
+// the feature's block of parameters, then a feature pass where each thread merges the replicas over its
 // range of hot features and each owner reduces its entries block by block in L1-sized
 // accumulators; both emit one gradient row per touched feature. No atomics.
 #include <algorithm>
@@ -23,7 +23,7 @@ constexpr std::int64_t kRangesPerThread = 8;  // feature pass: hot ranges a thre
 // owner's too. Blocks of one line (16 floats) made a 2-thread run's cold updates 1.4x slower: each
 // owner's prefetches took the lines of the other's parameter and state rows away from it.
 constexpr int kOwnerBlockBits = 6;
-inline std::uint32_t line_owner(std::uint32_t feature, std::uint32_t owners) {
+inline std::uint32_t cold_owner(std::uint32_t feature, std::uint32_t owners) {
   return ((feature + 1) >> kOwnerBlockBits) % owners;
 }
 
@@ -112,7 +112,7 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
             const std::uint64_t bit = std::uint64_t(1) << (f & 63);
             if (!(touched[f >> 6] & bit)) touched[f >> 6] |= bit;
           } else {
-            const std::uint32_t p = line_owner(f, owners);
+            const std::uint32_t p = cold_owner(f, owners);
             const std::size_t at = offset + counts[p]++;
             owner_keys_[p][at] = f;
             owner_values_[p][at] = v;
