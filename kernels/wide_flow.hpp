@@ -223,8 +223,9 @@ class WideFlow {
   // `hot_features` (zero-filled vectors took 8 ms of a 0.085 s set-up, a 5th of an epoch).
   std::vector<ZeroPageVector<float, false>> hot_cache_;
   WideFlowStats stats_;
-  // LR: per replica, a bit per hot feature it touched (cleared with it by its thread); per owner, the cold entries each tile routed
-  // to it (tile t writes from its first entry's offset) and the per-(tile, owner) counts.
+  // LR: per replica, a bit per hot feature it touched (cleared with it by its thread); per owner,
+  // the cold entries each tile routed to it (tile t writes from its first entry's offset) and the
+  // per-(tile, owner) counts.
   std::vector<std::vector<std::uint64_t>> hot_bits_;
   std::size_t replica_dirty_words_ = 0;  // words of hot_bits_ (and their replicas) the last step set
   std::vector<std::vector<std::uint32_t>> owner_keys_;

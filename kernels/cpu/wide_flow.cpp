@@ -52,11 +52,10 @@ WideFlow::WideFlow(const WideShape& shape, const WideFlowOptions& options, int t
   const std::int64_t replica_bytes = std::int64_t(threads) * shape.num_features * std::int64_t(sizeof(float));
   if (shape.kind == WideKind::LR && replica_bytes <= options.replica_budget_bytes) hot_ = shape.num_features;
   scratch_.resize(static_cast<std::size_t>(threads));
-  if (shape.kind == WideKind::LR)
-    while (hot_cache_.size() < std::size_t(threads)) hot_cache_.emplace_back(std::size_t(hot_));
-  else if (shape.kind == WideKind::FM)
+  // LR's replicas are grown by its kernel (to the pool's threads), as zero pages: nothing to do here.
+  if (shape.kind == WideKind::FM)
     owner_tags_.resize(std::size_t(shape.num_features));
-  else
+  else if (shape.kind == WideKind::FFM)
     slots_.resize(shape.num_features);
 }
 

@@ -1,7 +1,7 @@
 // Flow schema for LR on the CPU (WideFlow::sparse_gradient_lr; see kernels/wide_flow.hpp): a
 // sample pass that routes each entry's gradient into a per-thread hot replica or to the owner of
-// the feature's block of parameters, then a feature pass where each thread merges the replicas over its
-// range of hot features and each owner reduces its entries block by block in L1-sized
+// the feature's block of parameters, then a feature pass where each thread merges the replicas
+// over its range of hot features and each owner reduces its entries block by block in L1-sized
 // accumulators; both emit one gradient row per touched feature. No atomics.
 #include <algorithm>
 
