@@ -99,6 +99,40 @@ std::uint32_t crc32c(const void* data, std::size_t bytes, std::uint32_t crc) {
   return crc32c_table_driven(data, bytes, crc);
 }
 
+namespace {
+constexpr std::uint32_t kCastagnoliReflected = 0x82F63B78u;
+
+// a * b modulo the CRC's polynomial, both in the CRC's reflected bit order (the top bit is x^0).
+std::uint32_t multiply_mod_poly(std::uint32_t a, std::uint32_t b) {
+  std::uint32_t product = 0;
+  for (std::uint32_t bit = 1u << 31; bit != 0; bit >>= 1) {
+    if (a & bit) product ^= b;
+    b = (b & 1u) ? (b >> 1) ^ kCastagnoliReflected : b >> 1;  // b * x
+  }
+  return product;
+}
+
+// x^(8 * bytes) modulo the polynomial, by squaring: powers[k] is x^(2^k), k up to 3 + 63.
+std::uint32_t x_to_8n(std::uint64_t bytes) {
+  static const std::array<std::uint32_t, 67> powers = [] {
+    std::array<std::uint32_t, 67> p{};
+    p[0] = 1u << 30;  // x^1
+    for (std::size_t k = 1; k < p.size(); ++k) p[k] = multiply_mod_poly(p[k - 1], p[k - 1]);
+    return p;
+  }();
+  std::uint32_t result = 1u << 31;  // x^0
+  for (std::size_t k = 3; bytes != 0; bytes >>= 1, ++k)
+    if (bytes & 1u) result = multiply_mod_poly(powers[k], result);
+  return result;
+}
+}  // namespace
+
+// The register after A, run on through B's length of zeros, is A's contribution to crc(A B); B's
+// own CRC adds the rest (the initial and final inversions cancel between the two).
+std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t bytes_b) {
+  return multiply_mod_poly(x_to_8n(bytes_b), crc_a) ^ crc_b;
+}
+
 std::string crc32c_hex(const Tensor& host_tensor) {
   char text[9];
   std::snprintf(text, sizeof text, "%08x", crc32c(host_tensor.raw(), host_tensor.nbytes()));

@@ -14,6 +14,9 @@ namespace skew {
 // 0xe3069283.
 // Uses SSE4.2's crc32 instruction where the CPU has it, else crc32c_table_driven.
 std::uint32_t crc32c(const void* data, std::size_t bytes, std::uint32_t crc = 0);
+// The CRC-32C of A followed by B from crc32c(A), crc32c(B) and B's length: pieces of a file
+// summed out of order (or on several threads) give the file's CRC.
+std::uint32_t crc32c_combine(std::uint32_t crc_a, std::uint32_t crc_b, std::uint64_t bytes_b);
 // The portable byte-at-a-time version (~450 MB/s).
 std::uint32_t crc32c_table_driven(const void* data, std::size_t bytes, std::uint32_t crc = 0);
 // As 8 lowercase hex digits, the spelling checkpoints record.

@@ -1,6 +1,7 @@
 // Verified checkpoint shards: CRC-32C against the published check value and a bit-at-a-time
 // reference, a flipped data byte or a NaN rejected naming the file and tensor, intact shards
 // loading bit-identically, shards without checksums still loading, and the prune order.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
@@ -83,6 +84,34 @@ TEST_CASE("crc32c: the check value and a bit-at-a-time reference", "[checkpoint]
       CHECK(skew::crc32c(large.data() + offset, length) == crc32c_bitwise(piece));
     }
   CHECK(skew::crc32c(large.data() + 20000, 20000, skew::crc32c(large.data(), 20000)) == crc32c_bitwise(large));
+}
+
+TEST_CASE("crc32c_combine: pieces summed apart give the whole's CRC", "[checkpoint]") {
+  std::mt19937 gen(11);
+  std::vector<unsigned char> bytes(50000);
+  for (auto& b : bytes) b = static_cast<unsigned char>(gen());
+  const std::uint32_t whole = crc32c_bitwise(bytes);
+  // Split points at the ends, at odd places, around the 12 KiB interleaved rounds.
+  for (const std::size_t split : {0, 1, 7, 4096, 12287, 12288, 30001, 49999, 50000}) {
+    INFO("split " << split);
+    const std::uint32_t a = skew::crc32c(bytes.data(), split), b = skew::crc32c(bytes.data() + split, bytes.size() - split);
+    CHECK(skew::crc32c_combine(a, b, bytes.size() - split) == whole);
+  }
+  // Several pieces folded in order, the way a load summed out of order adds its pieces up.
+  std::uint32_t folded = 0;
+  for (std::size_t at = 0, piece = 1; at < bytes.size(); at += piece, piece = piece * 3 + 5) {
+    const std::size_t n = std::min(piece, bytes.size() - at);
+    folded = skew::crc32c_combine(folded, skew::crc32c(bytes.data() + at, n), n);
+  }
+  CHECK(folded == whole);
+  // A long run of zero bytes (the powers of x beyond 2^32 bits): combine against the direct sum.
+  std::vector<unsigned char> zeros(std::size_t(3) << 20, 0);
+  const std::uint32_t head = skew::crc32c(bytes.data(), 100);
+  CHECK(skew::crc32c_combine(head, skew::crc32c(zeros.data(), zeros.size()), zeros.size()) ==
+        skew::crc32c(zeros.data(), zeros.size(), head));
+  // The combined CRC changes with the second piece's length (a wrong shift would not show on
+  // pieces of equal length only).
+  CHECK(skew::crc32c_combine(head, 0, 5) != skew::crc32c_combine(head, 0, 6));
 }
 
 TEST_CASE("checkpoint shards: intact loads bit-identically, a flipped byte names the tensor", "[checkpoint]") {
