@@ -24,9 +24,17 @@
 
 namespace skew::kernels {
 
+// The CPUs this process may run on: its affinity mask (a Slurm allocation or taskset, not the
+// machine's count).
+inline int process_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : std::numeric_limits<int>::max();
+}
+
 class WidePool {
  public:
-  explicit WidePool(int threads) : threads_(threads < 1 ? 1 : threads), pins_(threads_ <= available_cpus()) {
+  explicit WidePool(int threads) : threads_(threads < 1 ? 1 : threads), pins_(threads_ <= process_cpus()) {
     for (int t = 1; t < threads_; ++t) workers_.emplace_back([this, t] { worker(t); });
   }
   ~WidePool() {
@@ -60,7 +68,7 @@ class WidePool {
     start(tasks, pins_, fn);
   }
   // Whether run_pinned keeps each task on its thread: every thread has a CPU of the process's own
-  // (its affinity mask: a Slurm allocation or taskset, not the machine's count).
+  // (process_cpus()).
   bool pins() const { return pins_; }
 
  private:
@@ -142,12 +150,6 @@ class WidePool {
       drain(thread);
       if (busy_.fetch_sub(1) == 1 && caller_sleeping_.load()) busy_.notify_one();
     }
-  }
-
-  static int available_cpus() {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : std::numeric_limits<int>::max();
   }
 
   int threads_;

@@ -45,6 +45,17 @@ CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_ba
   return key;
 }
 
+CacheLayout::CacheLayout(const CacheHeader& h, std::uint64_t occurring) {
+  const std::uint64_t rows = std::uint64_t(h.rows), nnz = std::uint64_t(h.nnz);
+  row_ptr = sizeof(CacheHeader);
+  label = row_ptr + (rows + 1) * 8;
+  index = label + rows * 4;
+  field = index + nnz * 4;
+  value = field + nnz * 2;
+  order = value + nnz * 4;
+  end = order + occurring * 4 + 8;
+}
+
 namespace {
 [[noreturn]] void corrupt(const std::string& cache, const std::string& why) {
   SKEW_THROW("corrupt data cache " << cache << ": " << why << " (delete it to re-parse)");
@@ -56,22 +67,6 @@ std::string say(const Parts&... parts) {
   (os << ... << parts);
   return os.str();
 }
-
-// Where each array starts in a cache of `h.rows` rows, `h.nnz` nonzeros and `occurring` ids in
-// its frequency order (whose length closes the file, 8 bytes).
-struct Sections {
-  std::uint64_t row_ptr, label, index, field, value, order, end;
-  Sections(const CacheHeader& h, std::uint64_t occurring) {
-    const std::uint64_t rows = std::uint64_t(h.rows), nnz = std::uint64_t(h.nnz);
-    row_ptr = sizeof(CacheHeader);
-    label = row_ptr + (rows + 1) * 8;
-    index = label + rows * 4;
-    field = index + nnz * 4;
-    value = field + nnz * 2;
-    order = value + nnz * 4;
-    end = order + occurring * 4 + 8;
-  }
-};
 
 // Copies of a cache's arrays are checked element by element. A block is first tested branch-free
 // (the loop vectorises: an unsigned sum of the verdicts, each element compared in its own width),
@@ -97,50 +92,6 @@ auto index_bad(const CacheHeader& h) {
 auto field_bad(const CacheHeader& h) {
   const std::uint16_t last = std::uint16_t(h.num_fields - 1);
   return [=](std::uint16_t f) { return f > last; };
-}
-
-// Throws naming the cache at the first bad one of `n` labels of rows from r0 on.
-void check_labels(const std::string& path, std::int64_t r0, const float* label, std::size_t n) {
-  if (!any_bad(label, n, label_bad)) return;
-  for (std::size_t r = 0; r < n; ++r)
-    if (label_bad(label[r])) corrupt(path, say("row ", r0 + std::int64_t(r), " has label ", label[r]));
-}
-
-// Throws naming the cache at the first bad one of the nonzeros of `d` (its index, field and
-// value, all as long), which are the cache's from nonzero a on.
-void check_nonzeros(const std::string& path, const CacheHeader& h, std::int64_t a, const SparseDataset& d) {
-  const std::size_t n = d.index.size();
-  const auto index_out = index_bad(h);
-  const auto field_out = field_bad(h);
-  if (!any_bad(d.index.data(), n, index_out) && !any_bad(d.field.data(), n, field_out) &&
-      !any_bad(d.value.data(), n, value_bad))
-    return;
-  for (std::size_t i = 0; i < n; ++i)
-    if (index_out(d.index[i]) || field_out(d.field[i]) || value_bad(d.value[i]))
-      corrupt(path, say("nonzero ", a + std::int64_t(i), " is ", d.field[i], ":", d.index[i], ":", d.value[i],
-                        " (features ", h.num_features, ", fields ", h.num_fields, ", values finite)"));
-}
-
-// Throws naming the cache unless row_ptr, the stored offsets of rows r0 .. r0 + size - 1, start at
-// 0 (row 0), never go back, stay within the nonzeros and end at them (the file's last row).
-void check_offsets(const std::string& path, const CacheHeader& h, std::int64_t r0, const std::vector<std::int64_t>& row_ptr) {
-  for (std::size_t i = 0; i < row_ptr.size(); ++i) {
-    const std::int64_t r = r0 + std::int64_t(i), p = row_ptr[i];
-    if (p < 0 || p > h.nnz || (i > 0 && p < row_ptr[i - 1]) || (r == 0 && p != 0) || (r == h.rows && p != h.nnz))
-      corrupt(path, say("row offset ", r, " is ", p, " (rows must start at 0, never go back, and end at ", h.nnz, ")"));
-  }
-}
-
-// Throws naming the cache when an id of the frequency order is out of range or listed twice.
-void check_frequency_order(const std::string& path, const CacheHeader& h, const std::vector<std::uint32_t>& order) {
-  std::vector<bool> listed(std::size_t(h.num_features), false);
-  for (std::size_t r = 0; r < order.size(); ++r) {
-    const std::uint32_t f = order[r];
-    if (f >= listed.size() || listed[f])
-      corrupt(path, say("feature ", f, " at place ", r, " of the frequency order is ",
-                        f >= listed.size() ? say("beyond its ", h.num_features, " features") : "listed twice"));
-    listed[f] = true;
-  }
 }
 
 // One pass over a cache's payload in file order, through a read-only mapping: every byte is
@@ -222,6 +173,42 @@ class PayloadPass {
 };
 }  // namespace
 
+void CacheFile::check_labels(std::int64_t r0, const float* label, std::size_t n) const {
+  if (!any_bad(label, n, label_bad)) return;
+  for (std::size_t r = 0; r < n; ++r)
+    if (label_bad(label[r])) corrupt(path_, say("row ", r0 + std::int64_t(r), " has label ", label[r]));
+}
+
+void CacheFile::check_nonzeros(std::int64_t a, const std::uint32_t* index, const std::uint16_t* field,
+                               const float* value, std::size_t n) const {
+  const auto index_out = index_bad(h_);
+  const auto field_out = field_bad(h_);
+  if (!any_bad(index, n, index_out) && !any_bad(field, n, field_out) && !any_bad(value, n, value_bad)) return;
+  for (std::size_t i = 0; i < n; ++i)
+    if (index_out(index[i]) || field_out(field[i]) || value_bad(value[i]))
+      corrupt(path_, say("nonzero ", a + std::int64_t(i), " is ", field[i], ":", index[i], ":", value[i], " (features ",
+                         h_.num_features, ", fields ", h_.num_fields, ", values finite)"));
+}
+
+void CacheFile::check_offsets(std::int64_t r0, const std::vector<std::int64_t>& row_ptr) const {
+  for (std::size_t i = 0; i < row_ptr.size(); ++i) {
+    const std::int64_t r = r0 + std::int64_t(i), p = row_ptr[i];
+    if (p < 0 || p > h_.nnz || (i > 0 && p < row_ptr[i - 1]) || (r == 0 && p != 0) || (r == h_.rows && p != h_.nnz))
+      corrupt(path_, say("row offset ", r, " is ", p, " (rows must start at 0, never go back, and end at ", h_.nnz, ")"));
+  }
+}
+
+void CacheFile::check_frequency_order(const std::vector<std::uint32_t>& order) const {
+  std::vector<bool> listed(std::size_t(h_.num_features), false);
+  for (std::size_t r = 0; r < order.size(); ++r) {
+    const std::uint32_t f = order[r];
+    if (f >= listed.size() || listed[f])
+      corrupt(path_, say("feature ", f, " at place ", r, " of the frequency order is ",
+                         f >= listed.size() ? say("beyond its ", h_.num_features, " features") : "listed twice"));
+    listed[f] = true;
+  }
+}
+
 CacheFile::CacheFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
 
 CacheFile::~CacheFile() {
@@ -245,6 +232,11 @@ void CacheFile::read_at(std::uint64_t offset, void* to, std::size_t bytes) const
   }
 }
 
+std::uint32_t CacheFile::read_summed(std::uint64_t offset, void* to, std::size_t bytes, std::uint32_t crc) const {
+  read_at(offset, to, bytes);
+  return crc32c(to, bytes, crc);
+}
+
 bool CacheFile::checksum_holds(std::uint32_t crc) const {
   if (crc == h_.payload_crc) return true;
   SKEW_WARN("data cache " << path_ << " fails its checksum (crc32c " << std::hex << crc << ", recorded "
@@ -260,23 +252,23 @@ bool CacheFile::payload_intact() const {
 
 void CacheFile::read_offsets(std::int64_t r0, std::int64_t r1, std::vector<std::int64_t>& row_ptr) const {
   row_ptr.resize(std::size_t(r1 - r0 + 1));
-  read_at(Sections(h_, occurring_).row_ptr + std::uint64_t(r0) * 8, row_ptr.data(), row_ptr.size() * 8);
-  check_offsets(path_, h_, r0, row_ptr);
+  read_at(layout().row_ptr + std::uint64_t(r0) * 8, row_ptr.data(), row_ptr.size() * 8);
+  check_offsets(r0, row_ptr);
 }
 
 void CacheFile::read_rows(std::int64_t r0, SparseDataset& d) const {
-  const Sections at(h_, occurring_);
+  const CacheLayout at = layout();
   const std::int64_t rows = std::int64_t(d.row_ptr.size()) - 1, a = d.row_ptr.front(), n = d.row_ptr.back() - a;
   const auto get = [&](std::uint64_t section, std::int64_t first, std::int64_t count, auto& v) {
     v.resize(std::size_t(count));
     read_at(section + std::uint64_t(first) * sizeof(v[0]), v.data(), std::size_t(count) * sizeof(v[0]));
   };
   get(at.label, r0, rows, d.label);
-  check_labels(path_, r0, d.label.data(), d.label.size());
+  check_labels(r0, d.label.data(), d.label.size());
   get(at.index, a, n, d.index);
   get(at.field, a, n, d.field);
   get(at.value, a, n, d.value);
-  check_nonzeros(path_, h_, a, d);
+  check_nonzeros(a, d.index.data(), d.field.data(), d.value.data(), d.index.size());
   rebase(r0, d);
 }
 
@@ -290,14 +282,14 @@ void CacheFile::rebase(std::int64_t r0, SparseDataset& d) const {
 
 std::vector<std::uint32_t> CacheFile::read_frequency_order() const {
   std::vector<std::uint32_t> order(occurring_);
-  read_at(Sections(h_, occurring_).order, order.data(), order.size() * sizeof(std::uint32_t));
-  check_frequency_order(path_, h_, order);
+  read_at(layout().order, order.data(), order.size() * sizeof(std::uint32_t));
+  check_frequency_order(order);
   return order;
 }
 
 bool CacheFile::read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d,
                              std::vector<std::uint32_t>& frequency_order) const {
-  const Sections at(h_, occurring_);
+  const CacheLayout at = layout();
   PayloadPass pass(path_, fd_, bytes_);
   // Every check runs on the bytes as copied, but its verdict waits for the checksum's: a cache
   // that fails it is re-parsed (a warning), one that passes it and fails a check is an error.
@@ -305,7 +297,7 @@ bool CacheFile::read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d,
   const auto none = [](auto) { return false; };
   pass.copy(at.row_ptr + std::uint64_t(r0) * 8, d.row_ptr, std::size_t(r1 - r0 + 1), none);
   try {
-    check_offsets(path_, h_, r0, d.row_ptr);
+    check_offsets(r0, d.row_ptr);
   } catch (const Error&) {
     bad_offsets = std::current_exception();
   }
@@ -326,9 +318,9 @@ bool CacheFile::read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d,
     return false;
   }
   if (bad_offsets) std::rethrow_exception(bad_offsets);
-  if (bad_labels) check_labels(path_, r0, d.label.data(), d.label.size());
-  if (bad_nonzeros) check_nonzeros(path_, h_, a, d);
-  check_frequency_order(path_, h_, frequency_order);
+  if (bad_labels) check_labels(r0, d.label.data(), d.label.size());
+  if (bad_nonzeros) check_nonzeros(a, d.index.data(), d.field.data(), d.value.data(), d.index.size());
+  check_frequency_order(frequency_order);
   rebase(r0, d);
   return true;
 }
@@ -352,14 +344,14 @@ std::unique_ptr<CacheFile> CacheFile::open(const std::string& cache, const Cache
     corrupt(cache, say("header out of range (rows ", h.rows, ", nonzeros ", h.nnz, ", features ", h.num_features,
                        ", fields ", h.num_fields, ", hash_bits ", h.hash_bits, ")"));
   const std::uint64_t file_bytes = std::uint64_t(st.st_size), rows = std::uint64_t(h.rows), nnz = std::uint64_t(h.nnz);
-  if (rows > file_bytes / 12 || nnz > file_bytes / 10 || Sections(h, 0).end > file_bytes)
+  if (rows > file_bytes / 12 || nnz > file_bytes / 10 || CacheLayout(h, 0).end > file_bytes)
     corrupt(cache, say(h.rows, " rows and ", h.nnz, " nonzeros in the header do not fit its ", file_bytes, " bytes"));
   file->bytes_ = file_bytes;
   // The frequency order's length closes the file; with the header's counts it must give its size
   // (any change to it does), so that a truncated cache is refused, not taken for a damaged one.
   std::int64_t occurring = 0;
   file->read_at(file_bytes - 8, &occurring, 8);
-  if (occurring < 0 || occurring > h.num_features || Sections(h, std::uint64_t(occurring)).end != file_bytes)
+  if (occurring < 0 || occurring > h.num_features || CacheLayout(h, std::uint64_t(occurring)).end != file_bytes)
     corrupt(cache, say(h.rows, " rows, ", h.nnz, " nonzeros and a frequency order of ", occurring, " of ",
                        h.num_features, " features do not fit its ", file_bytes, " bytes"));
   file->occurring_ = std::uint64_t(occurring);

@@ -35,6 +35,13 @@ CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_ba
 void write_cache(const std::string& cache, CacheHeader h, const SparseDataset& d,
                  const std::vector<std::uint32_t>& frequency_order);
 
+// Where each array of a cache starts (header, row offsets, labels, ids, fields, values, the
+// frequency order and its length, in that order), and where it ends.
+struct CacheLayout {
+  std::uint64_t row_ptr, label, index, field, value, order, end;
+  CacheLayout(const CacheHeader& h, std::uint64_t occurring);
+};
+
 // A cache whose header matched, its rows read by ranges with pread (so only the rows asked for
 // become the process's memory), every range checked as it is read.
 class CacheFile {
@@ -67,11 +74,24 @@ class CacheFile {
   // The whole file's frequency order (checked: ids in range, none twice).
   std::vector<std::uint32_t> read_frequency_order() const;
 
+  // For a load that reads its pieces in another order than the file's (lib/wide/cache_load.hpp):
+  CacheLayout layout() const { return CacheLayout(h_, occurring_); }
+  // `bytes` at `offset` into `to`; returns their CRC-32C, continued from `crc`.
+  std::uint32_t read_summed(std::uint64_t offset, void* to, std::size_t bytes, std::uint32_t crc) const;
+  // Whether `crc`, the payload's as summed, is the header's; warns naming the cache when not.
+  bool checksum_holds(std::uint32_t crc) const;
+  // Each throws naming the cache at the first bad one: offsets of rows r0.. (from 0, never back,
+  // ending at the nonzeros), labels of rows r0.. (0 or 1), nonzeros a.. (id and field in range,
+  // value finite), the frequency order (ids in range, none twice).
+  void check_offsets(std::int64_t r0, const std::vector<std::int64_t>& row_ptr) const;
+  void check_labels(std::int64_t r0, const float* label, std::size_t n) const;
+  void check_nonzeros(std::int64_t a, const std::uint32_t* index, const std::uint16_t* field, const float* value,
+                      std::size_t n) const;
+  void check_frequency_order(const std::vector<std::uint32_t>& order) const;
+
  private:
   CacheFile(std::string path, int fd);
   void read_at(std::uint64_t offset, void* to, std::size_t bytes) const;
-  // Whether `crc`, the payload's as summed, is the header's; warns naming the cache when not.
-  bool checksum_holds(std::uint32_t crc) const;
   // d's row_ptr rebased to 0 and its shape and first row (r0) set, once its rows are read.
   void rebase(std::int64_t r0, SparseDataset& d) const;
   std::string path_;

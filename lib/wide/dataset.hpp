@@ -99,6 +99,8 @@ SparseDataset load_dataset(const std::string& spec, const ReadOptions& options, 
 // whose values are all zero stay as they are). Training, validation and prediction data of a
 // model trained this way all go through it (train.normalize, WideModel::normalized).
 void normalize_instances(SparseDataset& data);
+// The same for rows [first, last) of arrays laid out as a SparseDataset's.
+void normalize_rows(const std::int64_t* row_ptr, float* value, std::int64_t first, std::int64_t last);
 
 // Rows [begin, end) of `data` as a standalone dataset (num_features/num_fields kept).
 SparseDataset slice_rows(const SparseDataset& data, std::int64_t begin, std::int64_t end);

@@ -59,10 +59,12 @@ TrainOptions train_options(const Config& c, int threads) {
   return o;
 }
 
-// A step's rows: [begin, end) of *data, and the next step's [next_begin, next_end).
+// A step's rows: [begin, end) of *data, and the next step's [next_begin, next_end); of `loading`
+// instead while data.train loads beside the first epoch.
 struct Batch {
   const SparseDataset* data = nullptr;
   std::int64_t begin = 0, end = 0, next_begin = 0, next_end = 0;
+  const OverlappedLoad* loading = nullptr;
 };
 
 // What train_epoch works with, fixed for the run.
@@ -72,6 +74,7 @@ struct EpochLoop {
   std::int64_t steps, local_batch, log_every;
   JsonlWriter& metrics;  // disabled on ranks other than 0 and without output.dir
   WideCheckpoint& checkpoint;
+  std::function<void()> settle_data;  // before a checkpoint: data.train's overlapped load checked whole
 };
 
 // The rest of epoch st.epoch from step st.step_in_epoch on, each rank taking its local_batch rows
@@ -82,7 +85,8 @@ void train_epoch(EpochLoop& loop, WideRunState& st, const Timer& epoch_timer) {
   const std::int64_t interval = loop.checkpoint.interval();
   for (std::int64_t s = st.step_in_epoch; s < loop.steps; ++s) {
     const Batch b = loop.batch(s);
-    const StepResult r = loop.trainer.step(*b.data, b.begin, b.end, b.next_begin, b.next_end);
+    const StepResult r = b.loading ? loop.trainer.step_rows(b.loading->batch(b.begin, b.end))
+                                   : loop.trainer.step(*b.data, b.begin, b.end, b.next_begin, b.next_end);
     // The loss is the group's (summed over ranks), so every rank stops here together.
     SKEW_CHECK(std::isfinite(r.loss), "epoch " << st.epoch << " step " << s + 1 << ": the training loss is " << r.loss
                                                 << ": the model diverged (try a smaller train.lr)");
@@ -103,6 +107,7 @@ void train_epoch(EpochLoop& loop, WideRunState& st, const Timer& epoch_timer) {
       st.window_steps = 0;
     }
     if (interval > 0 && st.global_step % interval == 0 && s + 1 < loop.steps) {
+      loop.settle_data();
       WideRunState saved = st;
       saved.epoch_seconds += epoch_timer.seconds();
       loop.checkpoint.save(loop.trainer, saved);
@@ -129,9 +134,9 @@ struct SetupTimes {
   double startup = 0, data = 0, model = 0, trainer = 0, total = 0;
 };
 
-}  // namespace
-
-Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
+// fit(), with data.train loading beside the first epoch where `overlap_allowed` and
+// data.load_overlap's conditions allow.
+Json fit_run(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world, bool overlap_allowed) {
   Timer total;
   // Set-up, from the command to the first training step: the process's start (MPI, the config),
   // the data, the model's initial values and the trainer's state, timed in turn.
@@ -139,7 +144,8 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   setup.startup = log::seconds_since_start();
   const int rank = world->rank(), ranks = world->size();
   const int threads = c.get_int_as<int>("train.threads");
-  Data data = load_data(c, *world, threads);
+  Data data = load_data(c, *world, threads, overlap_allowed);
+  start_overlapped_load(data);
   setup.data = total.seconds();
   // A streamed run's data.max_memory_mb counts the process as it stands before the model is made.
   const std::int64_t baseline_bytes = data.streamed ? settled_resident_bytes() : 0;
@@ -223,7 +229,9 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   const auto in_memory_batch = [&](std::int64_t s) {
     const std::int64_t rows = data.train.rows(), begin = std::min(rows, s * local_batch),
                        end = std::min(rows, begin + local_batch);
-    return Batch{&data.train, begin, end, end, s + 1 < steps[0] ? std::min(rows, end + local_batch) : end};
+    if (data.overlapped) data.overlapped->wait_rows(end);
+    return Batch{&data.train, begin, end, end, s + 1 < steps[0] ? std::min(rows, end + local_batch) : end,
+                 data.overlapped.get()};
   };
   const auto streamed_batch = [&](std::int64_t s) {
     Batch b;
@@ -233,7 +241,8 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
     return b;
   };
   EpochLoop loop{trainer, data.stream ? std::function<Batch(std::int64_t)>(streamed_batch) : in_memory_batch,
-                 steps[0], local_batch, c.get_int("train.log_every"), metrics, checkpoint};
+                 steps[0], local_batch, c.get_int("train.log_every"), metrics, checkpoint,
+                 [&] { settle_overlapped_load(data); }};
   // A run resumed after its early stop stays stopped.
   const auto stopped_early = [&] { return patience > 0 && st.since_best >= patience; };
   setup.total = log::seconds_since_start();
@@ -248,7 +257,10 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
         stream_batches->rewind();
       }
       train_epoch(loop, st, epoch_timer);
-      const double epoch_seconds = st.epoch_seconds + epoch_timer.seconds();
+      const double waited = data.load_wait_seconds;
+      settle_overlapped_load(data);  // its checksum's verdict before anything is validated or written
+      // Waiting for rows is the data's time, as a load before training is: not the epoch's.
+      const double epoch_seconds = st.epoch_seconds + epoch_timer.seconds() - (data.load_wait_seconds - waited);
       st.train_seconds += epoch_seconds;
       st.total_samples += st.epoch_samples;
       st.epochs_run = st.epoch;
@@ -299,6 +311,7 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
                {"train_samples_per_s", double(st.total_samples) / std::max(1e-9, st.train_seconds)},
                {"train_nonzeros_per_s", double(st.total_nonzeros) / std::max(1e-9, st.train_seconds)},
                {"train_rows_skipped", data.report.skipped_lines}, {"data_seconds", data.report.seconds},
+               {"data_load_overlapped", data.load_overlapped}, {"data_wait_seconds", data.load_wait_seconds},
                {"seconds", total.seconds()}, {"model_path", model_path}, {"resumed", resumed},
                {"streamed", data.stream != nullptr}, {"setup_seconds", setup.total},
                {"setup_startup_seconds", setup.startup}, {"setup_data_seconds", setup.data},
@@ -321,6 +334,19 @@ Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
   metrics.close();  // checked: a failed last write is an error, not a stderr line
   if (rank == 0 && !dir.empty()) write_file_atomic(dir + "/summary.json", summary.dump() + "\n");
   return summary;
+}
+
+}  // namespace
+
+Json fit(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world) {
+  try {
+    return fit_run(c, world, true);
+  } catch (const DamagedCacheError& e) {
+    // Rows of the damaged cache were trained on: start over, loading first, which re-parses the
+    // text and rewrites the cache (its warning said so).
+    SKEW_WARN(e.what() << " after training began on its rows: starting the run over from the text");
+    return fit_run(c, world, false);
+  }
 }
 
 }  // namespace skew::wide

@@ -8,6 +8,7 @@
 #include "lib/core/timer.hpp"
 #include "lib/wide/fit.hpp"
 #include "lib/wide/memory_budget.hpp"
+#include "kernels/wide_pool.hpp"
 
 namespace skew::wide {
 
@@ -44,6 +45,33 @@ bool streams(const Config& c, const std::string& spec) {
 
 std::string cache_of(const std::string& spec) {
   return spec + ".skewbin";
+}
+
+// Whether data.train may load while the first epoch trains (data.load_overlap): one rank (a rank
+// starting over after a damaged cache would leave the others in a collective), the CPU trainer,
+// renumbering by the cache's frequency order (counting ids, or listing the model rows they read,
+// takes all of them first), a file with a cache, and a CPU for the loader beyond train.threads
+// (a pinned pool's passes would wait on the loader's time slices).
+bool overlaps_load(const Config& c, const comm::ProcessGroup& world, int threads, const std::string& spec) {
+  std::error_code ec;
+  return c.get_bool("data.load_overlap") && world.size() == 1 && c.get_string("train.device") == "cpu" &&
+         c.get_bool("train.renumber") && c.get_bool("data.cache") && spec.rfind("synthetic:", 0) != 0 &&
+         std::filesystem::is_regular_file(spec, ec) && threads < kernels::process_cpus();
+}
+
+// d.overlapped opened on data.train's cache, d.train sized and d.report filled from its header;
+// false, with nothing changed, when the cache cannot be loaded so.
+bool open_overlapped_load(const std::string& spec, const ReadOptions& ro, Data& d) {
+  const CacheHeader want = cache_key(spec, format_for(spec, ro.format), ro.skip_bad_lines, ro.hash_bits);
+  d.overlapped = OverlappedLoad::open(cache_of(spec), want, d.train, d.report.frequency_order);
+  if (!d.overlapped) return false;
+  d.load_overlapped = true;
+  const CacheHeader& h = d.overlapped->header();
+  d.report.lines = h.lines;
+  d.report.total_rows = h.rows;
+  d.report.from_cache = true;
+  d.train_rows = d.train.rows();
+  return true;
 }
 
 // The first pass over a streamed data.train: its rows, shape and (to renumber) feature counts.
@@ -145,7 +173,8 @@ bool renumber_from_cache(const Config& c, comm::ProcessGroup& world, Data& d) {
   const std::vector<std::uint32_t>& occurring = d.report.frequency_order;
   d.order = FeatureOrder::from_occurring(occurring, d.shape.num_features);
   // The order lists the features that occur first: those are the model rows training reads.
-  SKEW_CHECK(d.order.apply(d.train, d.read.threads) <= occurring.size(),
+  // An overlapped load renumbers its chunks as they come in.
+  SKEW_CHECK(d.overlapped || d.order.apply(d.train, d.read.threads) <= occurring.size(),
              "corrupt data cache " << cache_of(c.get_string("data.train"))
                                    << ": its frequency order misses features of its rows (delete it to re-parse)");
   if (d.has_valid) d.order.apply(d.valid, d.read.threads);
@@ -169,23 +198,24 @@ std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& wor
   return read;
 }
 
-Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
+Data load_data(const Config& c, comm::ProcessGroup& world, int threads, bool overlap_allowed) {
   Data d;
   const ReadOptions ro = d.read = read_options(c, world, threads);
   SKEW_CHECK(!c.get_string("data.train").empty(),
              "data.train is empty: give a libsvm/libffm file or synthetic:criteo?rows=N&features=F");
   StreamScan scan;
-  if (streams(c, c.get_string("data.train"))) {
+  const std::string spec = c.get_string("data.train");
+  if (streams(c, spec)) {
     scan = share_training_stream(c, world, ro, d);
-  } else {
+  } else if (!(overlap_allowed && overlaps_load(c, world, threads, spec) && open_overlapped_load(spec, ro, d))) {
     d.train = load_dataset(c.get_string("data.train"), ro, &d.report);
     d.train_rows = d.train.rows();
   }
   d.has_valid = !c.get_string("data.valid").empty();
   if (d.has_valid) d.valid = load_dataset(c.get_string("data.valid"), ro);
   SKEW_INFO("data: " << d.train_rows << " training rows on rank 0 (" << d.report.lines << " lines"
-                     << (d.report.from_cache ? ", from cache" : "") << ", " << d.report.skipped_lines
-                     << " skipped, " << d.report.seconds << " s)" << (d.has_valid ? ", validation " + std::to_string(d.valid.rows()) + " rows" : ""));
+                     << (d.report.from_cache ? ", from cache" : "") << ", " << d.report.skipped_lines << " skipped, "
+                     << (d.overlapped ? "loading" : std::to_string(d.report.seconds) + " s") << ")" << (d.has_valid ? ", validation " + std::to_string(d.valid.rows()) + " rows" : ""));
 
   kernels::WideShape& shape = d.shape;
   shape.kind = kernels::wide_kind_from_name(c.get_string("model.type"));
@@ -206,12 +236,13 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   shape.num_fields = std::max(d.train.num_fields, d.valid.num_fields);
   d.normalize = normalize_for(c, shape.kind);
   if (d.normalize) {
-    normalize_instances(d.train);  // a streamed file's chunks: as they arrive (prepare_chunk)
+    if (!d.overlapped) normalize_instances(d.train);  // streamed or overlapped: chunks as they arrive
     if (d.has_valid) normalize_instances(d.valid);
   }
 
   d.renumber = c.get_bool("train.renumber");
   if (d.renumber && renumber_from_cache(c, world, d)) {
+    if (d.overlapped) SKEW_INFO("data: " << d.train_rows << " training rows load from the cache while training starts");
     SKEW_INFO("data: features renumbered by frequency, " << d.report.frequency_order.size() << " of "
                                                          << shape.num_features << " occur (order read from the cache)");
     return d;
@@ -231,6 +262,24 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads) {
   }
   d.rows_read = model_rows_read(d, world, occurring);
   return d;
+}
+
+void start_overlapped_load(Data& d) {
+  if (!d.overlapped) return;
+  // open() refuses a cache without a frequency order, so renumber_from_cache took it (d.order).
+  d.overlapped->start(&d.order, std::uint32_t(d.report.frequency_order.size()), d.normalize);
+}
+
+void settle_overlapped_load(Data& d) {
+  if (!d.overlapped) return;
+  d.overlapped->finish();
+  d.overlapped->hand_over(d.train);
+  d.report.seconds = d.overlapped->seconds();
+  d.load_wait_seconds = d.overlapped->waited_seconds();
+  SKEW_INFO("data: data.train's " << d.train_rows << " rows loaded from its cache in " << d.report.seconds
+                                  << " s beside training, which waited " << d.load_wait_seconds
+                                  << " s for rows (checksum holds)");
+  d.overlapped.reset();
 }
 
 std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, WideTrainer& trainer, std::int64_t batch,

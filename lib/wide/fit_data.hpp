@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "lib/core/config.hpp"
+#include "lib/wide/cache_load.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/stream.hpp"
@@ -24,6 +25,11 @@ struct Data {
   std::int64_t stream_first_row = 0, stream_last_row = 0;  // streamed: this rank's rows of the file
   std::int64_t stream_held_bytes = 0;   // streamed: what the run holds outside the ring (RunMemory)
   std::int64_t train_rows = 0;         // this rank's
+  // data.train loading while training (data.load_overlap): its arrays are sized, its rows come in
+  // once start_overlapped_load() has run; null once settled (settle_overlapped_load) or never.
+  std::unique_ptr<OverlappedLoad> overlapped;
+  bool load_overlapped = false;  // data.train loaded beside the first epoch (overlapped was set)
+  double load_wait_seconds = 0;  // how long training waited for its rows (counted apart from it)
   ReadOptions read;                    // data.* as read
   bool has_valid = false;
   ReadReport report;  // of the training data
@@ -42,8 +48,15 @@ bool normalize_for(const Config& c, kernels::WideKind kind);
 
 // Loads data.train (or scans it, when it streams) and data.valid for this rank of `world`,
 // parsing with `threads`; normalises and renumbers them as configured. Collective (renumbering
-// counts features over all ranks).
-Data load_data(const Config& c, comm::ProcessGroup& world, int threads);
+// counts features over all ranks). With `overlap_allowed` and data.load_overlap's conditions
+// met, data.train's rows are left to Data::overlapped (start_overlapped_load).
+Data load_data(const Config& c, comm::ProcessGroup& world, int threads, bool overlap_allowed = true);
+// Starts d.overlapped's thread, normalising and renumbering as load_data would have: `d` must
+// stay where it is until it settles.
+void start_overlapped_load(Data& d);
+// Waits for d.overlapped's whole load and lets it go: throws DamagedCacheError when the cache
+// failed its checksum, or the error of the check its rows failed. Nothing when none runs.
+void settle_overlapped_load(Data& d);
 
 // Data::rows_read for `d` (shape, train, valid and order set): empty for LR. `occurring`: when
 // the features were renumbered by frequency, how many of them the training rows of all ranks

@@ -231,6 +231,15 @@ FeatureOrder FeatureOrder::from_occurring(const std::vector<std::uint32_t>& occu
   return fo;
 }
 
+std::uint32_t FeatureOrder::renumber(std::uint32_t* ids, std::size_t n) const {
+  std::uint32_t end = 0;
+  for (std::size_t e = 0; e < n; ++e) {
+    ids[e] = new_of_old[ids[e]];
+    end = std::max(end, ids[e] + 1);
+  }
+  return end;
+}
+
 std::uint32_t FeatureOrder::apply(SparseDataset& data, int threads) const {
   // A renumbering's lookups are scattered over a table of 4 B per feature (7.6 MB for Criteo's
   // 1.9M), so a core waits on memory: a whole load's 7.8M nonzeros took 14 ms, a fifth of set-up.
@@ -239,23 +248,27 @@ std::uint32_t FeatureOrder::apply(SparseDataset& data, int threads) const {
   const std::size_t parts = std::clamp<std::size_t>(std::size_t(std::max(threads, 1)), 1, n / kMinNonzerosPerThread + 1);
   std::vector<std::uint32_t> ends(parts, 0);
   std::vector<std::size_t> beyond(parts, none);  // each part's first id beyond the table, reported after all ran
-  const auto renumber = [&](std::size_t part) {
+  // Checked, then renumbered, a block at a time (the block stays in the core's cache between).
+  constexpr std::size_t kBlock = std::size_t(1) << 14;
+  const auto renumber_part = [&](std::size_t part) {
     std::uint32_t end = 0;
-    for (std::size_t e = n * part / parts, last = n * (part + 1) / parts; e < last; ++e) {
-      std::uint32_t& i = data.index[e];
-      if (i >= new_of_old.size()) {
-        beyond[part] = e;
+    for (std::size_t e = n * part / parts, last = n * (part + 1) / parts; e < last; e += kBlock) {
+      std::uint32_t* const block = data.index.data() + e;
+      const std::size_t count = std::min(kBlock, last - e);
+      const std::uint32_t* beyond_at =
+          std::find_if(block, block + count, [&](std::uint32_t i) { return i >= new_of_old.size(); });
+      if (beyond_at != block + count) {
+        beyond[part] = e + std::size_t(beyond_at - block);
         break;
       }
-      i = new_of_old[i];
-      end = std::max(end, i + 1);
+      end = std::max(end, renumber(block, count));
     }
     ends[part] = end;
   };
   {
     std::vector<std::jthread> helpers;
-    for (std::size_t part = 1; part < parts; ++part) helpers.emplace_back(renumber, part);
-    renumber(0);
+    for (std::size_t part = 1; part < parts; ++part) helpers.emplace_back(renumber_part, part);
+    renumber_part(0);
   }
   for (const std::size_t e : beyond)
     SKEW_CHECK(e == none, "feature " << data.index[e] << " beyond the renumbering table (" << new_of_old.size() << ")");

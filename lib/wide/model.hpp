@@ -74,6 +74,9 @@ struct FeatureOrder {
   // nonzeros); returns one past the largest new id (0 for no entries). Throws naming an id
   // beyond the table.
   std::uint32_t apply(SparseDataset& data, int threads = 1) const;
+  // Rewrites ids[0, n), every one known to be below new_of_old.size(); returns one past the
+  // largest new id (0 for none).
+  std::uint32_t renumber(std::uint32_t* ids, std::size_t n) const;
   // Parameters of a model trained on renumbered ids, laid out for the original ids.
   WideParams to_original(const kernels::WideShape& shape, const WideParams& params) const;
 };

@@ -38,15 +38,19 @@ void SparseDataset::append_row(const std::uint32_t* idx, const std::uint16_t* fl
   label.push_back(y);
 }
 
-void normalize_instances(SparseDataset& d) {
-  for (std::int64_t r = 0; r < d.rows(); ++r) {
-    const std::size_t begin = std::size_t(d.row_ptr[std::size_t(r)]), end = std::size_t(d.row_ptr[std::size_t(r) + 1]);
+void normalize_rows(const std::int64_t* row_ptr, float* value, std::int64_t first, std::int64_t last) {
+  for (std::int64_t r = first; r < last; ++r) {
+    const std::int64_t begin = row_ptr[r], end = row_ptr[r + 1];
     double sum_sq = 0;  // float64: a row of a thousand values keeps its last bits
-    for (std::size_t e = begin; e < end; ++e) sum_sq += double(d.value[e]) * double(d.value[e]);
+    for (std::int64_t e = begin; e < end; ++e) sum_sq += double(value[e]) * double(value[e]);
     if (sum_sq == 0) continue;  // an empty or all-zero row has no direction to keep
     const float scale = float(1.0 / std::sqrt(sum_sq));
-    for (std::size_t e = begin; e < end; ++e) d.value[e] *= scale;
+    for (std::int64_t e = begin; e < end; ++e) value[e] *= scale;
   }
+}
+
+void normalize_instances(SparseDataset& d) {
+  normalize_rows(d.row_ptr.data(), d.value.data(), 0, d.rows());
 }
 
 SparseDataset slice_rows(const SparseDataset& d, std::int64_t begin, std::int64_t end) {

@@ -17,6 +17,11 @@ Schema wide_train_schema() {
   s.add_bool("data.cache", true,
              "read/write a binary cache FILE.skewbin beside a text file (a streamed data.train's first pass writes it, "
              "its epochs read it)");
+  s.add_bool("data.load_overlap", true,
+             "a data.train read whole from its binary cache loads on a thread of its own while the first epoch trains "
+             "on the rows already in (one rank, train.device = cpu, train.renumber on, and a CPU of the process's "
+             "beyond train.threads; else it loads first); a cache that fails its checksum once rows of it were "
+             "trained on is re-parsed and the run starts over, as a load that checks it first would");
   s.add_int("data.max_memory_mb", 0, {0, kMaxMemoryMb},
             "0 = load data.train whole; M > 0 = a cap on the process's resident memory: a libsvm/libffm data.train "
             "streams (a reader thread fills a ring of 3 buffers with chunks of rows, read from the file's binary cache "

@@ -235,6 +235,11 @@ StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std:
     if (!distributed()) loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
     return StepResult{samples > 0 ? loss / double(samples) : 0.0, samples, nonzeros, kernel_seconds};
   }
+  return step_rows(b);
+}
+
+StepResult WideTrainer::step_rows(const kernels::WideBatch& b) {
+  SKEW_CHECK(!gpu_, "WideTrainer::step_rows is the CPU trainer's");
   if (hogwild()) return hogwild_step(b);
   logits_.resize(std::size_t(b.rows));
   // The flow schema produces its touched features and their gradient rows itself; on one rank

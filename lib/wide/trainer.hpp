@@ -79,6 +79,8 @@ class WideTrainer {
   // [next_begin, next_end), when given, are the next step's (the CUDA path copies them ahead).
   StepResult step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin = 0,
                   std::int64_t next_end = 0);
+  // The same for rows given by pointers (the CPU trainer: rows still being loaded, OverlappedLoad).
+  StepResult step_rows(const kernels::WideBatch& b);
   // The batch gradient only (sum over samples, not applied): for tests and for callers that
   // synchronise gradients themselves. `grad` is resized to the number of parameters.
   void gradient(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::vector<float>& grad,

@@ -10,6 +10,7 @@
 #include "lib/core/checksum.hpp"
 #include "lib/core/fileio.hpp"
 #include "lib/wide/dataset.hpp"
+#include "kernels/wide_pool.hpp"
 #include "tests/apps/wide_app_test.hpp"
 
 using namespace skew::wide;
@@ -19,10 +20,11 @@ namespace {
 struct Runs {
   std::filesystem::path dir = std::filesystem::temp_directory_path() / ("skew_wide_cache_order_" + std::to_string(getpid()));
   std::string train = (dir / "train.libsvm").string(), cache = train + ".skewbin";
-  Runs() {
+  explicit Runs(int rows = 3000) {
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
-    const SparseDataset d = generate_synthetic(parse_synthetic_spec("synthetic:criteo?rows=3000&features=9000&alpha=1.1&seed=3"), 0, 3000);
+    const std::string spec = "synthetic:criteo?rows=" + std::to_string(rows) + "&features=9000&alpha=1.1&seed=3";
+    const SparseDataset d = generate_synthetic(parse_synthetic_spec(spec), 0, rows);
     skew::write_file_atomic(train, format_text(d, TextFormat::Libsvm));
   }
   ~Runs() { std::filesystem::remove_all(dir); }
@@ -78,4 +80,38 @@ TEST_CASE("wide_train refuses a binary cache whose frequency order misses a feat
   std::filesystem::last_write_time(r.train, source_time);
   CHECK(r.fit(1, "forged", "", &model, &log) != 0);
   CHECK_THAT(log, Catch::Contains("corrupt data cache " + r.cache) && Catch::Contains("misses features of its rows"));
+}
+
+TEST_CASE("wide_train trains while data.train loads from its cache: the load-first model bit for bit; a damaged cache starts the run over") {
+  if (skew::kernels::process_cpus() < 2) {
+    WARN("skipped: the load overlaps training only with a CPU beside train.threads = 1, and this process has one");
+    return;
+  }
+  const Runs r(10000);  // three chunks of 4096 rows
+  std::string first, overlapped, log;
+  REQUIRE(r.fit(1, "first", "--data.load_overlap=false", &first, &log) == 0);  // parses, writes the cache
+  REQUIRE(r.fit(1, "loaded", "--data.load_overlap=false", &first, &log) == 0);
+  CHECK_THAT(log, Catch::Contains("from cache, 0 skipped, 0."));
+  REQUIRE(r.fit(1, "overlapped", "", &overlapped, &log) == 0);
+  CHECK_THAT(log, Catch::Contains("load from the cache while training starts") && Catch::Contains("(checksum holds)"));
+  CHECK(skew::read_file((r.dir / "overlapped" / "summary.json").string()).find("\"data_load_overlapped\":true") !=
+        std::string::npos);
+  CHECK(overlapped == first);
+
+  // A value changed to another finite value in the last chunk: only the checksum sees it, once
+  // the rows before were trained on; the run starts over from the text and rewrites the cache.
+  const std::string good = skew::read_file(r.cache);
+  std::int64_t occurring = 0;  // the frequency order's length closes the file, after its ids
+  std::memcpy(&occurring, good.data() + good.size() - 8, 8);
+  const std::size_t values_end = good.size() - 8 - 4 * std::size_t(occurring);
+  std::string damaged = good;
+  damaged[values_end - 4 * 1000 + 1] ^= 0x10;  // the 1000th value from the end
+  const auto source_time = std::filesystem::last_write_time(r.train);
+  skew::write_file_atomic(r.cache, damaged);
+  std::filesystem::last_write_time(r.train, source_time);
+  std::string restarted;
+  REQUIRE(r.fit(1, "restarted", "", &restarted, &log) == 0);
+  CHECK_THAT(log, Catch::Contains("fails its checksum") && Catch::Contains("starting the run over from the text"));
+  CHECK(restarted == first);
+  CHECK(skew::read_file(r.cache) == good);
 }
