@@ -45,6 +45,13 @@ CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_ba
   return key;
 }
 
+void populate_pages(void* at, std::size_t bytes) {
+  constexpr std::uintptr_t kPage = 4096;
+  const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(at) + kPage - 1) & ~(kPage - 1),
+                       end = (reinterpret_cast<std::uintptr_t>(at) + bytes) & ~(kPage - 1);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+}
+
 CacheLayout::CacheLayout(const CacheHeader& h, std::uint64_t occurring) {
   const std::uint64_t rows = std::uint64_t(h.rows), nnz = std::uint64_t(h.nnz);
   row_ptr = sizeof(CacheHeader);
@@ -126,7 +133,7 @@ class PayloadPass {
     bool found = false;
     pass(offset + n * sizeof(T), [&](const char* block, std::size_t bytes) {
       const std::size_t done = to.size();
-      populate(to.data() + done, bytes);
+      populate_pages(to.data() + done, bytes);
       to.resize(done + bytes / sizeof(T));
       std::memcpy(to.data() + done, block, bytes);
       found |= any_bad(to.data() + done, bytes / sizeof(T), bad);
@@ -136,14 +143,6 @@ class PayloadPass {
   std::uint32_t crc() const { return crc_; }
 
  private:
-  // Faults in the whole pages of [at, at + bytes) in one call (MADV_POPULATE_WRITE, Linux 5.14;
-  // a hint: older kernels refuse it and the pages fault one by one), not 64 faults a block.
-  static void populate(void* at, std::size_t bytes) {
-    constexpr std::uintptr_t kPage = 4096;
-    const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(at) + kPage - 1) & ~(kPage - 1),
-                         end = (reinterpret_cast<std::uintptr_t>(at) + bytes) & ~(kPage - 1);
-    if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
-  }
   // A multiple of every element's size, small enough for L2. The mapping's pages are let go by
   // kRelease, small beside data.max_memory_mb (a streamed first pass's checksum holds 2 MB of
   // the file at a time).

@@ -1,7 +1,5 @@
 #include "lib/wide/cache_load.hpp"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 
 #include "lib/core/checksum.hpp"
@@ -20,14 +18,10 @@ std::vector<T> reserved(std::int64_t n) {
   return v;
 }
 
-// `v` grown to `n` elements, the pages of the new ones faulted in by one call
-// (MADV_POPULATE_WRITE, Linux 5.14; older kernels refuse the hint and fault them one by one).
+// `v` grown to `n` elements within its capacity, the new ones' pages faulted in by one call.
 template <typename T>
 void grow(std::vector<T>& v, std::size_t n) {
-  constexpr std::uintptr_t kPage = 4096;
-  const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(v.data() + v.size()) + kPage - 1) & ~(kPage - 1),
-                       end = reinterpret_cast<std::uintptr_t>(v.data() + n) & ~(kPage - 1);
-  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  populate_pages(v.data() + v.size(), (n - v.size()) * sizeof(T));
   v.resize(n);
 }
 }  // namespace
@@ -160,14 +154,7 @@ void OverlappedLoad::wait_rows(std::int64_t end) {
 }
 
 kernels::WideBatch OverlappedLoad::batch(std::int64_t begin, std::int64_t end) const {
-  kernels::WideBatch b;
-  b.rows = end - begin;
-  b.row_ptr = row_ptr_ + begin;
-  b.index = index_at_;
-  b.field = field_at_;
-  b.value = value_at_;
-  b.label = label_ + begin;
-  return b;
+  return rows_batch(row_ptr_, index_at_, field_at_, value_at_, label_, begin, end);
 }
 
 void OverlappedLoad::finish() {

@@ -62,7 +62,7 @@ class OverlappedLoad {
   void finish();
   // Once finish() returned: the nonzeros into `into`'s arrays (the dataset open() filled).
   void hand_over(SparseDataset& into);
-  // From open() to the last chunk's checksum.
+  // From the end of open() to the last chunk's checksum.
   double seconds() const { return seconds_; }
   // How long wait_rows() waited for rows, in all.
   double waited_seconds() const { return waited_seconds_; }

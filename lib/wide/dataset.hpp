@@ -57,6 +57,10 @@ struct SparseDataset {
   void append_row(const std::uint32_t* idx, const std::uint16_t* fld, const float* val, std::size_t n, float y);
 };
 
+// Rows [begin, end) of arrays laid out as a SparseDataset's, as a kernel batch.
+kernels::WideBatch rows_batch(const std::int64_t* row_ptr, const std::uint32_t* index, const std::uint16_t* field,
+                              const float* value, const float* label, std::int64_t begin, std::int64_t end);
+
 enum class TextFormat { Libsvm, Libffm };
 // data.format's choice for `path`: libsvm | libffm, or auto (by extension: .libffm/.ffm, else libsvm).
 TextFormat format_for(const std::string& path, const std::string& option);

@@ -18,15 +18,20 @@
 
 namespace skew::wide {
 
-kernels::WideBatch SparseDataset::batch(std::int64_t begin, std::int64_t end) const {
+kernels::WideBatch rows_batch(const std::int64_t* row_ptr, const std::uint32_t* index, const std::uint16_t* field,
+                              const float* value, const float* label, std::int64_t begin, std::int64_t end) {
   kernels::WideBatch b;
   b.rows = end - begin;
-  b.row_ptr = row_ptr.data() + begin;
-  b.index = index.data();
-  b.field = field.data();
-  b.value = value.data();
-  b.label = label.data() + begin;
+  b.row_ptr = row_ptr + begin;
+  b.index = index;
+  b.field = field;
+  b.value = value;
+  b.label = label + begin;
   return b;
+}
+
+kernels::WideBatch SparseDataset::batch(std::int64_t begin, std::int64_t end) const {
+  return rows_batch(row_ptr.data(), index.data(), field.data(), value.data(), label.data(), begin, end);
 }
 
 void SparseDataset::append_row(const std::uint32_t* idx, const std::uint16_t* fld, const float* val, std::size_t n,
