@@ -115,3 +115,25 @@ TEST_CASE("wide_train trains while data.train loads from its cache: the load-fir
   CHECK(restarted == first);
   CHECK(skew::read_file(r.cache) == good);
 }
+
+TEST_CASE("wide_train's load beside the first epoch: a checkpoint within it waits for the whole load; resumed there, the same model") {
+  if (skew::kernels::process_cpus() < 2) {
+    WARN("skipped: the load overlaps training only with a CPU beside train.threads = 1, and this process has one");
+    return;
+  }
+  const Runs r(10000);  // 40 steps of 256 rows an epoch
+  std::string first, checkpointed, resumed, log;
+  REQUIRE(r.fit(1, "first", "--data.load_overlap=false", &first, &log) == 0);  // writes the cache
+  const std::filesystem::path ckpt = r.dir / "ckpt";
+  const std::string checkpoints = " --output.checkpoint_dir=" + ckpt.string() + " --output.keep=100";
+  REQUIRE(r.fit(1, "checkpointed", checkpoints + " --output.checkpoint_interval=3", &checkpointed, &log) == 0);
+  CHECK_THAT(log, Catch::Contains("load from the cache while training starts"));
+  CHECK(checkpointed == first);
+  // Resumed from step 3 (the first epoch's first checkpoint), as if the run had died after it.
+  REQUIRE(std::filesystem::exists(ckpt / "step_00000003" / "COMPLETE"));
+  for (const auto& e : std::filesystem::directory_iterator(ckpt))
+    if (e.path().filename().string() > "step_00000003") std::filesystem::remove_all(e.path());
+  REQUIRE(r.fit(1, "resumed", checkpoints + " --output.resume=true", &resumed, &log) == 0);
+  CHECK_THAT(log, Catch::Contains("load from the cache while training starts"));
+  CHECK(resumed == first);
+}
