@@ -4,7 +4,10 @@
 // rest, and two of the bytes choose the rank slice first. The header's hash_bits word is reduced
 // to a valid data.hash_bits, which the read asks for, so hashed caches are read too. A rejection must be a skew::Error
 // naming the cache (or, for a cache of no rows, its source); a loaded slice must be consistent
-// (see wide_check.hpp).
+// (see wide_check.hpp). On one rank the same bytes also go through the load beside training
+// (lib/wide/cache_load.hpp), which must decline them (null: the whole load decides), or refuse
+// them as the whole load did (an error naming the cache, never a damaged checksum: it is sealed),
+// or give the whole load's rows.
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +15,7 @@
 
 #include "lib/core/checksum.hpp"
 #include "lib/core/error.hpp"
+#include "lib/wide/cache_load.hpp"
 #include "tests/fuzz/wide_check.hpp"
 
 namespace {
@@ -35,6 +39,39 @@ const Source& source() {
   }();
   return s;
 }
+// The cache written for this input through OverlappedLoad, against the whole load's rows (null:
+// the whole load refused it).
+void check_overlapped_load(const Source& src, int hash_bits, const skew::wide::SparseDataset* whole) {
+  using namespace skew::wide;
+  const std::string cache = src.path + ".skewbin";
+  SparseDataset d;
+  std::vector<std::uint32_t> order;
+  std::unique_ptr<OverlappedLoad> load;
+  try {  // a header out of range is refused here, as by the whole load
+    load = OverlappedLoad::open(cache, cache_key(src.path, TextFormat::Libsvm, false, hash_bits), d, order);
+  } catch (const skew::Error& e) {
+    FUZZ_ASSERT(whole == nullptr);
+    FUZZ_ASSERT(std::string(e.what()).find(cache) != std::string::npos);
+    return;
+  }
+  if (!load) return;
+  load->start(nullptr, std::uint32_t(order.size()), false);
+  try {
+    load->finish();
+  } catch (const DamagedCacheError&) {
+    FUZZ_ASSERT(false);
+  } catch (const skew::Error& e) {
+    FUZZ_ASSERT(whole == nullptr);
+    FUZZ_ASSERT(std::string(e.what()).find(cache) != std::string::npos);
+    return;
+  }
+  FUZZ_ASSERT(whole != nullptr);
+  load->hand_over(d);
+  FUZZ_ASSERT(d.row_ptr == whole->row_ptr && d.label == whole->label && d.index == whole->index &&
+              d.field == whole->field && d.value == whole->value && d.num_features == whole->num_features &&
+              d.num_fields == whole->num_fields);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -58,15 +95,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint32_t crc = skew::crc32c(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes);
   std::memcpy(bytes.data() + kCrcOffset, &crc, 4);
   skew::fuzz::write_scratch("data.libsvm.skewbin", bytes);
+  skew::wide::SparseDataset whole;
+  bool loaded = false;
   try {
     skew::wide::ReadReport report;
-    const auto d = skew::wide::load_dataset(src.path, o, &report);
+    whole = skew::wide::load_dataset(src.path, o, &report);
     FUZZ_ASSERT(report.from_cache);
-    skew::fuzz::check_dataset(d);
+    skew::fuzz::check_dataset(whole);
+    loaded = true;
   } catch (const skew::Error& e) {
     // A corrupt cache is named; a cache of no rows is the source's error ("holds no rows"), which
     // names the source (the cache's path begins with it).
     FUZZ_ASSERT(std::string(e.what()).find(src.path) != std::string::npos);
   }
+  if (o.world == 1) check_overlapped_load(src, o.hash_bits, loaded ? &whole : nullptr);
   return 0;
 }
