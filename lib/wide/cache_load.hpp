@@ -3,14 +3,16 @@
 //
 // open() reads what must be known before the model exists (the header, the row offsets, the
 // labels, the frequency order); start() then reads the ids, fields and values a chunk of rows at
-// a time into arrays of its own, reserved whole and grown a chunk at a time (a 73 MB cache's
-// arrays took 30 ms to fault in and zero here: more than an epoch of LR's first steps need),
-// checks, renumbers and normalises the chunk and publishes it; wait_rows() and batch() are the
-// trainer's side, hand_over() gives the arrays to the dataset once the load settled. The checksum covers the payload in file order,
-// which a chunked load does not follow: each section's pieces are summed in order and the
-// sections combined (crc32c_combine) once the last chunk is in, so that the verdict on a damaged
-// cache comes at the end of the load (finish()), after rows of it may have been trained on: the
-// caller then starts over from the text (DamagedCacheError), as a load that sums first would have.
+// a time into arrays of its own, reserved whole and grown a chunk at a time (sizing a 73 MB
+// cache's arrays whole, faulting in and zeroing them, took 30 ms here: most of an LR epoch),
+// checks, renumbers and normalises the chunk and publishes it. wait_rows() and batch() are the
+// trainer's side; hand_over() gives the arrays to the dataset once the load has settled.
+//
+// The checksum covers the payload in file order, which a chunked load does not follow: each
+// section's pieces are summed in order and the sections combined (crc32c_combine) once the last
+// chunk is in. So the verdict on a damaged cache comes at the end of the load (finish()), after
+// rows of it may have been trained on: the caller then starts over from the text
+// (DamagedCacheError), with the model a load that sums first would have trained.
 #pragma once
 #include <atomic>
 #include <cstdint>

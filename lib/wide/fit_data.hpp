@@ -50,7 +50,7 @@ bool normalize_for(const Config& c, kernels::WideKind kind);
 // parsing with `threads`; normalises and renumbers them as configured. Collective (renumbering
 // counts features over all ranks). With `overlap_allowed` and data.load_overlap's conditions
 // met, data.train's rows are left to Data::overlapped (start_overlapped_load).
-Data load_data(const Config& c, comm::ProcessGroup& world, int threads, bool overlap_allowed = true);
+Data load_data(const Config& c, comm::ProcessGroup& world, int threads, bool overlap_allowed);
 // Starts d.overlapped's thread, normalising and renumbering as load_data would have: `d` must
 // stay where it is until it settles.
 void start_overlapped_load(Data& d);
