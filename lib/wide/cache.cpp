@@ -45,6 +45,10 @@ CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_ba
   return key;
 }
 
+std::string order_misses_features(const std::string& cache) {
+  return "corrupt data cache " + cache + ": its frequency order misses features of its rows (delete it to re-parse)";
+}
+
 void populate_pages(void* at, std::size_t bytes) {
   constexpr std::uintptr_t kPage = 4096;
   const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(at) + kPage - 1) & ~(kPage - 1),

@@ -35,6 +35,10 @@ CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_ba
 void write_cache(const std::string& cache, CacheHeader h, const SparseDataset& d,
                  const std::vector<std::uint32_t>& frequency_order);
 
+// The error of a cache whose frequency order lacks features its rows hold (an id renumbered
+// beyond the order's length), for the loads that renumber by it.
+std::string order_misses_features(const std::string& cache);
+
 // Faults in the whole pages of [at, at + bytes) in one call (MADV_POPULATE_WRITE, Linux 5.14; a
 // hint: older kernels refuse it and the pages fault one by one as they are written), not one
 // fault a page: for arrays a load is about to fill.

@@ -118,14 +118,12 @@ void OverlappedLoad::load_chunks() {
       file_->check_nonzeros(a, index, field, value, std::size_t(n));
       if (order_) {
         const std::uint32_t end = order_->renumber(index, std::size_t(n));
-        SKEW_CHECK(end <= occurring_, "corrupt data cache " << file_->path()
-                                                            << ": its frequency order misses features of its rows "
-                                                               "(delete it to re-parse)");
+        SKEW_CHECK(end <= occurring_, order_misses_features(file_->path()));
       }
     } catch (const Error&) {
       // A check's verdict waits for the checksum's, as in the whole load: a damaged cache is
       // re-parsed, an intact one that fails a check is an error.
-      if (!file_->payload_intact()) throw DamagedCacheError("data cache " + file_->path() + " fails its checksum");
+      if (!file_->payload_intact()) throw damaged();
       throw;
     }
     if (normalize_) normalize_rows(row_ptr_, value_at_, first, last);
@@ -138,7 +136,11 @@ void OverlappedLoad::load_chunks() {
   crc = crc32c_combine(crc, field_crc, nnz * 2);
   crc = crc32c_combine(crc, value_crc, nnz * 4);
   crc = crc32c_combine(crc, tail_crc_, at.end - at.order);
-  if (!file_->checksum_holds(crc)) throw DamagedCacheError("data cache " + file_->path() + " fails its checksum");
+  if (!file_->checksum_holds(crc)) throw damaged();
+}
+
+DamagedCacheError OverlappedLoad::damaged() const {
+  return DamagedCacheError("data cache " + file_->path() + " fails its checksum");
 }
 
 void OverlappedLoad::wait_rows(std::int64_t end) {

@@ -73,6 +73,7 @@ class OverlappedLoad {
   OverlappedLoad(std::unique_ptr<CacheFile> file, SparseDataset& into);
   void run();
   void load_chunks();
+  DamagedCacheError damaged() const;  // the checksum's verdict, the cache named (its warning said why)
 
   std::unique_ptr<CacheFile> file_;
   Timer timer_;

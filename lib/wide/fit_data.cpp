@@ -37,10 +37,14 @@ std::string max_memory_setting(const Config& c) {
 // (the text mapped, then arrays about as large built from it) has no bound short of the file's
 // size, so a run that must stay within M streams whatever the file's size. Synthetic data is
 // generated whole.
-bool streams(const Config& c, const std::string& spec) {
+// Whether data.train names a file (not synthetic data, which is generated whole).
+bool is_data_file(const std::string& spec) {
   std::error_code ec;
-  return c.get_int("data.max_memory_mb") > 0 && spec.rfind("synthetic:", 0) != 0 &&
-         std::filesystem::is_regular_file(spec, ec);
+  return spec.rfind("synthetic:", 0) != 0 && std::filesystem::is_regular_file(spec, ec);
+}
+
+bool streams(const Config& c, const std::string& spec) {
+  return c.get_int("data.max_memory_mb") > 0 && is_data_file(spec);
 }
 
 std::string cache_of(const std::string& spec) {
@@ -53,10 +57,9 @@ std::string cache_of(const std::string& spec) {
 // takes all of them first), a file with a cache, and a CPU for the loader beyond train.threads
 // (a pinned pool's passes would wait on the loader's time slices).
 bool overlaps_load(const Config& c, const comm::ProcessGroup& world, int threads, const std::string& spec) {
-  std::error_code ec;
   return c.get_bool("data.load_overlap") && world.size() == 1 && c.get_string("train.device") == "cpu" &&
-         c.get_bool("train.renumber") && c.get_bool("data.cache") && spec.rfind("synthetic:", 0) != 0 &&
-         std::filesystem::is_regular_file(spec, ec) && threads < kernels::process_cpus();
+         c.get_bool("train.renumber") && c.get_bool("data.cache") && is_data_file(spec) &&
+         threads < kernels::process_cpus();
 }
 
 // d.overlapped opened on data.train's cache, d.train sized and d.report filled from its header;
@@ -175,8 +178,7 @@ bool renumber_from_cache(const Config& c, comm::ProcessGroup& world, Data& d) {
   // The order lists the features that occur first: those are the model rows training reads.
   // An overlapped load renumbers its chunks as they come in.
   SKEW_CHECK(d.overlapped || d.order.apply(d.train, d.read.threads) <= occurring.size(),
-             "corrupt data cache " << cache_of(c.get_string("data.train"))
-                                   << ": its frequency order misses features of its rows (delete it to re-parse)");
+             order_misses_features(cache_of(c.get_string("data.train"))));
   if (d.has_valid) d.order.apply(d.valid, d.read.threads);
   d.rows_read = model_rows_read(d, world, std::int64_t(occurring.size()));
   return true;

@@ -5,14 +5,9 @@
 // alignment); and what it refuses: a byte damaged in a late block fails the checksum and the
 // text is parsed instead, an out-of-range id the checksum was resealed over is an error naming
 // the cache and the nonzero, the same id left unsealed is re-parsed, not an error.
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 
-#include "lib/core/checksum.hpp"
 #include "lib/core/fileio.hpp"
 #include "lib/wide/cache.hpp"
 #include "lib/wide/dataset.hpp"
@@ -23,7 +18,6 @@
 using namespace skew::wide;
 using skew::wide::test::CachedFile;
 using skew::wide::test::check_same_rows;
-
 
 TEST_CASE("cache: a whole load (checksum summed as the rows are copied) gives the parse's rows, and the ranged reads'") {
   const CachedFile f(2001);  // 78039 nonzeros: indices and values span two 256 KiB blocks each
