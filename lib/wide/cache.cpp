@@ -15,6 +15,7 @@
 #include <exception>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 #include <type_traits>
 
 #include "lib/core/checksum.hpp"
@@ -111,7 +112,9 @@ auto field_bad(const CacheHeader& h) {
 // pages are let go once passed, so the process's resident memory holds 2 MB of the file.
 class PayloadPass {
  public:
-  PayloadPass(const std::string& path, int fd, std::uint64_t bytes) : bytes_(bytes) {
+  // A pass from byte `from` (the payload's first by default) of a file of `bytes` bytes.
+  PayloadPass(const std::string& path, int fd, std::uint64_t bytes, std::uint64_t from = sizeof(CacheHeader))
+      : bytes_(bytes), at_(from), released_(from - from % kRelease) {
     void* mapped = ::mmap(nullptr, std::size_t(bytes), PROT_READ, MAP_SHARED, fd, 0);
     if (mapped == MAP_FAILED) corrupt(path, say("cannot map it: ", std::strerror(errno)));
     base_ = static_cast<const char*>(mapped);
@@ -171,7 +174,7 @@ class PayloadPass {
     }
   }
   const char* base_ = nullptr;
-  std::uint64_t bytes_, at_ = sizeof(CacheHeader), released_ = 0;
+  std::uint64_t bytes_, at_, released_;
   std::uint32_t crc_ = 0;
 };
 }  // namespace
@@ -291,31 +294,52 @@ std::vector<std::uint32_t> CacheFile::read_frequency_order() const {
 }
 
 bool CacheFile::read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d,
-                             std::vector<std::uint32_t>& frequency_order) const {
+                             std::vector<std::uint32_t>& frequency_order, int threads) const {
   const CacheLayout at = layout();
-  PayloadPass pass(path_, fd_, bytes_);
+  // Two passes, each over its half of the payload in file order: the row offsets, labels and ids
+  // from the first; the fields, values and frequency order from the second, on a thread of its
+  // own when `threads` > 1 (one pass is bound by one core's copying and summing), its sum joined
+  // to the first's (crc32c_combine).
+  PayloadPass head(path_, fd_, bytes_);
   // Every check runs on the bytes as copied, but its verdict waits for the checksum's: a cache
   // that fails it is re-parsed (a warning), one that passes it and fails a check is an error.
   std::exception_ptr bad_offsets;
   const auto none = [](auto) { return false; };
-  pass.copy(at.row_ptr + std::uint64_t(r0) * 8, d.row_ptr, std::size_t(r1 - r0 + 1), none);
+  head.copy(at.row_ptr + std::uint64_t(r0) * 8, d.row_ptr, std::size_t(r1 - r0 + 1), none);
   try {
     check_offsets(r0, d.row_ptr);
   } catch (const Error&) {
     bad_offsets = std::current_exception();
   }
-  // Offsets that fail their check bound nothing: no nonzeros are copied, the sum goes on.
+  // Offsets that fail their check bound nothing: no nonzeros are copied, the sums go on.
   const std::int64_t a = bad_offsets ? 0 : d.row_ptr.front(), n = bad_offsets ? 0 : d.row_ptr.back() - a;
-  const bool bad_labels = pass.copy(at.label + std::uint64_t(r0) * 4, d.label, std::size_t(r1 - r0), label_bad);
-  // In file order, one section after the other.
-  bool bad_nonzeros =
-      pass.copy(at.index + std::uint64_t(a) * 4, d.index, std::size_t(n), index_bad(h_));
-  bad_nonzeros |=
-      pass.copy(at.field + std::uint64_t(a) * 2, d.field, std::size_t(n), field_bad(h_));
-  bad_nonzeros |= pass.copy(at.value + std::uint64_t(a) * 4, d.value, std::size_t(n), value_bad);
-  pass.copy(at.order, frequency_order, std::size_t(occurring_), none);
-  pass.sum_to(bytes_);
-  if (!checksum_holds(pass.crc())) {
+  bool bad_tail = false;
+  std::uint32_t tail_crc = 0;
+  std::exception_ptr tail_failed;
+  const auto read_tail = [&] {
+    try {
+      PayloadPass tail(path_, fd_, bytes_, at.field);
+      bad_tail = tail.copy(at.field + std::uint64_t(a) * 2, d.field, std::size_t(n), field_bad(h_));
+      bad_tail |= tail.copy(at.value + std::uint64_t(a) * 4, d.value, std::size_t(n), value_bad);
+      tail.copy(at.order, frequency_order, std::size_t(occurring_), none);
+      tail.sum_to(bytes_);
+      tail_crc = tail.crc();
+    } catch (...) {
+      tail_failed = std::current_exception();
+    }
+  };
+  bool bad_labels = false, bad_nonzeros = false;
+  {
+    std::jthread tail_thread;
+    if (threads > 1) tail_thread = std::jthread(read_tail);
+    bad_labels = head.copy(at.label + std::uint64_t(r0) * 4, d.label, std::size_t(r1 - r0), label_bad);
+    bad_nonzeros = head.copy(at.index + std::uint64_t(a) * 4, d.index, std::size_t(n), index_bad(h_));
+    head.sum_to(at.field);
+    if (threads <= 1) read_tail();
+  }
+  if (tail_failed) std::rethrow_exception(tail_failed);
+  bad_nonzeros |= bad_tail;
+  if (!checksum_holds(crc32c_combine(head.crc(), tail_crc, bytes_ - at.field))) {
     d = SparseDataset{};
     frequency_order.clear();
     return false;
@@ -369,7 +393,7 @@ bool read_cache_slice(const std::string& cache, const CacheHeader& want, const R
   if (!file) return false;
   const CacheHeader& h = file->header();
   const std::int64_t r0 = h.rows * o.rank / o.world, r1 = h.rows * (o.rank + 1) / o.world;
-  if (!file->read_checked(r0, r1, d, report.frequency_order)) return false;
+  if (!file->read_checked(r0, r1, d, report.frequency_order, o.threads)) return false;
   report.lines = h.lines;
   report.skipped_lines = h.skipped;
   report.total_rows = h.rows;

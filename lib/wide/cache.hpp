@@ -71,10 +71,12 @@ class CacheFile {
   // go block by block); warns naming the cache when it is not.
   bool payload_intact() const;
   // Rows [r0, r1) into `d` and the whole file's frequency order, in one pass over the file that
-  // also sums its checksum (a whole load: the bytes are read from memory once). False, with `d`
-  // and the order emptied, when the checksum fails (a warning names the cache); else every
-  // check of read_offsets, read_rows and read_frequency_order, each throwing as they do.
-  bool read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d, std::vector<std::uint32_t>& frequency_order) const;
+  // also sums its checksum (a whole load: the bytes are read from memory once), its second half
+  // (fields, values, order) on a thread of its own when `threads` > 1. False, with `d` and the
+  // order emptied, when the checksum fails (a warning names the cache); else every check of
+  // read_offsets, read_rows and read_frequency_order, each throwing as they do.
+  bool read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d, std::vector<std::uint32_t>& frequency_order,
+                    int threads) const;
   // Stored row offsets [r0, r1] into `row_ptr` (checked: from 0, never back, ending at nnz).
   void read_offsets(std::int64_t r0, std::int64_t r1, std::vector<std::int64_t>& row_ptr) const;
   // Rows [r0, r0 + d.row_ptr.size() - 1) into `d`, whose row_ptr holds their stored offsets

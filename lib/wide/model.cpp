@@ -15,6 +15,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/rng.hpp"
 #include "lib/core/safetensors.hpp"
+#include "lib/wide/cache.hpp"
 
 namespace skew::wide {
 
@@ -216,18 +217,32 @@ FeatureOrder FeatureOrder::by_frequency(const std::vector<std::int64_t>& counts)
 }
 
 FeatureOrder FeatureOrder::from_occurring(const std::vector<std::uint32_t>& occurring, std::int64_t num_features) {
-  constexpr std::uint32_t kUnset = std::numeric_limits<std::uint32_t>::max();
-  FeatureOrder fo;
-  fo.new_of_old.assign(std::size_t(num_features), kUnset);
+  const std::size_t n = std::size_t(num_features);
+  // The ids that occur, as bits (Criteo's 1.9M ids: 240 KB, in L2): checked for range and
+  // repeats here, skipped by the sweep below.
+  std::vector<std::uint64_t> listed((n + 63) / 64, 0);
   for (std::size_t rank = 0; rank < occurring.size(); ++rank) {
     const std::uint32_t f = occurring[rank];
-    SKEW_CHECK(f < fo.new_of_old.size() && fo.new_of_old[f] == kUnset,
-               "feature order: id " << f << " at place " << rank << " is " << (f < fo.new_of_old.size() ? "listed twice" : "beyond the " + std::to_string(num_features) + " features"));
-    fo.new_of_old[f] = std::uint32_t(rank);
+    const bool twice = f < n && (listed[f / 64] >> (f % 64) & 1) != 0;
+    SKEW_CHECK(f < n && !twice, "feature order: id " << f << " at place " << rank << " is "
+                                                     << (f < n ? "listed twice" : "beyond the " + std::to_string(num_features) + " features"));
+    listed[f / 64] |= std::uint64_t(1) << (f % 64);
   }
-  std::uint32_t rank = std::uint32_t(occurring.size());
-  for (std::uint32_t& n : fo.new_of_old)
-    if (n == kUnset) n = rank++;
+  // One sweep numbers the ids that do not occur, in id order after those that do (which it
+  // numbers too, to be overwritten: no branch), then the ids that occur get their places. The
+  // table's pages are faulted in by one call. (Filling the table with a marker, then sweeping for
+  // the marked, wrote 7.6 MB twice and faulted its pages one by one: 8 ms of an LR set-up of 40.)
+  FeatureOrder fo;
+  fo.new_of_old.reserve(n);
+  populate_pages(fo.new_of_old.data(), n * sizeof(std::uint32_t));
+  fo.new_of_old.resize(n);
+  std::uint32_t* const table = fo.new_of_old.data();
+  std::uint32_t next = std::uint32_t(occurring.size());
+  for (std::size_t id = 0; id < n; ++id) {
+    table[id] = next;
+    next += std::uint32_t(1 - (listed[id / 64] >> (id % 64) & 1));
+  }
+  for (std::size_t r = 0; r < occurring.size(); ++r) table[occurring[r]] = std::uint32_t(r);
   return fo;
 }
 

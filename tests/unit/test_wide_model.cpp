@@ -340,6 +340,23 @@ TEST_CASE("renumbering by frequency: descending counts, ties (zeros included) by
   CHECK(big == want);
 }
 
+TEST_CASE("renumbering from a frequency order: the places it lists, then every other id in id order, and names ids beyond it or listed twice") {
+  // 130 ids (two words of bits and two ids of a third), the order listing ids at word edges.
+  const std::vector<std::uint32_t> occurring = {129, 64, 0, 63, 65, 7};
+  std::vector<std::uint32_t> want(130);
+  std::uint32_t next = std::uint32_t(occurring.size());
+  for (std::uint32_t id = 0; id < 130; ++id) {
+    const auto at = std::find(occurring.begin(), occurring.end(), id);
+    want[id] = at != occurring.end() ? std::uint32_t(at - occurring.begin()) : next++;
+  }
+  CHECK(FeatureOrder::from_occurring(occurring, 130).new_of_old == want);
+  CHECK(FeatureOrder::from_occurring({}, 3).new_of_old == std::vector<std::uint32_t>{0, 1, 2});
+  CHECK_THAT(skew::test::error_of([] { FeatureOrder::from_occurring({5, 129, 64, 129}, 130); }),
+             Catch::Contains("id 129 at place 3 is listed twice"));
+  CHECK_THAT(skew::test::error_of([] { FeatureOrder::from_occurring({5, 130}, 130); }),
+             Catch::Contains("id 130 at place 1 is beyond the 130 features"));
+}
+
 TEST_CASE("renumbering a dataset split over threads rewrites every id as one thread does, and names an id beyond the table") {
   // 3M nonzeros over 70001 ids (odd sizes): three threads take a part of at least 1M each.
   std::vector<std::int64_t> counts(70001, 0);
