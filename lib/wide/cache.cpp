@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <sstream>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <type_traits>
 
 #include "lib/core/checksum.hpp"
@@ -205,14 +207,31 @@ void CacheFile::check_offsets(std::int64_t r0, const std::vector<std::int64_t>& 
 }
 
 void CacheFile::check_frequency_order(const std::vector<std::uint32_t>& order) const {
-  std::vector<bool> listed(std::size_t(h_.num_features), false);
-  for (std::size_t r = 0; r < order.size(); ++r) {
-    const std::uint32_t f = order[r];
-    if (f >= listed.size() || listed[f])
-      corrupt(path_, say("feature ", f, " at place ", r, " of the frequency order is ",
-                         f >= listed.size() ? say("beyond its ", h_.num_features, " features") : "listed twice"));
-    listed[f] = true;
+  // The first place whose id is beyond the features or listed at an earlier place. Found with a
+  // bit a feature, or, where those bits would outweigh the order (a header claiming billions of
+  // features over a short order: 512 MB of bits), by sorting the order's (id, place) pairs, so
+  // that the memory the check takes is bounded by the file's size.
+  const std::uint64_t features = std::uint64_t(h_.num_features);
+  std::size_t bad = order.size();
+  if (features / 8 <= order.size() * 8 + 65536) {
+    std::vector<bool> listed(features, false);
+    for (std::size_t r = 0; r < order.size() && bad == order.size(); ++r) {
+      if (order[r] >= features || listed[order[r]]) bad = r;
+      else listed[order[r]] = true;
+    }
+  } else {
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> by_id(order.size());
+    for (std::size_t r = 0; r < order.size(); ++r) by_id[r] = {order[r], std::uint32_t(r)};
+    std::sort(by_id.begin(), by_id.end());
+    // An id's places after its first are where it is listed twice.
+    for (std::size_t i = 0; i < by_id.size(); ++i)
+      if (by_id[i].first >= features || (i > 0 && by_id[i].first == by_id[i - 1].first))
+        bad = std::min<std::size_t>(bad, by_id[i].second);
   }
+  if (bad == order.size()) return;
+  const std::uint32_t f = order[bad];
+  corrupt(path_, say("feature ", f, " at place ", bad, " of the frequency order is ",
+                     f >= features ? say("beyond its ", h_.num_features, " features") : "listed twice"));
 }
 
 CacheFile::CacheFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
@@ -296,10 +315,10 @@ std::vector<std::uint32_t> CacheFile::read_frequency_order() const {
 bool CacheFile::read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d,
                              std::vector<std::uint32_t>& frequency_order, int threads) const {
   const CacheLayout at = layout();
-  // Two passes, each over its half of the payload in file order: the row offsets, labels and ids
-  // from the first; the fields, values and frequency order from the second, on a thread of its
-  // own when `threads` > 1 (one pass is bound by one core's copying and summing), its sum joined
-  // to the first's (crc32c_combine).
+  // The payload in file order: its head (row offsets, labels, ids), then its tail (fields,
+  // values, frequency order: 6 bytes a nonzero to the head's 4). With `threads` > 1 the tail is a
+  // second pass on a thread of its own (one pass is bound by one core's copying and summing),
+  // its sum joined to the head's (crc32c_combine).
   PayloadPass head(path_, fd_, bytes_);
   // Every check runs on the bytes as copied, but its verdict waits for the checksum's: a cache
   // that fails it is re-parsed (a warning), one that passes it and fails a check is an error.
@@ -313,33 +332,46 @@ bool CacheFile::read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d,
   }
   // Offsets that fail their check bound nothing: no nonzeros are copied, the sums go on.
   const std::int64_t a = bad_offsets ? 0 : d.row_ptr.front(), n = bad_offsets ? 0 : d.row_ptr.back() - a;
+  // The tail through `pass`, which sums the bytes before it first; bad_tail: a field or value
+  // failed its check.
   bool bad_tail = false;
-  std::uint32_t tail_crc = 0;
-  std::exception_ptr tail_failed;
-  const auto read_tail = [&] {
-    try {
-      PayloadPass tail(path_, fd_, bytes_, at.field);
-      bad_tail = tail.copy(at.field + std::uint64_t(a) * 2, d.field, std::size_t(n), field_bad(h_));
-      bad_tail |= tail.copy(at.value + std::uint64_t(a) * 4, d.value, std::size_t(n), value_bad);
-      tail.copy(at.order, frequency_order, std::size_t(occurring_), none);
-      tail.sum_to(bytes_);
-      tail_crc = tail.crc();
-    } catch (...) {
-      tail_failed = std::current_exception();
-    }
+  const auto read_tail = [&](PayloadPass& pass) {
+    bad_tail = pass.copy(at.field + std::uint64_t(a) * 2, d.field, std::size_t(n), field_bad(h_));
+    bad_tail |= pass.copy(at.value + std::uint64_t(a) * 4, d.value, std::size_t(n), value_bad);
+    pass.copy(at.order, frequency_order, std::size_t(occurring_), none);
+    pass.sum_to(bytes_);
+  };
+  const auto read_head = [&] {
+    const bool bad_labels = head.copy(at.label + std::uint64_t(r0) * 4, d.label, std::size_t(r1 - r0), label_bad);
+    return std::pair{bad_labels, head.copy(at.index + std::uint64_t(a) * 4, d.index, std::size_t(n), index_bad(h_))};
   };
   bool bad_labels = false, bad_nonzeros = false;
-  {
-    std::jthread tail_thread;
-    if (threads > 1) tail_thread = std::jthread(read_tail);
-    bad_labels = head.copy(at.label + std::uint64_t(r0) * 4, d.label, std::size_t(r1 - r0), label_bad);
-    bad_nonzeros = head.copy(at.index + std::uint64_t(a) * 4, d.index, std::size_t(n), index_bad(h_));
-    head.sum_to(at.field);
-    if (threads <= 1) read_tail();
+  std::uint32_t crc = 0;
+  if (threads > 1) {
+    std::uint32_t tail_crc = 0;
+    std::exception_ptr tail_failed;
+    {
+      std::jthread tail_thread([&] {
+        try {
+          PayloadPass tail(path_, fd_, bytes_, at.field);
+          read_tail(tail);
+          tail_crc = tail.crc();
+        } catch (...) {
+          tail_failed = std::current_exception();
+        }
+      });
+      std::tie(bad_labels, bad_nonzeros) = read_head();
+      head.sum_to(at.field);
+    }
+    if (tail_failed) std::rethrow_exception(tail_failed);
+    crc = crc32c_combine(head.crc(), tail_crc, bytes_ - at.field);
+  } else {
+    std::tie(bad_labels, bad_nonzeros) = read_head();
+    read_tail(head);
+    crc = head.crc();
   }
-  if (tail_failed) std::rethrow_exception(tail_failed);
   bad_nonzeros |= bad_tail;
-  if (!checksum_holds(crc32c_combine(head.crc(), tail_crc, bytes_ - at.field))) {
+  if (!checksum_holds(crc)) {
     d = SparseDataset{};
     frequency_order.clear();
     return false;

@@ -71,8 +71,8 @@ class CacheFile {
   // go block by block); warns naming the cache when it is not.
   bool payload_intact() const;
   // Rows [r0, r1) into `d` and the whole file's frequency order, in one pass over the file that
-  // also sums its checksum (a whole load: the bytes are read from memory once), its second half
-  // (fields, values, order) on a thread of its own when `threads` > 1. False, with `d` and the
+  // also sums its checksum (a whole load: the bytes are read from memory once), the fields,
+  // values and order by a second pass on a thread of its own when `threads` > 1. False, with `d` and the
   // order emptied, when the checksum fails (a warning names the cache); else every check of
   // read_offsets, read_rows and read_frequency_order, each throwing as they do.
   bool read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d, std::vector<std::uint32_t>& frequency_order,

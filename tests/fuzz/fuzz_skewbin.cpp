@@ -7,7 +7,8 @@
 // (see wide_check.hpp). On one rank the same bytes also go through the load beside training
 // (lib/wide/cache_load.hpp), which must decline them (null: the whole load decides), or refuse
 // them as the whole load did (an error naming the cache, never a damaged checksum: it is sealed),
-// or give the whole load's rows.
+// or give the whole load's rows; and through the whole load with its second half on a thread of
+// its own (train.threads > 1), which must give the same rows or the same error.
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -97,6 +98,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   skew::fuzz::write_scratch("data.libsvm.skewbin", bytes);
   skew::wide::SparseDataset whole;
   bool loaded = false;
+  std::string refused;
   try {
     skew::wide::ReadReport report;
     whole = skew::wide::load_dataset(src.path, o, &report);
@@ -106,7 +108,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const skew::Error& e) {
     // A corrupt cache is named; a cache of no rows is the source's error ("holds no rows"), which
     // names the source (the cache's path begins with it).
-    FUZZ_ASSERT(std::string(e.what()).find(src.path) != std::string::npos);
+    refused = e.what();
+    FUZZ_ASSERT(refused.find(src.path) != std::string::npos);
+  }
+  // The load that reads the payload's second half on a thread of its own: the same rows, or the
+  // same refusal.
+  o.threads = 2;
+  try {
+    const skew::wide::SparseDataset halves = skew::wide::load_dataset(src.path, o);
+    FUZZ_ASSERT(loaded && halves.row_ptr == whole.row_ptr && halves.label == whole.label &&
+                halves.index == whole.index && halves.field == whole.field && halves.value == whole.value &&
+                halves.num_features == whole.num_features && halves.num_fields == whole.num_fields);
+  } catch (const skew::Error& e) {
+    FUZZ_ASSERT(!loaded && refused == e.what());
   }
   if (o.world == 1) check_overlapped_load(src, o.hash_bits, loaded ? &whole : nullptr);
   return 0;

@@ -142,6 +142,16 @@ TEST_CASE("the binary cache checks row offsets, labels and nonzeros") {
     f.patch<std::int64_t>(162, 1000);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("a frequency order of 1000 of 4 features do not fit its 170 bytes"));
   }
+  SECTION("a frequency order under a header claiming 2^32 - 1 features: checked without a bit a feature") {
+    f.patch<std::int64_t>(48, 4294967295);
+    CHECK(load_dataset(f.source, ReadOptions{}).num_features == 4294967295);
+    f.patch<std::uint32_t>(158, 1);  // ids 1, 2, 1
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("feature 1 at place 2 of the frequency order is listed twice"));
+    f.patch<std::uint32_t>(154, 4294967295u);  // ids 1, 2^32 - 1, 1: the id beyond comes first
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("feature 4294967295 at place 1 of the frequency order is beyond its 4294967295 features"));
+    f.patch<std::uint32_t>(150, 4294967295u);  // listed twice and beyond: beyond, at its first place
+    CHECK_THAT(f.error(), Catch::Contains("feature 4294967295 at place 0 of the frequency order is beyond"));
+  }
   SECTION("an index outside the header's feature count") {
     f.patch<std::uint32_t>(124, 4);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("nonzero 1 is 0:4:"));
