@@ -33,16 +33,15 @@ std::string max_memory_setting(const Config& c) {
   return "data.max_memory_mb = " + std::to_string(c.get_int("data.max_memory_mb"));
 }
 
-// Whether data.train streams: data.max_memory_mb is set and data.train is a file. A whole load
-// (the text mapped, then arrays about as large built from it) has no bound short of the file's
-// size, so a run that must stay within M streams whatever the file's size. Synthetic data is
-// generated whole.
 // Whether data.train names a file (not synthetic data, which is generated whole).
 bool is_data_file(const std::string& spec) {
   std::error_code ec;
   return spec.rfind("synthetic:", 0) != 0 && std::filesystem::is_regular_file(spec, ec);
 }
 
+// Whether data.train streams: data.max_memory_mb is set and data.train is a file. A whole load
+// (the text mapped, then arrays about as large built from it) has no bound short of the file's
+// size, so a run that must stay within M streams whatever the file's size.
 bool streams(const Config& c, const std::string& spec) {
   return c.get_int("data.max_memory_mb") > 0 && is_data_file(spec);
 }
