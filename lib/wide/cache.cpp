@@ -16,7 +16,6 @@
 #include <filesystem>
 #include <sstream>
 #include <thread>
-#include <tuple>
 #include <utility>
 #include <type_traits>
 
@@ -24,6 +23,7 @@
 #include "lib/core/error.hpp"
 #include "lib/core/fileio.hpp"
 #include "lib/core/log.hpp"
+#include "lib/wide/model.hpp"
 
 namespace skew::wide {
 
@@ -214,11 +214,7 @@ void CacheFile::check_frequency_order(const std::vector<std::uint32_t>& order) c
   const std::uint64_t features = std::uint64_t(h_.num_features);
   std::size_t bad = order.size();
   if (features / 8 <= order.size() * 8 + 65536) {
-    std::vector<bool> listed(features, false);
-    for (std::size_t r = 0; r < order.size() && bad == order.size(); ++r) {
-      if (order[r] >= features || listed[order[r]]) bad = r;
-      else listed[order[r]] = true;
-    }
+    bad = listed_ids(order, features).first_bad;
   } else {
     std::vector<std::pair<std::uint32_t, std::uint32_t>> by_id(order.size());
     for (std::size_t r = 0; r < order.size(); ++r) by_id[r] = {order[r], std::uint32_t(r)};
@@ -332,20 +328,19 @@ bool CacheFile::read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d,
   }
   // Offsets that fail their check bound nothing: no nonzeros are copied, the sums go on.
   const std::int64_t a = bad_offsets ? 0 : d.row_ptr.front(), n = bad_offsets ? 0 : d.row_ptr.back() - a;
-  // The tail through `pass`, which sums the bytes before it first; bad_tail: a field or value
-  // failed its check.
-  bool bad_tail = false;
+  // The head's labels and ids, then the tail through `pass`, which sums the bytes before it first;
+  // each says whether an element failed its check.
+  bool bad_labels = false, bad_ids = false, bad_tail = false;
+  const auto read_head = [&] {
+    bad_labels = head.copy(at.label + std::uint64_t(r0) * 4, d.label, std::size_t(r1 - r0), label_bad);
+    bad_ids = head.copy(at.index + std::uint64_t(a) * 4, d.index, std::size_t(n), index_bad(h_));
+  };
   const auto read_tail = [&](PayloadPass& pass) {
     bad_tail = pass.copy(at.field + std::uint64_t(a) * 2, d.field, std::size_t(n), field_bad(h_));
     bad_tail |= pass.copy(at.value + std::uint64_t(a) * 4, d.value, std::size_t(n), value_bad);
     pass.copy(at.order, frequency_order, std::size_t(occurring_), none);
     pass.sum_to(bytes_);
   };
-  const auto read_head = [&] {
-    const bool bad_labels = head.copy(at.label + std::uint64_t(r0) * 4, d.label, std::size_t(r1 - r0), label_bad);
-    return std::pair{bad_labels, head.copy(at.index + std::uint64_t(a) * 4, d.index, std::size_t(n), index_bad(h_))};
-  };
-  bool bad_labels = false, bad_nonzeros = false;
   std::uint32_t crc = 0;
   if (threads > 1) {
     std::uint32_t tail_crc = 0;
@@ -360,17 +355,16 @@ bool CacheFile::read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d,
           tail_failed = std::current_exception();
         }
       });
-      std::tie(bad_labels, bad_nonzeros) = read_head();
+      read_head();
       head.sum_to(at.field);
     }
     if (tail_failed) std::rethrow_exception(tail_failed);
     crc = crc32c_combine(head.crc(), tail_crc, bytes_ - at.field);
   } else {
-    std::tie(bad_labels, bad_nonzeros) = read_head();
+    read_head();
     read_tail(head);
     crc = head.crc();
   }
-  bad_nonzeros |= bad_tail;
   if (!checksum_holds(crc)) {
     d = SparseDataset{};
     frequency_order.clear();
@@ -378,7 +372,7 @@ bool CacheFile::read_checked(std::int64_t r0, std::int64_t r1, SparseDataset& d,
   }
   if (bad_offsets) std::rethrow_exception(bad_offsets);
   if (bad_labels) check_labels(r0, d.label.data(), d.label.size());
-  if (bad_nonzeros) check_nonzeros(a, d.index.data(), d.field.data(), d.value.data(), d.index.size());
+  if (bad_ids || bad_tail) check_nonzeros(a, d.index.data(), d.field.data(), d.value.data(), d.index.size());
   check_frequency_order(frequency_order);
   rebase(r0, d);
   return true;

@@ -216,17 +216,28 @@ FeatureOrder FeatureOrder::by_frequency(const std::vector<std::int64_t>& counts)
   return from_occurring(occurring_by_frequency(counts), std::int64_t(counts.size()));
 }
 
+ListedIds listed_ids(const std::vector<std::uint32_t>& order, std::uint64_t num_features) {
+  ListedIds listed{std::vector<std::uint64_t>(std::size_t((num_features + 63) / 64), 0), order.size()};
+  for (std::size_t r = 0; r < order.size(); ++r) {
+    const std::uint32_t f = order[r];
+    if (f >= num_features || (listed.bits[f / 64] >> (f % 64) & 1) != 0) {
+      listed.first_bad = r;
+      break;
+    }
+    listed.bits[f / 64] |= std::uint64_t(1) << (f % 64);
+  }
+  return listed;
+}
+
 FeatureOrder FeatureOrder::from_occurring(const std::vector<std::uint32_t>& occurring, std::int64_t num_features) {
   const std::size_t n = std::size_t(num_features);
   // The ids that occur, as bits (Criteo's 1.9M ids: 240 KB, in L2): checked for range and
   // repeats here, skipped by the sweep below.
-  std::vector<std::uint64_t> listed((n + 63) / 64, 0);
-  for (std::size_t rank = 0; rank < occurring.size(); ++rank) {
-    const std::uint32_t f = occurring[rank];
-    const bool twice = f < n && (listed[f / 64] >> (f % 64) & 1) != 0;
-    SKEW_CHECK(f < n && !twice, "feature order: id " << f << " at place " << rank << " is "
-                                                     << (f < n ? "listed twice" : "beyond the " + std::to_string(num_features) + " features"));
-    listed[f / 64] |= std::uint64_t(1) << (f % 64);
+  const ListedIds listed = listed_ids(occurring, n);
+  if (listed.first_bad < occurring.size()) {
+    const std::uint32_t f = occurring[listed.first_bad];
+    SKEW_THROW("feature order: id " << f << " at place " << listed.first_bad << " is "
+                                    << (f < n ? "listed twice" : "beyond the " + std::to_string(num_features) + " features"));
   }
   // One sweep numbers the ids that do not occur, in id order after those that do (which it
   // numbers too, to be overwritten: no branch), then the ids that occur get their places. The
@@ -240,7 +251,7 @@ FeatureOrder FeatureOrder::from_occurring(const std::vector<std::uint32_t>& occu
   std::uint32_t next = std::uint32_t(occurring.size());
   for (std::size_t id = 0; id < n; ++id) {
     table[id] = next;
-    next += std::uint32_t(1 - (listed[id / 64] >> (id % 64) & 1));
+    next += std::uint32_t(1 - (listed.bits[id / 64] >> (id % 64) & 1));
   }
   for (std::size_t r = 0; r < occurring.size(); ++r) table[occurring[r]] = std::uint32_t(r);
   return fo;

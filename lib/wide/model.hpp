@@ -61,6 +61,15 @@ struct WideModel {
   static WideModel load(const std::string& path);
 };
 
+// The ids a frequency order lists, as bits (one word per 64 ids of [0, num_features)), and the
+// first place whose id is beyond num_features or listed at an earlier place (order.size() when
+// none is; the bits then hold the ids before it).
+struct ListedIds {
+  std::vector<std::uint64_t> bits;
+  std::size_t first_bad;
+};
+ListedIds listed_ids(const std::vector<std::uint32_t>& order, std::uint64_t num_features);
+
 // Feature ids renumbered by descending frequency (ties by id), so the hottest get small ids.
 struct FeatureOrder {
   std::vector<std::uint32_t> new_of_old;
