@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "kernels/cpu/gemm_bf16.hpp"
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/metrics.hpp"
-#include "lib/core/rng.hpp"
-#include "lib/core/timer.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/metrics.hpp"
+#include "core/rng.hpp"
+#include "core/timer.hpp"
 
 using namespace skew;
 using kernels::GemmShape;

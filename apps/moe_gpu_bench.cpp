@@ -30,11 +30,11 @@
 #include "kernels/moe_elementwise.hpp"
 #include "kernels/moe_expert.hpp"
 #include "kernels/moe_gate.hpp"
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
-#include "lib/core/metrics.hpp"
-#include "lib/core/rng.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/metrics.hpp"
+#include "core/rng.hpp"
 #include "mpi/runtime.hpp"
 
 #if defined(SKEW_WITH_CUDA)
@@ -47,7 +47,7 @@
 #include "apps/moe_gpu_bench_block.hpp"
 #include "apps/moe_gpu_bench_rowwise.hpp"
 #include "kernels/cuda_timing.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 #endif
 
 using namespace skew;

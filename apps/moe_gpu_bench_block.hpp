@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cuda_timing.hpp"
-#include "lib/core/metrics.hpp"
+#include "core/metrics.hpp"
 #include "lib/moe/dense_block.hpp"
 
 namespace skew::bench {

@@ -19,16 +19,16 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/config.hpp"
-#include "lib/core/metrics.hpp"
-#include "lib/core/timer.hpp"
+#include "core/config.hpp"
+#include "core/metrics.hpp"
+#include "core/timer.hpp"
 #include "lib/moe/schema.hpp"
 #include "lib/moe/session.hpp"
 
 #if defined(SKEW_WITH_CUDA)
 #include <cuda_runtime.h>
 
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 #endif
 
 namespace skew::bench {

@@ -13,9 +13,9 @@
 #include "kernels/cuda_memory.hpp"
 #include "kernels/cuda_timing.hpp"
 #include "kernels/moe_rowwise.hpp"
-#include "lib/core/cuda_check.hpp"
-#include "lib/core/metrics.hpp"
-#include "lib/core/rng.hpp"
+#include "core/cuda_check.hpp"
+#include "core/metrics.hpp"
+#include "core/rng.hpp"
 
 namespace skew::bench {
 

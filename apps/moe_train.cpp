@@ -3,9 +3,9 @@
 #include <iostream>
 #include <string>
 
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/tensor.hpp"
 #include "lib/moe/schema.hpp"
 #include "lib/moe/trainer.hpp"
 #include "mpi/runtime.hpp"

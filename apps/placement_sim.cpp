@@ -13,10 +13,10 @@
 #include <sstream>
 #include <tuple>
 
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
-#include "lib/core/metrics.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/metrics.hpp"
 #include "lib/moe/placement_config.hpp"
 #include "lib/placement/calibration.hpp"
 #include "lib/placement/simulator.hpp"

@@ -2,9 +2,9 @@
 // or --simulate for N virtual workers on a virtual clock. See configs/preduce.ini.
 #include <iostream>
 
-#include "lib/core/config.hpp"
-#include "lib/core/log.hpp"
-#include "lib/core/metrics.hpp"
+#include "core/config.hpp"
+#include "core/log.hpp"
+#include "core/metrics.hpp"
 #include "lib/preduce/options.hpp"
 #include "lib/preduce/trainer.hpp"
 #include "mpi/runtime.hpp"

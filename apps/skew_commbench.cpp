@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/metrics.hpp"
-#include "lib/core/tensor.hpp"
-#include "lib/core/timer.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/metrics.hpp"
+#include "core/tensor.hpp"
+#include "core/timer.hpp"
 #include "mpi/runtime.hpp"
 
 namespace {

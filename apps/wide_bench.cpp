@@ -12,10 +12,10 @@
 #include <iostream>
 #include <thread>
 
-#include "lib/core/config.hpp"
-#include "lib/core/log.hpp"
-#include "lib/core/metrics.hpp"
-#include "lib/core/timer.hpp"
+#include "core/config.hpp"
+#include "core/log.hpp"
+#include "core/metrics.hpp"
+#include "core/timer.hpp"
 #include "lib/wide/bench_keys.hpp"
 #include "lib/wide/trainer.hpp"
 #include "mpi/runtime.hpp"

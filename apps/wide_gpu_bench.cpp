@@ -17,12 +17,12 @@
 
 #include "kernels/wide_classical.hpp"
 #include "kernels/wide_flow.hpp"
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
-#include "lib/core/metrics.hpp"
-#include "lib/core/safetensors.hpp"
-#include "lib/core/timer.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/metrics.hpp"
+#include "core/safetensors.hpp"
+#include "core/timer.hpp"
 #include "lib/wide/bench_keys.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"
@@ -34,7 +34,7 @@
 
 #include "kernels/cuda_memory.hpp"
 #include "kernels/cuda_timing.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 #endif
 
 using namespace skew;

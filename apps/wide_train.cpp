@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/config.hpp"
-#include "lib/core/metrics.hpp"
+#include "core/config.hpp"
+#include "core/metrics.hpp"
 #include "lib/wide/fit.hpp"
 #include "mpi/runtime.hpp"
 

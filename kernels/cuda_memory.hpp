@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 
 namespace skew::kernels::cuda {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/cuda_memory.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 
 namespace skew::kernels::cuda {
 

@@ -6,7 +6,7 @@
 #pragma once
 #include <cstdint>
 
-#include "lib/core/tensor.hpp"
+#include "core/tensor.hpp"
 
 namespace skew::kernels::moe {
 

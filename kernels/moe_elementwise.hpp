@@ -9,8 +9,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "lib/core/host_device.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/host_device.hpp"
+#include "core/tensor.hpp"
 
 namespace skew::kernels::moe {
 

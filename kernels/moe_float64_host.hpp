@@ -3,8 +3,8 @@
 #pragma once
 #include <type_traits>
 
-#include "lib/core/error.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/error.hpp"
+#include "core/tensor.hpp"
 
 namespace skew::kernels::moe {
 

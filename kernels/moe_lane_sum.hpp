@@ -4,7 +4,7 @@
 // kSumLanes threads runs the lanes at once with partial[] in shared memory; the CPU twin runs them
 // one after another and the same tree, so both give the same double bit for bit, run after run.
 #pragma once
-#include "lib/core/host_device.hpp"
+#include "core/host_device.hpp"
 
 namespace skew::kernels::moe {
 

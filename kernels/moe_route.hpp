@@ -17,8 +17,8 @@
 #pragma once
 #include <cstdint>
 
-#include "lib/core/host_device.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/host_device.hpp"
+#include "core/tensor.hpp"
 
 namespace skew::kernels::moe {
 

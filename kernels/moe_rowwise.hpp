@@ -14,8 +14,8 @@
 #include <cstdint>
 
 #include "kernels/moe_elementwise.hpp"
-#include "lib/core/host_device.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/host_device.hpp"
+#include "core/tensor.hpp"
 
 namespace skew::kernels::moe {
 

@@ -26,8 +26,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "lib/core/host_device.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/host_device.hpp"
+#include "core/tensor.hpp"
 
 namespace skew::kernels::moe {
 

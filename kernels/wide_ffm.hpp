@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/wide_model.hpp"
-#include "lib/core/host_device.hpp"
+#include "core/host_device.hpp"
 
 namespace skew::kernels {
 

@@ -49,8 +49,8 @@
 
 #include "kernels/wide_model.hpp"
 #include "kernels/wide_pool.hpp"
-#include "lib/core/host_device.hpp"
-#include "lib/core/zero_pages.hpp"
+#include "core/host_device.hpp"
+#include "core/zero_pages.hpp"
 
 namespace skew::kernels {
 

@@ -11,7 +11,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "lib/core/host_device.hpp"
+#include "core/host_device.hpp"
 
 namespace skew::kernels {
 

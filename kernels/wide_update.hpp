@@ -9,7 +9,7 @@
 
 #include "kernels/wide_flow.hpp"
 #include "kernels/wide_model.hpp"
-#include "lib/core/host_device.hpp"
+#include "core/host_device.hpp"
 
 namespace skew::kernels {
 

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 #ifdef SKEW_WITH_CUDA
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 #endif
 
 namespace skew::comm {

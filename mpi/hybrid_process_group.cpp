@@ -1,6 +1,6 @@
 #include "mpi/hybrid_process_group.hpp"
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/mpi_process_group.hpp"
 #include "mpi/nccl_process_group.hpp"

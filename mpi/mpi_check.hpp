@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "lib/core/error.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/error.hpp"
+#include "core/tensor.hpp"
 
 namespace skew::comm {
 std::string mpi_error_string(int code);

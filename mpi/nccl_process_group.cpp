@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 #include "mpi/mpi_check.hpp"
 #include "mpi/mpi_process_group.hpp"
 

@@ -4,8 +4,8 @@
 #include <exception>
 #include <string>
 
-#include "lib/core/rng.hpp"
-#include "lib/core/tensor.hpp"  // mpi_check.hpp names DType
+#include "core/rng.hpp"
+#include "core/tensor.hpp"  // mpi_check.hpp names DType
 #include "mpi/mpi_check.hpp"
 #include "mpi/polling.hpp"
 #include "mpi/runtime.hpp"

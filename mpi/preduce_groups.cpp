@@ -5,7 +5,7 @@
 #include <numeric>
 #include <tuple>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::comm {
 

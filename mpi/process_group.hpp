@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/tensor.hpp"
+#include "core/tensor.hpp"
 
 namespace skew::comm {
 

@@ -8,7 +8,7 @@
 #include <exception>
 #include <vector>
 
-#include "lib/core/log.hpp"
+#include "core/log.hpp"
 #include "mpi/hybrid_process_group.hpp"
 #include "mpi/launch_check.hpp"
 #include "mpi/mpi_check.hpp"

@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdio>
 
-#include "lib/core/tensor.hpp"
+#include "core/tensor.hpp"
 
 #define SKEW_REQUIRE_GPU()                                                       \
   do {                                                                           \

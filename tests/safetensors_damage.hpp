@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "lib/core/fileio.hpp"
+#include "core/fileio.hpp"
 
 namespace skew::test {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/gemm_bf16.hpp"
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::kernels {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::kernels::moe {
 

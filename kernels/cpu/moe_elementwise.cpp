@@ -1,6 +1,6 @@
 #include "kernels/moe_elementwise.hpp"
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::kernels::moe {
 

@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "kernels/gemm.hpp"
-#include "lib/core/bf16.hpp"
-#include "lib/core/error.hpp"
+#include "core/bf16.hpp"
+#include "core/error.hpp"
 
 namespace skew::kernels::moe {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "kernels/moe_float64_host.hpp"
 #include "kernels/moe_lane_sum.hpp"
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::kernels::moe {
 

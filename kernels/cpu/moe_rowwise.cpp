@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::kernels::moe {
 namespace {

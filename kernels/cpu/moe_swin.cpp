@@ -5,7 +5,7 @@
 #include <type_traits>
 
 #include "kernels/moe_float64_host.hpp"
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::kernels::moe {
 

@@ -1,7 +1,7 @@
 // CPU twin of kernels/moe_top1.hpp.
 #include "kernels/moe_top1.hpp"
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::kernels::moe {
 

@@ -4,7 +4,7 @@
 
 #include "kernels/cuda/cublas_handle.hpp"
 #include "kernels/gemm.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 
 namespace skew::kernels::cuda {
 cublasHandle_t cublas_handle() {

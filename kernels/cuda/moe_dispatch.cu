@@ -11,7 +11,7 @@
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "kernels/moe_gate.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 
 namespace skew::kernels::moe::cuda {
 namespace {

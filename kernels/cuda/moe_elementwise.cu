@@ -5,7 +5,7 @@
 
 #include "kernels/cuda_memory.hpp"
 #include "kernels/moe_elementwise.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 
 namespace skew::kernels::moe::cuda {
 namespace {

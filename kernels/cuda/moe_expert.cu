@@ -1,5 +1,5 @@
 // CUDA twins of kernels/moe_expert.hpp's bf16-operand form: the rounding kernel runs the same
-// per-element body as the CPU twin (lib/core/bf16.hpp); the grouped GEMM is one cublasGemmEx per
+// per-element body as the CPU twin (core/bf16.hpp); the grouped GEMM is one cublasGemmEx per
 // non-empty expert on operands already in bf16 (fp32 accumulate and output; the weight transposed
 // for the backward's dy W^T), so no call converts weights. Row-major C = A B is the column-major
 // C^T = B^T A^T: operands swap (kernels/cuda/gemm.cpp).
@@ -10,8 +10,8 @@
 
 #include "kernels/cuda/cublas_handle.hpp"
 #include "kernels/moe_expert.hpp"
-#include "lib/core/bf16.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "core/bf16.hpp"
+#include "core/cuda_check.hpp"
 
 namespace skew::kernels::moe::cuda {
 namespace {

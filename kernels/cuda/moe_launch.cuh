@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 
 namespace skew::kernels::moe::cuda {
 

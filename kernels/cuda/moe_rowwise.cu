@@ -10,7 +10,7 @@
 
 #include "kernels/cuda_memory.hpp"
 #include "kernels/moe_rowwise.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 
 namespace skew::kernels::moe::cuda {
 namespace {

@@ -16,7 +16,7 @@
 #include "kernels/cuda/wide_ffm.cuh"
 #include "kernels/wide_ffm.hpp"
 #include "kernels/wide_tile.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 
 namespace skew::kernels {
 

@@ -22,8 +22,8 @@
 #include "kernels/wide_classical.hpp"
 #include "kernels/wide_flow.hpp"
 #include "kernels/wide_tile.hpp"
-#include "lib/core/cuda_check.hpp"
-#include "lib/core/log.hpp"
+#include "core/cuda_check.hpp"
+#include "core/log.hpp"
 
 namespace skew::kernels {
 

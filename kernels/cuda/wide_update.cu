@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "kernels/wide_update.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 
 namespace skew::kernels {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/rng.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/rng.hpp"
+#include "core/tensor.hpp"
 #include "lib/moe/models/gpt_block.hpp"
 #include "lib/moe/ops.hpp"
 

@@ -6,7 +6,7 @@
 
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_gate.hpp"
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/moe/ops.hpp"
 
 namespace skew::moe {

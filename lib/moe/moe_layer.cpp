@@ -4,9 +4,9 @@
 #include <type_traits>
 
 #include "kernels/moe_route.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
-#include "lib/core/timer.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "core/timer.hpp"
 #include "lib/moe/ops.hpp"
 #include "lib/moe/row_permute.hpp"
 

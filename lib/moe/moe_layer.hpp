@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/tensor.hpp"
+#include "core/tensor.hpp"
 #include "lib/moe/gate.hpp"
 #include "lib/moe/moe_layer_buffer.hpp"
 #include "lib/moe/ops.hpp"

@@ -3,7 +3,7 @@
 #include <cstring>
 
 #if defined(SKEW_WITH_CUDA)
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 #endif
 
 namespace skew::moe::device_memory {

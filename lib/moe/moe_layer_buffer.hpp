@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/core/error.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/error.hpp"
+#include "core/tensor.hpp"
 #include "mpi/process_group.hpp"
 
 namespace skew::moe {

@@ -8,7 +8,7 @@
 
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_route.hpp"
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/moe/moe_layer.hpp"
 
 namespace skew::moe {

@@ -2,8 +2,8 @@
 // stages, each stage's exchange posted before the previous stage's rows are computed.
 #include <numeric>
 
-#include "lib/core/error.hpp"
-#include "lib/core/timer.hpp"
+#include "core/error.hpp"
+#include "core/timer.hpp"
 #include "lib/moe/moe_layer.hpp"
 #include "lib/moe/row_permute.hpp"
 #include "lib/moe/smart_schedule.hpp"

@@ -9,7 +9,7 @@
 
 #include "kernels/gemm.hpp"
 #include "kernels/moe_rowwise.hpp"
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/moe/ops.hpp"
 #include "lib/moe/ops_internal.hpp"
 

@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "lib/core/error.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/error.hpp"
+#include "core/tensor.hpp"
 
 namespace skew::moe {
 

@@ -1,6 +1,6 @@
 #include "lib/moe/placement_config.hpp"
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::moe {
 

@@ -1,7 +1,7 @@
 // The [placement] section of moe_train's and placement_sim's configs: its keys, and their values
 // as lib/placement's plain options (which declares no config keys), with the range checks.
 #pragma once
-#include "lib/core/config.hpp"
+#include "core/config.hpp"
 #include "lib/placement/flexmoe.hpp"
 
 namespace skew::moe {

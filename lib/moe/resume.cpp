@@ -4,9 +4,9 @@
 #include <map>
 #include <set>
 
-#include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
-#include "lib/core/log.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "core/log.hpp"
 
 namespace skew::moe {
 

@@ -9,7 +9,7 @@
 
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_route.hpp"
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::moe {
 

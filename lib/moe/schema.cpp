@@ -1,6 +1,6 @@
 #include "lib/moe/schema.hpp"
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/moe/models/bert.hpp"
 #include "lib/moe/models/swin.hpp"
 #include "lib/moe/placement_config.hpp"

@@ -3,7 +3,7 @@
 #pragma once
 #include <memory>
 
-#include "lib/core/config.hpp"
+#include "core/config.hpp"
 #include "lib/moe/moe_layer.hpp"
 
 namespace skew::moe {

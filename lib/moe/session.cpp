@@ -2,8 +2,8 @@
 
 #include "kernels/gemm.hpp"
 #include "kernels/moe_threads.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 #include "lib/moe/models/bert.hpp"
 #include "lib/moe/models/swin.hpp"
 #include "lib/moe/schema.hpp"

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "lib/core/checkpoint.hpp"
-#include "lib/core/config.hpp"
+#include "core/checkpoint.hpp"
+#include "core/config.hpp"
 #include "lib/moe/models/model.hpp"
 #include "lib/moe/optimizer.hpp"
 #include "lib/moe/policies/policy.hpp"

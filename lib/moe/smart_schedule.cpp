@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/moe/moe_layer_buffer.hpp"
 
 namespace skew::moe {

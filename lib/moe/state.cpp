@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <numeric>
 
-#include "lib/core/checkpoint.hpp"
-#include "lib/core/error.hpp"
+#include "core/checkpoint.hpp"
+#include "core/error.hpp"
 
 namespace skew::moe {
 

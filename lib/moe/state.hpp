@@ -6,9 +6,9 @@
 #include <utility>
 #include <vector>
 
-#include "lib/core/config.hpp"
-#include "lib/core/metrics.hpp"
-#include "lib/core/safetensors.hpp"
+#include "core/config.hpp"
+#include "core/metrics.hpp"
+#include "core/safetensors.hpp"
 #include "lib/moe/optimizer.hpp"
 #include "lib/placement/policy.hpp"
 

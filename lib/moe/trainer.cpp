@@ -6,9 +6,9 @@
 #include <numeric>
 #include <sstream>
 
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
-#include "lib/core/timer.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
 #include "lib/moe/resume.hpp"
 #include "lib/moe/session.hpp"
 

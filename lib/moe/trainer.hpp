@@ -4,8 +4,8 @@
 #pragma once
 #include <memory>
 
-#include "lib/core/config.hpp"
-#include "lib/core/metrics.hpp"
+#include "core/config.hpp"
+#include "core/metrics.hpp"
 #include "lib/moe/schema.hpp"
 #include "mpi/process_group.hpp"
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::placement {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/metrics.hpp"
+#include "core/metrics.hpp"
 #include "lib/placement/cost_model.hpp"
 #include "lib/placement/validate.hpp"
 

@@ -4,9 +4,9 @@
 #include <numeric>
 
 #include "kernels/gemm.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
-#include "lib/core/timer.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "core/timer.hpp"
 #include "mpi/process_group.hpp"
 
 namespace skew::placement {

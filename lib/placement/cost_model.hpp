@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/core/tensor.hpp"
+#include "core/tensor.hpp"
 #include "lib/placement/placement.hpp"
 
 namespace skew::comm {

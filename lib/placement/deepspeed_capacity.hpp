@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::placement {
 

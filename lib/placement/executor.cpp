@@ -8,7 +8,7 @@
 #include <sstream>
 #include <string>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/placement/cost_model.hpp"
 #include "lib/placement/policy.hpp"
 #include "mpi/process_group.hpp"

@@ -1,7 +1,7 @@
 #include "lib/placement/flexmoe.hpp"
 
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 #include "mpi/process_group.hpp"
 
 namespace skew::placement {

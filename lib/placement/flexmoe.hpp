@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "lib/core/metrics.hpp"
+#include "core/metrics.hpp"
 #include "lib/placement/monitor.hpp"
 #include "lib/placement/planner.hpp"
 #include "lib/placement/policy.hpp"

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::placement {
 

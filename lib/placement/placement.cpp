@@ -5,7 +5,7 @@
 #include <numeric>
 #include <sstream>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::placement {
 

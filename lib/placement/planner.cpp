@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::placement {
 

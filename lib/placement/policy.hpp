@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "lib/core/safetensors.hpp"
+#include "core/safetensors.hpp"
 #include "lib/placement/placement.hpp"
 
 namespace skew::comm {

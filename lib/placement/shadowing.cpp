@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::placement {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/placement/deepspeed_capacity.hpp"
 #include "lib/placement/shadowing.hpp"
 

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <numeric>
 
-#include "lib/core/error.hpp"
-#include "lib/core/metrics.hpp"
-#include "lib/core/rng.hpp"
+#include "core/error.hpp"
+#include "core/metrics.hpp"
+#include "core/rng.hpp"
 #include "lib/placement/cost_model.hpp"
 
 namespace skew::placement {

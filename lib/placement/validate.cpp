@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
-#include "lib/core/error.hpp"
-#include "lib/core/metrics.hpp"
+#include "core/error.hpp"
+#include "core/metrics.hpp"
 #include "lib/placement/planner.hpp"
 
 namespace skew::placement {

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "lib/core/error.hpp"
-#include "lib/core/timer.hpp"
+#include "core/error.hpp"
+#include "core/timer.hpp"
 
 namespace skew::preduce {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 #include <thread>
 
-#include "lib/core/error.hpp"
-#include "lib/core/timer.hpp"
+#include "core/error.hpp"
+#include "core/timer.hpp"
 #include "mpi/mpi_process_group.hpp"
 #include "mpi/preduce_gossip.hpp"
 #include "mpi/runtime.hpp"

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace skew::preduce {
 namespace {

@@ -1,4 +1,4 @@
-// preduce_train's checkpoints (output.checkpoint_dir, lib/core's CheckpointDir): every rank
+// preduce_train's checkpoints (output.checkpoint_dir, core's CheckpointDir): every rank
 // writes its shard, a barrier, then rank 0 writes the index and the complete-marker.
 //   a worker's shard:      w<id>.params, w<id>.accum (eager's unapplied gradient sum),
 //                          w<id>.counters (step, version, groups and sync counts),
@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/core/checkpoint.hpp"
+#include "core/checkpoint.hpp"
 #include "lib/preduce/background.hpp"
 #include "lib/preduce/options.hpp"
 #include "lib/preduce/worker.hpp"

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
 
 namespace skew::preduce {
 

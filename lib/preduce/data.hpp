@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/labelled_csv.hpp"
+#include "core/labelled_csv.hpp"
 
 namespace skew::preduce {
 
-// Dataset and load_csv live in lib/core (moe_train's Swin reads the same MNIST files).
+// Dataset and load_csv live in core/ (moe_train's Swin reads the same MNIST files).
 using skew::Dataset;
 using skew::load_csv;
 

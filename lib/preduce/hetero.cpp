@@ -7,8 +7,8 @@
 #include <sstream>
 #include <thread>
 
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
 
 namespace skew::preduce {
 namespace {

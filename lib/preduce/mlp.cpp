@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "kernels/gemm.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
 
 namespace skew::preduce {
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/config.hpp"
+#include "core/config.hpp"
 #include "lib/preduce/hetero.hpp"
 #include "mpi/preduce_groups.hpp"
 

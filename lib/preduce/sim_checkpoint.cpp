@@ -1,6 +1,6 @@
 // The simulator's checkpoint: one shard (world size 1) with every virtual worker's tensors and
 // the simulation's own state.
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/preduce/simulation.hpp"
 
 namespace skew::preduce::sim {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <queue>
 
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "lib/preduce/auto_group.hpp"
 #include "lib/preduce/checkpoint.hpp"
 #include "lib/preduce/trainer.hpp"

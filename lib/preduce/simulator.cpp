@@ -4,8 +4,8 @@
 // delay (hetero.link_ms), and a partial-reduce or eager group sim.controller_ms more. Groups come from the same GroupFormer as the
 // MPI controller, and the model arithmetic is the same Worker code, so a run is a pure
 // function of the configuration (deterministic for a seed).
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 #include "lib/preduce/simulation.hpp"
 
 namespace skew::preduce {

@@ -3,8 +3,8 @@
 #include <algorithm>
 
 #include "kernels/wide_classical.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
 #include "lib/preduce/data.hpp"
 #include "lib/preduce/mlp.hpp"
 #include "lib/wide/dataset.hpp"

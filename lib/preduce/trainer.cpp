@@ -3,10 +3,10 @@
 
 #include <algorithm>
 
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
-#include "lib/core/rng.hpp"
-#include "lib/core/timer.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/rng.hpp"
+#include "core/timer.hpp"
 #include "lib/preduce/auto_group.hpp"
 #include "lib/preduce/background.hpp"
 #include "lib/preduce/checkpoint.hpp"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/metrics.hpp"
+#include "core/metrics.hpp"
 #include "lib/preduce/options.hpp"
 #include "lib/preduce/worker.hpp"
 #include "mpi/process_group.hpp"

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::preduce {
 

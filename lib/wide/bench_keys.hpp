@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "kernels/wide_model.hpp"
-#include "lib/core/config.hpp"
+#include "core/config.hpp"
 
 namespace skew::wide {
 

@@ -19,10 +19,10 @@
 #include <utility>
 #include <type_traits>
 
-#include "lib/core/checksum.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
-#include "lib/core/log.hpp"
+#include "core/checksum.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "core/log.hpp"
 #include "lib/wide/model.hpp"
 
 namespace skew::wide {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/fileio.hpp"
+#include "core/fileio.hpp"
 #include "lib/wide/dataset.hpp"
 
 namespace skew::wide {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "lib/core/checksum.hpp"
+#include "core/checksum.hpp"
 
 namespace skew::wide {
 

@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "lib/core/error.hpp"
-#include "lib/core/timer.hpp"
+#include "core/error.hpp"
+#include "core/timer.hpp"
 #include "lib/wide/cache.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"

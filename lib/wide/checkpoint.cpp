@@ -4,8 +4,8 @@
 #include <utility>
 #include <vector>
 
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace skew::wide {
 

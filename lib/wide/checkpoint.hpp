@@ -1,5 +1,5 @@
 // wide_train's resume: the run's position and sums (WideRunState) and the trainer's model and
-// optimizer state, saved through CheckpointDir (lib/core/checkpoint.hpp) at epoch ends and every
+// optimizer state, saved through CheckpointDir (core/checkpoint.hpp) at epoch ends and every
 // output.checkpoint_interval steps, and restored with output.resume.
 //
 // The epoch loop reads the training rows in order (no shuffle, no random state), so the step
@@ -14,8 +14,8 @@
 #include <memory>
 #include <string>
 
-#include "lib/core/checkpoint.hpp"
-#include "lib/core/config.hpp"
+#include "core/checkpoint.hpp"
+#include "core/config.hpp"
 #include "lib/wide/trainer.hpp"
 #include "mpi/process_group.hpp"
 

@@ -5,11 +5,11 @@
 #include <filesystem>
 #include <functional>
 
-#include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
-#include "lib/core/log.hpp"
-#include "lib/core/metrics.hpp"
-#include "lib/core/timer.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "core/log.hpp"
+#include "core/metrics.hpp"
+#include "core/timer.hpp"
 #include "lib/wide/checkpoint.hpp"
 #include "lib/wide/fit_data.hpp"
 #include "lib/wide/memory_budget.hpp"

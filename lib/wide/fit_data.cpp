@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
-#include "lib/core/timer.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
 #include "lib/wide/fit.hpp"
 #include "lib/wide/memory_budget.hpp"
 #include "kernels/wide_pool.hpp"

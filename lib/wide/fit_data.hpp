@@ -4,7 +4,7 @@
 #pragma once
 #include <memory>
 
-#include "lib/core/config.hpp"
+#include "core/config.hpp"
 #include "lib/wide/cache_load.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"

@@ -1,6 +1,6 @@
 #include "lib/wide/gpu_trainer.hpp"
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 #if defined(SKEW_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -10,7 +10,7 @@
 
 #include "kernels/cuda_memory.hpp"
 #include "kernels/wide_classical.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 
 namespace skew::wide {
 

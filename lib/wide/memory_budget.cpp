@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::wide {
 

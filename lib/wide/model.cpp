@@ -11,10 +11,10 @@
 #include <numeric>
 #include <thread>
 
-#include "lib/core/checkpoint.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
-#include "lib/core/safetensors.hpp"
+#include "core/checkpoint.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "core/safetensors.hpp"
 #include "lib/wide/cache.hpp"
 
 namespace skew::wide {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/wide_model.hpp"
-#include "lib/core/zero_pages.hpp"
+#include "core/zero_pages.hpp"
 #include "lib/wide/dataset.hpp"
 
 namespace skew::wide {

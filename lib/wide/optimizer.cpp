@@ -4,7 +4,7 @@
 #include <cmath>
 #include <utility>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::wide {
 

@@ -10,7 +10,7 @@
 #include "kernels/wide_model.hpp"
 #include "kernels/wide_pool.hpp"
 #include "kernels/wide_update.hpp"
-#include "lib/core/zero_pages.hpp"
+#include "core/zero_pages.hpp"
 
 namespace skew::wide {
 

@@ -2,8 +2,8 @@
 // --export writes data.train out as a text file.
 #include <algorithm>
 
-#include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
 #include "lib/wide/fit.hpp"
 #include "lib/wide/trainer.hpp"
 

@@ -8,10 +8,10 @@
 #include <sstream>
 #include <thread>
 
-#include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
-#include "lib/core/log.hpp"
-#include "lib/core/timer.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "core/log.hpp"
+#include "core/timer.hpp"
 #include "lib/wide/cache.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/dataset.hpp"

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 #include "lib/wide/model.hpp"
 
 namespace skew::wide {

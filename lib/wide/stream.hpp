@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "lib/core/timer.hpp"
+#include "core/timer.hpp"
 #include "lib/wide/cache.hpp"
 #include "lib/wide/dataset.hpp"
 

@@ -6,8 +6,8 @@
 #include <sstream>
 #include <thread>
 
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
 #include "lib/wide/dataset.hpp"
 
 namespace skew::wide {

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "kernels/wide_classical.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/error.hpp"
+#include "core/tensor.hpp"
 
 namespace skew::wide {
 

@@ -13,8 +13,8 @@
 
 #include "kernels/wide_flow.hpp"
 #include "kernels/wide_pool.hpp"
-#include "lib/core/timer.hpp"
-#include "lib/core/zero_pages.hpp"
+#include "core/timer.hpp"
+#include "core/zero_pages.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/gpu_trainer.hpp"
 #include "lib/wide/model.hpp"

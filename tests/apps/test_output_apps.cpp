@@ -13,7 +13,7 @@
 #include <sstream>
 #include <string>
 
-#include "lib/core/fileio.hpp"
+#include "core/fileio.hpp"
 
 namespace {
 namespace fs = std::filesystem;

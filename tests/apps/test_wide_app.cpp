@@ -8,9 +8,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "lib/core/fileio.hpp"
-#include "lib/core/safetensors.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/fileio.hpp"
+#include "core/safetensors.hpp"
+#include "core/tensor.hpp"
 #include "lib/wide/trainer.hpp"
 #include "tests/apps/wide_app_test.hpp"
 

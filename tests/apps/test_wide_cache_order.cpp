@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <unistd.h>
 
-#include "lib/core/checksum.hpp"
-#include "lib/core/fileio.hpp"
+#include "core/checksum.hpp"
+#include "core/fileio.hpp"
 #include "lib/wide/dataset.hpp"
 #include "kernels/wide_pool.hpp"
 #include "tests/apps/wide_app_test.hpp"

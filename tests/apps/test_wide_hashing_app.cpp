@@ -8,8 +8,8 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "lib/core/fileio.hpp"
-#include "lib/core/safetensors.hpp"
+#include "core/fileio.hpp"
+#include "core/safetensors.hpp"
 #include "lib/wide/dataset.hpp"
 #include "tests/apps/wide_app_test.hpp"
 

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "lib/core/fileio.hpp"
-#include "lib/core/safetensors.hpp"
+#include "core/fileio.hpp"
+#include "core/safetensors.hpp"
 #include "lib/wide/model.hpp"
 #include "tests/apps/wide_app_test.hpp"
 #include "tests/unit/wide_reference.hpp"

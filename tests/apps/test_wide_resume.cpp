@@ -10,9 +10,9 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "lib/core/checkpoint.hpp"
-#include "lib/core/fileio.hpp"
-#include "lib/core/safetensors.hpp"
+#include "core/checkpoint.hpp"
+#include "core/fileio.hpp"
+#include "core/safetensors.hpp"
 #include "tests/apps/wide_app_test.hpp"
 
 namespace fs = std::filesystem;

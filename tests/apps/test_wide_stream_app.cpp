@@ -18,7 +18,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "lib/core/fileio.hpp"
+#include "core/fileio.hpp"
 #include "tests/apps/wide_app_test.hpp"
 
 using skew::test::run;

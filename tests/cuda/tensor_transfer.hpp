@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/core/tensor.hpp"
+#include "core/tensor.hpp"
 
 namespace skew::test {
 

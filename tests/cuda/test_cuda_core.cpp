@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "kernels/gemm.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "core/tensor.hpp"
 #include "tests/cuda_skip.hpp"
 
 using skew::Device;

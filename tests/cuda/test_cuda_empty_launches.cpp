@@ -6,7 +6,7 @@
 #include "kernels/gemm.hpp"
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_gate.hpp"
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 #include "tests/cuda/tensor_transfer.hpp"
 #include "tests/cuda_skip.hpp"
 

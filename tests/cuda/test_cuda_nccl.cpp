@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "lib/core/error.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/error.hpp"
+#include "core/tensor.hpp"
 #include "mpi/nccl_process_group.hpp"
 #include "tests/cuda/node_place.hpp"
 

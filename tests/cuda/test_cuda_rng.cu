@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/core/cuda_check.hpp"
-#include "lib/core/rng.hpp"
+#include "core/cuda_check.hpp"
+#include "core/rng.hpp"
 #include "tests/cuda_skip.hpp"
 
 namespace {

@@ -7,8 +7,8 @@
 #include "kernels/moe_elementwise.hpp"
 #include "kernels/moe_expert.hpp"
 #include "kernels/moe_gate.hpp"
-#include "lib/core/cuda_check.hpp"
-#include "lib/core/rng.hpp"
+#include "core/cuda_check.hpp"
+#include "core/rng.hpp"
 #include "tests/cuda/tensor_transfer.hpp"
 #include "tests/cuda_skip.hpp"
 

@@ -12,7 +12,7 @@
 #include <map>
 #include <vector>
 
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "lib/moe/moe_layer.hpp"
 #include "mpi/mpi_process_group.hpp"
 #include "tests/cuda_skip.hpp"

@@ -10,7 +10,7 @@
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_gate.hpp"
 #include "kernels/moe_route.hpp"
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "tests/unit/random_matrix.hpp"
 #include "tests/cuda/tensor_transfer.hpp"
 #include "tests/cuda_skip.hpp"

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kernels/moe_swin.hpp"
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "tests/cuda/tensor_transfer.hpp"
 #include "tests/cuda_skip.hpp"
 

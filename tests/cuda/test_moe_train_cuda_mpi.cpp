@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "kernels/moe_top1.hpp"
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "lib/moe/resume.hpp"
 #include "lib/moe/session.hpp"
 #include "tests/cuda_skip.hpp"

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 
 namespace {

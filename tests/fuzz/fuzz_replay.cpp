@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/moe/gate.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <string_view>
 
-#include "lib/core/error.hpp"
-#include "lib/core/safetensors.hpp"
+#include "core/error.hpp"
+#include "core/safetensors.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <string>
 
-#include "lib/core/checksum.hpp"
-#include "lib/core/error.hpp"
+#include "core/checksum.hpp"
+#include "core/error.hpp"
 #include "lib/wide/cache_load.hpp"
 #include "tests/fuzz/wide_check.hpp"
 

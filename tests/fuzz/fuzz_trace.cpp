@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/placement/trace.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 

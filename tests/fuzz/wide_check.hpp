@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/wide/dataset.hpp"
 #include "tests/fuzz/fuzz_util.hpp"
 

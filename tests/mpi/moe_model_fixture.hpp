@@ -11,7 +11,7 @@
 #include <functional>
 #include <vector>
 
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "lib/moe/models/gpt_network.hpp"
 #include "lib/placement/cost_model.hpp"
 #include "mpi/mpi_process_group.hpp"

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <string>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "mpi/runtime.hpp"
 
 int main(int argc, char** argv) {

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "mpi/mpi_process_group.hpp"
 
 using skew::comm::MpiProcessGroup;

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "lib/core/fileio.hpp"
+#include "core/fileio.hpp"
 #include "lib/moe/session.hpp"
 #include "tests/mpi/test_moe_util.hpp"
 #include "tests/unit/error_message.hpp"

@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "lib/core/fileio.hpp"
+#include "core/fileio.hpp"
 #include "tests/mpi/test_moe_util.hpp"
 
 using namespace skew;

@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "lib/core/config.hpp"
-#include "lib/core/safetensors.hpp"
+#include "core/config.hpp"
+#include "core/safetensors.hpp"
 #include "lib/moe/resume.hpp"
 #include "lib/moe/trainer.hpp"
 #include "mpi/mpi_process_group.hpp"

@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::test {
 

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 
 inline std::vector<float> random_matrix(std::size_t n, std::uint64_t seed, std::uint64_t stream) {
   skew::Rng rng(seed, stream);

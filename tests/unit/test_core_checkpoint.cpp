@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/checkpoint.hpp"
-#include "lib/core/error.hpp"
+#include "core/checkpoint.hpp"
+#include "core/error.hpp"
 
 namespace fs = std::filesystem;
 using skew::CheckpointDir;

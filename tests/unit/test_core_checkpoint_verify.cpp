@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/checkpoint.hpp"
-#include "lib/core/checksum.hpp"
-#include "lib/core/fileio.hpp"
+#include "core/checkpoint.hpp"
+#include "core/checksum.hpp"
+#include "core/fileio.hpp"
 #include "tests/safetensors_damage.hpp"
 #include "tests/unit/error_message.hpp"
 

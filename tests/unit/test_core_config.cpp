@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
 
 namespace {
 

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
-#include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
 #include "tests/unit/error_message.hpp"
 
 TEST_CASE("MappedFile views the file's bytes; an empty file is an empty view; a missing one names its path") {

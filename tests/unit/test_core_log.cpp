@@ -3,8 +3,8 @@
 #include <catch2/catch.hpp>
 #include <string>
 
-#include "lib/core/error.hpp"
-#include "lib/core/log.hpp"
+#include "core/error.hpp"
+#include "core/log.hpp"
 
 namespace {
 void check_positive(int x) { SKEW_CHECK(x > 0, "x must be positive, got " << x); }

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
-#include "lib/core/metrics.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "core/metrics.hpp"
 #include "tests/unit/error_message.hpp"
 
 using skew::test::error_of;

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 
 namespace {
 // Counter words c0..c3 and key words k0..k1 as in Random123's kat_vectors file.

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
-#include "lib/core/safetensors.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "core/safetensors.hpp"
 
 using skew::DType;
 using skew::Tensor;

@@ -7,8 +7,8 @@
 #include <limits>
 #include <vector>
 
-#include "lib/core/error.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/error.hpp"
+#include "core/tensor.hpp"
 
 using skew::Device;
 using skew::DType;

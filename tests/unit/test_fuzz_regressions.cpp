@@ -9,11 +9,11 @@
 #include <fstream>
 #include <string>
 
-#include "lib/core/checksum.hpp"
-#include "lib/core/config.hpp"
-#include "lib/core/fileio.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/safetensors.hpp"
+#include "core/checksum.hpp"
+#include "core/config.hpp"
+#include "core/fileio.hpp"
+#include "core/error.hpp"
+#include "core/safetensors.hpp"
 #include "lib/placement/trace.hpp"
 #include "lib/wide/dataset.hpp"
 #include "tests/unit/error_message.hpp"

@@ -9,7 +9,7 @@
 
 #include "kernels/gemm.hpp"
 #include "kernels/moe_elementwise.hpp"
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 
 using namespace skew;
 namespace km = skew::kernels::moe;

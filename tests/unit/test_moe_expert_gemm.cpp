@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "kernels/moe_expert.hpp"
-#include "lib/core/rng.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/rng.hpp"
+#include "core/tensor.hpp"
 
 using namespace skew;
 namespace km = skew::kernels::moe;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/moe_gate.hpp"
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 
 using namespace skew;
 namespace km = skew::kernels::moe;

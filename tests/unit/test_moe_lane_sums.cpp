@@ -8,7 +8,7 @@
 #include "kernels/moe_gate.hpp"
 #include "kernels/moe_lane_sum.hpp"
 #include "kernels/moe_route.hpp"
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 
 using namespace skew;
 namespace km = skew::kernels::moe;

@@ -8,7 +8,7 @@
 
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_expert.hpp"
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "lib/moe/gate.hpp"
 #include "lib/moe/ops.hpp"
 #include "tests/unit/finite_difference.hpp"

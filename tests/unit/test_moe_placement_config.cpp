@@ -1,7 +1,7 @@
 // The [placement] keys and their parsing into lib/placement's options (lib/moe/placement_config).
 #include <catch2/catch.hpp>
 
-#include "lib/core/config.hpp"
+#include "core/config.hpp"
 #include "lib/moe/placement_config.hpp"
 
 using namespace skew::moe;

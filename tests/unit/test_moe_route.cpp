@@ -9,7 +9,7 @@
 
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_route.hpp"
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "tests/unit/random_matrix.hpp"
 
 using namespace skew;

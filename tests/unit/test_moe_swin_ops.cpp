@@ -11,7 +11,7 @@
 #include <cmath>
 #include <functional>
 
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "lib/moe/models/swin_ops.hpp"
 #include "tests/unit/finite_difference.hpp"
 

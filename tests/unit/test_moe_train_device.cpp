@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "kernels/moe_top1.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
 #include "lib/moe/schema.hpp"
 
 using namespace skew;

@@ -1,7 +1,7 @@
 // Planner on constructed loads, load monitor, and the FlexMoE policy's trigger and change log.
 #include <catch2/catch.hpp>
 
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "lib/placement/flexmoe.hpp"
 
 using namespace skew::placement;

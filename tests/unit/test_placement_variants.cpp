@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "lib/placement/planner.hpp"
 #include "lib/placement/simulator.hpp"
 

@@ -5,8 +5,8 @@
 #include <numeric>
 #include <set>
 
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
 #include "mpi/preduce_groups.hpp"
 
 using skew::comm::Group;

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/preduce/auto_group.hpp"
 #include "lib/preduce/hetero.hpp"
 #include "lib/preduce/trainer.hpp"

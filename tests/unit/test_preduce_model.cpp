@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/preduce/data.hpp"
 #include "lib/preduce/mlp.hpp"
 #include "lib/preduce/trainer.hpp"

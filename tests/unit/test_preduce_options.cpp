@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "lib/core/config.hpp"
-#include "lib/core/error.hpp"
+#include "core/config.hpp"
+#include "core/error.hpp"
 #include "lib/preduce/data.hpp"
 #include "lib/preduce/options.hpp"
 #include "lib/preduce/task.hpp"

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "lib/core/safetensors.hpp"
+#include "core/safetensors.hpp"
 #include "lib/preduce/trainer.hpp"
 #include "tests/unit/error_message.hpp"
 

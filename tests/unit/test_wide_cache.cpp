@@ -10,7 +10,7 @@
 #include <cstring>
 #include <limits>
 
-#include "lib/core/fileio.hpp"
+#include "core/fileio.hpp"
 #include "lib/wide/cache.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"

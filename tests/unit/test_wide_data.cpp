@@ -5,8 +5,8 @@
 #include <unistd.h>
 #include <fstream>
 
-#include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
 #include "lib/wide/dataset.hpp"
 #include "tests/unit/error_message.hpp"
 

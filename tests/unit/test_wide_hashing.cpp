@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <unordered_set>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"
 #include "tests/unit/error_message.hpp"

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "lib/wide/model.hpp"
 
 using namespace skew;

@@ -10,9 +10,9 @@
 
 #include "kernels/wide_classical.hpp"
 #include "kernels/wide_flow.hpp"
-#include "lib/core/fileio.hpp"
-#include "lib/core/rng.hpp"
-#include "lib/core/tensor.hpp"
+#include "core/fileio.hpp"
+#include "core/rng.hpp"
+#include "core/tensor.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/trainer.hpp"
 #include "tests/unit/error_message.hpp"

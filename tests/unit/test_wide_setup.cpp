@@ -1,6 +1,6 @@
 // A wide model's set-up: the initial latent factors against a float64 Box-Muller reference on
 // the Philox words, the same model bit for bit at 1 and 2 threads; the trainer's zero-page
-// gradient (lib/core/zero_pages.hpp) against plain zeros and the page faults it saves; FTRL's
+// gradient (core/zero_pages.hpp) against plain zeros and the page faults it saves; FTRL's
 // state on zero pages against the eagerly filled state of the same rule, bit for bit; the
 // initialisation against Rng's one-value-at-a-time draws, bit for bit; AdaGrad's
 // state on zero pages against eps-filled state, bit for bit, and saved with eps.
@@ -12,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
-#include "lib/core/rng.hpp"
-#include "lib/core/zero_pages.hpp"
+#include "core/rng.hpp"
+#include "core/zero_pages.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/optimizer.hpp"
 

@@ -13,7 +13,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
-#include "lib/core/fileio.hpp"
+#include "core/fileio.hpp"
 #include "lib/wide/cache.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"

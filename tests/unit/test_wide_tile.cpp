@@ -7,7 +7,7 @@
 
 #include "kernels/wide_ffm.hpp"
 #include "kernels/wide_tile.hpp"
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "tests/unit/wide_reference.hpp"
 
 using namespace skew;

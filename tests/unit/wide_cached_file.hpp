@@ -10,8 +10,8 @@
 #include <fstream>
 #include <string>
 
-#include "lib/core/checksum.hpp"
-#include "lib/core/fileio.hpp"
+#include "core/checksum.hpp"
+#include "core/fileio.hpp"
 #include "lib/wide/cache.hpp"
 #include "lib/wide/dataset.hpp"
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/trainer.hpp"

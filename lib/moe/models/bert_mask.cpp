@@ -1,6 +1,6 @@
 #include "lib/moe/models/bert_mask.hpp"
 
-#include "lib/core/rng.hpp"
+#include "core/rng.hpp"
 #include "lib/moe/models/gpt_network.hpp"
 
 namespace skew::moe {

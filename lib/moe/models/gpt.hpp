@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "lib/core/config.hpp"
+#include "core/config.hpp"
 #include "lib/moe/corpus.hpp"
 #include "lib/moe/models/gpt_network.hpp"
 #include "lib/moe/models/model.hpp"

@@ -4,8 +4,8 @@
 
 #include "kernels/moe_route.hpp"
 #include "kernels/moe_top1.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
 #include "lib/moe/ops.hpp"
 
 namespace skew::moe {

@@ -1,6 +1,6 @@
 #include "lib/moe/models/model.hpp"
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/moe/ops.hpp"
 
 namespace skew::moe {

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "lib/core/config.hpp"
-#include "lib/core/metrics.hpp"
+#include "core/config.hpp"
+#include "core/metrics.hpp"
 #include "lib/moe/models/network.hpp"
 
 namespace skew::moe {

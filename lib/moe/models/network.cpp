@@ -2,9 +2,9 @@
 
 #include <type_traits>
 
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
-#include "lib/core/timer.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "core/timer.hpp"
 
 namespace skew::moe {
 

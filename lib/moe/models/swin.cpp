@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
 
 namespace skew::moe {
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "lib/core/config.hpp"
+#include "core/config.hpp"
 #include "lib/moe/models/model.hpp"
 #include "lib/moe/models/swin_data.hpp"
 #include "lib/moe/models/swin_network.hpp"

@@ -2,9 +2,9 @@
 
 #include <cmath>
 
-#include "lib/core/error.hpp"
-#include "lib/core/labelled_csv.hpp"
-#include "lib/core/rng.hpp"
+#include "core/error.hpp"
+#include "core/labelled_csv.hpp"
+#include "core/rng.hpp"
 
 namespace skew::moe {
 

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "lib/core/error.hpp"
-#include "lib/core/rng.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
 #include "lib/moe/moe_layer.hpp"
 #include "lib/placement/deepspeed_capacity.hpp"
 

@@ -3,7 +3,7 @@
 #include <type_traits>
 
 #include "kernels/moe_elementwise.hpp"
-#include "lib/core/log.hpp"
+#include "core/log.hpp"
 #include "lib/moe/moe_layer.hpp"
 #include "lib/placement/shadowing.hpp"
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "lib/core/timer.hpp"
+#include "core/timer.hpp"
 #include "lib/moe/moe_layer.hpp"
 #include "lib/placement/planner.hpp"
 #include "lib/placement/policy.hpp"

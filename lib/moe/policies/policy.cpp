@@ -1,6 +1,6 @@
 #include "lib/moe/policies/policy.hpp"
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 #include "lib/moe/moe_layer.hpp"
 #include "lib/moe/policies/deepspeed.hpp"
 #include "lib/moe/policies/static.hpp"

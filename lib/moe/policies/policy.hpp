@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "lib/core/metrics.hpp"
-#include "lib/core/safetensors.hpp"
+#include "core/metrics.hpp"
+#include "core/safetensors.hpp"
 #include "lib/placement/placement.hpp"
 
 namespace skew::placement {

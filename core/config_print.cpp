@@ -1,10 +1,10 @@
-// The printing half of lib/core/config.hpp: --help (Schema::help_text) and --print-config
+// The printing half of core/config.hpp: --help (Schema::help_text) and --print-config
 // (Config::to_ini, which parses back to the same configuration).
 #include <ostream>
 #include <sstream>
 
-#include "lib/core/config.hpp"
-#include "lib/core/config_text.hpp"
+#include "core/config.hpp"
+#include "core/config_text.hpp"
 
 namespace skew {
 namespace {

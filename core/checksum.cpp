@@ -1,4 +1,4 @@
-#include "lib/core/checksum.hpp"
+#include "core/checksum.hpp"
 
 #include <array>
 #include <cmath>

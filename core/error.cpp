@@ -1,4 +1,4 @@
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 #include <filesystem>
 

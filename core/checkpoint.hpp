@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "lib/core/metrics.hpp"
-#include "lib/core/safetensors.hpp"
+#include "core/metrics.hpp"
+#include "core/safetensors.hpp"
 
 namespace skew {
 

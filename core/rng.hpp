@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "lib/core/host_device.hpp"
+#include "core/host_device.hpp"
 
 namespace skew {
 

@@ -1,11 +1,11 @@
-#include "lib/core/labelled_csv.hpp"
+#include "core/labelled_csv.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew {
 

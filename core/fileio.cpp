@@ -1,4 +1,4 @@
-#include "lib/core/fileio.hpp"
+#include "core/fileio.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -15,7 +15,7 @@
 #include <sstream>
 #include <utility>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew {
 

@@ -1,14 +1,14 @@
-#include "lib/core/tensor.hpp"
+#include "core/tensor.hpp"
 
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
 
-#include "lib/core/bf16.hpp"
-#include "lib/core/error.hpp"
+#include "core/bf16.hpp"
+#include "core/error.hpp"
 
 #ifdef SKEW_WITH_CUDA
-#include "lib/core/cuda_check.hpp"
+#include "core/cuda_check.hpp"
 #endif
 
 namespace skew {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "lib/core/tensor.hpp"
+#include "core/tensor.hpp"
 
 namespace skew {
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/core/tensor.hpp"
+#include "core/tensor.hpp"
 
 namespace skew {
 

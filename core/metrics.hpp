@@ -1,6 +1,6 @@
 // Run outputs: JSONL metrics (one object per logged step, handed to the kernel per line so a
 // crash loses at most the current line), CSV tables for benchmarks, and the one-line JSON run
-// summary. Files go through OutputFile (lib/core/fileio.hpp): opened at construction, so an
+// summary. Files go through OutputFile (core/fileio.hpp): opened at construction, so an
 // unwritable path fails at once; an earlier run's file is replaced only at the first record;
 // every write is checked, and a failed one is a skew::Error naming the file and the OS reason.
 #pragma once
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/core/fileio.hpp"
+#include "core/fileio.hpp"
 
 namespace skew {
 

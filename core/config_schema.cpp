@@ -1,4 +1,4 @@
-// The schema half of lib/core/config.hpp: Schema (keys with type, default and help, the
+// The schema half of core/config.hpp: Schema (keys with type, default and help, the
 // closest spellings of an unknown key) and Config's typed reads of the values it holds.
 // Parsing is in config_parse.cpp, --help and --print-config in config_print.cpp.
 #include <algorithm>
@@ -6,9 +6,9 @@
 #include <cmath>
 #include <sstream>
 
-#include "lib/core/config.hpp"
-#include "lib/core/config_text.hpp"
-#include "lib/core/error.hpp"
+#include "core/config.hpp"
+#include "core/config_text.hpp"
+#include "core/error.hpp"
 
 namespace po = boost::program_options;
 

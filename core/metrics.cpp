@@ -1,4 +1,4 @@
-#include "lib/core/metrics.hpp"
+#include "core/metrics.hpp"
 
 #include <cstdio>
 #include <exception>
@@ -6,9 +6,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
-#include "lib/core/log.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "core/log.hpp"
 
 namespace skew {
 

@@ -1,11 +1,11 @@
-#include "lib/core/safetensors.hpp"
+#include "core/safetensors.hpp"
 
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
 
 namespace skew {
 

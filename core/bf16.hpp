@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "lib/core/host_device.hpp"
+#include "core/host_device.hpp"
 
 namespace skew {
 

@@ -1,4 +1,4 @@
-// The parsing half of lib/core/config.hpp: the INI file and the command line into a Config,
+// The parsing half of core/config.hpp: the INI file and the command line into a Config,
 // validating every value against the schema. Precedence: defaults < INI file < command line.
 #include <algorithm>
 #include <boost/program_options.hpp>
@@ -9,9 +9,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "lib/core/config.hpp"
-#include "lib/core/config_text.hpp"
-#include "lib/core/error.hpp"
+#include "core/config.hpp"
+#include "core/config_text.hpp"
+#include "core/error.hpp"
 
 namespace po = boost::program_options;
 

@@ -4,7 +4,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 #define SKEW_CUDA_CHECK(call)                                                         \
   do {                                                                                \

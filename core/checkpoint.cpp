@@ -1,4 +1,4 @@
-#include "lib/core/checkpoint.hpp"
+#include "core/checkpoint.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -7,10 +7,10 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "lib/core/checksum.hpp"
-#include "lib/core/error.hpp"
-#include "lib/core/fileio.hpp"
-#include "lib/core/log.hpp"
+#include "core/checksum.hpp"
+#include "core/error.hpp"
+#include "core/fileio.hpp"
+#include "core/log.hpp"
 
 namespace fs = std::filesystem;
 

@@ -1,10 +1,10 @@
-#include "lib/core/log.hpp"
+#include "core/log.hpp"
 
 #include <chrono>
 #include <cstdio>
 #include <mutex>
 
-#include "lib/core/error.hpp"
+#include "core/error.hpp"
 
 namespace skew::log {
 namespace {
