@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/gemm_bf16.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/metrics.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"
+#include "kernels/cpu/gemm_bf16.hpp"
 
 using namespace skew;
 using kernels::GemmShape;
@@ -180,9 +180,9 @@ int main(int argc, char** argv) {
     std::unique_ptr<CsvWriter> csv;
     if (!c.get_string("bench.csv").empty())
       csv = std::make_unique<CsvWriter>(
-          c.get_string("bench.csv"), std::vector<std::string>{"shape", "sgemm_core", "trans_a", "trans_b", "m", "n", "k",
-                                                        "sgemm_gflops", "bf16_gflops", "bf16_over_sgemm",
-                                                        "bf16_of_peak", "bf16_peak_gflops", "fp32_peak_gflops"});
+          c.get_string("bench.csv"), std::vector<std::string>{"shape", "sgemm_core", "trans_a", "trans_b", "m", "n",
+                                                              "k", "sgemm_gflops", "bf16_gflops", "bf16_over_sgemm",
+                                                              "bf16_of_peak", "bf16_peak_gflops", "fp32_peak_gflops"});
     std::cout << std::left << std::setw(20) << "shape" << std::right << std::setw(18) << "m x n x k" << std::setw(9)
               << "sgemm" << std::setw(9) << "bf16" << std::setw(8) << "ratio" << std::setw(9) << "of peak"
               << "   (GFLOP/s)\n";

@@ -26,15 +26,15 @@
 #include <vector>
 
 #include "apps/moe_gpu_bench_model.hpp"
-#include "kernels/moe_dispatch.hpp"
-#include "kernels/moe_elementwise.hpp"
-#include "kernels/moe_expert.hpp"
-#include "kernels/moe_gate.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/metrics.hpp"
 #include "core/rng.hpp"
+#include "kernels/moe_dispatch.hpp"
+#include "kernels/moe_elementwise.hpp"
+#include "kernels/moe_expert.hpp"
+#include "kernels/moe_gate.hpp"
 #include "mpi/runtime.hpp"
 
 #if defined(SKEW_WITH_CUDA)
@@ -42,12 +42,12 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "kernels/cuda/cublas_handle.hpp"
-#include "kernels/cuda_memory.hpp"
 #include "apps/moe_gpu_bench_block.hpp"
 #include "apps/moe_gpu_bench_rowwise.hpp"
-#include "kernels/cuda_timing.hpp"
 #include "core/cuda_check.hpp"
+#include "kernels/cuda/cublas_handle.hpp"
+#include "kernels/cuda_memory.hpp"
+#include "kernels/cuda_timing.hpp"
 #endif
 
 using namespace skew;
@@ -193,13 +193,13 @@ Json bench_experts(const Sizes& s, int repeats) {
   const std::vector<const std::uint16_t*> b_const(b_bits.begin(), b_bits.end());
   const double cached_ms = median_ms(repeats, [&] {
     km::to_bf16_bits(Device::Cuda, a, std::int64_t(a_len), a_bits);
-    km::grouped_gemm_bf16_operands(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a_bits,
-                                    b_const.data(), c);
+    km::grouped_gemm_bf16_operands(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a_bits, b_const.data(),
+                                   c);
   });
   // Both operands already bf16 (what PyTorch's per-expert loop times): the GEMMs alone.
   const double operands_ms = median_ms(repeats, [&] {
-    km::grouped_gemm_bf16_operands(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a_bits,
-                                    b_const.data(), c);
+    km::grouped_gemm_bf16_operands(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a_bits, b_const.data(),
+                                   c);
   });
   // Where the gap to PyTorch's per-expert loop comes from: the same loop writing bf16 outputs as
   // PyTorch's does (half the output bytes), and cuBLAS's grouped-batched call (one launch for all
@@ -263,8 +263,8 @@ Json bench_experts(const Sizes& s, int repeats) {
       SKEW_CUDA_CHECK(cudaMemcpy(host.data(), c, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
       return host;
     };
-    km::grouped_gemm_bf16_operands(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a_bits,
-                                    b_const.data(), c);
+    km::grouped_gemm_bf16_operands(Device::Cuda, s.groups, offsets.data(), s.gemm_n, s.gemm_k, a_bits, b_const.data(),
+                                   c);
     const std::vector<float> loop_c = read_c();
     try {
       SKEW_CUDA_CHECK(cudaMemset(c, 0xff, loop_c.size() * sizeof(float)));  // NaN: unwritten outputs show
@@ -395,8 +395,11 @@ int main(int argc, char** argv) {
     summary["dispatch"] = bench_dispatch(s, repeats, bandwidth);
     summary["experts"] = bench_experts(s, repeats);
     summary["elementwise"] = bench_elementwise(std::size_t(1) << 26, repeats, bandwidth);
-    const bench::RowwiseSizes rowwise{c.get_int_as<int>("bench.batch"), c.get_int_as<int>("bench.seq"), s.width,
-                                      c.get_int_as<int>("bench.heads"), c.get_int_as<int>("bench.vocab"),
+    const bench::RowwiseSizes rowwise{c.get_int_as<int>("bench.batch"),
+                                      c.get_int_as<int>("bench.seq"),
+                                      s.width,
+                                      c.get_int_as<int>("bench.heads"),
+                                      c.get_int_as<int>("bench.vocab"),
                                       c.get_int_as<std::size_t>("bench.grad_norm_params")};
     SKEW_CHECK(std::int64_t(rowwise.batch) * rowwise.seq <= kMaxInt32,
                "bench.batch x bench.seq = " << std::int64_t(rowwise.batch) * rowwise.seq << " rows, more than 2^31-1");
@@ -410,10 +413,10 @@ int main(int argc, char** argv) {
     SKEW_INFO("copy " << bandwidth / 1e9 << " GB/s; gate " << summary["gate"]["GBps"].get<double>()
                       << " GB/s; dispatch " << summary["dispatch"]["GBps"].get<double>() << " GB/s ("
                       << 100 * summary["dispatch"]["of_copy_bound"].get<double>() << "% of copy); grouped bf16 GEMM "
-                      << summary["experts"]["grouped_TFLOPs"].get<double>() << " TFLOP/s (weights kept in bf16: "
-                      << summary["experts"]["cached_weights_TFLOPs"].get<double>() << ", bf16 operands: "
-                      << summary["experts"]["bf16_operands_TFLOPs"].get<double>() << ") vs one GEMM "
-                      << summary["experts"]["one_gemm_TFLOPs"].get<double>() << " TFLOP/s");
+                      << summary["experts"]["grouped_TFLOPs"].get<double>()
+                      << " TFLOP/s (weights kept in bf16: " << summary["experts"]["cached_weights_TFLOPs"].get<double>()
+                      << ", bf16 operands: " << summary["experts"]["bf16_operands_TFLOPs"].get<double>()
+                      << ") vs one GEMM " << summary["experts"]["one_gemm_TFLOPs"].get<double>() << " TFLOP/s");
 #endif
     print_summary(summary);
     return 0;

@@ -10,8 +10,8 @@
 #if defined(SKEW_WITH_CUDA)
 #include <cstdint>
 
-#include "kernels/cuda_timing.hpp"
 #include "core/metrics.hpp"
+#include "kernels/cuda_timing.hpp"
 #include "lib/moe/dense_block.hpp"
 
 namespace skew::bench {

@@ -10,12 +10,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/cuda_memory.hpp"
-#include "kernels/cuda_timing.hpp"
-#include "kernels/moe_rowwise.hpp"
 #include "core/cuda_check.hpp"
 #include "core/metrics.hpp"
 #include "core/rng.hpp"
+#include "kernels/cuda_memory.hpp"
+#include "kernels/cuda_timing.hpp"
+#include "kernels/moe_rowwise.hpp"
 
 namespace skew::bench {
 
@@ -62,19 +62,21 @@ inline Json bench_rowwise(const RowwiseSizes& s, int repeats, double copy_bandwi
     return p;
   };
   Json out = Json::object();
-  out["shape"] = Json{{"rows", n}, {"d", s.d}, {"seq", s.seq}, {"heads", s.heads}, {"vocab", s.vocab},
-                      {"squares", s.squares}};
+  out["shape"] =
+      Json{{"rows", n}, {"d", s.d}, {"seq", s.seq}, {"heads", s.heads}, {"vocab", s.vocab}, {"squares", s.squares}};
 
   // layernorm: x and y once each forward; x, dy and dx backward (g, b, dg, db, mean, rstd: rows
   // or columns, counted too).
-  float *x = keep(random_device_floats(std::size_t(nd), 1, 2.0f)), *y = keep(kernels::cuda::device_alloc<float>(std::size_t(nd)));
+  float *x = keep(random_device_floats(std::size_t(nd), 1, 2.0f)),
+        *y = keep(kernels::cuda::device_alloc<float>(std::size_t(nd)));
   float *g = keep(random_device_floats(s.d, 2)), *b = keep(random_device_floats(s.d, 3));
   float *mean = keep(kernels::cuda::device_alloc<float>(n)), *rstd = keep(kernels::cuda::device_alloc<float>(n));
-  float *dy = keep(random_device_floats(std::size_t(nd), 4)), *dx = keep(kernels::cuda::device_alloc<float>(std::size_t(nd)));
+  float *dy = keep(random_device_floats(std::size_t(nd), 4)),
+        *dx = keep(kernels::cuda::device_alloc<float>(std::size_t(nd)));
   float *dg = keep(random_device_floats(s.d, 5)), *db = keep(random_device_floats(s.d, 6));
-  out["layernorm_fwd"] = rowwise_entry(
-      median_ms(repeats, [&] { km::layernorm_forward(Device::Cuda, n, s.d, x, g, b, y, mean, rstd); }),
-      f * (2 * nd + 2.0 * s.d + 2.0 * n), copy_bandwidth);
+  out["layernorm_fwd"] =
+      rowwise_entry(median_ms(repeats, [&] { km::layernorm_forward(Device::Cuda, n, s.d, x, g, b, y, mean, rstd); }),
+                    f * (2 * nd + 2.0 * s.d + 2.0 * n), copy_bandwidth);
   out["layernorm_bwd"] = rowwise_entry(
       median_ms(repeats, [&] { km::layernorm_backward(Device::Cuda, n, s.d, x, g, mean, rstd, dy, dx, dg, db); }),
       f * (3 * nd + 5.0 * s.d + 2.0 * n), copy_bandwidth);
@@ -82,7 +84,8 @@ inline Json bench_rowwise(const RowwiseSizes& s, int repeats, double copy_bandwi
   // embedding: the output written once, each table row read once (vocab + seq rows), the tokens;
   // backward: dout read, each table row read and written once.
   std::int32_t* tokens = keep(random_device_ids(n, s.vocab, 7));
-  float *wte = keep(random_device_floats(std::size_t(s.vocab) * s.d, 8)), *wpe = keep(random_device_floats(std::size_t(s.seq) * s.d, 9));
+  float *wte = keep(random_device_floats(std::size_t(s.vocab) * s.d, 8)),
+        *wpe = keep(random_device_floats(std::size_t(s.seq) * s.d, 9));
   const double tables = double(s.vocab + s.seq) * s.d;
   out["embedding_fwd"] = rowwise_entry(
       median_ms(repeats, [&] { km::embedding_forward(Device::Cuda, n, s.d, s.seq, tokens, wte, wpe, y); }),
@@ -98,7 +101,8 @@ inline Json bench_rowwise(const RowwiseSizes& s, int repeats, double copy_bandwi
   // the triangle and writes every entry.
   const std::size_t rows = std::size_t(s.batch) * s.heads * s.seq;
   const double full = double(rows) * s.seq, triangle = double(s.batch) * s.heads * s.seq * (s.seq + 1.0) / 2;
-  float *scores = keep(random_device_floats(rows * s.seq, 10, 3.0f)), *grad = keep(random_device_floats(rows * s.seq, 11));
+  float *scores = keep(random_device_floats(rows * s.seq, 10, 3.0f)),
+        *grad = keep(random_device_floats(rows * s.seq, 11));
   out["softmax_fwd"] =
       rowwise_entry(median_ms(repeats, [&] { km::attention_softmax_forward(Device::Cuda, rows, s.seq, true, scores); }),
                     f * (triangle + full), copy_bandwidth);
@@ -111,7 +115,8 @@ inline Json bench_rowwise(const RowwiseSizes& s, int repeats, double copy_bandwi
 
   // cross-entropy: logits read, dlogits written, targets read, per-row fp64 losses written.
   const double nv = double(n) * s.vocab;
-  float *logits = keep(random_device_floats(std::size_t(nv), 12, 3.0f)), *dlogits = keep(kernels::cuda::device_alloc<float>(std::size_t(nv)));
+  float *logits = keep(random_device_floats(std::size_t(nv), 12, 3.0f)),
+        *dlogits = keep(kernels::cuda::device_alloc<float>(std::size_t(nv)));
   double* row_loss = keep(kernels::cuda::device_alloc<double>(n));
   std::int32_t* targets = keep(random_device_ids(n, s.vocab, 13));
   out["cross_entropy"] = rowwise_entry(
@@ -122,9 +127,9 @@ inline Json bench_rowwise(const RowwiseSizes& s, int repeats, double copy_bandwi
   // sum of squares (the gradient norm): the vector read once; the time includes reading the
   // scalar back (the step needs it on the host for the clip scale and the log).
   float* grads = keep(random_device_floats(s.squares, 14, 1e-2f));
-  out["grad_norm"] = rowwise_entry(
-      median_ms(repeats, [&] { (void)km::sum_of_squares(Device::Cuda, s.squares, grads); }), f * double(s.squares),
-      copy_bandwidth);
+  out["grad_norm"] =
+      rowwise_entry(median_ms(repeats, [&] { (void)km::sum_of_squares(Device::Cuda, s.squares, grads); }),
+                    f * double(s.squares), copy_bandwidth);
   for (void* p : owned) SKEW_CUDA_CHECK(cudaFree(p));
   return out;
 }

@@ -53,7 +53,8 @@ Schema make_schema() {
                  "deepspeed capacity factor; 0 = drop_tokens=false, padding to the max count; with a factor, "
                  "each expert takes gpus x max(ceil(assignments / gpus / experts * factor), sim.min_capacity) "
                  "rows, moe_train's per-rank capacity")
-      .add_int("sim.min_capacity", 4, {0, kMaxInt32}, "deepspeed: least slots per expert and rank (as moe.min_capacity)")
+      .add_int("sim.min_capacity", 4, {0, kMaxInt32},
+               "deepspeed: least slots per expert and rank (as moe.min_capacity)")
       .add_int("sim.fastermoe_groups", 4, {1, 1024},
                "fastermoe smart scheduling: chunks overlapping all-to-all with compute (1 = none)")
       .add_string("sim.scaling", "", "comma-separated GPU counts for scaling rows (generated traces), e.g. 8,64,1024")
@@ -302,14 +303,15 @@ int calibrate_main(const Config& cfg) {
     const Validation v = validate_cost_model(model, run, ranks, options.flexmoe.live_shares);
     std::cout << "  held out " << path << " (" << ranks << " ranks): compute error " << v.compute.error() * 100
               << "%, all-to-all wall error " << v.alltoall_wall.error() * 100 << "%\n";
-    checks.push_back({{"run", path},
-                      {"ranks", ranks},
-                      {"iterations", v.iterations},
-                      {"compute_ms", {{"predicted", v.compute.predicted * 1e3}, {"measured", v.compute.measured * 1e3}}},
-                      {"compute_error", v.compute.error()},
-                      {"alltoall_wall_ms",
-                       {{"predicted", v.alltoall_wall.predicted * 1e3}, {"measured", v.alltoall_wall.measured * 1e3}}},
-                      {"alltoall_wall_error", v.alltoall_wall.error()}});
+    checks.push_back(
+        {{"run", path},
+         {"ranks", ranks},
+         {"iterations", v.iterations},
+         {"compute_ms", {{"predicted", v.compute.predicted * 1e3}, {"measured", v.compute.measured * 1e3}}},
+         {"compute_error", v.compute.error()},
+         {"alltoall_wall_ms",
+          {{"predicted", v.alltoall_wall.predicted * 1e3}, {"measured", v.alltoall_wall.measured * 1e3}}},
+         {"alltoall_wall_error", v.alltoall_wall.error()}});
   }
   const Json constants = constants_to_json(fit.constants);
   if (!cfg.get_string("output.calibration").empty())

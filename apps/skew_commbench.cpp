@@ -24,7 +24,8 @@ using skew::comm::ProcessGroup;
 using skew::comm::ReduceOp;
 
 skew::Schema make_schema() {
-  skew::Schema s("skew_commbench", "Bandwidth of allreduce and alltoallv over a process group (nccl-tests style table).");
+  skew::Schema s("skew_commbench",
+                 "Bandwidth of allreduce and alltoallv over a process group (nccl-tests style table).");
   s.add_choice("bench.op", "all", {"all", "allreduce", "alltoallv"}, "collective(s) to measure")
       .add_choice("bench.backend", "mpi", {"mpi", "nccl"}, "process group: mpi (host buffers) or nccl (GPU buffers)")
       .add_choice("bench.dtype", "float", {"float", "double", "int32", "int64"}, "element type")
@@ -63,7 +64,9 @@ struct Bench {
 };
 
 // Element i of rank r's allreduce input, and the closed-form result over n ranks.
-double allreduce_input(int r, std::size_t i) { return (r + 1) + static_cast<double>(i % 13); }
+double allreduce_input(int r, std::size_t i) {
+  return (r + 1) + static_cast<double>(i % 13);
+}
 double allreduce_expected(ReduceOp op, int n, std::size_t i, bool integer) {
   const double m = static_cast<double>(i % 13);
   const double sum = n * (n + 1) / 2.0 + n * m;
@@ -76,7 +79,9 @@ double allreduce_expected(ReduceOp op, int n, std::size_t i, bool integer) {
   return sum;
 }
 // Element j of the block rank `from` sends to rank `to` (small integers: exact in every dtype).
-double alltoall_value(int from, int to, std::size_t j) { return static_cast<double>((from * 7 + to * 3 + j) % 1024); }
+double alltoall_value(int from, int to, std::size_t j) {
+  return static_cast<double>((from * 7 + to * 3 + j) % 1024);
+}
 
 skew::Tensor host_tensor(std::size_t count, skew::DType dtype, const std::vector<double>& values) {
   skew::Tensor t = skew::Tensor::empty({static_cast<std::int64_t>(std::max<std::size_t>(count, 1))}, dtype);
@@ -167,7 +172,8 @@ std::vector<std::size_t> alltoallv_shares(std::size_t count, int n, double zipf)
     const auto ia = static_cast<std::size_t>(a), ic = static_cast<std::size_t>(c);
     return exact[ia] - std::floor(exact[ia]) > exact[ic] - std::floor(exact[ic]) + 1e-12;
   });
-  for (std::size_t k = 0; assigned < count; ++k, ++assigned) ++shares[static_cast<std::size_t>(order[k % order.size()])];
+  for (std::size_t k = 0; assigned < count; ++k, ++assigned)
+    ++shares[static_cast<std::size_t>(order[k % order.size()])];
   return shares;
 }
 
@@ -184,7 +190,8 @@ Row run_alltoallv(const Bench& b, std::size_t count) {
   for (int p = 0; p < n; ++p)
     for (std::size_t j = 0; j < share(r); ++j) expected.push_back(alltoall_value(p, r, j));
   skew::Tensor send = host_tensor(count, b.dtype, input).to(b.device);
-  skew::Tensor recv = skew::Tensor::zeros({static_cast<std::int64_t>(std::max<std::size_t>(recv_total, 1))}, b.dtype, b.device);
+  skew::Tensor recv =
+      skew::Tensor::zeros({static_cast<std::int64_t>(std::max<std::size_t>(recv_total, 1))}, b.dtype, b.device);
   const skew::comm::Buffer sv = skew::comm::view(send), rv = skew::comm::view(recv);
   Row row{"alltoallv", count * skew::dtype_size(b.dtype), count};
   if (b.check) {
@@ -196,7 +203,8 @@ Row run_alltoallv(const Bench& b, std::size_t count) {
   // Bus bandwidth = bytes the busiest receiver takes from other ranks / time: the link that
   // bounds the exchange. For an even split it is nccl-tests' algbw * (n-1)/n.
   const std::size_t busiest_share = *std::max_element(counts.begin(), counts.end());
-  const double busiest_bytes = static_cast<double>(busiest_share * static_cast<std::size_t>(n - 1) * skew::dtype_size(b.dtype));
+  const double busiest_bytes =
+      static_cast<double>(busiest_share * static_cast<std::size_t>(n - 1) * skew::dtype_size(b.dtype));
   row.busbw = busiest_bytes / (row.time_us * 1e3);
   return row;
 }
@@ -225,45 +233,63 @@ int main(int argc, char** argv) {
     b.alltoallv_zipf = config.get_float("bench.alltoallv_zipf");
     SKEW_CHECK(max_bytes >= min_bytes,
                "bench.min_bytes (" << min_bytes << ") must be <= bench.max_bytes (" << max_bytes << ")");
-    b.dtype = dtype_text == "float" ? skew::DType::F32 : dtype_text == "double" ? skew::DType::F64
-            : dtype_text == "int32" ? skew::DType::I32 : skew::DType::I64;
-    b.redop = redop_text == "sum" ? ReduceOp::Sum : redop_text == "avg" ? ReduceOp::Avg
-            : redop_text == "max" ? ReduceOp::Max : ReduceOp::Min;
+    b.dtype = dtype_text == "float"    ? skew::DType::F32
+              : dtype_text == "double" ? skew::DType::F64
+              : dtype_text == "int32"  ? skew::DType::I32
+                                       : skew::DType::I64;
+    b.redop = redop_text == "sum"   ? ReduceOp::Sum
+              : redop_text == "avg" ? ReduceOp::Avg
+              : redop_text == "max" ? ReduceOp::Max
+                                    : ReduceOp::Min;
     b.world = rt.world;
-    b.group = skew::comm::make_world_group(rt, backend == "nccl" ? skew::comm::Backend::Nccl : skew::comm::Backend::Mpi);
+    b.group =
+        skew::comm::make_world_group(rt, backend == "nccl" ? skew::comm::Backend::Nccl : skew::comm::Backend::Mpi);
     b.device = backend == "nccl" ? skew::Device::Cuda : skew::Device::Host;
     const int n = b.group->size();
     const std::string device_tag = backend == "nccl" ? "gpu" : "cpu";
     std::string csv_path = config.get_string("output.csv");
-    csv_path = substitute(substitute(substitute(csv_path, "{ranks}", std::to_string(n)), "{backend}", backend), "{device}", device_tag);
+    csv_path = substitute(substitute(substitute(csv_path, "{ranks}", std::to_string(n)), "{backend}", backend),
+                          "{device}", device_tag);
 
     std::vector<std::string> collectives;
     if (which != "alltoallv") collectives.push_back("allreduce");
     if (which != "allreduce") collectives.push_back("alltoallv");
     const bool root = rt.world_rank == 0;
     if (root) {
-      std::printf("# skew_commbench: %s backend, %d ranks, dtype %s, redop %s\n", backend.c_str(), n, dtype_text.c_str(), redop_text.c_str());
-      std::printf("# sizes %lld..%lld B (x%lld), %lld warmup + %lld timed iterations; time = mean per iteration, averaged over ranks\n",
-                  static_cast<long long>(min_bytes), static_cast<long long>(max_bytes), static_cast<long long>(step),
-                  static_cast<long long>(b.warmup), static_cast<long long>(b.iters));
-      std::printf("# busbw = algbw * 2(n-1)/n for allreduce; for alltoallv, bytes the busiest rank receives from others / time"
-                  " (split (p+1)^-%g); #wrong: elements off the closed form%s\n", b.alltoallv_zipf, b.check ? "" : " (check disabled: -1)");
+      std::printf("# skew_commbench: %s backend, %d ranks, dtype %s, redop %s\n", backend.c_str(), n,
+                  dtype_text.c_str(), redop_text.c_str());
+      std::printf(
+          "# sizes %lld..%lld B (x%lld), %lld warmup + %lld timed iterations; time = mean per iteration, averaged over "
+          "ranks\n",
+          static_cast<long long>(min_bytes), static_cast<long long>(max_bytes), static_cast<long long>(step),
+          static_cast<long long>(b.warmup), static_cast<long long>(b.iters));
+      std::printf(
+          "# busbw = algbw * 2(n-1)/n for allreduce; for alltoallv, bytes the busiest rank receives from others / time"
+          " (split (p+1)^-%g); #wrong: elements off the closed form%s\n",
+          b.alltoallv_zipf, b.check ? "" : " (check disabled: -1)");
       for (int r = 0; r < n; ++r) std::printf("#  rank %2d  world rank %2d\n", r, b.group->world_rank_of(r));
     }
     std::unique_ptr<skew::CsvWriter> csv;
     if (root && !csv_path.empty())
-      csv = std::make_unique<skew::CsvWriter>(csv_path, std::vector<std::string>{"collective", "backend", "ranks", "size_bytes", "count",
-                                                                                  "type", "redop", "time_us", "algbw_gbps", "busbw_gbps", "wrong"});
+      csv = std::make_unique<skew::CsvWriter>(
+          csv_path, std::vector<std::string>{"collective", "backend", "ranks", "size_bytes", "count", "type", "redop",
+                                             "time_us", "algbw_gbps", "busbw_gbps", "wrong"});
     skew::JsonlWriter metrics(root ? config.get_string("output.metrics") : "");
-    skew::Json summary{{"app", "skew_commbench"}, {"backend", backend}, {"ranks", n}, {"dtype", dtype_text}, {"alltoallv_zipf", b.alltoallv_zipf}};
+    skew::Json summary{{"app", "skew_commbench"},
+                       {"backend", backend},
+                       {"ranks", n},
+                       {"dtype", dtype_text},
+                       {"alltoallv_zipf", b.alltoallv_zipf}};
     double busbw_sum = 0;
     int rows = 0;
     std::int64_t wrong_total = 0;
     for (const std::string& collective : collectives) {
       const std::string redop = collective == "allreduce" ? redop_text : "none";
       if (root) {
-        std::printf("#\n# %s\n#%12s %12s %8s %6s %10s %8s %8s %7s\n", collective.c_str(), "size", "count", "type", "redop", "time", "algbw", "busbw", "#wrong");
-        std::printf("#%12s %12s %8s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+        std::printf("#\n# %s\n#%12s %12s %8s %6s %10s %8s %8s %7s\n", collective.c_str(), "size", "count", "type",
+                    "redop", "time", "algbw", "busbw", "#wrong");
+        std::printf("#%12s %12s %8s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)",
+                    "");
       }
       double coll_busbw = 0;
       int coll_rows = 0;
@@ -278,22 +304,30 @@ int main(int argc, char** argv) {
         coll_busbw += row.busbw;
         ++coll_rows;
         if (!root) continue;
-        std::printf(" %12zu %12zu %8s %6s %10.2f %8.3f %8.3f %7lld\n", row.bytes, row.count, dtype_text.c_str(), redop.c_str(),
-                    row.time_us, row.algbw, row.busbw, static_cast<long long>(wrong));
+        std::printf(" %12zu %12zu %8s %6s %10.2f %8.3f %8.3f %7lld\n", row.bytes, row.count, dtype_text.c_str(),
+                    redop.c_str(), row.time_us, row.algbw, row.busbw, static_cast<long long>(wrong));
         std::fflush(stdout);
         if (csv)
-          csv->row({collective, backend, std::to_string(n), std::to_string(row.bytes), std::to_string(row.count), dtype_text, redop,
-                    skew::csv_number(row.time_us), skew::csv_number(row.algbw), skew::csv_number(row.busbw), std::to_string(wrong)});
-        metrics.write(skew::Json{{"collective", collective}, {"size_bytes", row.bytes}, {"count", row.count}, {"time_us", row.time_us},
-                                 {"algbw_gbps", row.algbw}, {"busbw_gbps", row.busbw}, {"wrong", wrong}});
+          csv->row({collective, backend, std::to_string(n), std::to_string(row.bytes), std::to_string(row.count),
+                    dtype_text, redop, skew::csv_number(row.time_us), skew::csv_number(row.algbw),
+                    skew::csv_number(row.busbw), std::to_string(wrong)});
+        metrics.write(skew::Json{{"collective", collective},
+                                 {"size_bytes", row.bytes},
+                                 {"count", row.count},
+                                 {"time_us", row.time_us},
+                                 {"algbw_gbps", row.algbw},
+                                 {"busbw_gbps", row.busbw},
+                                 {"wrong", wrong}});
       }
-      if (root) std::printf("#   %s avg bus bandwidth: %.3f GB/s\n", collective.c_str(), coll_busbw / std::max(coll_rows, 1));
+      if (root)
+        std::printf("#   %s avg bus bandwidth: %.3f GB/s\n", collective.c_str(), coll_busbw / std::max(coll_rows, 1));
       summary[collective + "_avg_busbw_gbps"] = coll_busbw / std::max(coll_rows, 1);
       busbw_sum += coll_busbw;
       rows += coll_rows;
     }
     if (root) {
-      std::printf("#\n# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total), wrong_total ? "FAILED" : "OK");
+      std::printf("#\n# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total),
+                  wrong_total ? "FAILED" : "OK");
       std::printf("# Avg bus bandwidth    : %.3f\n#\n", busbw_sum / std::max(rows, 1));
       summary["avg_busbw_gbps"] = busbw_sum / std::max(rows, 1);
       summary["wrong"] = wrong_total;

@@ -34,7 +34,9 @@ double triad_bandwidth(std::size_t floats, int threads) {
   const auto each_slice = [&](auto fn) {
     std::vector<std::thread> workers;
     for (int t = 0; t < threads; ++t)
-      workers.emplace_back([&, t] { fn(floats * std::size_t(t) / std::size_t(threads), floats * std::size_t(t + 1) / std::size_t(threads)); });
+      workers.emplace_back([&, t] {
+        fn(floats * std::size_t(t) / std::size_t(threads), floats * std::size_t(t + 1) / std::size_t(threads));
+      });
     for (std::thread& w : workers) w.join();
   };
   each_slice([&](std::size_t begin, std::size_t end) {
@@ -102,11 +104,13 @@ int main(int argc, char** argv) {
   schema.add_int("bench.batch_size", 4096, {1, 1 << 24}, "mini-batch size");
   schema.add_int("bench.threads", 2, {1, 1024}, "worker threads");
   schema.add_choice("bench.classical_sync", "hogwild", {"hogwild", "atomic"},
-                    "classical: per-sample Hogwild updates, or the batch gradient with atomic adds (wide_train's train.classical_sync)");
+                    "classical: per-sample Hogwild updates, or the batch gradient with atomic adds (wide_train's "
+                    "train.classical_sync)");
   schema.add_choice("bench.optimizer", "sgd", {"sgd", "adagrad", "ftrl"}, "optimizer (same for all schemas)");
   add_bench_flow_keys(schema);
-  schema.add_int("bench.replica_budget_mb", 16, {0, 1 << 20},
-                 "flow LR: every feature hot if threads x features x 4 B fit and a batch has features / 8 entries (0 = never)");
+  schema.add_int(
+      "bench.replica_budget_mb", 16, {0, 1 << 20},
+      "flow LR: every feature hot if threads x features x 4 B fit and a batch has features / 8 entries (0 = never)");
   schema.add_int("bench.repeats", 3, {1, 1000}, "interleaved repeats of the three runs per model (medians reported)");
   schema.add_string("bench.csv", "", "CSV output path (empty = none)");
   return comm::run_main(argc, argv, false, [&](comm::Runtime&) {
@@ -126,12 +130,27 @@ int main(int argc, char** argv) {
                        << ro.threads << " threads");
     std::unique_ptr<CsvWriter> csv;
     if (!c.get_string("bench.csv").empty())
-      csv = std::make_unique<CsvWriter>(
-          c.get_string("bench.csv"),
-          std::vector<std::string>{"model", "schema", "ids", "threads", "rows", "features", "k", "batch", "seconds",
-                                   "samples_per_s", "nonzeros_per_s", "ratio_vs_classical", "cpu_seconds",
-                                   "cpu_ratio_vs_classical", "kernel_seconds", "kernel_ratio_vs_classical", "triad_GBps",
-                                   "bytes_per_row", "bound_samples_per_s", "bound_fraction", "train_logloss"});
+      csv = std::make_unique<CsvWriter>(c.get_string("bench.csv"), std::vector<std::string>{"model",
+                                                                                            "schema",
+                                                                                            "ids",
+                                                                                            "threads",
+                                                                                            "rows",
+                                                                                            "features",
+                                                                                            "k",
+                                                                                            "batch",
+                                                                                            "seconds",
+                                                                                            "samples_per_s",
+                                                                                            "nonzeros_per_s",
+                                                                                            "ratio_vs_classical",
+                                                                                            "cpu_seconds",
+                                                                                            "cpu_ratio_vs_classical",
+                                                                                            "kernel_seconds",
+                                                                                            "kernel_ratio_vs_classical",
+                                                                                            "triad_GBps",
+                                                                                            "bytes_per_row",
+                                                                                            "bound_samples_per_s",
+                                                                                            "bound_fraction",
+                                                                                            "train_logloss"});
     // bytes/row: what a sample moves if every row it touches comes from memory
     // (kernels::wide_row_traffic); bound: the rows/s that traffic allows at the triad bandwidth;
     // of_bound: the achieved fraction of it (above 1 where hot rows stay in the caches).
@@ -177,7 +196,8 @@ int main(int argc, char** argv) {
         if (classical_kernel == 0) classical_kernel = r.kernel_seconds;
         if (classical_cpu == 0) classical_cpu = r.cpu_seconds;
         o.schema = schema_from_name(cs.schema);
-        const double bytes_per_row = kernels::wide_row_traffic(shape, entries_per_row, model_shaped_arrays(o, 1)).total();
+        const double bytes_per_row =
+            kernels::wide_row_traffic(shape, entries_per_row, model_shaped_arrays(o, 1)).total();
         const double bound_rate = bandwidth / bytes_per_row;
         std::printf("%-4s %-10s %-10s %8.2f %12.0f %14.0f %8.2f %8.2f %9.2f %9.2f %9.2f %9.0f %12.0f %8.3f %8.4f\n",
                     name.c_str(), cs.schema, cs.ids, r.seconds, rate, double(r.nonzeros) / r.seconds,
@@ -189,13 +209,26 @@ int main(int argc, char** argv) {
         summary[name + "_" + cs.schema + "_" + cs.ids + "_bound_samples_per_s"] = bound_rate;
         summary[name + "_" + cs.schema + "_" + cs.ids + "_bound_fraction"] = rate / bound_rate;
         if (csv)
-          csv->row({name, cs.schema, cs.ids, std::to_string(o.threads), std::to_string(original.rows()),
-                    std::to_string(original.num_features), std::to_string(shape.k),
-                    std::to_string(c.get_int("bench.batch_size")), csv_number(r.seconds), csv_number(rate),
-                    csv_number(double(r.nonzeros) / r.seconds), csv_number(rate / classical_rate),
-                    csv_number(r.cpu_seconds), csv_number(classical_cpu / r.cpu_seconds), csv_number(r.kernel_seconds),
-                    csv_number(classical_kernel / r.kernel_seconds), csv_number(bandwidth / 1e9),
-                    csv_number(bytes_per_row), csv_number(bound_rate), csv_number(rate / bound_rate),
+          csv->row({name,
+                    cs.schema,
+                    cs.ids,
+                    std::to_string(o.threads),
+                    std::to_string(original.rows()),
+                    std::to_string(original.num_features),
+                    std::to_string(shape.k),
+                    std::to_string(c.get_int("bench.batch_size")),
+                    csv_number(r.seconds),
+                    csv_number(rate),
+                    csv_number(double(r.nonzeros) / r.seconds),
+                    csv_number(rate / classical_rate),
+                    csv_number(r.cpu_seconds),
+                    csv_number(classical_cpu / r.cpu_seconds),
+                    csv_number(r.kernel_seconds),
+                    csv_number(classical_kernel / r.kernel_seconds),
+                    csv_number(bandwidth / 1e9),
+                    csv_number(bytes_per_row),
+                    csv_number(bound_rate),
+                    csv_number(rate / bound_rate),
                     csv_number(r.loss)});
       }
     }

@@ -15,14 +15,14 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/wide_classical.hpp"
-#include "kernels/wide_flow.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/metrics.hpp"
 #include "core/safetensors.hpp"
 #include "core/timer.hpp"
+#include "kernels/wide_classical.hpp"
+#include "kernels/wide_flow.hpp"
 #include "lib/wide/bench_keys.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"
@@ -32,9 +32,9 @@
 #if defined(SKEW_WITH_CUDA)
 #include <cuda_runtime.h>
 
+#include "core/cuda_check.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "kernels/cuda_timing.hpp"
-#include "core/cuda_check.hpp"
 #endif
 
 using namespace skew;

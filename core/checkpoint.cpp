@@ -73,7 +73,8 @@ void CheckpointDir::commit(std::int64_t step) const {
   for (int r = 0; r < world_size_; ++r)
     SKEW_CHECK(fs::exists(fs::path(step_dir(step)) / shard_name(r)),
                "checkpoint step " << step << " is missing the shard of rank " << r);
-  write_file_atomic((fs::path(step_dir(step)) / "COMPLETE").string(), "world_size=" + std::to_string(world_size_) + "\n");
+  write_file_atomic((fs::path(step_dir(step)) / "COMPLETE").string(),
+                    "world_size=" + std::to_string(world_size_) + "\n");
   // Steps older than this one that never completed are leftovers of a crashed run: drop them.
   for (const std::int64_t old : step_numbers(false))
     if (old < step && !fs::exists(fs::path(step_dir(old)) / "COMPLETE")) fs::remove_all(step_dir(old));
@@ -112,7 +113,9 @@ std::vector<std::int64_t> CheckpointDir::step_numbers(bool complete_only) const 
   return steps;
 }
 
-std::vector<std::int64_t> CheckpointDir::complete_steps() const { return step_numbers(true); }
+std::vector<std::int64_t> CheckpointDir::complete_steps() const {
+  return step_numbers(true);
+}
 
 int CheckpointDir::written_world_size(std::int64_t step) const {
   const std::string path = (fs::path(step_dir(step)) / "COMPLETE").string();
@@ -138,10 +141,10 @@ std::int64_t CheckpointDir::latest_complete() const {
   const std::int64_t step = steps.back();
   const std::string marker = read_file((fs::path(step_dir(step)) / "COMPLETE").string());
   const std::string want = "world_size=" + std::to_string(world_size_) + "\n";
-  SKEW_CHECK(marker == want, "checkpoint " << step_dir(step) << " was written by a job with "
-                                           << marker.substr(0, marker.find('\n'))
-                                           << " but this job has world_size=" << world_size_
-                                           << "; resume with the same number of ranks or start a new checkpoint directory");
+  SKEW_CHECK(marker == want,
+             "checkpoint " << step_dir(step) << " was written by a job with " << marker.substr(0, marker.find('\n'))
+                           << " but this job has world_size=" << world_size_
+                           << "; resume with the same number of ranks or start a new checkpoint directory");
   return step;
 }
 

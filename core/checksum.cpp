@@ -66,8 +66,7 @@ struct StreamShift {
   }
 };
 
-__attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(const void* data, std::size_t bytes,
-                                                              std::uint32_t crc) {
+__attribute__((target("sse4.2"))) std::uint32_t crc32c_sse42(const void* data, std::size_t bytes, std::uint32_t crc) {
   const auto* p = static_cast<const unsigned char*>(data);
   std::uint64_t c = ~crc;
   std::size_t i = 0;

@@ -60,8 +60,8 @@ class Schema {
   Schema& add_float(const std::string& key, double def, FloatRange range, const std::string& help);
   Schema& add_bool(const std::string& key, bool def, const std::string& help);
   // A string restricted to `choices`; anything else is an error naming the key.
-  Schema& add_choice(const std::string& key, const std::string& def,
-                     const std::vector<std::string>& choices, const std::string& help);
+  Schema& add_choice(const std::string& key, const std::string& def, const std::vector<std::string>& choices,
+                     const std::string& help);
 
   const std::string& app() const { return app_; }
   std::string help_text() const;  // what --help prints: every key, its type, default and help
@@ -91,8 +91,7 @@ class Config {
   // --help and --print-config (reported by help_requested()/print_config_requested()).
   static Config parse(const Schema& schema, int argc, const char* const* argv);
   // Same, from an INI text (tests, presets) plus optional command-line style overrides.
-  static Config parse_ini_text(const Schema& schema, const std::string& ini_text,
-                               const std::string& origin,
+  static Config parse_ini_text(const Schema& schema, const std::string& ini_text, const std::string& origin,
                                const std::vector<std::string>& overrides = {});
 
   bool help_requested() const { return help_; }

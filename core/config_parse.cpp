@@ -94,8 +94,7 @@ std::vector<IniEntry> read_ini(std::istream& in, const std::string& origin) {
       continue;
     }
     const auto eq = t.find('=');
-    if (eq == std::string::npos)
-      throw Error(where + ": malformed line '" + t + "' (expected key = value)");
+    if (eq == std::string::npos) throw Error(where + ": malformed line '" + t + "' (expected key = value)");
     std::string key = trim(t.substr(0, eq));
     std::string value = trim(t.substr(eq + 1));
     if (key.empty()) throw Error(where + ": malformed line '" + t + "' (empty key)");
@@ -116,7 +115,8 @@ std::vector<IniEntry> read_ini(std::istream& in, const std::string& origin) {
     }
     const std::string full = section.empty() ? key : section + "." + key;
     for (const auto& e : out)
-      if (e.key == full) throw Error(where + ": key '" + full + "' is set twice in the file (first at " + e.where + ")");
+      if (e.key == full)
+        throw Error(where + ": key '" + full + "' is set twice in the file (first at " + e.where + ")");
     out.push_back({full, value, where});
   }
   return out;
@@ -124,8 +124,8 @@ std::vector<IniEntry> read_ini(std::istream& in, const std::string& origin) {
 
 }  // namespace
 
-Config Config::parse_ini_text(const Schema& schema, const std::string& ini_text,
-                              const std::string& origin, const std::vector<std::string>& overrides) {
+Config Config::parse_ini_text(const Schema& schema, const std::string& ini_text, const std::string& origin,
+                              const std::vector<std::string>& overrides) {
   std::vector<std::string> args = {schema.app()};
   args.insert(args.end(), overrides.begin(), overrides.end());
   Config c;
@@ -144,8 +144,7 @@ Config Config::parse_ini_text(const Schema& schema, const std::string& ini_text,
       const Schema::Key* k = schema.find(key);
       // An unknown '--name' is a misspelt option, not a key whose value went missing.
       if (!k) throw_unknown_key(schema, key, "command line");
-      const bool flag = k && k->type == "bool" &&
-                        (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0);
+      const bool flag = k && k->type == "bool" && (i + 1 >= args.size() || args[i + 1].rfind("--", 0) == 0);
       if (flag) {
         value = "true";
       } else {

@@ -12,7 +12,8 @@ namespace {
 // Quotes a value whose text the INI reader would otherwise alter (surrounding spaces, comment
 // markers, a leading quote), so --print-config output parses back to the same value.
 std::string ini_value_text(const std::string& v) {
-  const bool needs_quotes = !v.empty() && (v != config_text::trim(v) || v.find_first_of("#;") != std::string::npos || v.front() == '"');
+  const bool needs_quotes =
+      !v.empty() && (v != config_text::trim(v) || v.find_first_of("#;") != std::string::npos || v.front() == '"');
   return needs_quotes ? "\"" + v + "\"" : v;
 }
 

@@ -63,8 +63,7 @@ std::string Schema::Key::range_text() const {
 }
 
 Schema::Schema(std::string app, std::string summary)
-    : app_(std::move(app)), summary_(std::move(summary)),
-      desc_(std::make_unique<po::options_description>()) {}
+    : app_(std::move(app)), summary_(std::move(summary)), desc_(std::make_unique<po::options_description>()) {}
 Schema::~Schema() = default;
 Schema::Schema(Schema&&) noexcept = default;
 
@@ -95,8 +94,8 @@ Schema& Schema::add_bool(const std::string& k, bool d, const std::string& h) {
   add({k, "bool", d ? "true" : "false", h, {}, {}, {}});
   return *this;
 }
-Schema& Schema::add_choice(const std::string& k, const std::string& d,
-                           const std::vector<std::string>& choices, const std::string& h) {
+Schema& Schema::add_choice(const std::string& k, const std::string& d, const std::vector<std::string>& choices,
+                           const std::string& h) {
   SKEW_CHECK(std::find(choices.begin(), choices.end(), d) != choices.end(),
              "default '" << d << "' of key '" << k << "' is not among its choices");
   add({k, "choice", d, h, choices, {}, {}});
@@ -123,8 +122,8 @@ std::vector<std::string> Schema::close_spellings(const std::string& key) const {
 }
 
 namespace {
-const std::string& lookup(const std::map<std::string, std::string>& raw, const Schema& schema,
-                          const std::string& key, const char* want) {
+const std::string& lookup(const std::map<std::string, std::string>& raw, const Schema& schema, const std::string& key,
+                          const char* want) {
   const Schema::Key* k = schema.find(key);
   SKEW_CHECK(k != nullptr, "program error: config key '" << key << "' is not in the schema of " << schema.app());
   const std::string t = k->type == "choice" ? "string" : k->type;
@@ -133,9 +132,15 @@ const std::string& lookup(const std::map<std::string, std::string>& raw, const S
 }
 }  // namespace
 
-std::string Config::get_string(const std::string& key) const { return lookup(raw_, *schema_, key, "string"); }
-std::int64_t Config::get_int(const std::string& key) const { return std::stoll(lookup(raw_, *schema_, key, "int")); }
-double Config::get_float(const std::string& key) const { return std::stod(lookup(raw_, *schema_, key, "float")); }
+std::string Config::get_string(const std::string& key) const {
+  return lookup(raw_, *schema_, key, "string");
+}
+std::int64_t Config::get_int(const std::string& key) const {
+  return std::stoll(lookup(raw_, *schema_, key, "int"));
+}
+double Config::get_float(const std::string& key) const {
+  return std::stod(lookup(raw_, *schema_, key, "float"));
+}
 bool Config::get_bool(const std::string& key) const {
   bool b = false;
   config_text::parse_bool_text(lookup(raw_, *schema_, key, "bool"), &b);
@@ -158,7 +163,8 @@ std::vector<double> Config::get_float_list(const std::string& key) const {
   for (const std::string& item : get_string_list(key)) {
     const auto v = config_text::whole_number<double>(item);
     if (!v)
-      throw Error(source(key) + ": bad list item '" + item + "' in key '" + key + "': expected numbers separated by commas");
+      throw Error(source(key) + ": bad list item '" + item + "' in key '" + key +
+                  "': expected numbers separated by commas");
     out.push_back(*v);
   }
   return out;

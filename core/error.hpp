@@ -19,10 +19,10 @@ namespace detail {
 }  // namespace skew
 
 // SKEW_THROW("bad value " << x): throws skew::Error with file:line appended.
-#define SKEW_THROW(msg)                                          \
-  do {                                                           \
-    std::ostringstream skew_oss_;                                \
-    skew_oss_ << msg;                                            \
+#define SKEW_THROW(msg)                                               \
+  do {                                                                \
+    std::ostringstream skew_oss_;                                     \
+    skew_oss_ << msg;                                                 \
     ::skew::detail::throw_error(__FILE__, __LINE__, skew_oss_.str()); \
   } while (0)
 

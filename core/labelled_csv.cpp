@@ -56,9 +56,8 @@ Dataset read_csv(const std::string& path, const Dataset* like) {
     }
     SKEW_CHECK(*p == '\0' || *p == '\r', path << ":" << line_no << ": unexpected text after field " << fields + 1);
     if (d.dim == 0) d.dim = fields;
-    SKEW_CHECK(fields == d.dim && fields > 0,
-               path << ":" << line_no << ": " << fields << " features, expected " << d.dim
-                    << (like ? " (the width of the training data)" : ""));
+    SKEW_CHECK(fields == d.dim && fields > 0, path << ":" << line_no << ": " << fields << " features, expected "
+                                                   << d.dim << (like ? " (the width of the training data)" : ""));
   }
   SKEW_CHECK(!d.y.empty(), path << ": no rows");
   d.classes = like ? like->classes : max_label + 1;
@@ -66,8 +65,12 @@ Dataset read_csv(const std::string& path, const Dataset* like) {
 }
 }  // namespace
 
-Dataset load_csv(const std::string& path) { return read_csv(path, nullptr); }
+Dataset load_csv(const std::string& path) {
+  return read_csv(path, nullptr);
+}
 
-Dataset load_csv(const std::string& path, const Dataset& train) { return read_csv(path, &train); }
+Dataset load_csv(const std::string& path, const Dataset& train) {
+  return read_csv(path, &train);
+}
 
 }  // namespace skew

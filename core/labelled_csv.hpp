@@ -8,8 +8,8 @@ namespace skew {
 
 struct Dataset {
   int dim = 0, classes = 0;
-  std::vector<float> x;   // rows x dim
-  std::vector<int> y;     // rows
+  std::vector<float> x;  // rows x dim
+  std::vector<int> y;    // rows
   int rows() const { return static_cast<int>(y.size()); }
   const float* row(int r) const { return x.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(dim); }
 };

@@ -29,8 +29,12 @@ void set_rank(int rank, int world_size) {
   g_rank = rank;
   g_world = world_size;
 }
-void set_level(Level level) { g_level = level; }
-void set_all_ranks(bool all_ranks) { g_all_ranks = all_ranks; }
+void set_level(Level level) {
+  g_level = level;
+}
+void set_all_ranks(bool all_ranks) {
+  g_all_ranks = all_ranks;
+}
 
 Level parse_level(const std::string& name) {
   if (name == "debug") return Level::Debug;
@@ -46,7 +50,9 @@ bool enabled(Level level) {
   return g_all_ranks || g_rank == 0;
 }
 
-double seconds_since_start() { return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count(); }
+double seconds_since_start() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - g_start).count();
+}
 
 void write(Level level, const std::string& message) {
   const double t = seconds_since_start();

@@ -19,13 +19,13 @@ double seconds_since_start();
 
 }  // namespace skew::log
 
-#define SKEW_LOG(level, msg)                                                  \
-  do {                                                                        \
-    if (::skew::log::enabled(::skew::log::Level::level)) {                    \
-      std::ostringstream skew_log_oss_;                                       \
-      skew_log_oss_ << msg;                                                   \
-      ::skew::log::write(::skew::log::Level::level, skew_log_oss_.str());     \
-    }                                                                         \
+#define SKEW_LOG(level, msg)                                              \
+  do {                                                                    \
+    if (::skew::log::enabled(::skew::log::Level::level)) {                \
+      std::ostringstream skew_log_oss_;                                   \
+      skew_log_oss_ << msg;                                               \
+      ::skew::log::write(::skew::log::Level::level, skew_log_oss_.str()); \
+    }                                                                     \
   } while (0)
 #define SKEW_INFO(msg) SKEW_LOG(Info, msg)
 #define SKEW_WARN(msg) SKEW_LOG(Warn, msg)

@@ -18,7 +18,7 @@ using Json = nlohmann::ordered_json;
 
 class JsonlWriter {
  public:
-  JsonlWriter() = default;                        // disabled: write() does nothing
+  JsonlWriter() = default;  // disabled: write() does nothing
   // Empty path = disabled. Append: after the records already in the file (a resumed run's).
   explicit JsonlWriter(const std::string& path, OutputFile::Mode mode = OutputFile::Mode::Replace);
   void write(const Json& record);

@@ -23,7 +23,10 @@ SKEW_HD inline void philox4x32_round(std::uint32_t& c0, std::uint32_t& c1, std::
   const std::uint32_t n1 = static_cast<std::uint32_t>(p1);
   const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3 ^ k1;
   const std::uint32_t n3 = static_cast<std::uint32_t>(p0);
-  c0 = n0; c1 = n1; c2 = n2; c3 = n3;
+  c0 = n0;
+  c1 = n1;
+  c2 = n2;
+  c3 = n3;
 }
 constexpr std::uint32_t kPhiloxBump0 = 0x9E3779B9u, kPhiloxBump1 = 0xBB67AE85u;
 
@@ -65,7 +68,9 @@ inline void philox4x32_10_run(std::uint64_t counter_hi, std::uint64_t lo_first, 
 }
 
 // Uniform in [0, 1) with 24 bits, from one 32-bit word.
-SKEW_HD inline float u32_to_unit_float(std::uint32_t x) { return static_cast<float>(x >> 8) * (1.0f / 16777216.0f); }
+SKEW_HD inline float u32_to_unit_float(std::uint32_t x) {
+  return static_cast<float>(x >> 8) * (1.0f / 16777216.0f);
+}
 
 // A sequential view over the counter space of one (seed, stream): draw i is always the same.
 class Rng {

@@ -31,8 +31,8 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     SKEW_CHECK(name != "__metadata__", "tensor name __metadata__ is reserved");
     SKEW_CHECK(!header.contains(name), "duplicate tensor name '" << name << "' writing " << path);
     host.push_back(t.device() == Device::Host ? t : t.to(Device::Host));
-    header[name] = {{"dtype", dtype_name(t.dtype())}, {"shape", t.shape()},
-                    {"data_offsets", {offset, offset + t.nbytes()}}};
+    header[name] = {
+        {"dtype", dtype_name(t.dtype())}, {"shape", t.shape()}, {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
   }
   std::string text = header.dump();
@@ -50,14 +50,21 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
 
 // Parsed from the page cache: reading a model of a gigabyte into a string first would copy it
 // twice more before the tensors take their own copy.
-TensorFile load_safetensors(const std::string& path) { return parse_safetensors(MappedFile(path).view(), path); }
+TensorFile load_safetensors(const std::string& path) {
+  return parse_safetensors(MappedFile(path).view(), path);
+}
 
 TensorFile parse_safetensors(std::string_view bytes, const std::string& path) {
-  const auto fail = [&](const std::string& why) -> void { throw Error("corrupt safetensors file '" + path + "': " + why); };
+  const auto fail = [&](const std::string& why) -> void {
+    throw Error("corrupt safetensors file '" + path + "': " + why);
+  };
   if (bytes.size() < 8) fail("shorter than the 8-byte header length (" + std::to_string(bytes.size()) + " bytes)");
   std::uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)])) << (8 * i);
-  if (n > bytes.size() - 8) fail("header length " + std::to_string(n) + " exceeds the file (" + std::to_string(bytes.size()) + " bytes): truncated?");
+  for (int i = 0; i < 8; ++i)
+    n |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)])) << (8 * i);
+  if (n > bytes.size() - 8)
+    fail("header length " + std::to_string(n) + " exceeds the file (" + std::to_string(bytes.size()) +
+         " bytes): truncated?");
   nlohmann::ordered_json header;
   try {
     header = nlohmann::ordered_json::parse(bytes.substr(8, static_cast<std::size_t>(n)));
@@ -104,10 +111,12 @@ TensorFile parse_safetensors(std::string_view bytes, const std::string& path) {
       };
       const auto shape = integers("shape");
       const auto offsets = integers("data_offsets");
-      if (offsets.size() != 2 || offsets[0] < 0 || offsets[0] > offsets[1]) fail("tensor '" + name + "' has bad data_offsets");
+      if (offsets.size() != 2 || offsets[0] < 0 || offsets[0] > offsets[1])
+        fail("tensor '" + name + "' has bad data_offsets");
       const auto begin = static_cast<std::uint64_t>(offsets[0]), end = static_cast<std::uint64_t>(offsets[1]);
       if (end > data_size)
-        fail("tensor '" + name + "' ends at byte " + std::to_string(end) + " of a " + std::to_string(data_size) + "-byte data section: truncated?");
+        fail("tensor '" + name + "' ends at byte " + std::to_string(end) + " of a " + std::to_string(data_size) +
+             "-byte data section: truncated?");
       // Size from the shape, checked before allocating so a corrupt shape cannot ask for
       // more memory than the file holds (or overflow).
       std::uint64_t need = dtype_size(dtype);
@@ -118,7 +127,8 @@ TensorFile parse_safetensors(std::string_view bytes, const std::string& path) {
         need *= static_cast<std::uint64_t>(d);
       }
       if (need != end - begin)
-        fail("tensor '" + name + "' has " + std::to_string(end - begin) + " bytes but its shape and dtype need " + std::to_string(need));
+        fail("tensor '" + name + "' has " + std::to_string(end - begin) + " bytes but its shape and dtype need " +
+             std::to_string(need));
       Tensor t = Tensor::empty(shape, dtype);
       std::memcpy(t.raw(), bytes.data() + data_begin + begin, t.nbytes());
       extents.emplace_back(begin, end);
@@ -133,8 +143,9 @@ TensorFile parse_safetensors(std::string_view bytes, const std::string& path) {
   std::uint64_t covered = 0;
   for (const auto& [begin, end] : extents) {
     if (begin != covered)
-      fail(begin > covered ? "the data section has unused bytes " + std::to_string(covered) + " to " + std::to_string(begin)
-                           : "two tensors overlap at byte " + std::to_string(begin) + " of the data section");
+      fail(begin > covered
+               ? "the data section has unused bytes " + std::to_string(covered) + " to " + std::to_string(begin)
+               : "two tensors overlap at byte " + std::to_string(begin) + " of the data section");
     covered = end;
   }
   if (covered != data_size)

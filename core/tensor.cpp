@@ -15,9 +15,12 @@ namespace skew {
 
 std::size_t dtype_size(DType d) {
   switch (d) {
-    case DType::F32: case DType::I32: return 4;
-    case DType::F16: case DType::BF16: return 2;
-    case DType::I64: case DType::F64: return 8;
+    case DType::F32:
+    case DType::I32: return 4;
+    case DType::F16:
+    case DType::BF16: return 2;
+    case DType::I64:
+    case DType::F64: return 8;
     case DType::U8: return 1;
   }
   SKEW_THROW("unknown dtype");
@@ -42,7 +45,9 @@ DType dtype_from_name(const std::string& n) {
   SKEW_THROW("unsupported dtype '" << n << "' (supported: F32, F64, F16, BF16, I32, I64, U8)");
 }
 
-const char* device_name(Device d) { return d == Device::Host ? "host" : "cuda"; }
+const char* device_name(Device d) {
+  return d == Device::Host ? "host" : "cuda";
+}
 
 bool cuda_built() {
 #ifdef SKEW_WITH_CUDA
@@ -65,9 +70,13 @@ int cuda_device_count() {
 #endif
 }
 
-std::uint16_t float_to_bf16(float f) { return bf16_bits_nearest_even(f); }
+std::uint16_t float_to_bf16(float f) {
+  return bf16_bits_nearest_even(f);
+}
 
-float bf16_to_float(std::uint16_t b) { return float_of_bf16_bits(b); }
+float bf16_to_float(std::uint16_t b) {
+  return float_of_bf16_bits(b);
+}
 
 float round_to_bf16(float f) {
   return bf16_to_float(float_to_bf16(f));
@@ -80,7 +89,7 @@ std::uint16_t float_to_f16(float f) {
   const std::uint32_t absx = x & 0x7fffffffu;
   if (absx >= 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u : 0u));
   if (absx >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // overflow to inf
-  if (absx < 0x38800000u) {  // subnormal or zero in half
+  if (absx < 0x38800000u) {                                                    // subnormal or zero in half
     if (absx < 0x33000000u) return static_cast<std::uint16_t>(sign);
     const std::uint32_t mant = (absx & 0x7fffffu) | 0x800000u;
     const int shift = 126 - static_cast<int>(absx >> 23);  // 14..24
@@ -103,7 +112,10 @@ float f16_to_float(std::uint16_t h) {
       u = sign;
     } else {  // normalise a subnormal
       int e = -1;
-      do { ++e; mant <<= 1; } while (!(mant & 0x400u));
+      do {
+        ++e;
+        mant <<= 1;
+      } while (!(mant & 0x400u));
       u = sign | ((112u - e) << 23) | ((mant & 0x3ffu) << 13);
     }
   } else if (exp == 31) {
@@ -141,7 +153,8 @@ void Tensor::check_numel(std::size_t n) const {
 namespace {
 void require_cuda(const char* what) {
   if (!cuda_built())
-    SKEW_THROW(what << ": this build of skew has no CUDA support (configure with -DSKEW_CUDA=ON on a machine with nvcc)");
+    SKEW_THROW(
+        what << ": this build of skew has no CUDA support (configure with -DSKEW_CUDA=ON on a machine with nvcc)");
   if (cuda_device_count() == 0) SKEW_THROW(what << ": no CUDA device is visible on this machine");
 }
 }  // namespace
@@ -244,12 +257,24 @@ std::vector<float> Tensor::to_float_vector() const {
   std::vector<float> out(n);
   switch (dtype_) {
     case DType::F32: std::memcpy(out.data(), raw(), n * 4); break;
-    case DType::F64: for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<const double*>(raw())[i]); break;
-    case DType::BF16: for (std::size_t i = 0; i < n; ++i) out[i] = bf16_to_float(static_cast<const std::uint16_t*>(raw())[i]); break;
-    case DType::F16: for (std::size_t i = 0; i < n; ++i) out[i] = f16_to_float(static_cast<const std::uint16_t*>(raw())[i]); break;
-    case DType::I32: for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<const std::int32_t*>(raw())[i]); break;
-    case DType::I64: for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<const std::int64_t*>(raw())[i]); break;
-    case DType::U8: for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<const std::uint8_t*>(raw())[i]); break;
+    case DType::F64:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<const double*>(raw())[i]);
+      break;
+    case DType::BF16:
+      for (std::size_t i = 0; i < n; ++i) out[i] = bf16_to_float(static_cast<const std::uint16_t*>(raw())[i]);
+      break;
+    case DType::F16:
+      for (std::size_t i = 0; i < n; ++i) out[i] = f16_to_float(static_cast<const std::uint16_t*>(raw())[i]);
+      break;
+    case DType::I32:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<const std::int32_t*>(raw())[i]);
+      break;
+    case DType::I64:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<const std::int64_t*>(raw())[i]);
+      break;
+    case DType::U8:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<const std::uint8_t*>(raw())[i]);
+      break;
   }
   return out;
 }

@@ -30,12 +30,28 @@ float round_to_bf16(float f);
 std::uint16_t float_to_f16(float f);
 float f16_to_float(std::uint16_t h);
 
-template <typename T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::F32; }
-template <> constexpr DType dtype_of<double>() { return DType::F64; }
-template <> constexpr DType dtype_of<std::int32_t>() { return DType::I32; }
-template <> constexpr DType dtype_of<std::int64_t>() { return DType::I64; }
-template <> constexpr DType dtype_of<std::uint8_t>() { return DType::U8; }
+template <typename T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::F32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::F64;
+}
+template <>
+constexpr DType dtype_of<std::int32_t>() {
+  return DType::I32;
+}
+template <>
+constexpr DType dtype_of<std::int64_t>() {
+  return DType::I64;
+}
+template <>
+constexpr DType dtype_of<std::uint8_t>() {
+  return DType::U8;
+}
 
 // `bytes` from src (on src_device) to dst (on dst_device): a memcpy on the host, cudaMemcpy
 // otherwise (synchronous); for a part of a tensor, which Tensor::copy_from cannot address.
@@ -64,11 +80,13 @@ class Tensor {
   // Host-only conversion of the values to float (F32/F16/BF16/I32/I64/U8).
   std::vector<float> to_float_vector() const;
 
-  template <typename T> T* data() {
+  template <typename T>
+  T* data() {
     check_dtype(dtype_of<T>());
     return static_cast<T*>(raw());
   }
-  template <typename T> const T* data() const {
+  template <typename T>
+  const T* data() const {
     check_dtype(dtype_of<T>());
     return static_cast<const T*>(raw());
   }

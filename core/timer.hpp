@@ -29,9 +29,13 @@ inline double cpu_clock_seconds(clockid_t clock) {
 }
 
 // CPU seconds used by the calling thread.
-inline double thread_cpu_seconds() { return cpu_clock_seconds(CLOCK_THREAD_CPUTIME_ID); }
+inline double thread_cpu_seconds() {
+  return cpu_clock_seconds(CLOCK_THREAD_CPUTIME_ID);
+}
 
 // CPU seconds used by the whole process, all threads together.
-inline double process_cpu_seconds() { return cpu_clock_seconds(CLOCK_PROCESS_CPUTIME_ID); }
+inline double process_cpu_seconds() {
+  return cpu_clock_seconds(CLOCK_PROCESS_CPUTIME_ID);
+}
 
 }  // namespace skew

@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cuda_memory.hpp"
 #include "core/cuda_check.hpp"
+#include "kernels/cuda_memory.hpp"
 
 namespace skew::kernels::cuda {
 

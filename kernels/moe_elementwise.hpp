@@ -98,7 +98,9 @@ SKEW_HD inline void column_sum_add(std::size_t row_begin, std::size_t row_end, s
 }
 
 // x[i] += y[i]: a residual connection.
-SKEW_HD inline void add_element(std::size_t i, float* x, const float* y) { x[i] += y[i]; }
+SKEW_HD inline void add_element(std::size_t i, float* x, const float* y) {
+  x[i] += y[i];
+}
 
 // y = gelu(x), dx = dy * gelu'(x) over n elements on `device`.
 void gelu_forward(Device device, std::size_t n, const float* x, float* y);

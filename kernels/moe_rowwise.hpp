@@ -13,9 +13,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/moe_elementwise.hpp"
 #include "core/host_device.hpp"
 #include "core/tensor.hpp"
+#include "kernels/moe_elementwise.hpp"
 
 namespace skew::kernels::moe {
 
@@ -75,7 +75,9 @@ SKEW_HD inline void layernorm_forward_row(int d, const float* x, const float* g,
 }
 
 // The normalised input as the backward sees it: from the fp32 mean and rstd the forward kept.
-SKEW_HD inline float layernorm_norm(float x, float mean, float rstd) { return (x - mean) * rstd; }
+SKEW_HD inline float layernorm_norm(float x, float mean, float rstd) {
+  return (x - mean) * rstd;
+}
 
 // dx of one row: rstd * (dy g - sum_j(dy g) / d - norm * sum_j(dy g norm) / d), overwritten.
 SKEW_HD inline void layernorm_backward_row(int d, const float* x, const float* g, float mean, float rstd,
@@ -222,8 +224,7 @@ void layernorm_backward(int n, int d, const float* x, const float* g, const floa
                         const float* dy, float* dx, float* dg, float* db);
 void embedding_forward(int n, int d, int seq, const std::int32_t* tokens, const float* wte, const float* wpe,
                        float* out);
-void embedding_backward(int n, int d, int seq, const std::int32_t* tokens, const float* dout, float* dwte,
-                        float* dwpe);
+void embedding_backward(int n, int d, int seq, const std::int32_t* tokens, const float* dout, float* dwte, float* dwpe);
 void attention_softmax_forward(std::size_t rows, int seq, bool causal, float* scores);
 void attention_softmax_backward(std::size_t rows, int seq, bool causal, const float* probs, float* grad, float scale);
 void cross_entropy(int n, int v, const float* logits, const std::int32_t* targets, float scale, float* dlogits,

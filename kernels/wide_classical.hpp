@@ -12,13 +12,12 @@
 namespace skew::kernels {
 
 // logits[i] = model output of sample i (before the sigmoid).
-void wide_forward(const WideShape& shape, const WideBatch& batch, const float* params, float* logits,
-                  WidePool& pool);
+void wide_forward(const WideShape& shape, const WideBatch& batch, const float* params, float* logits, WidePool& pool);
 
 // grad += sum over samples of d logloss / d params (grad has shape.num_params() floats);
 // logits as above. Parameters are read-only during the batch (mini-batch semantics).
-void wide_classical_gradient(const WideShape& shape, const WideBatch& batch, const float* params,
-                             float* grad, float* logits, WidePool& pool);
+void wide_classical_gradient(const WideShape& shape, const WideBatch& batch, const float* params, float* grad,
+                             float* logits, WidePool& pool);
 
 // Hogwild training on the batch: for each sample (threads over chunks of samples), its logit
 // into logits[i], then the bias and every row the sample touches updated in place by `rule`
@@ -26,14 +25,14 @@ void wide_classical_gradient(const WideShape& shape, const WideBatch& batch, con
 // Threads race on shared rows without locks. At one thread this is the mini-batch run at batch
 // size 1 exactly, whatever the batch, given no feature twice in a sample (the mini-batch
 // run sums a repeated feature's gradients before its one update).
-void wide_classical_hogwild(const WideShape& shape, const WideBatch& batch, const WideUpdateRule& rule,
-                            float* params, WideOptimizerState state, float* logits, WidePool& pool);
+void wide_classical_hogwild(const WideShape& shape, const WideBatch& batch, const WideUpdateRule& rule, float* params,
+                            WideOptimizerState state, float* logits, WidePool& pool);
 
 #if defined(SKEW_WITH_CUDA)
 // CUDA twin: all pointers are device pointers (batch included); one thread per sample,
 // global atomics for the gradient scatter (LR, FM and FFM).
-void wide_classical_gradient_cuda(const WideShape& shape, const WideBatch& batch, const float* params,
-                                  float* grad, float* logits, void* stream);
+void wide_classical_gradient_cuda(const WideShape& shape, const WideBatch& batch, const float* params, float* grad,
+                                  float* logits, void* stream);
 #endif
 
 }  // namespace skew::kernels

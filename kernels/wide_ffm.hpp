@@ -7,8 +7,8 @@
 #pragma once
 #include <cstdint>
 
-#include "kernels/wide_model.hpp"
 #include "core/host_device.hpp"
+#include "kernels/wide_model.hpp"
 
 namespace skew::kernels {
 
@@ -31,8 +31,8 @@ SKEW_HD inline float wide_ffm_pair_logit(const WideBatch& b, K k, int row_len, c
 // through the entries in order, the CUDA classical kernel adds up per-entry parts (z = 0); the
 // CUDA flow kernel adds the same linear and pair terms spread evenly over a warp's lanes.
 template <typename K>
-SKEW_HD inline float wide_ffm_entry_logit(const WideBatch& b, K k, int row_len, const float* params,
-                                          std::int64_t e, std::int64_t end, float z) {
+SKEW_HD inline float wide_ffm_entry_logit(const WideBatch& b, K k, int row_len, const float* params, std::int64_t e,
+                                          std::int64_t end, float z) {
   z += params[1 + std::int64_t(b.index[e]) * row_len] * b.value[e];
   for (std::int64_t o = e + 1; o < end; ++o) z += wide_ffm_pair_logit(b, k, row_len, params, e, o);
   return z;
@@ -55,9 +55,8 @@ SKEW_HD inline void wide_ffm_pair_scatter(const WideBatch& b, K k, int row_len, 
 // d z / d w_e = x_e and its share of every pair (e, o). `out` is the row of e's feature in the
 // gradient array or in a cache of hot rows.
 template <typename K, typename Add>
-SKEW_HD inline void wide_ffm_entry_scatter(const WideBatch& b, K k, int row_len, const float* params,
-                                           std::int64_t e, std::int64_t begin, std::int64_t end, float g, float* out,
-                                           Add add) {
+SKEW_HD inline void wide_ffm_entry_scatter(const WideBatch& b, K k, int row_len, const float* params, std::int64_t e,
+                                           std::int64_t begin, std::int64_t end, float g, float* out, Add add) {
   add(out, g * b.value[e]);
   for (std::int64_t o = begin; o < end; ++o)
     if (o != e) wide_ffm_pair_scatter(b, k, row_len, params, e, o, g, out, add);

@@ -47,10 +47,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/wide_model.hpp"
-#include "kernels/wide_pool.hpp"
 #include "core/host_device.hpp"
 #include "core/zero_pages.hpp"
+#include "kernels/wide_model.hpp"
+#include "kernels/wide_pool.hpp"
 
 namespace skew::kernels {
 
@@ -61,9 +61,7 @@ struct LrProgram {
   SKEW_HD int acc_len() const { return 1; }
   SKEW_HD void gather(const float* row, float x, float* acc) const { acc[0] += row[0] * x; }
   SKEW_HD float apply(const float* acc, float bias) const { return bias + acc[0]; }
-  SKEW_HD void scatter(const float*, float x, const float*, float g, float* grad_row) const {
-    grad_row[0] += g * x;
-  }
+  SKEW_HD void scatter(const float*, float x, const float*, float g, float* grad_row) const { grad_row[0] += g * x; }
 };
 
 // acc = [linear sum, sum of squares, s_1..s_k] with s_f = sum_j v_jf x_j.
@@ -216,8 +214,8 @@ class WideFlow {
   WideShape shape_;
   WideFlowOptions options_;
   std::int64_t hot_;
-  std::int64_t routed_hot_;  // LR: the replicas' width used for a sparse batch
-  std::vector<WideTileScratch> scratch_;       // one per thread
+  std::int64_t routed_hot_;               // LR: the replicas' width used for a sparse batch
+  std::vector<WideTileScratch> scratch_;  // one per thread
   // LR: one replica per thread of hot_ floats, as zero pages: a replica of every feature (7.6 MB
   // for 1.9M) costs nothing until a batch writes it, and a sparse batch writes only its first
   // `hot_features` (zero-filled vectors took 8 ms of a 0.085 s set-up, a 5th of an epoch).

@@ -28,7 +28,9 @@ struct WideShape {
   int k = 0;
   int latent_len() const { return kind == WideKind::LR ? 0 : kind == WideKind::FM ? k : num_fields * k; }
   int row_len() const { return 1 + latent_len(); }
-  std::size_t num_params() const { return 1 + static_cast<std::size_t>(num_features) * static_cast<std::size_t>(row_len()); }
+  std::size_t num_params() const {
+    return 1 + static_cast<std::size_t>(num_features) * static_cast<std::size_t>(row_len());
+  }
 };
 
 // Rows [0, rows) of a CSR mini-batch. row_ptr holds absolute offsets into index/field/value
@@ -63,7 +65,9 @@ inline WideRowTraffic wide_row_traffic(const WideShape& shape, double entries_pe
   return t;
 }
 
-inline float wide_sigmoid(float z) { return 1.0f / (1.0f + __builtin_expf(-z)); }
+inline float wide_sigmoid(float z) {
+  return 1.0f / (1.0f + __builtin_expf(-z));
+}
 
 // One sample's logloss: the softplus of its signed logit x (-z for label 1, z for label 0),
 // max(x, 0) + log1p(e^-|x|), in float math: within 1e-6 of the double value (tested), cheaper than

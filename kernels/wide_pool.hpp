@@ -12,13 +12,14 @@
 // publishes, then checks the other's flag, all seq_cst). Bounded spins keep an idle pool
 // (between epochs, during validation) off the cores.
 #pragma once
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <limits>
-#include <sched.h>
 #include <thread>
 #include <vector>
 

@@ -19,10 +19,14 @@ struct WidePair {
   std::int64_t a, b;  // entry offsets within the sample, a < b
 };
 
-SKEW_HD inline std::int64_t wide_pair_count(std::int64_t n) { return n * (n - 1) / 2; }
+SKEW_HD inline std::int64_t wide_pair_count(std::int64_t n) {
+  return n * (n - 1) / 2;
+}
 
 // Pairs before row a of the row-major enumeration (0,1) (0,2) .. (0,n-1) (1,2) .. (n-2,n-1).
-SKEW_HD inline std::int64_t wide_pair_row_start(std::int64_t a, std::int64_t n) { return a * (2 * n - a - 1) / 2; }
+SKEW_HD inline std::int64_t wide_pair_row_start(std::int64_t a, std::int64_t n) {
+  return a * (2 * n - a - 1) / 2;
+}
 
 // Pair number p (0 <= p < wide_pair_count(n)) of that enumeration. The square root gives the
 // row up to rounding; the two loops settle it exactly (at most a step each way).

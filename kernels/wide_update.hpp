@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/host_device.hpp"
 #include "kernels/wide_flow.hpp"
 #include "kernels/wide_model.hpp"
-#include "core/host_device.hpp"
 
 namespace skew::kernels {
 
@@ -28,7 +28,9 @@ struct WideUpdateRule {
 };
 
 // AdaGrad's accumulator after a gradient g: a stored 0 is the initial eps.
-SKEW_HD inline float wide_adagrad_accumulate(float n, float g, float eps) { return (n == 0.0f ? eps : n) + g * g; }
+SKEW_HD inline float wide_adagrad_accumulate(float n, float g, float eps) {
+  return (n == 0.0f ? eps : n) + g * g;
+}
 
 // One coordinate: w from its (scaled) gradient; n is AdaGrad's/FTRL's sum of squares, z FTRL's
 // state (unused pointers may be null for the rules that do not read them).

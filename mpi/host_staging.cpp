@@ -17,7 +17,9 @@ void* cuda_allocate_pinned(std::size_t bytes) {
   SKEW_CUDA_CHECK(cudaMallocHost(&p, bytes));
   return p;
 }
-void cuda_free_pinned(void* p) { cudaFreeHost(p); }
+void cuda_free_pinned(void* p) {
+  cudaFreeHost(p);
+}
 void cuda_to_host(void* host, const void* device, std::size_t bytes) {
   SKEW_CUDA_CHECK(cudaMemcpy(host, device, bytes, cudaMemcpyDeviceToHost));
 }
@@ -27,9 +29,13 @@ void cuda_to_device(void* device, const void* host, std::size_t bytes) {
 constexpr DeviceCopies kCudaCopies{cuda_allocate_pinned, cuda_free_pinned, cuda_to_host, cuda_to_device};
 }  // namespace
 
-const DeviceCopies* cuda_copies() { return &kCudaCopies; }
+const DeviceCopies* cuda_copies() {
+  return &kCudaCopies;
+}
 #else
-const DeviceCopies* cuda_copies() { return nullptr; }
+const DeviceCopies* cuda_copies() {
+  return nullptr;
+}
 #endif
 
 StagingPool::~StagingPool() {

@@ -12,7 +12,8 @@ namespace {
 // The two halves' Works of one batch: both were started before either is waited for.
 class BothWork : public Work {
  public:
-  BothWork(std::unique_ptr<Work> host, std::unique_ptr<Work> device) : host_(std::move(host)), device_(std::move(device)) {}
+  BothWork(std::unique_ptr<Work> host, std::unique_ptr<Work> device)
+      : host_(std::move(host)), device_(std::move(device)) {}
   void wait() override {
     host_->wait();
     device_->wait();
@@ -28,18 +29,21 @@ class BothWork : public Work {
 
 }  // namespace
 
-HybridProcessGroup::HybridProcessGroup(std::shared_ptr<ProcessGroup> host_half, std::shared_ptr<ProcessGroup> device_half)
+HybridProcessGroup::HybridProcessGroup(std::shared_ptr<ProcessGroup> host_half,
+                                       std::shared_ptr<ProcessGroup> device_half)
     : host_(std::move(host_half)), device_(std::move(device_half)) {
   SKEW_CHECK(host_ && device_, "hybrid group: both halves are needed");
-  SKEW_CHECK(host_->world_ranks() == device_->world_ranks(),
-             "hybrid group: the " << host_->backend() << " and " << device_->backend()
-                                  << " halves span different ranks or orders");
+  SKEW_CHECK(host_->world_ranks() == device_->world_ranks(), "hybrid group: the "
+                                                                 << host_->backend() << " and " << device_->backend()
+                                                                 << " halves span different ranks or orders");
   rank_ = host_->rank();
   size_ = host_->size();
   world_ranks_ = host_->world_ranks();
 }
 
-ProcessGroup& HybridProcessGroup::half_for(const Buffer& b) { return b.device == Device::Host ? *host_ : *device_; }
+ProcessGroup& HybridProcessGroup::half_for(const Buffer& b) {
+  return b.device == Device::Host ? *host_ : *device_;
+}
 
 ProcessGroup& HybridProcessGroup::half_for(const Buffer& send, const Buffer& recv, const char* op) {
   SKEW_CHECK(send.device == recv.device, op << ": send buffer on " << device_name(send.device) << ", receive buffer on "
@@ -74,7 +78,8 @@ std::shared_ptr<ProcessGroup> make_hybrid_group(MPI_Comm comm) {
   MPI_Comm host_comm, device_comm;
   SKEW_MPI_CHECK(MPI_Comm_dup(comm, &host_comm));
   SKEW_MPI_CHECK(MPI_Comm_dup(comm, &device_comm));
-  return std::make_shared<HybridProcessGroup>(std::make_shared<MpiProcessGroup>(host_comm), make_nccl_group(device_comm));
+  return std::make_shared<HybridProcessGroup>(std::make_shared<MpiProcessGroup>(host_comm),
+                                              make_nccl_group(device_comm));
 }
 #endif
 

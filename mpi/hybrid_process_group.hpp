@@ -36,9 +36,7 @@ class HybridProcessGroup : public ProcessGroup {
   // Waits for the device half's pending work, then all ranks meet.
   void barrier() override { device_->barrier(); }
 
-  std::unique_ptr<Work> iallreduce(Buffer buf, ReduceOp op) override {
-    return half_for(buf).iallreduce(buf, op);
-  }
+  std::unique_ptr<Work> iallreduce(Buffer buf, ReduceOp op) override { return half_for(buf).iallreduce(buf, op); }
   std::unique_ptr<Work> ialltoallv(Buffer send, const std::vector<std::size_t>& send_counts, Buffer recv,
                                    const std::vector<std::size_t>& recv_counts) override {
     return half_for(send, recv, "ialltoallv").ialltoallv(send, send_counts, recv, recv_counts);

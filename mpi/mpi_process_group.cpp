@@ -20,7 +20,8 @@ MPI_Datatype mpi_type(DType d) {
     case DType::I32: return MPI_INT32_T;
     case DType::I64: return MPI_INT64_T;
     case DType::U8: return MPI_UINT8_T;
-    case DType::F16: case DType::BF16: return MPI_UINT16_T;  // transport only, no reduction
+    case DType::F16:
+    case DType::BF16: return MPI_UINT16_T;  // transport only, no reduction
   }
   SKEW_THROW("no MPI datatype for " << dtype_name(d));
 }
@@ -30,7 +31,8 @@ namespace {
 MPI_Op mpi_op(ReduceOp op, DType d) {
   SKEW_CHECK(d != DType::F16 && d != DType::BF16, "MPI backend cannot reduce " << dtype_name(d) << " buffers");
   switch (op) {
-    case ReduceOp::Sum: case ReduceOp::Avg: return MPI_SUM;
+    case ReduceOp::Sum:
+    case ReduceOp::Avg: return MPI_SUM;
     case ReduceOp::Max: return MPI_MAX;
     case ReduceOp::Min: return MPI_MIN;
   }
@@ -53,7 +55,8 @@ struct Layout {
   std::vector<int> counts, displs;
 };
 Layout layout(const std::vector<std::size_t>& counts, int size, const char* what) {
-  SKEW_CHECK(counts.size() == static_cast<std::size_t>(size), what << ": " << counts.size() << " counts for a group of " << size);
+  SKEW_CHECK(counts.size() == static_cast<std::size_t>(size),
+             what << ": " << counts.size() << " counts for a group of " << size);
   Layout l;
   std::size_t offset = 0;
   for (auto c : counts) {
@@ -112,10 +115,18 @@ class MpiWork : public Work {
 
 void divide_in_place(Buffer b, int divisor) {
   switch (b.dtype) {
-    case DType::F32: for (std::size_t i = 0; i < b.count; ++i) static_cast<float*>(b.data)[i] /= static_cast<float>(divisor); break;
-    case DType::F64: for (std::size_t i = 0; i < b.count; ++i) static_cast<double*>(b.data)[i] /= divisor; break;
-    case DType::I32: for (std::size_t i = 0; i < b.count; ++i) static_cast<std::int32_t*>(b.data)[i] /= divisor; break;
-    case DType::I64: for (std::size_t i = 0; i < b.count; ++i) static_cast<std::int64_t*>(b.data)[i] /= divisor; break;
+    case DType::F32:
+      for (std::size_t i = 0; i < b.count; ++i) static_cast<float*>(b.data)[i] /= static_cast<float>(divisor);
+      break;
+    case DType::F64:
+      for (std::size_t i = 0; i < b.count; ++i) static_cast<double*>(b.data)[i] /= divisor;
+      break;
+    case DType::I32:
+      for (std::size_t i = 0; i < b.count; ++i) static_cast<std::int32_t*>(b.data)[i] /= divisor;
+      break;
+    case DType::I64:
+      for (std::size_t i = 0; i < b.count; ++i) static_cast<std::int64_t*>(b.data)[i] /= divisor;
+      break;
     default: SKEW_THROW("average of " << dtype_name(b.dtype) << " is not supported");
   }
 }
@@ -143,7 +154,8 @@ MpiProcessGroup::~MpiProcessGroup() {
 void MpiProcessGroup::allreduce(Buffer b, ReduceOp op) {
   StagedBuffers st = staged("allreduce");
   const Buffer h = st.read_write(b);
-  SKEW_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, h.data, as_int(h.count, "allreduce"), mpi_type(h.dtype), mpi_op(op, h.dtype), comm_));
+  SKEW_MPI_CHECK(
+      MPI_Allreduce(MPI_IN_PLACE, h.data, as_int(h.count, "allreduce"), mpi_type(h.dtype), mpi_op(op, h.dtype), comm_));
   if (op == ReduceOp::Avg) divide_in_place(h, size_);
   st.finish();
 }
@@ -158,27 +170,32 @@ void MpiProcessGroup::broadcast(Buffer b, int root) {
 }
 
 void MpiProcessGroup::allgather(Buffer s, Buffer r) {
-  SKEW_CHECK(r.count == s.count * static_cast<std::size_t>(size_), "allgather: receive buffer holds " << r.count << ", needs " << s.count * size_);
+  SKEW_CHECK(r.count == s.count * static_cast<std::size_t>(size_),
+             "allgather: receive buffer holds " << r.count << ", needs " << s.count * size_);
   SKEW_CHECK(s.dtype == r.dtype, "allgather: dtype mismatch");
   StagedBuffers st = staged("allgather");
   const Buffer hs = st.read(s), hr = st.write(r);
-  SKEW_MPI_CHECK(MPI_Allgather(hs.data, as_int(hs.count, "allgather"), mpi_type(hs.dtype), hr.data, as_int(hs.count, "allgather"), mpi_type(hr.dtype), comm_));
+  SKEW_MPI_CHECK(MPI_Allgather(hs.data, as_int(hs.count, "allgather"), mpi_type(hs.dtype), hr.data,
+                               as_int(hs.count, "allgather"), mpi_type(hr.dtype), comm_));
   st.finish();
 }
 
 void MpiProcessGroup::allgatherv(Buffer s, Buffer r, const std::vector<std::size_t>& recv_counts) {
   SKEW_CHECK(s.dtype == r.dtype, "allgatherv: dtype mismatch " << dtype_name(s.dtype) << " -> " << dtype_name(r.dtype));
   const Layout l = layout(recv_counts, size_, "allgatherv");
-  SKEW_CHECK(recv_counts[static_cast<std::size_t>(rank_)] == s.count, "allgatherv: my count " << s.count << " differs from recv_counts[" << rank_ << "]");
+  SKEW_CHECK(recv_counts[static_cast<std::size_t>(rank_)] == s.count,
+             "allgatherv: my count " << s.count << " differs from recv_counts[" << rank_ << "]");
   SKEW_CHECK(r.count >= sum_counts(recv_counts), "allgatherv: receive buffer too small");
   StagedBuffers st = staged("allgatherv");
   const Buffer hs = st.read(s), hr = st.write(prefix(r, sum_counts(recv_counts)));
-  SKEW_MPI_CHECK(MPI_Allgatherv(hs.data, as_int(hs.count, "allgatherv"), mpi_type(hs.dtype), hr.data, l.counts.data(), l.displs.data(), mpi_type(hr.dtype), comm_));
+  SKEW_MPI_CHECK(MPI_Allgatherv(hs.data, as_int(hs.count, "allgatherv"), mpi_type(hs.dtype), hr.data, l.counts.data(),
+                                l.displs.data(), mpi_type(hr.dtype), comm_));
   st.finish();
 }
 
 void MpiProcessGroup::alltoall(Buffer s, Buffer r) {
-  SKEW_CHECK(s.count % static_cast<std::size_t>(size_) == 0 && r.count == s.count, "alltoall: buffers must hold size()*n elements each");
+  SKEW_CHECK(s.count % static_cast<std::size_t>(size_) == 0 && r.count == s.count,
+             "alltoall: buffers must hold size()*n elements each");
   SKEW_CHECK(s.dtype == r.dtype, "alltoall: dtype mismatch " << dtype_name(s.dtype) << " -> " << dtype_name(r.dtype));
   const int n = as_int(s.count / static_cast<std::size_t>(size_), "alltoall");
   StagedBuffers st = staged("alltoall");
@@ -187,7 +204,8 @@ void MpiProcessGroup::alltoall(Buffer s, Buffer r) {
   st.finish();
 }
 
-void MpiProcessGroup::alltoallv(Buffer s, const std::vector<std::size_t>& sc, Buffer r, const std::vector<std::size_t>& rc) {
+void MpiProcessGroup::alltoallv(Buffer s, const std::vector<std::size_t>& sc, Buffer r,
+                                const std::vector<std::size_t>& rc) {
   ialltoallv(s, sc, r, rc)->wait();
 }
 
@@ -204,21 +222,27 @@ void MpiProcessGroup::recv(Buffer b, int src, int tag) {
   SKEW_MPI_CHECK(MPI_Recv(h.data, as_int(h.count, "recv"), mpi_type(h.dtype), src, tag, comm_, &status));
   int got = 0;
   SKEW_MPI_CHECK(MPI_Get_count(&status, mpi_type(h.dtype), &got));
-  SKEW_CHECK(static_cast<std::size_t>(got) == b.count, "recv from rank " << src << " tag " << tag << ": got " << got << " elements, expected " << b.count);
+  SKEW_CHECK(static_cast<std::size_t>(got) == b.count,
+             "recv from rank " << src << " tag " << tag << ": got " << got << " elements, expected " << b.count);
   st.finish();
 }
 
-void MpiProcessGroup::barrier() { SKEW_MPI_CHECK(MPI_Barrier(comm_)); }
+void MpiProcessGroup::barrier() {
+  SKEW_MPI_CHECK(MPI_Barrier(comm_));
+}
 
 std::unique_ptr<Work> MpiProcessGroup::iallreduce(Buffer b, ReduceOp op) {
   StagedBuffers st = staged("iallreduce");
   const Buffer h = st.read_write(b);
   std::vector<MPI_Request> req(1);
-  SKEW_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h.data, as_int(h.count, "allreduce"), mpi_type(h.dtype), mpi_op(op, h.dtype), comm_, req.data()));
-  return std::make_unique<MpiWork>(std::move(req), Completion{std::move(st), h, op == ReduceOp::Avg ? size_ : 0, {}, {}});
+  SKEW_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, h.data, as_int(h.count, "allreduce"), mpi_type(h.dtype),
+                                mpi_op(op, h.dtype), comm_, req.data()));
+  return std::make_unique<MpiWork>(std::move(req),
+                                   Completion{std::move(st), h, op == ReduceOp::Avg ? size_ : 0, {}, {}});
 }
 
-std::unique_ptr<Work> MpiProcessGroup::ialltoallv(Buffer s, const std::vector<std::size_t>& sc, Buffer r, const std::vector<std::size_t>& rc) {
+std::unique_ptr<Work> MpiProcessGroup::ialltoallv(Buffer s, const std::vector<std::size_t>& sc, Buffer r,
+                                                  const std::vector<std::size_t>& rc) {
   SKEW_CHECK(s.dtype == r.dtype, "alltoallv: dtype mismatch");
   Layout ls = layout(sc, size_, "alltoallv send"), lr = layout(rc, size_, "alltoallv recv");
   SKEW_CHECK(s.count >= sum_counts(sc), "alltoallv: send buffer holds " << s.count << " < " << sum_counts(sc));
@@ -226,8 +250,8 @@ std::unique_ptr<Work> MpiProcessGroup::ialltoallv(Buffer s, const std::vector<st
   StagedBuffers st = staged("alltoallv");
   const Buffer hs = st.read(prefix(s, sum_counts(sc))), hr = st.write(prefix(r, sum_counts(rc)));
   std::vector<MPI_Request> req(1);
-  SKEW_MPI_CHECK(MPI_Ialltoallv(hs.data, ls.counts.data(), ls.displs.data(), mpi_type(hs.dtype), hr.data, lr.counts.data(),
-                                lr.displs.data(), mpi_type(hr.dtype), comm_, req.data()));
+  SKEW_MPI_CHECK(MPI_Ialltoallv(hs.data, ls.counts.data(), ls.displs.data(), mpi_type(hs.dtype), hr.data,
+                                lr.counts.data(), lr.displs.data(), mpi_type(hr.dtype), comm_, req.data()));
   return std::make_unique<MpiWork>(std::move(req), Completion{std::move(st), {}, 0, std::move(ls), std::move(lr)});
 }
 

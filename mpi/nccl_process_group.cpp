@@ -36,8 +36,12 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   return ncclSum;
 }
 
-std::size_t bytes_of(const Buffer& b, std::size_t count) { return count * dtype_size(b.dtype); }
-void* at(const Buffer& b, std::size_t offset) { return static_cast<char*>(b.data) + bytes_of(b, offset); }
+std::size_t bytes_of(const Buffer& b, std::size_t count) {
+  return count * dtype_size(b.dtype);
+}
+void* at(const Buffer& b, std::size_t offset) {
+  return static_cast<char*>(b.data) + bytes_of(b, offset);
+}
 
 // Waits for `event` while watching the communicator: a peer that died or a network failure shows
 // up as an asynchronous NCCL error, not as a CUDA error, and a plain cudaEventSynchronize would
@@ -109,7 +113,8 @@ class NcclProcessGroup : public ProcessGroup {
     world_ranks_ = bootstrap_->world_ranks();
     int nccl_rank = -1;
     SKEW_NCCL_CHECK(ncclCommUserRank(comm_, &nccl_rank));
-    SKEW_CHECK(nccl_rank == rank_, "NCCL communicator rank " << nccl_rank << " differs from its MPI group's rank " << rank_);
+    SKEW_CHECK(nccl_rank == rank_,
+               "NCCL communicator rank " << nccl_rank << " differs from its MPI group's rank " << rank_);
     SKEW_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     SKEW_CUDA_CHECK(cudaEventCreateWithFlags(&caller_ready_, cudaEventDisableTiming));
   }
@@ -132,7 +137,8 @@ class NcclProcessGroup : public ProcessGroup {
   void allgather(Buffer s, Buffer r) override {
     check_buffer(s, Device::Cuda, "allgather");
     check_buffer(r, Device::Cuda, "allgather");
-    SKEW_CHECK(r.count == s.count * static_cast<std::size_t>(size_), "allgather: receive buffer holds " << r.count << ", needs " << s.count * size_);
+    SKEW_CHECK(r.count == s.count * static_cast<std::size_t>(size_),
+               "allgather: receive buffer holds " << r.count << ", needs " << s.count * size_);
     after_caller();
     SKEW_NCCL_CHECK(ncclAllGather(s.data, r.data, s.count, nccl_type(s.dtype), comm_, stream_));
     sync();
@@ -148,14 +154,16 @@ class NcclProcessGroup : public ProcessGroup {
     std::size_t offset = 0;
     for (int p = 0; p < size_; ++p) {
       const std::size_t n = rc[static_cast<std::size_t>(p)];
-      SKEW_NCCL_CHECK(ncclBroadcast(p == rank_ ? s.data : at(r, offset), at(r, offset), n, nccl_type(r.dtype), p, comm_, stream_));
+      SKEW_NCCL_CHECK(
+          ncclBroadcast(p == rank_ ? s.data : at(r, offset), at(r, offset), n, nccl_type(r.dtype), p, comm_, stream_));
       offset += n;
     }
     SKEW_NCCL_CHECK(ncclGroupEnd());
     sync();
   }
   void alltoall(Buffer s, Buffer r) override {
-    SKEW_CHECK(s.count % static_cast<std::size_t>(size_) == 0 && r.count == s.count, "alltoall: buffers must hold size()*n elements each");
+    SKEW_CHECK(s.count % static_cast<std::size_t>(size_) == 0 && r.count == s.count,
+               "alltoall: buffers must hold size()*n elements each");
     std::vector<std::size_t> counts(static_cast<std::size_t>(size_), s.count / static_cast<std::size_t>(size_));
     alltoallv(s, counts, r, counts);
   }
@@ -175,10 +183,12 @@ class NcclProcessGroup : public ProcessGroup {
     SKEW_NCCL_CHECK(ncclAllReduce(b.data, b.data, b.count, nccl_type(b.dtype), nccl_op(op), comm_, stream_));
     return pending();
   }
-  std::unique_ptr<Work> ialltoallv(Buffer s, const std::vector<std::size_t>& sc, Buffer r, const std::vector<std::size_t>& rc) override {
+  std::unique_ptr<Work> ialltoallv(Buffer s, const std::vector<std::size_t>& sc, Buffer r,
+                                   const std::vector<std::size_t>& rc) override {
     check_buffer(s, Device::Cuda, "alltoallv");
     check_buffer(r, Device::Cuda, "alltoallv");
-    SKEW_CHECK(sc.size() == static_cast<std::size_t>(size_) && rc.size() == static_cast<std::size_t>(size_), "alltoallv: counts size mismatch");
+    SKEW_CHECK(sc.size() == static_cast<std::size_t>(size_) && rc.size() == static_cast<std::size_t>(size_),
+               "alltoallv: counts size mismatch");
     SKEW_CHECK(s.count >= sum_counts(sc) && r.count >= sum_counts(rc), "alltoallv: buffer smaller than its counts");
     after_caller();
     SKEW_NCCL_CHECK(ncclGroupStart());
@@ -210,7 +220,8 @@ class NcclProcessGroup : public ProcessGroup {
   // One NCCL group: the sends and receives progress together, whatever their order.
   std::unique_ptr<Work> batch_isend_irecv(const std::vector<P2POp>& ops) override {
     for (const P2POp& op : ops) {
-      SKEW_CHECK(op.peer >= 0 && op.peer < size_, "batch_isend_irecv: peer " << op.peer << " outside a group of " << size_);
+      SKEW_CHECK(op.peer >= 0 && op.peer < size_,
+                 "batch_isend_irecv: peer " << op.peer << " outside a group of " << size_);
       check_buffer(op.buf, Device::Cuda, op.kind == P2POp::Kind::Send ? "batch isend" : "batch irecv");
     }
     after_caller();
@@ -267,8 +278,12 @@ class NcclProcessGroup : public ProcessGroup {
     SKEW_NCCL_CHECK(ncclCommInitRank(&comm, bootstrap.size(), id, bootstrap.rank()));
     return comm;
   }
-  std::unique_ptr<Work> pending() { return std::make_unique<CudaEventWork>(stream_, comm_); }
-  void sync() { pending()->wait(); }
+  std::unique_ptr<Work> pending() {
+    return std::make_unique<CudaEventWork>(stream_, comm_);
+  }
+  void sync() {
+    pending()->wait();
+  }
   std::shared_ptr<MpiProcessGroup> bootstrap_;
   ncclComm_t comm_{};
   cudaStream_t stream_{};

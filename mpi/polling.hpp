@@ -11,7 +11,9 @@
 namespace skew::comm {
 
 // The sleep between two tests that found nothing to do.
-inline void poll_pause() { std::this_thread::sleep_for(std::chrono::microseconds(50)); }
+inline void poll_pause() {
+  std::this_thread::sleep_for(std::chrono::microseconds(50));
+}
 
 // Calls done() until it returns true, with poll_pause() between calls.
 template <class Done>

@@ -12,7 +12,8 @@ namespace skew::comm {
 namespace {
 
 constexpr int kReadyTag = 1;  // worker -> controller: {worker, version, kind}
-constexpr int kGroupTag = 2;  // controller -> worker: {k, max_version, full_sync, closed_at, members.., weights.., ready_at..}
+constexpr int kGroupTag =
+    2;  // controller -> worker: {k, max_version, full_sync, closed_at, members.., weights.., ready_at..}
 constexpr std::int64_t kReady = 0, kFinished = 1;
 constexpr int kControllerRank = 0;
 
@@ -72,8 +73,10 @@ void PartialReduce::controller_loop() {
         const int worker = static_cast<int>(msg[0]);
         SKEW_CHECK(world_rank_of_worker(worker) == status.MPI_SOURCE,
                    "rank " << status.MPI_SOURCE << " reported as worker " << worker);
-        if (msg[2] == kFinished) former.finished(worker);
-        else former.ready(worker, msg[1], now());
+        if (msg[2] == kFinished)
+          former.finished(worker);
+        else
+          former.ready(worker, msg[1], now());
       }
       while (auto group = former.poll(now())) {
         const std::size_t k = group->members.size();

@@ -63,7 +63,7 @@ class PartialReduce {
 
   std::shared_ptr<ProcessGroup> world_, workers_;
   GroupOptions options_;
-  FormerState state_;  // the initial state, then (once the controller is done) its final one
+  FormerState state_;                 // the initial state, then (once the controller is done) its final one
   MPI_Comm control_ = MPI_COMM_NULL;  // a duplicate of MPI_COMM_WORLD reserved for control messages
   int worker_offset_ = 0, world_rank_ = 0;
   double start_ = 0.0;

@@ -131,7 +131,8 @@ void PairwiseGossip::passive_loop() {
       ++goodbyes;
       continue;
     }
-    SKEW_CHECK(status.MPI_TAG == kPushTag, "adpsgd: unexpected message tag " << status.MPI_TAG << " from rank " << source);
+    SKEW_CHECK(status.MPI_TAG == kPushTag,
+               "adpsgd: unexpected message tag " << status.MPI_TAG << " from rank " << source);
     const double start = MPI_Wtime();
     std::int64_t peer_version = 0, my_version = 0;
     SKEW_MPI_CHECK(MPI_Recv(&peer_version, 1, MPI_INT64_T, source, kPushTag, comm_, MPI_STATUS_IGNORE));

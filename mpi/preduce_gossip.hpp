@@ -38,7 +38,7 @@ class PairwiseGossip {
   void stop();
 
   std::int64_t averages() const { return averages_; }  // averagings this worker took part in
-  double comm_seconds() const { return comm_s_; }       // time its communication thread spent on them
+  double comm_seconds() const { return comm_s_; }      // time its communication thread spent on them
 
  private:
   void active_loop();

@@ -27,8 +27,10 @@ std::vector<double> staleness_weights(const std::vector<std::int64_t>& versions,
   double empty_mass = 0.0;
   for (std::int64_t i = 1; i <= deepest; ++i) {
     const double m = (1.0 - alpha) * std::pow(alpha, static_cast<double>(i - 1));
-    if (count[static_cast<std::size_t>(i)] > 0) mass[static_cast<std::size_t>(i)] = m;
-    else empty_mass += m;
+    if (count[static_cast<std::size_t>(i)] > 0)
+      mass[static_cast<std::size_t>(i)] = m;
+    else
+      empty_mass += m;
   }
   mass[1] += empty_mass;
   const double norm = 1.0 - std::pow(alpha, static_cast<double>(deepest));
@@ -95,7 +97,9 @@ int GroupFormer::find(int w) const {
   return w;
 }
 
-void GroupFormer::unite(int a, int b) { parent_[static_cast<std::size_t>(find(a))] = find(b); }
+void GroupFormer::unite(int a, int b) {
+  parent_[static_cast<std::size_t>(find(a))] = find(b);
+}
 
 void GroupFormer::reset_union() {
   std::iota(parent_.begin(), parent_.end(), 0);
@@ -181,7 +185,8 @@ std::optional<Group> GroupFormer::poll(double now) {
 Group GroupFormer::close(std::vector<std::size_t> picks, bool full_sync, bool connecting, double now) {
   std::vector<std::tuple<int, std::int64_t, double>> chosen;
   for (std::size_t i : picks) chosen.emplace_back(fifo_[i].worker, fifo_[i].version, fifo_[i].since);
-  for (auto it = picks.rbegin(); it != picks.rend(); ++it) fifo_.erase(fifo_.begin() + static_cast<std::ptrdiff_t>(*it));
+  for (auto it = picks.rbegin(); it != picks.rend(); ++it)
+    fifo_.erase(fifo_.begin() + static_cast<std::ptrdiff_t>(*it));
   std::sort(chosen.begin(), chosen.end());
   Group g;
   std::vector<std::int64_t> versions;

@@ -32,21 +32,21 @@ enum class MemberRule { KeepOwn, WeightedMean };
 
 struct GroupOptions {
   int num_workers = 1;
-  int group_size = 2;          // P
-  double alpha = 0.9;          // staleness decay; 1 disables staleness weighting (equal weights)
-  int isolation_bound = 0;     // groups between forced connecting groups; 0 = off
-  double deadline_s = 0.0;     // 0 = close only at P members
-  int min_group = 1;           // members needed to close at the deadline
-  int full_sync_every = 0;     // every n-th group waits for all active workers; 0 = never
+  int group_size = 2;       // P
+  double alpha = 0.9;       // staleness decay; 1 disables staleness weighting (equal weights)
+  int isolation_bound = 0;  // groups between forced connecting groups; 0 = off
+  double deadline_s = 0.0;  // 0 = close only at P members
+  int min_group = 1;        // members needed to close at the deadline
+  int full_sync_every = 0;  // every n-th group waits for all active workers; 0 = never
   MemberRule member_rule = MemberRule::KeepOwn;
 };
 
 struct Group {
-  std::vector<int> members;        // sorted worker ids
-  std::vector<double> weights;     // staleness-aware weight per member (same order), sum 1
+  std::vector<int> members;     // sorted worker ids
+  std::vector<double> weights;  // staleness-aware weight per member (same order), sum 1
   std::int64_t max_version = 0;
-  bool full_sync = false;          // all active workers take part
-  bool connecting = false;         // formed under the isolation bound
+  bool full_sync = false;   // all active workers take part
+  bool connecting = false;  // formed under the isolation bound
   // On the controller's clock: when each member's ready arrived (same order) and when the group
   // closed, so a member can split its wait into queueing and controller/message latency.
   std::vector<double> ready_at;

@@ -26,15 +26,25 @@ struct Buffer {
   Device device = Device::Host;
 };
 
-inline Buffer view(Tensor& t) { return {t.raw(), t.numel(), t.dtype(), t.device()}; }
+inline Buffer view(Tensor& t) {
+  return {t.raw(), t.numel(), t.dtype(), t.device()};
+}
 template <typename T>
-Buffer view(std::vector<T>& v) { return {v.data(), v.size(), dtype_of<T>(), Device::Host}; }
+Buffer view(std::vector<T>& v) {
+  return {v.data(), v.size(), dtype_of<T>(), Device::Host};
+}
 template <typename T>
-Buffer view(T* data, std::size_t count, Device device = Device::Host) { return {data, count, dtype_of<T>(), device}; }
+Buffer view(T* data, std::size_t count, Device device = Device::Host) {
+  return {data, count, dtype_of<T>(), device};
+}
 // For send-side arguments that the call only reads.
-inline Buffer cview(const Tensor& t) { return view(const_cast<Tensor&>(t)); }
+inline Buffer cview(const Tensor& t) {
+  return view(const_cast<Tensor&>(t));
+}
 template <typename T>
-Buffer cview(const std::vector<T>& v) { return view(const_cast<std::vector<T>&>(v)); }
+Buffer cview(const std::vector<T>& v) {
+  return view(const_cast<std::vector<T>&>(v));
+}
 
 // A pending non-blocking operation; wait() completes it (and applies any post-step, e.g. the
 // division of ReduceOp::Avg). Destroying an unfinished Work waits for it.
@@ -53,8 +63,12 @@ struct P2POp {
   int peer;
   int tag;
 };
-inline P2POp send_op(Buffer buf, int peer, int tag) { return {P2POp::Kind::Send, buf, peer, tag}; }
-inline P2POp recv_op(Buffer buf, int peer, int tag) { return {P2POp::Kind::Recv, buf, peer, tag}; }
+inline P2POp send_op(Buffer buf, int peer, int tag) {
+  return {P2POp::Kind::Send, buf, peer, tag};
+}
+inline P2POp recv_op(Buffer buf, int peer, int tag) {
+  return {P2POp::Kind::Recv, buf, peer, tag};
+}
 
 class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
  public:
@@ -66,11 +80,11 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   int world_rank_of(int r) const { return world_ranks_.at(static_cast<std::size_t>(r)); }
   const std::vector<int>& world_ranks() const { return world_ranks_; }
 
-  virtual void allreduce(Buffer buf, ReduceOp op) = 0;                          // in place
-  virtual void broadcast(Buffer buf, int root) = 0;                             // in place
-  virtual void allgather(Buffer send, Buffer recv) = 0;                         // recv: size()*send.count
+  virtual void allreduce(Buffer buf, ReduceOp op) = 0;   // in place
+  virtual void broadcast(Buffer buf, int root) = 0;      // in place
+  virtual void allgather(Buffer send, Buffer recv) = 0;  // recv: size()*send.count
   virtual void allgatherv(Buffer send, Buffer recv, const std::vector<std::size_t>& recv_counts) = 0;
-  virtual void alltoall(Buffer send, Buffer recv) = 0;                          // send.count/size() per peer
+  virtual void alltoall(Buffer send, Buffer recv) = 0;  // send.count/size() per peer
   // Element counts per peer; data is packed contiguously in rank order on both sides.
   virtual void alltoallv(Buffer send, const std::vector<std::size_t>& send_counts, Buffer recv,
                          const std::vector<std::size_t>& recv_counts) = 0;

@@ -39,9 +39,8 @@ void abort_job(const std::string& message, int code) {
 std::shared_ptr<ProcessGroup> make_world_group(const Runtime& rt, Backend backend) {
   if (backend == Backend::Mpi) return rt.world;
   SKEW_CHECK(rt.cuda_device >= 0, "the " << (backend == Backend::Nccl ? "NCCL" : "hybrid MPI+NCCL")
-                                         << " backend needs a GPU on every rank; rank "
-                                      << rt.world_rank << " has none"
-                                      << (cuda_built() ? "" : " (this build has no CUDA support)"));
+                                         << " backend needs a GPU on every rank; rank " << rt.world_rank << " has none"
+                                         << (cuda_built() ? "" : " (this build has no CUDA support)"));
 #ifdef SKEW_WITH_CUDA
   return backend == Backend::Nccl ? make_nccl_group(MPI_COMM_WORLD) : make_hybrid_group(MPI_COMM_WORLD);
 #else

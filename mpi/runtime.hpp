@@ -18,7 +18,7 @@ enum class Backend { Mpi, Nccl, Hybrid };
 struct Runtime {
   int world_rank = 0, world_size = 1;
   int local_rank = 0, local_size = 1;
-  int cuda_device = -1;  // bound device, or -1 on the CPU path
+  int cuda_device = -1;                 // bound device, or -1 on the CPU path
   std::shared_ptr<ProcessGroup> world;  // MPI backend over MPI_COMM_WORLD
 };
 

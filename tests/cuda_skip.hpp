@@ -5,10 +5,10 @@
 
 #include "core/tensor.hpp"
 
-#define SKEW_REQUIRE_GPU()                                                       \
-  do {                                                                           \
-    if (::skew::cuda_device_count() == 0) {                                      \
-      std::printf("SKIPPED: no CUDA device visible; test needs a GPU\n");        \
-      return;                                                                    \
-    }                                                                            \
+#define SKEW_REQUIRE_GPU()                                                \
+  do {                                                                    \
+    if (::skew::cuda_device_count() == 0) {                               \
+      std::printf("SKIPPED: no CUDA device visible; test needs a GPU\n"); \
+      return;                                                             \
+    }                                                                     \
   } while (0)

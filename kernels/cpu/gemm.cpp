@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/cpu/gemm_bf16.hpp"
 #include "core/error.hpp"
+#include "kernels/cpu/gemm_bf16.hpp"
 
 namespace skew::kernels {
 namespace {

@@ -1,5 +1,3 @@
-#include "kernels/cpu/gemm_bf16.hpp"
-
 #include <immintrin.h>
 
 #include <algorithm>
@@ -7,6 +5,8 @@
 #include <cstdint>
 #include <utility>
 #include <vector>
+
+#include "kernels/cpu/gemm_bf16.hpp"
 
 namespace skew::kernels::cpu {
 

@@ -17,8 +17,10 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void gelu_backward_
   for (std::size_t i = 0; i < n; ++i) dx[i] = gelu_backward_element(x[i], dy[i]);
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default"))) void adamw_update_host(float* w, const float* g, float* m, float* v, std::size_t begin, std::size_t end,
-                       float weight_decay, const AdamWStep& k) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) void adamw_update_host(float* w, const float* g, float* m,
+                                                                                    float* v, std::size_t begin,
+                                                                                    std::size_t end, float weight_decay,
+                                                                                    const AdamWStep& k) {
   const AdamWStep step = k;  // a local copy: the loop need not reload it after each store
   for (std::size_t i = begin; i < end; ++i) adamw_element(w[i], g[i], m[i], v[i], step, weight_decay);
 }
@@ -52,7 +54,8 @@ void gelu_backward(Device device, std::size_t n, const float* x, const float* dy
 
 void adamw_update(Device device, float* w, const float* g, float* m, float* v, std::size_t begin, std::size_t end,
                   bool decay, const AdamWStep& k) {
-  if (device == Device::Cuda) return cuda::adamw_update(w + begin, g + begin, m + begin, v + begin, end - begin, decay, k);
+  if (device == Device::Cuda)
+    return cuda::adamw_update(w + begin, g + begin, m + begin, v + begin, end - begin, decay, k);
   adamw_update_host(w, g, m, v, begin, end, decay ? k.decay : 0.0f, k);
 }
 
@@ -64,8 +67,12 @@ void broadcast_row(std::size_t, std::size_t, const float*, float*) {
 void column_sum_add(std::size_t, std::size_t, const float*, float*) {
   SKEW_THROW("column sum on CUDA in a build without CUDA");
 }
-void add_inplace(std::size_t, float*, const float*) { SKEW_THROW("residual add on CUDA in a build without CUDA"); }
-void gelu_forward(std::size_t, const float*, float*) { SKEW_THROW("GELU on CUDA in a build without CUDA"); }
+void add_inplace(std::size_t, float*, const float*) {
+  SKEW_THROW("residual add on CUDA in a build without CUDA");
+}
+void gelu_forward(std::size_t, const float*, float*) {
+  SKEW_THROW("GELU on CUDA in a build without CUDA");
+}
 void gelu_backward(std::size_t, const float*, const float*, float*) {
   SKEW_THROW("GELU backward on CUDA in a build without CUDA");
 }

@@ -2,9 +2,9 @@
 
 #include <vector>
 
-#include "kernels/gemm.hpp"
 #include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "kernels/gemm.hpp"
 
 namespace skew::kernels::moe {
 namespace {

@@ -4,9 +4,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/error.hpp"
 #include "kernels/moe_float64_host.hpp"
 #include "kernels/moe_lane_sum.hpp"
-#include "core/error.hpp"
 
 namespace skew::kernels::moe {
 

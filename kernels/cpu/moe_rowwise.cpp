@@ -10,7 +10,9 @@ namespace skew::kernels::moe {
 namespace {
 constexpr LaneReduce kOneLane{};
 
-std::size_t row_offset(std::size_t row, int width) { return row * static_cast<std::size_t>(width); }
+std::size_t row_offset(std::size_t row, int width) {
+  return row * static_cast<std::size_t>(width);
+}
 }  // namespace
 
 void layernorm_forward(Device device, int n, int d, const float* x, const float* g, const float* b, float* y,
@@ -69,8 +71,8 @@ void cross_entropy(Device device, int n, int v, const float* logits, const std::
                    float* dlogits, double* row_loss) {
   if (device == Device::Cuda) return cuda::cross_entropy(n, v, logits, targets, scale, dlogits, row_loss);
   for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
-    row_loss[i] = cross_entropy_row(v, logits + row_offset(i, v), targets[i], scale, dlogits + row_offset(i, v), 0, 1,
-                                    kOneLane);
+    row_loss[i] =
+        cross_entropy_row(v, logits + row_offset(i, v), targets[i], scale, dlogits + row_offset(i, v), 0, 1, kOneLane);
 }
 
 double sum_of_squares(Device device, std::size_t n, const float* x) {
@@ -105,7 +107,9 @@ void attention_softmax_backward(std::size_t, int, bool, const float*, float*, fl
 void cross_entropy(int, int, const float*, const std::int32_t*, float, float*, double*) {
   SKEW_THROW("cross-entropy on CUDA in a build without CUDA");
 }
-double sum_of_squares(std::size_t, const float*) { SKEW_THROW("sum of squares on CUDA in a build without CUDA"); }
+double sum_of_squares(std::size_t, const float*) {
+  SKEW_THROW("sum of squares on CUDA in a build without CUDA");
+}
 }  // namespace cuda
 #endif
 

@@ -4,8 +4,8 @@
 
 #include <type_traits>
 
-#include "kernels/moe_float64_host.hpp"
 #include "core/error.hpp"
+#include "kernels/moe_float64_host.hpp"
 
 namespace skew::kernels::moe {
 

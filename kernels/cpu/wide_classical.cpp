@@ -42,8 +42,8 @@ struct SampleScratch {
 
 // LR and FM: a sample's logit from its partial sums (acc, prog.acc_len() floats).
 template <typename Program>
-inline float program_logit(const Program& prog, int row_len, const WideBatch& b, const float* params,
-                           std::int64_t i, float* acc) {
+inline float program_logit(const Program& prog, int row_len, const WideBatch& b, const float* params, std::int64_t i,
+                           float* acc) {
   std::fill(acc, acc + prog.acc_len(), 0.0f);
   for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e)
     prog.gather(params + 1 + std::int64_t(b.index[e]) * row_len, b.value[e], acc);
@@ -52,7 +52,8 @@ inline float program_logit(const Program& prog, int row_len, const WideBatch& b,
 
 inline float ffm_logit(int k, int row_len, const WideBatch& b, const float* params, std::int64_t i) {
   float z = params[0];
-  for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e) z = wide_ffm_entry_logit(b, k, row_len, params, e, b.row_ptr[i + 1], z);
+  for (std::int64_t e = b.row_ptr[i]; e < b.row_ptr[i + 1]; ++e)
+    z = wide_ffm_entry_logit(b, k, row_len, params, e, b.row_ptr[i + 1], z);
   return z;
 }
 
@@ -217,8 +218,7 @@ void classical(const WideShape& s, const WideBatch& b, const float* params, floa
 
 }  // namespace
 
-void wide_forward(const WideShape& shape, const WideBatch& batch, const float* params, float* logits,
-                  WidePool& pool) {
+void wide_forward(const WideShape& shape, const WideBatch& batch, const float* params, float* logits, WidePool& pool) {
   over_samples(shape, batch, pool, [&](std::int64_t i, std::int64_t end, SampleScratch& t) {
     if (i + 1 < end) wide_prefetch_sample_rows(batch, shape.row_len(), i + 1, params, nullptr, nullptr);
     logits[i] = sample_logit(shape, batch, params, i, t);
@@ -238,8 +238,8 @@ void wide_classical_gradient(const WideShape& shape, const WideBatch& batch, con
 // unsynchronised loads and stores. A racing update of a hot row may be lost or read half-done;
 // Hogwild's analysis (Niu et al. 2011) bounds the harm when updates are sparse, and the tests
 // bound it here (the loss after an epoch at 2 threads against 1 thread's).
-void wide_classical_hogwild(const WideShape& shape, const WideBatch& batch, const WideUpdateRule& rule,
-                            float* params, WideOptimizerState state, float* logits, WidePool& pool) {
+void wide_classical_hogwild(const WideShape& shape, const WideBatch& batch, const WideUpdateRule& rule, float* params,
+                            WideOptimizerState state, float* logits, WidePool& pool) {
   const int row_len = shape.row_len();
   HogwildBias bias(rule, params, state, pool.threads());
   over_samples(

@@ -109,8 +109,7 @@ void flow_tile_ffm(K k, const WideShape& s, const WideBatch& b, std::int64_t fir
     tile_bias_grad += g;
     for (std::int64_t e = begin; e < end; ++e)
       wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g,
-                             rows + std::size_t(slots.slot(b.index[e])) * std::size_t(row_len),
-                             wide_add_to<false>);
+                             rows + std::size_t(slots.slot(b.index[e])) * std::size_t(row_len), wide_add_to<false>);
   }
   bias_grad += tile_bias_grad;
 }

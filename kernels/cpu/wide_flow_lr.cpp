@@ -14,7 +14,7 @@ namespace {
 
 constexpr int kBlockBits = 11;  // LR feature pass: blocks of 2048 features, 8 KB of accumulators
 constexpr std::uint32_t kBlockMask = (1u << kBlockBits) - 1;
-constexpr int kPrefetchDistance = 48;  // entries ahead: about one Criteo-like sample
+constexpr int kPrefetchDistance = 48;         // entries ahead: about one Criteo-like sample
 constexpr std::int64_t kRangesPerThread = 8;  // feature pass: hot ranges a thread
 
 // Cold feature f belongs to the owner of its parameter's block of 64 floats (params[0] is the
@@ -228,7 +228,8 @@ void WideFlow::sparse_gradient_lr(const WideBatch& b, const float* params, float
   stats_.tiles = tiles;
   stats_.entries = std::int64_t(nnz);
   stats_.columns = out.num_features();
-  for (std::int64_t h = 0; h < ranges; ++h) stats_.hot_columns += std::int64_t(out.parts[std::size_t(h)].features.size());
+  for (std::int64_t h = 0; h < ranges; ++h)
+    stats_.hot_columns += std::int64_t(out.parts[std::size_t(h)].features.size());
 }
 
 }  // namespace skew::kernels

@@ -7,9 +7,9 @@
 
 #include <algorithm>
 
+#include "core/cuda_check.hpp"
 #include "kernels/cuda/cublas_handle.hpp"
 #include "kernels/gemm.hpp"
-#include "core/cuda_check.hpp"
 
 namespace skew::kernels::cuda {
 namespace {

@@ -2,16 +2,15 @@
 // CUB DeviceHistogram / DeviceScan / DeviceRadixSort for the dispatch permutation, one thread
 // per token for softmax + top-k (the expert GEMM is kernels::gemm_bf16, per expert). Scratch comes
 // from grow-only per-call buffers (kernels/cuda_memory.hpp): no cudaMalloc in a steady step.
-#include <cub/cub.cuh>
-
 #include <algorithm>
 #include <cstdint>
+#include <cub/cub.cuh>
 #include <limits>
 
-#include "kernels/moe_dispatch.hpp"
-#include "kernels/cuda_memory.hpp"
-#include "kernels/moe_gate.hpp"
 #include "core/cuda_check.hpp"
+#include "kernels/cuda_memory.hpp"
+#include "kernels/moe_dispatch.hpp"
+#include "kernels/moe_gate.hpp"
 
 namespace skew::kernels::moe::cuda {
 namespace {
@@ -87,8 +86,8 @@ void histogram(const std::int32_t* keys, std::int64_t n, int bins, std::int64_t*
   SKEW_CHECK(bins > 0, "moe histogram: " << n << " keys into " << bins << " bins");
   thread_local DeviceScratch scratch;
   std::size_t bytes = 0;
-  SKEW_CUDA_CHECK(cub::DeviceHistogram::HistogramEven(nullptr, bytes, keys, static_cast<int*>(nullptr), bins + 1, 0,
-                                                      bins, n));
+  SKEW_CUDA_CHECK(
+      cub::DeviceHistogram::HistogramEven(nullptr, bytes, keys, static_cast<int*>(nullptr), bins + 1, 0, bins, n));
   const auto s = scratch.slices({sizeof(int) * static_cast<std::size_t>(bins), bytes});
   int* narrow = static_cast<int*>(s[0]);
   SKEW_CUDA_CHECK(cub::DeviceHistogram::HistogramEven(s[1], bytes, keys, narrow, bins + 1, 0, bins, n));

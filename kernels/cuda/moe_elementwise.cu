@@ -3,9 +3,9 @@
 // row chunks in a grow-only scratch, then one ordered pass over them, as layernorm's dg/db).
 #include <algorithm>
 
+#include "core/cuda_check.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "kernels/moe_elementwise.hpp"
-#include "core/cuda_check.hpp"
 
 namespace skew::kernels::moe::cuda {
 namespace {
@@ -16,7 +16,7 @@ int grid_for(std::size_t n) {
   return static_cast<int>(std::min<std::size_t>((n + kBlock - 1) / kBlock, std::size_t(1) << 16));
 }
 
-#define SKEW_FOR_EACH_ELEMENT(i, n)                                                     \
+#define SKEW_FOR_EACH_ELEMENT(i, n)                                                 \
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += std::size_t(gridDim.x) * blockDim.x)
 
@@ -45,18 +45,21 @@ __global__ void column_partials_sum_kernel(std::size_t chunks, std::size_t cols,
 }
 
 __global__ void gelu_forward_kernel(std::size_t n, const float* x, float* y) {
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
     y[i] = gelu_forward_element(x[i]);
 }
 
 __global__ void gelu_backward_kernel(std::size_t n, const float* x, const float* dy, float* dx) {
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
     dx[i] = gelu_backward_element(x[i], dy[i]);
 }
 
 __global__ void adamw_kernel(float* w, const float* g, float* m, float* v, std::size_t n, float weight_decay,
                              AdamWStep k) {
-  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x)
+  for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += std::size_t(gridDim.x) * blockDim.x)
     adamw_element(w[i], g[i], m[i], v[i], k, weight_decay);
 }
 

@@ -8,10 +8,10 @@
 #include <algorithm>
 #include <limits>
 
-#include "kernels/cuda/cublas_handle.hpp"
-#include "kernels/moe_expert.hpp"
 #include "core/bf16.hpp"
 #include "core/cuda_check.hpp"
+#include "kernels/cuda/cublas_handle.hpp"
+#include "kernels/moe_expert.hpp"
 
 namespace skew::kernels::moe::cuda {
 namespace {
@@ -39,7 +39,8 @@ void grouped_gemm_bf16_operands(int groups, const std::int64_t* offsets, bool tr
   for (int g = 0; g < groups; ++g) {
     const std::int64_t rows = offsets[g + 1] - offsets[g];
     if (rows == 0) continue;
-    SKEW_CHECK(rows <= std::numeric_limits<int>::max(), "grouped GEMM: expert " << g << " has " << rows << " rows, more than cuBLAS's int");
+    SKEW_CHECK(rows <= std::numeric_limits<int>::max(),
+               "grouped GEMM: expert " << g << " has " << rows << " rows, more than cuBLAS's int");
     SKEW_CUBLAS_CHECK(cublasGemmEx(kernels::cuda::cublas_handle(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, n,
                                    static_cast<int>(rows), k, &alpha, b[g], CUDA_R_16BF, trans_b ? k : n,
                                    a + offsets[g] * k, CUDA_R_16BF, k, &beta, c + offsets[g] * n, CUDA_R_32F, n,

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/cuda_check.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "kernels/moe_rowwise.hpp"
-#include "core/cuda_check.hpp"
 
 namespace skew::kernels::moe::cuda {
 namespace {
@@ -31,10 +31,10 @@ unsigned grid_for(std::size_t items, std::size_t per_block) {
 
 // Grid-stride over rows, one warp each; every lane of a warp sees the same row, so the
 // shuffles inside the row bodies always have the full warp.
-#define SKEW_FOR_EACH_WARP_ROW(row, rows)                                                      \
+#define SKEW_FOR_EACH_WARP_ROW(row, rows)                                                             \
   for (std::size_t row = std::size_t(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp; row < (rows); \
        row += std::size_t(gridDim.x) * kRowsPerBlock)
-#define SKEW_FOR_EACH_THREAD(i, count)                                                              \
+#define SKEW_FOR_EACH_THREAD(i, count)                                                  \
   for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (count); \
        i += std::size_t(gridDim.x) * blockDim.x)
 
@@ -115,8 +115,8 @@ __global__ void cross_entropy_kernel(std::size_t n, int v, const float* logits, 
                                      float scale, float* dlogits, double* row_loss) {
   const int lane = static_cast<int>(threadIdx.x % kWarp);
   SKEW_FOR_EACH_WARP_ROW(i, n) {
-    const double loss = cross_entropy_row(v, logits + i * v, targets[i], scale, dlogits + i * v, lane, kWarp,
-                                         LaneReduce{});
+    const double loss =
+        cross_entropy_row(v, logits + i * v, targets[i], scale, dlogits + i * v, lane, kWarp, LaneReduce{});
     if (lane == 0) row_loss[i] = loss;
   }
 }
@@ -155,7 +155,9 @@ __global__ void sum_partials_kernel(std::size_t chunks, const double* partial, d
 #undef SKEW_FOR_EACH_WARP_ROW
 #undef SKEW_FOR_EACH_THREAD
 
-void check_launch() { SKEW_CUDA_CHECK(cudaGetLastError()); }
+void check_launch() {
+  SKEW_CUDA_CHECK(cudaGetLastError());
+}
 
 }  // namespace
 

@@ -12,11 +12,11 @@
 //  a first pass over the tile's entries). Cold rows take global atomics directly.
 #include <algorithm>
 
+#include "core/cuda_check.hpp"
 #include "kernels/cuda/wide_block.cuh"
 #include "kernels/cuda/wide_ffm.cuh"
 #include "kernels/wide_ffm.hpp"
 #include "kernels/wide_tile.hpp"
-#include "core/cuda_check.hpp"
 
 namespace skew::kernels {
 
@@ -47,7 +47,9 @@ __global__ void ffm_classical_kernel(int k, int row_len, WideBatch b, const floa
   wide_block_sum_to(g, grad);
 }
 
-__device__ inline bool is_set(const std::uint32_t* bits, std::int64_t i) { return (bits[i / 32] >> (i % 32)) & 1u; }
+__device__ inline bool is_set(const std::uint32_t* bits, std::int64_t i) {
+  return (bits[i / 32] >> (i % 32)) & 1u;
+}
 
 // Shared memory: hot x row_len gradient rows, then one bit per hot row (set: the tile uses it).
 __global__ void ffm_flow_kernel(int k, int row_len, int tile, int hot, WideBatch b, const float* params, float* grad,
@@ -128,8 +130,8 @@ void wide_ffm_flow_cuda(const WideShape& shape, const WideFlowOptions& options, 
   const std::int64_t hot_fit = std::int64_t((kSharedBudget - sizeof(std::uint32_t)) * 8 /
                                             (8 * sizeof(float) * std::size_t(shape.row_len()) + 1));
   const int hot = wide_cuda_hot(shape, options, hot_fit, kSharedBudget, "FFM");
-  const std::size_t shared =
-      std::size_t(hot) * std::size_t(shape.row_len()) * sizeof(float) + std::size_t((hot + 31) / 32) * sizeof(std::uint32_t);
+  const std::size_t shared = std::size_t(hot) * std::size_t(shape.row_len()) * sizeof(float) +
+                             std::size_t((hot + 31) / 32) * sizeof(std::uint32_t);
   ffm_flow_kernel<<<unsigned((batch.rows + tile - 1) / tile), kThreads, shared, stream>>>(
       shape.k, shape.row_len(), tile, hot, batch, params, grad, logits);
   SKEW_CUDA_CHECK(cudaGetLastError());

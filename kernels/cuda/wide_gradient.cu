@@ -13,29 +13,29 @@
 //  per tile; cold features add their window sums with global atomics directly.
 #include <cub/device/device_segmented_radix_sort.cuh>
 #include <limits>
-
 #include <mutex>
 #include <set>
 
+#include "core/cuda_check.hpp"
+#include "core/log.hpp"
 #include "kernels/cuda/wide_block.cuh"
 #include "kernels/cuda/wide_ffm.cuh"
 #include "kernels/wide_classical.hpp"
 #include "kernels/wide_flow.hpp"
 #include "kernels/wide_tile.hpp"
-#include "core/cuda_check.hpp"
-#include "core/log.hpp"
 
 namespace skew::kernels {
 
 namespace {
 
-constexpr int kMaxRow = 34;      // acc_len and row_len bound: k <= 32
+constexpr int kMaxRow = 34;  // acc_len and row_len bound: k <= 32
 constexpr int kThreads = 128;
-constexpr int kMaxTile = 64;     // samples per tile: their partial sums live in shared memory
+constexpr int kMaxTile = 64;  // samples per tile: their partial sums live in shared memory
 constexpr std::size_t kSharedBudget = 40 * 1024;
 
 template <typename Program>
-__global__ void classical_kernel(Program prog, int row_len, WideBatch b, const float* params, float* grad, float* logits) {
+__global__ void classical_kernel(Program prog, int row_len, WideBatch b, const float* params, float* grad,
+                                 float* logits) {
   const std::int64_t i = std::int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   float g = 0.0f;  // threads past the batch add nothing to the bias but join its block sum
   if (i < b.rows) {
@@ -81,9 +81,9 @@ __global__ void flow_kernel(Program prog, int row_len, int tile, int hot, WideBa
   extern __shared__ float shared[];
   __shared__ std::uint32_t window_keys[kThreads];  // each warp's 32 keys of the window it reduces
   const int acc_len = prog.acc_len();
-  float* acc = shared;                         // tile x acc_len partial sums
-  float* sample_grad = acc + tile * acc_len;   // tile
-  float* cache = sample_grad + tile;           // hot x row_len: only the tile's hot rows are used
+  float* acc = shared;                        // tile x acc_len partial sums
+  float* sample_grad = acc + tile * acc_len;  // tile
+  float* cache = sample_grad + tile;          // hot x row_len: only the tile's hot rows are used
   const int begin = segment[blockIdx.x], end = segment[blockIdx.x + 1];
   for (int j = threadIdx.x; j < tile * (acc_len + 1); j += blockDim.x) shared[j] = 0.0f;
   for (int e = begin + threadIdx.x; e < end; e += blockDim.x)
@@ -130,7 +130,9 @@ __global__ void flow_kernel(Program prog, int row_len, int tile, int hot, WideBa
     bool takes[5];
     for (int step = 0; step < 5; ++step) takes[step] = wide_run_takes(my_keys, kWideWarp, lane, 1 << step);
     const bool head = live && wide_run_head(my_keys, lane);
-    float* out = !live ? nullptr : f < std::uint32_t(hot) ? cache + std::int64_t(f) * row_len : grad + 1 + std::int64_t(f) * row_len;
+    float* out = !live                    ? nullptr
+                 : f < std::uint32_t(hot) ? cache + std::int64_t(f) * row_len
+                                          : grad + 1 + std::int64_t(f) * row_len;
     for (int j = 0; j < row_len; ++j) {
       float v = row_grad[j];
       for (int step = 0; step < 5; ++step) {
@@ -156,8 +158,10 @@ void check_supported(const WideShape& s) {
 
 template <typename Fn>
 void with_program(const WideShape& s, Fn&& fn) {
-  if (s.kind == WideKind::LR) fn(LrProgram{s.k});
-  else fn(FmProgram{s.k});
+  if (s.kind == WideKind::LR)
+    fn(LrProgram{s.k});
+  else
+    fn(FmProgram{s.k});
 }
 
 }  // namespace
@@ -176,8 +180,8 @@ void wide_log_once(const std::string& message) {
 // both caps are properties of the kernels (shared memory per block), not errors of the user's
 // setting, which the CPU flow schema honours as given.
 int wide_cuda_tile(const WideFlowOptions& options, int max_tile, const char* model) {
-  SKEW_CHECK(options.tile_samples >= 1, "tile_samples (train.tile_samples / bench.tile_samples) must be at least 1, got "
-                                            << options.tile_samples);
+  SKEW_CHECK(options.tile_samples >= 1,
+             "tile_samples (train.tile_samples / bench.tile_samples) must be at least 1, got " << options.tile_samples);
   const int tile = std::min(options.tile_samples, max_tile);
   if (tile != options.tile_samples)
     wide_log_once("CUDA flow " + std::string(model) + ": tile_samples = " + std::to_string(options.tile_samples) +
@@ -188,8 +192,8 @@ int wide_cuda_tile(const WideFlowOptions& options, int max_tile, const char* mod
 
 int wide_cuda_hot(const WideShape& shape, const WideFlowOptions& options, std::int64_t fit, std::size_t budget,
                   const char* model) {
-  SKEW_CHECK(options.hot_features >= 0, "hot_features (train.hot_features / bench.hot_features) must be at least 0, got "
-                                            << options.hot_features);
+  SKEW_CHECK(options.hot_features >= 0,
+             "hot_features (train.hot_features / bench.hot_features) must be at least 0, got " << options.hot_features);
   const std::int64_t wanted = std::min(options.hot_features, shape.num_features);
   const std::int64_t hot = std::max<std::int64_t>(0, std::min(wanted, fit));
   if (hot != wanted)
@@ -202,7 +206,8 @@ int wide_cuda_hot(const WideShape& shape, const WideFlowOptions& options, std::i
 
 void wide_classical_gradient_cuda(const WideShape& shape, const WideBatch& batch, const float* params, float* grad,
                                   float* logits, void* stream) {
-  if (shape.kind == WideKind::FFM) return wide_ffm_classical_cuda(shape, batch, params, grad, logits, cudaStream_t(stream));
+  if (shape.kind == WideKind::FFM)
+    return wide_ffm_classical_cuda(shape, batch, params, grad, logits, cudaStream_t(stream));
   check_supported(shape);
   if (batch.rows == 0) return;
   const unsigned blocks = unsigned((batch.rows + kThreads - 1) / kThreads);
@@ -240,7 +245,8 @@ void wide_flow_gradient_cuda(const WideShape& shape, const WideFlowOptions& opti
   }();
   (void)pool_kept;
   // CUB's segmented sort counts items and offsets in int.
-  SKEW_CHECK(nnz <= std::numeric_limits<int>::max(), "a batch of " << nnz << " nonzeros is too large for one flow step");
+  SKEW_CHECK(nnz <= std::numeric_limits<int>::max(),
+             "a batch of " << nnz << " nonzeros is too large for one flow step");
   // A batch of empty rows has no entries: allocate one, as zero-byte allocations need not succeed.
   const std::size_t entry_bytes = std::size_t(std::max<std::int64_t>(nnz, 1)) * sizeof(std::uint32_t);
   std::uint32_t *keys_out, *entry_in, *entry_out, *sample_of;
@@ -250,20 +256,22 @@ void wide_flow_gradient_cuda(const WideShape& shape, const WideFlowOptions& opti
   SKEW_CUDA_CHECK(cudaMallocAsync(&entry_out, entry_bytes, stream));
   SKEW_CUDA_CHECK(cudaMallocAsync(&sample_of, entry_bytes, stream));
   SKEW_CUDA_CHECK(cudaMallocAsync(&segment, (tiles + 1) * sizeof(int), stream));
-  prepare_kernel<<<unsigned((batch.rows + kThreads - 1) / kThreads), kThreads, 0, stream>>>(batch, tile, base, sample_of,
-                                                                                             entry_in, segment);
+  prepare_kernel<<<unsigned((batch.rows + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      batch, tile, base, sample_of, entry_in, segment);
   SKEW_CUDA_CHECK(cudaGetLastError());
   const int bits = std::max(1, int(64 - __builtin_clzll(std::uint64_t(shape.num_features))));
   std::size_t temp_bytes = 0;
   SKEW_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(nullptr, temp_bytes, batch.index + base, keys_out, entry_in,
-                                                           entry_out, nnz, tiles, segment, segment + 1, 0, bits, stream));
+                                                           entry_out, nnz, tiles, segment, segment + 1, 0, bits,
+                                                           stream));
   void* temp;
   SKEW_CUDA_CHECK(cudaMallocAsync(&temp, temp_bytes, stream));
   SKEW_CUDA_CHECK(cub::DeviceSegmentedRadixSort::SortPairs(temp, temp_bytes, batch.index + base, keys_out, entry_in,
-                                                           entry_out, nnz, tiles, segment, segment + 1, 0, bits, stream));
+                                                           entry_out, nnz, tiles, segment, segment + 1, 0, bits,
+                                                           stream));
   with_program(shape, [&](auto prog) {
-    flow_kernel<<<tiles, kThreads, shared, stream>>>(prog, row_len, tile, hot, batch, base, keys_out, entry_out, sample_of,
-                                                     segment, params, grad, logits);
+    flow_kernel<<<tiles, kThreads, shared, stream>>>(prog, row_len, tile, hot, batch, base, keys_out, entry_out,
+                                                     sample_of, segment, params, grad, logits);
   });
   SKEW_CUDA_CHECK(cudaGetLastError());
   for (void* p : {static_cast<void*>(keys_out), static_cast<void*>(entry_in), static_cast<void*>(entry_out),

@@ -6,8 +6,8 @@
 // packed into one buffer for the host and the group's rows unpacked back.
 #include <algorithm>
 
-#include "kernels/wide_update.hpp"
 #include "core/cuda_check.hpp"
+#include "kernels/wide_update.hpp"
 
 namespace skew::kernels {
 
@@ -72,7 +72,9 @@ __global__ void unpack_rows_kernel(const std::int64_t* list, std::int64_t count,
   grad[1 + list[at / row_len] * row_len + at % row_len] = packed[at];
 }
 
-unsigned blocks_for(std::int64_t items) { return unsigned((std::max<std::int64_t>(1, items) + kThreads - 1) / kThreads); }
+unsigned blocks_for(std::int64_t items) {
+  return unsigned((std::max<std::int64_t>(1, items) + kThreads - 1) / kThreads);
+}
 
 }  // namespace
 
@@ -93,8 +95,8 @@ void wide_update_cuda(const WideShape& shape, const WideUpdateRule& rule, float 
 
 void wide_pack_rows_cuda(const WideShape& shape, const WideTouchedRows& rows, std::int64_t max_rows, float* grad,
                          float* packed, void* stream) {
-  pack_rows_kernel<<<blocks_for(max_rows * shape.row_len()), kThreads, 0, cudaStream_t(stream)>>>(
-      rows, shape.row_len(), grad, packed);
+  pack_rows_kernel<<<blocks_for(max_rows * shape.row_len()), kThreads, 0, cudaStream_t(stream)>>>(rows, shape.row_len(),
+                                                                                                  grad, packed);
   SKEW_CUDA_CHECK(cudaGetLastError());
 }
 

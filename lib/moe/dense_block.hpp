@@ -78,10 +78,10 @@ inline DenseBlockInputs random_dense_block_inputs(const DenseBlockShape& s, std:
 template <class T>
 class DenseBlockBuffers {
  public:
-  explicit DenseBlockBuffers(Device device) : acts(device), residual(device), ffn(device), dffn(device),
-                                              device_(device) {}
+  explicit DenseBlockBuffers(Device device)
+      : acts(device), residual(device), ffn(device), dffn(device), device_(device) {}
   std::vector<std::string> parameters;  // their gradients are "d" + name
-  GptBlockActs<T> acts;  // the block's, kept by its forward
+  GptBlockActs<T> acts;                 // the block's, kept by its forward
   DeviceBuffer<T> residual, ffn, dffn;  // the residual stream (its gradient in the backward), the FFN's output, dln2
   T* zeros(const std::string& name, std::size_t count) {
     const auto found = tensors_.find(name);

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <type_traits>
 
+#include "core/error.hpp"
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_gate.hpp"
-#include "core/error.hpp"
 #include "lib/moe/ops.hpp"
 
 namespace skew::moe {

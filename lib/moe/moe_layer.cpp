@@ -3,10 +3,10 @@
 #include <numeric>
 #include <type_traits>
 
-#include "kernels/moe_route.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"
+#include "kernels/moe_route.hpp"
 #include "lib/moe/ops.hpp"
 #include "lib/moe/row_permute.hpp"
 

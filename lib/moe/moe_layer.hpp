@@ -36,7 +36,7 @@ struct MoeOptions {
   bool drop_tokens = true;                                         // deepspeed: false = dropless, padded to max load
   bool use_rts = true;                                             // deepspeed: top-1 random token selection
   bool drop_by_probability = false;                                // deepspeed: keep the most probable
-  Precision precision = Precision::Fp32;  // of the expert FFN GEMMs (the model sets it)
+  Precision precision = Precision::Fp32;                           // of the expert FFN GEMMs (the model sets it)
   // FasterMoE's smart schedule (smart_schedule.hpp): 0 = one blocking all-to-all, then the expert
   // compute; c >= 1 = pairwise stages, each peer's rows in c chunks, the exchange of the next
   // chunk overlapping the compute of the current one, forward and backward. moe_train sets it
@@ -118,10 +118,10 @@ class MoeLayer {
   void weights_changed();
   ExpertState<T>& create_expert(int e);
   const GateState<T>& gate_state() const { return gate_; }
-  const StepContext& step() const { return step_; }  // of the current forward
+  const StepContext& step() const { return step_; }        // of the current forward
   const std::vector<char>& kept() const { return kept_; }  // [n*k]: 0 where the policy dropped the assignment
-  std::int64_t dropped() const { return dropped_; }  // assignments dropped this step, global
-  std::int64_t padded() const { return padded_; }    // zero rows computed this step, global
+  std::int64_t dropped() const { return dropped_; }        // assignments dropped this step, global
+  std::int64_t padded() const { return padded_; }          // zero rows computed this step, global
   std::int64_t computed_rows() const { return static_cast<std::int64_t>(xe_.size()) / opt_.d_model; }  // on this rank
   LayerTimes& times() { return times_; }
   const MoeOptions& options() const { return opt_; }

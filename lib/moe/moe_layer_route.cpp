@@ -6,9 +6,9 @@
 #include <limits>
 #include <numeric>
 
+#include "core/error.hpp"
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_route.hpp"
-#include "core/error.hpp"
 #include "lib/moe/moe_layer.hpp"
 
 namespace skew::moe {

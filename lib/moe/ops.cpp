@@ -4,10 +4,10 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/error.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/moe_elementwise.hpp"
 #include "kernels/moe_rowwise.hpp"
-#include "core/error.hpp"
 #include "lib/moe/ops_internal.hpp"
 
 namespace skew::moe {
@@ -17,7 +17,6 @@ Precision parse_precision(const std::string& name) {
   if (name == "bf16") return Precision::Bf16;
   SKEW_THROW("unknown precision '" << name << "' (fp32 or bf16)");
 }
-
 
 template <>
 void matmul<float>(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, const float* b, float beta,
@@ -243,8 +242,7 @@ void gelu_backward<float>(std::size_t n, const float* x, const float* dy, float*
 }
 
 template <class T>
-double cross_entropy(int n, int v, const T* logits, const std::int32_t* targets, T scale, T* dlogits,
-                     Device device) {
+double cross_entropy(int n, int v, const T* logits, const std::int32_t* targets, T scale, T* dlogits, Device device) {
   require_host_reference(device, "cross_entropy");
   double total = 0;
   for (int i = 0; i < n; ++i) {
@@ -263,8 +261,8 @@ double cross_entropy(int n, int v, const T* logits, const std::int32_t* targets,
 }
 
 template <>
-double cross_entropy<float>(int n, int v, const float* logits, const std::int32_t* targets, float scale,
-                            float* dlogits, Device device) {
+double cross_entropy<float>(int n, int v, const float* logits, const std::int32_t* targets, float scale, float* dlogits,
+                            Device device) {
   std::vector<double> row_loss(static_cast<std::size_t>(n));
   if (device == Device::Host) {
     kernels::moe::cross_entropy(Device::Host, n, v, logits, targets, scale, dlogits, row_loss.data());

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/error.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/moe_rowwise.hpp"
-#include "core/error.hpp"
 #include "lib/moe/ops.hpp"
 #include "lib/moe/ops_internal.hpp"
 

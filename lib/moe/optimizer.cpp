@@ -18,11 +18,7 @@ double learning_rate(const AdamWOptions& opt, std::int64_t step) {
 }
 
 AdamW::AdamW(const AdamWOptions& opt, MoeNetwork<float>& model, comm::ProcessGroup& world)
-    : opt_(opt),
-      model_(model),
-      world_(world),
-      m_(model.device()),
-      v_(model.device()) {
+    : opt_(opt), model_(model), world_(world), m_(model.device()), v_(model.device()) {
   m_.resize(model.dense_w().size()), v_.resize(model.dense_w().size());
   for (const auto& s : model.segments()) {
     const bool matrix = s.name == "wte" || s.name == "wpe" || s.name.ends_with(".w") || s.name.ends_with("w_qkv") ||
@@ -30,7 +26,6 @@ AdamW::AdamW(const AdamWOptions& opt, MoeNetwork<float>& model, comm::ProcessGro
     decay_.push_back(matrix ? 1 : 0);
   }
 }
-
 
 double AdamW::step(std::int64_t iteration) {
   // Global norm: dense gradients are identical everywhere; each expert counts once, from the
@@ -48,13 +43,13 @@ double AdamW::step(std::int64_t iteration) {
   const double c1 = 1 - std::pow(opt_.beta1, static_cast<double>(iteration + 1));
   const double c2 = 1 - std::pow(opt_.beta2, static_cast<double>(iteration + 1));
   const kernels::moe::AdamWStep k{kernels::moe::grad_clip_scale(norm, opt_.grad_clip),
-                    static_cast<float>(learning_rate(opt_, iteration)),
-                    static_cast<float>(opt_.beta1),
-                    static_cast<float>(opt_.beta2),
-                    static_cast<float>(opt_.eps),
-                    static_cast<float>(opt_.weight_decay),
-                    static_cast<float>(1.0 / c1),
-                    static_cast<float>(1.0 / std::sqrt(c2))};
+                                  static_cast<float>(learning_rate(opt_, iteration)),
+                                  static_cast<float>(opt_.beta1),
+                                  static_cast<float>(opt_.beta2),
+                                  static_cast<float>(opt_.eps),
+                                  static_cast<float>(opt_.weight_decay),
+                                  static_cast<float>(1.0 / c1),
+                                  static_cast<float>(1.0 / std::sqrt(c2))};
   auto& w = model_.dense_w();
   const auto& segments = model_.segments();
   for (std::size_t i = 0; i < segments.size(); ++i)

@@ -34,7 +34,8 @@ int holder_of(const Json& index, const std::string& tensor, const std::string& i
 
 // At another world size: rank 0's shard (dense state, policy state) and the holders of the
 // experts this rank's placement gives it.
-std::set<int> shards_for_resharding(const Json& index, const std::string& index_path, MoeNetwork<float>& model, int rank) {
+std::set<int> shards_for_resharding(const Json& index, const std::string& index_path, MoeNetwork<float>& model,
+                                    int rank) {
   std::set<int> ranks = {0};
   for (std::size_t l = 0; l < model.moe().size(); ++l)
     for (int e : model.moe()[l]->placement().experts_on(rank))
@@ -123,8 +124,8 @@ std::int64_t restore(Session& s, const Config& config) {
       for (const char* key : {"moe.save_trace", "moe.replay_trace"})
         SKEW_CHECK(written == s.world.size() || config.get_string(key).empty(),
                    key << " is one file per rank, but checkpoint step " << step << " was written by " << written
-                       << " ranks and this run has " << s.world.size() << ": resume without it, or with "
-                       << written << " ranks");
+                       << " ranks and this run has " << s.world.size() << ": resume without it, or with " << written
+                       << " ranks");
       try {
         load_step(s, step, written, files);
       } catch (const Error& e) {  // the files verified: the config no longer matches them

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/error.hpp"
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_route.hpp"
-#include "core/error.hpp"
 
 namespace skew::moe {
 

@@ -72,7 +72,8 @@ Schema moe_train_schema() {
   s.add_float("train.grad_clip", 1.0, FloatRange::at_least(0), "clip the global gradient norm to this (0 = off)");
   s.add_int("train.seed", 1, IntRange::at_least(0), "seed of weights, batches and jitter");
   s.add_int("train.eval_interval", 25, IntRange::at_least(0), "iterations between validation losses (and at the end)");
-  s.add_int("train.eval_sequences", 32, {1, 1 << 24}, "validation windows per evaluation, over all ranks (rounded down to a multiple of the ranks)");
+  s.add_int("train.eval_sequences", 32, {1, 1 << 24},
+            "validation windows per evaluation, over all ranks (rounded down to a multiple of the ranks)");
   s.add_int("train.log_interval", 10, IntRange::at_least(0), "iterations between progress lines");
   s.add_int("train.blas_threads", 1, {0, 1024}, "OpenBLAS threads per rank (0 = OpenBLAS default)");
   s.add_choice(
@@ -94,7 +95,8 @@ Schema moe_train_schema() {
                "LayerNorm, softmax and the fp32 master weights, gradients and AdamW state are unchanged)");
   s.add_string("output.metrics", "", "JSONL file: one record per iteration (rank 0)");
   s.add_string("output.checkpoint_dir", "", "checkpoint directory (empty = none)");
-  s.add_int("output.checkpoint_interval", 0, IntRange::at_least(0), "iterations between checkpoints (0 = only at the end when a dir is set)");
+  s.add_int("output.checkpoint_interval", 0, IntRange::at_least(0),
+            "iterations between checkpoints (0 = only at the end when a dir is set)");
   s.add_int("output.keep", 2, {1, 1 << 20}, "checkpoints kept");
   s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
   add_placement_keys(s);
@@ -109,13 +111,16 @@ Device train_device(const Config& c, int visible_gpus) {
   const bool arch_on_gpu = arch == "gpt" || arch == "bert";
   if (requested == "cpu") return Device::Host;
   if (requested == "cuda") {
-    SKEW_CHECK(cuda_built(), "train.device=cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON, or "
-                             "use train.device=cpu)");
-    SKEW_CHECK(visible_gpus > 0, "train.device=cuda, but no CUDA device is visible to this rank (train.device=cpu "
-                                 "or auto runs on the CPU)");
-    SKEW_CHECK(arch_on_gpu, "train.device=cuda with model.arch=" << arch << ": the " << arch
-                                                                  << " network runs on the CPU only (model.arch=gpt "
-                                                                     "and bert run on the GPU; or use train.device=cpu)");
+    SKEW_CHECK(cuda_built(),
+               "train.device=cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON, or "
+               "use train.device=cpu)");
+    SKEW_CHECK(visible_gpus > 0,
+               "train.device=cuda, but no CUDA device is visible to this rank (train.device=cpu "
+               "or auto runs on the CPU)");
+    SKEW_CHECK(arch_on_gpu,
+               "train.device=cuda with model.arch=" << arch << ": the " << arch
+                                                    << " network runs on the CPU only (model.arch=gpt "
+                                                       "and bert run on the GPU; or use train.device=cpu)");
     return Device::Cuda;
   }
   return cuda_built() && visible_gpus > 0 && arch_on_gpu ? Device::Cuda : Device::Host;
@@ -143,7 +148,8 @@ MoeOptions moe_options(const Config& c) {
 
 std::shared_ptr<BalancingPolicy<float>> policy_from_config(const Config& config, const MoeOptions& moe, int moe_layers,
                                                            comm::ProcessGroup& world) {
-  if (moe.policy == Policy::FasterMoE) return make_fastermoe<float>(placement_options_from_config(config, moe.device), world, moe);
+  if (moe.policy == Policy::FasterMoE)
+    return make_fastermoe<float>(placement_options_from_config(config, moe.device), world, moe);
   if (moe.policy != Policy::FlexMoE) return make_policy<float>(moe);
   const int slots = slots_per_rank_from_config(config, moe.gate.num_experts, world.size());
   return make_flexmoe<float>(placement_options_from_config(config, moe.device), slots, world, moe_layers, moe);

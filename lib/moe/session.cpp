@@ -1,9 +1,9 @@
 #include "lib/moe/session.hpp"
 
-#include "kernels/gemm.hpp"
-#include "kernels/moe_threads.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "kernels/gemm.hpp"
+#include "kernels/moe_threads.hpp"
 #include "lib/moe/models/bert.hpp"
 #include "lib/moe/models/swin.hpp"
 #include "lib/moe/schema.hpp"
@@ -28,14 +28,16 @@ LoopOptions loop_options(const Config& c) {
 }
 
 Session::Session(const Config& config, comm::ProcessGroup& world_group)
-    : world(world_group), loop(loop_options(config)), policy_name(config.get_string("moe.policy")),
+    : world(world_group),
+      loop(loop_options(config)),
+      policy_name(config.get_string("moe.policy")),
       model_keys(moe::model_keys(config)) {
   if (config.get_int("train.blas_threads") > 0)
     kernels::moe::set_blas_threads(static_cast<int>(config.get_int("train.blas_threads")));
   const std::string arch = config.get_string("model.arch");
   ModelOptions options = arch == "swin"   ? SwinModel::options(config, moe_options(config))
-                               : arch == "bert" ? BertModel::options(config, moe_options(config))
-                                                : GptModel::options(config, moe_options(config));
+                         : arch == "bert" ? BertModel::options(config, moe_options(config))
+                                          : GptModel::options(config, moe_options(config));
   options.device = options.moe.device = train_device(config, cuda_device_count());
   const int N = world.size(), E = options.moe.gate.num_experts;
   if (options.precision == Precision::Bf16 && world.rank() == 0)

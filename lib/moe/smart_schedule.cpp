@@ -28,16 +28,18 @@ std::vector<ScheduleStage> pairwise_stages(int rank, int chunks, const std::vect
                                            const std::vector<std::size_t>& recv_rows) {
   const int N = static_cast<int>(send_rows.size());
   SKEW_CHECK(chunks >= 1, "smart schedule: " << chunks << " chunks per peer, need at least 1");
-  SKEW_CHECK(recv_rows.size() == send_rows.size() && rank >= 0 && rank < N,
-             "smart schedule: rank " << rank << " with row counts for " << N << " and " << recv_rows.size()
-                                     << " peers");
+  SKEW_CHECK(
+      recv_rows.size() == send_rows.size() && rank >= 0 && rank < N,
+      "smart schedule: rank " << rank << " with row counts for " << N << " and " << recv_rows.size() << " peers");
   const std::vector<std::int64_t> send_first = first_rows(send_rows), recv_first = first_rows(recv_rows);
   std::vector<ScheduleStage> stages;
   for (int s = 0; s < N; ++s) {
     const int to = (rank + s) % N, from = (rank - s + N) % N;
     for (int c = 0; c < chunks; ++c)
-      stages.push_back({to, from, slice(send_first[static_cast<std::size_t>(to)], send_rows[static_cast<std::size_t>(to)], c, chunks),
-                        slice(recv_first[static_cast<std::size_t>(from)], recv_rows[static_cast<std::size_t>(from)], c, chunks)});
+      stages.push_back(
+          {to, from,
+           slice(send_first[static_cast<std::size_t>(to)], send_rows[static_cast<std::size_t>(to)], c, chunks),
+           slice(recv_first[static_cast<std::size_t>(from)], recv_rows[static_cast<std::size_t>(from)], c, chunks)});
   }
   return stages;
 }
@@ -47,11 +49,12 @@ std::unique_ptr<comm::Work> post_stage(comm::ProcessGroup& world, const Schedule
                                        const T* from, T* to, int width, Device device) {
   const bool dispatch = direction == Direction::Dispatch;
   const RowRange out = dispatch ? stage.send : stage.recv, in = dispatch ? stage.recv : stage.send;
-  const int out_peer = dispatch ? stage.send_peer : stage.recv_peer, in_peer = dispatch ? stage.recv_peer : stage.send_peer;
+  const int out_peer = dispatch ? stage.send_peer : stage.recv_peer,
+            in_peer = dispatch ? stage.recv_peer : stage.send_peer;
   const auto w = static_cast<std::int64_t>(width);
   if (out_peer == world.rank()) {
     SKEW_CHECK(out.rows() == in.rows(), "smart schedule: rank " << world.rank() << " sends itself " << out.rows()
-                                                                 << " rows but expects " << in.rows());
+                                                                << " rows but expects " << in.rows());
     if (out.rows() > 0)
       device_memory::copy(to + in.begin * w, from + out.begin * w, static_cast<std::size_t>(out.rows() * w) * sizeof(T),
                           device);

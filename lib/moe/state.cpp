@@ -123,7 +123,8 @@ std::string model_mismatch(const Json& index, const std::string& index_path, con
     const Json there = written.value(key, Json());
     if (there != value)
       return "checkpoint index " + index_path + " was written with " + key + "=" + there.dump() + " but this run has " +
-             key + "=" + value.dump() + ": resume with the checkpoint's " + key + ", or start a new checkpoint directory";
+             key + "=" + value.dump() + ": resume with the checkpoint's " + key +
+             ", or start a new checkpoint directory";
   }
   return "";
 }

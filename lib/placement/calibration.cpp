@@ -47,12 +47,15 @@ CalibrationFit fit_constants(const std::vector<MeasuredRun>& runs, const ExpertS
   SKEW_CHECK(fit.seconds_per_row > 0, "calibration: measured expert CPU time is zero");
   const double flops_per_row = CostModel(base, shape).flops_per_token();
   fit.constants.gemm_flops = flops_per_row / fit.seconds_per_row;
-  SKEW_CHECK(fit.alltoall_samples >= 2, "calibration: the all-to-all fit needs 2 or more iterations of runs with 2 or "
-                                        "more ranks; the runs given have " << fit.alltoall_samples);
+  SKEW_CHECK(fit.alltoall_samples >= 2,
+             "calibration: the all-to-all fit needs 2 or more iterations of runs with 2 or "
+             "more ranks; the runs given have "
+                 << fit.alltoall_samples);
   const double n = fit.alltoall_samples;
   const double var = n * sxx - sx * sx;
-  SKEW_CHECK(var > 0, "calibration: every all-to-all moved the same bytes, so bandwidth and latency cannot be told "
-                      "apart; add runs with other routings or rank counts");
+  SKEW_CHECK(var > 0,
+             "calibration: every all-to-all moved the same bytes, so bandwidth and latency cannot be told "
+             "apart; add runs with other routings or rank counts");
   const double slope = (n * sxy - sx * sy) / var, intercept = (sy - slope * sx) / n;
   SKEW_CHECK(slope > 0, "calibration: all-to-all time does not grow with the bytes moved (slope "
                             << slope << " s/byte): the measured runs are dominated by waiting, not transfer");
@@ -62,12 +65,9 @@ CalibrationFit fit_constants(const std::vector<MeasuredRun>& runs, const ExpertS
 }
 
 Json constants_to_json(const CostConstants& c) {
-  return Json{{"gemm_flops", c.gemm_flops},
-              {"intra_bandwidth", c.intra_bandwidth},
-              {"inter_bandwidth", c.inter_bandwidth},
-              {"allreduce_bandwidth", c.allreduce_bandwidth},
-              {"gpus_per_node", c.gpus_per_node},
-              {"alltoall_latency", c.alltoall_latency}};
+  return Json{{"gemm_flops", c.gemm_flops},           {"intra_bandwidth", c.intra_bandwidth},
+              {"inter_bandwidth", c.inter_bandwidth}, {"allreduce_bandwidth", c.allreduce_bandwidth},
+              {"gpus_per_node", c.gpus_per_node},     {"alltoall_latency", c.alltoall_latency}};
 }
 
 CostConstants read_constants_json(const std::string& path) {
@@ -83,8 +83,8 @@ CostConstants read_constants_json(const std::string& path) {
   const auto number = [&](const char* key, double& out, double min) {
     SKEW_CHECK(j.contains(key) && j.at(key).is_number(), path << ": key '" << key << "' missing or not a number");
     out = j.at(key).get<double>();
-    SKEW_CHECK(out >= min && std::isfinite(out), path << ": key '" << key << "' = " << out << " is below " << min
-                                                      << " or not finite");
+    SKEW_CHECK(out >= min && std::isfinite(out),
+               path << ": key '" << key << "' = " << out << " is below " << min << " or not finite");
   };
   number("gemm_flops", c.gemm_flops, 1e-300);
   number("intra_bandwidth", c.intra_bandwidth, 1e-300);
@@ -93,7 +93,8 @@ CostConstants read_constants_json(const std::string& path) {
   number("alltoall_latency", c.alltoall_latency, 0);
   double per_node = 0;
   number("gpus_per_node", per_node, 1);
-  SKEW_CHECK(per_node == static_cast<int>(per_node), path << ": key 'gpus_per_node' = " << per_node << " is not an integer");
+  SKEW_CHECK(per_node == static_cast<int>(per_node),
+             path << ": key 'gpus_per_node' = " << per_node << " is not an integer");
   c.gpus_per_node = static_cast<int>(per_node);
   return c;
 }

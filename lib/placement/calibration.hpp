@@ -24,7 +24,7 @@
 namespace skew::placement {
 
 struct CalibrationFit {
-  CostConstants constants;   // `base` with gemm_flops, both bandwidths and alltoall_latency fitted
+  CostConstants constants;  // `base` with gemm_flops, both bandwidths and alltoall_latency fitted
   double seconds_per_row = 0;
   int compute_samples = 0;   // (iteration, rank, layer) records in the compute fit
   int alltoall_samples = 0;  // iterations of multi-rank runs in the all-to-all fit

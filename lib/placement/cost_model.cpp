@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <numeric>
 
-#include "kernels/gemm.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "core/timer.hpp"
+#include "kernels/gemm.hpp"
 #include "mpi/process_group.hpp"
 
 namespace skew::placement {
@@ -223,8 +223,9 @@ double measure_gemm_flops(const ExpertShape& expert) {
   shape.k = std::max(1, expert.hidden_dim);
   shape.n = static_cast<int>(std::max<std::int64_t>(1, expert.params / (2 * shape.k)));
   const Device device = expert.device;
-  SKEW_CHECK(device == Device::Host || cuda_device_count() > 0,
-             "cost model: the experts run on " << device_name(device) << " but no CUDA device is visible to time their GEMM");
+  SKEW_CHECK(
+      device == Device::Host || cuda_device_count() > 0,
+      "cost model: the experts run on " << device_name(device) << " but no CUDA device is visible to time their GEMM");
   Tensor a = Tensor::empty({shape.m, shape.k}, DType::F32), b = Tensor::empty({shape.k, shape.n}, DType::F32);
   Rng rng(7, 0, 0);
   for (std::size_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = rng.normal();

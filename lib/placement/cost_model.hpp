@@ -103,9 +103,9 @@ double balance_ratio(const std::vector<double>& rank_loads);
 
 // Measures gemm_flops (the expert's first GEMM, 256 tokens x hidden x params / (2 hidden), on
 // shape.device as the experts run it there: fp32 on the host, bf16 operands with fp32
-// accumulation on cuda; throws when shape.device is cuda and no GPU is visible), the all-to-all latency (1 float per peer) and bandwidth (256 KiB per
-// peer) over `world`, each the median of several runs, and broadcasts rank 0's values so every
-// rank plans identically. Values in `overrides` that are > 0 (latency: >= 0) are kept.
+// accumulation on cuda; throws when shape.device is cuda and no GPU is visible), the all-to-all latency (1 float per
+// peer) and bandwidth (256 KiB per peer) over `world`, each the median of several runs, and broadcasts rank 0's values
+// so every rank plans identically. Values in `overrides` that are > 0 (latency: >= 0) are kept.
 CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& overrides, const ExpertShape& shape);
 
 }  // namespace skew::placement

@@ -49,7 +49,8 @@ void check_agreement(comm::ProcessGroup& world, const std::vector<LayerPlacement
 std::string devices_text(std::int64_t mask) {
   std::string text;
   for (const Device d : {Device::Host, Device::Cuda})
-    if (mask & (std::int64_t{1} << static_cast<int>(d))) text += (text.empty() ? "" : " and ") + std::string(device_name(d));
+    if (mask & (std::int64_t{1} << static_cast<int>(d)))
+      text += (text.empty() ? "" : " and ") + std::string(device_name(d));
   return text;
 }
 
@@ -64,10 +65,10 @@ void check_state_devices(comm::ProcessGroup& world, const std::vector<comm::P2PO
     if (m == 0) continue;
     if (first < 0) first = r;
     const std::int64_t f = all[static_cast<std::size_t>(first)];
-    SKEW_CHECK(m == f && (m & (m - 1)) == 0,
-               "expert state is on different devices: rank " << first << " moves " << devices_text(f) << " tensors, rank "
-                                                             << r << " " << devices_text(m)
-                                                             << " tensors; every rank must hold it on one device");
+    SKEW_CHECK(m == f && (m & (m - 1)) == 0, "expert state is on different devices: rank "
+                                                 << first << " moves " << devices_text(f) << " tensors, rank " << r
+                                                 << " " << devices_text(m)
+                                                 << " tensors; every rank must hold it on one device");
   }
 }
 
@@ -98,7 +99,8 @@ std::vector<double> apply_placement(comm::ProcessGroup& world, ExpertStateStore&
       const int tag = kTagBase + message++ % kTagSpan;
       std::vector<Tensor*> state = store.replica_state(layer, t.expert);
       for (Tensor* tensor : state) {
-        SKEW_CHECK(tensor != nullptr, "replica state of layer " << layer << " expert " << t.expert << " holds a null tensor");
+        SKEW_CHECK(tensor != nullptr,
+                   "replica state of layer " << layer << " expert " << t.expert << " holds a null tensor");
         if (t.dst == me)
           transfers.push_back(comm::recv_op(comm::view(*tensor), t.src, tag));
         else {

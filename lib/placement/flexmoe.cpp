@@ -121,8 +121,8 @@ std::vector<LoggedChange> FlexMoePolicy::take_changes() {
 }
 
 std::unique_ptr<FlexMoePolicy> make_flexmoe_policy(const PlacementOptions& options, comm::ProcessGroup& world,
-                                                     int num_layers, int num_experts, std::int64_t expert_params,
-                                                     int hidden_dim) {
+                                                   int num_layers, int num_experts, std::int64_t expert_params,
+                                                   int hidden_dim) {
   ExpertShape shape = options.shape;
   shape.params = expert_params;
   shape.hidden_dim = hidden_dim;

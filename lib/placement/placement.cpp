@@ -17,7 +17,9 @@ std::vector<int> LayerPlacement::experts_on(int rank) const {
   return out;
 }
 
-int LayerPlacement::replicas_on(int rank) const { return static_cast<int>(experts_on(rank).size()); }
+int LayerPlacement::replicas_on(int rank) const {
+  return static_cast<int>(experts_on(rank).size());
+}
 
 void LayerPlacement::validate() const {
   SKEW_CHECK(world_size >= 1 && slots_per_rank >= 1, "placement needs world_size >= 1 and slots_per_rank >= 1");
@@ -27,7 +29,8 @@ void LayerPlacement::validate() const {
     SKEW_CHECK(!reps.empty(), "expert " << e << " has no replica");
     double total = 0;
     for (std::size_t i = 0; i < reps.size(); ++i) {
-      SKEW_CHECK(reps[i].rank >= 0 && reps[i].rank < world_size, "expert " << e << " has a replica on rank " << reps[i].rank << " outside [0, " << world_size << ")");
+      SKEW_CHECK(reps[i].rank >= 0 && reps[i].rank < world_size,
+                 "expert " << e << " has a replica on rank " << reps[i].rank << " outside [0, " << world_size << ")");
       SKEW_CHECK(reps[i].share >= 0, "expert " << e << " has a negative share");
       for (std::size_t j = 0; j < i; ++j)
         SKEW_CHECK(reps[j].rank != reps[i].rank, "expert " << e << " has two replicas on rank " << reps[i].rank);
@@ -38,7 +41,8 @@ void LayerPlacement::validate() const {
   }
   for (int r = 0; r < world_size; ++r)
     SKEW_CHECK(used[static_cast<std::size_t>(r)] <= slots_per_rank,
-               "rank " << r << " holds " << used[static_cast<std::size_t>(r)] << " replicas but has " << slots_per_rank << " slots");
+               "rank " << r << " holds " << used[static_cast<std::size_t>(r)] << " replicas but has " << slots_per_rank
+                       << " slots");
 }
 
 std::string LayerPlacement::to_string() const {
@@ -52,14 +56,18 @@ std::string LayerPlacement::to_string() const {
   return os.str();
 }
 
-bool LayerPlacement::operator==(const LayerPlacement& o) const { return to_string() == o.to_string(); }
+bool LayerPlacement::operator==(const LayerPlacement& o) const {
+  return to_string() == o.to_string();
+}
 
 LayerPlacement LayerPlacement::block(int num_experts, int world_size, int slots_per_rank) {
   SKEW_CHECK(num_experts >= 1 && world_size >= 1, "block placement needs experts and ranks");
-  SKEW_CHECK(num_experts % world_size == 0, "num_experts " << num_experts << " is not a multiple of the " << world_size << " ranks");
+  SKEW_CHECK(num_experts % world_size == 0,
+             "num_experts " << num_experts << " is not a multiple of the " << world_size << " ranks");
   const int per_rank = num_experts / world_size;
-  SKEW_CHECK(per_rank <= slots_per_rank, "each rank needs " << per_rank << " slots for one replica per expert, placement.slots_per_rank is "
-                                                   << slots_per_rank);
+  SKEW_CHECK(per_rank <= slots_per_rank,
+             "each rank needs " << per_rank << " slots for one replica per expert, placement.slots_per_rank is "
+                                << slots_per_rank);
   LayerPlacement p;
   p.world_size = world_size;
   p.slots_per_rank = slots_per_rank;

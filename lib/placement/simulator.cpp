@@ -43,10 +43,10 @@ double deepspeed_step(const CostModel& model, const std::vector<std::int64_t>& c
   // moe_train's capacity is per rank; under the uniform-source model every rank routes
   // assignments / gpus choices (counted once per choice, hence top_k 1), and an expert receives
   // its capacity from each of the gpus ranks.
-  const std::int64_t capacity =
-      capacity_factor > 0 ? gpus * deepspeed_capacity(assignments / gpus, static_cast<int>(counts.size()), 1,
-                                                      capacity_factor, min_capacity)
-                          : *std::max_element(counts.begin(), counts.end());
+  const std::int64_t capacity = capacity_factor > 0
+                                    ? gpus * deepspeed_capacity(assignments / gpus, static_cast<int>(counts.size()), 1,
+                                                                capacity_factor, min_capacity)
+                                    : *std::max_element(counts.begin(), counts.end());
   if (dropped) {
     *dropped = 0;
     for (auto c : counts) *dropped += std::max<std::int64_t>(0, c - capacity);

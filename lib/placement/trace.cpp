@@ -77,8 +77,9 @@ RoutingTrace read_trace_jsonl(const std::string& path, const std::string& key) {
                                                           << " and " << l.size() << " experts");
     if (!trace.empty())
       SKEW_CHECK(counts.size() == trace.front().size() && counts.front().size() == trace.front().front().size(),
-                 where << ": " << counts.size() << " layers x " << counts.front().size() << " experts, earlier lines had "
-                       << trace.front().size() << " x " << trace.front().front().size());
+                 where << ": " << counts.size() << " layers x " << counts.front().size()
+                       << " experts, earlier lines had " << trace.front().size() << " x "
+                       << trace.front().front().size());
     trace.push_back(std::move(counts));
   });
   SKEW_CHECK(!trace.empty(), "routing trace " << path << " has no line with key '" << key << "'");

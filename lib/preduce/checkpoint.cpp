@@ -34,12 +34,11 @@ void append_worker(TensorList& out, Worker& worker, const WorkerProgress& p) {
   const auto n = static_cast<std::int64_t>(worker.params().size());
   out.emplace_back(key(id, "params"), Tensor::from_vector(worker.params(), {n}));
   out.emplace_back(key(id, "accum"), Tensor::from_vector(worker.accum(), {n}));
-  const std::vector<std::int64_t> counters{worker.step(),   worker.version(),         p.groups_joined,
-                                           p.members_seen,  p.stopped ? 1 : 0,        p.synced.syncs,
-                                           p.synced.refreshes, p.synced.members};
+  const std::vector<std::int64_t> counters{worker.step(),     worker.version(), p.groups_joined,    p.members_seen,
+                                           p.stopped ? 1 : 0, p.synced.syncs,   p.synced.refreshes, p.synced.members};
   out.emplace_back(key(id, "counters"), Tensor::from_vector(counters, {static_cast<std::int64_t>(counters.size())}));
-  const std::vector<double> totals{p.sum_compute, p.sum_injected,    p.sum_wait,        p.sum_comm,
-                                   p.sum_controller, p.elapsed_s,    p.next_eval,       p.synced.wait_s,
+  const std::vector<double> totals{p.sum_compute,         p.sum_injected, p.sum_wait,  p.sum_comm,
+                                   p.sum_controller,      p.elapsed_s,    p.next_eval, p.synced.wait_s,
                                    p.synced.controller_s, p.synced.comm_s};
   out.emplace_back(key(id, "totals"), Tensor::from_vector(totals, {static_cast<std::int64_t>(totals.size())}));
   out.emplace_back(key(id, "series"), Tensor::from_vector(p.series, {static_cast<std::int64_t>(p.series.size())}));
@@ -143,7 +142,8 @@ std::int64_t RunCheckpoints::latest_to_resume() const {
   if (step < 0) return -1;
   const Json index = dir_->read_index(step);
   const std::string file = dir_->index_file(step);
-  SKEW_CHECK(index.contains("run") && index["run"].is_object(), file << ": no \"run\" record; not a preduce_train checkpoint");
+  SKEW_CHECK(index.contains("run") && index["run"].is_object(),
+             file << ": no \"run\" record; not a preduce_train checkpoint");
   for (const auto& [name, value] : identity_.items())
     SKEW_CHECK(index["run"].contains(name) && index["run"][name] == value,
                file << ": the checkpoint was written with " << name << " = "

@@ -74,5 +74,4 @@ class RunCheckpoints {
   std::unique_ptr<CheckpointDir> dir_;
 };
 
-
 }  // namespace skew::preduce

@@ -49,9 +49,9 @@ Hetero::Hetero(const HeteroOptions& options, int worker, int num_workers)
   SKEW_CHECK(opt_.burst_prob >= 0.0 && opt_.burst_prob <= 1.0, "hetero.burst_prob must be in [0, 1]");
   SKEW_CHECK(opt_.tail_index > 1.0, "hetero.tail_index must be > 1 (a finite mean), got " << opt_.tail_index);
   SKEW_CHECK(opt_.max_factor >= 1.0, "hetero.max_factor must be >= 1, got " << opt_.max_factor);
-  SKEW_CHECK(opt_.model != "moving" || (opt_.stragglers >= 1 && opt_.stragglers <= num_workers_),
-             "hetero.stragglers = " << opt_.stragglers << " is not in [1, " << num_workers_
-                                    << "] (the workers of this run)");
+  SKEW_CHECK(
+      opt_.model != "moving" || (opt_.stragglers >= 1 && opt_.stragglers <= num_workers_),
+      "hetero.stragglers = " << opt_.stragglers << " is not in [1, " << num_workers_ << "] (the workers of this run)");
   if (opt_.trace.empty()) return;
   std::ifstream in(opt_.trace);
   SKEW_CHECK(in, "hetero.trace: cannot open " << opt_.trace);
@@ -73,8 +73,8 @@ Hetero::Hetero(const HeteroOptions& options, int worker, int num_workers)
     }
     // A short row is a trace recorded for fewer workers: repeating its values would invent delays.
     SKEW_CHECK(row.size() > static_cast<std::size_t>(worker),
-               "hetero.trace: " << opt_.trace << ":" << line_no << ": " << row.size()
-                                << " delays, none for worker " << worker << " (one value per worker)");
+               "hetero.trace: " << opt_.trace << ":" << line_no << ": " << row.size() << " delays, none for worker "
+                                << worker << " (one value per worker)");
     trace_ms_.push_back(std::move(row));
   }
   SKEW_CHECK(!trace_ms_.empty(), "hetero.trace: " << opt_.trace << " has no delays");
@@ -86,9 +86,8 @@ double Hetero::model_factor(std::int64_t step) const {
   if (opt_.model == "moving")
     return in_moving_set(opt_.seed, block, opt_.stragglers, num_workers_, worker_) ? opt_.factor : 1.0;
   if (opt_.model == "bursty")
-    return Rng(opt_.seed, kBurstStream + w, static_cast<std::uint64_t>(block)).uniform() < opt_.burst_prob
-               ? opt_.factor
-               : 1.0;
+    return Rng(opt_.seed, kBurstStream + w, static_cast<std::uint64_t>(block)).uniform() < opt_.burst_prob ? opt_.factor
+                                                                                                           : 1.0;
   if (opt_.model == "pareto") {
     // Inverse CDF: X = (1 - u)^(-1 / tail_index) for u uniform in [0, 1).
     const double u = Rng(opt_.seed, kParetoStream + w, static_cast<std::uint64_t>(step)).uniform();
@@ -101,9 +100,12 @@ double Hetero::injected_s(std::int64_t step, double compute_s) const {
   const double factor = slowdown_ * model_factor(step);
   double ms = opt_.base_ms * factor + compute_s * 1e3 * (factor - 1.0);
   Rng rng(opt_.seed, kJitterStream + static_cast<std::uint64_t>(worker_), static_cast<std::uint64_t>(step) * 2);
-  if (opt_.jitter == "exp") ms += -opt_.jitter_ms * std::log(1.0 - static_cast<double>(rng.uniform()));
-  else if (opt_.jitter == "uniform") ms += 2.0 * opt_.jitter_ms * rng.uniform();
-  else if (opt_.jitter == "spike" && rng.uniform() < opt_.jitter_prob) ms += opt_.jitter_ms;
+  if (opt_.jitter == "exp")
+    ms += -opt_.jitter_ms * std::log(1.0 - static_cast<double>(rng.uniform()));
+  else if (opt_.jitter == "uniform")
+    ms += 2.0 * opt_.jitter_ms * rng.uniform();
+  else if (opt_.jitter == "spike" && rng.uniform() < opt_.jitter_prob)
+    ms += opt_.jitter_ms;
   if (!trace_ms_.empty()) {
     const auto& row = trace_ms_[static_cast<std::size_t>(step) % trace_ms_.size()];
     ms += row[static_cast<std::size_t>(worker_)];

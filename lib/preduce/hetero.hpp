@@ -39,13 +39,13 @@ struct HeteroOptions {
   double jitter_ms = 0.0, jitter_prob = 0.1;
   std::string trace;  // path, empty = none
   std::uint64_t seed = 0;
-  std::string model = "fixed";  // fixed | moving | bursty | pareto
-  double factor = 4.0;          // moving, bursty: a slow worker's factor
-  int stragglers = 1;           // moving: workers slow at once
-  std::int64_t period = 50;     // moving, bursty: steps between redraws
-  double burst_prob = 0.25;     // bursty: probability a worker is slow in a period
+  std::string model = "fixed";                  // fixed | moving | bursty | pareto
+  double factor = 4.0;                          // moving, bursty: a slow worker's factor
+  int stragglers = 1;                           // moving: workers slow at once
+  std::int64_t period = 50;                     // moving, bursty: steps between redraws
+  double burst_prob = 0.25;                     // bursty: probability a worker is slow in a period
   double tail_index = 1.5, max_factor = 100.0;  // pareto
-  std::vector<double> link_ms;  // empty = all 0
+  std::vector<double> link_ms;                  // empty = all 0
 };
 
 class Hetero {

@@ -3,14 +3,15 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/gemm.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "kernels/gemm.hpp"
 
 namespace skew::preduce {
 
 Mlp::Mlp(std::vector<int> widths) : widths_(std::move(widths)) {
-  SKEW_CHECK(widths_.size() >= 2, "model.layers needs at least inputs and classes, got " << widths_.size() << " widths");
+  SKEW_CHECK(widths_.size() >= 2,
+             "model.layers needs at least inputs and classes, got " << widths_.size() << " widths");
   for (int w : widths_) SKEW_CHECK(w >= 1, "model.layers: every width must be >= 1, got " << w);
   for (std::size_t l = 0; l + 1 < widths_.size(); ++l) {
     offsets_.push_back(num_params_);
@@ -58,7 +59,8 @@ double softmax_row(float* logits, int classes, int label) {
   for (int c = 0; c < classes; ++c) sum += std::exp(static_cast<double>(logits[c] - top));
   const double log_sum = std::log(sum);
   const double loss = -(static_cast<double>(logits[label] - top) - log_sum);
-  for (int c = 0; c < classes; ++c) logits[c] = static_cast<float>(std::exp(static_cast<double>(logits[c] - top) - log_sum));
+  for (int c = 0; c < classes; ++c)
+    logits[c] = static_cast<float>(std::exp(static_cast<double>(logits[c] - top) - log_sum));
   return loss;
 }
 }  // namespace
@@ -67,7 +69,8 @@ double Mlp::loss(const std::vector<float>& params, const float* x, const int* la
   forward(params, x, batch);
   auto& logits = activations_.back();
   double total = 0.0;
-  for (int r = 0; r < batch; ++r) total += softmax_row(logits.data() + static_cast<std::size_t>(r) * classes(), classes(), labels[r]);
+  for (int r = 0; r < batch; ++r)
+    total += softmax_row(logits.data() + static_cast<std::size_t>(r) * classes(), classes(), labels[r]);
   return total / batch;
 }
 

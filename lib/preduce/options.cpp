@@ -105,11 +105,12 @@ Schema make_schema() {
   s.add_float("hetero.jitter_ms", 0.0, FloatRange::at_least(0),
               "jitter scale: exp mean, uniform half-range, spike size (ms)");
   s.add_float("hetero.jitter_prob", 0.1, {0, 1}, "spike probability per step");
-  s.add_choice("hetero.model", "fixed", {"fixed", "moving", "bursty", "pareto"},
-               "time-varying slowdown on top of hetero.slowdown: fixed = none; moving = hetero.stragglers random "
-               "workers hetero.factor x slower, redrawn every hetero.period steps; bursty = each worker hetero.factor x "
-               "slower in a period with probability hetero.burst_prob; pareto = per-step factor from a Pareto "
-               "distribution with tail index hetero.tail_index, capped at hetero.max_factor");
+  s.add_choice(
+      "hetero.model", "fixed", {"fixed", "moving", "bursty", "pareto"},
+      "time-varying slowdown on top of hetero.slowdown: fixed = none; moving = hetero.stragglers random "
+      "workers hetero.factor x slower, redrawn every hetero.period steps; bursty = each worker hetero.factor x "
+      "slower in a period with probability hetero.burst_prob; pareto = per-step factor from a Pareto "
+      "distribution with tail index hetero.tail_index, capped at hetero.max_factor");
   s.add_float("hetero.factor", 4.0, FloatRange::at_least(1), "moving, bursty: a slow worker's step-time factor");
   s.add_int("hetero.stragglers", 1, {1, 1 << 20}, "moving: workers slow at once (at most the workers)");
   s.add_int("hetero.period", 50, {1, kMaxInt32}, "moving, bursty: steps between redraws of who is slow");
@@ -192,7 +193,7 @@ TrainOptions read_options(const Config& c) {
   o.reduce_gradient = c.get_string("preduce.reduce") == "gradient";
   o.alpha = c.get_float("preduce.alpha");
   o.member_rule = c.get_string("preduce.member_rule") == "weighted_mean" ? comm::MemberRule::WeightedMean
-                                                                        : comm::MemberRule::KeepOwn;
+                                                                         : comm::MemberRule::KeepOwn;
   o.isolation_bound = c.get_int_as<int>("preduce.isolation_bound");
   o.dedicated_controller = c.get_string("preduce.controller") == "rank";
   o.preduce_deadline_ms = c.get_float("preduce.deadline_ms");

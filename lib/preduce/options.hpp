@@ -37,8 +37,8 @@ struct TrainOptions {
   SyncMode mode = SyncMode::Preduce;
   bool reduce_gradient = false;  // preduce.reduce = gradient
   bool dedicated_controller = false;
-  bool overlap = false;       // preduce.overlap: group averaging on a communication thread
-  int refresh_staleness = 0;  // preduce.refresh_staleness (overlap): 0 = off
+  bool overlap = false;                      // preduce.overlap: group averaging on a communication thread
+  int refresh_staleness = 0;                 // preduce.refresh_staleness (overlap): 0 = off
   int group_size = 2, isolation_bound = 10;  // group_size 0 = auto (auto_group.hpp)
   int auto_warmup_steps = 20, auto_max_group = 8;
   double auto_slow_ratio = 1.5;
@@ -55,7 +55,7 @@ struct TrainOptions {
          sim_overhead_ms = 0.0;
   // output
   std::string metrics, curve;
-  std::string checkpoint_dir;           // empty = no checkpoints
+  std::string checkpoint_dir;            // empty = no checkpoints
   std::int64_t checkpoint_interval = 0;  // steps; 0 = only at the end
   int keep = 2;
   bool resume = false;

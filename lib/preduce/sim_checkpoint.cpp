@@ -51,9 +51,8 @@ void Simulation::load_state(const TensorFile& file, const std::string& origin) {
   start_ = v[3];
   gossip_free_at_.assign(v + 4, v + 4 + n_);
   for (int w = 0; w < n_; ++w)
-    gossip_rng_[static_cast<std::size_t>(w)] =
-        Rng(opt_.seed, 0xad95d000ull + static_cast<std::uint64_t>(w),
-            static_cast<std::uint64_t>(offsets.data<std::int64_t>()[w]));
+    gossip_rng_[static_cast<std::size_t>(w)] = Rng(opt_.seed, 0xad95d000ull + static_cast<std::uint64_t>(w),
+                                                   static_cast<std::uint64_t>(offsets.data<std::int64_t>()[w]));
   former_ = comm::GroupFormer(group_options(opt_, n_));
   former_.restore(load_controller(file));
 }

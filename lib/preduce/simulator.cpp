@@ -1,9 +1,9 @@
 // The discrete-event simulator: N virtual workers in one process on a virtual clock. Each
 // worker's step takes sim.compute_ms plus its injected heterogeneity plus sim.overhead_ms;
 // reductions cost latency + ring all-reduce bytes / bandwidth plus the slowest member's link
-// delay (hetero.link_ms), and a partial-reduce or eager group sim.controller_ms more. Groups come from the same GroupFormer as the
-// MPI controller, and the model arithmetic is the same Worker code, so a run is a pure
-// function of the configuration (deterministic for a seed).
+// delay (hetero.link_ms), and a partial-reduce or eager group sim.controller_ms more. Groups come from the same
+// GroupFormer as the MPI controller, and the model arithmetic is the same Worker code, so a run is a pure function of
+// the configuration (deterministic for a seed).
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "lib/preduce/simulation.hpp"
@@ -169,7 +169,8 @@ void Simulation::run_allreduce() {
 void Simulation::run_segment() {
   if (opt_.mode == SyncMode::Allreduce) return run_allreduce();
   // Transient per segment, as the MPI run's controller and communication threads are.
-  for (auto* flags : {&gossip_pending_, &reducing_, &stopping_, &refreshing_}) std::fill(flags->begin(), flags->end(), 0);
+  for (auto* flags : {&gossip_pending_, &reducing_, &stopping_, &refreshing_})
+    std::fill(flags->begin(), flags->end(), 0);
   std::fill(refreshes_left_.begin(), refreshes_left_.end(), 0);
   for (int w = 0; w < n_; ++w) {
     if (workers_[static_cast<std::size_t>(w)].step() < segment_end_ && !out_of_time(w))

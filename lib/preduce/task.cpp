@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "kernels/wide_classical.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "kernels/wide_classical.hpp"
 #include "lib/preduce/data.hpp"
 #include "lib/preduce/mlp.hpp"
 #include "lib/wide/dataset.hpp"
@@ -35,10 +35,12 @@ class MlpTask : public Task {
     mlp_ = std::make_unique<Mlp>(widths);
     for (int w = 0; w < num_workers; ++w) shards_.push_back(shard(train_, w, num_workers));
     // Samplers point into shards_, which no longer grows.
-    for (int w = 0; w < num_workers; ++w) samplers_.emplace_back(shards_[static_cast<std::size_t>(w)], opt.batch, opt.seed, w);
+    for (int w = 0; w < num_workers; ++w)
+      samplers_.emplace_back(shards_[static_cast<std::size_t>(w)], opt.batch, opt.seed, w);
   }
   std::vector<float> init() const override { return mlp_->init(opt_.seed); }
-  double loss_and_grad(const std::vector<float>& params, int worker, std::int64_t step, std::vector<float>& grad) override {
+  double loss_and_grad(const std::vector<float>& params, int worker, std::int64_t step,
+                       std::vector<float>& grad) override {
     samplers_.at(static_cast<std::size_t>(worker)).fill(step, x_, y_);
     return mlp_->loss_and_grad(params, x_.data(), y_.data(), opt_.batch, grad);
   }
@@ -66,7 +68,8 @@ class WideTask : public Task {
     spec.seed = opt.seed;
     train_ = wide::generate_synthetic(spec, 0, opt.rows);
     test_ = wide::generate_synthetic(spec, opt.rows, opt.rows + opt.test_rows);
-    SKEW_CHECK(opt.rows >= num_workers, "data.rows = " << opt.rows << " cannot be shared by " << num_workers << " workers");
+    SKEW_CHECK(opt.rows >= num_workers,
+               "data.rows = " << opt.rows << " cannot be shared by " << num_workers << " workers");
     shape_.kind = opt.model_kind == "fm" ? kernels::WideKind::FM : kernels::WideKind::LR;
     shape_.num_features = std::max(train_.num_features, test_.num_features);
     shape_.num_fields = std::max(train_.num_fields, test_.num_fields);
@@ -75,10 +78,14 @@ class WideTask : public Task {
       bounds_.push_back({static_cast<std::int64_t>(w) * opt.rows / num_workers,
                          static_cast<std::int64_t>(w + 1) * opt.rows / num_workers});
   }
-  std::vector<float> init() const override { return wide::copy_to_vector(wide::WideModel::create(shape_, opt_.seed).params); }
-  double loss_and_grad(const std::vector<float>& params, int worker, std::int64_t step, std::vector<float>& grad) override {
+  std::vector<float> init() const override {
+    return wide::copy_to_vector(wide::WideModel::create(shape_, opt_.seed).params);
+  }
+  double loss_and_grad(const std::vector<float>& params, int worker, std::int64_t step,
+                       std::vector<float>& grad) override {
     const auto [begin, end] = bounds_.at(static_cast<std::size_t>(worker));
-    Rng rng(opt_.seed, 0x3de0000000ull + static_cast<std::uint64_t>(worker), static_cast<std::uint64_t>(step) * 2 * opt_.batch);
+    Rng rng(opt_.seed, 0x3de0000000ull + static_cast<std::uint64_t>(worker),
+            static_cast<std::uint64_t>(step) * 2 * opt_.batch);
     batch_ = wide::SparseDataset{};
     batch_.num_features = shape_.num_features;
     batch_.num_fields = shape_.num_fields;
@@ -91,7 +98,8 @@ class WideTask : public Task {
     }
     grad.assign(params.size(), 0.0f);
     logits_.resize(static_cast<std::size_t>(opt_.batch));
-    kernels::wide_classical_gradient(shape_, batch_.batch(0, opt_.batch), params.data(), grad.data(), logits_.data(), pool_);
+    kernels::wide_classical_gradient(shape_, batch_.batch(0, opt_.batch), params.data(), grad.data(), logits_.data(),
+                                     pool_);
     const float inv = 1.0f / static_cast<float>(opt_.batch);
     for (float& g : grad) g *= inv;
     return wide::logloss_sum(logits_.data(), batch_.label.data(), logits_.size()) / opt_.batch;
@@ -116,8 +124,8 @@ class WideTask : public Task {
 
 std::unique_ptr<Task> make_task(const TrainOptions& opt, int num_workers) {
   if (opt.model_kind == "mlp") return std::make_unique<MlpTask>(opt, num_workers);
-  SKEW_CHECK(opt.source == "synthetic_ctr", "model.kind = " << opt.model_kind << " trains on data.source = synthetic_ctr, not "
-                                                             << opt.source);
+  SKEW_CHECK(opt.source == "synthetic_ctr",
+             "model.kind = " << opt.model_kind << " trains on data.source = synthetic_ctr, not " << opt.source);
   return std::make_unique<WideTask>(opt, num_workers);
 }
 

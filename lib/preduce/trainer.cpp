@@ -51,14 +51,14 @@ namespace {
 // so a checkpoint is never taken while a group or an averaging is in flight.
 struct MpiRun {
   explicit MpiRun(const TrainOptions& options) : opt(options) {}
-  TrainOptions opt;  // a copy: preduce.group_size = 0 (auto) is resolved into it
+  TrainOptions opt;       // a copy: preduce.group_size = 0 (auto) is resolved into it
   double warmup_s = 0.0;  // auto group size: the warm-up window's time (its slowest worker's)
   bool controlled = false, dedicated = false;
   int n = 0, id = -1;
   std::unique_ptr<Task> task;
   std::unique_ptr<Worker> me;
   WorkerProgress progress;
-  comm::FormerState controller;  // world rank 0
+  comm::FormerState controller;             // world rank 0
   std::unique_ptr<comm::PartialReduce> pr;  // the last segment's (its worker group ends the run)
   std::shared_ptr<comm::ProcessGroup> workers;
   std::unique_ptr<JsonlWriter> metrics;
@@ -257,7 +257,7 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   world->allreduce(comm::view(&lowest, 1), comm::ReduceOp::Min);
   world->allreduce(comm::view(&highest, 1), comm::ReduceOp::Max);
   SKEW_CHECK(lowest == highest, opt.checkpoint_dir << ": the ranks see different newest complete checkpoints (steps "
-                                                  << lowest << " and " << highest << "; -1 = none)");
+                                                   << lowest << " and " << highest << "; -1 = none)");
   if (resumed >= 0) {
     std::string origin;
     const TensorFile shard = ckpt.read(resumed, origin);

@@ -34,8 +34,7 @@ double Worker::local_step() {
     case SyncMode::Eager:
       for (std::size_t i = 0; i < params_.size(); ++i) accum_[i] += grad_[i];
       break;
-    case SyncMode::Allreduce:
-      break;
+    case SyncMode::Allreduce: break;
   }
   return loss;
 }
@@ -54,7 +53,8 @@ double Curve::time_to(double target) const {
   return -1.0;
 }
 
-Curve mean_curve(double interval, const std::vector<std::vector<double>>& series, const std::vector<double>& final_accuracy) {
+Curve mean_curve(double interval, const std::vector<std::vector<double>>& series,
+                 const std::vector<double>& final_accuracy) {
   Curve c;
   c.interval = interval;
   std::size_t length = 0;
@@ -62,7 +62,8 @@ Curve mean_curve(double interval, const std::vector<std::vector<double>>& series
   c.mean_accuracy.assign(length, 0.0);
   for (std::size_t w = 0; w < series.size(); ++w)
     for (std::size_t k = 0; k < length; ++k)
-      c.mean_accuracy[k] += (k < series[w].size() ? series[w][k] : final_accuracy[w]) / static_cast<double>(series.size());
+      c.mean_accuracy[k] +=
+          (k < series[w].size() ? series[w][k] : final_accuracy[w]) / static_cast<double>(series.size());
   return c;
 }
 

@@ -58,6 +58,7 @@ struct Curve {
   double time_to(double target) const;
 };
 // `series[w]` may be shorter than the others: it is padded with `final_accuracy[w]`.
-Curve mean_curve(double interval, const std::vector<std::vector<double>>& series, const std::vector<double>& final_accuracy);
+Curve mean_curve(double interval, const std::vector<std::vector<double>>& series,
+                 const std::vector<double>& final_accuracy);
 
 }  // namespace skew::preduce

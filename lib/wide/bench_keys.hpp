@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/wide_model.hpp"
 #include "core/config.hpp"
+#include "kernels/wide_model.hpp"
 
 namespace skew::wide {
 

@@ -16,8 +16,8 @@
 #include <filesystem>
 #include <sstream>
 #include <thread>
-#include <utility>
 #include <type_traits>
+#include <utility>
 
 #include "core/checksum.hpp"
 #include "core/error.hpp"
@@ -202,7 +202,8 @@ void CacheFile::check_offsets(std::int64_t r0, const std::vector<std::int64_t>& 
   for (std::size_t i = 0; i < row_ptr.size(); ++i) {
     const std::int64_t r = r0 + std::int64_t(i), p = row_ptr[i];
     if (p < 0 || p > h_.nnz || (i > 0 && p < row_ptr[i - 1]) || (r == 0 && p != 0) || (r == h_.rows && p != h_.nnz))
-      corrupt(path_, say("row offset ", r, " is ", p, " (rows must start at 0, never go back, and end at ", h_.nnz, ")"));
+      corrupt(path_,
+              say("row offset ", r, " is ", p, " (rows must start at 0, never go back, and end at ", h_.nnz, ")"));
   }
 }
 

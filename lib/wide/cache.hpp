@@ -26,7 +26,8 @@ struct CacheHeader {
   std::uint32_t hash_bits;
 };
 // tests/fuzz/fuzz_skewbin.cpp and its seed corpus write headers by this layout.
-static_assert(sizeof(CacheHeader) == 88 && offsetof(CacheHeader, payload_crc) == 80 && offsetof(CacheHeader, hash_bits) == 84);
+static_assert(sizeof(CacheHeader) == 88 && offsetof(CacheHeader, payload_crc) == 80 &&
+              offsetof(CacheHeader, hash_bits) == 84);
 
 // The header fields that must match for a cache to stand for `source` as read now.
 CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_bad_lines, int hash_bits);

@@ -113,7 +113,8 @@ void WideCheckpoint::save(WideTrainer& trainer, const WideRunState& state) {
   const Optimizer& optimizer = trainer.optimizer();
   // AdaGrad's n is written with eps where no step has touched it yet (it holds 0 for that).
   const std::vector<float> n = optimizer.saved_n_state();
-  for (const auto& [name, values] : {std::pair{kOptimizerN, std::span<const float>(n)}, std::pair{kOptimizerZ, optimizer.z_state()}}) {
+  for (const auto& [name, values] :
+       {std::pair{kOptimizerN, std::span<const float>(n)}, std::pair{kOptimizerZ, optimizer.z_state()}}) {
     if (values.empty()) continue;
     Tensor t = Tensor::empty({std::int64_t(values.size())}, DType::F32);
     std::copy(values.begin(), values.end(), t.data<float>());

@@ -45,11 +45,11 @@ struct SparseDataset {
   std::vector<std::uint32_t> index;
   std::vector<std::uint16_t> field;  // one per nonzero (all zero for libsvm)
   std::vector<float> value;
-  std::vector<float> label;          // 0 or 1
-  std::int64_t num_features = 0;     // max index + 1 over the whole source (all ranks agree);
-                                     // 2^hash_bits when hashed
-  int num_fields = 1;                // max field + 1 over the whole source
-  std::int64_t first_row = 0;        // global row number of this slice's first row
+  std::vector<float> label;       // 0 or 1
+  std::int64_t num_features = 0;  // max index + 1 over the whole source (all ranks agree);
+                                  // 2^hash_bits when hashed
+  int num_fields = 1;             // max field + 1 over the whole source
+  std::int64_t first_row = 0;     // global row number of this slice's first row
 
   std::int64_t rows() const { return static_cast<std::int64_t>(label.size()); }
   std::int64_t nnz() const { return static_cast<std::int64_t>(index.size()); }
@@ -66,14 +66,14 @@ enum class TextFormat { Libsvm, Libffm };
 TextFormat format_for(const std::string& path, const std::string& option);
 
 struct ReadOptions {
-  std::string format = "auto";  // auto (by extension: .libffm/.ffm, else libsvm) | libsvm | libffm
-  bool skip_bad_lines = false;  // count and report malformed lines instead of failing
-  bool use_cache = true;        // read/write FILE.skewbin beside the text file
-  int threads = 1;              // parser threads
-  int hash_bits = 0;            // 0: ids are model rows; 1..kMaxHashBits: hashed into 2^bits rows
-  int rank = 0, world = 1;      // this rank's slice: rows [rank*N/world, (rank+1)*N/world)
-  std::int64_t line_offset = 0; // parse_text: lines of the file before this text (a streamed
-                                // chunk's place in it), so errors name the file's line
+  std::string format = "auto";   // auto (by extension: .libffm/.ffm, else libsvm) | libsvm | libffm
+  bool skip_bad_lines = false;   // count and report malformed lines instead of failing
+  bool use_cache = true;         // read/write FILE.skewbin beside the text file
+  int threads = 1;               // parser threads
+  int hash_bits = 0;             // 0: ids are model rows; 1..kMaxHashBits: hashed into 2^bits rows
+  int rank = 0, world = 1;       // this rank's slice: rows [rank*N/world, (rank+1)*N/world)
+  std::int64_t line_offset = 0;  // parse_text: lines of the file before this text (a streamed
+                                 // chunk's place in it), so errors name the file's line
 };
 
 struct ReadReport {

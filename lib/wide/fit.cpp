@@ -89,7 +89,7 @@ void train_epoch(EpochLoop& loop, WideRunState& st, const Timer& epoch_timer) {
                                    : loop.trainer.step(*b.data, b.begin, b.end, b.next_begin, b.next_end);
     // The loss is the group's (summed over ranks), so every rank stops here together.
     SKEW_CHECK(std::isfinite(r.loss), "epoch " << st.epoch << " step " << s + 1 << ": the training loss is " << r.loss
-                                                << ": the model diverged (try a smaller train.lr)");
+                                               << ": the model diverged (try a smaller train.lr)");
     st.epoch_loss_sum += r.loss * double(r.samples);
     st.epoch_samples += r.samples;
     st.total_nonzeros += r.nonzeros;
@@ -102,7 +102,8 @@ void train_epoch(EpochLoop& loop, WideRunState& st, const Timer& epoch_timer) {
       const double loss = st.window_loss / double(st.window_steps);
       SKEW_INFO("epoch " << st.epoch << " step " << s + 1 << "/" << loop.steps << " loss " << loss << " samples/s "
                          << std::llround(rate));
-      loop.metrics.write(Json{{"step", st.global_step}, {"epoch", st.epoch}, {"train_loss", loss}, {"samples_per_s", rate}});
+      loop.metrics.write(
+          Json{{"step", st.global_step}, {"epoch", st.epoch}, {"train_loss", loss}, {"samples_per_s", rate}});
       st.window_loss = 0;
       st.window_steps = 0;
     }
@@ -151,7 +152,8 @@ Json fit_run(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world, 
   const std::int64_t baseline_bytes = data.streamed ? settled_resident_bytes() : 0;
   const kernels::WideShape& shape = data.shape;
   const std::int64_t global_batch = c.get_int("train.batch_size");
-  SKEW_CHECK(global_batch >= ranks, "train.batch_size = " << global_batch << " is smaller than the " << ranks << " ranks");
+  SKEW_CHECK(global_batch >= ranks,
+             "train.batch_size = " << global_batch << " is smaller than the " << ranks << " ranks");
   const std::int64_t local_batch = global_batch / ranks;
   // Every rank takes as many steps as the rank with the fewest rows: the steps are collective.
   std::vector<std::int64_t> steps{(data.train_rows + local_batch - 1) / local_batch};
@@ -161,8 +163,9 @@ Json fit_run(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world, 
                                          << " ranks): nothing to train on");
   WideCheckpoint checkpoint(c, *world, run_identity(c, shape, steps[0]));  // refuses train.device = cuda
   Timer part;
-  WideModel initial = WideModel::create(shape, c.get_int_as<std::uint64_t>("model.seed"), float(c.get_float("model.init_std")),
-                                        threads, data.rows_read.empty() ? nullptr : &data.rows_read);
+  WideModel initial =
+      WideModel::create(shape, c.get_int_as<std::uint64_t>("model.seed"), float(c.get_float("model.init_std")), threads,
+                        data.rows_read.empty() ? nullptr : &data.rows_read);
   setup.model = part.seconds();
   part.reset();
   WideTrainer trainer(std::move(initial), train_options(c, threads), world);
@@ -230,18 +233,24 @@ Json fit_run(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world, 
     const std::int64_t rows = data.train.rows(), begin = std::min(rows, s * local_batch),
                        end = std::min(rows, begin + local_batch);
     if (data.overlapped) data.overlapped->wait_rows(end);
-    return Batch{&data.train, begin, end, end, s + 1 < steps[0] ? std::min(rows, end + local_batch) : end,
+    return Batch{&data.train,          begin, end, end, s + 1 < steps[0] ? std::min(rows, end + local_batch) : end,
                  data.overlapped.get()};
   };
   const auto streamed_batch = [&](std::int64_t s) {
     Batch b;
-    SKEW_CHECK(stream_batches->next(b.data, b.begin, b.end),
-               c.get_string("data.train") << " ended before step " << s + 1 << " of its epoch: it changed while training");
+    SKEW_CHECK(stream_batches->next(b.data, b.begin, b.end), c.get_string("data.train")
+                                                                 << " ended before step " << s + 1
+                                                                 << " of its epoch: it changed while training");
     b.next_begin = b.next_end = b.end;  // the next batch may be in a chunk not read yet
     return b;
   };
-  EpochLoop loop{trainer, data.stream ? std::function<Batch(std::int64_t)>(streamed_batch) : in_memory_batch,
-                 steps[0], local_batch, c.get_int("train.log_every"), metrics, checkpoint,
+  EpochLoop loop{trainer,
+                 data.stream ? std::function<Batch(std::int64_t)>(streamed_batch) : in_memory_batch,
+                 steps[0],
+                 local_batch,
+                 c.get_int("train.log_every"),
+                 metrics,
+                 checkpoint,
                  [&] { settle_overlapped_load(data); }};
   // A run resumed after its early stop stays stopped.
   const auto stopped_early = [&] { return patience > 0 && st.since_best >= patience; };
@@ -264,7 +273,9 @@ Json fit_run(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world, 
       st.train_seconds += epoch_seconds;
       st.total_samples += st.epoch_samples;
       st.epochs_run = st.epoch;
-      Json record{{"step", st.global_step}, {"epoch", st.epoch}, {"train_logloss", st.epoch_loss_sum / double(std::max<std::int64_t>(1, st.epoch_samples))}};
+      Json record{{"step", st.global_step},
+                  {"epoch", st.epoch},
+                  {"train_logloss", st.epoch_loss_sum / double(std::max<std::int64_t>(1, st.epoch_samples))}};
       if (!data.has_valid) {
         keep_best(st.epoch < epochs);
       } else {
@@ -272,14 +283,15 @@ Json fit_run(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world, 
         const Evaluation v = trainer.evaluate(data.valid);
         valid_seconds += valid_timer.seconds();
         // The last step's update can diverge after its own (finite) loss was taken.
-        SKEW_CHECK(std::isfinite(v.logloss) && !std::isnan(v.auc), "epoch " << st.epoch << ": the validation logloss is "
-                       << v.logloss << " and AUC " << v.auc << ": the model diverged (try a smaller train.lr)");
+        SKEW_CHECK(std::isfinite(v.logloss) && !std::isnan(v.auc),
+                   "epoch " << st.epoch << ": the validation logloss is " << v.logloss << " and AUC " << v.auc
+                            << ": the model diverged (try a smaller train.lr)");
         record["valid_logloss"] = v.logloss;
         record["valid_auc"] = v.auc;
         record["elapsed_s"] = total.seconds();  // since start, data loading included: time-to-AUC
         record["train_s"] = st.train_seconds;   // the epochs' training steps only: schema comparisons
-        SKEW_INFO("epoch " << st.epoch << " train logloss " << record["train_logloss"].get<double>() << " valid logloss "
-                           << v.logloss << " auc " << v.auc << " (" << epoch_seconds << " s)");
+        SKEW_INFO("epoch " << st.epoch << " train logloss " << record["train_logloss"].get<double>()
+                           << " valid logloss " << v.logloss << " auc " << v.auc << " (" << epoch_seconds << " s)");
         if (v.logloss < st.best_loss) {
           st.best_loss = v.logloss;
           st.best_auc = v.auc;
@@ -291,7 +303,8 @@ Json fit_run(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world, 
       }
       metrics.write(record);
       if (stopped_early())
-        SKEW_INFO("early stop: no better validation logloss for " << patience << " epoch(s); keeping epoch " << st.best_epoch);
+        SKEW_INFO("early stop: no better validation logloss for " << patience << " epoch(s); keeping epoch "
+                                                                  << st.best_epoch);
       // The next epoch starts afresh: checkpointed here, a resume begins it from its first step.
       ++st.epoch;
       st.step_in_epoch = st.epoch_samples = st.window_steps = 0;
@@ -303,29 +316,44 @@ Json fit_run(const Config& c, const std::shared_ptr<comm::ProcessGroup>& world, 
     throw;
   }
   write_unwritten_best();
-  Json summary{{"app", "wide_train"}, {"model", c.get_string("model.type")}, {"schema", c.get_string("train.schema")},
-               {"device", c.get_string("train.device")}, {"ranks", ranks}, {"threads", threads}, {"features", shape.num_features},
+  Json summary{{"app", "wide_train"},
+               {"model", c.get_string("model.type")},
+               {"schema", c.get_string("train.schema")},
+               {"device", c.get_string("train.device")},
+               {"ranks", ranks},
+               {"threads", threads},
+               {"features", shape.num_features},
                {"normalize", data.normalize},
-               {"epochs_run", st.epochs_run}, {"best_epoch", st.best_epoch},
-               {"valid_logloss", data.has_valid ? st.best_loss : 0.0}, {"valid_auc", st.best_auc},
+               {"epochs_run", st.epochs_run},
+               {"best_epoch", st.best_epoch},
+               {"valid_logloss", data.has_valid ? st.best_loss : 0.0},
+               {"valid_auc", st.best_auc},
                {"train_samples_per_s", double(st.total_samples) / std::max(1e-9, st.train_seconds)},
                {"train_nonzeros_per_s", double(st.total_nonzeros) / std::max(1e-9, st.train_seconds)},
-               {"train_rows_skipped", data.report.skipped_lines}, {"data_seconds", data.report.seconds},
-               {"data_load_overlapped", data.load_overlapped}, {"data_wait_seconds", data.load_wait_seconds},
-               {"seconds", total.seconds()}, {"model_path", model_path}, {"resumed", resumed},
-               {"streamed", data.stream != nullptr}, {"setup_seconds", setup.total},
-               {"setup_startup_seconds", setup.startup}, {"setup_data_seconds", setup.data},
-               {"setup_model_seconds", setup.model}, {"setup_trainer_seconds", setup.trainer},
-               {"valid_seconds", valid_seconds}, {"save_seconds", save_seconds}, {"model_writes", model_writes}};
+               {"train_rows_skipped", data.report.skipped_lines},
+               {"data_seconds", data.report.seconds},
+               {"data_load_overlapped", data.load_overlapped},
+               {"data_wait_seconds", data.load_wait_seconds},
+               {"seconds", total.seconds()},
+               {"model_path", model_path},
+               {"resumed", resumed},
+               {"streamed", data.stream != nullptr},
+               {"setup_seconds", setup.total},
+               {"setup_startup_seconds", setup.startup},
+               {"setup_data_seconds", setup.data},
+               {"setup_model_seconds", setup.model},
+               {"setup_trainer_seconds", setup.trainer},
+               {"valid_seconds", valid_seconds},
+               {"save_seconds", save_seconds},
+               {"model_writes", model_writes}};
   // The memory traffic of a training row if no touched row stays in the caches: with a measured
   // memory bandwidth, the rows/s bound beside train_samples_per_s (scripts/bench_wide_table.sh).
   if (st.total_samples > 0)
-    summary["bytes_per_row"] =
-        kernels::wide_row_traffic(shape, double(st.total_nonzeros) / double(st.total_samples),
-                                  model_shaped_arrays(trainer.options(), ranks))
-            .total();
+    summary["bytes_per_row"] = kernels::wide_row_traffic(shape, double(st.total_nonzeros) / double(st.total_samples),
+                                                         model_shaped_arrays(trainer.options(), ranks))
+                                   .total();
   summary["peak_rss_bytes"] = process_memory().peak;  // VmHWM: the process's most, data.max_memory_mb's measure
-  if (data.stream) {  // the ring's bound and what it held at most (lib/wide/stream.hpp)
+  if (data.stream) {                                  // the ring's bound and what it held at most (lib/wide/stream.hpp)
     summary["stream_held_bytes"] = data.stream_held_bytes;  // the rest of the run, as counted (RunMemory)
     summary["stream_ring_budget_bytes"] = data.stream->ring_budget();
     summary["stream_peak_ring_bytes"] = data.stream->peak_ring_bytes();

@@ -6,9 +6,9 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/timer.hpp"
+#include "kernels/wide_pool.hpp"
 #include "lib/wide/fit.hpp"
 #include "lib/wide/memory_budget.hpp"
-#include "kernels/wide_pool.hpp"
 
 namespace skew::wide {
 
@@ -216,7 +216,8 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads, bool ove
   if (d.has_valid) d.valid = load_dataset(c.get_string("data.valid"), ro);
   SKEW_INFO("data: " << d.train_rows << " training rows on rank 0 (" << d.report.lines << " lines"
                      << (d.report.from_cache ? ", from cache" : "") << ", " << d.report.skipped_lines << " skipped, "
-                     << (d.overlapped ? "loading" : std::to_string(d.report.seconds) + " s") << ")" << (d.has_valid ? ", validation " + std::to_string(d.valid.rows()) + " rows" : ""));
+                     << (d.overlapped ? "loading" : std::to_string(d.report.seconds) + " s") << ")"
+                     << (d.has_valid ? ", validation " + std::to_string(d.valid.rows()) + " rows" : ""));
 
   kernels::WideShape& shape = d.shape;
   shape.kind = kernels::wide_kind_from_name(c.get_string("model.type"));
@@ -230,8 +231,8 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads, bool ove
                  << data_features - 1 << " but model.features = " << shape.num_features);
   SKEW_CHECK(shape.num_features <= kMaxModelFeatures,
              (model_features > 0 ? "model.features = " + std::to_string(model_features)
-                                 : "the data's feature ids reach " + std::to_string(data_features - 1) + ", a model of " +
-                                       std::to_string(data_features) + " rows, which")
+                                 : "the data's feature ids reach " + std::to_string(data_features - 1) +
+                                       ", a model of " + std::to_string(data_features) + " rows, which")
                  << " is too large (at most " << kMaxModelFeatures
                  << " rows); set data.hash_bits to hash the ids into fewer rows");
   shape.num_fields = std::max(d.train.num_fields, d.valid.num_fields);
@@ -250,7 +251,8 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads, bool ove
   }
   std::int64_t occurring = -1;  // of the training rows' features over all ranks, when renumbering
   if (d.renumber) {
-    std::vector<std::int64_t> counts = d.streamed ? std::move(scan.counts) : feature_counts(d.train, shape.num_features);
+    std::vector<std::int64_t> counts =
+        d.streamed ? std::move(scan.counts) : feature_counts(d.train, shape.num_features);
     counts.resize(std::size_t(shape.num_features), 0);  // model.features may exceed the data's
     world.allreduce(comm::view(counts), comm::ReduceOp::Sum);
     const std::vector<std::uint32_t> by_count = occurring_by_frequency(counts);

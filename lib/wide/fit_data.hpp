@@ -17,20 +17,20 @@ namespace skew::wide {
 // The training and validation data, renumbered by frequency (counted over all ranks) when
 // train.renumber is set, and the model shape they call for.
 struct Data {
-  SparseDataset train, valid;  // train: empty but for num_features/num_fields when streamed
-  bool streamed = false;                // data.train streams (data.max_memory_mb)
-  std::unique_ptr<ChunkStream> stream;  // its ring: null between the first pass and training_stream
-  bool stream_cached = false;           // its epochs read its binary cache (checked or written)
-  std::int64_t max_row_nonzeros = 0;    // streamed: the most nonzeros of a training row
+  SparseDataset train, valid;                              // train: empty but for num_features/num_fields when streamed
+  bool streamed = false;                                   // data.train streams (data.max_memory_mb)
+  std::unique_ptr<ChunkStream> stream;                     // its ring: null between the first pass and training_stream
+  bool stream_cached = false;                              // its epochs read its binary cache (checked or written)
+  std::int64_t max_row_nonzeros = 0;                       // streamed: the most nonzeros of a training row
   std::int64_t stream_first_row = 0, stream_last_row = 0;  // streamed: this rank's rows of the file
-  std::int64_t stream_held_bytes = 0;   // streamed: what the run holds outside the ring (RunMemory)
-  std::int64_t train_rows = 0;         // this rank's
+  std::int64_t stream_held_bytes = 0;                      // streamed: what the run holds outside the ring (RunMemory)
+  std::int64_t train_rows = 0;                             // this rank's
   // data.train loading while training (data.load_overlap): its arrays are sized, its rows come in
   // once start_overlapped_load() has run; null once settled (settle_overlapped_load) or never.
   std::unique_ptr<OverlappedLoad> overlapped;
   bool load_overlapped = false;  // data.train loaded beside the first epoch (overlapped was set)
   double load_wait_seconds = 0;  // how long training waited for its rows (counted apart from it)
-  ReadOptions read;                    // data.* as read
+  ReadOptions read;              // data.* as read
   bool has_valid = false;
   ReadReport report;  // of the training data
   kernels::WideShape shape;

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/cuda_check.hpp"
 #include "kernels/cuda_memory.hpp"
 #include "kernels/wide_classical.hpp"
-#include "core/cuda_check.hpp"
 
 namespace skew::wide {
 
@@ -195,7 +195,8 @@ struct WideGpuTrainer::State {
     *host_count = static_cast<unsigned long long>(group_rows);
     SKEW_CUDA_CHECK(cudaMemcpyAsync(touched.list, host_list, std::size_t(group_rows) * sizeof(std::int64_t),
                                     cudaMemcpyHostToDevice, compute));
-    SKEW_CUDA_CHECK(cudaMemcpyAsync(touched.count, host_count, sizeof(unsigned long long), cudaMemcpyHostToDevice, compute));
+    SKEW_CUDA_CHECK(
+        cudaMemcpyAsync(touched.count, host_count, sizeof(unsigned long long), cudaMemcpyHostToDevice, compute));
     SKEW_CUDA_CHECK(cudaMemcpyAsync(packed, host_packed, std::size_t(group_rows) * row_len * sizeof(float),
                                     cudaMemcpyHostToDevice, compute));
     SKEW_CUDA_CHECK(cudaMemcpyAsync(grad, host_bias, sizeof(float), cudaMemcpyHostToDevice, compute));
@@ -253,9 +254,10 @@ WideGpuTrainer::~WideGpuTrainer() {
   for (void* p : {static_cast<void*>(s.host_logits), static_cast<void*>(s.host_count), static_cast<void*>(s.host_list),
                   static_cast<void*>(s.host_packed), static_cast<void*>(s.host_bias)})
     if (p) cudaFreeHost(p);
-  for (void* p : {static_cast<void*>(s.params), static_cast<void*>(s.grad), static_cast<void*>(s.n),
-                  static_cast<void*>(s.z), static_cast<void*>(s.logits), static_cast<void*>(s.touched.bits),
-                  static_cast<void*>(s.touched.list), static_cast<void*>(s.touched.count), static_cast<void*>(s.packed)})
+  for (void* p :
+       {static_cast<void*>(s.params), static_cast<void*>(s.grad), static_cast<void*>(s.n), static_cast<void*>(s.z),
+        static_cast<void*>(s.logits), static_cast<void*>(s.touched.bits), static_cast<void*>(s.touched.list),
+        static_cast<void*>(s.touched.count), static_cast<void*>(s.packed)})
     if (p) cudaFree(p);
   cudaEventDestroy(s.kernel_start);
   cudaEventDestroy(s.kernel_stop);
@@ -338,8 +340,8 @@ namespace skew::wide {
 struct WideGpuTrainer::State {};
 
 WideGpuTrainer::WideGpuTrainer(const kernels::WideShape&, bool, const kernels::WideFlowOptions&,
-                               const kernels::WideUpdateRule&, bool, std::span<const float>,
-                               const std::vector<float>&, const std::vector<float>&) {
+                               const kernels::WideUpdateRule&, bool, std::span<const float>, const std::vector<float>&,
+                               const std::vector<float>&) {
   SKEW_THROW("train.device = cuda: this build has no CUDA (configure with -DSKEW_CUDA=ON)");
 }
 WideGpuTrainer::~WideGpuTrainer() = default;

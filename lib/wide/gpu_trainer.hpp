@@ -13,7 +13,6 @@
 #include <functional>
 #include <memory>
 #include <span>
-#include <span>
 #include <vector>
 
 #include "kernels/wide_flow.hpp"
@@ -36,8 +35,8 @@ class WideGpuTrainer {
   // dense gradient (every parameter), its touched flags (one per feature) and its logits. It
   // makes gradient and flags the group's (sum over ranks, union of touched features) and returns
   // the number of samples the update divides by; both go back to the GPU for the update.
-  using GradientExchange =
-      std::function<std::int64_t(std::vector<float>& grad, std::vector<std::uint8_t>& touched, const std::vector<float>& logits)>;
+  using GradientExchange = std::function<std::int64_t(std::vector<float>& grad, std::vector<std::uint8_t>& touched,
+                                                      const std::vector<float>& logits)>;
 
   // One step on rows [begin, end): gradient, (exchange,) update with scale 1/samples (rows
   // without an exchange), logits back to the host. Rows [next_begin, next_end) (empty when

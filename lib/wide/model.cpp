@@ -1,8 +1,5 @@
 #include "lib/wide/model.hpp"
 
-#include "kernels/wide_flow.hpp"
-#include "kernels/wide_pool.hpp"
-
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -15,6 +12,8 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "core/safetensors.hpp"
+#include "kernels/wide_flow.hpp"
+#include "kernels/wide_pool.hpp"
 #include "lib/wide/cache.hpp"
 
 namespace skew::wide {
@@ -110,7 +109,8 @@ void WideModel::write_rows_of(const SparseDataset& data, int threads) {
     }
   }
   if (rows == 0) return;
-  write_latent_rows(*this, deferred.seed, deferred.init_std, threads, [&](std::int64_t f) { return write[std::size_t(f)] != 0; });
+  write_latent_rows(*this, deferred.seed, deferred.init_std, threads,
+                    [&](std::int64_t f) { return write[std::size_t(f)] != 0; });
   for (std::size_t f = 0; f < write.size(); ++f)
     if (write[f]) deferred.pending[f] = 0;
   deferred.count -= rows;
@@ -120,7 +120,8 @@ void WideModel::write_rows_of(const SparseDataset& data, int threads) {
 void WideModel::materialise(int threads) {
   if (deferred.count == 0) return;
   const std::vector<std::uint8_t>& pending = deferred.pending;
-  write_latent_rows(*this, deferred.seed, deferred.init_std, threads, [&](std::int64_t f) { return pending[std::size_t(f)] != 0; });
+  write_latent_rows(*this, deferred.seed, deferred.init_std, threads,
+                    [&](std::int64_t f) { return pending[std::size_t(f)] != 0; });
   deferred = DeferredRows{};
 }
 
@@ -155,7 +156,8 @@ WideModel WideModel::load(const std::string& path) {
   m.shape.num_fields = std::stoi(meta("fields"));
   m.shape.k = std::stoi(meta("k"));
   if (const auto it = file.metadata.find("normalize"); it != file.metadata.end()) {
-    SKEW_CHECK(it->second == "on" || it->second == "off", path << ": metadata normalize is '" << it->second << "', expected on or off");
+    SKEW_CHECK(it->second == "on" || it->second == "off",
+               path << ": metadata normalize is '" << it->second << "', expected on or off");
     m.normalized = it->second == "on";
   }
   if (const auto it = file.metadata.find("hash_bits"); it != file.metadata.end()) {
@@ -236,8 +238,9 @@ FeatureOrder FeatureOrder::from_occurring(const std::vector<std::uint32_t>& occu
   const ListedIds listed = listed_ids(occurring, n);
   if (listed.first_bad < occurring.size()) {
     const std::uint32_t f = occurring[listed.first_bad];
-    SKEW_THROW("feature order: id " << f << " at place " << listed.first_bad << " is "
-                                    << (f < n ? "listed twice" : "beyond the " + std::to_string(num_features) + " features"));
+    SKEW_THROW(
+        "feature order: id " << f << " at place " << listed.first_bad << " is "
+                             << (f < n ? "listed twice" : "beyond the " + std::to_string(num_features) + " features"));
   }
   // One sweep numbers the ids that do not occur, in id order after those that do (which it
   // numbers too, to be overwritten: no branch), then the ids that occur get their places. The
@@ -271,7 +274,8 @@ std::uint32_t FeatureOrder::apply(SparseDataset& data, int threads) const {
   // 1.9M), so a core waits on memory: a whole load's 7.8M nonzeros took 14 ms, a fifth of set-up.
   constexpr std::size_t kMinNonzerosPerThread = std::size_t(1) << 20;
   const std::size_t n = data.index.size(), none = std::numeric_limits<std::size_t>::max();
-  const std::size_t parts = std::clamp<std::size_t>(std::size_t(std::max(threads, 1)), 1, n / kMinNonzerosPerThread + 1);
+  const std::size_t parts =
+      std::clamp<std::size_t>(std::size_t(std::max(threads, 1)), 1, n / kMinNonzerosPerThread + 1);
   std::vector<std::uint32_t> ends(parts, 0);
   std::vector<std::size_t> beyond(parts, none);  // each part's first id beyond the table, reported after all ran
   // Checked, then renumbered, a block at a time (the block stays in the core's cache between).
@@ -306,7 +310,8 @@ WideParams FeatureOrder::to_original(const kernels::WideShape& shape, const Wide
   const std::size_t row_len = std::size_t(shape.row_len());
   out[0] = params[0];
   for (std::size_t old = 0; old < new_of_old.size(); ++old)
-    std::copy_n(params.begin() + 1 + std::ptrdiff_t(new_of_old[old] * row_len), row_len, out.begin() + 1 + std::ptrdiff_t(old * row_len));
+    std::copy_n(params.begin() + 1 + std::ptrdiff_t(new_of_old[old] * row_len), row_len,
+                out.begin() + 1 + std::ptrdiff_t(old * row_len));
   return out;
 }
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "kernels/wide_model.hpp"
 #include "core/zero_pages.hpp"
+#include "kernels/wide_model.hpp"
 #include "lib/wide/dataset.hpp"
 
 namespace skew::wide {
@@ -21,7 +21,9 @@ namespace skew::wide {
 // instead of 0.44 GB, set-up 1.3-3.2 s instead of 0.41 s, no faster epochs).
 using WideParams = ZeroPageVector<float, /*HugePages=*/false>;
 // A copy in an ordinary vector (for code that keeps parameters as std::vector<float>).
-inline std::vector<float> copy_to_vector(const WideParams& params) { return {params.begin(), params.end()}; }
+inline std::vector<float> copy_to_vector(const WideParams& params) {
+  return {params.begin(), params.end()};
+}
 
 // The latent rows a model's creation left for later (WideModel::create with `rows_read`): zero
 // until written with the values create() gives them. Empty `pending`: none.
@@ -49,8 +51,8 @@ struct WideModel {
   // flag per feature row: the rows the run's data touches), only those latent rows are written
   // now and the rest are deferred: each value is a pure function of (seed, feature, index), so
   // writing a row later gives what writing it now would have (write_rows_of, materialise).
-  static WideModel create(const kernels::WideShape& shape, std::uint64_t seed, float init_std = 0.01f,
-                          int threads = 1, const std::vector<std::uint8_t>* rows_read = nullptr);
+  static WideModel create(const kernels::WideShape& shape, std::uint64_t seed, float init_std = 0.01f, int threads = 1,
+                          const std::vector<std::uint8_t>* rows_read = nullptr);
   // Writes the deferred rows among those `data` reads, with `threads` threads: after it,
   // scoring or training on `data` reads the values an eagerly created model holds.
   void write_rows_of(const SparseDataset& data, int threads);

@@ -41,8 +41,9 @@ std::vector<float> Optimizer::saved_n_state() const {
 }
 
 void Optimizer::set_state(std::vector<float> n, std::vector<float> z) {
-  SKEW_CHECK(n.size() == n_.size() && z.size() == z_.size(), "optimizer state of " << n.size() << " + " << z.size()
-                 << " values given, this optimizer holds " << n_.size() << " + " << z_.size());
+  SKEW_CHECK(n.size() == n_.size() && z.size() == z_.size(),
+             "optimizer state of " << n.size() << " + " << z.size() << " values given, this optimizer holds "
+                                   << n_.size() << " + " << z_.size());
   n_.assign(n.begin(), n.end());
   z_.assign(z.begin(), z.end());
 }

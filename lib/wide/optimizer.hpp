@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "core/zero_pages.hpp"
 #include "kernels/wide_flow.hpp"
 #include "kernels/wide_model.hpp"
 #include "kernels/wide_pool.hpp"
 #include "kernels/wide_update.hpp"
-#include "core/zero_pages.hpp"
 
 namespace skew::wide {
 
@@ -44,9 +44,7 @@ class Optimizer {
   std::span<const float> z_state() const { return z_; }
   std::vector<float> saved_n_state() const;
   // The same state as writable arrays, for a kernel that updates the model itself (Hogwild).
-  kernels::WideOptimizerState state() {
-    return {n_.empty() ? nullptr : n_.data(), z_.empty() ? nullptr : z_.data()};
-  }
+  kernels::WideOptimizerState state() { return {n_.empty() ? nullptr : n_.data(), z_.empty() ? nullptr : z_.data()}; }
   // Replaces the state (a resumed run's): each vector as long as the one it replaces.
   void set_state(std::vector<float> n, std::vector<float> z);
 

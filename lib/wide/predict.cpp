@@ -17,13 +17,15 @@ void predict(const Config& c, const comm::ProcessGroup& world) {
   // The data is hashed as the model's training data was; a different data.hash_bits is a mistake.
   ReadOptions ro = read_options(c, world, c.get_int_as<int>("train.threads"));
   SKEW_CHECK(ro.hash_bits == 0 || ro.hash_bits == model.hash_bits,
-             "data.hash_bits = " << ro.hash_bits << " but " << model_path << " was trained with data.hash_bits = "
-                                 << model.hash_bits << " (--predict hashes as the model records; leave data.hash_bits at 0)");
+             "data.hash_bits = " << ro.hash_bits << " but " << model_path
+                                 << " was trained with data.hash_bits = " << model.hash_bits
+                                 << " (--predict hashes as the model records; leave data.hash_bits at 0)");
   ro.hash_bits = model.hash_bits;
   SparseDataset data = load_dataset(data_path, ro);
   if (model.normalized) normalize_instances(data);  // as the model's training data was
   for (auto i : data.index)
-    SKEW_CHECK(i < model.shape.num_features, data_path << ": feature " << i << " is beyond the model's " << model.shape.num_features);
+    SKEW_CHECK(i < model.shape.num_features,
+               data_path << ": feature " << i << " is beyond the model's " << model.shape.num_features);
   TrainOptions o;
   o.schema = TrainSchema::Classical;
   WideTrainer t(std::move(model), o);
@@ -31,8 +33,10 @@ void predict(const Config& c, const comm::ProcessGroup& world) {
   std::string text;
   for (float v : p) text += std::to_string(v) + "\n";
   const std::string out = c.get_string("predict.output");
-  if (out == "-") write_stdout(text, "the predictions");
-  else write_file_atomic(out, text);
+  if (out == "-")
+    write_stdout(text, "the predictions");
+  else
+    write_file_atomic(out, text);
 }
 
 void export_data(const Config& c, const std::string& path) {

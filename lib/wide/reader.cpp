@@ -13,8 +13,8 @@
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "lib/wide/cache.hpp"
-#include "lib/wide/model.hpp"
 #include "lib/wide/dataset.hpp"
+#include "lib/wide/model.hpp"
 
 namespace skew::wide {
 
@@ -88,7 +88,9 @@ struct ChunkResult {
   LineError first_error;
 };
 
-bool is_space(char c) { return c == ' ' || c == '\t'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t';
+}
 
 template <typename T>
 bool parse_number(const char*& p, const char* end, T& out) {
@@ -235,7 +237,9 @@ SparseDataset parse_text(std::string_view text, const std::string& origin, TextF
   std::vector<ChunkResult> parts(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t)
-    pool.emplace_back([&, t] { parse_chunk(cuts[std::size_t(t)], cuts[std::size_t(t) + 1], format, options, parts[std::size_t(t)]); });
+    pool.emplace_back([&, t] {
+      parse_chunk(cuts[std::size_t(t)], cuts[std::size_t(t) + 1], format, options, parts[std::size_t(t)]);
+    });
   parse_chunk(cuts[0], cuts[1], format, options, parts[0]);
   for (auto& th : pool) th.join();
 
@@ -336,11 +340,12 @@ SparseDataset load_dataset(const std::string& spec, const ReadOptions& o, ReadRe
         report.frequency_order = occurring_by_frequency(feature_counts(all, all.num_features));
         write_cache(cache, h, all, report.frequency_order);
       }
-      d = o.world == 1 ? std::move(all) : slice_rows(all, all.rows() * o.rank / o.world, all.rows() * (o.rank + 1) / o.world);
+      d = o.world == 1 ? std::move(all)
+                       : slice_rows(all, all.rows() * o.rank / o.world, all.rows() * (o.rank + 1) / o.world);
     }
     // No rows at all is a wrong file, not a slice too small for the ranks: name it here.
-    SKEW_CHECK(report.total_rows > 0, spec << " holds no rows (" << report.lines << " lines, "
-                                           << report.skipped_lines << " of them malformed and skipped; the rest "
+    SKEW_CHECK(report.total_rows > 0, spec << " holds no rows (" << report.lines << " lines, " << report.skipped_lines
+                                           << " of them malformed and skipped; the rest "
                                            << "empty or comments): nothing to read");
     if (report.skipped_lines > 0)
       SKEW_WARN(spec << ": skipped " << report.skipped_lines << " malformed line(s) of " << report.lines

@@ -1,6 +1,6 @@
 // wide_train's schema (lib/wide/fit.hpp): every key, its default, range and help.
-#include "lib/wide/fit.hpp"
 #include "lib/wide/dataset.hpp"
+#include "lib/wide/fit.hpp"
 
 namespace skew::wide {
 
@@ -51,7 +51,8 @@ Schema wide_train_schema() {
                "(several ranks and cuda always use the batch gradient)");
   s.add_choice("train.device", "cpu", {"cpu", "cuda"},
                "where to train: cpu (train.threads per rank) or cuda (one GPU per rank; validation on the CPU)");
-  s.add_bool("train.overlap", true, "cuda: copy the next mini-batch to the GPU on a second stream while this one computes");
+  s.add_bool("train.overlap", true,
+             "cuda: copy the next mini-batch to the GPU on a second stream while this one computes");
   s.add_choice("train.optimizer", "adagrad", {"sgd", "adagrad", "ftrl"}, "optimizer");
   s.add_float("train.lr", 0.0, FloatRange::at_least(0),
               "learning rate (FTRL: alpha); 0 = the model's default: 0.05 for LR, 0.1 for FM, 0.5 for FFM (AdaGrad, "
@@ -62,18 +63,23 @@ Schema wide_train_schema() {
   s.add_int("train.epochs", 5, {1, kMaxInt32}, "maximum number of epochs");
   s.add_int("train.batch_size", 1024, IntRange::at_least(1), "global mini-batch size (split evenly over ranks)");
   s.add_int("train.threads", 1, {1, 1024}, "worker threads per rank");
-  s.add_int("train.patience", 2, {0, kMaxInt32}, "stop after this many epochs without a better validation logloss (0 = never)");
+  s.add_int("train.patience", 2, {0, kMaxInt32},
+            "stop after this many epochs without a better validation logloss (0 = never)");
   s.add_choice("train.sync", "allreduce", {"allreduce"}, "multi-rank synchronisation of the gradient");
   s.add_bool("train.renumber", true,
              "renumber features by frequency (flow: hot features get small ids); a loaded data.train's binary "
              "cache holds the order (no counting at start-up), else the features are counted over the ranks");
   s.add_int("train.tile_samples", 256, {1, 1 << 20}, "flow: samples per tile");
-  s.add_int("train.hot_features", 4096, {0, 1 << 30}, "flow: number of hottest features with cached, replicated accumulators");
+  s.add_int("train.hot_features", 4096, {0, 1 << 30},
+            "flow: number of hottest features with cached, replicated accumulators");
   s.add_int("train.replica_budget_mb", 16, {0, 1 << 20},  // 1 TiB: MiB << 20 stays far inside int64
-            "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot in a batch with at least features / 8 entries (0 = never)");
+            "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot in a batch "
+            "with at least features / 8 entries (0 = never)");
   s.add_int("train.log_every", 20, IntRange::at_least(1), "progress line and metrics record every N steps");
   s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
-  s.add_string("output.model", "", "where the best epoch's model is saved: once, when training ends (stops early, or fails); with output.checkpoint_dir at each epoch that improves it (default OUTPUT_DIR/model.safetensors)");
+  s.add_string("output.model", "",
+               "where the best epoch's model is saved: once, when training ends (stops early, or fails); with "
+               "output.checkpoint_dir at each epoch that improves it (default OUTPUT_DIR/model.safetensors)");
   // The names and meanings of moe_train's checkpoint keys (lib/moe/schema.cpp).
   s.add_string("output.checkpoint_dir", "",
                "checkpoint directory (empty = none): model, optimizer state and the run's position, at every epoch end "

@@ -29,10 +29,10 @@
 namespace skew::wide {
 
 struct StreamChunk {
-  SparseDataset data;            // the chunk's rows (data.first_row: the first one's row in the file)
-  std::int64_t end_offset = 0;   // bytes of the file read through this chunk
+  SparseDataset data;           // the chunk's rows (data.first_row: the first one's row in the file)
+  std::int64_t end_offset = 0;  // bytes of the file read through this chunk
   std::int64_t lines = 0, skipped_lines = 0;
-  std::string first_bad_line;    // "FILE:LINE:COL: why" with data.skip_bad_lines
+  std::string first_bad_line;  // "FILE:LINE:COL: why" with data.skip_bad_lines
 };
 
 // The ring and its reader thread; a subclass says how a pass starts and fills a chunk.

@@ -15,9 +15,9 @@ namespace skew::wide {
 namespace {
 
 // Criteo Kaggle's 26 categorical cardinalities (reference/cuwide.md).
-constexpr std::int64_t kCriteoCardinality[26] = {1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3,
-                                                 93145, 5683, 8351593, 3194, 27, 14992, 5461306, 10, 5652,
-                                                 2173, 4, 7046547, 18, 15, 286181, 105, 142572};
+constexpr std::int64_t kCriteoCardinality[26] = {1460,  583,  10131227, 2202608, 305, 24,     12517,   633,   3,
+                                                 93145, 5683, 8351593,  3194,    27,  14992,  5461306, 10,    5652,
+                                                 2173,  4,    7046547,  18,      15,  286181, 105,     142572};
 constexpr int kNumeric = 13, kCategorical = 26, kFields = kNumeric + kCategorical;
 
 struct FieldLayout {
@@ -32,8 +32,10 @@ FieldLayout layout_for(std::int64_t features) {
   const double total = std::accumulate(std::begin(kCriteoCardinality), std::end(kCriteoCardinality), 0.0);
   std::int64_t used = 0, largest = 0;
   for (int f = 0; f < kFields; ++f) {
-    L.size[f] = f < kNumeric ? buckets
-                             : std::max<std::int64_t>(2, std::llround(double(kCriteoCardinality[f - kNumeric]) * double(categorical) / total));
+    L.size[f] = f < kNumeric
+                    ? buckets
+                    : std::max<std::int64_t>(
+                          2, std::llround(double(kCriteoCardinality[f - kNumeric]) * double(categorical) / total));
     used += L.size[f];
     if (L.size[f] > L.size[largest]) largest = f;
   }
@@ -81,7 +83,9 @@ double parse_double(const std::string& key, const std::string& text, const std::
 
 SyntheticSpec parse_synthetic_spec(const std::string& spec) {
   const std::string prefix = "synthetic:criteo";
-  SKEW_CHECK(spec.rfind(prefix, 0) == 0, "unknown synthetic data set '" << spec << "' (expected synthetic:criteo?rows=N&features=F&alpha=A&seed=S)");
+  SKEW_CHECK(spec.rfind(prefix, 0) == 0, "unknown synthetic data set '"
+                                             << spec
+                                             << "' (expected synthetic:criteo?rows=N&features=F&alpha=A&seed=S)");
   SyntheticSpec s;
   std::string rest = spec.substr(prefix.size());
   if (rest.empty()) return s;
@@ -93,13 +97,20 @@ SyntheticSpec parse_synthetic_spec(const std::string& spec) {
     SKEW_CHECK(eq != std::string::npos, "expected key=value, got '" << item << "' in " << spec);
     const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
     const double v = parse_double(key, val, spec);
-    if (key == "rows") s.rows = std::int64_t(v);
-    else if (key == "features") s.features = std::int64_t(v);
-    else if (key == "alpha") s.alpha = v;
-    else if (key == "seed") s.seed = std::uint64_t(v);
-    else if (key == "first_row") s.first_row = std::int64_t(v);
-    else if (key == "k") s.k = int(v);
-    else SKEW_THROW("unknown key '" << key << "' in " << spec << " (known: rows, features, alpha, seed, first_row, k)");
+    if (key == "rows")
+      s.rows = std::int64_t(v);
+    else if (key == "features")
+      s.features = std::int64_t(v);
+    else if (key == "alpha")
+      s.alpha = v;
+    else if (key == "seed")
+      s.seed = std::uint64_t(v);
+    else if (key == "first_row")
+      s.first_row = std::int64_t(v);
+    else if (key == "k")
+      s.k = int(v);
+    else
+      SKEW_THROW("unknown key '" << key << "' in " << spec << " (known: rows, features, alpha, seed, first_row, k)");
   }
   SKEW_CHECK(s.rows >= 0 && s.alpha > 0 && s.k >= 1 && s.k <= 64, "bad synthetic spec " << spec);
   return s;
@@ -109,7 +120,8 @@ SparseDataset generate_synthetic(const SyntheticSpec& s, std::int64_t begin, std
   const FieldLayout L = layout_for(s.features);
   const std::uint64_t model_key = s.seed * 0x9E3779B97F4A7C15ull + 0x5EEDull;
   const float w_scale = 0.35f, v_scale = 0.9f / std::sqrt(std::sqrt(float(kFields * kFields / 2) * float(s.k)));
-  const int threads = std::clamp<int>(int((end - begin) / 20000), 1, int(std::max(1u, std::thread::hardware_concurrency())));
+  const int threads =
+      std::clamp<int>(int((end - begin) / 20000), 1, int(std::max(1u, std::thread::hardware_concurrency())));
   std::vector<SparseDataset> parts(static_cast<std::size_t>(threads));
   const auto work = [&](int t) {
     SparseDataset& d = parts[std::size_t(t)];

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/wide_classical.hpp"
 #include "core/error.hpp"
 #include "core/tensor.hpp"
+#include "kernels/wide_classical.hpp"
 
 namespace skew::wide {
 
@@ -28,8 +28,8 @@ TrainDevice device_from_name(const std::string& name) {
 }
 
 bool runs_hogwild(const TrainOptions& o, int ranks) {
-  return o.schema == TrainSchema::Classical && o.classical_sync == ClassicalSync::Hogwild && o.device == TrainDevice::Cpu &&
-         ranks == 1;
+  return o.schema == TrainSchema::Classical && o.classical_sync == ClassicalSync::Hogwild &&
+         o.device == TrainDevice::Cpu && ranks == 1;
 }
 
 int model_shaped_arrays(const TrainOptions& o, int ranks) {
@@ -49,9 +49,9 @@ WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shar
     SKEW_CHECK(cuda_built(), "train.device = cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON)");
     SKEW_CHECK(cuda_device_count() > 0, "train.device = cuda, but no CUDA device is visible; use train.device = cpu");
     const std::span<const float> n = optimizer_->n_state(), z = optimizer_->z_state();
-    gpu_ = std::make_unique<WideGpuTrainer>(model_.shape, options.schema == TrainSchema::Flow, options.flow,
-                                            optimizer_->rule(), options.overlap, model_.params,
-                                            std::vector<float>(n.begin(), n.end()), std::vector<float>(z.begin(), z.end()));
+    gpu_ = std::make_unique<WideGpuTrainer>(
+        model_.shape, options.schema == TrainSchema::Flow, options.flow, optimizer_->rule(), options.overlap,
+        model_.params, std::vector<float>(n.begin(), n.end()), std::vector<float>(z.begin(), z.end()));
   } else if (options.schema == TrainSchema::Flow) {
     flow_ = std::make_unique<kernels::WideFlow>(model_.shape, options.flow, pool_->threads());
   }
@@ -110,8 +110,7 @@ std::vector<std::uint32_t> union_of_rows(comm::ProcessGroup& group, const std::v
 // Sums the dense gradient `grad` over the group. Only rows some rank touched (touched_, sorted)
 // travel: the union of the ranks' feature lists is gathered, those rows packed and all-reduced
 // with the loss totals; touched_ becomes the union.
-void WideTrainer::synchronise(float* grad, double& loss_sum, std::int64_t& samples,
-                              std::int64_t& nonzeros) {
+void WideTrainer::synchronise(float* grad, double& loss_sum, std::int64_t& samples, std::int64_t& nonzeros) {
   if (!distributed()) return;
   comm::ProcessGroup& g = *group_;
   const std::vector<std::uint32_t> all = union_of_rows(g, touched_, model_.shape.num_features);
@@ -122,8 +121,7 @@ void WideTrainer::synchronise(float* grad, double& loss_sum, std::int64_t& sampl
   packed[2] = double(samples);
   packed[3] = double(nonzeros);
   for (std::size_t r = 0; r < all.size(); ++r)
-    std::copy_n(grad + 1 + std::size_t(all[r]) * row_len, row_len,
-                packed.begin() + std::ptrdiff_t(4 + r * row_len));
+    std::copy_n(grad + 1 + std::size_t(all[r]) * row_len, row_len, packed.begin() + std::ptrdiff_t(4 + r * row_len));
   g.allreduce(comm::view(packed), comm::ReduceOp::Sum);
   grad[0] = float(packed[0]);
   loss_sum = packed[1];
@@ -176,7 +174,9 @@ void WideTrainer::ready_to_read(const SparseDataset& data) {
   model_.write_rows_of(data, pool_->threads());
 }
 
-bool WideTrainer::hogwild() const { return runs_hogwild(options_, distributed() ? group_->size() : 1); }
+bool WideTrainer::hogwild() const {
+  return runs_hogwild(options_, distributed() ? group_->size() : 1);
+}
 
 // The loss is progressive: each sample's logit before its own update, after the updates of the
 // samples before it (the loss libFM and LIBFFM report while training).

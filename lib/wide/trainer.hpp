@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "kernels/wide_flow.hpp"
-#include "kernels/wide_pool.hpp"
 #include "core/timer.hpp"
 #include "core/zero_pages.hpp"
+#include "kernels/wide_flow.hpp"
+#include "kernels/wide_pool.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/gpu_trainer.hpp"
 #include "lib/wide/model.hpp"

@@ -1,10 +1,11 @@
 // wide_train end to end: a tiny run under mpirun -np 2 learns the synthetic signal (validation
 // AUC clearly above 0.5), saves a model, and --predict reproduces the in-process predictions;
 // bad keys and a diverging model stop the run with an error naming the key or the step.
-#include <catch2/catch.hpp>
-#include <filesystem>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -25,12 +26,13 @@ const std::string kValid = "synthetic:criteo?rows=2000&features=20000&alpha=1.1&
 
 TEST_CASE("wide_train learns, saves, and --predict round-trips") {
   for (const char* schema : {"classical", "flow"}) {
-    const auto dir = std::filesystem::temp_directory_path() / (std::string("skew_wide_app_") + std::to_string(getpid()) + "_" + schema);
+    const auto dir = std::filesystem::temp_directory_path() /
+                     (std::string("skew_wide_app_") + std::to_string(getpid()) + "_" + schema);
     std::filesystem::remove_all(dir);
     const std::string cmd = std::string(SKEW_MPIEXEC) + " --oversubscribe -np 2 " + SKEW_WIDE_TRAIN + " --config " +
-                            SKEW_SOURCE_DIR + "/configs/wide.ini --data.train='" + kTrain + "' --data.valid='" + kValid +
-                            "' --train.epochs=3 --train.schema=" + schema + " --output.dir=" + dir.string() + " > " +
-                            (dir.string() + ".log") + " 2>&1";
+                            SKEW_SOURCE_DIR + "/configs/wide.ini --data.train='" + kTrain + "' --data.valid='" +
+                            kValid + "' --train.epochs=3 --train.schema=" + schema + " --output.dir=" + dir.string() +
+                            " > " + (dir.string() + ".log") + " 2>&1";
     REQUIRE(run(cmd) == 0);
     const auto summary = nlohmann::json::parse(skew::read_file((dir / "summary.json").string()));
     INFO(schema << " summary: " << summary.dump());
@@ -40,7 +42,8 @@ TEST_CASE("wide_train learns, saves, and --predict round-trips") {
     // Set-up's parts come one after another before the first step, which fit() (summary
     // "seconds") reaches after the process's start.
     double parts = 0;
-    for (const char* part : {"setup_startup_seconds", "setup_data_seconds", "setup_model_seconds", "setup_trainer_seconds"}) {
+    for (const char* part :
+         {"setup_startup_seconds", "setup_data_seconds", "setup_model_seconds", "setup_trainer_seconds"}) {
       INFO(part);
       CHECK(summary[part].get<double>() >= 0);
       parts += summary[part].get<double>();
@@ -77,8 +80,8 @@ TEST_CASE("wide_train learns, saves, and --predict round-trips") {
 TEST_CASE("wide_train --train.device=cuda without a GPU exits with an error naming the key") {
   if (skew::cuda_device_count() > 0) return;  // on a GPU machine the CUDA tests run the path
   const auto log = std::filesystem::temp_directory_path() / ("skew_wide_app_cuda_" + std::to_string(getpid()) + ".log");
-  const int rc = run(std::string(SKEW_WIDE_TRAIN) + " --data.train='" + kTrain + "' --data.valid= --train.device=cuda > " +
-                     log.string() + " 2>&1");
+  const int rc = run(std::string(SKEW_WIDE_TRAIN) + " --data.train='" + kTrain +
+                     "' --data.valid= --train.device=cuda > " + log.string() + " 2>&1");
   CHECK(rc != 0);
   const std::string text = skew::read_file(log.string());
   INFO(text);
@@ -93,9 +96,11 @@ TEST_CASE("wide_train killed mid-run with checkpoints on leaves its best model s
   const auto model = dir / "model.safetensors", pid_file = dir / "pid";
   // Far more epochs than the test waits for, and no early stop: the run is killed, never done.
   // With checkpoints the model is written at every improving epoch (without, once at the end).
-  REQUIRE(run("sh -c '" + std::string(SKEW_WIDE_TRAIN) + " --config " + SKEW_SOURCE_DIR + "/configs/wide.ini --data.train=\"" +
-              kTrain + "\" --data.valid=\"" + kValid + "\" --train.epochs=100000 --train.patience=0 --output.dir=" +
-              dir.string() + " --output.checkpoint_dir=" + (dir / "checkpoints").string() + " > " + dir.string() + ".log 2>&1 & echo $! > " + pid_file.string() + "'") == 0);
+  REQUIRE(run("sh -c '" + std::string(SKEW_WIDE_TRAIN) + " --config " + SKEW_SOURCE_DIR +
+              "/configs/wide.ini --data.train=\"" + kTrain + "\" --data.valid=\"" + kValid +
+              "\" --train.epochs=100000 --train.patience=0 --output.dir=" + dir.string() +
+              " --output.checkpoint_dir=" + (dir / "checkpoints").string() + " > " + dir.string() +
+              ".log 2>&1 & echo $! > " + pid_file.string() + "'") == 0);
   for (int waited_ms = 0; !std::filesystem::exists(model) && waited_ms < 120000; waited_ms += 20) usleep(20000);
   const std::string pid = skew::read_file(pid_file.string());
   run("kill -9 " + pid);
@@ -115,9 +120,10 @@ TEST_CASE("wide_train killed mid-run with checkpoints on leaves its best model s
 TEST_CASE("wide_train rejects out-of-range keys at start-up, naming them") {
   // train.epochs = 2^32 + 1 once ran one epoch through an int cast; threads = 0 was accepted.
   for (const char* bad : {"train.hot_features=-1", "train.tile_samples=0", "train.replica_budget_mb=-2",
-                          "train.epochs=4294967297", "train.threads=0", "model.k=0", "train.log_every=0",
-                          "train.lr=-1", "train.batch_size=0", "model.features=-1", "train.patience=-1"}) {
-    const auto log = std::filesystem::temp_directory_path() / ("skew_wide_app_bad_" + std::to_string(getpid()) + ".log");
+                          "train.epochs=4294967297", "train.threads=0", "model.k=0", "train.log_every=0", "train.lr=-1",
+                          "train.batch_size=0", "model.features=-1", "train.patience=-1"}) {
+    const auto log =
+        std::filesystem::temp_directory_path() / ("skew_wide_app_bad_" + std::to_string(getpid()) + ".log");
     const int rc = run(std::string(SKEW_WIDE_TRAIN) + " --data.train='" + kTrain + "' --data.valid= --" + bad + " > " +
                        log.string() + " 2>&1");
     const std::string text = skew::read_file(log.string()), setting(bad);
@@ -136,8 +142,8 @@ TEST_CASE("wide_train whose model diverges stops with an error naming the epoch 
     for (const char* model : {"lr", "ffm"}) {
       const auto log = std::filesystem::temp_directory_path() /
                        ("skew_wide_app_diverge_" + std::to_string(getpid()) + "_" + model + ".log");
-      const int rc = run("timeout 120 " + std::string(SKEW_MPIEXEC) + " --oversubscribe -np " + std::to_string(ranks) + " " +
-                         SKEW_WIDE_TRAIN + " --data.train='" + kTrain + "' --data.valid='" + kValid +
+      const int rc = run("timeout 120 " + std::string(SKEW_MPIEXEC) + " --oversubscribe -np " + std::to_string(ranks) +
+                         " " + SKEW_WIDE_TRAIN + " --data.train='" + kTrain + "' --data.valid='" + kValid +
                          "' --train.lr=1e30 --train.optimizer=sgd --train.epochs=2 --model.type=" + model + " > " +
                          log.string() + " 2>&1");
       const std::string text = skew::read_file(log.string());
@@ -161,8 +167,8 @@ TEST_CASE("wide_train with an empty data.train, or too few rows for the ranks, n
   INFO(text);
   CHECK(rc != 0);
   CHECK(text.find("data.train is empty") != std::string::npos);
-  rc = run("timeout 120 " + std::string(SKEW_MPIEXEC) + " --oversubscribe -np 2 " + SKEW_WIDE_TRAIN + " --data.train=" +
-           one_row + " --data.valid= --train.batch_size=2 > " + log + " 2>&1");
+  rc = run("timeout 120 " + std::string(SKEW_MPIEXEC) + " --oversubscribe -np 2 " + SKEW_WIDE_TRAIN +
+           " --data.train=" + one_row + " --data.valid= --train.batch_size=2 > " + log + " 2>&1");
   text = skew::read_file(log);
   INFO(text);
   CHECK(rc != 0);

@@ -2,15 +2,16 @@
 // (lib/wide/cache.hpp) instead of counting them: the model must be bit for bit the one a run
 // that counts (data.cache = false) trains, on 1 and 2 ranks, whether the cache was just written
 // or is read; an order that misses a feature of the rows is refused naming the cache.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
-#include <unistd.h>
 
 #include "core/checksum.hpp"
 #include "core/fileio.hpp"
-#include "lib/wide/dataset.hpp"
 #include "kernels/wide_pool.hpp"
+#include "lib/wide/dataset.hpp"
 #include "tests/apps/wide_app_test.hpp"
 
 using namespace skew::wide;
@@ -18,7 +19,8 @@ using namespace skew::wide;
 namespace {
 
 struct Runs {
-  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("skew_wide_cache_order_" + std::to_string(getpid()));
+  std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("skew_wide_cache_order_" + std::to_string(getpid()));
   std::string train = (dir / "train.libsvm").string(), cache = train + ".skewbin";
   explicit Runs(int rows = 3000) {
     std::filesystem::remove_all(dir);
@@ -31,9 +33,11 @@ struct Runs {
   // FM k=4 on `ranks` ranks; returns the exit code, the model's bytes in *model and the log in *log.
   int fit(int ranks, const std::string& name, const std::string& extra, std::string* model, std::string* log) const {
     const std::string out = (dir / name).string();
-    const std::string launch = ranks == 1 ? "" : std::string(SKEW_MPIEXEC) + " --oversubscribe -np " + std::to_string(ranks) + " ";
-    const int code = skew::test::run(launch + SKEW_WIDE_TRAIN + " --data.train=" + train + " --data.valid= --model.type=fm --model.k=4" +
-                                     " --train.epochs=2 --train.batch_size=256 --output.dir=" + out + " " + extra + " > " + out + ".log 2>&1");
+    const std::string launch =
+        ranks == 1 ? "" : std::string(SKEW_MPIEXEC) + " --oversubscribe -np " + std::to_string(ranks) + " ";
+    const int code = skew::test::run(
+        launch + SKEW_WIDE_TRAIN + " --data.train=" + train + " --data.valid= --model.type=fm --model.k=4" +
+        " --train.epochs=2 --train.batch_size=256 --output.dir=" + out + " " + extra + " > " + out + ".log 2>&1");
     *log = skew::read_file(out + ".log");
     if (code == 0) *model = skew::read_file(out + "/model.safetensors");
     return code;
@@ -42,7 +46,8 @@ struct Runs {
 
 }  // namespace
 
-TEST_CASE("wide_train renumbers by the cache's frequency order: the model counting trains, bit for bit, on 1 and 2 ranks") {
+TEST_CASE(
+    "wide_train renumbers by the cache's frequency order: the model counting trains, bit for bit, on 1 and 2 ranks") {
   for (const int ranks : {1, 2}) {
     INFO(ranks << " rank(s)");
     const Runs r;
@@ -82,7 +87,9 @@ TEST_CASE("wide_train refuses a binary cache whose frequency order misses a feat
   CHECK_THAT(log, Catch::Contains("corrupt data cache " + r.cache) && Catch::Contains("misses features of its rows"));
 }
 
-TEST_CASE("wide_train trains while data.train loads from its cache: the load-first model bit for bit; a damaged cache starts the run over") {
+TEST_CASE(
+    "wide_train trains while data.train loads from its cache: the load-first model bit for bit; a damaged cache starts "
+    "the run over") {
   if (skew::kernels::process_cpus() < 2) {
     WARN("skipped: the load overlaps training only with a CPU beside train.threads = 1, and this process has one");
     return;
@@ -116,7 +123,9 @@ TEST_CASE("wide_train trains while data.train loads from its cache: the load-fir
   CHECK(skew::read_file(r.cache) == good);
 }
 
-TEST_CASE("wide_train's load beside the first epoch: a checkpoint within it waits for the whole load; resumed there, the same model") {
+TEST_CASE(
+    "wide_train's load beside the first epoch: a checkpoint within it waits for the whole load; resumed there, the "
+    "same model") {
   if (skew::kernels::process_cpus() < 2) {
     WARN("skipped: the load overlaps training only with a CPU beside train.threads = 1, and this process has one");
     return;

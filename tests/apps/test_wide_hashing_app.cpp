@@ -2,11 +2,12 @@
 // with data.hash_bits to the same model, bit for bit at one thread, as the same file with each id
 // replaced by its hashed row and hashing off; --predict hashes as the saved model records; raw
 // ids past 2^32 without hashing, and hash_bits out of range, are refused naming the key.
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <sstream>
-#include <unistd.h>
 
 #include "core/fileio.hpp"
 #include "core/safetensors.hpp"
@@ -20,7 +21,9 @@ namespace {
 constexpr int kBits = 16;
 
 // The raw 64-bit id standing for generator feature f: distinct for distinct f, all past 2^40.
-std::uint64_t raw_id(std::uint32_t f) { return (std::uint64_t(1) << 40) + (std::uint64_t(f) << 20) + 13; }
+std::uint64_t raw_id(std::uint32_t f) {
+  return (std::uint64_t(1) << 40) + (std::uint64_t(f) << 20) + 13;
+}
 
 // Synthetic rows as libsvm text, each id written raw (hashed = false) or as its hashed row.
 void write_libsvm(const std::string& path, const std::string& spec, bool hashed) {
@@ -38,8 +41,9 @@ void write_libsvm(const std::string& path, const std::string& spec, bool hashed)
 }
 
 std::string train_command(const std::filesystem::path& dir, const std::string& name, const std::string& extra) {
-  return std::string(SKEW_WIDE_TRAIN) + " --config " + SKEW_SOURCE_DIR + "/configs/wide.ini --data.train=" +
-         (dir / (name + ".libsvm")).string() + " --data.valid=" + (dir / (name + "_valid.libsvm")).string() +
+  return std::string(SKEW_WIDE_TRAIN) + " --config " + SKEW_SOURCE_DIR +
+         "/configs/wide.ini --data.train=" + (dir / (name + ".libsvm")).string() +
+         " --data.valid=" + (dir / (name + "_valid.libsvm")).string() +
          " --model.type=fm --model.k=4 --train.epochs=2 --train.threads=1 --output.model=" +
          (dir / (name + ".safetensors")).string() + " " + extra + " > " + (dir / (name + ".log")).string() + " 2>&1";
 }
@@ -78,9 +82,10 @@ TEST_CASE("wide_train: ids past 2^40 hashed by data.hash_bits train as their has
   // --predict reads the raw file hashed as the model says, and scores as the unhashed model does.
   const auto predict = [&](const std::string& name, const std::string& extra) {
     const std::string out = (dir / (name + ".pred")).string();
-    const int rc = run(std::string(SKEW_WIDE_TRAIN) + " --predict --predict.model=" + (dir / (name + ".safetensors")).string() +
-                       " --predict.data=" + (dir / (name + "_valid.libsvm")).string() + " --predict.output=" + out + " " +
-                       extra + " > " + out + ".log 2>&1");
+    const int rc =
+        run(std::string(SKEW_WIDE_TRAIN) + " --predict --predict.model=" + (dir / (name + ".safetensors")).string() +
+            " --predict.data=" + (dir / (name + "_valid.libsvm")).string() + " --predict.output=" + out + " " + extra +
+            " > " + out + ".log 2>&1");
     return rc == 0 ? skew::read_file(out) : "failed: " + skew::read_file(out + ".log");
   };
   const std::string scores = predict("raw", "");
@@ -98,8 +103,10 @@ TEST_CASE("wide_train: ids past 2^40 hashed by data.hash_bits train as their has
 
 TEST_CASE("wide_train refuses data.hash_bits out of range, naming the key") {
   for (const char* bad : {"-1", "29", "64"}) {
-    const auto log = std::filesystem::temp_directory_path() / ("skew_wide_hash_bad_" + std::to_string(getpid()) + ".log");
-    const int rc = run(std::string(SKEW_WIDE_TRAIN) + " --data.valid= --data.hash_bits=" + bad + " > " + log.string() + " 2>&1");
+    const auto log =
+        std::filesystem::temp_directory_path() / ("skew_wide_hash_bad_" + std::to_string(getpid()) + ".log");
+    const int rc =
+        run(std::string(SKEW_WIDE_TRAIN) + " --data.valid= --data.hash_bits=" + bad + " > " + log.string() + " 2>&1");
     const std::string text = skew::read_file(log.string());
     INFO(text);
     CHECK(rc != 0);

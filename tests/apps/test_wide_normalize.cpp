@@ -2,12 +2,13 @@
 // as a float64 reference does on the instances scaled to unit norm (the scaling the model was
 // trained with, recorded in it), and an early-stopped run keeps, saves and predicts with its best
 // epoch's model, not its last.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <unistd.h>
 
 #include "core/fileio.hpp"
 #include "core/safetensors.hpp"
@@ -34,7 +35,8 @@ std::string write_libffm(const std::filesystem::path& path, const std::string& s
   for (std::int64_t r = 0; r < d.rows(); ++r) {
     os << d.label[std::size_t(r)];
     for (std::int64_t e = d.row_ptr[std::size_t(r)]; e < d.row_ptr[std::size_t(r) + 1]; ++e)
-      os << ' ' << d.field[std::size_t(e)] << ':' << d.index[std::size_t(e)] << ':' << 0.25 * double(1 + (r * 7 + e) % 9);
+      os << ' ' << d.field[std::size_t(e)] << ':' << d.index[std::size_t(e)] << ':'
+         << 0.25 * double(1 + (r * 7 + e) % 9);
     os << '\n';
   }
   skew::write_file_atomic(path.string(), os.str());
@@ -51,13 +53,16 @@ std::vector<double> read_numbers(const std::string& path) {
 
 TEST_CASE("wide_train --predict scores instances normalised as in training, as a float64 reference does") {
   const auto dir = temp_dir("predict");
-  const std::string train = write_libffm(dir / "train.ffm", "synthetic:criteo?rows=3000&features=5000&alpha=1.1&seed=3"),
-                    test = write_libffm(dir / "test.ffm", "synthetic:criteo?rows=300&features=5000&alpha=1.1&seed=3&first_row=90000");
+  const std::string train =
+                        write_libffm(dir / "train.ffm", "synthetic:criteo?rows=3000&features=5000&alpha=1.1&seed=3"),
+                    test = write_libffm(dir / "test.ffm",
+                                        "synthetic:criteo?rows=300&features=5000&alpha=1.1&seed=3&first_row=90000");
   for (const char* model_type : {"fm", "ffm"}) {
     INFO(model_type);
     const std::string out = (dir / "out").string();
-    REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --data.train=" + train + " --data.valid= --data.cache=false --model.type=" +
-                model_type + " --model.k=4 --train.epochs=2 --train.schema=classical --output.dir=" + out + " > " + out +
+    REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --data.train=" + train +
+                " --data.valid= --data.cache=false --model.type=" + model_type +
+                " --model.k=4 --train.epochs=2 --train.schema=classical --output.dir=" + out + " > " + out +
                 ".log 2>&1") == 0);
     const std::string model_path = out + "/model.safetensors", pred = (dir / "pred.txt").string();
     REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --predict --predict.model=" + model_path + " --predict.data=" + test +
@@ -85,9 +90,10 @@ TEST_CASE("wide_train --predict scores instances normalised as in training, as a
     for (std::int64_t r = 0; r < data.rows(); ++r) {
       const double want = 1 / (1 + std::exp(-reference::ref_logit(model.shape, data, r, p)));
       worst = std::max(worst, std::fabs(got[std::size_t(r)] - want));
-      unscaled_gap = std::max(unscaled_gap, std::fabs(got[std::size_t(r)] - 1 / (1 + std::exp(-raw_logits[std::size_t(r)]))));
+      unscaled_gap =
+          std::max(unscaled_gap, std::fabs(got[std::size_t(r)] - 1 / (1 + std::exp(-raw_logits[std::size_t(r)]))));
     }
-    CHECK(worst < 2e-6);        // predict.output prints 6 decimals
+    CHECK(worst < 2e-6);         // predict.output prints 6 decimals
     CHECK(unscaled_gap > 1e-3);  // and the scaling matters on these values
   }
   std::filesystem::remove_all(dir);
@@ -101,13 +107,15 @@ TEST_CASE("wide_train stopped early keeps, saves and predicts with its best epoc
   const std::string out = (dir / "run").string();
   REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --data.train='" + kTrain + "' --data.valid='" + kValid +
               "' --model.type=fm --model.k=8 --train.lr=0.5 --train.l2=0 --train.epochs=20 --train.patience=2 "
-              "--train.schema=classical --output.dir=" + out + " > " + out + ".log 2>&1") == 0);
+              "--train.schema=classical --output.dir=" +
+              out + " > " + out + ".log 2>&1") == 0);
   const auto summary = nlohmann::json::parse(skew::read_file(out + "/summary.json"));
   INFO(summary.dump());
   std::vector<double> valid_logloss;
   std::ifstream metrics(out + "/metrics.jsonl");
   for (std::string line; std::getline(metrics, line);)
-    if (const auto rec = nlohmann::json::parse(line); rec.contains("valid_logloss")) valid_logloss.push_back(rec["valid_logloss"]);
+    if (const auto rec = nlohmann::json::parse(line); rec.contains("valid_logloss"))
+      valid_logloss.push_back(rec["valid_logloss"]);
   const int epochs_run = summary["epochs_run"], best_epoch = summary["best_epoch"];
   REQUIRE(int(valid_logloss.size()) == epochs_run);
   REQUIRE(epochs_run < 20);               // it stopped early
@@ -120,8 +128,9 @@ TEST_CASE("wide_train stopped early keeps, saves and predicts with its best epoc
   CHECK(summary["model_writes"].get<int>() == 1);
   // --predict with the saved model reproduces the best epoch's validation logloss, not the last's.
   const std::string pred = (dir / "pred.txt").string();
-  REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --predict --predict.model=" + out + "/model.safetensors --predict.data='" +
-              kValid + "' --predict.output=" + pred + " > /dev/null 2>&1") == 0);
+  REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --predict --predict.model=" + out +
+              "/model.safetensors --predict.data='" + kValid + "' --predict.output=" + pred + " > /dev/null 2>&1") ==
+          0);
   const std::vector<double> p = read_numbers(pred);
   const SparseDataset valid = load_dataset(kValid, ReadOptions{});
   REQUIRE(p.size() == std::size_t(valid.rows()));

@@ -102,18 +102,22 @@ TEST_CASE("wide_train: a streamed data.train trains the whole load's model bit f
       const auto streamed = skew::read_file((dir.path / ("str_" + model) / "model.safetensors").string());
       CHECK(whole.size() > 100000);
       CHECK(whole == streamed);
-      const auto summary = nlohmann::json::parse(skew::read_file((dir.path / ("str_" + model) / "summary.json").string()));
+      const auto summary =
+          nlohmann::json::parse(skew::read_file((dir.path / ("str_" + model) / "summary.json").string()));
       CHECK(summary["streamed"] == true);
       CHECK(summary["stream_chunks_read"].get<std::int64_t>() >= 2 * 2);  // two epochs of several chunks
-      CHECK(summary["stream_peak_ring_bytes"].get<std::int64_t>() <= summary["stream_ring_budget_bytes"].get<std::int64_t>());
+      CHECK(summary["stream_peak_ring_bytes"].get<std::int64_t>() <=
+            summary["stream_ring_budget_bytes"].get<std::int64_t>());
       CHECK(summary["stream_ring_budget_bytes"].get<std::int64_t>() < (16 << 20));  // the rest of the run taken out
-      const auto mem_summary = nlohmann::json::parse(skew::read_file((dir.path / ("mem_" + model) / "summary.json").string()));
+      const auto mem_summary =
+          nlohmann::json::parse(skew::read_file((dir.path / ("mem_" + model) / "summary.json").string()));
       CHECK(mem_summary["streamed"] == false);
     }
   }
 }
 
-TEST_CASE("wide_train: streaming refuses a bad value near the file's end, a model over the budget, the key out of range") {
+TEST_CASE(
+    "wide_train: streaming refuses a bad value near the file's end, a model over the budget, the key out of range") {
   const Dir dir;
   const std::string budget = budget_over_baseline(dir.path, 16);
   const auto file = dir.path / "rows.libsvm";

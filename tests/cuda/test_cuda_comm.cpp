@@ -45,7 +45,9 @@ bool bind_gpu(bool per_rank) {
   return true;
 }
 
-float value(int rank, std::size_t i) { return static_cast<float>(rank * 1000) + 0.25f * static_cast<float>(i % 301); }
+float value(int rank, std::size_t i) {
+  return static_cast<float>(rank * 1000) + 0.25f * static_cast<float>(i % 301);
+}
 
 // The same collectives on host vectors and on device tensors through `g`; the device results
 // must equal the host ones (the MPI host path is itself checked against closed forms).
@@ -212,8 +214,12 @@ TEST_CASE("placement moves device tensors GPU to GPU", "[cuda][placement]") {
 
 TEST_CASE("cost model times the GEMM on the experts' device", "[cuda][placement]") {
   comm::MpiProcessGroup world(MPI_COMM_WORLD);
-  placement::CostConstants fixed{.gemm_flops = 0, .intra_bandwidth = 1e10, .inter_bandwidth = 1e10,
-                                 .allreduce_bandwidth = 1e10, .gpus_per_node = 8, .alltoall_latency = 0};
+  placement::CostConstants fixed{.gemm_flops = 0,
+                                 .intra_bandwidth = 1e10,
+                                 .inter_bandwidth = 1e10,
+                                 .allreduce_bandwidth = 1e10,
+                                 .gpus_per_node = 8,
+                                 .alltoall_latency = 0};
   placement::ExpertShape shape{.params = 2 * 1024 * 4096, .hidden_dim = 1024};
   shape.device = Device::Cuda;
   if (cuda_device_count() == 0) {

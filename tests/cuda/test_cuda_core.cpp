@@ -5,10 +5,10 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/gemm.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "core/tensor.hpp"
+#include "kernels/gemm.hpp"
 #include "tests/cuda_skip.hpp"
 
 using skew::Device;

@@ -3,10 +3,10 @@
 // cannot index are refused with a message instead of being narrowed to int.
 #include <catch2/catch.hpp>
 
+#include "core/cuda_check.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_gate.hpp"
-#include "core/cuda_check.hpp"
 #include "tests/cuda/tensor_transfer.hpp"
 #include "tests/cuda_skip.hpp"
 
@@ -45,9 +45,9 @@ TEST_CASE("CUDA MoE kernels on empty inputs match the CPU twins and launch nothi
   CHECK_THROWS(km::histogram(Device::Host, keys.data(), 1, 0, host_counts.data()));
   CHECK_THROWS_WITH(km::histogram(Device::Cuda, dkeys.data<std::int32_t>(), 1, 0, dcounts.data<std::int64_t>()),
                     Catch::Contains("1 keys into 0 bins"));
-  CHECK_THROWS_WITH(km::scatter_rows(Device::Cuda, rows.data<float>(), untouched.data<std::int64_t>(), -1, 2,
-                                     out.data<float>()),
-                    Catch::Contains("-1 rows"));
+  CHECK_THROWS_WITH(
+      km::scatter_rows(Device::Cuda, rows.data<float>(), untouched.data<std::int64_t>(), -1, 2, out.data<float>()),
+      Catch::Contains("-1 rows"));
 }
 
 TEST_CASE("CUDA bf16 GEMM with an empty side leaves C and the device error state clean", "[gemm][cuda]") {

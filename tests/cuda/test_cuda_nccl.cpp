@@ -3,8 +3,8 @@
 #include <cuda_runtime.h>
 #include <mpi.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -30,7 +30,8 @@ std::shared_ptr<skew::comm::ProcessGroup> nccl_world() {
   const auto [local_rank, local_size] = skew::test::node_place();
   const int devices = skew::cuda_device_count();
   if (devices < local_size) {
-    std::printf("SKIPPED: %d ranks on this node but %d CUDA devices; NCCL needs one GPU per rank\n", local_size, devices);
+    std::printf("SKIPPED: %d ranks on this node but %d CUDA devices; NCCL needs one GPU per rank\n", local_size,
+                devices);
     return nullptr;
   }
   if (cudaSetDevice(local_rank) != cudaSuccess) SKEW_THROW("cudaSetDevice(" << local_rank << ") failed");
@@ -91,7 +92,8 @@ TEST_CASE("nccl group: alltoallv uneven with zero-length peers, allgatherv, broa
   for (int p = 0; p < n; ++p) {
     sc.push_back(sends(r, p));
     rc.push_back(sends(p, r));
-    for (std::size_t j = 0; j < sends(r, p); ++j) vs.push_back(static_cast<float>(r * 1000 + p * 10 + static_cast<int>(j)));
+    for (std::size_t j = 0; j < sends(r, p); ++j)
+      vs.push_back(static_cast<float>(r * 1000 + p * 10 + static_cast<int>(j)));
   }
   // Buffers of at least one element so a rank that sends or receives nothing still has a pointer.
   Tensor ds = Tensor::zeros({static_cast<std::int64_t>(std::max<std::size_t>(vs.size(), 1))}, DType::F32, Device::Cuda);
@@ -102,22 +104,26 @@ TEST_CASE("nccl group: alltoallv uneven with zero-length peers, allgatherv, broa
   const auto got = host_values<float>(dr);
   std::size_t at = 0;
   for (int p = 0; p < n; ++p)
-    for (std::size_t j = 0; j < sends(p, r); ++j) CHECK(got[at++] == static_cast<float>(p * 1000 + r * 10 + static_cast<int>(j)));
+    for (std::size_t j = 0; j < sends(p, r); ++j)
+      CHECK(got[at++] == static_cast<float>(p * 1000 + r * 10 + static_cast<int>(j)));
 
   std::vector<std::size_t> counts;
   for (int p = 0; p < n; ++p) counts.push_back(static_cast<std::size_t>((2 * p + 1) % 3));
   std::vector<std::int32_t> mine(counts[static_cast<std::size_t>(r)]);
   for (std::size_t j = 0; j < mine.size(); ++j) mine[j] = r * 100 + static_cast<int>(j);
-  Tensor dm = Tensor::zeros({static_cast<std::int64_t>(std::max<std::size_t>(mine.size(), 1))}, DType::I32, Device::Cuda);
+  Tensor dm =
+      Tensor::zeros({static_cast<std::int64_t>(std::max<std::size_t>(mine.size(), 1))}, DType::I32, Device::Cuda);
   if (!mine.empty()) dm = device_tensor(mine);
-  Tensor dall = Tensor::zeros({static_cast<std::int64_t>(skew::comm::sum_counts(counts) + 1)}, DType::I32, Device::Cuda);
+  Tensor dall =
+      Tensor::zeros({static_cast<std::int64_t>(skew::comm::sum_counts(counts) + 1)}, DType::I32, Device::Cuda);
   skew::comm::Buffer send_view = skew::comm::view(dm);
   send_view.count = mine.size();
   g->allgatherv(send_view, skew::comm::view(dall), counts);
   const auto all = host_values<std::int32_t>(dall);
   at = 0;
   for (int p = 0; p < n; ++p)
-    for (std::size_t j = 0; j < counts[static_cast<std::size_t>(p)]; ++j) CHECK(all[at++] == p * 100 + static_cast<int>(j));
+    for (std::size_t j = 0; j < counts[static_cast<std::size_t>(p)]; ++j)
+      CHECK(all[at++] == p * 100 + static_cast<int>(j));
 
   for (int root = 0; root < n; ++root) {
     Tensor b = device_tensor(std::vector<double>(3, r == root ? root + 0.5 : -1.0));

@@ -3,12 +3,12 @@
 #include <cmath>
 #include <limits>
 
+#include "core/cuda_check.hpp"
+#include "core/rng.hpp"
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_elementwise.hpp"
 #include "kernels/moe_expert.hpp"
 #include "kernels/moe_gate.hpp"
-#include "core/cuda_check.hpp"
-#include "core/rng.hpp"
 #include "tests/cuda/tensor_transfer.hpp"
 #include "tests/cuda_skip.hpp"
 
@@ -223,7 +223,8 @@ TEST_CASE("CUDA dispatch equals the CPU twin across sizes, row widths and repeat
     std::vector<float> want(rows.size());
     km::scatter_rows(Device::Host, rows.data(), pos.data(), n, width, want.data());
     Tensor dk = on_gpu(keys), dr = on_gpu(rows), dcounts = Tensor::zeros({bins}, DType::I64, Device::Cuda),
-           dstarts = Tensor::zeros({bins}, DType::I64, Device::Cuda), dpos = Tensor::zeros({n}, DType::I64, Device::Cuda),
+           dstarts = Tensor::zeros({bins}, DType::I64, Device::Cuda),
+           dpos = Tensor::zeros({n}, DType::I64, Device::Cuda),
            dout = Tensor::zeros({n * width}, DType::F32, Device::Cuda);
     km::histogram(Device::Cuda, dk.data<std::int32_t>(), n, bins, dcounts.data<std::int64_t>());
     km::exclusive_scan(Device::Cuda, dcounts.data<std::int64_t>(), bins, dstarts.data<std::int64_t>());

@@ -7,13 +7,13 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/rng.hpp"
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_gate.hpp"
 #include "kernels/moe_route.hpp"
-#include "core/rng.hpp"
-#include "tests/unit/random_matrix.hpp"
 #include "tests/cuda/tensor_transfer.hpp"
 #include "tests/cuda_skip.hpp"
+#include "tests/unit/random_matrix.hpp"
 
 using namespace skew;
 namespace km = skew::kernels::moe;
@@ -26,7 +26,9 @@ namespace {
 constexpr int kTokens = 301, kTopK = 2, kWidth = 167, kExperts = 9;
 constexpr std::int64_t kAssignments = std::int64_t(kTokens) * kTopK;
 
-std::vector<float> uniform(std::size_t n, std::uint64_t stream) { return random_matrix(n, 43, stream); }
+std::vector<float> uniform(std::size_t n, std::uint64_t stream) {
+  return random_matrix(n, 43, stream);
+}
 
 void require_close(const std::vector<float>& got, const std::vector<float>& want, double rel) {
   REQUIRE(got.size() == want.size());

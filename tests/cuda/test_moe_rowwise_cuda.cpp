@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/moe_rowwise.hpp"
 #include "core/rng.hpp"
+#include "kernels/moe_rowwise.hpp"
 #include "tests/cuda/tensor_transfer.hpp"
 #include "tests/cuda_skip.hpp"
 
@@ -42,8 +42,7 @@ TEST_CASE("CUDA layernorm forward and backward equal the CPU twin", "[moe][cuda]
   SKEW_REQUIRE_GPU();
   const int n = 1037, d = 1030;
   const std::size_t count = static_cast<std::size_t>(n) * d;
-  const auto x = normal(count, 1, 2.0f, 3.0f), g = normal(d, 2, 0.5f, 1.0f), b = normal(d, 3),
-             dy = normal(count, 4);
+  const auto x = normal(count, 1, 2.0f, 3.0f), g = normal(d, 2, 0.5f, 1.0f), b = normal(d, 3), dy = normal(count, 4);
   auto dg = normal(d, 5), db = normal(d, 6);  // accumulated into: start non-zero
   std::vector<float> y(count), mean(n), rstd(n), dx(count);
   km::layernorm_forward(Device::Host, n, d, x.data(), g.data(), b.data(), y.data(), mean.data(), rstd.data());

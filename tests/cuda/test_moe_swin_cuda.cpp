@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/moe_swin.hpp"
 #include "core/rng.hpp"
+#include "kernels/moe_swin.hpp"
 #include "tests/cuda/tensor_transfer.hpp"
 #include "tests/cuda_skip.hpp"
 

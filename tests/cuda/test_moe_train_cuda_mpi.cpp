@@ -6,16 +6,16 @@
 // values, a GPU-written one resumes on the CPU, and a checkpoint loaded into the GPU network saves
 // back byte for byte). The world group is the tests' MPI one, so device buffers cross ranks
 // through its pinned staging (the hybrid MPI+NCCL group needs a GPU per rank). Skips without a GPU.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "kernels/moe_top1.hpp"
 #include "core/rng.hpp"
+#include "kernels/moe_top1.hpp"
 #include "lib/moe/resume.hpp"
 #include "lib/moe/session.hpp"
 #include "tests/cuda_skip.hpp"
@@ -162,9 +162,9 @@ TEST_CASE("20 iterations on cuda track the cpu run's losses under each arch and 
   const std::string dir = skew_moe_test::scratch("cuda_losses");
   // gpt under every policy; bert (gpt's network with masked targets) under the two without
   // placement decisions, whose overrides above were sized on gpt.
-  const std::vector<std::pair<std::string, std::string>> runs = {
-      {"gpt", "static"}, {"gpt", "deepspeed"}, {"gpt", "fastermoe"}, {"gpt", "flexmoe"}, {"bert", "static"},
-      {"bert", "deepspeed"}};
+  const std::vector<std::pair<std::string, std::string>> runs = {{"gpt", "static"},    {"gpt", "deepspeed"},
+                                                                 {"gpt", "fastermoe"}, {"gpt", "flexmoe"},
+                                                                 {"bert", "static"},   {"bert", "deepspeed"}};
   for (const auto& [arch, policy] : runs) {
     const PolicyRun cpu = run_policy("cpu", policy, dir, arch), cuda = run_policy("cuda", policy, dir, arch);
     if (skew_moe_test::world().rank() != 0) continue;  // rank 0 writes the records
@@ -211,9 +211,9 @@ TEST_CASE("a checkpoint written on cuda holds the cpu run's tensors and resumes 
   // Each run's checkpoint resumes on the cpu for 2 more iterations: the cuda-written one lands
   // close to the cpu-written one.
   const auto resume_on_cpu = [&](const char* run) {
-    return skew_moe_test::run(moe::moe_train_schema(), {"--train.device=cpu", "--train.iterations=8",
-                                                        "--output.resume=true",
-                                                        "--output.checkpoint_dir=" + dir + "/" + run})["final_loss"]
+    return skew_moe_test::run(moe::moe_train_schema(),
+                              {"--train.device=cpu", "--train.iterations=8", "--output.resume=true",
+                               "--output.checkpoint_dir=" + dir + "/" + run})["final_loss"]
         .get<double>();
   };
   const double from_cuda = resume_on_cpu("cuda"), from_cpu = resume_on_cpu("cpu");
@@ -226,9 +226,9 @@ TEST_CASE("a checkpoint loaded into the GPU network saves back byte for byte", "
   skew_moe_test::run(moe::moe_train_schema(),
                      {"--train.device=cpu", "--train.iterations=3", "--output.checkpoint_dir=" + dir});
   const Schema schema = moe::moe_train_schema();  // the config refers to it
-  const Config config = Config::parse_ini_text(schema, skew_moe_test::kTiny, "test",
-                                               {"--train.device=cuda", "--train.iterations=3", "--output.resume=true",
-                                                "--output.checkpoint_dir=" + dir});
+  const Config config = Config::parse_ini_text(
+      schema, skew_moe_test::kTiny, "test",
+      {"--train.device=cuda", "--train.iterations=3", "--output.resume=true", "--output.checkpoint_dir=" + dir});
   moe::Session session(config, skew_moe_test::world());
   REQUIRE(session.model->network().device() == Device::Cuda);
   REQUIRE(moe::restore(session, config) == 3);

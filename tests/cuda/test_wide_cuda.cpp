@@ -127,7 +127,8 @@ TEST_CASE("CUDA steps update exactly the rows their batches touched (the device'
       const std::vector<float> first = copy_to_vector(t.parameters());
       const int L = s.shape.row_len();
       for (std::int64_t f = 100; f < 2000; ++f)  // after batch 1, rows 100.. untouched
-        for (int j = 0; j < L; ++j) REQUIRE(first[std::size_t(1 + f * L + j)] == s.model.params[std::size_t(1 + f * L + j)]);
+        for (int j = 0; j < L; ++j)
+          REQUIRE(first[std::size_t(1 + f * L + j)] == s.model.params[std::size_t(1 + f * L + j)]);
       t.step(s.data, 100, 200, 0, 0);
       after.push_back(copy_to_vector(t.parameters()));
     }
@@ -136,7 +137,8 @@ TEST_CASE("CUDA steps update exactly the rows their batches touched (the device'
     for (std::size_t c = 0; c < after[0].size(); ++c)
       worst = std::max(worst, double(std::fabs(after[1][c] - after[0][c])));
     for (std::int64_t f = 200; f < 2000; ++f)
-      for (int j = 0; j < L; ++j) REQUIRE(after[1][std::size_t(1 + f * L + j)] == s.model.params[std::size_t(1 + f * L + j)]);
+      for (int j = 0; j < L; ++j)
+        REQUIRE(after[1][std::size_t(1 + f * L + j)] == s.model.params[std::size_t(1 + f * L + j)]);
     INFO(kernels::wide_kind_name(kind));
     CHECK(worst < 1e-4);
   }
@@ -181,7 +183,8 @@ TEST_CASE("CUDA training (with and without overlap) ends where the CPU training 
         last_loss.push_back(loss);
       }
       for (int run = 1; run < 3; ++run) {
-        INFO(kernels::wide_kind_name(kind) << " " << schema << " " << optimizer << (run == 2 ? " overlap" : " no overlap"));
+        INFO(kernels::wide_kind_name(kind)
+             << " " << schema << " " << optimizer << (run == 2 ? " overlap" : " no overlap"));
         CHECK(last_loss[std::size_t(run)] == Approx(last_loss[0]).epsilon(1e-4));
         double worst = 0, moved = 0;
         for (std::size_t c = 0; c < params[0].size(); ++c) {

@@ -20,8 +20,8 @@
 #include "tests/fuzz/wide_check.hpp"
 
 namespace {
-constexpr std::size_t kHeaderBytes = 88;  // sizeof(CacheHeader) in lib/wide/cache.hpp
-constexpr std::size_t kCrcOffset = 80;    // offsetof(CacheHeader, payload_crc)
+constexpr std::size_t kHeaderBytes = 88;     // sizeof(CacheHeader) in lib/wide/cache.hpp
+constexpr std::size_t kCrcOffset = 80;       // offsetof(CacheHeader, payload_crc)
 constexpr std::size_t kHashBitsOffset = 84;  // offsetof(CacheHeader, hash_bits)
 
 struct Source {

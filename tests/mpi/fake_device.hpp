@@ -20,7 +20,9 @@ inline void* allocate(std::size_t bytes) {
   ++counters.allocations;
   return std::malloc(bytes);
 }
-inline void release(void* p) { std::free(p); }
+inline void release(void* p) {
+  std::free(p);
+}
 inline void to_host(void* host, const void* device, std::size_t bytes) {
   counters.to_host_bytes += bytes;
   std::memcpy(host, device, bytes);

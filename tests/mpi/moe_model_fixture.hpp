@@ -4,8 +4,8 @@
 #pragma once
 #include <mpi.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <functional>

@@ -15,7 +15,9 @@ using skew::comm::ReduceOp;
 
 namespace {
 
-std::shared_ptr<MpiProcessGroup> world() { return std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD); }
+std::shared_ptr<MpiProcessGroup> world() {
+  return std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD);
+}
 
 // Rank r holds x_i = (r + 1) * (i + 1) + base; sums, extremes and means follow in closed form.
 template <typename T>
@@ -92,16 +94,19 @@ TEST_CASE("mpi group: allgather and allgatherv with uneven and zero counts", "[m
   g->allgatherv(skew::comm::view(send), skew::comm::view(recv), counts);
   std::size_t at = 0;
   for (int p = 0; p < n; ++p)
-    for (std::size_t j = 0; j < count_of(p); ++j) CHECK(recv[at++] == static_cast<float>(p * 100 + static_cast<int>(j)));
+    for (std::size_t j = 0; j < count_of(p); ++j)
+      CHECK(recv[at++] == static_cast<float>(p * 100 + static_cast<int>(j)));
   CHECK(at == recv.size());
 
   std::vector<float> wrong(send.size() + 1);
   CHECK_THROWS_WITH(g->allgatherv(skew::comm::view(wrong), skew::comm::view(recv), counts),
                     Catch::Contains("differs from recv_counts"));
   std::vector<double> recv_f64(recv.size());
-  CHECK_THROWS_WITH(g->allgatherv(skew::comm::view(send), skew::comm::view(recv_f64), counts), Catch::Contains("dtype mismatch"));
+  CHECK_THROWS_WITH(g->allgatherv(skew::comm::view(send), skew::comm::view(recv_f64), counts),
+                    Catch::Contains("dtype mismatch"));
   std::vector<std::int32_t> small(1);
-  CHECK_THROWS_WITH(g->allgather(skew::comm::view(mine), skew::comm::view(small)), Catch::Contains("receive buffer holds 1"));
+  CHECK_THROWS_WITH(g->allgather(skew::comm::view(mine), skew::comm::view(small)),
+                    Catch::Contains("receive buffer holds 1"));
 }
 
 TEST_CASE("mpi group: alltoall and uneven alltoallv with zero-length peers", "[mpi]") {
@@ -147,7 +152,8 @@ TEST_CASE("mpi group: alltoall and uneven alltoallv with zero-length peers", "[m
   CHECK_THROWS_WITH(g->alltoallv(skew::comm::view(vs), short_counts, skew::comm::view(vr), rc),
                     Catch::Contains("counts for a group of"));
   std::vector<double> other_type(send.size());
-  CHECK_THROWS_WITH(g->alltoall(skew::comm::view(send), skew::comm::view(other_type)), Catch::Contains("dtype mismatch I64 -> F64"));
+  CHECK_THROWS_WITH(g->alltoall(skew::comm::view(send), skew::comm::view(other_type)),
+                    Catch::Contains("dtype mismatch I64 -> F64"));
   std::vector<std::int64_t> longer(static_cast<std::size_t>(2 * n + 1));
   CHECK_THROWS_WITH(g->alltoall(skew::comm::view(send), skew::comm::view(longer)), Catch::Contains("size()*n"));
 }
@@ -195,15 +201,17 @@ TEST_CASE("mpi group: batch_isend_irecv exchanges large messages with sends list
   }
   using skew::comm::recv_op;
   using skew::comm::send_op;
-  auto work = g->batch_isend_irecv({send_op(skew::comm::view(to_right), right, 11), send_op(skew::comm::view(to_left), left, 12),
-                                    recv_op(skew::comm::view(from_left), left, 11), recv_op(skew::comm::view(from_right), right, 12)});
+  auto work = g->batch_isend_irecv(
+      {send_op(skew::comm::view(to_right), right, 11), send_op(skew::comm::view(to_left), left, 12),
+       recv_op(skew::comm::view(from_left), left, 11), recv_op(skew::comm::view(from_right), right, 12)});
   work->wait();
   work->wait();  // a second completion is harmless
   for (std::size_t i : {std::size_t{0}, count / 3, count - 1}) {
     CHECK(from_left[i] == left * 1e7 + static_cast<double>(i));
     CHECK(from_right[i] == -(right * 1e7 + static_cast<double>(i)));
   }
-  CHECK_THROWS_WITH(g->batch_isend_irecv({send_op(skew::comm::view(to_right), n, 1)}), Catch::Contains("outside a group of"));
+  CHECK_THROWS_WITH(g->batch_isend_irecv({send_op(skew::comm::view(to_right), n, 1)}),
+                    Catch::Contains("outside a group of"));
   g->barrier();
 }
 
@@ -235,5 +243,6 @@ TEST_CASE("mpi group: misuse and MPI errors become skew::Error", "[mpi]") {
   skew::comm::Buffer null_buf{nullptr, 3, skew::DType::F32, skew::Device::Host};
   CHECK_THROWS_WITH(g->broadcast(null_buf, 0), Catch::Contains("null buffer with 3 elements"));
   std::vector<float> one(1);
-  CHECK_THROWS_WITH(g->send(skew::comm::view(one), g->size() + 5, 0), Catch::Contains("MPI call") && Catch::Contains("failed"));
+  CHECK_THROWS_WITH(g->send(skew::comm::view(one), g->size() + 5, 0),
+                    Catch::Contains("MPI call") && Catch::Contains("failed"));
 }

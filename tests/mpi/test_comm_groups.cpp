@@ -10,7 +10,9 @@ using skew::comm::MpiProcessGroup;
 using skew::comm::ReduceOp;
 
 namespace {
-std::shared_ptr<MpiProcessGroup> world() { return std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD); }
+std::shared_ptr<MpiProcessGroup> world() {
+  return std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD);
+}
 
 // Sum of the world ranks of a group's members, computed by the group itself.
 int world_rank_sum(skew::comm::ProcessGroup& g) {

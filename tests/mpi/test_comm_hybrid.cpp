@@ -28,10 +28,13 @@ Halves halves() {
   MPI_Comm a, b;
   MPI_Comm_dup(MPI_COMM_WORLD, &a);
   MPI_Comm_dup(MPI_COMM_WORLD, &b);
-  return {std::make_shared<MpiProcessGroup>(a, nullptr), std::make_shared<MpiProcessGroup>(b, &skew::comm::fake::copies)};
+  return {std::make_shared<MpiProcessGroup>(a, nullptr),
+          std::make_shared<MpiProcessGroup>(b, &skew::comm::fake::copies)};
 }
 
-float value(int rank, std::size_t i) { return static_cast<float>(rank * 100) + 0.5f * static_cast<float>(i); }
+float value(int rank, std::size_t i) {
+  return static_cast<float>(rank * 100) + 0.5f * static_cast<float>(i);
+}
 
 }  // namespace
 
@@ -75,10 +78,9 @@ TEST_CASE("hybrid group: one batch with host and device legs completes both", "[
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   std::vector<float> fwd(5), back(5), fwd_in(5, -1.f), back_in(5, -1.f);
   for (std::size_t i = 0; i < 5; ++i) fwd[i] = back[i] = value(r, i);
-  auto work = g.batch_isend_irecv({skew::comm::send_op(device_view(fwd), next, 3),
-                                   skew::comm::recv_op(device_view(fwd_in), prev, 3),
-                                   skew::comm::send_op(skew::comm::view(back), prev, 4),
-                                   skew::comm::recv_op(skew::comm::view(back_in), next, 4)});
+  auto work = g.batch_isend_irecv(
+      {skew::comm::send_op(device_view(fwd), next, 3), skew::comm::recv_op(device_view(fwd_in), prev, 3),
+       skew::comm::send_op(skew::comm::view(back), prev, 4), skew::comm::recv_op(skew::comm::view(back_in), next, 4)});
   work->wait();
   CHECK(work->test());
   for (std::size_t i = 0; i < 5; ++i) {

@@ -26,8 +26,12 @@ std::shared_ptr<MpiProcessGroup> staged_world() {
 }
 
 // Element j that rank a sends to rank b in the v-collectives, and how many it sends.
-float sent_value(int a, int b, std::size_t j) { return static_cast<float>(a * 1000 + b * 10) + 0.25f * static_cast<float>(j); }
-std::size_t sent_count(int a, int b) { return static_cast<std::size_t>((a + 2 * b) % 3 + (a == b ? 1 : 0)); }
+float sent_value(int a, int b, std::size_t j) {
+  return static_cast<float>(a * 1000 + b * 10) + 0.25f * static_cast<float>(j);
+}
+std::size_t sent_count(int a, int b) {
+  return static_cast<std::size_t>((a + 2 * b) % 3 + (a == b ? 1 : 0));
+}
 
 }  // namespace
 
@@ -195,7 +199,7 @@ TEST_CASE("staging pool: leases held together get distinct blocks, a returned bl
   }
   const auto again = pool->lease(64);
   CHECK(pool->allocations() == 2);
-  CHECK(again.data() == first);  // the smallest free block that fits, first of equals
+  CHECK(again.data() == first);                          // the smallest free block that fits, first of equals
   const auto large = pool->lease(std::size_t{1} << 20);  // the free block grows in place of a new one
   CHECK(pool->allocations() == 3);
   CHECK(pool->pinned_bytes() == (std::size_t{1} << 16) + (std::size_t{1} << 20));

@@ -205,8 +205,7 @@ TEST_CASE("flexmoe re-places experts without changing the model function", "[moe
   if (world().rank() == 0) std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("the checkpoint index records model.arch and its shape keys; resuming another model names the key",
-          "[moe]") {
+TEST_CASE("the checkpoint index records model.arch and its shape keys; resuming another model names the key", "[moe]") {
   const Schema schema = moe::moe_train_schema();
   const std::string dir = scratch("archresume");
   const std::vector<std::string> bert = {"--train.iterations=2", "--model.arch=bert", "--output.checkpoint_dir=" + dir};
@@ -233,10 +232,9 @@ TEST_CASE("the checkpoint index records model.arch and its shape keys; resuming 
                       Catch::Contains("written with model.arch=\"bert\" but this run has model.arch=\"gpt\""));
   REQUIRE_THROWS_WITH(run(schema, resumed_with("--model.arch=swin")),
                       Catch::Contains("written with model.arch=\"bert\" but this run has model.arch=\"swin\""));
-  REQUIRE_THROWS_WITH(
-      run(schema, {"--train.iterations=4", "--model.arch=bert", "--model.seq_len=16", "--output.checkpoint_dir=" + dir,
-                   "--output.resume=true"}),
-      Catch::Contains("written with model.seq_len=32 but this run has model.seq_len=16"));
+  REQUIRE_THROWS_WITH(run(schema, {"--train.iterations=4", "--model.arch=bert", "--model.seq_len=16",
+                                   "--output.checkpoint_dir=" + dir, "--output.resume=true"}),
+                      Catch::Contains("written with model.seq_len=32 but this run has model.seq_len=16"));
   // The same model resumes.
   const Json resumed = run(schema, resumed_with("--model.arch=bert"));
   REQUIRE(std::isfinite(resumed["final_loss"].get<double>()));

@@ -6,8 +6,8 @@
 // all-to-all's, the next stage posted before the current one is waited for.
 #include <mpi.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <type_traits>
@@ -55,7 +55,9 @@ class RecordingGroup : public comm::ProcessGroup {
   void send(comm::Buffer b, int dst, int tag) override { inner_.send(b, dst, tag); }
   void recv(comm::Buffer b, int src, int tag) override { inner_.recv(b, src, tag); }
   void barrier() override { inner_.barrier(); }
-  std::unique_ptr<comm::Work> iallreduce(comm::Buffer b, comm::ReduceOp op) override { return inner_.iallreduce(b, op); }
+  std::unique_ptr<comm::Work> iallreduce(comm::Buffer b, comm::ReduceOp op) override {
+    return inner_.iallreduce(b, op);
+  }
   std::unique_ptr<comm::Work> ialltoallv(comm::Buffer s, const std::vector<std::size_t>& sc, comm::Buffer r,
                                          const std::vector<std::size_t>& rc) override {
     return inner_.ialltoallv(s, sc, r, rc);
@@ -168,7 +170,8 @@ double max_relative_gap(const std::vector<T>& a, const std::vector<T>& b) {
   REQUIRE(a.size() == b.size());
   double gap = 0;
   for (std::size_t i = 0; i < a.size(); ++i)
-    gap = std::max(gap, std::abs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::abs(static_cast<double>(b[i]))));
+    gap =
+        std::max(gap, std::abs(static_cast<double>(a[i]) - b[i]) / std::max(1.0, std::abs(static_cast<double>(b[i]))));
   return gap;
 }
 
@@ -176,8 +179,8 @@ double max_relative_gap(const std::vector<T>& a, const std::vector<T>& b) {
 // float goes to OpenBLAS, whose sgemm picks its kernel by the matrix size, so a row computed in a
 // chunk of a few rows can round differently from the same row in the expert's whole block (the
 // rows are the same, the products' summation order inside the library is not): 1e-6 relative.
-TEMPLATE_TEST_CASE("smart schedule: layer output and gradients equal the one-all-to-all run", "[moe][fastermoe]",
-                   float, double) {
+TEMPLATE_TEST_CASE("smart schedule: layer output and gradients equal the one-all-to-all run", "[moe][fastermoe]", float,
+                   double) {
   const double tolerance = std::is_same_v<TestType, double> ? 0.0 : 1e-6;
   const LayerRun<TestType> plain = run_layer<TestType>(world(), 0);
   for (int chunks : {1, 2, 3}) {
@@ -265,7 +268,7 @@ TEST_CASE("smart schedule: separate non-blocking stages, posted ahead, adding up
         for (int c = 0; c < chunks; ++c) n += (rows * (c + 1) / chunks) > (rows * c / chunks);
         return n;
       };
-      CHECK(legs_out == 2 * slices(to[static_cast<std::size_t>(p)]));     // forward and backward
+      CHECK(legs_out == 2 * slices(to[static_cast<std::size_t>(p)]));  // forward and backward
       CHECK(legs_back == 2 * slices(from[static_cast<std::size_t>(p)]));
     }
     // Overlap, per pass (forward, backward; a pass ends when its returns are waited for): each
@@ -286,7 +289,8 @@ TEST_CASE("smart schedule: separate non-blocking stages, posted ahead, adding up
     for (const auto& pass : passes) {
       std::vector<int> dispatches;  // in post order
       for (const auto& ev : pass)
-        if (ev.post && group.batch_tags[static_cast<std::size_t>(ev.batch)] == kDispatch) dispatches.push_back(ev.batch);
+        if (ev.post && group.batch_tags[static_cast<std::size_t>(ev.batch)] == kDispatch)
+          dispatches.push_back(ev.batch);
       longest = std::max(longest, dispatches.size());
       std::vector<char> posted(static_cast<std::size_t>(group.batches), 0);
       std::size_t dispatch_waits = 0;
@@ -299,8 +303,8 @@ TEST_CASE("smart schedule: separate non-blocking stages, posted ahead, adding up
           CHECK(dispatch_waits == dispatches.size());
           continue;
         }
-        const auto at = static_cast<std::size_t>(std::find(dispatches.begin(), dispatches.end(), ev.batch) -
-                                                  dispatches.begin());
+        const auto at =
+            static_cast<std::size_t>(std::find(dispatches.begin(), dispatches.end(), ev.batch) - dispatches.begin());
         if (at + 1 < dispatches.size()) CHECK(posted[static_cast<std::size_t>(dispatches[at + 1])]);
         ++dispatch_waits;
       }
@@ -318,6 +322,8 @@ TEST_CASE("moe.fastermoe_chunks: range checked, and set only under the fastermoe
   CHECK(options({"--moe.policy=fastermoe", "--moe.fastermoe_chunks=4"}).schedule_chunks == 4);
   CHECK(options({"--moe.policy=flexmoe", "--moe.fastermoe_chunks=4"}).schedule_chunks == 0);
   for (const char* bad : {"--moe.fastermoe_chunks=-1", "--moe.fastermoe_chunks=65"})
-    CHECK_THAT(skew::test::error_of([&] { options({"--moe.policy=fastermoe", bad}); }),
+    CHECK_THAT(skew::test::error_of([&] {
+                 options({"--moe.policy=fastermoe", bad});
+               }),
                Catch::Contains("moe.fastermoe_chunks"));
 }

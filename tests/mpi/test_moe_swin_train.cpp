@@ -46,7 +46,8 @@ Json run_swin(std::vector<std::string> overrides) {
 
 TEST_CASE("swin-moe learns the generated images far above chance and reports held-out accuracy", "[moe][swin]") {
   const std::string dir = scratch("swin_learn");
-  const Json s = run_swin({"--train.iterations=80", "--train.eval_interval=40", "--output.metrics=" + dir + "/m.jsonl"});
+  const Json s =
+      run_swin({"--train.iterations=80", "--train.eval_interval=40", "--output.metrics=" + dir + "/m.jsonl"});
   INFO(s.dump());
   REQUIRE(s["held_out_images"].get<std::int64_t>() == 200);
   REQUIRE(s["final_val_accuracy"].get<double>() > 0.3);  // 10 classes: chance is 0.1
@@ -65,8 +66,8 @@ TEST_CASE("swin-moe learns the generated images far above chance and reports hel
 
 TEST_CASE("every dropless policy trains swin-moe to the static run's validation loss", "[moe][swin]") {
   const std::vector<std::string> costs = {"--placement.gemm_flops=1e3", "--placement.alltoall_bandwidth=1e12",
-                                          "--placement.nvlink_bandwidth=1e12",
-                                          "--placement.allreduce_bandwidth=1e12", "--placement.alltoall_latency=0"};
+                                          "--placement.nvlink_bandwidth=1e12", "--placement.allreduce_bandwidth=1e12",
+                                          "--placement.alltoall_latency=0"};
   const auto with_costs = [&](std::vector<std::string> args) {
     args.insert(args.end(), costs.begin(), costs.end());
     return args;

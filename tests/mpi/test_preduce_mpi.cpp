@@ -28,8 +28,9 @@ float model_value(int w, int round, std::size_t i) {
 }  // namespace
 
 TEST_CASE("group averaging matches the closed form; communicators are cached", "[preduce]") {
-  for (const auto& [rule, dedicated] : {std::pair{comm::MemberRule::KeepOwn, false}, std::pair{comm::MemberRule::KeepOwn, true},
-                                       std::pair{comm::MemberRule::WeightedMean, false}}) {
+  for (const auto& [rule, dedicated] :
+       {std::pair{comm::MemberRule::KeepOwn, false}, std::pair{comm::MemberRule::KeepOwn, true},
+        std::pair{comm::MemberRule::WeightedMean, false}}) {
     auto w = world();
     if (dedicated && w->size() < 2) continue;
     // Rounds are kept in lockstep (a barrier each) so every member's model and version are
@@ -69,9 +70,10 @@ TEST_CASE("group averaging matches the closed form; communicators are cached", "
           if (j != mine) others += g.weights[j] * model_value(g.members[j], round, i);
         const double own = model_value(me, round, i);
         const double weighted_mean = others + g.weights[mine] * own;
-        const double expected = k == 1                                   ? own
-                                : rule == comm::MemberRule::WeightedMean ? weighted_mean
-                                                                         : own / k + (k - 1.0) / k * others / (1.0 - g.weights[mine]);
+        const double expected = k == 1 ? own
+                                : rule == comm::MemberRule::WeightedMean
+                                    ? weighted_mean
+                                    : own / k + (k - 1.0) / k * others / (1.0 - g.weights[mine]);
         CHECK(x[i] == Approx(expected).epsilon(1e-5).margin(1e-6));  // some values cancel to ~0
       }
       pr.workers()->barrier();

@@ -18,7 +18,9 @@ using namespace skew;
 
 namespace {
 
-std::shared_ptr<comm::ProcessGroup> world() { return std::make_shared<comm::MpiProcessGroup>(MPI_COMM_WORLD); }
+std::shared_ptr<comm::ProcessGroup> world() {
+  return std::make_shared<comm::MpiProcessGroup>(MPI_COMM_WORLD);
+}
 
 // A directory shared by the ranks (rank 0 names and creates it).
 std::string scratch(const std::string& name) {

@@ -51,14 +51,15 @@ TEST_CASE("hashed 64-bit ids: data parallel over rows up to the top of a 2^20-ro
     }
 }
 
-TEST_CASE("the ranks' union of touched rows carries rows at and above 2^31 unchanged, and refuses rows past the model") {
+TEST_CASE(
+    "the ranks' union of touched rows carries rows at and above 2^31 unchanged, and refuses rows past the model") {
   auto world = std::make_shared<comm::MpiProcessGroup>(MPI_COMM_WORLD);
   const int P = world->size();
   // Rank q's rows; the union is written out over every rank's list here, independently of the
   // exchange (a sorted set).
   const auto rows_of = [](int q) {
-    std::vector<std::uint32_t> v{7, std::uint32_t(q), 0x7FFFFFFFu + std::uint32_t(q), 0x80000000u + 5u * std::uint32_t(q),
-                                 0xFFFFFFFEu - std::uint32_t(q)};
+    std::vector<std::uint32_t> v{7, std::uint32_t(q), 0x7FFFFFFFu + std::uint32_t(q),
+                                 0x80000000u + 5u * std::uint32_t(q), 0xFFFFFFFEu - std::uint32_t(q)};
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());
     return v;

@@ -1,7 +1,7 @@
 // Checkpoint directories: per-rank shards, COMPLETE marker, retention, world-size check.
 // Ranks are simulated by one CheckpointDir per rank in a single process.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -26,7 +26,8 @@ void write_step(const std::string& dir, int world, int keep, std::int64_t step) 
   for (int r = 0; r < world; ++r) {
     CheckpointDir ck(dir, r, world, keep);
     const float v = static_cast<float>(step) + 0.25f * static_cast<float>(r);
-    ck.write_shard(step, {{"w", Tensor::from_vector(std::vector<float>{v, -v}, {2})}}, {{"note", "rank" + std::to_string(r)}});
+    ck.write_shard(step, {{"w", Tensor::from_vector(std::vector<float>{v, -v}, {2})}},
+                   {{"note", "rank" + std::to_string(r)}});
   }
   CheckpointDir(dir, 0, world, keep).commit(step);
 }

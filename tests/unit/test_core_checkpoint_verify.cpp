@@ -94,7 +94,8 @@ TEST_CASE("crc32c_combine: pieces summed apart give the whole's CRC", "[checkpoi
   // Split points at the ends, at odd places, around the 12 KiB interleaved rounds.
   for (const std::size_t split : {0, 1, 7, 4096, 12287, 12288, 30001, 49999, 50000}) {
     INFO("split " << split);
-    const std::uint32_t a = skew::crc32c(bytes.data(), split), b = skew::crc32c(bytes.data() + split, bytes.size() - split);
+    const std::uint32_t a = skew::crc32c(bytes.data(), split),
+                        b = skew::crc32c(bytes.data() + split, bytes.size() - split);
     CHECK(skew::crc32c_combine(a, b, bytes.size() - split) == whole);
   }
   // Several pieces folded in order, the way a load summed out of order adds its pieces up.

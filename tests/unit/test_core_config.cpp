@@ -143,24 +143,39 @@ TEST_CASE("config: unknown key suggests close spellings", "[config]") {
 TEST_CASE("config: malformed lines name file and line", "[config]") {
   const auto s = test_schema();
   TempFile no_eq("noeq.ini", "[train]\nsteps 3\n");
-  CHECK_THAT(error_of([&] { parse_args(s, {"--config", no_eq.path}); }),
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", no_eq.path});
+             }),
              Catch::Contains(no_eq.path + ":2: malformed line 'steps 3' (expected key = value)"));
   TempFile bad_section("section.ini", "seed = 1\n[train\n");
-  CHECK_THAT(error_of([&] { parse_args(s, {"--config", bad_section.path}); }),
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", bad_section.path});
+             }),
              Catch::Contains(bad_section.path + ":2: malformed section header '[train'"));
   TempFile empty_key("emptykey.ini", "\n\n = 4\n");
-  CHECK_THAT(error_of([&] { parse_args(s, {"--config", empty_key.path}); }),
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", empty_key.path});
+             }),
              Catch::Contains(empty_key.path + ":3: malformed line '= 4' (empty key)"));
   TempFile open_quote("openquote.ini", "[data]\npath = \"no end\n");
-  CHECK_THAT(error_of([&] { parse_args(s, {"--config", open_quote.path}); }),
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", open_quote.path});
+             }),
              Catch::Contains(open_quote.path + ":2: malformed line 'path = \"no end' (unterminated quoted value)"));
   TempFile after_quote("afterquote.ini", "[data]\npath = \"a\" b\n");
-  CHECK_THAT(error_of([&] { parse_args(s, {"--config", after_quote.path}); }),
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", after_quote.path});
+             }),
              Catch::Contains(after_quote.path + ":2: malformed line"));
   TempFile twice("twice.ini", "[train]\nsteps = 3\nlr = 0.1\nsteps = 4\n");
-  CHECK_THAT(error_of([&] { parse_args(s, {"--config", twice.path}); }),
-             Catch::Contains(twice.path + ":4: key 'train.steps' is set twice in the file (first at " + twice.path + ":2)"));
-  CHECK_THAT(error_of([&] { parse_args(s, {"--config", "/nonexistent/dir/x.ini"}); }),
+  CHECK_THAT(
+      error_of([&] {
+        parse_args(s, {"--config", twice.path});
+      }),
+      Catch::Contains(twice.path + ":4: key 'train.steps' is set twice in the file (first at " + twice.path + ":2)"));
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", "/nonexistent/dir/x.ini"});
+             }),
              Catch::Contains("cannot open config file '/nonexistent/dir/x.ini'"));
   CHECK_THAT(error_of([&] { parse_args(s, {"--config"}); }), Catch::Contains("--config needs a file name"));
   CHECK_THAT(error_of([&] { parse_args(s, {"stray"}); }), Catch::Contains("command line: unexpected argument 'stray'"));
@@ -169,7 +184,9 @@ TEST_CASE("config: malformed lines name file and line", "[config]") {
   // An unknown bare option is a misspelling, not a key that lost its value.
   CHECK_THAT(error_of([&] { parse_args(s, {"--frobnicate"}); }),
              Catch::Contains("command line: unknown key 'frobnicate'"));
-  CHECK_THAT(error_of([&] { parse_args(s, {"--train.stepz", "3"}); }),
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--train.stepz", "3"});
+             }),
              Catch::Contains("unknown key 'train.stepz' (did you mean 'train.steps'?)"));
 }
 
@@ -179,14 +196,18 @@ TEST_CASE("config: bad values name key, source and what was expected", "[config]
              Catch::Contains("command line: bad value '3.5' for key 'train.steps': expected an integer"));
   CHECK_THAT(error_of([&] { parse_args(s, {"--train.steps=99999999999999999999999"}); }),
              Catch::Contains("expected an integer"));
-  CHECK_THAT(error_of([&] { parse_args(s, {"--train.lr", "fast"}); }),
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--train.lr", "fast"});
+             }),
              Catch::Contains("command line: bad value 'fast' for key 'train.lr': expected a number"));
   CHECK_THAT(error_of([&] { parse_args(s, {"--train.shuffle=maybe"}); }),
              Catch::Contains("bad value 'maybe' for key 'train.shuffle': expected true/false"));
   CHECK_THAT(error_of([&] { parse_args(s, {"--train.device=tpu"}); }),
              Catch::Contains("bad value 'tpu' for key 'train.device': expected one of cpu, cuda"));
   TempFile ini("badvalue.ini", "[train]\n\nlr = 1e-3x\n");
-  CHECK_THAT(error_of([&] { parse_args(s, {"--config", ini.path}); }),
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", ini.path});
+             }),
              Catch::Contains(ini.path + ":3: bad value '1e-3x' for key 'train.lr': expected a number"));
   // Accepted spellings of bools and numbers.
   const auto c = parse_args(s, {"--train.shuffle=OFF", "--train.lr=-2.5e-3", "--train.steps=-4"});
@@ -241,9 +262,9 @@ TEST_CASE("config: apps answer --help and --print-config, then stop", "[config]"
 TEST_CASE("config: --print-config output parses back to the same config", "[config]") {
   const auto s = test_schema();
   TempFile ini("print.ini", "[train]\nlr = 0.25\n");
-  const auto c = parse_args(s, {"--config", ini.path, "--print-config", "--train.steps=42",
-                                "--output.dir=out dir # with hash; and semicolon",
-                                "--data.path=\"literally quoted\"", "--train.weights=  padded "});
+  const auto c = parse_args(
+      s, {"--config", ini.path, "--print-config", "--train.steps=42", "--output.dir=out dir # with hash; and semicolon",
+          "--data.path=\"literally quoted\"", "--train.weights=  padded "});
   REQUIRE(c.print_config_requested());
   const std::string text = c.to_ini();
   CHECK_THAT(text, Catch::Contains("# effective configuration of demo_app"));
@@ -299,12 +320,16 @@ TEST_CASE("config: values outside a key's range name key, value, range and sourc
   CHECK_THAT(error_of([&] { parse_args(s, {"--train.latency=-1.5"}); }),
              Catch::Contains("expected a finite number >= -1"));
   TempFile ini("range.ini", "[train]\nlr = 0.5\n\nthreads = -3   # too few\n");
-  CHECK_THAT(error_of([&] { parse_args(s, {"--config", ini.path}); }),
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", ini.path});
+             }),
              Catch::Contains(ini.path + ":4: bad value '-3' for key 'train.threads': expected an integer in [1, "
                                         "1024]"));
   // The command line is checked too when it overrides a good file value, and a good command
   // line value does not hide a bad one in the file.
-  CHECK_THAT(error_of([&] { parse_args(s, {"--config", ini.path, "--train.threads=2"}); }),
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", ini.path, "--train.threads=2"});
+             }),
              Catch::Contains(ini.path + ":4: bad value '-3'"));
   // Both ends are inclusive unless declared open.
   const auto c = parse_args(s, {"--train.threads=1024", "--train.epochs=2147483647", "--train.smoothing=0",
@@ -387,15 +412,21 @@ TEST_CASE("config: --help shows each numeric key's range", "[config]") {
 
 TEST_CASE("config: --config naming a directory or an unreadable file is a clear error", "[config]") {
   const auto s = test_schema();
-  CHECK_THAT(error_of([&] { parse_args(s, {"--config", "/tmp"}); }),
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", "/tmp"});
+             }),
              Catch::Contains("--config '/tmp' is a directory, expected an INI file"));
   CHECK_THAT(error_of([&] { parse_args(s, {"--config=/tmp/"}); }), Catch::Contains("is a directory"));
-  CHECK_THAT(error_of([&] { parse_args(s, {"--config", "/nonexistent/x.ini"}); }),
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", "/nonexistent/x.ini"});
+             }),
              Catch::Contains("cannot open config file '/nonexistent/x.ini': No such file or directory"));
   TempFile locked("locked.ini", "seed = 3\n");
   std::filesystem::permissions(locked.path, std::filesystem::perms::none);
   if (!std::ifstream(locked.path)) {  // root reads it anyway
-    CHECK_THAT(error_of([&] { parse_args(s, {"--config", locked.path}); }),
+    CHECK_THAT(error_of([&] {
+                 parse_args(s, {"--config", locked.path});
+               }),
                Catch::Contains("cannot open config file '" + locked.path + "': Permission denied"));
   }
 }

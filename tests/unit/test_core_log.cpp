@@ -7,7 +7,9 @@
 #include "core/log.hpp"
 
 namespace {
-void check_positive(int x) { SKEW_CHECK(x > 0, "x must be positive, got " << x); }
+void check_positive(int x) {
+  SKEW_CHECK(x > 0, "x must be positive, got " << x);
+}
 }  // namespace
 
 TEST_CASE("errors: SKEW_CHECK and SKEW_THROW name the condition, message and location", "[error]") {
@@ -19,7 +21,8 @@ TEST_CASE("errors: SKEW_CHECK and SKEW_THROW name the condition, message and loc
     CHECK_THAT(what, Catch::StartsWith("check failed: x > 0: x must be positive, got -3 [test_core_log.cpp:"));
   }
   CHECK_NOTHROW(check_positive(1));
-  CHECK_THROWS_WITH([] { SKEW_THROW("value " << 42 << " is bad"); }(), Catch::Matches("value 42 is bad \\[test_core_log.cpp:[0-9]+\\]"));
+  CHECK_THROWS_WITH([] { SKEW_THROW("value " << 42 << " is bad"); }(),
+                    Catch::Matches("value 42 is bad \\[test_core_log.cpp:[0-9]+\\]"));
 }
 
 TEST_CASE("log: levels, and progress only from rank 0 unless all ranks are asked for", "[log]") {

@@ -61,8 +61,8 @@ TEST_CASE("metrics: a resumed run keeps the records before its checkpoint, then 
   skew::keep_jsonl_records_before(path, "step", 3);
   CHECK(skew::read_file(path) == "{\"step\": 1, \"loss\": 0.5}\n{\"step\": 2}\n");
   skew::JsonlWriter(path, skew::OutputFile::Mode::Append).write(skew::Json{{"step", 3}});
-  CHECK(lines_of(skew::read_file(path)) == std::vector<std::string>{"{\"step\": 1, \"loss\": 0.5}", "{\"step\": 2}",
-                                                                     "{\"step\":3}"});
+  CHECK(lines_of(skew::read_file(path)) ==
+        std::vector<std::string>{"{\"step\": 1, \"loss\": 0.5}", "{\"step\": 2}", "{\"step\":3}"});
   // Only a torn last line is dropped: damage elsewhere is named.
   skew::write_file_atomic(path, "{\"step\": 1}\n{\"step\": \"two\"}\n");
   CHECK_THAT(error_of([&] { skew::keep_jsonl_records_before(path, "step", 3); }),

@@ -61,10 +61,12 @@ TEST_CASE("rng: a run of Philox calls equals the calls one by one, across the lo
   CHECK(words[0][0] == 0xd16cfe09u);
   CHECK(words[3][0] == 0x24126ea1u);
   for (const int n : {1, 7, skew::kPhiloxLanes})
-    for (const std::uint64_t first : {std::uint64_t(0), std::uint64_t(0xffffffffu) - 3, std::uint64_t(0x123456789ull)}) {
+    for (const std::uint64_t first :
+         {std::uint64_t(0), std::uint64_t(0xffffffffu) - 3, std::uint64_t(0x123456789ull)}) {
       skew::philox4x32_10_run(0xfeedfacecafef00dull, first, n, 0x9e3779b97f4a7c15ull, words);
       for (int i = 0; i < n; ++i) {
-        const skew::Philox4 one = skew::philox4x32_10(0xfeedfacecafef00dull, first + std::uint64_t(i), 0x9e3779b97f4a7c15ull);
+        const skew::Philox4 one =
+            skew::philox4x32_10(0xfeedfacecafef00dull, first + std::uint64_t(i), 0x9e3779b97f4a7c15ull);
         INFO("n " << n << " first " << first << " call " << i);
         for (int j = 0; j < 4; ++j) REQUIRE(words[j][i] == one.v[j]);
       }

@@ -87,7 +87,8 @@ TEST_CASE("safetensors: layout is what PyTorch and numpy readers expect", "[safe
                                 {"b", Tensor::from_vector(std::vector<std::int32_t>{3}, {1})}});
   const std::string bytes = skew::read_file(path);
   std::uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    n |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)])) << (8 * i);
   CHECK(n % 8 == 0);  // data section starts 8-byte aligned
   REQUIRE(bytes.size() == 8 + n + 12);
   const auto header = nlohmann::json::parse(bytes.substr(8, n));
@@ -121,7 +122,8 @@ TEST_CASE("safetensors: truncated and corrupt files are rejected with the reason
              Catch::Contains("exceeds the file (40 bytes): truncated?"));
   CHECK_THAT(load_error("cut_data.safetensors", good.substr(0, good.size() - 3)),
              Catch::Contains("data section: truncated?"));
-  CHECK_THAT(load_error("not_json.safetensors", header_bytes("{\"a\": [1, ")), Catch::Contains("header is not valid JSON"));
+  CHECK_THAT(load_error("not_json.safetensors", header_bytes("{\"a\": [1, ")),
+             Catch::Contains("header is not valid JSON"));
   CHECK_THAT(load_error("array.safetensors", header_bytes("[1, 2]")), Catch::Contains("header is not a JSON object"));
   const std::string data(16, '\0');
   CHECK_THAT(load_error("bad_dtype.safetensors",
@@ -141,9 +143,10 @@ TEST_CASE("safetensors: truncated and corrupt files are rejected with the reason
   CHECK_THAT(load_error("size_mismatch.safetensors",
                         header_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})") + data),
              Catch::Contains("tensor 'a' has 8 bytes but its shape and dtype need 12"));
-  CHECK_THAT(load_error("huge_shape.safetensors",
-                        header_bytes(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}})") + data),
-             Catch::Contains("tensor 'a'") && Catch::Contains("shape"));
+  CHECK_THAT(
+      load_error("huge_shape.safetensors",
+                 header_bytes(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}})") + data),
+      Catch::Contains("tensor 'a'") && Catch::Contains("shape"));
   CHECK_THAT(load_error("negative_dim.safetensors",
                         header_bytes(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})") + data),
              Catch::Contains("tensor 'a'") && Catch::Contains("shape"));
@@ -161,13 +164,14 @@ TEST_CASE("safetensors: the tensors must cover the data section exactly", "[safe
   CHECK_THAT(load_error("trailing.safetensors", good + "x"),
              Catch::Contains("the data section has 1 bytes after its last tensor"));
   const std::string data(16, '\0');
-  CHECK_THAT(load_error("hole.safetensors",
-                        header_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                                     R"("b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})") + data),
+  CHECK_THAT(load_error("hole.safetensors", header_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                                         R"("b":{"dtype":"F32","shape":[1],"data_offsets":[12,16]}})") +
+                                                data),
              Catch::Contains("unused bytes 8 to 12"));
-  CHECK_THAT(load_error("overlap.safetensors",
-                        header_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
-                                     R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})") + data.substr(0, 12)),
-             Catch::Contains("two tensors overlap at byte 8"));
+  CHECK_THAT(
+      load_error("overlap.safetensors", header_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
+                                                     R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})") +
+                                            data.substr(0, 12)),
+      Catch::Contains("two tensors overlap at byte 8"));
   CHECK(skew::load_safetensors(good_path).tensors.size() == sample_tensors().size());
 }

@@ -83,11 +83,11 @@ TEST_CASE("tensor: bf16 conversion, bit patterns and round to nearest even", "[t
   CHECK(skew::float_to_bf16(-2.0f) == 0xC000);
   CHECK(skew::float_to_bf16(0.0f) == 0x0000);
   CHECK(skew::float_to_bf16(-0.0f) == 0x8000);
-  CHECK(skew::float_to_bf16(from_bits(0x40490FDB)) == 0x4049);  // pi rounds down
-  CHECK(skew::float_to_bf16(from_bits(0x3F808000)) == 0x3F80);  // tie, even stays
-  CHECK(skew::float_to_bf16(from_bits(0x3F818000)) == 0x3F82);  // tie, odd rounds up
-  CHECK(skew::float_to_bf16(from_bits(0x3F808001)) == 0x3F81);  // just above the tie
-  CHECK(skew::float_to_bf16(from_bits(0x3F807FFF)) == 0x3F80);  // just below the tie
+  CHECK(skew::float_to_bf16(from_bits(0x40490FDB)) == 0x4049);              // pi rounds down
+  CHECK(skew::float_to_bf16(from_bits(0x3F808000)) == 0x3F80);              // tie, even stays
+  CHECK(skew::float_to_bf16(from_bits(0x3F818000)) == 0x3F82);              // tie, odd rounds up
+  CHECK(skew::float_to_bf16(from_bits(0x3F808001)) == 0x3F81);              // just above the tie
+  CHECK(skew::float_to_bf16(from_bits(0x3F807FFF)) == 0x3F80);              // just below the tie
   CHECK(skew::float_to_bf16(std::numeric_limits<float>::max()) == 0x7F80);  // rounds to inf
   CHECK(skew::float_to_bf16(std::numeric_limits<float>::infinity()) == 0x7F80);
   CHECK(skew::float_to_bf16(-std::numeric_limits<float>::infinity()) == 0xFF80);
@@ -109,9 +109,9 @@ TEST_CASE("tensor: f16 conversion, bit patterns and round to nearest even", "[te
   CHECK(skew::float_to_f16(-2.0f) == 0xC000);
   CHECK(skew::float_to_f16(0.5f) == 0x3800);
   CHECK(skew::float_to_f16(-0.0f) == 0x8000);
-  CHECK(skew::float_to_f16(65504.0f) == 0x7BFF);     // largest half
-  CHECK(skew::float_to_f16(65519.0f) == 0x7BFF);     // below the tie
-  CHECK(skew::float_to_f16(65520.0f) == 0x7C00);     // tie with odd mantissa: overflows to inf
+  CHECK(skew::float_to_f16(65504.0f) == 0x7BFF);  // largest half
+  CHECK(skew::float_to_f16(65519.0f) == 0x7BFF);  // below the tie
+  CHECK(skew::float_to_f16(65520.0f) == 0x7C00);  // tie with odd mantissa: overflows to inf
   CHECK(skew::float_to_f16(1e10f) == 0x7C00);
   CHECK(skew::float_to_f16(-1e10f) == 0xFC00);
   CHECK(skew::float_to_f16(1.0f / 3.0f) == 0x3555);
@@ -119,11 +119,11 @@ TEST_CASE("tensor: f16 conversion, bit patterns and round to nearest even", "[te
   CHECK(skew::float_to_f16(std::ldexp(1.0f, -24)) == 0x0001);  // smallest subnormal
   CHECK(skew::float_to_f16(std::ldexp(1.0f, -25)) == 0x0000);  // tie to even: zero
   CHECK(skew::float_to_f16(std::ldexp(1.5f, -25)) == 0x0001);
-  CHECK(skew::float_to_f16(std::ldexp(3.0f, -25)) == 0x0002);  // 1.5 ulp: tie, odd rounds up
-  CHECK(skew::float_to_f16(std::ldexp(5.0f, -25)) == 0x0002);  // 2.5 ulp: tie, even stays
-  CHECK(skew::float_to_f16(std::ldexp(2047.0f, -25)) == 0x0400);  // largest-subnormal tie carries into normal
-  CHECK(skew::float_to_f16(1.0f + std::ldexp(1.0f, -11)) == 0x3C00);       // tie, even stays
-  CHECK(skew::float_to_f16(1.0f + std::ldexp(3.0f, -11)) == 0x3C02);       // tie, odd rounds up
+  CHECK(skew::float_to_f16(std::ldexp(3.0f, -25)) == 0x0002);         // 1.5 ulp: tie, odd rounds up
+  CHECK(skew::float_to_f16(std::ldexp(5.0f, -25)) == 0x0002);         // 2.5 ulp: tie, even stays
+  CHECK(skew::float_to_f16(std::ldexp(2047.0f, -25)) == 0x0400);      // largest-subnormal tie carries into normal
+  CHECK(skew::float_to_f16(1.0f + std::ldexp(1.0f, -11)) == 0x3C00);  // tie, even stays
+  CHECK(skew::float_to_f16(1.0f + std::ldexp(3.0f, -11)) == 0x3C02);  // tie, odd rounds up
   CHECK(skew::float_to_f16(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)) == 0x3C01);
   CHECK(skew::float_to_f16(std::numeric_limits<float>::infinity()) == 0x7C00);
   CHECK(std::isnan(skew::f16_to_float(skew::float_to_f16(std::numeric_limits<float>::quiet_NaN()))));
@@ -168,10 +168,9 @@ TEST_CASE("tensor: a CUDA tensor without a usable GPU is a clear error", "[tenso
     SUCCEED("a GPU is visible; the device paths are covered by the CUDA tests");
     return;
   }
-  const std::string why = skew::cuda_built() ? "no CUDA device is visible on this machine"
-                                             : "this build of skew has no CUDA support";
-  CHECK_THROWS_WITH(Tensor::empty({4}, DType::F32, Device::Cuda),
-                    Catch::Contains("allocating a CUDA tensor: " + why));
+  const std::string why =
+      skew::cuda_built() ? "no CUDA device is visible on this machine" : "this build of skew has no CUDA support";
+  CHECK_THROWS_WITH(Tensor::empty({4}, DType::F32, Device::Cuda), Catch::Contains("allocating a CUDA tensor: " + why));
   Tensor host = Tensor::from_vector(std::vector<float>{1, 2}, {2});
   CHECK_THROWS_WITH(host.to(Device::Cuda), Catch::Contains(why));
   CHECK_THROWS_AS(Tensor::zeros({4}, DType::F32, Device::Cuda), skew::Error);

@@ -11,8 +11,8 @@
 
 #include "core/checksum.hpp"
 #include "core/config.hpp"
-#include "core/fileio.hpp"
 #include "core/error.hpp"
+#include "core/fileio.hpp"
 #include "core/safetensors.hpp"
 #include "lib/placement/trace.hpp"
 #include "lib/wide/dataset.hpp"
@@ -95,7 +95,8 @@ TEST_CASE("the binary cache checks its header's counts against the file before a
     std::ifstream(f.cache, std::ios::binary).read(bytes.data(), CacheFixture::kBytes);
     bytes.erase(98, 1);
     std::ofstream(f.cache, std::ios::binary | std::ios::trunc) << bytes;
-    CHECK_THAT(f.error(), Catch::Contains("corrupt data cache " + f.cache) && Catch::Contains("do not fit its 169 bytes"));
+    CHECK_THAT(f.error(),
+               Catch::Contains("corrupt data cache " + f.cache) && Catch::Contains("do not fit its 169 bytes"));
     bytes.erase(98, 20);  // shorter than the header's rows and nonzeros need
     std::ofstream(f.cache, std::ios::binary | std::ios::trunc) << bytes;
     CHECK_THAT(f.error(), Catch::Contains("corrupt data cache " + f.cache) &&
@@ -134,21 +135,28 @@ TEST_CASE("the binary cache checks row offsets, labels and nonzeros") {
   SECTION("a frequency order listing an id twice, one out of range, or longer than the file") {
     // The order is ids 1, 2, 3 (each once: ties by id).
     f.patch<std::uint32_t>(154, 1);
-    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("feature 1 at place 1 of the frequency order is listed twice"));
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) &&
+                              Catch::Contains("feature 1 at place 1 of the frequency order is listed twice"));
     f.patch<std::uint32_t>(154, 2);
     f.patch<std::uint32_t>(158, 4);
-    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("feature 4 at place 2 of the frequency order is beyond its 4 features"));
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) &&
+                              Catch::Contains("feature 4 at place 2 of the frequency order is beyond its 4 features"));
     f.patch<std::uint32_t>(158, 3);
     f.patch<std::int64_t>(162, 1000);
-    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("a frequency order of 1000 of 4 features do not fit its 170 bytes"));
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) &&
+                              Catch::Contains("a frequency order of 1000 of 4 features do not fit its 170 bytes"));
   }
   SECTION("a frequency order under a header claiming 2^32 - 1 features: checked without a bit a feature") {
     f.patch<std::int64_t>(48, 4294967295);
     CHECK(load_dataset(f.source, ReadOptions{}).num_features == 4294967295);
     f.patch<std::uint32_t>(158, 1);  // ids 1, 2, 1
-    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("feature 1 at place 2 of the frequency order is listed twice"));
+    CHECK_THAT(f.error(), Catch::Contains(f.cache) &&
+                              Catch::Contains("feature 1 at place 2 of the frequency order is listed twice"));
     f.patch<std::uint32_t>(154, 4294967295u);  // ids 1, 2^32 - 1, 1: the id beyond comes first
-    CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("feature 4294967295 at place 1 of the frequency order is beyond its 4294967295 features"));
+    CHECK_THAT(
+        f.error(),
+        Catch::Contains(f.cache) &&
+            Catch::Contains("feature 4294967295 at place 1 of the frequency order is beyond its 4294967295 features"));
     f.patch<std::uint32_t>(150, 4294967295u);  // listed twice and beyond: beyond, at its first place
     CHECK_THAT(f.error(), Catch::Contains("feature 4294967295 at place 0 of the frequency order is beyond"));
   }

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/rng.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/moe_elementwise.hpp"
-#include "core/rng.hpp"
 
 using namespace skew;
 namespace km = skew::kernels::moe;

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/moe_expert.hpp"
 #include "core/rng.hpp"
 #include "core/tensor.hpp"
+#include "kernels/moe_expert.hpp"
 
 using namespace skew;
 namespace km = skew::kernels::moe;

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/moe_gate.hpp"
 #include "core/rng.hpp"
+#include "kernels/moe_gate.hpp"
 
 using namespace skew;
 namespace km = skew::kernels::moe;

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/rng.hpp"
 #include "kernels/moe_gate.hpp"
 #include "kernels/moe_lane_sum.hpp"
 #include "kernels/moe_route.hpp"
-#include "core/rng.hpp"
 
 using namespace skew;
 namespace km = skew::kernels::moe;

@@ -6,9 +6,9 @@
 #include <functional>
 #include <limits>
 
+#include "core/rng.hpp"
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_expert.hpp"
-#include "core/rng.hpp"
 #include "lib/moe/gate.hpp"
 #include "lib/moe/ops.hpp"
 #include "tests/unit/finite_difference.hpp"
@@ -278,8 +278,15 @@ TEST_CASE("grouped bf16 expert GEMM matches a float64 reference on bf16-rounded 
 TEST_CASE("to_bf16_bits rounds to the nearer bf16 neighbour, ties to even, NaN kept", "[moe]") {
   // Reference in double: the two bf16 neighbours of x are its truncation and the next value up
   // (in magnitude); the result must be the nearer one, the even one on a tie.
-  std::vector<float> in = {1.0f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256, -1.0f - 1.0f / 256, 65504.0f, 1e-40f, -0.0f,
-                           3.4e38f, std::numeric_limits<float>::quiet_NaN()};
+  std::vector<float> in = {1.0f,
+                           1.0f + 1.0f / 256,
+                           1.0f + 3.0f / 256,
+                           -1.0f - 1.0f / 256,
+                           65504.0f,
+                           1e-40f,
+                           -0.0f,
+                           3.4e38f,
+                           std::numeric_limits<float>::quiet_NaN()};
   Rng rng(41, 41);
   for (int i = 0; i < 2000; ++i) in.push_back(static_cast<float>(rng.normal() * std::pow(10.0, rng.uniform() * 8 - 4)));
   std::vector<std::uint16_t> out(in.size());
@@ -299,7 +306,8 @@ TEST_CASE("to_bf16_bits rounds to the nearer bf16 neighbour, ties to even, NaN k
     const std::uint32_t down = u & 0xffff0000u, up = down + 0x10000u;
     // IEEE rounds as if the exponent were unbounded: past the largest bf16, "up" is 2^128 (which
     // then overflows to infinity).
-    const double up_value = (up & 0x7f800000u) == 0x7f800000u ? std::copysign(std::ldexp(1.0, 128), in[i]) : as_float(up);
+    const double up_value =
+        (up & 0x7f800000u) == 0x7f800000u ? std::copysign(std::ldexp(1.0, 128), in[i]) : as_float(up);
     const double x = in[i], dd = std::abs(x - as_float(down)), du = std::abs(up_value - x);
     const std::uint32_t want = dd < du ? down : du < dd ? up : ((down >> 16) & 1u) ? up : down;
     REQUIRE((std::uint32_t(out[i]) << 16) == want);

@@ -62,4 +62,3 @@ TEST_CASE("placement config keys: node size, link overrides and range checks", "
   CHECK_THROWS_WITH(slots_per_rank_from_config(parse({}), 6, 4),
                     Catch::Contains("moe.num_experts 6 must be a multiple of the 4 ranks"));
 }
-

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/rng.hpp"
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_route.hpp"
-#include "core/rng.hpp"
 #include "tests/unit/random_matrix.hpp"
 
 using namespace skew;
@@ -20,7 +20,9 @@ namespace {
 constexpr int kTokens = 37, kTopK = 2, kWidth = 13, kExperts = 5;
 constexpr std::int64_t kAssignments = std::int64_t(kTokens) * kTopK;
 
-std::vector<float> uniform(std::size_t n, std::uint64_t stream) { return random_matrix(n, 19, stream); }
+std::vector<float> uniform(std::size_t n, std::uint64_t stream) {
+  return random_matrix(n, 19, stream);
+}
 
 // Random choices (distinct per token), about one in five dropped, and the send rows of the
 // kept ones: a random permutation of [0, kept) (the layer's are stable positions; any injective

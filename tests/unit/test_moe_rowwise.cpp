@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/moe_rowwise.hpp"
 #include "core/rng.hpp"
+#include "kernels/moe_rowwise.hpp"
 #include "lib/moe/ops.hpp"
 
 using namespace skew;
@@ -73,7 +73,8 @@ TEST_CASE("fp32 embedding twin matches float64 embedding forward and backward", 
   // 37 tokens over a vocabulary of 13 and positions modulo 10: rows of both tables repeat.
   const int n = 37, d = 130, seq = 10, vocab = 13;
   const auto tokens = random_tokens(n, vocab, 7);
-  auto wte = random_pair(static_cast<std::size_t>(vocab) * d, 8), wpe = random_pair(static_cast<std::size_t>(seq) * d, 9);
+  auto wte = random_pair(static_cast<std::size_t>(vocab) * d, 8),
+       wpe = random_pair(static_cast<std::size_t>(seq) * d, 9);
   std::vector<float> outf(static_cast<std::size_t>(n) * d);
   std::vector<double> outd(outf.size());
   embedding_forward<float>(n, d, seq, tokens.data(), wte.f.data(), wpe.f.data(), outf.data());

@@ -6,8 +6,8 @@
 // movement runs kernels/moe_swin.hpp's CPU twins (the bodies their CUDA twins run, compared in
 // tests/cuda/test_moe_swin_cuda.cpp); their float instantiations move exactly what the float64
 // ones do, and the relative position bias's gather and backward match index-table loops.
-#include <catch2/catch.hpp>
 #include <array>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <functional>
 
@@ -106,8 +106,8 @@ TEST_CASE("the shifted-window mask joins exactly the tokens that are neighbours 
             const int pos = row ? (win / across) * w + t / w : (win % across) * w + t % w;
             return (pos + shift) % (row ? H : W);
           };
-          const bool near = std::abs(source(i, true) - source(j, true)) < w &&
-                            std::abs(source(i, false) - source(j, false)) < w;
+          const bool near =
+              std::abs(source(i, true) - source(j, true)) < w && std::abs(source(i, false) - source(j, false)) < w;
           const double m = mask[(static_cast<std::size_t>(win) * N + i) * N + j];
           REQUIRE(m == (near ? 0.0 : -INFINITY));
           masked += near ? 0 : 1;
@@ -139,7 +139,8 @@ TEST_CASE("window attention with relative position bias and mask against float64
                       table = randn(static_cast<std::size_t>(2 * w - 1) * (2 * w - 1) * heads, 8, 0.5);
   const std::vector<double> mask = shifted_window_mask<double>(H, W, w, shift);
   const std::vector<std::int32_t> index = relative_position_index(w);
-  std::vector<double> out(static_cast<std::size_t>(windows) * N * d), probs(static_cast<std::size_t>(windows) * heads * N * N);
+  std::vector<double> out(static_cast<std::size_t>(windows) * N * d),
+      probs(static_cast<std::size_t>(windows) * heads * N * N);
   const auto forward = [&] {
     window_attention_forward<double>(windows, w, d, heads, qkv.data(), table.data(), mask.data(), mask_windows,
                                      out.data(), probs.data(), Precision::Fp32);
@@ -152,7 +153,8 @@ TEST_CASE("window attention with relative position bias and mask against float64
         double z = 0;
         for (int j = 0; j < N; ++j) {
           double s = 0;
-          for (int e = 0; e < hd; ++e) s += qkv[(win * N + i) * 3 * d + h * hd + e] * qkv[(win * N + j) * 3 * d + d + h * hd + e];
+          for (int e = 0; e < hd; ++e)
+            s += qkv[(win * N + i) * 3 * d + h * hd + e] * qkv[(win * N + j) * 3 * d + d + h * hd + e];
           logit[j] = s / std::sqrt(double(hd)) + table[index[i * N + j] * heads + h] +
                      mask[((win % mask_windows) * N + i) * N + j];
           z += std::exp(logit[j]);
@@ -176,8 +178,9 @@ TEST_CASE("window attention with relative position bias and mask against float64
   check_fd(table, dtable, loss);
 }
 
-TEST_CASE("patch merging: 2x2 concat in Swin's order, LayerNorm, linear 4C->2C (with a bias), backward by finite differences",
-          "[moe][swin]") {
+TEST_CASE(
+    "patch merging: 2x2 concat in Swin's order, LayerNorm, linear 4C->2C (with a bias), backward by finite differences",
+    "[moe][swin]") {
   const int B = 2, H = 4, W = 6, C = 3, M = (H / 2) * (W / 2), rows = B * M;
   std::vector<double> x = randn(static_cast<std::size_t>(B) * H * W * C, 10), g = randn(4 * C, 11, 0.3),
                       beta = randn(4 * C, 12, 0.3), w = randn(4 * C * 2 * C, 13, 0.5), bias = randn(2 * C, 15);
@@ -203,8 +206,8 @@ TEST_CASE("patch merging: 2x2 concat in Swin's order, LayerNorm, linear 4C->2C (
       dw(w.size(), 0.0), dbias(bias.size(), 0.0);
   linear_backward<double>(rows, 4 * C, 2 * C, ln.data(), w.data(), dy.data(), dln.data(), dw.data(), dbias.data(),
                           Precision::Fp32);
-  layernorm_backward<double>(rows, 4 * C, merged.data(), g.data(), mean.data(), rstd.data(), dln.data(),
-                             dmerged.data(), dg.data(), dbeta.data());
+  layernorm_backward<double>(rows, 4 * C, merged.data(), g.data(), mean.data(), rstd.data(), dln.data(), dmerged.data(),
+                             dg.data(), dbeta.data());
   merge_scatter<double>(Device::Host, B, H, W, C, dmerged.data(), dx.data());
   const auto loss = [&] { return forward(), dot(y, dy); };
   check_fd(x, dx, loss);
@@ -232,7 +235,8 @@ TEST_CASE("relative position bias: the gather reads the table by the index, the 
     for (int win = 0; win < windows; ++win)
       for (int h = 0; h < heads; ++h)
         for (int i = 0; i < N; ++i)
-          for (int j = 0; j < N; ++j) want[index[i * N + j] * heads + h] += dlogits[((win * heads + h) * N + i) * N + j];
+          for (int j = 0; j < N; ++j)
+            want[index[i * N + j] * heads + h] += dlogits[((win * heads + h) * N + i) * N + j];
     kernels::moe::relative_bias_backward<double>(Device::Host, windows, w, heads, dlogits.data(), dtable.data());
     for (std::size_t e = 0; e < want.size(); ++e) REQUIRE(dtable[e] == Approx(want[e]).epsilon(1e-12).margin(1e-12));
   }

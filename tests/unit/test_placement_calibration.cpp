@@ -55,7 +55,8 @@ ExpertShape shape() {
 TEST_CASE("calibration recovers the constants its measured runs follow", "[placement][calibration]") {
   CostConstants base;
   base.allreduce_bandwidth = 7e9, base.gpus_per_node = 4;
-  const CalibrationFit fit = fit_constants({exact_run(1, 12, 0), exact_run(2, 12, 3), exact_run(4, 9, 7)}, shape(), base);
+  const CalibrationFit fit =
+      fit_constants({exact_run(1, 12, 0), exact_run(2, 12, 3), exact_run(4, 9, 7)}, shape(), base);
   CHECK(fit.seconds_per_row == Approx(kSecondsPerRow).epsilon(1e-12));
   CHECK(fit.constants.gemm_flops == Approx(6.0 * 1000 / kSecondsPerRow).epsilon(1e-12));  // 6 FLOPs per parameter
   CHECK(fit.constants.intra_bandwidth == Approx(kBandwidth).epsilon(1e-9));
@@ -80,14 +81,16 @@ TEST_CASE("calibration refuses runs that cannot determine a constant", "[placeme
       for (double& b : rank) b = 1000;
   CHECK_THAT(error({flat}), Catch::Contains("same bytes"));
   MeasuredRun waiting = exact_run(2, 10, 0);
-  for (std::size_t it = 0; it < waiting.alltoall_seconds.size(); ++it) waiting.alltoall_seconds[it] = 1.0 / double(it + 1);
+  for (std::size_t it = 0; it < waiting.alltoall_seconds.size(); ++it)
+    waiting.alltoall_seconds[it] = 1.0 / double(it + 1);
   for (std::size_t it = 0; it < waiting.alltoall_bytes.size(); ++it)
     for (auto& rank : waiting.alltoall_bytes[it])
       for (double& b : rank) b = 1000.0 * double(it + 1);
   CHECK_THAT(error({waiting}), Catch::Contains("does not grow with the bytes"));
 }
 
-TEST_CASE("cost constants round-trip through their JSON file, and a bad file names its key", "[placement][calibration]") {
+TEST_CASE("cost constants round-trip through their JSON file, and a bad file names its key",
+          "[placement][calibration]") {
   CostConstants c;
   c.gemm_flops = 1.5e10, c.intra_bandwidth = 3e9, c.inter_bandwidth = 2e9, c.allreduce_bandwidth = 1e9;
   c.gpus_per_node = 2, c.alltoall_latency = 4e-5;

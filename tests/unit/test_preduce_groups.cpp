@@ -148,7 +148,8 @@ TEST_CASE("deadline, full sync and finished workers close groups without a hang"
 namespace {
 // Drives a GroupFormer with workers of very different speeds: worker w needs speed[w] * (1 +
 // jitter) time units per step. Returns every group in order.
-std::vector<Group> run_schedule(const GroupOptions& o, const std::vector<double>& speed, int steps, std::uint64_t seed) {
+std::vector<Group> run_schedule(const GroupOptions& o, const std::vector<double>& speed, int steps,
+                                std::uint64_t seed) {
   GroupFormer f(o);
   skew::Rng rng(seed, 1);
   const auto n = static_cast<std::size_t>(o.num_workers);

@@ -36,7 +36,8 @@ TEST_CASE("hetero moving: exactly k slow workers per period, each slow k/n of th
     REQUIRE(slow == 3);
   }
   // Binomial(4000, 3/8): standard error 0.0077 of the fraction; 4 of them.
-  for (int w = 0; w < n; ++w) CHECK(std::abs(slow_blocks[static_cast<std::size_t>(w)] / double(blocks) - 3.0 / 8) < 0.031);
+  for (int w = 0; w < n; ++w)
+    CHECK(std::abs(slow_blocks[static_cast<std::size_t>(w)] / double(blocks) - 3.0 / 8) < 0.031);
   // The slowness moves: some worker is slow in one period and not in the next.
   int moves = 0;
   for (int b = 0; b + 1 < 100; ++b) moves += workers[0].model_factor(b * 5) != workers[0].model_factor((b + 1) * 5);
@@ -138,16 +139,16 @@ TEST_CASE("auto group size: the workers not persistently slow, clamped to [2, ca
     }
     return t;
   };
-  CHECK(auto_group_size(profile({1, 1, 1, 4}), 1.5, 8) == 3);     // one straggler of 4
-  CHECK(auto_group_size(profile({1, 4, 1, 4}), 1.5, 8) == 2);     // two of 4
-  CHECK(auto_group_size(profile({4, 4, 4, 1}), 1.5, 8) == 4);     // one fast of 4: the median is slow
-  CHECK(auto_group_size(profile({1, 1, 1, 1}), 1.5, 8) == 4);     // homogeneous: everyone
-  CHECK(auto_group_size(profile({1, 1, 1, 1.4}), 1.5, 8) == 4);   // 1.4x is within the ratio
+  CHECK(auto_group_size(profile({1, 1, 1, 4}), 1.5, 8) == 3);    // one straggler of 4
+  CHECK(auto_group_size(profile({1, 4, 1, 4}), 1.5, 8) == 2);    // two of 4
+  CHECK(auto_group_size(profile({4, 4, 4, 1}), 1.5, 8) == 4);    // one fast of 4: the median is slow
+  CHECK(auto_group_size(profile({1, 1, 1, 1}), 1.5, 8) == 4);    // homogeneous: everyone
+  CHECK(auto_group_size(profile({1, 1, 1, 1.4}), 1.5, 8) == 4);  // 1.4x is within the ratio
   CHECK(auto_group_size(profile({1, 1, 1, 1.6}), 1.5, 8) == 3);
   CHECK(auto_group_size(profile({1, 1, 1, 1}, 10.0), 1.5, 8) == 4);  // spikes in 4 of 20 steps: median
   std::vector<double> sixteen(16, 1.0);
   for (int w = 3; w < 16; w += 4) sixteen[static_cast<std::size_t>(w)] = 4.0;
-  CHECK(auto_group_size(profile(sixteen), 1.5, 8) == 8);   // 12 fast, capped
+  CHECK(auto_group_size(profile(sixteen), 1.5, 8) == 8);  // 12 fast, capped
   CHECK(auto_group_size(profile(sixteen), 1.5, 16) == 12);
   CHECK(auto_group_size(profile({1, 5, 5, 5, 5}), 1.5, 8) == 5);  // everyone at the median
   // A slow majority is the typical worker: all within the ratio of it, P = all.

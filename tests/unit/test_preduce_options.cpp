@@ -44,9 +44,9 @@ TEST_CASE("preduce schema: out-of-range values are rejected at parse time", "[pr
     CHECK_THROWS_WITH(parse(arg), Catch::Contains("command line: " + message));
   }
   CHECK_THROWS_WITH(skew::Config::parse_ini_text(schema, "[sim]\nworkers = -2\n", "p.ini"),
-             Catch::Contains("p.ini:2: bad value '-2' for key 'sim.workers'"));
+                    Catch::Contains("p.ini:2: bad value '-2' for key 'sim.workers'"));
   CHECK_THROWS_WITH(read_options(parse("--model.hidden=64,0")),
-             Catch::Contains("command line: width 0 in key 'model.hidden' is not in [1, 65536]"));
+                    Catch::Contains("command line: width 0 in key 'model.hidden' is not in [1, 65536]"));
   CHECK_THROWS_WITH(read_options(parse("--preduce.group_size=1")),
                     Catch::Contains("preduce.group_size must be 0 (auto) or >= 2"));
   const TrainOptions o = read_options(parse("--train.seed=9223372036854775807"));
@@ -57,7 +57,7 @@ TEST_CASE("preduce: a group larger than the workers is an error naming the keys"
   const skew::Schema schema = make_schema();
   const TrainOptions o = read_options(skew::Config::parse_ini_text(schema, "", "x", {"--preduce.group_size=5"}));
   CHECK_THROWS_WITH(group_options(o, 4),
-             Catch::Contains("preduce.group_size 5 is more than the 4 workers (sim.workers with --simulate"));
+                    Catch::Contains("preduce.group_size 5 is more than the 4 workers (sim.workers with --simulate"));
   CHECK(group_options(o, 5).group_size == 5);
   CHECK(group_options(o, 1).group_size == 5);  // a lone worker trains alone
   TrainOptions eager = o;
@@ -70,8 +70,7 @@ TEST_CASE("MNIST CSV: a label past the class limit names the file and line", "[p
   for (const std::string label : {"2147483647", "65536", "99999999999999999999"}) {
     INFO(label);
     std::ofstream(path) << "1,0.5,0.25\n0,0.1,0.2\n" << label << ",0.3,0.4\n";
-    CHECK_THROWS_WITH(load_csv(path),
-               Catch::Contains(path + ":3: label " + label + " is out of range [0, 65535]"));
+    CHECK_THROWS_WITH(load_csv(path), Catch::Contains(path + ":3: label " + label + " is out of range [0, 65535]"));
   }
   std::ofstream(path) << "1,0.5,0.25\n65535,0.1,0.2\n";
   CHECK(load_csv(path).classes == 65536);
@@ -117,10 +116,11 @@ TEST_CASE("preduce: model.hidden with an empty item is an error naming the key",
   const auto hidden_of = [&](const std::string& arg) {
     return read_options(skew::Config::parse_ini_text(schema, "", "x", {arg})).hidden;
   };
-  for (const std::string arg : {"--model.hidden=8,,8", "--model.hidden=8,", "--model.hidden=,8", "--model.hidden=8, ,8"}) {
+  for (const std::string arg :
+       {"--model.hidden=8,,8", "--model.hidden=8,", "--model.hidden=,8", "--model.hidden=8, ,8"}) {
     INFO(arg);
-    CHECK_THROWS_WITH(hidden_of(arg), Catch::Contains("command line: key 'model.hidden'") &&
-                                          Catch::Contains("has an empty item"));
+    CHECK_THROWS_WITH(hidden_of(arg),
+                      Catch::Contains("command line: key 'model.hidden'") && Catch::Contains("has an empty item"));
   }
   CHECK(hidden_of("--model.hidden=8, 16") == std::vector<int>{8, 16});
   CHECK(hidden_of("--model.hidden=").empty());  // no hidden layer: logistic regression

@@ -15,7 +15,8 @@ using namespace skew;
 namespace {
 
 std::string scratch(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("skew_preres_sim_" + name + "_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("skew_preres_sim_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   return dir.string();
 }
@@ -57,7 +58,8 @@ std::string step_dir(const std::string& dir, int step) {
 }  // namespace
 
 TEST_CASE("simulated runs resume bit-exactly in every mode", "[preduce][resume]") {
-  for (std::string variant : {"allreduce", "preduce", "preduce-gradient", "preduce-overlap", "eager", "adpsgd", "local"}) {
+  for (std::string variant :
+       {"allreduce", "preduce", "preduce-gradient", "preduce-overlap", "eager", "adpsgd", "local"}) {
     INFO(variant);
     const std::string dir = scratch(variant);
     preduce::TrainOptions straight = small(variant);

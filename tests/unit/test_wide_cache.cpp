@@ -21,7 +21,8 @@ using namespace skew::wide;
 using skew::wide::test::CachedFile;
 using skew::wide::test::check_same_rows;
 
-TEST_CASE("cache: a whole load (checksum summed as the rows are copied) gives the parse's rows, and the ranged reads'") {
+TEST_CASE(
+    "cache: a whole load (checksum summed as the rows are copied) gives the parse's rows, and the ranged reads'") {
   const CachedFile f(2001);  // 78039 nonzeros: indices and values span two 256 KiB blocks each
   REQUIRE(f.parsed.nnz() % 2 == 1);
   const std::int64_t rows = f.parsed.rows();
@@ -53,7 +54,9 @@ TEST_CASE("cache: a whole load (checksum summed as the rows are copied) gives th
   }
 }
 
-TEST_CASE("cache: a damaged byte in a late block is refused by the checksum and the text parsed, an id out of range is an error only when sealed") {
+TEST_CASE(
+    "cache: a damaged byte in a late block is refused by the checksum and the text parsed, an id out of range is an "
+    "error only when sealed") {
   const CachedFile f(2001);
   const std::string good = skew::read_file(f.cache);
   const std::size_t late_value = f.value_at() + 4 * 70001 + 1;  // the second 256 KiB block of the values

@@ -57,9 +57,11 @@ TEST_CASE("overlapped cache load: chunk by chunk, renumbered and normalised, the
     CHECK(d.row_ptr == want.row_ptr);  // offsets and labels come whole with open()
     CHECK(d.label == want.label);
     CHECK(d.index.empty());
-    load->start(renumber_and_normalize ? &order : nullptr, std::uint32_t(frequency_order.size()), renumber_and_normalize);
+    load->start(renumber_and_normalize ? &order : nullptr, std::uint32_t(frequency_order.size()),
+                renumber_and_normalize);
     // Within the first chunk, across its end, within a later one, all.
-    for (const std::int64_t end : {std::int64_t(1), std::int64_t(4096), std::int64_t(4097), std::int64_t(12000), kRows}) {
+    for (const std::int64_t end :
+         {std::int64_t(1), std::int64_t(4096), std::int64_t(4097), std::int64_t(12000), kRows}) {
       INFO("rows [0, " << end << ")");
       load->wait_rows(end);
       check_batch_rows(load->batch(0, end), want, end);
@@ -78,7 +80,9 @@ TEST_CASE("overlapped cache load: chunk by chunk, renumbered and normalised, the
   load.reset();
 }
 
-TEST_CASE("overlapped cache load: a damaged late byte fails the checksum at the end, a forged id is an error, as in the whole load") {
+TEST_CASE(
+    "overlapped cache load: a damaged late byte fails the checksum at the end, a forged id is an error, as in the "
+    "whole load") {
   const CachedFile f(kRows);
   const std::string good = skew::read_file(f.cache);
   const std::int64_t late = 700000;  // a nonzero of the last chunk
@@ -125,7 +129,8 @@ TEST_CASE("overlapped cache load: a damaged late byte fails the checksum at the 
     CHECK(damaged_verdict == !sealed);
     if (sealed)
       CHECK_THAT(message, Catch::Contains("corrupt data cache " + f.cache) &&
-                              Catch::Contains("nonzero " + std::to_string(late) + " is ") && Catch::Contains(":1073741824:"));
+                              Catch::Contains("nonzero " + std::to_string(late) + " is ") &&
+                              Catch::Contains(":1073741824:"));
   }
 
   // A row offset that goes back, resealed: not opened, so the whole load decides (an error).
@@ -137,5 +142,6 @@ TEST_CASE("overlapped cache load: a damaged late byte fails the checksum at the 
   std::vector<std::uint32_t> frequency_order;
   CHECK_FALSE(OverlappedLoad::open(f.cache, key_of(f), untouched, frequency_order));
   CHECK(untouched.row_ptr.size() == 1);
-  CHECK_THAT(skew::test::error_of([&] { load_dataset(f.path, ReadOptions{}); }), Catch::Contains("row offset 100 is 5"));
+  CHECK_THAT(skew::test::error_of([&] { load_dataset(f.path, ReadOptions{}); }),
+             Catch::Contains("row offset 100 is 5"));
 }

@@ -1,9 +1,10 @@
 // Reader edge cases, the binary cache, rank slices and the synthetic generator.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <filesystem>
-#include <map>
-#include <unistd.h>
 #include <fstream>
+#include <map>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
@@ -68,7 +69,8 @@ TEST_CASE("skip_bad_lines counts and reports") {
 
 TEST_CASE("parallel parse equals serial parse, line numbers stay global") {
   std::string text;
-  for (int i = 0; i < 300000; ++i) text += std::to_string(i % 2) + " " + std::to_string(i % 977) + ":1 " + std::to_string(1000 + i % 13) + ":0.5\n";
+  for (int i = 0; i < 300000; ++i)
+    text += std::to_string(i % 2) + " " + std::to_string(i % 977) + ":1 " + std::to_string(1000 + i % 13) + ":0.5\n";
   ReadOptions serial, parallel;
   parallel.threads = 3;
   const auto a = parse_text(text, "big", TextFormat::Libsvm, serial, nullptr);
@@ -92,7 +94,8 @@ TEST_CASE("binary cache round trip and rank slices") {
   std::filesystem::remove(path + ".skewbin");
   {
     std::ofstream out(path);
-    for (int i = 0; i < 101; ++i) out << (i % 3 == 0 ? "+1" : "-1") << " " << i << ":1 " << (i * 7) % 50 + 200 << ":2\n";
+    for (int i = 0; i < 101; ++i)
+      out << (i % 3 == 0 ? "+1" : "-1") << " " << i << ":1 " << (i * 7) % 50 + 200 << ":2\n";
   }
   ReadOptions o;
   ReadReport first, second;

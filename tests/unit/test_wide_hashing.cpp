@@ -1,13 +1,14 @@
 // 64-bit feature ids and data.hash_bits: the hash against pinned values and against the
 // balls-into-bins closed form, the parser's id checks, hashed parsing, synthetic data and the
 // binary cache keyed by hash_bits.
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <unistd.h>
 #include <unordered_set>
 
 #include "core/error.hpp"
@@ -81,8 +82,10 @@ TEST_CASE("feature hash: occupied rows match the balls-into-bins closed form for
     high_bits_only.push_back(j << 48);                    // differ only above bit 47
     strided.push_back(j * (std::uint64_t(1) << 16));      // low 16 bits all zero
   }
-  for (const auto& [name, ids] : {std::pair{"random", &random_ids}, {"consecutive", &consecutive},
-                                  {"high bits only", &high_bits_only}, {"strided", &strided}}) {
+  for (const auto& [name, ids] : {std::pair{"random", &random_ids},
+                                  {"consecutive", &consecutive},
+                                  {"high bits only", &high_bits_only},
+                                  {"strided", &strided}}) {
     const std::int64_t got = occupied_rows(*ids, bits);
     INFO(name << ": " << got << " rows occupied, expected " << want.mean << " +- " << want.sd);
     CHECK(std::fabs(double(got) - want.mean) < 4 * want.sd);
@@ -161,7 +164,8 @@ TEST_CASE("hash_bits: synthetic data hashes its generated ids, and the cache rec
   CHECK(cached);
   CHECK(second.index == first.index);
   CHECK(second.num_features == 512);
-  for (std::size_t e = 0; e < unhashed.index.size(); ++e) REQUIRE(first.index[e] == hashed_feature_row(unhashed.index[e], 9));
+  for (std::size_t e = 0; e < unhashed.index.size(); ++e)
+    REQUIRE(first.index[e] == hashed_feature_row(unhashed.index[e], 9));
   load(0, cached);
   CHECK_FALSE(cached);
   std::filesystem::remove_all(dir);

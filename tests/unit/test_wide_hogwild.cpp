@@ -195,7 +195,8 @@ TEST_CASE("hogwild's bias at two and four threads follows every sample's update"
 // several threads every update of these rows races with the others', and Hogwild loses some of
 // them: no tolerance would hold on a busy machine, so the racing is bounded by the Criteo-like
 // test above instead.)
-TEST_CASE("hogwild at one thread on rows every sample shares is a float64 per-sample run (FFM, k = 3, SGD/AdaGrad/FTRL)") {
+TEST_CASE(
+    "hogwild at one thread on rows every sample shares is a float64 per-sample run (FFM, k = 3, SGD/AdaGrad/FTRL)") {
   const WideShape shape{WideKind::FFM, 5, 6, 3};
   const std::int64_t rows = 20000;
   SparseDataset d;
@@ -212,8 +213,8 @@ TEST_CASE("hogwild at one thread on rows every sample shares is a float64 per-sa
     // The float64 per-sample run of the rule (l2 = 0, FTRL l1 = 0, beta = 1) on every parameter.
     // AdaGrad's accumulators start at its eps (OptimizerOptions), FTRL's n at zero and its z where
     // its weights are the starting parameters (as lib/wide/optimizer.cpp starts them).
-    std::vector<double> p(start.params.begin(), start.params.end()), n(p.size(), name == "adagrad" ? double(1e-6f) : 0.0),
-        z(p.size());
+    std::vector<double> p(start.params.begin(), start.params.end()),
+        n(p.size(), name == "adagrad" ? double(1e-6f) : 0.0), z(p.size());
     for (std::size_t c = 0; c < p.size(); ++c) z[c] = -p[c] / lr;
     for (std::int64_t i = 0; i < rows; ++i) {
       const std::vector<double> g = ref_grad(shape, rows_of(d, i, i + 1), p);
@@ -242,8 +243,8 @@ TEST_CASE("hogwild at one thread on rows every sample shares is a float64 per-sa
     const double logit = ref_logit(shape, first, 0, std::vector<double>(trained.begin(), trained.end()));
     double worst = 0;
     for (std::size_t c = 0; c < p.size(); ++c) worst = std::max(worst, std::fabs(double(trained[c]) - p[c]));
-    INFO(optimizer << ": logit " << untrained << " -> " << logit << ", float64 per-sample run "
-                   << ref << "; largest parameter deviation " << worst);
+    INFO(optimizer << ": logit " << untrained << " -> " << logit << ", float64 per-sample run " << ref
+                   << "; largest parameter deviation " << worst);
     CHECK(std::fabs(ref - untrained) > 0.5);
     CHECK(std::fabs(logit - ref) < 1e-3 * std::fabs(ref - untrained));
     CHECK(worst < 1e-3);
@@ -253,6 +254,6 @@ TEST_CASE("hogwild at one thread on rows every sample shares is a float64 per-sa
 TEST_CASE("train.classical_sync names its choices") {
   CHECK(classical_sync_from_name("hogwild") == ClassicalSync::Hogwild);
   CHECK(classical_sync_from_name("atomic") == ClassicalSync::Atomic);
-  CHECK_THROWS_WITH(classical_sync_from_name("locked"), Catch::Contains("train.classical_sync") &&
-                                                            Catch::Contains("hogwild or atomic"));
+  CHECK_THROWS_WITH(classical_sync_from_name("locked"),
+                    Catch::Contains("train.classical_sync") && Catch::Contains("hogwild or atomic"));
 }

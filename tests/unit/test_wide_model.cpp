@@ -8,11 +8,11 @@
 #include <limits>
 #include <numeric>
 
-#include "kernels/wide_classical.hpp"
-#include "kernels/wide_flow.hpp"
 #include "core/fileio.hpp"
 #include "core/rng.hpp"
 #include "core/tensor.hpp"
+#include "kernels/wide_classical.hpp"
+#include "kernels/wide_flow.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/trainer.hpp"
 #include "tests/unit/error_message.hpp"
@@ -50,7 +50,8 @@ TEST_CASE("float64 reference gradients match finite differences") {
 
 TEST_CASE("classical == flow == float64 reference on one batch (logits and gradients)") {
   // FFM twice: flow FFM compiles its pair loops for k = 4 and runs a general copy for other k.
-  for (const auto& [kind, k] : {std::pair{WideKind::LR, 0}, {WideKind::FM, 4}, {WideKind::FFM, 4}, {WideKind::FFM, 3}}) {
+  for (const auto& [kind, k] :
+       {std::pair{WideKind::LR, 0}, {WideKind::FM, 4}, {WideKind::FFM, 4}, {WideKind::FFM, 3}}) {
     Setup s = make_setup(kind, 300, k);
     const BatchReference ref = batch_reference(s);
     REQUIRE(ref.grad_scale > 0.1);
@@ -67,8 +68,8 @@ TEST_CASE("classical == flow == float64 reference on one batch (logits and gradi
         WideTrainer t(s.model, o);
         std::vector<float> g, logits;
         t.gradient(s.data, 0, s.data.rows(), g, logits);
-        INFO(kernels::wide_kind_name(kind) << " k=" << k << " " << schema << " threads=" << threads
-                                            << " budget=" << replica_budget);
+        INFO(kernels::wide_kind_name(kind)
+             << " k=" << k << " " << schema << " threads=" << threads << " budget=" << replica_budget);
         REQUIRE(logits.size() == ref.logits.size());
         const BatchError err = batch_error(ref, logits, g);
         CHECK(err.logit < 1e-4);
@@ -201,7 +202,8 @@ TEST_CASE("AUC with infinite scores matches the pairwise count; with a NaN score
     diverged[at] = std::numeric_limits<float>::quiet_NaN();
     CHECK(std::isnan(roc_auc(diverged, labels)));
   }
-  CHECK(std::isnan(roc_auc(std::vector<float>(50, std::nanf("")), std::vector<float>(labels.begin(), labels.begin() + 50))));
+  CHECK(std::isnan(
+      roc_auc(std::vector<float>(50, std::nanf("")), std::vector<float>(labels.begin(), labels.begin() + 50))));
 }
 
 TEST_CASE("optimizers lower the training loss; FTRL starts from the given weights") {
@@ -319,9 +321,8 @@ TEST_CASE("renumbering by frequency: descending counts, ties (zeros included) by
   }
   std::vector<std::uint32_t> rank(counts.size());
   std::iota(rank.begin(), rank.end(), 0u);
-  std::sort(rank.begin(), rank.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return counts[a] != counts[b] ? counts[a] > counts[b] : a < b;
-  });
+  std::sort(rank.begin(), rank.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return counts[a] != counts[b] ? counts[a] > counts[b] : a < b; });
   std::vector<std::uint32_t> want(counts.size());
   for (std::size_t r = 0; r < rank.size(); ++r) want[rank[r]] = std::uint32_t(r);
   CHECK(FeatureOrder::by_frequency(counts).new_of_old == want);
@@ -333,14 +334,15 @@ TEST_CASE("renumbering by frequency: descending counts, ties (zeros included) by
   CHECK(big[11] == 0);
   CHECK(big[7] == 1);
   CHECK(big[4000] == 2);
-  std::sort(rank.begin(), rank.end(), [&](std::uint32_t a, std::uint32_t b) {
-    return counts[a] != counts[b] ? counts[a] > counts[b] : a < b;
-  });
+  std::sort(rank.begin(), rank.end(),
+            [&](std::uint32_t a, std::uint32_t b) { return counts[a] != counts[b] ? counts[a] > counts[b] : a < b; });
   for (std::size_t r = 0; r < rank.size(); ++r) want[rank[r]] = std::uint32_t(r);
   CHECK(big == want);
 }
 
-TEST_CASE("renumbering from a frequency order: the places it lists, then every other id in id order, and names ids beyond it or listed twice") {
+TEST_CASE(
+    "renumbering from a frequency order: the places it lists, then every other id in id order, and names ids beyond it "
+    "or listed twice") {
   // 130 ids (two words of bits and two ids of a third), the order listing ids at word edges.
   const std::vector<std::uint32_t> occurring = {129, 64, 0, 63, 65, 7};
   std::vector<std::uint32_t> want(130);
@@ -351,13 +353,18 @@ TEST_CASE("renumbering from a frequency order: the places it lists, then every o
   }
   CHECK(FeatureOrder::from_occurring(occurring, 130).new_of_old == want);
   CHECK(FeatureOrder::from_occurring({}, 3).new_of_old == std::vector<std::uint32_t>{0, 1, 2});
-  CHECK_THAT(skew::test::error_of([] { FeatureOrder::from_occurring({5, 129, 64, 129}, 130); }),
+  CHECK_THAT(skew::test::error_of([] {
+               FeatureOrder::from_occurring({5, 129, 64, 129}, 130);
+             }),
              Catch::Contains("id 129 at place 3 is listed twice"));
-  CHECK_THAT(skew::test::error_of([] { FeatureOrder::from_occurring({5, 130}, 130); }),
+  CHECK_THAT(skew::test::error_of([] {
+               FeatureOrder::from_occurring({5, 130}, 130);
+             }),
              Catch::Contains("id 130 at place 1 is beyond the 130 features"));
 }
 
-TEST_CASE("renumbering a dataset split over threads rewrites every id as one thread does, and names an id beyond the table") {
+TEST_CASE(
+    "renumbering a dataset split over threads rewrites every id as one thread does, and names an id beyond the table") {
   // 3M nonzeros over 70001 ids (odd sizes): three threads take a part of at least 1M each.
   std::vector<std::int64_t> counts(70001, 0);
   SparseDataset d;
@@ -394,8 +401,8 @@ TEST_CASE("bytes a step moves per sample: the formula against a hand count on a 
   const std::vector<std::uint32_t> index{3, 0, 1, 2, 4, 5};
   const std::vector<std::uint16_t> field{0, 0, 1, 1, 2, 2};
   const std::vector<float> value(6, 1.0f), label{0.0f, 1.0f};
-  for (WideShape shape : {WideShape{WideKind::LR, 6, 3, 0}, WideShape{WideKind::FM, 6, 3, 2},
-                          WideShape{WideKind::FFM, 6, 3, 2}}) {
+  for (WideShape shape :
+       {WideShape{WideKind::LR, 6, 3, 0}, WideShape{WideKind::FM, 6, 3, 2}, WideShape{WideKind::FFM, 6, 3, 2}}) {
     for (int arrays : {1, 2, 3}) {
       double model = 0, input = 0;
       for (std::size_t i = 0; i + 1 < row_ptr.size(); ++i) {

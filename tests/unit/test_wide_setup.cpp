@@ -6,9 +6,9 @@
 // state on zero pages against eps-filled state, bit for bit, and saved with eps.
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -103,8 +103,8 @@ TEST_CASE("initialisation equals the one-value-at-a-time Rng reference bit for b
     const std::vector<float> want = scalar_init(shape, 0x5eed0000000bull, 0.07f);
     for (const int threads : {1, 3, 4}) {
       const WideModel got = WideModel::create(shape, 0x5eed0000000bull, 0.07f, threads);
-      INFO(kernels::wide_kind_name(shape.kind) << " features " << shape.num_features << " k " << shape.k << " threads "
-                                               << threads);
+      INFO(kernels::wide_kind_name(shape.kind)
+           << " features " << shape.num_features << " k " << shape.k << " threads " << threads);
       REQUIRE(got.params.size() == want.size());
       CHECK(std::memcmp(got.params.data(), want.data(), want.size() * sizeof(float)) == 0);
       CHECK(std::count(got.params.begin(), got.params.end(), 0.0f) == 1 + shape.num_features);  // bias, linear
@@ -148,7 +148,9 @@ TEST_CASE("a zero-page vector reads as zeros and costs page faults only where it
   CHECK(v[n + 12344] == 0.0f);
 }
 
-TEST_CASE("FTRL's state on zero pages: set-up writes no page of an all-zero model, and steps match filled state bit for bit") {
+TEST_CASE(
+    "FTRL's state on zero pages: set-up writes no page of an all-zero model, and steps match filled state bit for "
+    "bit") {
   // LR, all parameters zero: neither n nor z is written at construction.
   const WideShape lr{WideKind::LR, std::int64_t(16) << 20, 1, 0};  // 64 MiB per state array
   OptimizerOptions o;
@@ -196,7 +198,8 @@ TEST_CASE("FTRL's state on zero pages: set-up writes no page of an all-zero mode
   CHECK(std::count(grad.begin(), grad.end(), 0.0f) == std::ptrdiff_t(n_params));  // steps zero their gradient
 }
 
-TEST_CASE("AdaGrad's state on zero pages: set-up writes one page, steps match eps-filled state bit for bit, eps is saved") {
+TEST_CASE(
+    "AdaGrad's state on zero pages: set-up writes one page, steps match eps-filled state bit for bit, eps is saved") {
   OptimizerOptions o;
   o.kind = OptimizerKind::AdaGrad;
   o.lr = 0.05f, o.l2 = 0.01f, o.eps = 1e-6f;
@@ -205,7 +208,7 @@ TEST_CASE("AdaGrad's state on zero pages: set-up writes one page, steps match ep
     const std::vector<float> zeros(std::size_t(lr.num_params()), 0.0f);
     const long before = minor_faults();
     const Optimizer adagrad(o, lr, zeros);
-    CHECK(minor_faults() - before < 64);  // filled with eps, n would write 16384 pages
+    CHECK(minor_faults() - before < 64);   // filled with eps, n would write 16384 pages
     CHECK(adagrad.n_state()[0] == o.eps);  // the bias's, which Hogwild's bias copies add to
     CHECK(adagrad.n_state()[12345] == 0.0f);
   }

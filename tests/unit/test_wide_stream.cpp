@@ -27,7 +27,8 @@ namespace {
 struct TempFile {
   std::string path;
   TempFile(const std::string& name, const std::string& text)
-      : path((std::filesystem::temp_directory_path() / ("skew_stream_" + std::to_string(getpid()) + "_" + name)).string()) {
+      : path((std::filesystem::temp_directory_path() / ("skew_stream_" + std::to_string(getpid()) + "_" + name))
+                 .string()) {
     skew::write_file_atomic(path, text);
   }
   ~TempFile() { std::filesystem::remove(path); }
@@ -36,9 +37,9 @@ struct TempFile {
 // Synthetic Criteo-like rows as text, values made non-trivial (the generator writes 1s) so that
 // a value landing on the wrong row shows; the last newline dropped.
 std::string criteo_text(std::int64_t rows, TextFormat format) {
-  SparseDataset d = generate_synthetic(parse_synthetic_spec("synthetic:criteo?rows=" + std::to_string(rows) +
-                                                            "&features=5000&alpha=1.1&seed=3"),
-                                       0, rows);
+  SparseDataset d = generate_synthetic(
+      parse_synthetic_spec("synthetic:criteo?rows=" + std::to_string(rows) + "&features=5000&alpha=1.1&seed=3"), 0,
+      rows);
   for (std::size_t e = 0; e < d.value.size(); ++e) d.value[e] = 0.25f + float(e % 7) / 3.0f;
   std::string text = format_text(d, format);
   text.pop_back();
@@ -59,8 +60,10 @@ struct Row {
 };
 Row row_of(const SparseDataset& d, std::int64_t r) {
   const auto a = d.row_ptr[std::size_t(r)], z = d.row_ptr[std::size_t(r) + 1];
-  return Row{{d.index.begin() + a, d.index.begin() + z}, {d.field.begin() + a, d.field.begin() + z},
-             {d.value.begin() + a, d.value.begin() + z}, d.label[std::size_t(r)]};
+  return Row{{d.index.begin() + a, d.index.begin() + z},
+             {d.field.begin() + a, d.field.begin() + z},
+             {d.value.begin() + a, d.value.begin() + z},
+             d.label[std::size_t(r)]};
 }
 
 }  // namespace
@@ -86,7 +89,8 @@ TEST_CASE("stream: a pass's chunks join into the whole-file parse, within the ri
         lines += c->lines;
         // A block ends mid-line and is cut back to its last newline (the rest starts the next).
         if (c->end_offset - previous_end < slot / 3 && c->end_offset < std::int64_t(text.size())) ++cut_blocks;
-        CHECK(text[std::size_t(c->end_offset) - 1] == (c->end_offset == std::int64_t(text.size()) ? text.back() : '\n'));
+        CHECK(text[std::size_t(c->end_offset) - 1] ==
+              (c->end_offset == std::int64_t(text.size()) ? text.back() : '\n'));
         previous_end = c->end_offset;
         ++chunks;
       }
@@ -185,7 +189,8 @@ TEST_CASE("stream: a line longer than a ring slot names the budget") {
   TextStream stream(file.path, TextFormat::Libsvm, ReadOptions{}, 12 << 10, 3, "data.max_memory_mb = 1");
   CHECK_THAT(skew::test::error_of([&] { scan_stream(stream, 0, false); }),
              Catch::Contains(file.path + ":2: a line longer than") && Catch::Contains("raise data.max_memory_mb = 1"));
-  CHECK_THAT(skew::test::error_of([] { TextStream("x", TextFormat::Libsvm, ReadOptions{}, 100, 3, "data.max_memory_mb = 1"); }),
+  CHECK_THAT(skew::test::error_of(
+                 [] { TextStream("x", TextFormat::Libsvm, ReadOptions{}, 100, 3, "data.max_memory_mb = 1"); }),
              Catch::Contains("data.max_memory_mb = 1 leaves 100 bytes per ring slot"));
 }
 

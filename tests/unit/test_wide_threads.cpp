@@ -1,14 +1,14 @@
 // Threads in the wide trainer: the pool (which spins before it sleeps) runs every task once, and
 // the flow schema, whose tiles are dealt out in chunks with a gradient replica or compact rows
 // each, gives one result per thread count, run after run, that follows the classical run.
-#include <catch2/catch.hpp>
+#include <sched.h>
+
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <thread>
-
-#include <sched.h>
 
 #include "kernels/wide_pool.hpp"
 #include "lib/wide/trainer.hpp"
@@ -143,7 +143,8 @@ TEST_CASE("flow FM: every thread count trains the 1-thread model bit for bit (ea
   }
 }
 
-TEST_CASE("a step's loss, its terms computed by the pool or the LR flow kernel, is logloss_sum over the batch bit for bit") {
+TEST_CASE(
+    "a step's loss, its terms computed by the pool or the LR flow kernel, is logloss_sum over the batch bit for bit") {
   for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
     const Setup s = make_setup(kind, 600);
     for (const char* schema : {"classical", "flow"}) {
@@ -188,7 +189,8 @@ TEST_CASE("a fused flow step (the kernel applies the optimizer) is the separate 
         }
       INFO(opt << " threads=" << threads);
       double moved = 0;
-      for (std::size_t c = 0; c < params.size(); ++c) moved = std::max(moved, double(std::fabs(params[c] - s.model.params[c])));
+      for (std::size_t c = 0; c < params.size(); ++c)
+        moved = std::max(moved, double(std::fabs(params[c] - s.model.params[c])));
       CHECK(moved > 0.01);
       CHECK(std::memcmp(copy_to_vector(fused.parameters()).data(), params.data(), params.size() * sizeof(float)) == 0);
     }

@@ -5,9 +5,9 @@
 #include <cmath>
 #include <map>
 
+#include "core/rng.hpp"
 #include "kernels/wide_ffm.hpp"
 #include "kernels/wide_tile.hpp"
-#include "core/rng.hpp"
 #include "tests/unit/wide_reference.hpp"
 
 using namespace skew;
@@ -114,8 +114,10 @@ TEST_CASE("FFM linear terms and wide_pair_of pairs give the float64 logits and g
       } else {
         const WidePair p = wide_pair_of(t - n, n);
         const std::int64_t a = begin + p.a, o = begin + p.b;
-        wide_ffm_pair_scatter(b, k, row_len, params, a, o, g, grad.data() + 1 + std::int64_t(b.index[a]) * row_len, add);
-        wide_ffm_pair_scatter(b, k, row_len, params, o, a, g, grad.data() + 1 + std::int64_t(b.index[o]) * row_len, add);
+        wide_ffm_pair_scatter(b, k, row_len, params, a, o, g, grad.data() + 1 + std::int64_t(b.index[a]) * row_len,
+                              add);
+        wide_ffm_pair_scatter(b, k, row_len, params, o, a, g, grad.data() + 1 + std::int64_t(b.index[o]) * row_len,
+                              add);
       }
     }
   }

@@ -20,8 +20,7 @@ namespace skew::wide::test {
 // A libffm file of synthetic Criteo rows (39 nonzeros each, so an odd row count gives an odd
 // nonzero count) with values that differ per nonzero, in a directory removed at the end.
 struct CachedFile {
-  std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("skew_wide_cache_" + std::to_string(getpid()));
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("skew_wide_cache_" + std::to_string(getpid()));
   std::string path = (dir / "d.libffm").string(), cache = path + ".skewbin";
   SparseDataset parsed;  // the reference: the text parsed with no cache involved
   explicit CachedFile(std::int64_t rows) {

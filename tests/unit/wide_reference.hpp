@@ -94,8 +94,10 @@ inline Setup make_ragged_setup(WideKind kind, std::int64_t rows) {
   ragged.num_fields = s.data.num_fields;
   for (std::int64_t i = 0; i < rows; ++i) {
     const std::size_t begin = std::size_t(s.data.row_ptr[std::size_t(i)]);
-    const std::size_t n = std::min<std::size_t>(std::size_t(1 + (7 * i) % 39), std::size_t(s.data.row_ptr[std::size_t(i) + 1]) - begin);
-    ragged.append_row(&s.data.index[begin], &s.data.field[begin], &s.data.value[begin], n, s.data.label[std::size_t(i)]);
+    const std::size_t n =
+        std::min<std::size_t>(std::size_t(1 + (7 * i) % 39), std::size_t(s.data.row_ptr[std::size_t(i) + 1]) - begin);
+    ragged.append_row(&s.data.index[begin], &s.data.field[begin], &s.data.value[begin], n,
+                      s.data.label[std::size_t(i)]);
   }
   s.data = std::move(ragged);
   return s;

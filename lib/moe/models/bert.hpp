@@ -12,7 +12,7 @@ class BertModel : public GptModel {
  public:
   // GptModel::options with the 257-token vocabulary and bidirectional attention.
   static ModelOptions options(const Config& config, MoeOptions moe);
-  static void add_keys(Schema& schema);            // bert.*
+  static void add_keys(Schema& schema);             // bert.*
   static MaskRule mask_rule(const Config& config);  // bert.*
   BertModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
             const std::vector<placement::LayerPlacement>& placements, std::shared_ptr<BalancingPolicy<float>> policy);

@@ -75,8 +75,8 @@ class DeviceBuffer {
     return size_ ? const_cast<T*>(tensor_.template data<T>()) : nullptr;
   }
   void check_range(std::size_t count, std::size_t offset) const {
-    SKEW_CHECK(offset + count <= size_, "copy of [" << offset << ", " << offset + count << ") out of a buffer of "
-                                                    << size_);
+    SKEW_CHECK(offset + count <= size_,
+               "copy of [" << offset << ", " << offset + count << ") out of a buffer of " << size_);
   }
   Device device_;
   std::size_t size_ = 0;

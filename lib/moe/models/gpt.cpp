@@ -49,7 +49,8 @@ GptModel::GptModel(const Config& config, const ModelOptions& options, comm::Proc
       eval_sequences_(config.get_int("train.eval_sequences")),
       net_(options, world, placements, std::move(policy)) {
   SKEW_CHECK(eval_sequences_ >= world.size(), "train.eval_sequences " << eval_sequences_ << " is fewer than the "
-                                                                       << world.size() << " ranks: each evaluates at least one window");
+                                                                      << world.size()
+                                                                      << " ranks: each evaluates at least one window");
   net_.init(seed_);
 }
 

@@ -37,16 +37,30 @@ struct GptBlockParams {
 template <class T>
 struct GptBlockActs {
   explicit GptBlockActs(Device device)
-      : x_in(device), ln1(device), mean1(device), rstd1(device), qkv(device), att(device), probs(device),
-        x_mid(device), ln2(device), mean2(device), rstd2(device), hpre(device), h(device), branch(device),
-        dh(device), datt(device), dqkv(device) {}
+      : x_in(device),
+        ln1(device),
+        mean1(device),
+        rstd1(device),
+        qkv(device),
+        att(device),
+        probs(device),
+        x_mid(device),
+        ln2(device),
+        mean2(device),
+        rstd2(device),
+        hpre(device),
+        h(device),
+        branch(device),
+        dh(device),
+        datt(device),
+        dqkv(device) {}
   DeviceBuffer<T> x_in, ln1, mean1, rstd1, qkv, att, probs, x_mid, ln2, mean2, rstd2, hpre, h;
   DeviceBuffer<T> branch, dh, datt, dqkv;  // scratch: a residual branch's output or gradient
   // The kept activations by name (the dense FFN's only when it ran), for tests.
   std::vector<std::pair<std::string, const DeviceBuffer<T>*>> named() const {
     std::vector<std::pair<std::string, const DeviceBuffer<T>*>> out = {
-        {"x_in", &x_in}, {"ln1", &ln1},   {"mean1", &mean1}, {"rstd1", &rstd1}, {"qkv", &qkv},   {"att", &att},
-        {"probs", &probs}, {"x_mid", &x_mid}, {"ln2", &ln2}, {"mean2", &mean2}, {"rstd2", &rstd2}};
+        {"x_in", &x_in},   {"ln1", &ln1},     {"mean1", &mean1}, {"rstd1", &rstd1}, {"qkv", &qkv},    {"att", &att},
+        {"probs", &probs}, {"x_mid", &x_mid}, {"ln2", &ln2},     {"mean2", &mean2}, {"rstd2", &rstd2}};
     if (!h.empty()) out.insert(out.end(), {{"hpre", &hpre}, {"h", &h}});
     return out;
   }

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "kernels/moe_route.hpp"
-#include "kernels/moe_top1.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "kernels/moe_route.hpp"
+#include "kernels/moe_top1.hpp"
 #include "lib/moe/ops.hpp"
 
 namespace skew::moe {
@@ -49,8 +49,8 @@ GptMoe<T>::GptMoe(const ModelOptions& opt, comm::ProcessGroup& world,
   add("lnf.g", D), add("lnf.b", D);
   this->allocate_dense();
   for (int l = 0; l < opt.layers; ++l) acts_.emplace_back(opt.device);
-  for (DeviceBuffer<T>* b : {&x_, &dx_, &f_, &dln_, &x_final_, &lnf_, &meanf_, &rstdf_, &head_in_, &dhead_, &logits_,
-                             &dlogits_})
+  for (DeviceBuffer<T>* b :
+       {&x_, &dx_, &f_, &dln_, &x_final_, &lnf_, &meanf_, &rstdf_, &head_in_, &dhead_, &logits_, &dlogits_})
     *b = DeviceBuffer<T>(opt.device);
   tokens_ = DeviceBuffer<std::int32_t>(opt.device), targets_ = DeviceBuffer<std::int32_t>(opt.device);
   targeted_rows_ = DeviceBuffer<std::int64_t>(opt.device);
@@ -85,8 +85,8 @@ GptBlockShape GptMoe<T>::block_shape(int batch) const {
 template <class T>
 GptBlockParams<const T> GptMoe<T>::block_weights(int l) {
   const BlockNames p(l);
-  GptBlockParams<const T> w{param(p("ln1.g")), param(p("ln1.b")), param(p("attn.w_qkv")), param(p("attn.b_qkv")),
-                            param(p("attn.w_o")), param(p("attn.b_o")), param(p("ln2.g")), param(p("ln2.b"))};
+  GptBlockParams<const T> w{param(p("ln1.g")),    param(p("ln1.b")),    param(p("attn.w_qkv")), param(p("attn.b_qkv")),
+                            param(p("attn.w_o")), param(p("attn.b_o")), param(p("ln2.g")),      param(p("ln2.b"))};
   if (moe_index_[static_cast<std::size_t>(l)] < 0)
     w.w1 = param(p("ffn.w1")), w.b1 = param(p("ffn.b1")), w.w2 = param(p("ffn.w2")), w.b2 = param(p("ffn.b2"));
   return w;
@@ -95,8 +95,8 @@ GptBlockParams<const T> GptMoe<T>::block_weights(int l) {
 template <class T>
 GptBlockParams<T> GptMoe<T>::block_grads(int l) {
   const BlockNames p(l);
-  GptBlockParams<T> g{grad(p("ln1.g")), grad(p("ln1.b")), grad(p("attn.w_qkv")), grad(p("attn.b_qkv")),
-                      grad(p("attn.w_o")), grad(p("attn.b_o")), grad(p("ln2.g")), grad(p("ln2.b"))};
+  GptBlockParams<T> g{grad(p("ln1.g")),    grad(p("ln1.b")),    grad(p("attn.w_qkv")), grad(p("attn.b_qkv")),
+                      grad(p("attn.w_o")), grad(p("attn.b_o")), grad(p("ln2.g")),      grad(p("ln2.b"))};
   if (moe_index_[static_cast<std::size_t>(l)] < 0)
     g.w1 = grad(p("ffn.w1")), g.b1 = grad(p("ffn.b1")), g.w2 = grad(p("ffn.w2")), g.b2 = grad(p("ffn.b2"));
   return g;

@@ -11,7 +11,8 @@ ModelOptions shared_model_options(const Config& c, MoeOptions moe) {
   m.heads = c.get_int_as<int>("model.heads");
   m.d_ff = c.get_int_as<int>("model.d_ff");
   m.moe_every = c.get_int_as<int>("model.moe_every");
-  SKEW_CHECK(m.d_model % m.heads == 0, "model.d_model " << m.d_model << " is not a multiple of model.heads " << m.heads);
+  SKEW_CHECK(m.d_model % m.heads == 0,
+             "model.d_model " << m.d_model << " is not a multiple of model.heads " << m.heads);
   m.init_std = c.get_float("model.init_std");
   m.jitter = c.get_float("moe.jitter");
   m.precision = parse_precision(c.get_string("train.precision"));

@@ -17,7 +17,7 @@ namespace skew::moe {
 
 struct ModelOptions {
   int vocab = 256, d_model = 16, heads = 2, layers = 2, seq_len = 8, d_ff = 32;
-  int moe_every = 1;  // 1: every block is MoE; 2: blocks 1, 3, 5, ... are MoE
+  int moe_every = 1;   // 1: every block is MoE; 2: blocks 1, 3, 5, ... are MoE
   bool causal = true;  // GptMoe's attention; false: every position sees the whole sequence (BERT)
   double init_std = 0.02;
   double jitter = 0.0;  // gate input noise amplitude while training

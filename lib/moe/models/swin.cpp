@@ -27,7 +27,7 @@ void SwinModel::add_keys(Schema& s) {
 ModelOptions SwinModel::options(const Config& c, MoeOptions moe) {
   ModelOptions m = shared_model_options(c, moe);
   m.layers = c.get_int_as<int>("swin.stage2_blocks");  // the blocks ModelOptions::moe_layers counts
-  m.moe.d_model = 2 * m.d_model;  // stage 2's width (SwinMoe sets it too)
+  m.moe.d_model = 2 * m.d_model;                       // stage 2's width (SwinMoe sets it too)
   return m;
 }
 
@@ -66,7 +66,8 @@ SwinModel::SwinModel(const Config& config, const ModelOptions& options, comm::Pr
       net_(options, shape_of(config, data_.train), world, placements, std::move(policy)) {
   SKEW_CHECK(eval_images_ >= world.size(), "train.eval_sequences " << eval_images_ << " (held-out images of "
                                                                    << data_.held_out.source << ") is fewer than the "
-                                                                   << world.size() << " ranks: each evaluates one at least");
+                                                                   << world.size()
+                                                                   << " ranks: each evaluates one at least");
   net_.init(seed_);
 }
 
@@ -76,7 +77,8 @@ std::int64_t SwinModel::tokens_per_step() const {
 
 double SwinModel::train_step(std::int64_t iteration, const std::vector<const std::int32_t*>& forced) {
   const ImageSet& train = data_.train;
-  pixels_.resize(static_cast<std::size_t>(batch_) * train.image_size()), labels_.resize(static_cast<std::size_t>(batch_));
+  pixels_.resize(static_cast<std::size_t>(batch_) * train.image_size()),
+      labels_.resize(static_cast<std::size_t>(batch_));
   for (int b = 0; b < batch_; ++b) {
     // Image b of this rank is a pure function of (seed, iteration, its global position).
     Rng rng(seed_, (1ULL << 41) + static_cast<std::uint64_t>(iteration),
@@ -97,7 +99,8 @@ double SwinModel::validation_loss() {
   std::int64_t correct = 0;
   for (std::int64_t first = 0; first < per_rank; first += batch_) {
     const int count = static_cast<int>(std::min<std::int64_t>(batch_, per_rank - first));
-    pixels_.resize(static_cast<std::size_t>(count) * held.image_size()), labels_.resize(static_cast<std::size_t>(count));
+    pixels_.resize(static_cast<std::size_t>(count) * held.image_size()),
+        labels_.resize(static_cast<std::size_t>(count));
     for (int b = 0; b < count; ++b) {
       const std::int64_t i = (world_.rank() * per_rank + first + b) * held.count() / total;  // evenly spaced
       std::copy_n(held.image(static_cast<int>(i)), held.image_size(),

@@ -10,7 +10,9 @@
 namespace skew::moe {
 
 namespace {
-std::size_t sz(std::int64_t v) { return static_cast<std::size_t>(v); }
+std::size_t sz(std::int64_t v) {
+  return static_cast<std::size_t>(v);
+}
 }  // namespace
 
 template <class T>
@@ -23,7 +25,7 @@ SwinMoe<T>::SwinMoe(const ModelOptions& opt, const SwinShape& shape, comm::Proce
              "swin.patch " << shape.patch << " does not divide the " << shape.image << "-pixel image side");
   const int r1 = shape.image / shape.patch;
   SKEW_CHECK(r1 % 2 == 0, "patch merging needs an even map: the image has " << r1 << " patches a side (swin.patch "
-                                                                             << shape.patch << ")");
+                                                                            << shape.patch << ")");
   SKEW_CHECK(C % opt.heads == 0, "model.d_model " << C << " is not a multiple of model.heads " << opt.heads);
   stages_[0] = {r1, C, opt.heads, std::min(shape.window, r1), shape.stage1_blocks, opt.d_ff, {}};
   stages_[1] = {r1 / 2, 2 * C, 2 * opt.heads, std::min(shape.window, r1 / 2), opt.layers, 2 * opt.d_ff, {}};
@@ -36,7 +38,8 @@ SwinMoe<T>::SwinMoe(const ModelOptions& opt, const SwinShape& shape, comm::Proce
   SKEW_CHECK(static_cast<int>(placements.size()) == opt.moe_layers(), "need one placement per MoE layer");
   opt_.moe.d_model = 2 * C;  // the MoE layers are stage 2's FFNs
   opt_.moe.precision = opt.precision;
-  SKEW_CHECK(opt.device == Device::Host, "the Swin network runs on the host only (model.arch=swin needs train.device=cpu)");
+  SKEW_CHECK(opt.device == Device::Host,
+             "the Swin network runs on the host only (model.arch=swin needs train.device=cpu)");
   if (!policy) policy = make_policy<T>(opt_.moe);
   const std::size_t E = sz(opt.moe.gate.num_experts), K = sz(shape.patch * shape.patch * shape.channels);
   add("patch.w", K * sz(C)), add("patch.b", sz(C)), add("patch.ln.g", sz(C)), add("patch.ln.b", sz(C));
@@ -113,8 +116,8 @@ double SwinMoe<T>::block_forward(const BlockRef& b, int batch, std::vector<T>& x
                        A.rstd1.data());
   window_partition<T>(Device::Host, batch, st.res, st.res, D, st.window, shift, A.ln1.data(), A.win.data());
   A.qkv.resize(3 * nD), A.att.resize(nD), A.probs.resize(sz(n / N) * sz(st.heads) * sz(N) * sz(N));
-  linear_forward<T>(n, D, 3 * D, A.win.data(), param(name(b, "attn.w_qkv")), param(name(b, "attn.b_qkv")),
-                    A.qkv.data(), opt_.precision);
+  linear_forward<T>(n, D, 3 * D, A.win.data(), param(name(b, "attn.w_qkv")), param(name(b, "attn.b_qkv")), A.qkv.data(),
+                    opt_.precision);
   window_attention_forward<T>(n / N, st.window, D, st.heads, A.qkv.data(), param(name(b, "attn.rpb")),
                               shift ? st.mask.data() : nullptr, (st.res / st.window) * (st.res / st.window),
                               A.att.data(), A.probs.data(), opt_.precision);
@@ -158,8 +161,8 @@ void SwinMoe<T>::block_backward(const BlockRef& b, int batch, std::vector<T>& dx
     linear_backward<T>(n, F, D, A.h.data(), param(name(b, "ffn.w2")), dx.data(), dh.data(), grad(name(b, "ffn.w2")),
                        grad(name(b, "ffn.b2")), opt_.precision);
     gelu_backward<T>(dh.size(), A.hpre.data(), dh.data(), dh.data());
-    linear_backward<T>(n, D, F, A.ln2.data(), param(name(b, "ffn.w1")), dh.data(), dln.data(),
-                       grad(name(b, "ffn.w1")), grad(name(b, "ffn.b1")), opt_.precision);
+    linear_backward<T>(n, D, F, A.ln2.data(), param(name(b, "ffn.w1")), dh.data(), dln.data(), grad(name(b, "ffn.w1")),
+                       grad(name(b, "ffn.b1")), opt_.precision);
   }
   layernorm_backward<T>(n, D, A.x_mid.data(), param(name(b, "ln2.g")), A.mean2.data(), A.rstd2.data(), dln.data(),
                         tmp.data(), grad(name(b, "ln2.g")), grad(name(b, "ln2.b")));
@@ -169,8 +172,8 @@ void SwinMoe<T>::block_backward(const BlockRef& b, int batch, std::vector<T>& dx
   window_partition<T>(Device::Host, batch, st.res, st.res, D, st.window, shift, dx.data(), dproj.data());
   linear_backward<T>(n, D, D, A.att.data(), param(name(b, "attn.w_o")), dproj.data(), datt.data(),
                      grad(name(b, "attn.w_o")), grad(name(b, "attn.b_o")), opt_.precision);
-  window_attention_backward<T>(n / N, st.window, D, st.heads, A.qkv.data(), A.probs.data(), datt.data(),
-                               dqkv.data(), grad(name(b, "attn.rpb")), opt_.precision);
+  window_attention_backward<T>(n / N, st.window, D, st.heads, A.qkv.data(), A.probs.data(), datt.data(), dqkv.data(),
+                               grad(name(b, "attn.rpb")), opt_.precision);
   linear_backward<T>(n, D, 3 * D, A.win.data(), param(name(b, "attn.w_qkv")), dqkv.data(), dproj.data(),
                      grad(name(b, "attn.w_qkv")), grad(name(b, "attn.b_qkv")), opt_.precision);
   window_reverse<T>(Device::Host, batch, st.res, st.res, D, st.window, shift, dproj.data(), dln.data());
@@ -188,9 +191,11 @@ double SwinMoe<T>::step(const T* pixels, const std::int32_t* labels, int batch, 
   std::vector<double> global = {static_cast<double>(batch)};
   this->world_.allreduce(comm::view(global), comm::ReduceOp::Sum);
   for (int i = 0; i < batch; ++i)
-    SKEW_CHECK(labels[i] >= 0 && labels[i] < classes, "label " << labels[i] << " outside the " << classes << " classes");
+    SKEW_CHECK(labels[i] >= 0 && labels[i] < classes,
+               "label " << labels[i] << " outside the " << classes << " classes");
   // Patch embedding and its LayerNorm.
-  patches_.resize(sz(n1) * sz(K)), embed_.resize(sz(n1) * sz(C)), embed_mean_.resize(sz(n1)), embed_rstd_.resize(sz(n1));
+  patches_.resize(sz(n1) * sz(K)), embed_.resize(sz(n1) * sz(C)), embed_mean_.resize(sz(n1)),
+      embed_rstd_.resize(sz(n1));
   patchify<T>(Device::Host, batch, shape_.image, shape_.image, shape_.channels, shape_.patch, pixels, patches_.data());
   linear_forward<T>(n1, K, C, patches_.data(), param("patch.w"), param("patch.b"), embed_.data(), opt_.precision);
   std::vector<T> x(sz(n1) * sz(C));
@@ -248,8 +253,8 @@ double SwinMoe<T>::step(const T* pixels, const std::int32_t* labels, int batch, 
   const auto stage2 = stage_blocks(1);
   for (auto it = stage2.rbegin(); it != stage2.rend(); ++it) block_backward(**it, batch, dx);
   std::vector<T> dmerged_ln(merged_.size()), dmerged(merged_.size());
-  linear_backward<T>(n2, 4 * C, C2, merged_ln_.data(), param("merge.w"), dx.data(), dmerged_ln.data(),
-                     grad("merge.w"), grad("merge.b"), opt_.precision);
+  linear_backward<T>(n2, 4 * C, C2, merged_ln_.data(), param("merge.w"), dx.data(), dmerged_ln.data(), grad("merge.w"),
+                     grad("merge.b"), opt_.precision);
   layernorm_backward<T>(n2, 4 * C, merged_.data(), param("merge.ln.g"), merge_mean_.data(), merge_rstd_.data(),
                         dmerged_ln.data(), dmerged.data(), grad("merge.ln.g"), grad("merge.ln.b"));
   dx.resize(sz(n1) * sz(C));

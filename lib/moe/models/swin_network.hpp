@@ -28,7 +28,8 @@ class SwinMoe : public MoeNetwork<T> {
   // width (stage 2's is twice it); opt.moe.d_model is set to 2C. Every MoE layer consults
   // `policy`; null = the one opt.moe.policy names.
   SwinMoe(const ModelOptions& opt, const SwinShape& shape, comm::ProcessGroup& world,
-          const std::vector<placement::LayerPlacement>& placements, std::shared_ptr<BalancingPolicy<T>> policy = nullptr);
+          const std::vector<placement::LayerPlacement>& placements,
+          std::shared_ptr<BalancingPolicy<T>> policy = nullptr);
   void init(std::uint64_t seed);
 
   // Forward on `batch` local images (pixels [batch, image, image, channels], labels [batch]);
@@ -48,7 +49,7 @@ class SwinMoe : public MoeNetwork<T> {
   using MoeNetwork<T>::add;
   struct Stage {
     int res, width, heads, window, blocks, d_ff;
-    std::vector<T> mask;                // shifted windows' mask, or empty when the stage never shifts
+    std::vector<T> mask;  // shifted windows' mask, or empty when the stage never shifts
   };
   struct BlockActs {
     std::vector<T> x_in, ln1, mean1, rstd1, win, qkv, att, probs, x_mid, ln2, mean2, rstd2, hpre, h;
@@ -65,8 +66,8 @@ class SwinMoe : public MoeNetwork<T> {
   Stage stages_[2];
   std::vector<BlockRef> blocks_;
   std::vector<BlockActs> acts_;
-  std::vector<T> patches_, embed_, embed_mean_, embed_rstd_, stage1_out_, merged_, merged_ln_, merge_mean_,
-      merge_rstd_, final_in_, final_ln_, final_mean_, final_rstd_, pooled_, logits_;
+  std::vector<T> patches_, embed_, embed_mean_, embed_rstd_, stage1_out_, merged_, merged_ln_, merge_mean_, merge_rstd_,
+      final_in_, final_ln_, final_mean_, final_rstd_, pooled_, logits_;
   double last_ce_ = 0;
   std::int64_t last_correct_ = 0;
 };

@@ -8,18 +8,18 @@
 namespace skew::moe {
 
 namespace {
-std::size_t at(std::size_t a, std::size_t b) { return a * b; }
+std::size_t at(std::size_t a, std::size_t b) {
+  return a * b;
+}
 
 // Rows [N, hd] of head h's part (0 q, 1 k, 2 v) of qkv[N, 3d], and back.
 template <class T>
 void gather_part(const T* qkv, int tokens, int d, int hd, int part, int h, T* out) {
-  for (int i = 0; i < tokens; ++i)
-    std::copy_n(qkv + at(i, 3 * d) + part * d + h * hd, hd, out + at(i, hd));
+  for (int i = 0; i < tokens; ++i) std::copy_n(qkv + at(i, 3 * d) + part * d + h * hd, hd, out + at(i, hd));
 }
 template <class T>
 void scatter_part(const T* in, int tokens, int d, int hd, int part, int h, T* qkv) {
-  for (int i = 0; i < tokens; ++i)
-    std::copy_n(in + at(i, hd), hd, qkv + at(i, 3 * d) + part * d + h * hd);
+  for (int i = 0; i < tokens; ++i) std::copy_n(in + at(i, hd), hd, qkv + at(i, 3 * d) + part * d + h * hd);
 }
 }  // namespace
 
@@ -96,7 +96,7 @@ void window_attention_backward(int windows, int window, int d, int heads, const 
       scatter_part(grad.data(), N, d, hd, 2, h, dqkv_w);
       T* ds = dlogits.data() + at(at(w, heads) + h, N * N);
       matmul<T>(false, true, N, N, hd, T(1), dout_h.data(), v.data(), T(0), ds, precision);  // dp
-      for (int i = 0; i < N; ++i) {  // softmax backward
+      for (int i = 0; i < N; ++i) {                                                          // softmax backward
         const T* prow = p + at(i, N);
         T* row = ds + at(i, N);
         double dot = 0;
@@ -112,10 +112,9 @@ void window_attention_backward(int windows, int window, int d, int heads, const 
   kernels::moe::relative_bias_backward<T>(Device::Host, windows, window, heads, dlogits.data(), dtable);
 }
 
-#define SKEW_SWIN_OPS(T)                                                                                            \
-  template std::vector<T> shifted_window_mask<T>(int, int, int, int);                                              \
-  template void window_attention_forward<T>(int, int, int, int, const T*, const T*, const T*, int, T*, T*,         \
-                                            Precision);                                                            \
+#define SKEW_SWIN_OPS(T)                                                                                               \
+  template std::vector<T> shifted_window_mask<T>(int, int, int, int);                                                  \
+  template void window_attention_forward<T>(int, int, int, int, const T*, const T*, const T*, int, T*, T*, Precision); \
   template void window_attention_backward<T>(int, int, int, int, const T*, const T*, const T*, T*, T*, Precision);
 SKEW_SWIN_OPS(float)
 SKEW_SWIN_OPS(double)

@@ -25,7 +25,8 @@ template <class T>
 std::int64_t DeepSpeedPolicy<T>::capacity(const MoeLayer<T>& layer, bool training) const {
   const GateOptions& gate = layer.options().gate;
   return placement::deepspeed_capacity(static_cast<double>(layer.gate_state().n), gate.num_experts, gate.top_k,
-                            training ? opt_.capacity_factor_train : opt_.capacity_factor_eval, opt_.min_capacity);
+                                       training ? opt_.capacity_factor_train : opt_.capacity_factor_eval,
+                                       opt_.min_capacity);
 }
 
 template <class T>

@@ -2,8 +2,8 @@
 
 #include <type_traits>
 
-#include "kernels/moe_elementwise.hpp"
 #include "core/log.hpp"
+#include "kernels/moe_elementwise.hpp"
 #include "lib/moe/moe_layer.hpp"
 #include "lib/placement/shadowing.hpp"
 
