@@ -6,7 +6,7 @@
 #   scripts/setup.sh --fuzz     also clang and its sanitizer/libFuzzer runtimes (fuzz_check.sh)
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libopenmpi-dev openmpi-bin libboost-program-options-dev
-          libopenblas-dev catch2 nlohmann-json3-dev python3)
+          libopenblas-dev catch2 nlohmann-json3-dev python3 clang-format)
 if [[ " $* " == *" --fuzz "* ]]; then
   packages+=(clang libclang-rt-14-dev)
 fi

@@ -1,10 +1,9 @@
 # Issue 17: every numeric key of every app declares its range (--help shows "(int in [..]" or
 # "(float >= ..", never a bare "(int, default"), and bad values stop at start-up naming the key.
-# Every app is checked without being listed.
+# Every app is checked without being listed again: apps/CMakeLists.txt's skew_app records each.
 set(skew_root_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
-file(GLOB skew_app_sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/apps/*.cpp)
-foreach(src ${skew_app_sources})
-  get_filename_component(app ${src} NAME_WE)
+get_property(skew_apps GLOBAL PROPERTY SKEW_APPS)
+foreach(app ${skew_apps})
   add_test(NAME ${app}_ranges_declared COMMAND $<TARGET_FILE:${app}> --help)
   set_tests_properties(${app}_ranges_declared PROPERTIES TIMEOUT 60 ENVIRONMENT "${skew_root_env}"
     PASS_REGULAR_EXPRESSION "usage: ${app}" FAIL_REGULAR_EXPRESSION "\\((int|float), default")
