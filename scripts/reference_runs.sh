@@ -56,7 +56,7 @@ for arch in gpt bert swin; do
     for np in 1 2; do
       name=moe_${arch}_${policy}_np$np
       extra=()
-      [[ $arch == swin ]] && extra=(--config configs/moe_swin.ini --data.generated_images=200 --output.metrics=)
+      [[ $arch == swin ]] && extra=(--config configs/moe_swin.ini --data.mnist_dir= --data.generated_images=200 --output.metrics=)
       [[ $arch == bert ]] && extra=(--config configs/moe_bert.ini)
       run "$name" "$np" moe_train "${extra[@]}" --model.arch=$arch --moe.policy=$policy --moe.num_experts=4 \
         --train.iterations=6 --train.eval_interval=3 --train.batch_size=4 --output.checkpoint_dir="$out/$name"
