@@ -6,8 +6,9 @@
 #   scripts/reference_runs.sh BUILD_DIR OUT_DIR
 #   diff OUT_BEFORE/digests.txt OUT_AFTER/digests.txt   # empty: bit-identical
 #   scripts/reference_runs.sh BUILD_DIR OUT_DIR '^wide_'  # only the runs whose name matches
-# Timing-dependent outputs (metrics, summaries, asynchronous preduce modes on real ranks) are not
-# hashed; the asynchronous modes are covered by the simulator, which runs on a virtual clock.
+# Timing-dependent outputs (metrics, summaries, preduce's wall-clock totals, asynchronous preduce
+# modes on real ranks) are not hashed; the asynchronous modes are covered by the simulator, which
+# runs on a virtual clock.
 set -euo pipefail
 [[ $# -eq 2 || $# -eq 3 ]] || { echo "usage: $0 BUILD_DIR OUT_DIR [NAME_REGEX]" >&2; exit 2; }
 only=${3:-.}
@@ -85,7 +86,31 @@ run placement_sim 1 placement_sim --config configs/sim.ini --sim.iterations=20 \
   --output.table="$out/placement_sim/table.md" --output.steps_csv="$out/placement_sim/steps.csv" \
   --output.summary_csv="$out/placement_sim/summary.csv" --output.changes="$out/placement_sim/changes.jsonl"
 
-# Hash every file the runs left, except logs and the files that carry wall time.
-(cd "$out" && find . -mindepth 2 -type f ! -name '*.log' ! -name 'metrics*.jsonl' ! -name 'summary.json' |
-  sort | xargs sha256sum) >"$out/digests.txt"
-echo "reference_runs: $(wc -l <"$out/digests.txt") files hashed into $out/digests.txt"
+# Hash every file the runs left, except logs and the files that carry wall time; a safetensors
+# file tensor by tensor, leaving out preduce's wall-clock totals and series on real ranks (the
+# simulator's are virtual time, and hashed).
+python3 - "$out" <<'PY' >"$out/digests.txt"
+import hashlib, json, os, re, struct, sys
+root = sys.argv[1]
+for dirpath, _, names in sorted(os.walk(root)):
+    for name in sorted(names):
+        path = os.path.join(dirpath, name)
+        rel = "./" + os.path.relpath(path, root)
+        if rel.count("/") < 2 or name.endswith(".log") or name == "summary.json" or re.match(r"metrics.*\.jsonl$", name):
+            continue
+        data = open(path, "rb").read()
+        if not name.endswith(".safetensors"):
+            print(hashlib.sha256(data).hexdigest(), rel)
+            continue
+        n = struct.unpack("<Q", data[:8])[0]
+        header = json.loads(data[8:8 + n])
+        wall_clock = rel.startswith("./preduce_") and not rel.startswith("./preduce_sim_")
+        skipped = {t for t in header if wall_clock and re.search(r"\.(totals|series)$", t)}
+        meta = {k: v for k, v in header.get("__metadata__", {}).items() if k.split(":", 1)[-1] not in skipped}
+        print(hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest(), rel + ":__metadata__")
+        for tensor in sorted(t for t in header if t != "__metadata__" and t not in skipped):
+            begin, end = header[tensor]["data_offsets"]
+            blob = json.dumps(header[tensor], sort_keys=True).encode() + data[8 + n + begin:8 + n + end]
+            print(hashlib.sha256(blob).hexdigest(), rel + ":" + tensor)
+PY
+echo "reference_runs: $(wc -l <"$out/digests.txt") digests in $out/digests.txt"
