@@ -15,6 +15,10 @@ TrainSchema schema_from_name(const std::string& name) {
   SKEW_THROW("unknown train.schema '" << name << "' (expected classical or flow)");
 }
 
+const char* schema_name(TrainSchema schema) {
+  return schema == TrainSchema::Classical ? "classical" : "flow";
+}
+
 ClassicalSync classical_sync_from_name(const std::string& name) {
   if (name == "hogwild") return ClassicalSync::Hogwild;
   if (name == "atomic") return ClassicalSync::Atomic;
@@ -25,6 +29,10 @@ TrainDevice device_from_name(const std::string& name) {
   if (name == "cpu") return TrainDevice::Cpu;
   if (name == "cuda") return TrainDevice::Cuda;
   SKEW_THROW("unknown train.device '" << name << "' (expected cpu or cuda)");
+}
+
+const char* device_name(TrainDevice device) {
+  return device == TrainDevice::Cpu ? "cpu" : "cuda";
 }
 
 bool runs_hogwild(const TrainOptions& o, int ranks) {

@@ -25,8 +25,10 @@ namespace skew::wide {
 
 enum class TrainSchema { Classical, Flow };
 TrainSchema schema_from_name(const std::string& name);  // classical | flow
+const char* schema_name(TrainSchema schema);
 enum class TrainDevice { Cpu, Cuda };
 TrainDevice device_from_name(const std::string& name);  // cpu | cuda
+const char* device_name(TrainDevice device);
 
 // How the classical schema's CPU threads share the model on one rank: hogwild (per-sample
 // updates in place, no locks) or atomic (a mini-batch gradient with atomic adds, one update

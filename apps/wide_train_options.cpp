@@ -1,6 +1,4 @@
-// wide_train's schema (lib/wide/fit.hpp): every key, its default, range and help.
-#include "lib/wide/dataset.hpp"
-#include "lib/wide/fit.hpp"
+#include "apps/wide_train_options.hpp"
 
 namespace skew::wide {
 
@@ -92,6 +90,85 @@ Schema wide_train_schema() {
   s.add_string("predict.data", "", "--predict: the data to score");
   s.add_string("predict.output", "-", "--predict: output file, one probability per line ('-' = stdout)");
   return s;
+}
+
+namespace {
+
+Normalize normalize_from_name(const std::string& name) {
+  return name == "auto" ? Normalize::Auto : name == "on" ? Normalize::On : Normalize::Off;
+}
+
+DataOptions data_options(const Config& c) {
+  DataOptions o;
+  o.train = c.get_string("data.train");
+  o.valid = c.get_string("data.valid");
+  o.format = c.get_string("data.format");
+  o.skip_bad_lines = c.get_bool("data.skip_bad_lines");
+  o.cache = c.get_bool("data.cache");
+  o.load_overlap = c.get_bool("data.load_overlap");
+  o.max_memory_mb = c.get_int("data.max_memory_mb");
+  o.hash_bits = c.get_int_as<int>("data.hash_bits");
+  return o;
+}
+
+ModelOptions model_options(const Config& c) {
+  ModelOptions o;
+  o.type = kernels::wide_kind_from_name(c.get_string("model.type"));
+  o.k = c.get_int_as<int>("model.k");
+  o.features = c.get_int("model.features");
+  o.init_std = c.get_float("model.init_std");
+  o.seed = c.get_int_as<std::uint64_t>("model.seed");
+  return o;
+}
+
+TrainingOptions training_options(const Config& c) {
+  TrainingOptions o;
+  o.normalize = normalize_from_name(c.get_string("train.normalize"));
+  o.schema = schema_from_name(c.get_string("train.schema"));
+  o.classical_sync = classical_sync_from_name(c.get_string("train.classical_sync"));
+  o.device = device_from_name(c.get_string("train.device"));
+  o.overlap = c.get_bool("train.overlap");
+  o.optimizer = optimizer_from_name(c.get_string("train.optimizer"));
+  o.lr = c.get_float("train.lr");
+  o.l2 = c.get_float("train.l2");
+  o.l1 = c.get_float("train.l1");
+  o.ftrl_beta = c.get_float("train.ftrl_beta");
+  o.epochs = c.get_int("train.epochs");
+  o.batch_size = c.get_int("train.batch_size");
+  o.threads = c.get_int_as<int>("train.threads");
+  o.patience = c.get_int_as<int>("train.patience");
+  o.renumber = c.get_bool("train.renumber");
+  o.tile_samples = c.get_int_as<int>("train.tile_samples");
+  o.hot_features = c.get_int("train.hot_features");
+  o.replica_budget_mb = c.get_int("train.replica_budget_mb");
+  o.log_every = c.get_int("train.log_every");
+  return o;
+}
+
+OutputOptions output_options(const Config& c) {
+  OutputOptions o;
+  o.dir = c.get_string("output.dir");
+  o.model = c.get_string("output.model");
+  o.checkpoint_dir = c.get_string("output.checkpoint_dir");
+  o.checkpoint_interval = c.get_int("output.checkpoint_interval");
+  o.keep = c.get_int_as<int>("output.keep");
+  o.resume = c.get_bool("output.resume");
+  return o;
+}
+
+PredictOptions predict_options(const Config& c) {
+  PredictOptions o;
+  o.model = c.get_string("predict.model");
+  o.data = c.get_string("predict.data");
+  o.output = c.get_string("predict.output");
+  return o;
+}
+
+}  // namespace
+
+WideOptions wide_train_options(const Config& config) {
+  return {data_options(config), model_options(config), training_options(config), output_options(config),
+          predict_options(config)};
 }
 
 }  // namespace skew::wide
