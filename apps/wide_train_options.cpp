@@ -2,10 +2,9 @@
 
 namespace skew::wide {
 
-Schema wide_train_schema() {
-  Schema s("wide_train",
-           "Train LR/FM/FFM on sparse data with the classical or flow (cuWide) schema; with --predict, score "
-           "predict.data with the model in predict.model instead.");
+namespace {
+
+void add_data_keys(Schema& s) {
   s.add_string("data.train", "synthetic:criteo?rows=20000&features=50000&alpha=1.1&seed=1",
                "training data: a libsvm/libffm file or synthetic:criteo?rows=N&features=F&alpha=A&seed=S");
   s.add_string("data.valid", "synthetic:criteo?rows=5000&features=50000&alpha=1.1&seed=1&first_row=1000000",
@@ -34,11 +33,17 @@ Schema wide_train_schema() {
             "feature hashing: 0 = each (64-bit) feature id is its model row (ids up to 2^28 - 1); b > 0 = id maps to "
             "row fmix64(id ^ 0x9e3779b97f4a7c15) >> (64 - b) of a 2^b-row model (MurmurHash3's finaliser; the same "
             "row in every run and rank; the saved model records b for --predict)");
+}
+
+void add_model_keys(Schema& s) {
   s.add_choice("model.type", "fm", {"lr", "fm", "ffm"}, "model: logistic regression, FM or field-aware FM");
   s.add_int("model.k", 8, {1, 1024}, "latent dimension (FM/FFM)");
   s.add_int("model.features", 0, {0, kMaxModelFeatures}, "number of features; 0 = max index + 1 in the data");
   s.add_float("model.init_std", 0.01, FloatRange::at_least(0), "std of the initial latent factors");
   s.add_int("model.seed", 1, IntRange::at_least(0), "initialisation seed");
+}
+
+void add_train_keys(Schema& s) {
   s.add_choice("train.normalize", "auto", {"auto", "on", "off"},
                "scale each instance's values to unit L2 norm, in training, validation and --predict (the saved model "
                "records it): auto = on for FM/FFM (as LIBFFM and xLearn do), off for LR");
@@ -74,6 +79,9 @@ Schema wide_train_schema() {
             "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot in a batch "
             "with at least features / 8 entries (0 = never)");
   s.add_int("train.log_every", 20, IntRange::at_least(1), "progress line and metrics record every N steps");
+}
+
+void add_output_keys(Schema& s) {
   s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
   s.add_string("output.model", "",
                "where the best epoch's model is saved: once, when training ends (stops early, or fails); with "
@@ -86,13 +94,13 @@ Schema wide_train_schema() {
             "steps between mid-epoch checkpoints (0 = only at the epoch ends)");
   s.add_int("output.keep", 2, {1, kMaxInt32}, "checkpoints kept");
   s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
+}
+
+void add_predict_keys(Schema& s) {
   s.add_string("predict.model", "", "--predict: the model to load");
   s.add_string("predict.data", "", "--predict: the data to score");
   s.add_string("predict.output", "-", "--predict: output file, one probability per line ('-' = stdout)");
-  return s;
 }
-
-namespace {
 
 Normalize normalize_from_name(const std::string& name) {
   return name == "auto" ? Normalize::Auto : name == "on" ? Normalize::On : Normalize::Off;
@@ -142,6 +150,7 @@ TrainingOptions training_options(const Config& c) {
   o.hot_features = c.get_int("train.hot_features");
   o.replica_budget_mb = c.get_int("train.replica_budget_mb");
   o.log_every = c.get_int("train.log_every");
+  // train.sync has a single value (allreduce): nothing to carry.
   return o;
 }
 
@@ -165,6 +174,18 @@ PredictOptions predict_options(const Config& c) {
 }
 
 }  // namespace
+
+Schema wide_train_schema() {
+  Schema s("wide_train",
+           "Train LR/FM/FFM on sparse data with the classical or flow (cuWide) schema; with --predict, score "
+           "predict.data with the model in predict.model instead.");
+  add_data_keys(s);
+  add_model_keys(s);
+  add_train_keys(s);
+  add_output_keys(s);
+  add_predict_keys(s);
+  return s;
+}
 
 WideOptions wide_train_options(const Config& config) {
   return {data_options(config), model_options(config), training_options(config), output_options(config),
