@@ -1,5 +1,6 @@
 // wide_train: LR / FM / FFM on sparse CTR data with the classical or the flow (cuWide) schema,
-// data parallel over MPI ranks (the epoch loop: lib/wide/fit.hpp).
+// data parallel over MPI ranks (the epoch loop: lib/wide/fit.hpp; the keys and their options
+// structs: apps/wide_train_options.hpp).
 //   mpirun -np 2 wide_train --config configs/wide.ini [--model.type=ffm ...]
 // `wide_train --predict --predict.model=M --predict.data=D` writes one probability per line
 // instead of training; `wide_train --export=FILE --data.train=synthetic:criteo?...` writes the
