@@ -1,5 +1,6 @@
 // wide_train: LR / FM / FFM on sparse CTR data with the classical or the flow (cuWide) schema,
-// data parallel over MPI ranks (the epoch loop: lib/wide/fit.hpp).
+// data parallel over MPI ranks (the epoch loop: lib/wide/fit.hpp; the keys and their options
+// structs: apps/wide_train_options.hpp).
 //   mpirun -np 2 wide_train --config configs/wide.ini [--model.type=ffm ...]
 // `wide_train --predict --predict.model=M --predict.data=D` writes one probability per line
 // instead of training; `wide_train --export=FILE --data.train=synthetic:criteo?...` writes the
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/wide_train_options.hpp"
 #include "core/config.hpp"
 #include "core/metrics.hpp"
 #include "lib/wide/fit.hpp"
@@ -36,15 +38,16 @@ int main(int argc, char** argv) {
   return skew::comm::run_main(count, args.data(), /*bind_gpu=*/true, [&](skew::comm::Runtime& rt) {
     const skew::Config config = skew::Config::parse(schema, count, args.data());
     if (config.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
+    const skew::wide::WideOptions options = skew::wide::wide_train_options(config);
     if (!export_path.empty()) {
-      if (rt.world_rank == 0) skew::wide::export_data(config, export_path);
+      if (rt.world_rank == 0) skew::wide::export_data(options.data, export_path);
       return 0;
     }
     if (predict_mode) {
-      skew::wide::predict(config, *rt.world);
+      skew::wide::predict(options, *rt.world);
       return 0;
     }
-    const skew::Json summary = skew::wide::fit(config, rt.world);
+    const skew::Json summary = skew::wide::fit(options, rt.world);
     if (rt.world_rank == 0) skew::print_summary(summary);
     return 0;
   });

@@ -50,20 +50,21 @@ std::vector<float> floats_of(const TensorFile& file, const std::string& name, st
 
 }  // namespace
 
-WideCheckpoint::WideCheckpoint(const Config& c, comm::ProcessGroup& world, RunIdentity identity)
+WideCheckpoint::WideCheckpoint(const OutputOptions& output, TrainDevice device, comm::ProcessGroup& world,
+                               RunIdentity identity)
     : world_(world), identity_(std::move(identity)) {
-  const std::string dir = c.get_string("output.checkpoint_dir");
-  resume_ = c.get_bool("output.resume");
+  const std::string& dir = output.checkpoint_dir;
+  resume_ = output.resume;
   SKEW_CHECK(!resume_ || !dir.empty(), "output.resume = true needs output.checkpoint_dir");
   if (dir.empty()) return;
   // The CUDA trainer's parameters and optimizer state live on the GPU, which has no path to
   // bring the optimizer state back: refuse rather than save a state that would not resume.
-  SKEW_CHECK(c.get_string("train.device") == "cpu",
+  SKEW_CHECK(device == TrainDevice::Cpu,
              "output.checkpoint_dir is set but train.device = "
-                 << c.get_string("train.device")
+                 << device_name(device)
                  << ": wide_train checkpoints and resumes the CPU trainer only; leave output.checkpoint_dir empty");
-  interval_ = c.get_int("output.checkpoint_interval");
-  dir_ = std::make_unique<CheckpointDir>(dir, world.rank(), world.size(), c.get_int_as<int>("output.keep"));
+  interval_ = output.checkpoint_interval;
+  dir_ = std::make_unique<CheckpointDir>(dir, world.rank(), world.size(), output.keep);
 }
 
 bool WideCheckpoint::restore(WideTrainer& trainer, WideRunState& state) {

@@ -15,7 +15,7 @@
 #include <string>
 
 #include "core/checkpoint.hpp"
-#include "core/config.hpp"
+#include "lib/wide/options.hpp"
 #include "lib/wide/trainer.hpp"
 #include "mpi/process_group.hpp"
 
@@ -45,7 +45,7 @@ class WideCheckpoint {
  public:
   // Disabled when output.checkpoint_dir is empty. Refuses the checkpoint keys with
   // train.device = cuda, naming them.
-  WideCheckpoint(const Config& config, comm::ProcessGroup& world, RunIdentity identity);
+  WideCheckpoint(const OutputOptions& output, TrainDevice device, comm::ProcessGroup& world, RunIdentity identity);
   bool enabled() const { return dir_ != nullptr; }
   // output.checkpoint_interval: steps between mid-epoch checkpoints (0 = epoch ends only).
   std::int64_t interval() const { return interval_; }

@@ -7,17 +7,29 @@
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "kernels/wide_pool.hpp"
-#include "lib/wide/fit.hpp"
 #include "lib/wide/memory_budget.hpp"
 
 namespace skew::wide {
 
-bool normalize_for(const Config& c, kernels::WideKind kind) {
-  const std::string mode = c.get_string("train.normalize");
-  return mode == "auto" ? kind != kernels::WideKind::LR : mode == "on";
+ReadOptions read_options(const DataOptions& data, const comm::ProcessGroup& world, int threads) {
+  ReadOptions o;
+  o.format = data.format;
+  o.skip_bad_lines = data.skip_bad_lines;
+  o.use_cache = data.cache;
+  o.hash_bits = data.hash_bits;
+  o.threads = threads;
+  o.rank = world.rank();
+  o.world = world.size();
+  return o;
 }
 
 namespace {
+
+// train.normalize for this model type: auto is on for the factorisation machines, whose pairwise
+// terms grow with the square of an instance's scale, and off for LR.
+bool normalize_for(Normalize normalize, kernels::WideKind kind) {
+  return normalize == Normalize::Auto ? kind != kernels::WideKind::LR : normalize == Normalize::On;
+}
 
 // The ring's slots: one being filled, one being trained on, one ready between them.
 constexpr int kStreamSlots = 3;
@@ -29,8 +41,8 @@ std::int64_t slot_bytes(std::int64_t ring, bool from_cache) {
   return ring / (from_cache ? kStreamSlots : kStreamSlots + 1);
 }
 
-std::string max_memory_setting(const Config& c) {
-  return "data.max_memory_mb = " + std::to_string(c.get_int("data.max_memory_mb"));
+std::string max_memory_setting(const DataOptions& data) {
+  return "data.max_memory_mb = " + std::to_string(data.max_memory_mb);
 }
 
 // Whether data.train names a file (not synthetic data, which is generated whole).
@@ -42,8 +54,8 @@ bool is_data_file(const std::string& spec) {
 // Whether data.train streams: data.max_memory_mb is set and data.train is a file. A whole load
 // (the text mapped, then arrays about as large built from it) has no bound short of the file's
 // size, so a run that must stay within M streams whatever the file's size.
-bool streams(const Config& c, const std::string& spec) {
-  return c.get_int("data.max_memory_mb") > 0 && is_data_file(spec);
+bool streams(const DataOptions& data) {
+  return data.max_memory_mb > 0 && is_data_file(data.train);
 }
 
 std::string cache_of(const std::string& spec) {
@@ -55,10 +67,9 @@ std::string cache_of(const std::string& spec) {
 // renumbering by the cache's frequency order (counting ids, or listing the model rows they read,
 // takes all of them first), a file with a cache, and a CPU for the loader beyond train.threads
 // (a pinned pool's passes would wait on the loader's time slices).
-bool overlaps_load(const Config& c, const comm::ProcessGroup& world, int threads, const std::string& spec) {
-  return c.get_bool("data.load_overlap") && world.size() == 1 && c.get_string("train.device") == "cpu" &&
-         c.get_bool("train.renumber") && c.get_bool("data.cache") && is_data_file(spec) &&
-         threads < kernels::process_cpus();
+bool overlaps_load(const WideOptions& o, const comm::ProcessGroup& world) {
+  return o.data.load_overlap && world.size() == 1 && o.train.device == TrainDevice::Cpu && o.train.renumber &&
+         o.data.cache && is_data_file(o.data.train) && o.train.threads < kernels::process_cpus();
 }
 
 // d.overlapped opened on data.train's cache, d.train sized and d.report filled from its header;
@@ -82,28 +93,28 @@ bool open_overlapped_load(const std::string& spec, const ReadOptions& ro, Data& 
 // that the epochs read binary rows either way. Its ring takes half of what data.max_memory_mb
 // leaves beside the process's `resident` bytes; the other half is for the feature counts, which
 // grow with the ids read, and the cache's writer. The ring is let go at the end of the pass.
-StreamScan scan_training_stream(const Config& c, const ReadOptions& ro, Data& d, std::int64_t resident) {
-  const std::string spec = c.get_string("data.train");
+StreamScan scan_training_stream(const WideOptions& o, const ReadOptions& ro, Data& d, std::int64_t resident) {
+  const std::string& spec = o.data.train;
   RunMemory held;
   held.baseline = resident;
   const std::int64_t ring =
-      ring_bytes_left(c.get_int("data.max_memory_mb") << 20, held, 2 * kMinRingBytes, max_memory_setting(c)) / 2;
+      ring_bytes_left(o.data.max_memory_mb << 20, held, 2 * kMinRingBytes, max_memory_setting(o.data)) / 2;
   const CacheHeader key = cache_key(spec, format_for(spec, ro.format), ro.skip_bad_lines, ro.hash_bits);
   Timer timer;
   std::unique_ptr<CacheFile> cache = ro.use_cache ? CacheFile::open(cache_of(spec), key, true) : nullptr;
   std::unique_ptr<CacheWriter> writer;
   const CacheStream* from_cache = nullptr;
   if (cache) {
-    d.stream =
-        std::make_unique<CacheStream>(std::move(cache), slot_bytes(ring, true), kStreamSlots, max_memory_setting(c));
+    d.stream = std::make_unique<CacheStream>(std::move(cache), slot_bytes(ring, true), kStreamSlots,
+                                             max_memory_setting(o.data));
     from_cache = static_cast<const CacheStream*>(d.stream.get());
   } else {
     d.stream = std::make_unique<TextStream>(spec, format_for(spec, ro.format), ro, slot_bytes(ring, false),
-                                            kStreamSlots, max_memory_setting(c));
+                                            kStreamSlots, max_memory_setting(o.data));
     if (ro.use_cache) writer = std::make_unique<CacheWriter>(cache_of(spec), key);
   }
   StreamScan scan = scan_stream(
-      *d.stream, ro.hash_bits, c.get_bool("train.renumber"),
+      *d.stream, ro.hash_bits, o.train.renumber,
       writer ? std::function<void(const SparseDataset&)>([&](const SparseDataset& chunk) { writer->append(chunk); })
              : nullptr);
   if (from_cache) {
@@ -120,7 +131,7 @@ StreamScan scan_training_stream(const Config& c, const ReadOptions& ro, Data& d,
   if (scan.report.skipped_lines > 0)
     SKEW_WARN(spec << ": skipped " << scan.report.skipped_lines << " malformed line(s) of " << scan.report.lines
                    << (scan.report.first_bad_line.empty() ? "" : "; first: " + scan.report.first_bad_line));
-  SKEW_INFO("data: streaming " << spec << " (" << scan.report.megabytes << " MB with " << max_memory_setting(c)
+  SKEW_INFO("data: streaming " << spec << " (" << scan.report.megabytes << " MB with " << max_memory_setting(o.data)
                                << " MiB; the process held " << (resident >> 20) << " MiB before it), first pass "
                                << scan.report.seconds << " s "
                                << (from_cache        ? "over its binary cache " + cache_of(spec)
@@ -138,14 +149,14 @@ StreamScan scan_training_stream(const Config& c, const ReadOptions& ro, Data& d,
 // once; the other ranks wait for its figures in a broadcast, which it sends after the cache was
 // renamed into place, so they find the whole cache or none (then they parse the text). Rank 0's
 // feature counts are the whole file's; the others' stay empty (zeros in the sum over the ranks).
-StreamScan share_training_stream(const Config& c, comm::ProcessGroup& world, const ReadOptions& ro, Data& d) {
-  SKEW_CHECK(c.get_int("output.checkpoint_interval") == 0,
-             max_memory_setting(c) << " streams " << c.get_string("data.train")
-                                   << " from its start every epoch, so it resumes from epoch-end "
-                                   << "checkpoints only: set output.checkpoint_interval = 0");
+StreamScan share_training_stream(const WideOptions& o, comm::ProcessGroup& world, const ReadOptions& ro, Data& d) {
+  SKEW_CHECK(o.output.checkpoint_interval == 0, max_memory_setting(o.data)
+                                                    << " streams " << o.data.train
+                                                    << " from its start every epoch, so it resumes from epoch-end "
+                                                    << "checkpoints only: set output.checkpoint_interval = 0");
   release_freed_memory_promptly();
   StreamScan scan;
-  if (world.rank() == 0) scan = scan_training_stream(c, ro, d, settled_resident_bytes());
+  if (world.rank() == 0) scan = scan_training_stream(o, ro, d, settled_resident_bytes());
   std::vector<std::int64_t> figures{
       scan.rows,         scan.num_features,         scan.num_fields,        scan.max_row_nonzeros,
       scan.report.lines, scan.report.skipped_lines, d.stream_cached ? 1 : 0};
@@ -168,7 +179,7 @@ StreamScan share_training_stream(const Config& c, comm::ProcessGroup& world, con
 // Renumbers d's rows by the frequency order every rank read from data.train's binary cache (the
 // whole file's, which the counts summed over the ranks would give): no counting, no sort, no
 // allreduce of counts. False, with nothing done, unless every rank has it.
-bool renumber_from_cache(const Config& c, comm::ProcessGroup& world, Data& d) {
+bool renumber_from_cache(const DataOptions& data, comm::ProcessGroup& world, Data& d) {
   std::vector<std::int64_t> everyone_has = {!d.streamed && !d.report.frequency_order.empty() ? 1 : 0};
   world.allreduce(comm::view(everyone_has), comm::ReduceOp::Min);
   if (everyone_has[0] == 0) return false;
@@ -177,7 +188,7 @@ bool renumber_from_cache(const Config& c, comm::ProcessGroup& world, Data& d) {
   // The order lists the features that occur first: those are the model rows training reads.
   // An overlapped load renumbers its chunks as they come in.
   SKEW_CHECK(d.overlapped || d.order.apply(d.train, d.read.threads) <= occurring.size(),
-             order_misses_features(cache_of(c.get_string("data.train"))));
+             order_misses_features(cache_of(data.train)));
   if (d.has_valid) d.order.apply(d.valid, d.read.threads);
   d.rows_read = model_rows_read(d, world, std::int64_t(occurring.size()));
   return true;
@@ -199,31 +210,31 @@ std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& wor
   return read;
 }
 
-Data load_data(const Config& c, comm::ProcessGroup& world, int threads, bool overlap_allowed) {
+Data load_data(const WideOptions& o, comm::ProcessGroup& world, bool overlap_allowed) {
   Data d;
-  const ReadOptions ro = d.read = read_options(c, world, threads);
-  SKEW_CHECK(!c.get_string("data.train").empty(),
+  const ReadOptions ro = d.read = read_options(o.data, world, o.train.threads);
+  SKEW_CHECK(!o.data.train.empty(),
              "data.train is empty: give a libsvm/libffm file or synthetic:criteo?rows=N&features=F");
   StreamScan scan;
-  const std::string spec = c.get_string("data.train");
-  if (streams(c, spec)) {
-    scan = share_training_stream(c, world, ro, d);
-  } else if (!(overlap_allowed && overlaps_load(c, world, threads, spec) && open_overlapped_load(spec, ro, d))) {
-    d.train = load_dataset(c.get_string("data.train"), ro, &d.report);
+  const std::string& spec = o.data.train;
+  if (streams(o.data)) {
+    scan = share_training_stream(o, world, ro, d);
+  } else if (!(overlap_allowed && overlaps_load(o, world) && open_overlapped_load(spec, ro, d))) {
+    d.train = load_dataset(spec, ro, &d.report);
     d.train_rows = d.train.rows();
   }
-  d.has_valid = !c.get_string("data.valid").empty();
-  if (d.has_valid) d.valid = load_dataset(c.get_string("data.valid"), ro);
+  d.has_valid = !o.data.valid.empty();
+  if (d.has_valid) d.valid = load_dataset(o.data.valid, ro);
   SKEW_INFO("data: " << d.train_rows << " training rows on rank 0 (" << d.report.lines << " lines"
                      << (d.report.from_cache ? ", from cache" : "") << ", " << d.report.skipped_lines << " skipped, "
                      << (d.overlapped ? "loading" : std::to_string(d.report.seconds) + " s") << ")"
                      << (d.has_valid ? ", validation " + std::to_string(d.valid.rows()) + " rows" : ""));
 
   kernels::WideShape& shape = d.shape;
-  shape.kind = kernels::wide_kind_from_name(c.get_string("model.type"));
-  shape.k = shape.kind == kernels::WideKind::LR ? 0 : c.get_int_as<int>("model.k");
+  shape.kind = o.model.type;
+  shape.k = shape.kind == kernels::WideKind::LR ? 0 : o.model.k;
   const std::int64_t data_features = std::max(d.train.num_features, d.valid.num_features);
-  const std::int64_t model_features = c.get_int("model.features");
+  const std::int64_t model_features = o.model.features;
   shape.num_features = model_features > 0 ? model_features : data_features;
   SKEW_CHECK(data_features <= shape.num_features,
              (ro.hash_bits > 0 ? "data.hash_bits = " + std::to_string(ro.hash_bits) + " hashes the ids into rows up to "
@@ -236,14 +247,14 @@ Data load_data(const Config& c, comm::ProcessGroup& world, int threads, bool ove
                  << " is too large (at most " << kMaxModelFeatures
                  << " rows); set data.hash_bits to hash the ids into fewer rows");
   shape.num_fields = std::max(d.train.num_fields, d.valid.num_fields);
-  d.normalize = normalize_for(c, shape.kind);
+  d.normalize = normalize_for(o.train.normalize, shape.kind);
   if (d.normalize) {
     if (!d.overlapped) normalize_instances(d.train);  // streamed or overlapped: chunks as they arrive
     if (d.has_valid) normalize_instances(d.valid);
   }
 
-  d.renumber = c.get_bool("train.renumber");
-  if (d.renumber && renumber_from_cache(c, world, d)) {
+  d.renumber = o.train.renumber;
+  if (d.renumber && renumber_from_cache(o.data, world, d)) {
     if (d.overlapped) SKEW_INFO("data: " << d.train_rows << " training rows load from the cache while training starts");
     SKEW_INFO("data: features renumbered by frequency, " << d.report.frequency_order.size() << " of "
                                                          << shape.num_features << " occur (order read from the cache)");
@@ -285,8 +296,8 @@ void settle_overlapped_load(Data& d) {
   d.overlapped.reset();
 }
 
-std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, WideTrainer& trainer, std::int64_t batch,
-                                               std::int64_t baseline_bytes, bool keeps_best_copy) {
+std::unique_ptr<StreamBatches> training_stream(const DataOptions& o, Data& data, WideTrainer& trainer,
+                                               std::int64_t batch, std::int64_t baseline_bytes, bool keeps_best_copy) {
   const std::int64_t params = std::int64_t(sizeof(float)) * std::int64_t(trainer.parameter_count());
   const Optimizer& optimizer = trainer.optimizer();
   const kernels::WideShape& shape = data.shape;
@@ -303,9 +314,8 @@ std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, Wide
   held.step = batch * (16 + 10 * data.max_row_nonzeros) + (data.has_valid ? 32 * data.valid.rows() : 0);
   held.allocator = (trainer.options().threads + 2) * kAllocatorSlackBytes;  // the pool's, the reader's, main's
   data.stream_held_bytes = held.total();
-  const std::int64_t ring =
-      ring_bytes_left(c.get_int("data.max_memory_mb") << 20, held, kMinRingBytes, max_memory_setting(c));
-  const std::string spec = c.get_string("data.train");
+  const std::int64_t ring = ring_bytes_left(o.max_memory_mb << 20, held, kMinRingBytes, max_memory_setting(o));
+  const std::string& spec = o.train;
   const TextFormat format = format_for(spec, data.read.format);
   // The first pass checked the cache's checksum, or wrote it.
   std::unique_ptr<CacheFile> cache =
@@ -316,14 +326,14 @@ std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, Wide
   const bool from_cache = cache != nullptr;
   if (from_cache)
     data.stream =
-        std::make_unique<CacheStream>(std::move(cache), slot_bytes(ring, true), kStreamSlots, max_memory_setting(c));
+        std::make_unique<CacheStream>(std::move(cache), slot_bytes(ring, true), kStreamSlots, max_memory_setting(o));
   else
     data.stream = std::make_unique<TextStream>(spec, format, data.read, slot_bytes(ring, false), kStreamSlots,
-                                               max_memory_setting(c));
+                                               max_memory_setting(o));
   data.stream->restrict_rows(data.stream_first_row, data.stream_last_row);
   SKEW_INFO("stream: rows [" << data.stream_first_row << ", " << data.stream_last_row << ") of " << spec
                              << (from_cache ? " from its binary cache" : " parsed from the text") << "; "
-                             << max_memory_setting(c) << " MiB holds " << held.describe() << " and a ring of "
+                             << max_memory_setting(o) << " MiB holds " << held.describe() << " and a ring of "
                              << (ring >> 20) << " MiB");
   const bool normalize = data.normalize, renumber = data.renumber;
   const FeatureOrder* order = &data.order;

@@ -1,13 +1,14 @@
 // wide_train's data for fit() (lib/wide/fit.cpp): data.train loaded whole (parsed, or read from
 // its binary cache) or streamed (data.max_memory_mb), data.valid, instance normalisation and
-// frequency renumbering, and the model shape they call for. Internal to the epoch loop.
+// frequency renumbering, and the model shape they call for. Prepared from the options alone:
+// fit.cpp calls in here, nothing here calls back into it.
 #pragma once
 #include <memory>
 
-#include "core/config.hpp"
 #include "lib/wide/cache_load.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"
+#include "lib/wide/options.hpp"
 #include "lib/wide/stream.hpp"
 #include "lib/wide/trainer.hpp"
 #include "mpi/process_group.hpp"
@@ -42,15 +43,14 @@ struct Data {
   std::vector<std::uint8_t> rows_read;
 };
 
-// train.normalize for this model type: auto is on for the factorisation machines, whose pairwise
-// terms grow with the square of an instance's scale, and off for LR.
-bool normalize_for(const Config& c, kernels::WideKind kind);
+// The data.* keys as reader options for this rank of `world`, parsing with `threads`.
+ReadOptions read_options(const DataOptions& data, const comm::ProcessGroup& world, int threads);
 
 // Loads data.train (or scans it, when it streams) and data.valid for this rank of `world`,
-// parsing with `threads`; normalises and renumbers them as configured. Collective (renumbering
+// parsing with train.threads; normalises and renumbers them as configured. Collective (renumbering
 // counts features over all ranks). With `overlap_allowed` and data.load_overlap's conditions
 // met, data.train's rows are left to Data::overlapped (start_overlapped_load).
-Data load_data(const Config& c, comm::ProcessGroup& world, int threads, bool overlap_allowed);
+Data load_data(const WideOptions& options, comm::ProcessGroup& world, bool overlap_allowed);
 // Starts d.overlapped's thread, normalising and renumbering as load_data would have: `d` must
 // stay where it is until it settles.
 void start_overlapped_load(Data& d);
@@ -71,7 +71,7 @@ std::vector<std::uint8_t> model_rows_read(const Data& d, comm::ProcessGroup& wor
 // trainer's parameters, their gradient, the optimizer's state, the step's buffers and, with
 // `keeps_best_copy`, a copy of the parameters (lib/wide/memory_budget.hpp); each chunk is
 // normalised and renumbered as the whole load is.
-std::unique_ptr<StreamBatches> training_stream(const Config& c, Data& data, WideTrainer& trainer, std::int64_t batch,
-                                               std::int64_t baseline_bytes, bool keeps_best_copy);
+std::unique_ptr<StreamBatches> training_stream(const DataOptions& options, Data& data, WideTrainer& trainer,
+                                               std::int64_t batch, std::int64_t baseline_bytes, bool keeps_best_copy);
 
 }  // namespace skew::wide

@@ -38,7 +38,7 @@ struct Slot {
 
 }  // namespace
 
-struct WideGpuTrainer::State {
+struct CudaStep::State {
   kernels::WideShape shape;
   bool flow = true, overlap = true;
   kernels::WideFlowOptions flow_options;
@@ -206,9 +206,9 @@ struct WideGpuTrainer::State {
   }
 };
 
-WideGpuTrainer::WideGpuTrainer(const kernels::WideShape& shape, bool flow, const kernels::WideFlowOptions& flow_options,
-                               const kernels::WideUpdateRule& rule, bool overlap, std::span<const float> params,
-                               const std::vector<float>& n_state, const std::vector<float>& z_state)
+CudaStep::CudaStep(const kernels::WideShape& shape, bool flow, const kernels::WideFlowOptions& flow_options,
+                   const kernels::WideUpdateRule& rule, bool overlap, std::span<const float> params,
+                   const std::vector<float>& n_state, const std::vector<float>& z_state)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.shape = shape;
@@ -237,7 +237,7 @@ WideGpuTrainer::WideGpuTrainer(const kernels::WideShape& shape, bool flow, const
   SKEW_CUDA_CHECK(cudaDeviceSynchronize());  // the initial copies and memset ran on the default stream
 }
 
-WideGpuTrainer::~WideGpuTrainer() {
+CudaStep::~CudaStep() {
   State& s = *state_;
   cudaStreamSynchronize(s.compute);
   cudaStreamSynchronize(s.copy);
@@ -265,8 +265,8 @@ WideGpuTrainer::~WideGpuTrainer() {
   cudaStreamDestroy(s.copy);
 }
 
-double WideGpuTrainer::step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin,
-                            std::int64_t next_end, std::vector<float>& logits, const GradientExchange& exchange) {
+double CudaStep::step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin,
+                      std::int64_t next_end, std::vector<float>& logits, const GradientExchange& exchange) {
   State& s = *state_;
   const std::int64_t rows = end - begin;
   Slot& slot = s.batch_slot(data, begin, end);
@@ -302,8 +302,8 @@ double WideGpuTrainer::step(const SparseDataset& data, std::int64_t begin, std::
   return 1e-3 * double(ms);
 }
 
-void WideGpuTrainer::gradient(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::vector<float>& grad,
-                              std::vector<float>& logits) {
+void CudaStep::gradient(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::vector<float>& grad,
+                        std::vector<float>& logits) {
   State& s = *state_;
   const Slot& slot = s.batch_slot(data, begin, end);
   SKEW_CUDA_CHECK(cudaStreamWaitEvent(s.compute, slot.copied, 0));
@@ -317,14 +317,14 @@ void WideGpuTrainer::gradient(const SparseDataset& data, std::int64_t begin, std
 
 // Both on the compute stream (non-blocking: it does not order itself after the legacy default
 // stream), finished before returning.
-void WideGpuTrainer::upload(std::span<const float> params) {
+void CudaStep::upload(std::span<const float> params) {
   State& s = *state_;
   SKEW_CUDA_CHECK(
       cudaMemcpyAsync(s.params, params.data(), params.size() * sizeof(float), cudaMemcpyHostToDevice, s.compute));
   SKEW_CUDA_CHECK(cudaStreamSynchronize(s.compute));
 }
 
-void WideGpuTrainer::download(std::span<float> params) {
+void CudaStep::download(std::span<float> params) {
   State& s = *state_;
   SKEW_CUDA_CHECK(
       cudaMemcpyAsync(params.data(), s.params, params.size() * sizeof(float), cudaMemcpyDeviceToHost, s.compute));
@@ -337,26 +337,24 @@ void WideGpuTrainer::download(std::span<float> params) {
 
 namespace skew::wide {
 
-struct WideGpuTrainer::State {};
+struct CudaStep::State {};
 
-WideGpuTrainer::WideGpuTrainer(const kernels::WideShape&, bool, const kernels::WideFlowOptions&,
-                               const kernels::WideUpdateRule&, bool, std::span<const float>, const std::vector<float>&,
-                               const std::vector<float>&) {
+CudaStep::CudaStep(const kernels::WideShape&, bool, const kernels::WideFlowOptions&, const kernels::WideUpdateRule&,
+                   bool, std::span<const float>, const std::vector<float>&, const std::vector<float>&) {
   SKEW_THROW("train.device = cuda: this build has no CUDA (configure with -DSKEW_CUDA=ON)");
 }
-WideGpuTrainer::~WideGpuTrainer() = default;
-double WideGpuTrainer::step(const SparseDataset&, std::int64_t, std::int64_t, std::int64_t, std::int64_t,
-                            std::vector<float>&, const GradientExchange&) {
+CudaStep::~CudaStep() = default;
+double CudaStep::step(const SparseDataset&, std::int64_t, std::int64_t, std::int64_t, std::int64_t, std::vector<float>&,
+                      const GradientExchange&) {
   SKEW_THROW("train.device = cuda: this build has no CUDA");
 }
-void WideGpuTrainer::gradient(const SparseDataset&, std::int64_t, std::int64_t, std::vector<float>&,
-                              std::vector<float>&) {
+void CudaStep::gradient(const SparseDataset&, std::int64_t, std::int64_t, std::vector<float>&, std::vector<float>&) {
   SKEW_THROW("train.device = cuda: this build has no CUDA");
 }
-void WideGpuTrainer::upload(std::span<const float>) {
+void CudaStep::upload(std::span<const float>) {
   SKEW_THROW("train.device = cuda: this build has no CUDA");
 }
-void WideGpuTrainer::download(std::span<float>) {
+void CudaStep::download(std::span<float>) {
   SKEW_THROW("train.device = cuda: this build has no CUDA");
 }
 

@@ -1,5 +1,6 @@
-// The CUDA path of WideTrainer (train.device = cuda): parameters, gradient and optimiser state
-// live on the GPU; each mini-batch is copied from pinned host buffers into one of two device
+// WideTrainer's step on a CUDA device (train.device = cuda), internal to it (lib/wide/trainer.cpp
+// owns one; nothing else includes this header): parameters, gradient and optimiser state live on
+// the GPU; each mini-batch is copied from pinned host buffers into one of two device
 // slots. With overlap on, the next batch's host->device copy runs on a second stream while this
 // batch computes (events order the slot reuse); with it off, copy and compute take turns on one
 // stream. Gradient kernels: kernels/cuda/wide_gradient.cu (classical or flow, LR/FM/FFM); the
@@ -21,15 +22,15 @@
 
 namespace skew::wide {
 
-class WideGpuTrainer {
+class CudaStep {
  public:
   // `n_state`/`z_state`: the optimiser's starting per-coordinate state (empty when it has none).
-  WideGpuTrainer(const kernels::WideShape& shape, bool flow, const kernels::WideFlowOptions& flow_options,
-                 const kernels::WideUpdateRule& rule, bool overlap, std::span<const float> params,
-                 const std::vector<float>& n_state, const std::vector<float>& z_state);
-  ~WideGpuTrainer();
-  WideGpuTrainer(const WideGpuTrainer&) = delete;
-  WideGpuTrainer& operator=(const WideGpuTrainer&) = delete;
+  CudaStep(const kernels::WideShape& shape, bool flow, const kernels::WideFlowOptions& flow_options,
+           const kernels::WideUpdateRule& rule, bool overlap, std::span<const float> params,
+           const std::vector<float>& n_state, const std::vector<float>& z_state);
+  ~CudaStep();
+  CudaStep(const CudaStep&) = delete;
+  CudaStep& operator=(const CudaStep&) = delete;
 
   // Several ranks: called between the gradient and the update with host copies of the batch's
   // dense gradient (every parameter), its touched flags (one per feature) and its logits. It

@@ -15,6 +15,10 @@ OptimizerKind optimizer_from_name(const std::string& name) {
   SKEW_THROW("unknown optimizer '" << name << "' (expected sgd, adagrad or ftrl)");
 }
 
+const char* optimizer_name(OptimizerKind kind) {
+  return kind == OptimizerKind::Sgd ? "sgd" : kind == OptimizerKind::AdaGrad ? "adagrad" : "ftrl";
+}
+
 Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& shape, std::span<const float> params)
     : options_(options), shape_(shape) {
   SKEW_CHECK(options.lr > 0, "train.lr must be positive, got " << options.lr);

@@ -16,6 +16,7 @@ namespace skew::wide {
 
 using OptimizerKind = kernels::WideOptimizerKind;
 OptimizerKind optimizer_from_name(const std::string& name);  // sgd | adagrad | ftrl
+const char* optimizer_name(OptimizerKind kind);
 
 // The per-coordinate rule the kernels apply (AdaGrad's initial accumulator, eps, included).
 using OptimizerOptions = kernels::WideUpdateRule;

@@ -5,17 +5,18 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "lib/wide/fit.hpp"
+#include "lib/wide/fit_data.hpp"
 #include "lib/wide/trainer.hpp"
 
 namespace skew::wide {
 
-void predict(const Config& c, const comm::ProcessGroup& world) {
+void predict(const WideOptions& o, const comm::ProcessGroup& world) {
   SKEW_CHECK(world.size() == 1, "--predict runs on one rank");
-  const std::string model_path = c.get_string("predict.model"), data_path = c.get_string("predict.data");
+  const std::string &model_path = o.predict.model, &data_path = o.predict.data;
   SKEW_CHECK(!model_path.empty() && !data_path.empty(), "--predict needs predict.model and predict.data");
   WideModel model = WideModel::load(model_path);
   // The data is hashed as the model's training data was; a different data.hash_bits is a mistake.
-  ReadOptions ro = read_options(c, world, c.get_int_as<int>("train.threads"));
+  ReadOptions ro = read_options(o.data, world, o.train.threads);
   SKEW_CHECK(ro.hash_bits == 0 || ro.hash_bits == model.hash_bits,
              "data.hash_bits = " << ro.hash_bits << " but " << model_path
                                  << " was trained with data.hash_bits = " << model.hash_bits
@@ -26,24 +27,24 @@ void predict(const Config& c, const comm::ProcessGroup& world) {
   for (auto i : data.index)
     SKEW_CHECK(i < model.shape.num_features,
                data_path << ": feature " << i << " is beyond the model's " << model.shape.num_features);
-  TrainOptions o;
-  o.schema = TrainSchema::Classical;
-  WideTrainer t(std::move(model), o);
+  TrainOptions scoring;
+  scoring.schema = TrainSchema::Classical;
+  WideTrainer t(std::move(model), scoring);
   const std::vector<float> p = t.predict(data);
   std::string text;
   for (float v : p) text += std::to_string(v) + "\n";
-  const std::string out = c.get_string("predict.output");
+  const std::string& out = o.predict.output;
   if (out == "-")
     write_stdout(text, "the predictions");
   else
     write_file_atomic(out, text);
 }
 
-void export_data(const Config& c, const std::string& path) {
-  const std::string spec = c.get_string("data.train");
+void export_data(const DataOptions& data, const std::string& path) {
+  const std::string& spec = data.train;
   SKEW_CHECK(spec.rfind("synthetic:", 0) == 0, "--export writes synthetic data.train to a file; data.train = " << spec);
   const SyntheticSpec s = parse_synthetic_spec(spec);
-  const TextFormat format = format_for(path, c.get_string("data.format"));
+  const TextFormat format = format_for(path, data.format);
   OutputFile out(path);
   // A block of rows at a time: the file may be larger than memory (the generator's rows are
   // pure functions of their number, so blocks join into the one dataset).

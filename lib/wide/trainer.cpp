@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/tensor.hpp"
 #include "kernels/wide_classical.hpp"
+#include "lib/wide/gpu_trainer.hpp"
 
 namespace skew::wide {
 
@@ -13,6 +14,10 @@ TrainSchema schema_from_name(const std::string& name) {
   if (name == "classical") return TrainSchema::Classical;
   if (name == "flow") return TrainSchema::Flow;
   SKEW_THROW("unknown train.schema '" << name << "' (expected classical or flow)");
+}
+
+const char* schema_name(TrainSchema schema) {
+  return schema == TrainSchema::Classical ? "classical" : "flow";
 }
 
 ClassicalSync classical_sync_from_name(const std::string& name) {
@@ -25,6 +30,10 @@ TrainDevice device_from_name(const std::string& name) {
   if (name == "cpu") return TrainDevice::Cpu;
   if (name == "cuda") return TrainDevice::Cuda;
   SKEW_THROW("unknown train.device '" << name << "' (expected cpu or cuda)");
+}
+
+const char* device_name(TrainDevice device) {
+  return device == TrainDevice::Cpu ? "cpu" : "cuda";
 }
 
 bool runs_hogwild(const TrainOptions& o, int ranks) {
@@ -49,20 +58,24 @@ WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shar
     SKEW_CHECK(cuda_built(), "train.device = cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON)");
     SKEW_CHECK(cuda_device_count() > 0, "train.device = cuda, but no CUDA device is visible; use train.device = cpu");
     const std::span<const float> n = optimizer_->n_state(), z = optimizer_->z_state();
-    gpu_ = std::make_unique<WideGpuTrainer>(
-        model_.shape, options.schema == TrainSchema::Flow, options.flow, optimizer_->rule(), options.overlap,
-        model_.params, std::vector<float>(n.begin(), n.end()), std::vector<float>(z.begin(), z.end()));
+    cuda_ = std::make_unique<CudaStep>(model_.shape, options.schema == TrainSchema::Flow, options.flow,
+                                       optimizer_->rule(), options.overlap, model_.params,
+                                       std::vector<float>(n.begin(), n.end()), std::vector<float>(z.begin(), z.end()));
   } else if (options.schema == TrainSchema::Flow) {
     flow_ = std::make_unique<kernels::WideFlow>(model_.shape, options.flow, pool_->threads());
   }
   // The CUDA path keeps its gradient and touched flags on the GPU, and Hogwild updates the model
   // per sample: neither needs a model-sized gradient (for a Criteo-sized FFM, gigabytes to zero
   // before the first step).
-  if (!gpu_ && !hogwild()) {
+  if (!cuda_ && !hogwild()) {
     grad_.resize(model_.params.size());
     stamp_.resize(std::size_t(model_.shape.num_features));
   }
 }
+
+WideTrainer::~WideTrainer() = default;
+WideTrainer::WideTrainer(WideTrainer&&) noexcept = default;
+WideTrainer& WideTrainer::operator=(WideTrainer&&) noexcept = default;
 
 void WideTrainer::compute(const kernels::WideBatch& b, float* grad, float* logits) {
   if (flow_)
@@ -149,10 +162,15 @@ void WideTrainer::densify_sparse_gradient() {
 }
 
 void WideTrainer::download_if_stale() {
-  if (gpu_ && !host_params_newer_) {
-    gpu_->download(model_.params);
+  if (cuda_ && !host_params_newer_) {
+    cuda_->download(model_.params);
     host_params_newer_ = true;
   }
+}
+
+void WideTrainer::upload_if_newer() {
+  if (host_params_newer_) cuda_->upload(model_.params);
+  host_params_newer_ = false;
 }
 
 WideModel& WideTrainer::model() {
@@ -210,36 +228,37 @@ double pooled_logloss_sum(kernels::WidePool& pool, const float* logits, const fl
 
 StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin,
                              std::int64_t next_end) {
+  return cuda_ ? cuda_step(data, begin, end, next_begin, next_end) : step_rows(data.batch(begin, end));
+}
+
+StepResult WideTrainer::cuda_step(const SparseDataset& data, std::int64_t begin, std::int64_t end,
+                                  std::int64_t next_begin, std::int64_t next_end) {
   const kernels::WideBatch b = data.batch(begin, end);
-  if (gpu_) {
-    if (host_params_newer_) gpu_->upload(model_.params);
-    host_params_newer_ = false;
-    double loss = 0;
-    std::int64_t samples = b.rows, nonzeros = b.nnz();
-    // Several ranks: the GPU hands over its dense gradient and touched flags, which become the
-    // group's here, as on the CPU path.
-    const auto exchange = [&](std::vector<float>& grad, std::vector<std::uint8_t>& touched,
-                              const std::vector<float>& logits) {
-      loss = logloss_sum(logits.data(), b.label, std::size_t(b.rows));
-      touched_.clear();
-      for (std::size_t f = 0; f < touched.size(); ++f)
-        if (touched[f]) touched_.push_back(std::uint32_t(f));
-      synchronise(grad.data(), loss, samples, nonzeros);
-      std::fill(touched.begin(), touched.end(), std::uint8_t(0));
-      for (std::uint32_t f : touched_) touched[f] = 1;
-      return samples;
-    };
-    const double kernel_seconds =
-        gpu_->step(data, begin, end, next_begin, next_end, logits_,
-                   distributed() ? WideGpuTrainer::GradientExchange(exchange) : WideGpuTrainer::GradientExchange());
-    if (!distributed()) loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
-    return StepResult{samples > 0 ? loss / double(samples) : 0.0, samples, nonzeros, kernel_seconds};
-  }
-  return step_rows(b);
+  upload_if_newer();
+  double loss = 0;
+  std::int64_t samples = b.rows, nonzeros = b.nnz();
+  // Several ranks: the GPU hands over its dense gradient and touched flags, which become the
+  // group's here, as on the CPU path.
+  const auto exchange = [&](std::vector<float>& grad, std::vector<std::uint8_t>& touched,
+                            const std::vector<float>& logits) {
+    loss = logloss_sum(logits.data(), b.label, std::size_t(b.rows));
+    touched_.clear();
+    for (std::size_t f = 0; f < touched.size(); ++f)
+      if (touched[f]) touched_.push_back(std::uint32_t(f));
+    synchronise(grad.data(), loss, samples, nonzeros);
+    std::fill(touched.begin(), touched.end(), std::uint8_t(0));
+    for (std::uint32_t f : touched_) touched[f] = 1;
+    return samples;
+  };
+  const double kernel_seconds =
+      cuda_->step(data, begin, end, next_begin, next_end, logits_,
+                  distributed() ? CudaStep::GradientExchange(exchange) : CudaStep::GradientExchange());
+  if (!distributed()) loss = logloss_sum(logits_.data(), b.label, std::size_t(b.rows));
+  return StepResult{samples > 0 ? loss / double(samples) : 0.0, samples, nonzeros, kernel_seconds};
 }
 
 StepResult WideTrainer::step_rows(const kernels::WideBatch& b) {
-  SKEW_CHECK(!gpu_, "WideTrainer::step_rows is the CPU trainer's");
+  SKEW_CHECK(!cuda_, "WideTrainer::step_rows takes rows on the CPU (train.device = cpu)");
   if (hogwild()) return hogwild_step(b);
   logits_.resize(std::size_t(b.rows));
   // The flow schema produces its touched features and their gradient rows itself; on one rank
@@ -278,10 +297,9 @@ StepResult WideTrainer::step_rows(const kernels::WideBatch& b) {
 
 void WideTrainer::gradient(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::vector<float>& grad,
                            std::vector<float>& logits) {
-  if (gpu_) {
-    if (host_params_newer_) gpu_->upload(model_.params);
-    host_params_newer_ = false;
-    return gpu_->gradient(data, begin, end, grad, logits);
+  if (cuda_) {
+    upload_if_newer();
+    return cuda_->gradient(data, begin, end, grad, logits);
   }
   ready_to_read(data);
   const kernels::WideBatch b = data.batch(begin, end);

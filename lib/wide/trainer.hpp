@@ -16,17 +16,20 @@
 #include "kernels/wide_flow.hpp"
 #include "kernels/wide_pool.hpp"
 #include "lib/wide/dataset.hpp"
-#include "lib/wide/gpu_trainer.hpp"
 #include "lib/wide/model.hpp"
 #include "lib/wide/optimizer.hpp"
 #include "mpi/process_group.hpp"
 
 namespace skew::wide {
 
+class CudaStep;  // the step on a CUDA device (lib/wide/gpu_trainer.hpp), internal to WideTrainer
+
 enum class TrainSchema { Classical, Flow };
 TrainSchema schema_from_name(const std::string& name);  // classical | flow
+const char* schema_name(TrainSchema schema);
 enum class TrainDevice { Cpu, Cuda };
 TrainDevice device_from_name(const std::string& name);  // cpu | cuda
+const char* device_name(TrainDevice device);
 
 // How the classical schema's CPU threads share the model on one rank: hogwild (per-sample
 // updates in place, no locks) or atomic (a mini-batch gradient with atomic adds, one update
@@ -69,11 +72,17 @@ bool runs_hogwild(const TrainOptions& o, int ranks);
 // classical CPU schema on one rank).
 int model_shaped_arrays(const TrainOptions& o, int ranks);
 
+// One trainer for every device: options.device chooses the step's kernels (the CPU's on a
+// WidePool, or CUDA's), the rest (synchronisation over the group, evaluation, parameters) is
+// shared.
 class WideTrainer {
  public:
   // `group` may be null (single process); with allreduce sync every rank applies the same
   // update from the gradient summed over the group, so models stay identical.
   WideTrainer(WideModel model, const TrainOptions& options, std::shared_ptr<comm::ProcessGroup> group = nullptr);
+  ~WideTrainer();
+  WideTrainer(WideTrainer&&) noexcept;
+  WideTrainer& operator=(WideTrainer&&) noexcept;
 
   // Rows [begin, end) of `data` are this rank's share of the global mini-batch; rows
   // [next_begin, next_end), when given, are the next step's (the CUDA path copies them ahead).
@@ -108,6 +117,9 @@ class WideTrainer {
   // The host copy is current (CUDA path: brought back) and the deferred rows `data` reads are written.
   void ready_to_read(const SparseDataset& data);
   StepResult hogwild_step(const kernels::WideBatch& batch);
+  // The CUDA device's step: the GPU computes and updates, the group's sum is taken on the host.
+  StepResult cuda_step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin,
+                       std::int64_t next_end);
   void compute(const kernels::WideBatch& batch, float* grad, float* logits);
   void touched_features(const kernels::WideBatch& batch);
   void densify_sparse_gradient();
@@ -118,9 +130,10 @@ class WideTrainer {
   std::shared_ptr<comm::ProcessGroup> group_;
   std::unique_ptr<kernels::WidePool> pool_;
   std::unique_ptr<kernels::WideFlow> flow_;
-  std::unique_ptr<WideGpuTrainer> gpu_;
+  std::unique_ptr<CudaStep> cuda_;  // train.device = cuda
   bool host_params_newer_ = false;  // CUDA path: the host copy was handed out (or overwritten)
   void download_if_stale();
+  void upload_if_newer();  // CUDA path: the host copy goes up before the GPU reads the parameters
   std::unique_ptr<Optimizer> optimizer_;
   // The dense batch gradient: the optimizer zeroes each row it applies, so only rows some batch
   // touched are ever written, and the rest stay untouched zero pages (a Criteo-sized FFM's

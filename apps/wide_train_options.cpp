@@ -1,13 +1,10 @@
-// wide_train's schema (lib/wide/fit.hpp): every key, its default, range and help.
-#include "lib/wide/dataset.hpp"
-#include "lib/wide/fit.hpp"
+#include "apps/wide_train_options.hpp"
 
 namespace skew::wide {
 
-Schema wide_train_schema() {
-  Schema s("wide_train",
-           "Train LR/FM/FFM on sparse data with the classical or flow (cuWide) schema; with --predict, score "
-           "predict.data with the model in predict.model instead.");
+namespace {
+
+void add_data_keys(Schema& s) {
   s.add_string("data.train", "synthetic:criteo?rows=20000&features=50000&alpha=1.1&seed=1",
                "training data: a libsvm/libffm file or synthetic:criteo?rows=N&features=F&alpha=A&seed=S");
   s.add_string("data.valid", "synthetic:criteo?rows=5000&features=50000&alpha=1.1&seed=1&first_row=1000000",
@@ -36,11 +33,17 @@ Schema wide_train_schema() {
             "feature hashing: 0 = each (64-bit) feature id is its model row (ids up to 2^28 - 1); b > 0 = id maps to "
             "row fmix64(id ^ 0x9e3779b97f4a7c15) >> (64 - b) of a 2^b-row model (MurmurHash3's finaliser; the same "
             "row in every run and rank; the saved model records b for --predict)");
+}
+
+void add_model_keys(Schema& s) {
   s.add_choice("model.type", "fm", {"lr", "fm", "ffm"}, "model: logistic regression, FM or field-aware FM");
   s.add_int("model.k", 8, {1, 1024}, "latent dimension (FM/FFM)");
   s.add_int("model.features", 0, {0, kMaxModelFeatures}, "number of features; 0 = max index + 1 in the data");
   s.add_float("model.init_std", 0.01, FloatRange::at_least(0), "std of the initial latent factors");
   s.add_int("model.seed", 1, IntRange::at_least(0), "initialisation seed");
+}
+
+void add_train_keys(Schema& s) {
   s.add_choice("train.normalize", "auto", {"auto", "on", "off"},
                "scale each instance's values to unit L2 norm, in training, validation and --predict (the saved model "
                "records it): auto = on for FM/FFM (as LIBFFM and xLearn do), off for LR");
@@ -76,6 +79,9 @@ Schema wide_train_schema() {
             "flow, LR on the CPU: if threads x features x 4 B fit in this many MiB, every feature is hot in a batch "
             "with at least features / 8 entries (0 = never)");
   s.add_int("train.log_every", 20, IntRange::at_least(1), "progress line and metrics record every N steps");
+}
+
+void add_output_keys(Schema& s) {
   s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
   s.add_string("output.model", "",
                "where the best epoch's model is saved: once, when training ends (stops early, or fails); with "
@@ -88,10 +94,102 @@ Schema wide_train_schema() {
             "steps between mid-epoch checkpoints (0 = only at the epoch ends)");
   s.add_int("output.keep", 2, {1, kMaxInt32}, "checkpoints kept");
   s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
+}
+
+void add_predict_keys(Schema& s) {
   s.add_string("predict.model", "", "--predict: the model to load");
   s.add_string("predict.data", "", "--predict: the data to score");
   s.add_string("predict.output", "-", "--predict: output file, one probability per line ('-' = stdout)");
+}
+
+Normalize normalize_from_name(const std::string& name) {
+  return name == "auto" ? Normalize::Auto : name == "on" ? Normalize::On : Normalize::Off;
+}
+
+DataOptions data_options(const Config& c) {
+  DataOptions o;
+  o.train = c.get_string("data.train");
+  o.valid = c.get_string("data.valid");
+  o.format = c.get_string("data.format");
+  o.skip_bad_lines = c.get_bool("data.skip_bad_lines");
+  o.cache = c.get_bool("data.cache");
+  o.load_overlap = c.get_bool("data.load_overlap");
+  o.max_memory_mb = c.get_int("data.max_memory_mb");
+  o.hash_bits = c.get_int_as<int>("data.hash_bits");
+  return o;
+}
+
+ModelOptions model_options(const Config& c) {
+  ModelOptions o;
+  o.type = kernels::wide_kind_from_name(c.get_string("model.type"));
+  o.k = c.get_int_as<int>("model.k");
+  o.features = c.get_int("model.features");
+  o.init_std = c.get_float("model.init_std");
+  o.seed = c.get_int_as<std::uint64_t>("model.seed");
+  return o;
+}
+
+TrainingOptions training_options(const Config& c) {
+  TrainingOptions o;
+  o.normalize = normalize_from_name(c.get_string("train.normalize"));
+  o.schema = schema_from_name(c.get_string("train.schema"));
+  o.classical_sync = classical_sync_from_name(c.get_string("train.classical_sync"));
+  o.device = device_from_name(c.get_string("train.device"));
+  o.overlap = c.get_bool("train.overlap");
+  o.optimizer = optimizer_from_name(c.get_string("train.optimizer"));
+  o.lr = c.get_float("train.lr");
+  o.l2 = c.get_float("train.l2");
+  o.l1 = c.get_float("train.l1");
+  o.ftrl_beta = c.get_float("train.ftrl_beta");
+  o.epochs = c.get_int("train.epochs");
+  o.batch_size = c.get_int("train.batch_size");
+  o.threads = c.get_int_as<int>("train.threads");
+  o.patience = c.get_int_as<int>("train.patience");
+  o.renumber = c.get_bool("train.renumber");
+  o.tile_samples = c.get_int_as<int>("train.tile_samples");
+  o.hot_features = c.get_int("train.hot_features");
+  o.replica_budget_mb = c.get_int("train.replica_budget_mb");
+  o.log_every = c.get_int("train.log_every");
+  // train.sync has a single value (allreduce): nothing to carry.
+  return o;
+}
+
+OutputOptions output_options(const Config& c) {
+  OutputOptions o;
+  o.dir = c.get_string("output.dir");
+  o.model = c.get_string("output.model");
+  o.checkpoint_dir = c.get_string("output.checkpoint_dir");
+  o.checkpoint_interval = c.get_int("output.checkpoint_interval");
+  o.keep = c.get_int_as<int>("output.keep");
+  o.resume = c.get_bool("output.resume");
+  return o;
+}
+
+PredictOptions predict_options(const Config& c) {
+  PredictOptions o;
+  o.model = c.get_string("predict.model");
+  o.data = c.get_string("predict.data");
+  o.output = c.get_string("predict.output");
+  return o;
+}
+
+}  // namespace
+
+Schema wide_train_schema() {
+  Schema s("wide_train",
+           "Train LR/FM/FFM on sparse data with the classical or flow (cuWide) schema; with --predict, score "
+           "predict.data with the model in predict.model instead.");
+  add_data_keys(s);
+  add_model_keys(s);
+  add_train_keys(s);
+  add_output_keys(s);
+  add_predict_keys(s);
   return s;
+}
+
+WideOptions wide_train_options(const Config& config) {
+  return {data_options(config), model_options(config), training_options(config), output_options(config),
+          predict_options(config)};
 }
 
 }  // namespace skew::wide

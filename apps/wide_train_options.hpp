@@ -1,0 +1,13 @@
+// wide_train's keys: the schema (every key, its default, range and help; --help prints it) and
+// the one step from the parsed configuration to lib/wide's option structs (lib/wide/options.hpp),
+// whose fields are named as the keys. No other file reads wide_train's keys.
+#pragma once
+#include "core/config.hpp"
+#include "lib/wide/options.hpp"
+
+namespace skew::wide {
+
+Schema wide_train_schema();
+WideOptions wide_train_options(const Config& config);
+
+}  // namespace skew::wide
