@@ -43,7 +43,7 @@ struct ExpertOperands {
         a_host(random_floats(a_len(s), 3)),
         b_host(random_floats(b_len(s), 10)),
         a(a_host),
-        c(std::size_t(s.gemm_rows) * std::size_t(s.gemm_n)),
+        c{std::size_t(s.gemm_rows) * std::size_t(s.gemm_n)},
         a_bits(a_len(s)) {
     for (int g = 0; g < s.groups; ++g) {
       b.emplace_back(g == 0 ? b_host : random_floats(b_len(s), 10 + std::uint64_t(g)));
@@ -86,7 +86,7 @@ inline void bench_expert_backward(const Sizes& s, ExpertOperands& x, int repeats
 
 // The per-expert loop writing bf16 outputs as PyTorch's does (half the output bytes).
 inline double bf16_out_ms(const Sizes& s, const ExpertOperands& x, int repeats) {
-  const DeviceArray<__nv_bfloat16> c16(std::size_t(s.gemm_rows) * std::size_t(s.gemm_n));
+  const DeviceArray<__nv_bfloat16> c16{std::size_t(s.gemm_rows) * std::size_t(s.gemm_n)};
   return kernels::cuda::median_ms(repeats, [&] {
     for (int g = 0; g < s.groups; ++g) {
       const int rows = x.rows_of(g);

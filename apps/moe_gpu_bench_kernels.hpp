@@ -33,7 +33,7 @@ inline Json bench_gate(const Sizes& s, int repeats, double bandwidth) {
   namespace km = kernels::moe;
   const std::size_t cells = std::size_t(s.tokens) * std::size_t(s.experts);
   const std::size_t picks = std::size_t(s.tokens) * std::size_t(s.topk);
-  const DeviceArray<float> logits(random_floats(cells, 1)), probs(cells), lse(std::size_t(s.tokens));
+  const DeviceArray<float> logits(random_floats(cells, 1)), probs(cells), lse{std::size_t(s.tokens)};
   const DeviceArray<std::int32_t> expert(picks);
   const DeviceArray<float> weight(picks);
   const double ms = kernels::cuda::median_ms(
@@ -72,8 +72,8 @@ inline Json bench_dispatch(const Sizes& s, int repeats, double bandwidth) {
   const std::int64_t n = s.tokens * s.topk;
   const DeviceArray<std::int32_t> keys(skewed_expert_keys(n, s.experts));
   const DeviceArray<float> rows_in(random_floats(std::size_t(n) * std::size_t(s.width), 2));
-  const DeviceArray<float> rows_out(std::size_t(n) * std::size_t(s.width));
-  const DeviceArray<std::int64_t> counts(std::size_t(s.experts)), starts(std::size_t(s.experts)), pos(std::size_t(n));
+  const DeviceArray<float> rows_out{std::size_t(n) * std::size_t(s.width)};
+  const DeviceArray<std::int64_t> counts{std::size_t(s.experts)}, starts{std::size_t(s.experts)}, pos{std::size_t(n)};
   auto dispatch = [&] {
     km::cuda::histogram(keys, n, s.experts, counts);
     km::cuda::exclusive_scan(counts, s.experts, starts);

@@ -54,10 +54,10 @@ inline void bench_layernorm_embedding(const RowwiseSizes& s, int repeats, double
   using kernels::cuda::median_ms;
   const int n = s.batch * s.seq;
   const double nd = double(n) * s.d, f = sizeof(float);
-  const DeviceArray<float> x = random_device_floats(std::size_t(nd), 1, 2.0f), y(std::size_t(nd));
+  const DeviceArray<float> x = random_device_floats(std::size_t(nd), 1, 2.0f), y{std::size_t(nd)};
   const DeviceArray<float> g = random_device_floats(s.d, 2), b = random_device_floats(s.d, 3);
   const DeviceArray<float> mean(n), rstd(n);
-  const DeviceArray<float> dy = random_device_floats(std::size_t(nd), 4), dx(std::size_t(nd));
+  const DeviceArray<float> dy = random_device_floats(std::size_t(nd), 4), dx{std::size_t(nd)};
   const DeviceArray<float> dg = random_device_floats(s.d, 5), db = random_device_floats(s.d, 6);
   out["layernorm_fwd"] =
       rowwise_entry(median_ms(repeats, [&] { km::layernorm_forward(Device::Cuda, n, s.d, x, g, b, y, mean, rstd); }),
@@ -106,7 +106,7 @@ inline void bench_loss_and_norm(const RowwiseSizes& s, int repeats, double copy_
   using kernels::cuda::median_ms;
   const int n = s.batch * s.seq;
   const double f = sizeof(float), nv = double(n) * s.vocab;
-  const DeviceArray<float> logits = random_device_floats(std::size_t(nv), 12, 3.0f), dlogits(std::size_t(nv));
+  const DeviceArray<float> logits = random_device_floats(std::size_t(nv), 12, 3.0f), dlogits{std::size_t(nv)};
   const DeviceArray<double> row_loss(n);
   const DeviceArray<std::int32_t> targets = random_device_ids(n, s.vocab, 13);
   out["cross_entropy"] = rowwise_entry(

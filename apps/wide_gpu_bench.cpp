@@ -108,7 +108,7 @@ struct DeviceData {
         label(d.label),
         params(m.params),
         grad(m.params.size()),
-        logits(std::size_t(d.rows())) {}
+        logits{std::size_t(d.rows())} {}
 };
 
 // One epoch of gradients on the device; the gradient accumulates across batches (both schemas alike).

@@ -4,8 +4,8 @@
 #if defined(SKEW_WITH_CUDA)
 #include <cuda_runtime.h>
 
+#include <concepts>
 #include <cstddef>
-#include <vector>
 
 #include "kernels/cuda_memory.hpp"
 
@@ -16,8 +16,13 @@ class DeviceArray {
  public:
   // `count` elements, uninitialised (at least one: the address is never null).
   explicit DeviceArray(std::size_t count) : data_(kernels::cuda::device_alloc<T>(count)) {}
-  // A device copy of `host` (synchronous).
-  explicit DeviceArray(const std::vector<T>& host) : data_(kernels::cuda::upload(host)) {}
+  // A device copy of `host`, any contiguous range of T (synchronous).
+  template <typename Range>
+  requires requires(const Range& r) {
+    { r.data() } -> std::convertible_to<const T*>;
+    r.size();
+  }
+  explicit DeviceArray(const Range& host) : data_(kernels::cuda::upload(host)) {}
   DeviceArray(DeviceArray&& other) noexcept : data_(other.data_) { other.data_ = nullptr; }
   DeviceArray(const DeviceArray&) = delete;
   DeviceArray& operator=(const DeviceArray&) = delete;
