@@ -121,11 +121,7 @@ inline Json bench_gpt_moe_model(const ModelBenchShape& shape, comm::ProcessGroup
   timed_model_step(session, 0, device);
   std::vector<ModelStepTimes> steps;
   for (int i = 0; i < shape.steps; ++i) steps.push_back(timed_model_step(session, 1 + i, device));
-  const auto median = [&](double ModelStepTimes::*field) {
-    std::vector<double> v;
-    for (const auto& step : steps) v.push_back(step.*field);
-    return bench::median(std::move(v));
-  };
+  const auto median = [&](double ModelStepTimes::*field) { return median_of(steps, field); };
   const double step_s = median(&ModelStepTimes::step), experts_s = median(&ModelStepTimes::experts);
   const double moe_s = median(&ModelStepTimes::gate) + median(&ModelStepTimes::alltoall) + experts_s;
   const double expert_flops = 12.0 * median(&ModelStepTimes::routed_rows) * shape.d_model * shape.d_ff;

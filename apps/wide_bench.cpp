@@ -81,12 +81,7 @@ Run time_epoch(const SparseDataset& data, const kernels::WideShape& shape, const
 
 // The run with the median wall time, with the median CPU and kernel times beside it.
 Run median_run(std::vector<Run> runs) {
-  const auto median_of = [&](double Run::*member) {
-    std::vector<double> v;
-    for (const Run& r : runs) v.push_back(r.*member);
-    return bench::median(std::move(v));
-  };
-  const double cpu = median_of(&Run::cpu_seconds), kernel = median_of(&Run::kernel_seconds);
+  const double cpu = bench::median_of(runs, &Run::cpu_seconds), kernel = bench::median_of(runs, &Run::kernel_seconds);
   std::nth_element(runs.begin(), runs.begin() + std::ptrdiff_t(runs.size() / 2), runs.end(),
                    [](const Run& a, const Run& b) { return a.seconds < b.seconds; });
   Run r = runs[runs.size() / 2];

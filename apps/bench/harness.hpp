@@ -36,6 +36,14 @@ int run_main(int argc, char** argv, const Schema& schema, bool bind_gpu, HelpFro
 // benchmark reports from its repeats.
 double median(std::vector<double> samples);
 
+// The median of one figure (`field`) over repeated runs' records.
+template <class Record>
+double median_of(const std::vector<Record>& runs, double Record::*field) {
+  std::vector<double> samples;
+  for (const Record& run : runs) samples.push_back(run.*field);
+  return median(std::move(samples));
+}
+
 // Median wall milliseconds of `repeats` runs of `run`, after `warmups` untimed ones.
 template <class Run>
 double median_wall_ms(int warmups, int repeats, Run run) {
