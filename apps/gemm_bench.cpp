@@ -10,10 +10,10 @@
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
-#include <memory>
 #include <string>
 #include <vector>
 
+#include "apps/bench/harness.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/metrics.hpp"
@@ -70,20 +70,25 @@ double fp32_peak() {
 
 struct Shape {
   std::string name;
-  bool trans_a, trans_b;
-  int m, n, k;
+  GemmShape gemm;  // leading dimensions packed (the natural row strides), as the kernel requires
 };
+
+// A `name`d product op(A) op(B) of m x k by k x n with packed leading dimensions.
+Shape packed_shape(std::string name, bool trans_a, bool trans_b, int m, int n, int k) {
+  return {std::move(name), {trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n, n}};
+}
 
 // moe_train's GEMMs (d_model 64, 3 x 64 fused QKV, FFN width 256, vocabulary 256) at `tokens` rows:
 // forward, input gradient (dX = dY W^T, trans_b) and weight gradient (dW = X^T dY, trans_a).
 std::vector<Shape> token_shapes(int t) {
-  std::vector<Shape> shapes = {{"qkv fwd", false, false, t, 192, 64},    {"qkv dX", false, true, t, 64, 192},
-                               {"qkv dW", true, false, 64, 192, t},      {"proj fwd", false, false, t, 64, 64},
-                               {"proj dX", false, true, t, 64, 64},      {"proj dW", true, false, 64, 64, t},
-                               {"ffn_up fwd", false, false, t, 256, 64}, {"ffn_up dX", false, true, t, 64, 256},
-                               {"ffn_up dW", true, false, 64, 256, t},   {"ffn_down fwd", false, false, t, 64, 256},
-                               {"ffn_down dX", false, true, t, 256, 64}, {"ffn_down dW", true, false, 256, 64, t},
-                               {"lm_head fwd", false, true, t, 256, 64}};
+  std::vector<Shape> shapes = {
+      packed_shape("qkv fwd", false, false, t, 192, 64),    packed_shape("qkv dX", false, true, t, 64, 192),
+      packed_shape("qkv dW", true, false, 64, 192, t),      packed_shape("proj fwd", false, false, t, 64, 64),
+      packed_shape("proj dX", false, true, t, 64, 64),      packed_shape("proj dW", true, false, 64, 64, t),
+      packed_shape("ffn_up fwd", false, false, t, 256, 64), packed_shape("ffn_up dX", false, true, t, 64, 256),
+      packed_shape("ffn_up dW", true, false, 64, 256, t),   packed_shape("ffn_down fwd", false, false, t, 64, 256),
+      packed_shape("ffn_down dX", false, true, t, 256, 64), packed_shape("ffn_down dW", true, false, 256, 64, t),
+      packed_shape("lm_head fwd", false, true, t, 256, 64)};
   for (auto& s : shapes) s.name.append("@").append(std::to_string(t));
   return shapes;
 }
@@ -92,7 +97,7 @@ struct Operands {
   std::vector<float> a, b, c;
 };
 
-Operands random_operands(const Shape& s) {
+Operands random_operands(const GemmShape& s) {
   Rng rng(1, 0);
   auto fill = [&](std::size_t n) {
     std::vector<float> v(n);
@@ -100,19 +105,6 @@ Operands random_operands(const Shape& s) {
     return v;
   };
   return {fill(std::size_t(s.m) * s.k), fill(std::size_t(s.k) * s.n), fill(std::size_t(s.m) * s.n)};
-}
-
-GemmShape packed_shape(const Shape& s) {
-  GemmShape g;
-  g.trans_a = s.trans_a;
-  g.trans_b = s.trans_b;
-  g.m = s.m;
-  g.n = s.n;
-  g.k = s.k;
-  g.lda = s.trans_a ? s.m : s.k;
-  g.ldb = s.trans_b ? s.k : s.n;
-  g.ldc = s.n;
-  return g;
 }
 
 // Median thread CPU seconds per call of `sgemm` and `bf16` over `repeats` interleaved samples,
@@ -136,22 +128,85 @@ std::pair<double, double> time_pair(F sgemm, G bf16, int repeats) {
     ts.push_back(sample(sgemm, sgemm_calls));
     tb.push_back(sample(bf16, bf16_calls));
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  return {median(ts), median(tb)};
+  return {bench::median(ts), bench::median(tb)};
 }
 
-}  // namespace
+struct Options {
+  std::vector<Shape> shapes;  // bench.tokens' moe shapes, then attention's and a square one
+  int repeats;
+  std::string csv;
+};
 
-int main(int argc, char** argv) {
+Schema make_schema() {
   Schema schema("gemm_bench",
                 "AVX512-BF16 GEMM kernel vs OpenBLAS SGEMM (one thread) on moe_train's GEMM shapes: "
                 "GFLOP/s from the median thread CPU time per call, against the measured vdpbf16ps peak.");
   schema.add_string("bench.tokens", "512,2048", "token counts (rows of the activations) to run the moe shapes at");
   schema.add_int("bench.repeats", 7, {1, 1000}, "interleaved timing samples per kernel and shape (medians reported)");
   schema.add_string("bench.csv", "", "CSV output path (empty = none)");
+  return schema;
+}
+
+Options read_options(const Config& c) {
+  Options o{{}, c.get_int_as<int>("bench.repeats"), c.get_string("bench.csv")};
+  for (const auto t : c.get_int_list("bench.tokens")) {
+    SKEW_CHECK(t >= 1 && t <= 1 << 20, c.source("bench.tokens")
+                                           << ": bench.tokens item " << t << " is not in [1, 1048576]");
+    for (auto& s : token_shapes(int(t))) o.shapes.push_back(s);
+  }
+  // Attention per head (sequence 64, head width 16): scores Q K^T and the value product.
+  o.shapes.push_back(packed_shape("attn QK^T", false, true, 64, 64, 16));
+  o.shapes.push_back(packed_shape("attn PV", false, false, 64, 16, 64));
+  o.shapes.push_back(packed_shape("square 1024", false, false, 1024, 1024, 1024));
+  return o;
+}
+
+struct Peaks {
+  double bf16, fp32;
+};
+
+// One shape's row of the table and the CSV.
+void bench_shape(const Shape& shape, const Options& o, const Peaks& peak, const std::string& blas_core,
+                 bench::CsvTable& csv) {
+  const GemmShape& g = shape.gemm;
+  Operands x = random_operands(g);
+  const auto [sgemm_s, bf16_s] = time_pair(
+      [&] {
+        cblas_sgemm(CblasRowMajor, g.trans_a ? CblasTrans : CblasNoTrans, g.trans_b ? CblasTrans : CblasNoTrans, g.m,
+                    g.n, g.k, 1.0f, x.a.data(), g.lda, x.b.data(), g.ldb, 0.0f, x.c.data(), g.ldc);
+      },
+      [&] { kernels::cpu::gemm_bf16_avx512(g, 1.0f, x.a.data(), x.b.data(), 0.0f, x.c.data()); }, o.repeats);
+  const double flops = 2.0 * g.m * g.n * g.k;
+  const double sgemm_rate = flops / sgemm_s, bf16_rate = flops / bf16_s;
+  const std::string dims = std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k);
+  std::cout << std::left << std::setw(20) << shape.name << std::right << std::setw(18) << dims << std::setw(9)
+            << std::setprecision(1) << sgemm_rate / 1e9 << std::setw(9) << bf16_rate / 1e9 << std::setw(8)
+            << std::setprecision(2) << bf16_rate / sgemm_rate << std::setw(9) << bf16_rate / peak.bf16 << "\n";
+  csv.row({shape.name, blas_core, std::to_string(g.trans_a), std::to_string(g.trans_b), std::to_string(g.m),
+           std::to_string(g.n), std::to_string(g.k), csv_number(sgemm_rate / 1e9), csv_number(bf16_rate / 1e9),
+           csv_number(bf16_rate / sgemm_rate), csv_number(bf16_rate / peak.bf16), csv_number(peak.bf16 / 1e9),
+           csv_number(peak.fp32 / 1e9)});
+}
+
+void run(const Options& o) {
+  openblas_set_num_threads(1);
+  const Peaks peak{bf16_peak(), fp32_peak()};
+  const std::string blas_core = openblas_get_corename();
+  std::cout << "OpenBLAS " << openblas_get_config() << ", kernels for core " << blas_core << "\n";
+  std::cout << std::fixed << std::setprecision(1) << "one core: vdpbf16ps peak " << peak.bf16 / 1e9
+            << " GFLOP/s, fp32 FMA peak " << peak.fp32 / 1e9 << " GFLOP/s (register-only loops)\n";
+  bench::CsvTable csv(o.csv, {"shape", "sgemm_core", "trans_a", "trans_b", "m", "n", "k", "sgemm_gflops", "bf16_gflops",
+                              "bf16_over_sgemm", "bf16_of_peak", "bf16_peak_gflops", "fp32_peak_gflops"});
+  std::cout << std::left << std::setw(20) << "shape" << std::right << std::setw(18) << "m x n x k" << std::setw(9)
+            << "sgemm" << std::setw(9) << "bf16" << std::setw(8) << "ratio" << std::setw(9) << "of peak"
+            << "   (GFLOP/s)\n";
+  for (const auto& s : o.shapes) bench_shape(s, o, peak, blas_core, csv);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Schema schema = make_schema();
   try {
     const Config c = Config::parse(schema, argc, argv);
     if (c.answer_help_or_print(std::cout, true)) return 0;
@@ -159,54 +214,7 @@ int main(int argc, char** argv) {
       std::cout << "SKIPPED: this CPU has no AVX512-BF16\n";
       return 0;
     }
-    const int repeats = c.get_int_as<int>("bench.repeats");
-    std::vector<Shape> shapes;
-    for (const auto t : c.get_int_list("bench.tokens")) {
-      SKEW_CHECK(t >= 1 && t <= 1 << 20, c.source("bench.tokens")
-                                             << ": bench.tokens item " << t << " is not in [1, 1048576]");
-      for (auto& s : token_shapes(int(t))) shapes.push_back(s);
-    }
-    // Attention per head (sequence 64, head width 16): scores Q K^T and the value product.
-    shapes.push_back({"attn QK^T", false, true, 64, 64, 16});
-    shapes.push_back({"attn PV", false, false, 64, 16, 64});
-    shapes.push_back({"square 1024", false, false, 1024, 1024, 1024});
-
-    openblas_set_num_threads(1);
-    const double peak_bf16 = bf16_peak(), peak_fp32 = fp32_peak();
-    const std::string blas_core = openblas_get_corename();
-    std::cout << "OpenBLAS " << openblas_get_config() << ", kernels for core " << blas_core << "\n";
-    std::cout << std::fixed << std::setprecision(1) << "one core: vdpbf16ps peak " << peak_bf16 / 1e9
-              << " GFLOP/s, fp32 FMA peak " << peak_fp32 / 1e9 << " GFLOP/s (register-only loops)\n";
-    std::unique_ptr<CsvWriter> csv;
-    if (!c.get_string("bench.csv").empty())
-      csv = std::make_unique<CsvWriter>(
-          c.get_string("bench.csv"), std::vector<std::string>{"shape", "sgemm_core", "trans_a", "trans_b", "m", "n",
-                                                              "k", "sgemm_gflops", "bf16_gflops", "bf16_over_sgemm",
-                                                              "bf16_of_peak", "bf16_peak_gflops", "fp32_peak_gflops"});
-    std::cout << std::left << std::setw(20) << "shape" << std::right << std::setw(18) << "m x n x k" << std::setw(9)
-              << "sgemm" << std::setw(9) << "bf16" << std::setw(8) << "ratio" << std::setw(9) << "of peak"
-              << "   (GFLOP/s)\n";
-    for (const auto& s : shapes) {
-      Operands o = random_operands(s);
-      const GemmShape g = packed_shape(s);
-      const auto [sgemm_s, bf16_s] = time_pair(
-          [&] {
-            cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans,
-                        s.m, s.n, s.k, 1.0f, o.a.data(), g.lda, o.b.data(), g.ldb, 0.0f, o.c.data(), g.ldc);
-          },
-          [&] { kernels::cpu::gemm_bf16_avx512(g, 1.0f, o.a.data(), o.b.data(), 0.0f, o.c.data()); }, repeats);
-      const double flops = 2.0 * s.m * s.n * s.k;
-      const double sgemm_rate = flops / sgemm_s, bf16_rate = flops / bf16_s;
-      const std::string dims = std::to_string(s.m) + "x" + std::to_string(s.n) + "x" + std::to_string(s.k);
-      std::cout << std::left << std::setw(20) << s.name << std::right << std::setw(18) << dims << std::setw(9)
-                << std::setprecision(1) << sgemm_rate / 1e9 << std::setw(9) << bf16_rate / 1e9 << std::setw(8)
-                << std::setprecision(2) << bf16_rate / sgemm_rate << std::setw(9) << bf16_rate / peak_bf16 << "\n";
-      if (csv)
-        csv->row({s.name, blas_core, std::to_string(s.trans_a), std::to_string(s.trans_b), std::to_string(s.m),
-                  std::to_string(s.n), std::to_string(s.k), csv_number(sgemm_rate / 1e9), csv_number(bf16_rate / 1e9),
-                  csv_number(bf16_rate / sgemm_rate), csv_number(bf16_rate / peak_bf16), csv_number(peak_bf16 / 1e9),
-                  csv_number(peak_fp32 / 1e9)});
-    }
+    run(read_options(c));
     return 0;
   } catch (const Error& e) {
     std::cerr << "gemm_bench: " << e.what() << "\n";

@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench/harness.hpp"
+#include "apps/moe_gpu_bench_options.hpp"
 #include "core/config.hpp"
 #include "core/metrics.hpp"
 #include "core/timer.hpp"
@@ -32,32 +34,6 @@
 #endif
 
 namespace skew::bench {
-
-struct ModelBenchShape {
-  int d_model, heads, layers, experts, top_k, d_ff, seq, batch, steps;
-  std::string device;  // moe_train's train.device: cuda, or cpu for a dry run of the row
-};
-
-// The row's keys; the width, heads and sequence length are the kernel rows' bench.width,
-// bench.heads and bench.seq.
-inline void add_model_bench_keys(Schema& schema) {
-  schema.add_int("bench.model_layers", 8, {1, 1 << 10}, "model row: transformer blocks (each FFN an MoE)");
-  schema.add_int("bench.model_experts", 16, {1, 1 << 16}, "model row: experts per MoE layer");
-  schema.add_int("bench.model_d_ff", 4096, {1, 1 << 20}, "model row: hidden width of each expert");
-  schema.add_int("bench.model_batch", 8, {1, 1 << 16}, "model row: sequences per step (of bench.seq tokens)");
-  schema.add_int("bench.model_steps", 5, {1, 1000}, "model row: timed steps after one warm-up (median reported)");
-  schema.add_choice("bench.model_device", "cuda", {"cuda", "cpu"},
-                    "model row: cuda (skipped without a GPU), or cpu: a dry run of the row on the host at small "
-                    "sizes (its figures are not the GPU's)");
-}
-
-inline ModelBenchShape model_bench_shape(const Config& c) {
-  return {c.get_int_as<int>("bench.width"),        c.get_int_as<int>("bench.heads"),
-          c.get_int_as<int>("bench.model_layers"), c.get_int_as<int>("bench.model_experts"),
-          c.get_int_as<int>("bench.topk"),         c.get_int_as<int>("bench.model_d_ff"),
-          c.get_int_as<int>("bench.seq"),          c.get_int_as<int>("bench.model_batch"),
-          c.get_int_as<int>("bench.model_steps"),  c.get_string("bench.model_device")};
-}
 
 inline Json model_bench_shape_json(const ModelBenchShape& shape) {
   return {{"d_model", shape.d_model},   {"heads", shape.heads},  {"layers", shape.layers}, {"experts", shape.experts},
@@ -134,13 +110,6 @@ inline ModelStepTimes timed_model_step(moe::Session& s, std::int64_t it, Device 
     t.routed_rows += static_cast<double>(layer->computed_rows());
   }
   return t;
-}
-
-inline double median_of(std::vector<ModelStepTimes>& steps, double ModelStepTimes::*field) {
-  std::vector<double> v;
-  for (const auto& s : steps) v.push_back(s.*field);
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
 }
 
 // The row: one warm-up step, then `shape.steps` timed ones; per phase the median over them.

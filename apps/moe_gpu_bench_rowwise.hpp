@@ -10,19 +10,14 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/cuda_check.hpp"
+#include "apps/bench/device_array.hpp"
+#include "apps/moe_gpu_bench_options.hpp"
 #include "core/metrics.hpp"
 #include "core/rng.hpp"
-#include "kernels/cuda_memory.hpp"
 #include "kernels/cuda_timing.hpp"
 #include "kernels/moe_rowwise.hpp"
 
 namespace skew::bench {
-
-struct RowwiseSizes {
-  int batch, seq, d, heads, vocab;
-  std::size_t squares;  // elements of the gradient-norm vector
-};
 
 constexpr double kH200PeakBytesPerSecond = 4.8e12;
 
@@ -37,43 +32,33 @@ inline Json rowwise_entry(double ms, double bytes, double copy_bandwidth) {
               {"of_copy_bound", rate / copy_bandwidth}};
 }
 
-inline float* random_device_floats(std::size_t n, std::uint64_t stream, float scale = 1.0f) {
+inline DeviceArray<float> random_device_floats(std::size_t n, std::uint64_t stream, float scale = 1.0f) {
   Rng rng(11, stream);
   std::vector<float> v(n);
   for (float& x : v) x = scale * static_cast<float>(rng.normal());
-  return kernels::cuda::upload(v);
+  return DeviceArray<float>(v);
 }
 
-inline std::int32_t* random_device_ids(std::size_t n, int bound, std::uint64_t stream) {
+inline DeviceArray<std::int32_t> random_device_ids(std::size_t n, int bound, std::uint64_t stream) {
   Rng rng(13, stream);
   std::vector<std::int32_t> v(n);
   for (auto& x : v) x = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(bound)));
-  return kernels::cuda::upload(v);
+  return DeviceArray<std::int32_t>(v);
 }
 
-inline Json bench_rowwise(const RowwiseSizes& s, int repeats, double copy_bandwidth) {
+// layernorm: x and y once each forward; x, dy and dx backward (g, b, dg, db, mean, rstd: rows
+// or columns, counted too). embedding: the output written once, each table row read once (vocab
+// + seq rows), the tokens; backward: dout read, each table row read and written once.
+inline void bench_layernorm_embedding(const RowwiseSizes& s, int repeats, double copy_bandwidth, Json& out) {
   namespace km = kernels::moe;
   using kernels::cuda::median_ms;
   const int n = s.batch * s.seq;
   const double nd = double(n) * s.d, f = sizeof(float);
-  std::vector<void*> owned;
-  const auto keep = [&](auto* p) {
-    owned.push_back(p);
-    return p;
-  };
-  Json out = Json::object();
-  out["shape"] =
-      Json{{"rows", n}, {"d", s.d}, {"seq", s.seq}, {"heads", s.heads}, {"vocab", s.vocab}, {"squares", s.squares}};
-
-  // layernorm: x and y once each forward; x, dy and dx backward (g, b, dg, db, mean, rstd: rows
-  // or columns, counted too).
-  float *x = keep(random_device_floats(std::size_t(nd), 1, 2.0f)),
-        *y = keep(kernels::cuda::device_alloc<float>(std::size_t(nd)));
-  float *g = keep(random_device_floats(s.d, 2)), *b = keep(random_device_floats(s.d, 3));
-  float *mean = keep(kernels::cuda::device_alloc<float>(n)), *rstd = keep(kernels::cuda::device_alloc<float>(n));
-  float *dy = keep(random_device_floats(std::size_t(nd), 4)),
-        *dx = keep(kernels::cuda::device_alloc<float>(std::size_t(nd)));
-  float *dg = keep(random_device_floats(s.d, 5)), *db = keep(random_device_floats(s.d, 6));
+  const DeviceArray<float> x = random_device_floats(std::size_t(nd), 1, 2.0f), y{std::size_t(nd)};
+  const DeviceArray<float> g = random_device_floats(s.d, 2), b = random_device_floats(s.d, 3);
+  const DeviceArray<float> mean(n), rstd(n);
+  const DeviceArray<float> dy = random_device_floats(std::size_t(nd), 4), dx{std::size_t(nd)};
+  const DeviceArray<float> dg = random_device_floats(s.d, 5), db = random_device_floats(s.d, 6);
   out["layernorm_fwd"] =
       rowwise_entry(median_ms(repeats, [&] { km::layernorm_forward(Device::Cuda, n, s.d, x, g, b, y, mean, rstd); }),
                     f * (2 * nd + 2.0 * s.d + 2.0 * n), copy_bandwidth);
@@ -81,11 +66,9 @@ inline Json bench_rowwise(const RowwiseSizes& s, int repeats, double copy_bandwi
       median_ms(repeats, [&] { km::layernorm_backward(Device::Cuda, n, s.d, x, g, mean, rstd, dy, dx, dg, db); }),
       f * (3 * nd + 5.0 * s.d + 2.0 * n), copy_bandwidth);
 
-  // embedding: the output written once, each table row read once (vocab + seq rows), the tokens;
-  // backward: dout read, each table row read and written once.
-  std::int32_t* tokens = keep(random_device_ids(n, s.vocab, 7));
-  float *wte = keep(random_device_floats(std::size_t(s.vocab) * s.d, 8)),
-        *wpe = keep(random_device_floats(std::size_t(s.seq) * s.d, 9));
+  const DeviceArray<std::int32_t> tokens = random_device_ids(n, s.vocab, 7);
+  const DeviceArray<float> wte = random_device_floats(std::size_t(s.vocab) * s.d, 8),
+                           wpe = random_device_floats(std::size_t(s.seq) * s.d, 9);
   const double tables = double(s.vocab + s.seq) * s.d;
   out["embedding_fwd"] = rowwise_entry(
       median_ms(repeats, [&] { km::embedding_forward(Device::Cuda, n, s.d, s.seq, tokens, wte, wpe, y); }),
@@ -93,16 +76,19 @@ inline Json bench_rowwise(const RowwiseSizes& s, int repeats, double copy_bandwi
   out["embedding_bwd"] = rowwise_entry(
       median_ms(repeats, [&] { km::embedding_backward(Device::Cuda, n, s.d, s.seq, tokens, dy, wte, wpe); }),
       f * (nd + 2 * tables + n), copy_bandwidth);
-  for (void* p : owned) SKEW_CUDA_CHECK(cudaFree(p));
-  owned.clear();
+}
 
-  // causal softmax over [batch x heads, seq, seq]: the lower triangle read, every entry written
-  // (the zeros above the diagonal feed the probs x V GEMM); backward reads probs and dprobs on
-  // the triangle and writes every entry.
+// causal softmax over [batch x heads, seq, seq]: the lower triangle read, every entry written
+// (the zeros above the diagonal feed the probs x V GEMM); backward reads probs and dprobs on
+// the triangle and writes every entry.
+inline void bench_causal_softmax(const RowwiseSizes& s, int repeats, double copy_bandwidth, Json& out) {
+  namespace km = kernels::moe;
+  using kernels::cuda::median_ms;
+  const double f = sizeof(float);
   const std::size_t rows = std::size_t(s.batch) * s.heads * s.seq;
   const double full = double(rows) * s.seq, triangle = double(s.batch) * s.heads * s.seq * (s.seq + 1.0) / 2;
-  float *scores = keep(random_device_floats(rows * s.seq, 10, 3.0f)),
-        *grad = keep(random_device_floats(rows * s.seq, 11));
+  const DeviceArray<float> scores = random_device_floats(rows * s.seq, 10, 3.0f),
+                           grad = random_device_floats(rows * s.seq, 11);
   out["softmax_fwd"] =
       rowwise_entry(median_ms(repeats, [&] { km::attention_softmax_forward(Device::Cuda, rows, s.seq, true, scores); }),
                     f * (triangle + full), copy_bandwidth);
@@ -110,27 +96,37 @@ inline Json bench_rowwise(const RowwiseSizes& s, int repeats, double copy_bandwi
       median_ms(repeats,
                 [&] { km::attention_softmax_backward(Device::Cuda, rows, s.seq, true, scores, grad, 0.125f); }),
       f * (2 * triangle + full), copy_bandwidth);
-  for (void* p : owned) SKEW_CUDA_CHECK(cudaFree(p));
-  owned.clear();
+}
 
-  // cross-entropy: logits read, dlogits written, targets read, per-row fp64 losses written.
-  const double nv = double(n) * s.vocab;
-  float *logits = keep(random_device_floats(std::size_t(nv), 12, 3.0f)),
-        *dlogits = keep(kernels::cuda::device_alloc<float>(std::size_t(nv)));
-  double* row_loss = keep(kernels::cuda::device_alloc<double>(n));
-  std::int32_t* targets = keep(random_device_ids(n, s.vocab, 13));
+// cross-entropy: logits read, dlogits written, targets read, per-row fp64 losses written. Sum of
+// squares (the gradient norm): the vector read once; the time includes reading the scalar back
+// (the step needs it on the host for the clip scale and the log).
+inline void bench_loss_and_norm(const RowwiseSizes& s, int repeats, double copy_bandwidth, Json& out) {
+  namespace km = kernels::moe;
+  using kernels::cuda::median_ms;
+  const int n = s.batch * s.seq;
+  const double f = sizeof(float), nv = double(n) * s.vocab;
+  const DeviceArray<float> logits = random_device_floats(std::size_t(nv), 12, 3.0f), dlogits{std::size_t(nv)};
+  const DeviceArray<double> row_loss(n);
+  const DeviceArray<std::int32_t> targets = random_device_ids(n, s.vocab, 13);
   out["cross_entropy"] = rowwise_entry(
       median_ms(repeats,
                 [&] { km::cross_entropy(Device::Cuda, n, s.vocab, logits, targets, 1.0f / n, dlogits, row_loss); }),
       f * (2 * nv + n) + sizeof(double) * double(n), copy_bandwidth);
 
-  // sum of squares (the gradient norm): the vector read once; the time includes reading the
-  // scalar back (the step needs it on the host for the clip scale and the log).
-  float* grads = keep(random_device_floats(s.squares, 14, 1e-2f));
+  const DeviceArray<float> grads = random_device_floats(s.squares, 14, 1e-2f);
   out["grad_norm"] =
       rowwise_entry(median_ms(repeats, [&] { (void)km::sum_of_squares(Device::Cuda, s.squares, grads); }),
                     f * double(s.squares), copy_bandwidth);
-  for (void* p : owned) SKEW_CUDA_CHECK(cudaFree(p));
+}
+
+inline Json bench_rowwise(const RowwiseSizes& s, int repeats, double copy_bandwidth) {
+  Json out = Json::object();
+  out["shape"] = Json{{"rows", s.batch * s.seq}, {"d", s.d},         {"seq", s.seq},
+                      {"heads", s.heads},        {"vocab", s.vocab}, {"squares", s.squares}};
+  bench_layernorm_embedding(s, repeats, copy_bandwidth, out);
+  bench_causal_softmax(s, repeats, copy_bandwidth, out);
+  bench_loss_and_norm(s, repeats, copy_bandwidth, out);
   return out;
 }
 

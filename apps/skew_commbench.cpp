@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/bench/harness.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/metrics.hpp"
@@ -215,125 +216,169 @@ std::string substitute(std::string text, const std::string& key, const std::stri
   return text;
 }
 
+// The run's settings, typed once from the Config (the key text kept where the table prints it).
+struct Options {
+  std::string backend, dtype_text, redop_text;
+  std::vector<std::string> collectives;  // allreduce and/or alltoallv, in that order
+  std::int64_t min_bytes, max_bytes, step;
+  Bench bench;  // iters, warmup, check, zipf, dtype, redop; groups and device set by the run
+  std::string csv_template, metrics;
+};
+
+Options read_options(const skew::Config& config) {
+  Options o;
+  o.backend = config.get_string("bench.backend");
+  o.dtype_text = config.get_string("bench.dtype");
+  o.redop_text = config.get_string("bench.redop");
+  const std::string which = config.get_string("bench.op");
+  if (which != "alltoallv") o.collectives.push_back("allreduce");
+  if (which != "allreduce") o.collectives.push_back("alltoallv");
+  const std::int64_t min_bytes = config.get_int("bench.min_bytes"), max_bytes = config.get_int("bench.max_bytes");
+  o.min_bytes = min_bytes;
+  o.max_bytes = max_bytes;
+  o.step = config.get_int("bench.step_factor");
+  Bench& b = o.bench;
+  b.iters = config.get_int("bench.iters");
+  b.warmup = config.get_int("bench.warmup");
+  b.check = config.get_bool("bench.check");
+  b.alltoallv_zipf = config.get_float("bench.alltoallv_zipf");
+  SKEW_CHECK(max_bytes >= min_bytes,
+             "bench.min_bytes (" << min_bytes << ") must be <= bench.max_bytes (" << max_bytes << ")");
+  b.dtype = o.dtype_text == "float"    ? skew::DType::F32
+            : o.dtype_text == "double" ? skew::DType::F64
+            : o.dtype_text == "int32"  ? skew::DType::I32
+                                       : skew::DType::I64;
+  b.redop = o.redop_text == "sum"   ? ReduceOp::Sum
+            : o.redop_text == "avg" ? ReduceOp::Avg
+            : o.redop_text == "max" ? ReduceOp::Max
+                                    : ReduceOp::Min;
+  o.csv_template = config.get_string("output.csv");
+  o.metrics = config.get_string("output.metrics");
+  return o;
+}
+
+// The '#' metadata lines above the tables (rank 0).
+void print_header(const Options& o) {
+  const Bench& b = o.bench;
+  const int n = b.group->size();
+  std::printf("# skew_commbench: %s backend, %d ranks, dtype %s, redop %s\n", o.backend.c_str(), n,
+              o.dtype_text.c_str(), o.redop_text.c_str());
+  std::printf(
+      "# sizes %lld..%lld B (x%lld), %lld warmup + %lld timed iterations; time = mean per iteration, averaged over "
+      "ranks\n",
+      static_cast<long long>(o.min_bytes), static_cast<long long>(o.max_bytes), static_cast<long long>(o.step),
+      static_cast<long long>(b.warmup), static_cast<long long>(b.iters));
+  std::printf(
+      "# busbw = algbw * 2(n-1)/n for allreduce; for alltoallv, bytes the busiest rank receives from others / time"
+      " (split (p+1)^-%g); #wrong: elements off the closed form%s\n",
+      b.alltoallv_zipf, b.check ? "" : " (check disabled: -1)");
+  for (int r = 0; r < n; ++r) std::printf("#  rank %2d  world rank %2d\n", r, b.group->world_rank_of(r));
+}
+
+// Where the rows go: the table and CSV on rank 0, the JSONL metrics.
+struct Outputs {
+  bool root;
+  skew::bench::CsvTable csv;
+  skew::JsonlWriter metrics;
+};
+
+// A collective's busbw summed over its rows, and the rows.
+struct CollectiveTotals {
+  double busbw = 0;
+  int rows = 0;
+  std::int64_t wrong = 0;
+};
+
+void write_row(const Options& o, const std::string& collective, const std::string& redop, const Row& row,
+               std::int64_t wrong, Outputs& out) {
+  const std::string ranks = std::to_string(o.bench.group->size());
+  std::printf(" %12zu %12zu %8s %6s %10.2f %8.3f %8.3f %7lld\n", row.bytes, row.count, o.dtype_text.c_str(),
+              redop.c_str(), row.time_us, row.algbw, row.busbw, static_cast<long long>(wrong));
+  std::fflush(stdout);
+  out.csv.row({collective, o.backend, ranks, std::to_string(row.bytes), std::to_string(row.count), o.dtype_text, redop,
+               skew::csv_number(row.time_us), skew::csv_number(row.algbw), skew::csv_number(row.busbw),
+               std::to_string(wrong)});
+  out.metrics.write(skew::Json{{"collective", collective},
+                               {"size_bytes", row.bytes},
+                               {"count", row.count},
+                               {"time_us", row.time_us},
+                               {"algbw_gbps", row.algbw},
+                               {"busbw_gbps", row.busbw},
+                               {"wrong", wrong}});
+}
+
+// One collective's table: every size from bench.min_bytes to bench.max_bytes.
+CollectiveTotals bench_collective(const Options& o, const std::string& collective, Outputs& out) {
+  const Bench& b = o.bench;
+  const std::string redop = collective == "allreduce" ? o.redop_text : "none";
+  if (out.root) {
+    std::printf("#\n# %s\n#%12s %12s %8s %6s %10s %8s %8s %7s\n", collective.c_str(), "size", "count", "type", "redop",
+                "time", "algbw", "busbw", "#wrong");
+    std::printf("#%12s %12s %8s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "");
+  }
+  CollectiveTotals totals;
+  std::size_t last_count = 0;
+  for (std::int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.step) {
+    const std::size_t count = std::max<std::size_t>(1, static_cast<std::size_t>(bytes) / skew::dtype_size(b.dtype));
+    if (count == last_count) continue;  // several sizes below one element round to the same row
+    last_count = count;
+    const Row row = collective == "allreduce" ? run_allreduce(b, count) : run_alltoallv(b, count);
+    const std::int64_t wrong = b.check ? row.wrong : -1;
+    totals.wrong += std::max<std::int64_t>(wrong, 0);
+    totals.busbw += row.busbw;
+    ++totals.rows;
+    if (out.root) write_row(o, collective, redop, row, wrong, out);
+  }
+  if (out.root)
+    std::printf("#   %s avg bus bandwidth: %.3f GB/s\n", collective.c_str(), totals.busbw / std::max(totals.rows, 1));
+  return totals;
+}
+
+// Every collective's table on the measured backend, then the totals; exit code 2 if any row was off.
+int run(Options o, skew::comm::Runtime& rt) {
+  Bench& b = o.bench;
+  b.world = rt.world;
+  b.group =
+      skew::comm::make_world_group(rt, o.backend == "nccl" ? skew::comm::Backend::Nccl : skew::comm::Backend::Mpi);
+  b.device = o.backend == "nccl" ? skew::Device::Cuda : skew::Device::Host;
+  const int n = b.group->size();
+  const std::string csv_path =
+      substitute(substitute(substitute(o.csv_template, "{ranks}", std::to_string(n)), "{backend}", o.backend),
+                 "{device}", o.backend == "nccl" ? "gpu" : "cpu");
+  const bool root = rt.world_rank == 0;
+  if (root) print_header(o);
+  Outputs out{
+      root,
+      skew::bench::CsvTable(root ? csv_path : "", {"collective", "backend", "ranks", "size_bytes", "count", "type",
+                                                   "redop", "time_us", "algbw_gbps", "busbw_gbps", "wrong"}),
+      skew::JsonlWriter(root ? o.metrics : "")};
+  skew::Json summary{{"app", "skew_commbench"},
+                     {"backend", o.backend},
+                     {"ranks", n},
+                     {"dtype", o.dtype_text},
+                     {"alltoallv_zipf", b.alltoallv_zipf}};
+  CollectiveTotals all;
+  for (const std::string& collective : o.collectives) {
+    const CollectiveTotals t = bench_collective(o, collective, out);
+    summary[collective + "_avg_busbw_gbps"] = t.busbw / std::max(t.rows, 1);
+    all.busbw += t.busbw, all.rows += t.rows, all.wrong += t.wrong;
+  }
+  if (root) {
+    std::printf("#\n# Out of bounds values : %lld %s\n", static_cast<long long>(all.wrong),
+                all.wrong ? "FAILED" : "OK");
+    std::printf("# Avg bus bandwidth    : %.3f\n#\n", all.busbw / std::max(all.rows, 1));
+    summary["avg_busbw_gbps"] = all.busbw / std::max(all.rows, 1);
+    summary["wrong"] = all.wrong;
+    summary["csv"] = csv_path;
+    skew::print_summary(summary);
+  }
+  return all.wrong == 0 ? 0 : 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  return skew::comm::run_main(argc, argv, /*bind_gpu=*/true, [&](skew::comm::Runtime& rt) {
-    const skew::Schema schema = make_schema();
-    const skew::Config config = skew::Config::parse(schema, argc, argv);
-    if (config.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
-    const std::string backend = config.get_string("bench.backend"), dtype_text = config.get_string("bench.dtype");
-    const std::string redop_text = config.get_string("bench.redop"), which = config.get_string("bench.op");
-    const std::int64_t min_bytes = config.get_int("bench.min_bytes"), max_bytes = config.get_int("bench.max_bytes");
-    const std::int64_t step = config.get_int("bench.step_factor");
-    Bench b;
-    b.iters = config.get_int("bench.iters");
-    b.warmup = config.get_int("bench.warmup");
-    b.check = config.get_bool("bench.check");
-    b.alltoallv_zipf = config.get_float("bench.alltoallv_zipf");
-    SKEW_CHECK(max_bytes >= min_bytes,
-               "bench.min_bytes (" << min_bytes << ") must be <= bench.max_bytes (" << max_bytes << ")");
-    b.dtype = dtype_text == "float"    ? skew::DType::F32
-              : dtype_text == "double" ? skew::DType::F64
-              : dtype_text == "int32"  ? skew::DType::I32
-                                       : skew::DType::I64;
-    b.redop = redop_text == "sum"   ? ReduceOp::Sum
-              : redop_text == "avg" ? ReduceOp::Avg
-              : redop_text == "max" ? ReduceOp::Max
-                                    : ReduceOp::Min;
-    b.world = rt.world;
-    b.group =
-        skew::comm::make_world_group(rt, backend == "nccl" ? skew::comm::Backend::Nccl : skew::comm::Backend::Mpi);
-    b.device = backend == "nccl" ? skew::Device::Cuda : skew::Device::Host;
-    const int n = b.group->size();
-    const std::string device_tag = backend == "nccl" ? "gpu" : "cpu";
-    std::string csv_path = config.get_string("output.csv");
-    csv_path = substitute(substitute(substitute(csv_path, "{ranks}", std::to_string(n)), "{backend}", backend),
-                          "{device}", device_tag);
-
-    std::vector<std::string> collectives;
-    if (which != "alltoallv") collectives.push_back("allreduce");
-    if (which != "allreduce") collectives.push_back("alltoallv");
-    const bool root = rt.world_rank == 0;
-    if (root) {
-      std::printf("# skew_commbench: %s backend, %d ranks, dtype %s, redop %s\n", backend.c_str(), n,
-                  dtype_text.c_str(), redop_text.c_str());
-      std::printf(
-          "# sizes %lld..%lld B (x%lld), %lld warmup + %lld timed iterations; time = mean per iteration, averaged over "
-          "ranks\n",
-          static_cast<long long>(min_bytes), static_cast<long long>(max_bytes), static_cast<long long>(step),
-          static_cast<long long>(b.warmup), static_cast<long long>(b.iters));
-      std::printf(
-          "# busbw = algbw * 2(n-1)/n for allreduce; for alltoallv, bytes the busiest rank receives from others / time"
-          " (split (p+1)^-%g); #wrong: elements off the closed form%s\n",
-          b.alltoallv_zipf, b.check ? "" : " (check disabled: -1)");
-      for (int r = 0; r < n; ++r) std::printf("#  rank %2d  world rank %2d\n", r, b.group->world_rank_of(r));
-    }
-    std::unique_ptr<skew::CsvWriter> csv;
-    if (root && !csv_path.empty())
-      csv = std::make_unique<skew::CsvWriter>(
-          csv_path, std::vector<std::string>{"collective", "backend", "ranks", "size_bytes", "count", "type", "redop",
-                                             "time_us", "algbw_gbps", "busbw_gbps", "wrong"});
-    skew::JsonlWriter metrics(root ? config.get_string("output.metrics") : "");
-    skew::Json summary{{"app", "skew_commbench"},
-                       {"backend", backend},
-                       {"ranks", n},
-                       {"dtype", dtype_text},
-                       {"alltoallv_zipf", b.alltoallv_zipf}};
-    double busbw_sum = 0;
-    int rows = 0;
-    std::int64_t wrong_total = 0;
-    for (const std::string& collective : collectives) {
-      const std::string redop = collective == "allreduce" ? redop_text : "none";
-      if (root) {
-        std::printf("#\n# %s\n#%12s %12s %8s %6s %10s %8s %8s %7s\n", collective.c_str(), "size", "count", "type",
-                    "redop", "time", "algbw", "busbw", "#wrong");
-        std::printf("#%12s %12s %8s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)",
-                    "");
-      }
-      double coll_busbw = 0;
-      int coll_rows = 0;
-      std::size_t last_count = 0;
-      for (std::int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= step) {
-        const std::size_t count = std::max<std::size_t>(1, static_cast<std::size_t>(bytes) / skew::dtype_size(b.dtype));
-        if (count == last_count) continue;  // several sizes below one element round to the same row
-        last_count = count;
-        const Row row = collective == "allreduce" ? run_allreduce(b, count) : run_alltoallv(b, count);
-        const std::int64_t wrong = b.check ? row.wrong : -1;
-        wrong_total += std::max<std::int64_t>(wrong, 0);
-        coll_busbw += row.busbw;
-        ++coll_rows;
-        if (!root) continue;
-        std::printf(" %12zu %12zu %8s %6s %10.2f %8.3f %8.3f %7lld\n", row.bytes, row.count, dtype_text.c_str(),
-                    redop.c_str(), row.time_us, row.algbw, row.busbw, static_cast<long long>(wrong));
-        std::fflush(stdout);
-        if (csv)
-          csv->row({collective, backend, std::to_string(n), std::to_string(row.bytes), std::to_string(row.count),
-                    dtype_text, redop, skew::csv_number(row.time_us), skew::csv_number(row.algbw),
-                    skew::csv_number(row.busbw), std::to_string(wrong)});
-        metrics.write(skew::Json{{"collective", collective},
-                                 {"size_bytes", row.bytes},
-                                 {"count", row.count},
-                                 {"time_us", row.time_us},
-                                 {"algbw_gbps", row.algbw},
-                                 {"busbw_gbps", row.busbw},
-                                 {"wrong", wrong}});
-      }
-      if (root)
-        std::printf("#   %s avg bus bandwidth: %.3f GB/s\n", collective.c_str(), coll_busbw / std::max(coll_rows, 1));
-      summary[collective + "_avg_busbw_gbps"] = coll_busbw / std::max(coll_rows, 1);
-      busbw_sum += coll_busbw;
-      rows += coll_rows;
-    }
-    if (root) {
-      std::printf("#\n# Out of bounds values : %lld %s\n", static_cast<long long>(wrong_total),
-                  wrong_total ? "FAILED" : "OK");
-      std::printf("# Avg bus bandwidth    : %.3f\n#\n", busbw_sum / std::max(rows, 1));
-      summary["avg_busbw_gbps"] = busbw_sum / std::max(rows, 1);
-      summary["wrong"] = wrong_total;
-      summary["csv"] = csv_path;
-      skew::print_summary(summary);
-    }
-    return wrong_total == 0 ? 0 : 2;
-  });
+  return skew::bench::run_main(
+      argc, argv, make_schema(), /*bind_gpu=*/true, skew::bench::HelpFrom::RankZero,
+      [](const skew::Config& config, skew::comm::Runtime& rt) { return run(read_options(config), rt); });
 }
