@@ -1,31 +1,10 @@
-#include "lib/preduce/options.hpp"
+#include "apps/preduce_train_options.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 #include "core/error.hpp"
 
 namespace skew::preduce {
-
-SyncMode parse_sync_mode(const std::string& name) {
-  if (name == "allreduce") return SyncMode::Allreduce;
-  if (name == "preduce") return SyncMode::Preduce;
-  if (name == "adpsgd") return SyncMode::Adpsgd;
-  if (name == "eager") return SyncMode::Eager;
-  if (name == "local") return SyncMode::Local;
-  SKEW_THROW("sync.mode: unknown mode '" << name << "' (allreduce, preduce, adpsgd, eager, local)");
-}
-
-const char* sync_mode_name(SyncMode mode) {
-  switch (mode) {
-    case SyncMode::Allreduce: return "allreduce";
-    case SyncMode::Preduce: return "preduce";
-    case SyncMode::Adpsgd: return "adpsgd";
-    case SyncMode::Eager: return "eager";
-    case SyncMode::Local: return "local";
-  }
-  return "?";
-}
 
 Schema make_schema() {
   Schema s("preduce_train",
@@ -185,7 +164,7 @@ TrainOptions read_options(const Config& c) {
   o.eval_interval_s = c.get_float("train.eval_interval_s");
   o.target_accuracy = c.get_float("train.target_accuracy");
   o.log_interval = c.get_int("train.log_interval");
-  o.mode = parse_sync_mode(c.get_string("sync.mode"));
+  o.mode = c.get_string("sync.mode");
   o.group_size = c.get_int_as<int>("preduce.group_size");
   o.auto_warmup_steps = c.get_int_as<int>("preduce.auto_warmup_steps");
   o.auto_slow_ratio = c.get_float("preduce.auto_slow_ratio");
@@ -238,49 +217,6 @@ TrainOptions read_options(const Config& c) {
   SKEW_CHECK(o.refresh_staleness == 0 || o.overlap, "preduce.refresh_staleness needs preduce.overlap = true");
   SKEW_CHECK(!(o.overlap && o.reduce_gradient), "preduce.overlap averages models: it needs preduce.reduce = model");
   return o;
-}
-
-bool overlapped(const TrainOptions& opt) {
-  return opt.mode == SyncMode::Preduce && opt.overlap;
-}
-
-std::int64_t refresh_budget(const TrainOptions& opt, std::int64_t max_version, std::int64_t ready_version) {
-  const std::int64_t staleness = max_version - ready_version + 1;
-  return overlapped(opt) && opt.refresh_staleness > 0 && staleness >= opt.refresh_staleness ? staleness - 1 : 0;
-}
-
-bool time_limited(const TrainOptions& opt) {
-  return opt.max_seconds > 0.0 && opt.mode != SyncMode::Allreduce;
-}
-
-comm::GroupOptions group_options(const TrainOptions& opt, int num_workers) {
-  comm::GroupOptions g;
-  g.num_workers = num_workers;
-  if (opt.mode == SyncMode::Eager) {
-    // Everyone is invited to each round; the deadline decides who makes it. Equal weights.
-    g.group_size = num_workers;
-    g.alpha = 1.0;
-    g.deadline_s = opt.eager_deadline_ms * 1e-3;
-    g.min_group = opt.eager_majority ? (num_workers + 1) / 2 : 1;
-    g.full_sync_every = opt.eager_sync_every;
-    return g;
-  }
-  // A lone worker (a single-rank run) has no one to group with and trains alone, as before.
-  if (opt.mode == SyncMode::Preduce && num_workers > 1 && opt.group_size > num_workers)
-    SKEW_THROW("preduce.group_size " << opt.group_size << " is more than the " << num_workers
-                                     << " workers (sim.workers with --simulate, else the MPI ranks less a dedicated "
-                                        "controller)");
-  SKEW_CHECK(opt.mode != SyncMode::Preduce || opt.group_size >= 2,
-             "preduce.group_size = 0 (auto) reached the group former unresolved");
-  g.group_size = opt.group_size;
-  g.alpha = opt.alpha;
-  g.member_rule = opt.member_rule;
-  // The reference's bound counts worker updates (b * N); a group carries about P of them.
-  g.isolation_bound =
-      opt.isolation_bound > 0 ? std::max(1, opt.isolation_bound * num_workers / std::max(1, opt.group_size)) : 0;
-  g.deadline_s = opt.preduce_deadline_ms * 1e-3;
-  g.min_group = 2;
-  return g;
 }
 
 }  // namespace skew::preduce
