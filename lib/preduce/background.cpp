@@ -14,6 +14,7 @@
 #include "mpi/mpi_process_group.hpp"
 #include "mpi/preduce_controller.hpp"
 #include "mpi/preduce_gossip.hpp"
+#include "mpi/preduce_thread.hpp"
 #include "mpi/runtime.hpp"
 
 namespace skew::preduce {
@@ -99,11 +100,7 @@ class OverlappedReduce : public BackgroundSync {
     });
   }
   ~OverlappedReduce() override {
-    if (std::uncaught_exceptions() > 0) {
-      // The job is about to be aborted by run_main; joining could wait forever for peers.
-      if (thread_.joinable()) thread_.detach();
-      return;
-    }
+    if (comm::detach_while_unwinding(thread_)) return;
     stop();
   }
   std::unique_lock<std::mutex> lock() override { return std::unique_lock<std::mutex>(model_mutex_); }
