@@ -1,6 +1,10 @@
-// preduce_train's typed options, which the trainer, the simulator and the sync modes read. The
-// app's options file (apps/preduce_train_options.hpp) declares their keys (section.field, e.g.
-// sync.mode -> mode, sim.workers -> sim_workers) and fills this struct from the configuration.
+// preduce_train's typed options, which the trainer, the simulator and the sync modes read; this
+// library never sees the configuration. The app's options file (apps/preduce_train_options.hpp)
+// declares their keys and fills this struct: a field is its key's name (train.steps -> steps,
+// sync.mode -> mode, hetero.* -> hetero.*), prefixed by the section where the name alone is
+// ambiguous (sim.workers -> sim_workers, eager.deadline_ms -> eager_deadline_ms); a choice of two
+// is a bool named by its second value (preduce.reduce -> reduce_gradient, preduce.controller ->
+// dedicated_controller, eager.quorum -> eager_majority); model.k is fm_k, data.source is source.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -1,5 +1,6 @@
-// The discrete-event simulator's state, shared by its event loop (simulator.cpp) and its
-// checkpoint (sim_checkpoint.cpp). Internal to lib/preduce: the public entry is simulate().
+// The discrete-event simulator's state, shared by its event loop (simulator.cpp), its checkpoint
+// (sim_checkpoint.cpp) and the sync modes (sync/*.cpp), which drive it through the public
+// operations below. Internal to lib/preduce: the public entry is simulate().
 #pragma once
 #include <algorithm>
 #include <functional>

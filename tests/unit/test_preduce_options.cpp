@@ -65,6 +65,10 @@ TEST_CASE("preduce: a group larger than the workers is an error naming the keys"
   TrainOptions eager = o;
   eager.mode = "eager";  // every worker is invited: the group size does not apply
   CHECK(make_sync_mode(eager)->group_options(4).group_size == 4);
+  TrainOptions unknown = o;  // only a run built without the schema can name one
+  unknown.mode = "gossip";
+  CHECK_THROWS_WITH(make_sync_mode(unknown),
+                    Catch::Contains("sync.mode: unknown mode 'gossip' (allreduce, preduce, adpsgd, eager, local)"));
 }
 
 TEST_CASE("MNIST CSV: a label past the class limit names the file and line", "[preduce]") {

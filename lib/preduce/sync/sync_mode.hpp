@@ -109,8 +109,8 @@ std::unique_ptr<SyncMode> make_adpsgd(const TrainOptions& opt);
 std::unique_ptr<SyncMode> make_eager(const TrainOptions& opt);
 std::unique_ptr<SyncMode> make_local(const TrainOptions& opt);
 
-// A step whose update the computing thread makes by the mode's rule, without a communication
-// thread; as it stands, local SGD's (no synchronisation).
+// A step whose update the computing thread makes by the mode's rule, with no communication
+// thread: local SGD's as it is (no synchronisation), all-reduce's with its reduction added.
 class InlineStep : public StepSync {
  public:
   explicit InlineStep(const SyncMode& mode) : mode_(mode) {}
