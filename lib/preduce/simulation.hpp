@@ -18,9 +18,10 @@ struct Event {
   double time;
   std::uint64_t seq;
   int worker;  // -1: a group deadline
-  // Step: the worker's step is done. Gossip (adpsgd): its communication thread starts a pending
-  // averaging. Reduced (preduce.overlap): its group averaging is complete.
-  enum class Kind { Step, Gossip, Reduced } kind = Kind::Step;
+  // Step: the worker's step is done. ThreadFree: its communication thread is free again (the
+  // mode's comm_thread_free: adpsgd starts a pending averaging, overlapped preduce has completed
+  // its group averaging).
+  enum class Kind { Step, ThreadFree } kind = Kind::Step;
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 
@@ -66,9 +67,13 @@ class Simulation {
   // AD-PSGD: worker w's communication thread averages with a random passive (odd) worker now,
   // or once it is free (requests made while it is busy are coalesced into one).
   void gossip_when_free(int w, double t);
+  // AD-PSGD: the pending averaging of active worker w, atomic at t, with a random passive worker.
+  void gossip(int w, double t);
   // preduce.overlap: worker w's communication thread reports ready now, or once its reduction
-  // in flight completes (coalesced).
+  // in flight completes (coalesced) ...
   void reduce_when_free(int w, double t);
+  // ... which it has at t: it finishes, reports a pending request, or refreshes.
+  void reduced(int w, double t);
   // A closed group's members: the computing thread's wait for it (blocking modes).
   void charge_group_wait(const comm::Group& g, double t);
   // Group averaging of the members' models by the member rule, or of a gradient part
@@ -122,23 +127,9 @@ class Simulation {
     former_.ready(w, ready_version_[i], t);
     close_groups(t);
   }
-  void on_reduced(int w, double t) {
-    const auto i = static_cast<std::size_t>(w);
-    reducing_[i] = 0;
-    if (stopping_[i])
-      former_.finished(w);
-    else if (gossip_pending_[i])
-      overlap_ready(w, t);
-    else if (refreshes_left_[i] > 0) {
-      ++refreshes_[i];
-      overlap_ready(w, t, true);
-    }
-    if (stopping_[i]) close_groups(t);  // the others may now close without it
-  }
   void close_groups(double t);
   // S = sum_j w_j v_j over the members' `part` (models, gradients or accumulators), into sum_.
   void weighted_sum(const comm::Group& g, std::vector<float>& (Worker::*part)());
-  void gossip(int w, double t);
   RunResult result();
 
   const TrainOptions& opt_;

@@ -70,7 +70,7 @@ void Simulation::reduce_in_background(const comm::Group& g, double done,
     auto& left = refreshes_left_[i];
     left = refreshing_[i] ? left - 1 : refresh_budget(g.max_version, ready_version_[i]);
     member.set_version(std::max(member.version(), g.max_version + member.version() - ready_version_[i]));
-    queue_.push({done, seq_++, m, Event::Kind::Reduced});
+    queue_.push({done, seq_++, m, Event::Kind::ThreadFree});
   }
 }
 
@@ -100,7 +100,7 @@ void Simulation::gossip_when_free(int w, double t) {
     gossip(w, t);
   } else {
     gossip_pending_[i] = 1;
-    queue_.push({gossip_free_at_[i], seq_++, w, Event::Kind::Gossip});
+    queue_.push({gossip_free_at_[i], seq_++, w, Event::Kind::ThreadFree});
   }
 }
 
@@ -109,6 +109,20 @@ void Simulation::reduce_when_free(int w, double t) {
     gossip_pending_[static_cast<std::size_t>(w)] = 1;
   else
     overlap_ready(w, t);
+}
+
+void Simulation::reduced(int w, double t) {
+  const auto i = static_cast<std::size_t>(w);
+  reducing_[i] = 0;
+  if (stopping_[i])
+    former_.finished(w);
+  else if (gossip_pending_[i])
+    overlap_ready(w, t);
+  else if (refreshes_left_[i] > 0) {
+    ++refreshes_[i];
+    overlap_ready(w, t, true);
+  }
+  if (stopping_[i]) close_groups(t);  // the others may now close without it
 }
 
 void Simulation::join_group(int w, double t) {
@@ -176,10 +190,8 @@ void Simulation::run_events() {
     evaluate_until(e.time);
     if (e.worker < 0)
       close_groups(e.time);
-    else if (e.kind == Event::Kind::Gossip)
-      gossip(e.worker, e.time);
-    else if (e.kind == Event::Kind::Reduced)
-      on_reduced(e.worker, e.time);
+    else if (e.kind == Event::Kind::ThreadFree)
+      mode_->comm_thread_free(*this, e.worker, e.time);
     else
       mode_->step_done(*this, e.worker, e.time);
   }

@@ -35,6 +35,7 @@ class Adpsgd : public SyncMode {
     if (w % 2 == 0) sim.gossip_when_free(w, t);
     sim.continue_or_finish(w, t);
   }
+  void comm_thread_free(sim::Simulation& sim, int w, double t) const override { sim.gossip(w, t); }
 };
 
 }  // namespace

@@ -92,6 +92,7 @@ class Preduce : public SyncMode {
     }
     sim.release_group(g, done, opt_.reduce_gradient ? 1 : 0);
   }
+  void comm_thread_free(sim::Simulation& sim, int w, double t) const override { sim.reduced(w, t); }
 };
 
 }  // namespace

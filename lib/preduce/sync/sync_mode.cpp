@@ -40,4 +40,8 @@ void SyncMode::group_closed(sim::Simulation& /*sim*/, const comm::Group& /*g*/, 
   SKEW_THROW("sync.mode = " << opt_.mode << " forms no partial-reduce groups");
 }
 
+void SyncMode::comm_thread_free(sim::Simulation& /*sim*/, int /*w*/, double /*t*/) const {
+  SKEW_THROW("sync.mode = " << opt_.mode << " has no communication thread");
+}
+
 }  // namespace skew::preduce

@@ -95,6 +95,8 @@ class SyncMode {
   virtual void step_done(sim::Simulation& sim, int w, double t) const = 0;
   // Group `g` closed at `t`; its communication completes at `done`.
   virtual void group_closed(sim::Simulation& sim, const comm::Group& g, double t, double done) const;
+  // Worker `w`'s communication thread is free again at `t` (modes with one).
+  virtual void comm_thread_free(sim::Simulation& sim, int w, double t) const;
 
  protected:
   const TrainOptions& opt_;
