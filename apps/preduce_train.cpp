@@ -2,10 +2,10 @@
 // or --simulate for N virtual workers on a virtual clock. See configs/preduce.ini.
 #include <iostream>
 
+#include "apps/preduce_train_options.hpp"
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "core/metrics.hpp"
-#include "lib/preduce/options.hpp"
 #include "lib/preduce/trainer.hpp"
 #include "mpi/runtime.hpp"
 

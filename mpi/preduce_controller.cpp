@@ -6,6 +6,7 @@
 
 #include "mpi/mpi_check.hpp"
 #include "mpi/polling.hpp"
+#include "mpi/preduce_thread.hpp"
 #include "mpi/runtime.hpp"
 
 namespace skew::comm {
@@ -42,11 +43,7 @@ PartialReduce::PartialReduce(std::shared_ptr<ProcessGroup> world, GroupOptions o
 }
 
 PartialReduce::~PartialReduce() {
-  if (std::uncaught_exceptions() > 0) {
-    // The job is about to be aborted by run_main; joining could wait forever for peers.
-    if (controller_.joinable()) controller_.detach();
-    return;
-  }
+  if (detach_while_unwinding(controller_)) return;
   if (is_worker() && !finished_) finish();
   if (controller_.joinable()) controller_.join();
   MPI_Comm_free(&control_);

@@ -8,6 +8,7 @@
 #include "core/tensor.hpp"  // mpi_check.hpp names DType
 #include "mpi/mpi_check.hpp"
 #include "mpi/polling.hpp"
+#include "mpi/preduce_thread.hpp"
 #include "mpi/runtime.hpp"
 
 namespace skew::comm {
@@ -44,11 +45,7 @@ PairwiseGossip::PairwiseGossip(MPI_Comm comm, float* model, std::size_t n, std::
 }
 
 PairwiseGossip::~PairwiseGossip() {
-  if (std::uncaught_exceptions() > 0) {
-    // The job is about to be aborted by run_main; joining could wait forever for peers.
-    if (thread_.joinable()) thread_.detach();
-    return;
-  }
+  if (detach_while_unwinding(thread_)) return;
   stop();
   MPI_Comm_free(&comm_);
 }

@@ -39,7 +39,6 @@ double simulated_step_s(const TrainOptions& opt, const Hetero& hetero, std::int6
 TrainOptions resolve_simulated_group_size(const TrainOptions& opt, double& warmup_s) {
   warmup_s = 0.0;
   TrainOptions resolved = opt;
-  if (opt.mode != SyncMode::Preduce || opt.group_size != 0) return resolved;
   std::vector<std::vector<double>> times(static_cast<std::size_t>(opt.sim_workers));
   for (int w = 0; w < opt.sim_workers; ++w) {
     const Hetero hetero(opt.hetero, w, opt.sim_workers);

@@ -31,8 +31,8 @@ int auto_group_size(const std::vector<std::vector<double>>& step_times, double s
 // heterogeneity plus sim.overhead_ms (its clock and its warm-up both use this).
 double simulated_step_s(const TrainOptions& opt, const Hetero& hetero, std::int64_t step);
 
-// The simulator's warm-up: opt with group_size set by the rule (unchanged unless preduce mode with
-// group_size 0); `warmup_s` gets the window's virtual duration (its slowest worker's), 0 if none.
+// The simulator's warm-up, for a mode with auto_group_size(): opt with group_size set by the rule;
+// `warmup_s` gets the window's virtual duration (its slowest worker's).
 TrainOptions resolve_simulated_group_size(const TrainOptions& opt, double& warmup_s);
 
 // The MPI run's warm-up, collective over `world`: every worker (`me`; null on a dedicated

@@ -3,17 +3,71 @@
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <thread>
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
+#include "lib/preduce/progress.hpp"
+#include "lib/preduce/sync/preduce.hpp"
 #include "mpi/mpi_process_group.hpp"
+#include "mpi/preduce_controller.hpp"
 #include "mpi/preduce_gossip.hpp"
+#include "mpi/preduce_thread.hpp"
 #include "mpi/runtime.hpp"
 
 namespace skew::preduce {
 namespace {
+
+// A communication thread's synchronisation, seen from the computing thread.
+class BackgroundSync {
+ public:
+  virtual ~BackgroundSync() = default;
+  // Guards the worker's model and version against the communication thread.
+  virtual std::unique_lock<std::mutex> lock() = 0;
+  // After a local step: ask for one synchronisation.
+  virtual void request() = 0;
+  // When training ends: finishes the synchronisation in flight (pending requests are dropped)
+  // and joins the thread. Stats are final after this.
+  virtual void stop() = 0;
+  virtual SyncStats stats() const = 0;
+};
+
+// The computing thread's side of a step beside a communication thread.
+class BackgroundStep : public StepSync {
+ public:
+  explicit BackgroundStep(std::unique_ptr<BackgroundSync> sync) : sync_(std::move(sync)) {}
+  // The gradient at a snapshot; the communication thread may change the model meanwhile, and the
+  // gradient is applied to whatever the model is then.
+  double compute(Worker& me) override {
+    {
+      auto guard = sync_->lock();
+      snapshot_ = me.params();
+    }
+    return me.gradient_at(snapshot_);
+  }
+  void synchronise(Worker& me, StepRecord& step) override {
+    const Timer t;
+    {
+      auto guard = sync_->lock();
+      step.wait = t.seconds();  // the lock is held only while a synchronisation's result is applied
+      me.apply_gradient();
+    }
+    sync_->request();
+  }
+  std::unique_lock<std::mutex> lock() override { return sync_->lock(); }
+  // Its time is off the computing thread's path: comm, controller and the wait for a group are
+  // the communication thread's.
+  void finish(WorkerProgress& progress) override {
+    sync_->stop();
+    progress.synced.add(sync_->stats());
+  }
+
+ private:
+  std::unique_ptr<BackgroundSync> sync_;
+  std::vector<float> snapshot_;
+};
 
 class GossipSync : public BackgroundSync {
  public:
@@ -22,8 +76,8 @@ class GossipSync : public BackgroundSync {
   std::unique_lock<std::mutex> lock() override { return gossip_.lock(); }
   void request() override { gossip_.request(); }
   void stop() override { gossip_.stop(); }
-  Stats stats() const override {
-    Stats s;
+  SyncStats stats() const override {
+    SyncStats s;
     s.syncs = gossip_.averages();
     s.members = 2 * s.syncs;
     s.comm_s = gossip_.comm_seconds();
@@ -46,11 +100,7 @@ class OverlappedReduce : public BackgroundSync {
     });
   }
   ~OverlappedReduce() override {
-    if (std::uncaught_exceptions() > 0) {
-      // The job is about to be aborted by run_main; joining could wait forever for peers.
-      if (thread_.joinable()) thread_.detach();
-      return;
-    }
+    if (comm::detach_while_unwinding(thread_)) return;
     stop();
   }
   std::unique_lock<std::mutex> lock() override { return std::unique_lock<std::mutex>(model_mutex_); }
@@ -69,7 +119,7 @@ class OverlappedReduce : public BackgroundSync {
     request_cv_.notify_one();
     if (thread_.joinable()) thread_.join();
   }
-  Stats stats() const override { return stats_; }
+  SyncStats stats() const override { return stats_; }
 
  private:
   void loop() {
@@ -124,21 +174,20 @@ class OverlappedReduce : public BackgroundSync {
   std::int64_t requested_ = 0;
   bool stopping_ = false;
   std::vector<float> sent_, result_, scratch_;
-  Stats stats_;
+  SyncStats stats_;
   std::thread thread_;
 };
 
 }  // namespace
 
-std::unique_ptr<BackgroundSync> make_gossip(const std::shared_ptr<comm::ProcessGroup>& workers, Worker& me,
-                                            std::uint64_t seed) {
-  const auto* mpi = dynamic_cast<const comm::MpiProcessGroup*>(workers.get());
+std::unique_ptr<StepSync> gossip_step(const SegmentContext& context, std::uint64_t seed) {
+  const auto* mpi = dynamic_cast<const comm::MpiProcessGroup*>(context.workers.get());
   SKEW_CHECK(mpi, "sync.mode = adpsgd needs the MPI backend");
-  return std::make_unique<GossipSync>(mpi->comm(), me, seed);
+  return std::make_unique<BackgroundStep>(std::make_unique<GossipSync>(mpi->comm(), context.me, seed));
 }
 
-std::unique_ptr<BackgroundSync> make_overlapped_reduce(comm::PartialReduce& pr, Worker& me, const TrainOptions& opt) {
-  return std::make_unique<OverlappedReduce>(pr, me, opt);
+std::unique_ptr<StepSync> overlapped_reduce_step(const SegmentContext& context, const TrainOptions& opt) {
+  return std::make_unique<BackgroundStep>(std::make_unique<OverlappedReduce>(*context.pr, context.me, opt));
 }
 
 }  // namespace skew::preduce

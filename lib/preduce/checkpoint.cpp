@@ -98,7 +98,7 @@ Json run_identity(const TrainOptions& opt, int workers) {
     hidden += std::to_string(w);
   }
   return Json{{"simulate", opt.simulate},
-              {"sync.mode", sync_mode_name(opt.mode)},
+              {"sync.mode", opt.mode},
               {"preduce.reduce", opt.reduce_gradient ? "gradient" : "model"},
               {"preduce.controller", opt.dedicated_controller ? "rank" : "thread"},
               {"workers", workers},

@@ -19,25 +19,13 @@
 #include <vector>
 
 #include "core/checkpoint.hpp"
-#include "lib/preduce/background.hpp"
 #include "lib/preduce/options.hpp"
+#include "lib/preduce/progress.hpp"
 #include "lib/preduce/worker.hpp"
 #include "mpi/preduce_groups.hpp"
 #include "mpi/process_group.hpp"
 
 namespace skew::preduce {
-
-// What a worker's run has gathered besides its model, carried across checkpoints so a resumed
-// run reports the same summary and curve as a straight one.
-struct WorkerProgress {
-  std::int64_t groups_joined = 0, members_seen = 0;
-  bool stopped = false;  // reached train.max_seconds
-  double sum_compute = 0.0, sum_injected = 0.0, sum_wait = 0.0, sum_comm = 0.0, sum_controller = 0.0;
-  double elapsed_s = 0.0;  // training time before the current segment
-  double next_eval = 0.0;  // next point of the evaluation grid
-  std::vector<double> series;
-  BackgroundSync::Stats synced;  // summed over segments
-};
 
 using TensorList = std::vector<std::pair<std::string, Tensor>>;
 

@@ -1,19 +1,19 @@
-// preduce_train's configuration: the schema (every key with default, type and help) and the
-// typed options the trainer and the simulator read.
+// preduce_train's typed options, which the trainer, the simulator and the sync modes read; this
+// library never sees the configuration. The app's options file (apps/preduce_train_options.hpp)
+// declares their keys and fills this struct: a field is its key's name (train.steps -> steps,
+// sync.mode -> mode, hetero.* -> hetero.*), prefixed by the section where the name alone is
+// ambiguous (sim.workers -> sim_workers, eager.deadline_ms -> eager_deadline_ms); a choice of two
+// is a bool named by its second value (preduce.reduce -> reduce_gradient, preduce.controller ->
+// dedicated_controller, eager.quorum -> eager_majority); model.k is fm_k, data.source is source.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "core/config.hpp"
 #include "lib/preduce/hetero.hpp"
 #include "mpi/preduce_groups.hpp"
 
 namespace skew::preduce {
-
-enum class SyncMode { Allreduce, Preduce, Adpsgd, Eager, Local };
-SyncMode parse_sync_mode(const std::string& name);
-const char* sync_mode_name(SyncMode mode);
 
 struct TrainOptions {
   // data
@@ -27,14 +27,14 @@ struct TrainOptions {
   int fm_k = 4;
   // train
   std::int64_t steps = 200;
-  double max_seconds = 0.0;  // 0 = none; honoured by all modes but allreduce (see time_limited)
+  double max_seconds = 0.0;  // 0 = none; honoured by all modes but allreduce (SyncMode::time_limited)
   int batch = 32;
   double lr = 0.1;
   std::uint64_t seed = 1;
   double eval_interval_s = 0.25, target_accuracy = 0.9;
   std::int64_t log_interval = 50;
   // sync
-  SyncMode mode = SyncMode::Preduce;
+  std::string mode = "preduce";  // allreduce, preduce, adpsgd, eager, local: sync/sync_mode.hpp
   bool reduce_gradient = false;  // preduce.reduce = gradient
   bool dedicated_controller = false;
   bool overlap = false;                      // preduce.overlap: group averaging on a communication thread
@@ -60,27 +60,5 @@ struct TrainOptions {
   int keep = 2;
   bool resume = false;
 };
-
-// Modes whose workers may stop independently: all but allreduce, whose rounds need every
-// worker, so it stops by train.steps only.
-bool time_limited(const TrainOptions& opt);
-
-Schema make_schema();
-TrainOptions read_options(const Config& config);
-
-// preduce with preduce.overlap: the group averaging runs beside the next local steps.
-bool overlapped(const TrainOptions& opt);
-// preduce.refresh_staleness: after the group of a local step in which this worker's staleness
-// s = max_version - ready_version + 1 reached the threshold, its communication thread reports
-// ready again at once (with the model as it is now) up to s - 1 times before its next local
-// step: it missed s - 1 of the freshest member's steps, each of which that member followed with
-// a synchronisation, so a straggler is averaged about as often per second as the fast workers
-// while it is still computing. A fresh worker (s below the threshold) gets 0: it waits for its
-// next step as before. Returns the number of such refreshes.
-std::int64_t refresh_budget(const TrainOptions& opt, std::int64_t max_version, std::int64_t ready_version);
-
-// Group-formation options for the sync mode (preduce and eager use the controller); a
-// preduce.group_size of 0 (auto) must have been resolved (auto_group.hpp) before.
-comm::GroupOptions group_options(const TrainOptions& opt, int num_workers);
 
 }  // namespace skew::preduce

@@ -53,7 +53,7 @@ void Simulation::load_state(const TensorFile& file, const std::string& origin) {
   for (int w = 0; w < n_; ++w)
     gossip_rng_[static_cast<std::size_t>(w)] = Rng(opt_.seed, 0xad95d000ull + static_cast<std::uint64_t>(w),
                                                    static_cast<std::uint64_t>(offsets.data<std::int64_t>()[w]));
-  former_ = comm::GroupFormer(group_options(opt_, n_));
+  former_ = comm::GroupFormer(mode_->group_options(n_));
   former_.restore(load_controller(file));
 }
 

@@ -1,12 +1,15 @@
-// The discrete-event simulator's state, shared by its event loop (simulator.cpp) and its
-// checkpoint (sim_checkpoint.cpp). Internal to lib/preduce: the public entry is simulate().
+// The discrete-event simulator's state, shared by its event loop (simulator.cpp), its checkpoint
+// (sim_checkpoint.cpp) and the sync modes (sync/*.cpp), which drive it through the public
+// operations below. Internal to lib/preduce: the public entry is simulate().
 #pragma once
 #include <algorithm>
+#include <functional>
 #include <queue>
 
 #include "core/rng.hpp"
 #include "lib/preduce/auto_group.hpp"
 #include "lib/preduce/checkpoint.hpp"
+#include "lib/preduce/sync/sync_mode.hpp"
 #include "lib/preduce/trainer.hpp"
 #include "mpi/preduce_groups.hpp"
 
@@ -15,9 +18,10 @@ struct Event {
   double time;
   std::uint64_t seq;
   int worker;  // -1: a group deadline
-  // Step: the worker's step is done. Gossip (adpsgd): its communication thread starts a pending
-  // averaging. Reduced (preduce.overlap): its group averaging is complete.
-  enum class Kind { Step, Gossip, Reduced } kind = Kind::Step;
+  // Step: the worker's step is done. ThreadFree: its communication thread is free again (the
+  // mode's comm_thread_free: adpsgd starts a pending averaging, overlapped preduce has completed
+  // its group averaging).
+  enum class Kind { Step, ThreadFree } kind = Kind::Step;
   bool operator>(const Event& o) const { return time != o.time ? time > o.time : seq > o.seq; }
 };
 
@@ -25,9 +29,10 @@ class Simulation {
  public:
   explicit Simulation(const TrainOptions& opt)
       : opt_(opt),
+        mode_(make_sync_mode(opt)),
         task_(make_task(opt, opt.sim_workers)),
         n_(opt.sim_workers),
-        former_(group_options(opt, opt.sim_workers)) {
+        former_(mode_->group_options(opt.sim_workers)) {
     for (int w = 0; w < n_; ++w) workers_.emplace_back(opt, *task_, w, n_);
     const int e = std::min(opt.sim_eval_workers, n_);
     for (int i = 0; i < e; ++i) eval_ids_.push_back(i * n_ / e);
@@ -49,11 +54,43 @@ class Simulation {
 
   RunResult run();
 
+  // What the sync modes (sync/*.cpp) drive the simulation with.
+  Worker& worker(int w) { return workers_[static_cast<std::size_t>(w)]; }
+  // A segment as events: steps, group deadlines, gossip and overlapped reductions.
+  void run_events();
+  // A segment as rounds: every worker steps, then all average (all-reduce).
+  void run_rounds();
+  // After a worker's synchronisation ends at t: next step, or finished.
+  void continue_or_finish(int w, double t);
+  // The worker reports ready to the group former at t and waits for its group.
+  void join_group(int w, double t);
+  // AD-PSGD: worker w's communication thread averages with a random passive (odd) worker now,
+  // or once it is free (requests made while it is busy are coalesced into one).
+  void gossip_when_free(int w, double t);
+  // AD-PSGD: the pending averaging of active worker w, atomic at t, with a random passive worker.
+  void gossip(int w, double t);
+  // preduce.overlap: worker w's communication thread reports ready now, or once its reduction
+  // in flight completes (coalesced) ...
+  void reduce_when_free(int w, double t);
+  // ... which it has at t: it finishes, reports a pending request, or refreshes.
+  void reduced(int w, double t);
+  // A closed group's members: the computing thread's wait for it (blocking modes).
+  void charge_group_wait(const comm::Group& g, double t);
+  // Group averaging of the members' models by the member rule, or of a gradient part
+  // (&Worker::grad, &Worker::accum), which every member replaces by the weighted sum.
+  void average_models(const comm::Group& g);
+  void average_gradients(const comm::Group& g, std::vector<float>& (Worker::*part)());
+  // Blocking modes: each member takes the group's version plus `version_step` and goes on at `done`.
+  void release_group(const comm::Group& g, double done, std::int64_t version_step);
+  // preduce.overlap: the members' communication threads are busy until `done`; `refresh_budget`
+  // (max_version, ready_version) gives how many refreshes a member has left after its step's group.
+  void reduce_in_background(const comm::Group& g, double done,
+                            const std::function<std::int64_t(std::int64_t, std::int64_t)>& refresh_budget);
+
  private:
-  bool out_of_time(int w) const { return time_limited(opt_) && end_[static_cast<std::size_t>(w)] >= opt_.max_seconds; }
-  // One segment: every worker runs to step segment_end_ (or out of time) and every group and
-  // averaging completes; the next segment starts when the last worker ended (a barrier).
-  void run_segment();
+  bool out_of_time(int w) const {
+    return mode_->time_limited() && end_[static_cast<std::size_t>(w)] >= opt_.max_seconds;
+  }
   TensorList save_state();
   void load_state(const TensorFile& file, const std::string& origin);
   double comm_cost(std::size_t k) const {
@@ -79,19 +116,6 @@ class Simulation {
       for (std::size_t i = 0; i < acc.size(); ++i) series_[i].push_back(acc[i]);
   }
   void schedule(int w, double t) { queue_.push({t + step_time(workers_[static_cast<std::size_t>(w)]), seq_++, w}); }
-  // After a worker's synchronisation ends at t: next step, or finished.
-  void continue_or_finish(int w, double t) {
-    Worker& me = workers_[static_cast<std::size_t>(w)];
-    me.finish_step();
-    end_[static_cast<std::size_t>(w)] = t;
-    if (me.step() > segment_end_) SKEW_THROW("worker " << w << " ran past its segment");
-    if (me.step() < segment_end_ && !out_of_time(w))
-      schedule(w, t);
-    else if (reducing_[static_cast<std::size_t>(w)])
-      stopping_[static_cast<std::size_t>(w)] = 1;  // finishes when reduced
-    else if (opt_.mode == SyncMode::Preduce || opt_.mode == SyncMode::Eager)
-      former_.finished(w);
-  }
   // preduce.overlap: the worker's communication thread reports it ready (it is free).
   void overlap_ready(int w, double t, bool refresh = false) {
     const auto i = static_cast<std::size_t>(w);
@@ -103,26 +127,13 @@ class Simulation {
     former_.ready(w, ready_version_[i], t);
     close_groups(t);
   }
-  void on_reduced(int w, double t) {
-    const auto i = static_cast<std::size_t>(w);
-    reducing_[i] = 0;
-    if (stopping_[i])
-      former_.finished(w);
-    else if (gossip_pending_[i])
-      overlap_ready(w, t);
-    else if (refreshes_left_[i] > 0) {
-      ++refreshes_[i];
-      overlap_ready(w, t, true);
-    }
-    if (stopping_[i]) close_groups(t);  // the others may now close without it
-  }
   void close_groups(double t);
-  void on_step_done(int w, double t);
-  void run_allreduce();
-  void average_in_group(const comm::Group& g, bool equal_weights_gradient);
-  void gossip(int w, double t);
+  // S = sum_j w_j v_j over the members' `part` (models, gradients or accumulators), into sum_.
+  void weighted_sum(const comm::Group& g, std::vector<float>& (Worker::*part)());
+  RunResult result();
 
   const TrainOptions& opt_;
+  std::unique_ptr<SyncMode> mode_;
   std::unique_ptr<Task> task_;
   int n_;
   comm::GroupFormer former_;

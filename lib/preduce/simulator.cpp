@@ -11,29 +11,31 @@
 namespace skew::preduce {
 namespace sim {
 
-// S = sum_j w_j v_j over the members' models (or gradients / accumulators), then each member
-// takes the update rule (models) or S itself (gradients).
-void Simulation::average_in_group(const comm::Group& g, bool gradients) {
-  const std::size_t k = g.members.size();
-  if (k <= 1) return;
-  const bool eager = opt_.mode == SyncMode::Eager;
-  auto vec = [&](int m) -> std::vector<float>& {
-    Worker& w = workers_[static_cast<std::size_t>(m)];
-    return !gradients ? w.params() : eager ? w.accum() : w.grad();
-  };
-  sum_.assign(vec(g.members[0]).size(), 0.0f);
-  for (std::size_t j = 0; j < k; ++j) {
-    const auto& v = vec(g.members[j]);
+// S = sum_j w_j v_j over the members' models (or gradients / accumulators); a member then takes
+// the update rule (models) or S itself (gradients).
+void Simulation::weighted_sum(const comm::Group& g, std::vector<float>& (Worker::*part)()) {
+  sum_.assign((worker(g.members[0]).*part)().size(), 0.0f);
+  for (std::size_t j = 0; j < g.members.size(); ++j) {
+    const auto& v = (worker(g.members[j]).*part)();
     const auto wj = static_cast<float>(g.weights[j]);
     for (std::size_t i = 0; i < v.size(); ++i) sum_[i] += wj * v[i];
   }
+}
+
+void Simulation::average_models(const comm::Group& g) {
+  const std::size_t k = g.members.size();
+  if (k <= 1) return;
+  weighted_sum(g, &Worker::params);
   for (std::size_t j = 0; j < k; ++j) {
-    auto& v = vec(g.members[j]);
-    if (gradients)
-      std::copy(sum_.begin(), sum_.end(), v.begin());
-    else
-      comm::apply_member_update(v.data(), sum_.data(), v.size(), g.weights[j], static_cast<int>(k), opt_.member_rule);
+    auto& v = worker(g.members[j]).params();
+    comm::apply_member_update(v.data(), sum_.data(), v.size(), g.weights[j], static_cast<int>(k), opt_.member_rule);
   }
+}
+
+void Simulation::average_gradients(const comm::Group& g, std::vector<float>& (Worker::*part)()) {
+  if (g.members.size() <= 1) return;
+  weighted_sum(g, part);
+  for (int m : g.members) std::copy(sum_.begin(), sum_.end(), (worker(m).*part)().begin());
 }
 
 void Simulation::close_groups(double t) {
@@ -41,41 +43,35 @@ void Simulation::close_groups(double t) {
     const double done = t + opt_.sim_controller_ms * 1e-3 + comm_cost(g->members.size()) + link_delay(g->members);
     ++groups_;
     members_ += static_cast<std::int64_t>(g->members.size());
-    if (!overlapped(opt_))  // with overlap the computing thread does not wait
-      for (int m : g->members)
-        wait_[static_cast<std::size_t>(m)] +=
-            t - ready_at_[static_cast<std::size_t>(m)] + opt_.sim_controller_ms * 1e-3;
-    if (opt_.mode == SyncMode::Eager) {
-      average_in_group(*g, true);
-      for (int m : g->members) workers_[static_cast<std::size_t>(m)].apply_reduced(true);
-      if (g->full_sync) average_in_group(*g, false);
-    } else if (opt_.reduce_gradient) {
-      average_in_group(*g, true);
-      for (int m : g->members) workers_[static_cast<std::size_t>(m)].apply_reduced(false);
-    } else {
-      average_in_group(*g, false);
-    }
-    const bool models = opt_.mode == SyncMode::Preduce && !opt_.reduce_gradient;
-    if (overlapped(opt_)) {
-      // Averaged now, on the models as they are (they went on computing since their ready);
-      // each member's communication thread is busy until `done`.
-      for (int m : g->members) {
-        Worker& member = workers_[static_cast<std::size_t>(m)];
-        const std::int64_t ready_version = ready_version_[static_cast<std::size_t>(m)];
-        auto& left = refreshes_left_[static_cast<std::size_t>(m)];
-        left =
-            refreshing_[static_cast<std::size_t>(m)] ? left - 1 : refresh_budget(opt_, g->max_version, ready_version);
-        member.set_version(std::max(member.version(), g->max_version + member.version() - ready_version));
-        queue_.push({done, seq_++, m, Event::Kind::Reduced});
-      }
-      continue;
-    }
-    for (int m : g->members) {
-      workers_[static_cast<std::size_t>(m)].set_version(g->max_version + (models ? 0 : 1));
-      continue_or_finish(m, done);
-    }
+    mode_->group_closed(*this, *g, t, done);
   }
   if (auto d = former_.next_deadline(); d && *d > t) queue_.push({*d, seq_++, -1});
+}
+
+void Simulation::charge_group_wait(const comm::Group& g, double t) {
+  for (int m : g.members)
+    wait_[static_cast<std::size_t>(m)] += t - ready_at_[static_cast<std::size_t>(m)] + opt_.sim_controller_ms * 1e-3;
+}
+
+void Simulation::release_group(const comm::Group& g, double done, std::int64_t version_step) {
+  for (int m : g.members) {
+    worker(m).set_version(g.max_version + version_step);
+    continue_or_finish(m, done);
+  }
+}
+
+// Averaged now, on the models as they are (they went on computing since their ready); each
+// member's communication thread is busy until `done`.
+void Simulation::reduce_in_background(const comm::Group& g, double done,
+                                      const std::function<std::int64_t(std::int64_t, std::int64_t)>& refresh_budget) {
+  for (int m : g.members) {
+    const auto i = static_cast<std::size_t>(m);
+    Worker& member = workers_[i];
+    auto& left = refreshes_left_[i];
+    left = refreshing_[i] ? left - 1 : refresh_budget(g.max_version, ready_version_[i]);
+    member.set_version(std::max(member.version(), g.max_version + member.version() - ready_version_[i]));
+    queue_.push({done, seq_++, m, Event::Kind::ThreadFree});
+  }
 }
 
 // One AD-PSGD averaging of active worker w with a random passive worker, atomic at t; w's
@@ -97,47 +93,58 @@ void Simulation::gossip(int w, double t) {
   members_ += 2;
 }
 
-void Simulation::on_step_done(int w, double t) {
-  Worker& me = workers_[static_cast<std::size_t>(w)];
-  me.local_step();
-  switch (opt_.mode) {
-    case SyncMode::Local: continue_or_finish(w, t); break;
-    case SyncMode::Adpsgd:
-      // Even workers are active, odd passive (as in the MPI run). The computing thread never
-      // waits; an active worker's communication thread averages now, or once it is free
-      // (requests made while it is busy are coalesced into one).
-      if (w % 2 == 0 && n_ > 1 && !gossip_pending_[static_cast<std::size_t>(w)]) {
-        const double free_at = gossip_free_at_[static_cast<std::size_t>(w)];
-        if (free_at <= t) {
-          gossip(w, t);
-        } else {
-          gossip_pending_[static_cast<std::size_t>(w)] = 1;
-          queue_.push({free_at, seq_++, w, Event::Kind::Gossip});
-        }
-      }
-      continue_or_finish(w, t);
-      break;
-    case SyncMode::Preduce:
-      if (overlapped(opt_)) {
-        // The request first: a worker whose last step this was then finishes once it is reduced.
-        if (reducing_[static_cast<std::size_t>(w)])
-          gossip_pending_[static_cast<std::size_t>(w)] = 1;
-        else
-          overlap_ready(w, t);
-        continue_or_finish(w, t);
-        break;
-      }
-      [[fallthrough]];
-    case SyncMode::Eager:
-      ready_at_[static_cast<std::size_t>(w)] = t;
-      former_.ready(w, me.version(), t);
-      close_groups(t);
-      break;
-    case SyncMode::Allreduce: SKEW_THROW("all-reduce is simulated in rounds");
+void Simulation::gossip_when_free(int w, double t) {
+  const auto i = static_cast<std::size_t>(w);
+  if (n_ < 2 || gossip_pending_[i]) return;
+  if (gossip_free_at_[i] <= t) {
+    gossip(w, t);
+  } else {
+    gossip_pending_[i] = 1;
+    queue_.push({gossip_free_at_[i], seq_++, w, Event::Kind::ThreadFree});
   }
 }
 
-void Simulation::run_allreduce() {
+void Simulation::reduce_when_free(int w, double t) {
+  if (reducing_[static_cast<std::size_t>(w)])
+    gossip_pending_[static_cast<std::size_t>(w)] = 1;
+  else
+    overlap_ready(w, t);
+}
+
+void Simulation::reduced(int w, double t) {
+  const auto i = static_cast<std::size_t>(w);
+  reducing_[i] = 0;
+  if (stopping_[i])
+    former_.finished(w);
+  else if (gossip_pending_[i])
+    overlap_ready(w, t);
+  else if (refreshes_left_[i] > 0) {
+    ++refreshes_[i];
+    overlap_ready(w, t, true);
+  }
+  if (stopping_[i]) close_groups(t);  // the others may now close without it
+}
+
+void Simulation::join_group(int w, double t) {
+  ready_at_[static_cast<std::size_t>(w)] = t;
+  former_.ready(w, worker(w).version(), t);
+  close_groups(t);
+}
+
+void Simulation::continue_or_finish(int w, double t) {
+  Worker& me = worker(w);
+  me.finish_step();
+  end_[static_cast<std::size_t>(w)] = t;
+  if (me.step() > segment_end_) SKEW_THROW("worker " << w << " ran past its segment");
+  if (me.step() < segment_end_ && !out_of_time(w))
+    schedule(w, t);
+  else if (reducing_[static_cast<std::size_t>(w)])
+    stopping_[static_cast<std::size_t>(w)] = 1;  // finishes when reduced
+  else
+    former_.finished(w);  // without groups the former only counts who is still training
+}
+
+void Simulation::run_rounds() {
   double t = start_;
   std::vector<int> everyone(static_cast<std::size_t>(n_));
   for (int w = 0; w < n_; ++w) everyone[static_cast<std::size_t>(w)] = w;
@@ -151,13 +158,13 @@ void Simulation::run_allreduce() {
     evaluate_until(done);
     sum_.assign(workers_[0].params().size(), 0.0f);
     for (auto& w : workers_) {
-      w.local_step();
+      mode_->local_step(w);
       for (std::size_t i = 0; i < sum_.size(); ++i) sum_[i] += w.grad()[i] / static_cast<float>(n_);
     }
     for (int w = 0; w < n_; ++w) {
       Worker& me = workers_[static_cast<std::size_t>(w)];
       std::copy(sum_.begin(), sum_.end(), me.grad().begin());
-      me.apply_reduced(false);
+      me.apply_gradient();
       me.finish_step();
       wait_[static_cast<std::size_t>(w)] += slowest - took[static_cast<std::size_t>(w)];
       end_[static_cast<std::size_t>(w)] = done;
@@ -166,8 +173,7 @@ void Simulation::run_allreduce() {
   }
 }
 
-void Simulation::run_segment() {
-  if (opt_.mode == SyncMode::Allreduce) return run_allreduce();
+void Simulation::run_events() {
   // Transient per segment, as the MPI run's controller and communication threads are.
   for (auto* flags : {&gossip_pending_, &reducing_, &stopping_, &refreshing_})
     std::fill(flags->begin(), flags->end(), 0);
@@ -175,7 +181,7 @@ void Simulation::run_segment() {
   for (int w = 0; w < n_; ++w) {
     if (workers_[static_cast<std::size_t>(w)].step() < segment_end_ && !out_of_time(w))
       schedule(w, start_);
-    else if (opt_.mode == SyncMode::Preduce || opt_.mode == SyncMode::Eager)
+    else
       former_.finished(w);
   }
   while (!queue_.empty()) {
@@ -184,15 +190,12 @@ void Simulation::run_segment() {
     evaluate_until(e.time);
     if (e.worker < 0)
       close_groups(e.time);
-    else if (e.kind == Event::Kind::Gossip)
-      gossip(e.worker, e.time);
-    else if (e.kind == Event::Kind::Reduced)
-      on_reduced(e.worker, e.time);
+    else if (e.kind == Event::Kind::ThreadFree)
+      mode_->comm_thread_free(*this, e.worker, e.time);
     else
-      on_step_done(e.worker, e.time);
+      mode_->step_done(*this, e.worker, e.time);
   }
-  SKEW_CHECK(opt_.mode != SyncMode::Preduce && opt_.mode != SyncMode::Eager ? true : former_.all_finished(),
-             "simulation ended with " << former_.active() << " workers still active");
+  SKEW_CHECK(former_.all_finished(), "simulation ended with " << former_.active() << " workers still active");
 }
 
 RunResult Simulation::run() {
@@ -208,15 +211,20 @@ RunResult Simulation::run() {
   for (std::int64_t end : ckpt.segment_ends(first)) {
     segment_end_ = end;
     const comm::FormerState history = former_.state();
-    former_ = comm::GroupFormer(group_options(opt_, n_));
+    former_ = comm::GroupFormer(mode_->group_options(n_));
     former_.restore(history);
-    run_segment();
+    mode_->simulate_segment(*this);
     start_ = *std::max_element(end_.begin(), end_.end());
     if (!ckpt.enabled() || (end == opt_.steps && end == resumed)) continue;
     std::int64_t step = 0;
     for (auto& w : workers_) step = std::max(step, w.step());
     ckpt.save(nullptr, step, save_state());
   }
+  return result();
+}
+
+// The run's curve, average model and summary, once every segment has run.
+RunResult Simulation::result() {
   const double wall = *std::max_element(end_.begin(), end_.end());
   std::vector<double> finals;
   for (int id : eval_ids_) finals.push_back(accuracy(workers_[static_cast<std::size_t>(id)].params()));
@@ -234,7 +242,7 @@ RunResult Simulation::run() {
   r.summary["mean_idle_fraction"] = idle;
   r.summary["groups"] = groups_;
   r.summary["mean_group_size"] = groups_ ? static_cast<double>(members_) / static_cast<double>(groups_) : 0.0;
-  if (overlapped(opt_)) r.summary["refreshes_per_worker"] = refreshes_;
+  if (mode_->counts_refreshes()) r.summary["refreshes_per_worker"] = refreshes_;
   return r;
 }
 
@@ -243,10 +251,11 @@ RunResult Simulation::run() {
 RunResult simulate(const TrainOptions& opt) {
   std::optional<CsvWriter> curve_out = open_curve(opt);
   double warmup_s = 0.0;
-  const TrainOptions resolved = resolve_simulated_group_size(opt, warmup_s);
+  const bool auto_group = make_sync_mode(opt)->auto_group_size();
+  const TrainOptions resolved = auto_group ? resolve_simulated_group_size(opt, warmup_s) : opt;
   RunResult r = sim::Simulation(resolved).run();
   write_curve(curve_out, r.curve);
-  if (opt.mode == SyncMode::Preduce && opt.group_size == 0) {
+  if (auto_group) {
     r.summary["group_size"] = resolved.group_size;
     r.summary["auto_warmup_s"] = warmup_s;  // not in the curve's clock: add it to time_to_target_s
   }

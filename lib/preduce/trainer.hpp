@@ -39,5 +39,7 @@ void write_curve(std::optional<CsvWriter>& out, const Curve& curve);
 // Throws unless the per-worker metrics path names each writer's file apart: with more than one
 // worker, output.metrics must contain '%r'.
 void check_metrics_path(const TrainOptions& opt, int workers);
+// The metrics file of `rank`: output.metrics with '%r' replaced by the rank.
+std::string metrics_path(std::string path, int rank);
 
 }  // namespace skew::preduce

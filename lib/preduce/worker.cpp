@@ -19,31 +19,20 @@ double Worker::gradient_at(const std::vector<float>& params) {
   return loss;
 }
 
-double Worker::local_step() {
-  const double loss = gradient_at(params_);
+void Worker::apply_gradient() {
   const auto lr = static_cast<float>(opt_->lr);
-  switch (opt_->mode) {
-    case SyncMode::Preduce:
-      if (opt_->reduce_gradient) break;
-      [[fallthrough]];
-    case SyncMode::Adpsgd:
-    case SyncMode::Local:
-      for (std::size_t i = 0; i < params_.size(); ++i) params_[i] -= lr * grad_[i];
-      ++version_;
-      break;
-    case SyncMode::Eager:
-      for (std::size_t i = 0; i < params_.size(); ++i) accum_[i] += grad_[i];
-      break;
-    case SyncMode::Allreduce: break;
-  }
-  return loss;
+  for (std::size_t i = 0; i < params_.size(); ++i) params_[i] -= lr * grad_[i];
+  ++version_;
 }
 
-void Worker::apply_reduced(bool from_accumulator) {
+void Worker::accumulate_gradient() {
+  for (std::size_t i = 0; i < params_.size(); ++i) accum_[i] += grad_[i];
+}
+
+void Worker::apply_accumulated() {
   const auto lr = static_cast<float>(opt_->lr);
-  const auto& g = from_accumulator ? accum_ : grad_;
-  for (std::size_t i = 0; i < params_.size(); ++i) params_[i] -= lr * g[i];
-  if (from_accumulator) std::fill(accum_.begin(), accum_.end(), 0.0f);
+  for (std::size_t i = 0; i < params_.size(); ++i) params_[i] -= lr * accum_[i];
+  std::fill(accum_.begin(), accum_.end(), 0.0f);
   ++version_;
 }
 

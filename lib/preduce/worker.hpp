@@ -16,15 +16,16 @@ class Worker {
   // `num_workers`: the run's workers (the moving heterogeneity model draws among them).
   Worker(const TrainOptions& opt, Task& task, int worker, int num_workers);
 
-  // Computes the gradient of this step's minibatch into grad() and, by the mode's rule, applies
-  // it locally before synchronising (model averaging modes) or accumulates it (eager).
-  // Returns the minibatch loss.
-  double local_step();
-  // The gradient of this step's minibatch at `params` (a snapshot, for AD-PSGD's computing
-  // thread) into grad(), without applying it; returns the minibatch loss.
+  // The gradient of this step's minibatch at `params` (its own model, or a snapshot of it for a
+  // computing thread beside a communication thread) into grad(); returns the minibatch loss.
+  // What to do with it is the sync mode's rule (sync/sync_mode.hpp).
   double gradient_at(const std::vector<float>& params);
-  // After a gradient reduction: apply grad() (or accum(), eager) and clear the accumulator.
-  void apply_reduced(bool from_accumulator);
+  // A gradient step with grad() (a local one, or after a gradient reduction): a new version.
+  void apply_gradient();
+  // eager: grad() added to the accumulator of the gradients not yet applied ...
+  void accumulate_gradient();
+  // ... and, after their reduction, the accumulator applied and cleared: a new version.
+  void apply_accumulated();
   void finish_step() { ++step_; }
   // Resume: the step a checkpoint was taken after (data order and delays follow from it).
   void set_step(std::int64_t step) { step_ = step; }

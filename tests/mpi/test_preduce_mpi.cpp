@@ -147,7 +147,7 @@ TEST_CASE("every sync mode converges on a convex problem under mpirun", "[preduc
     const bool dedicated = mode == "preduce-rank";
     if (dedicated && w->size() < 2) continue;
     preduce::TrainOptions o;
-    o.mode = preduce::parse_sync_mode(mode.starts_with("preduce") ? "preduce" : mode);
+    o.mode = mode.starts_with("preduce") ? "preduce" : mode;
     o.dedicated_controller = dedicated;
     o.overlap = mode == "preduce-overlap" || mode == "preduce-refresh";
     o.refresh_staleness = mode == "preduce-refresh" ? 2 : 0;
@@ -215,7 +215,7 @@ TEST_CASE("preduce.group_size = 0 measures the ranks' step times; a slow link is
   o.eval_interval_s = 0.05;
   o.hetero.base_ms = 10.0;
   o.hetero.slowdown = {1, 1, 1, 4};  // the last of 4 ranks (np2: none) 4x slower
-  o.mode = preduce::SyncMode::Preduce;
+  o.mode = "preduce";
   o.group_size = 0;
   o.auto_warmup_steps = 5;
   const auto r = preduce::train_mpi(w, o);
@@ -226,12 +226,12 @@ TEST_CASE("preduce.group_size = 0 measures the ranks' step times; a slow link is
     CHECK(r->summary["auto_warmup_s"].get<double>() >= 5 * (w->size() == 4 ? 0.040 : 0.010));
   }
   // All-reduce waits for the slowest link every step: 10 steps of 2 ms compute plus 20 ms link.
-  o.mode = preduce::SyncMode::Allreduce;
+  o.mode = "allreduce";
   o.hetero.base_ms = 2.0;
   o.hetero.slowdown = {1};
   o.hetero.link_ms = {0, 20};
   const auto a = preduce::train_mpi(w, o);
   if (a) CHECK(a->summary["wall_s"].get<double>() >= 10 * 0.022);
-  o.mode = preduce::SyncMode::Adpsgd;
+  o.mode = "adpsgd";
   CHECK_THROWS_WITH(preduce::train_mpi(w, o), Catch::Contains("hetero.link_ms: not injected into MPI runs"));
 }

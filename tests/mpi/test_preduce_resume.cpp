@@ -43,7 +43,7 @@ void remove_on_rank0(const std::string& path) {
 
 preduce::TrainOptions small(const std::string& mode) {
   preduce::TrainOptions o;
-  o.mode = preduce::parse_sync_mode(mode);
+  o.mode = mode;
   o.hidden = {16};
   o.rows = 1200;
   o.test_rows = 400;
@@ -203,7 +203,7 @@ TEST_CASE("a checkpoint of another mode or model is refused, naming the key", "[
   preduce::train_mpi(w, o);
   preduce::TrainOptions other_mode = o;
   other_mode.resume = true;
-  other_mode.mode = preduce::SyncMode::Local;
+  other_mode.mode = "local";
   CHECK_THAT(test::error_of([&] { preduce::train_mpi(w, other_mode); }),
              Catch::Contains("sync.mode = \"allreduce\", this run has \"local\"; refusing to resume"));
   preduce::TrainOptions other_model = o;

@@ -157,7 +157,7 @@ TEST_CASE("auto group size: the workers not persistently slow, clamped to [2, ca
 }
 
 namespace {
-TrainOptions small_problem(SyncMode mode) {
+TrainOptions small_problem(const std::string& mode) {
   TrainOptions o;
   o.simulate = true;
   o.mode = mode;
@@ -177,7 +177,7 @@ TrainOptions small_problem(SyncMode mode) {
 }  // namespace
 
 TEST_CASE("simulator: a slow link adds its delay to every all-reduce; auto P from the warm-up", "[preduce][hetero]") {
-  TrainOptions o = small_problem(SyncMode::Allreduce);
+  TrainOptions o = small_problem("allreduce");
   const double base = simulate(o).summary["wall_s"].get<double>();
   // 20 rounds, each waiting for the straggler: (0.5 + 5) * 4 ms, plus the reduction.
   CHECK(base == Approx(20 * (0.022 + 0.0001 + 2.0 * 7 / 8 * (8 * 3 + 3) * 4 / 10e9)).epsilon(1e-9));
@@ -186,7 +186,7 @@ TEST_CASE("simulator: a slow link adds its delay to every all-reduce; auto P fro
   // Partial reduce with P = 0: 6 of 8 workers are fast; warm-up = 20 steps of the straggler,
   // 0.5 + (0.5 + 5) * 4 - 0.5 ms each.
   o.hetero.link_ms.clear();
-  o.mode = SyncMode::Preduce;
+  o.mode = "preduce";
   o.group_size = 0;
   const RunResult r = simulate(o);
   CHECK(r.summary["group_size"].get<int>() == 6);

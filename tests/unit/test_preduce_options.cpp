@@ -8,10 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "apps/preduce_train_options.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "lib/preduce/data.hpp"
-#include "lib/preduce/options.hpp"
+#include "lib/preduce/sync/sync_mode.hpp"
 #include "lib/preduce/task.hpp"
 
 using namespace skew::preduce;
@@ -56,13 +57,18 @@ TEST_CASE("preduce schema: out-of-range values are rejected at parse time", "[pr
 TEST_CASE("preduce: a group larger than the workers is an error naming the keys", "[preduce][config]") {
   const skew::Schema schema = make_schema();
   const TrainOptions o = read_options(skew::Config::parse_ini_text(schema, "", "x", {"--preduce.group_size=5"}));
-  CHECK_THROWS_WITH(group_options(o, 4),
+  const auto preduce = make_sync_mode(o);
+  CHECK_THROWS_WITH(preduce->group_options(4),
                     Catch::Contains("preduce.group_size 5 is more than the 4 workers (sim.workers with --simulate"));
-  CHECK(group_options(o, 5).group_size == 5);
-  CHECK(group_options(o, 1).group_size == 5);  // a lone worker trains alone
+  CHECK(preduce->group_options(5).group_size == 5);
+  CHECK(preduce->group_options(1).group_size == 5);  // a lone worker trains alone
   TrainOptions eager = o;
-  eager.mode = SyncMode::Eager;  // every worker is invited: the group size does not apply
-  CHECK(group_options(eager, 4).group_size == 4);
+  eager.mode = "eager";  // every worker is invited: the group size does not apply
+  CHECK(make_sync_mode(eager)->group_options(4).group_size == 4);
+  TrainOptions unknown = o;  // only a run built without the schema can name one
+  unknown.mode = "gossip";
+  CHECK_THROWS_WITH(make_sync_mode(unknown),
+                    Catch::Contains("sync.mode: unknown mode 'gossip' (allreduce, preduce, adpsgd, eager, local)"));
 }
 
 TEST_CASE("MNIST CSV: a label past the class limit names the file and line", "[preduce]") {

@@ -24,7 +24,7 @@ std::string scratch(const std::string& name) {
 preduce::TrainOptions small(const std::string& variant) {
   preduce::TrainOptions o;
   o.simulate = true;
-  o.mode = preduce::parse_sync_mode(variant.starts_with("preduce") ? "preduce" : variant);
+  o.mode = variant.starts_with("preduce") ? "preduce" : variant;
   o.overlap = variant == "preduce-overlap";
   o.refresh_staleness = o.overlap ? 2 : 0;
   o.reduce_gradient = variant == "preduce-gradient";
@@ -108,7 +108,7 @@ TEST_CASE("a simulated run refuses a checkpoint of another worker count or mode"
              Catch::Contains("written with workers = 5, this run has 6; refusing to resume"));
   preduce::TrainOptions real = o;
   real.resume = true;
-  real.mode = preduce::SyncMode::Eager;
+  real.mode = "eager";
   CHECK_THAT(test::error_of([&] { preduce::simulate(real); }), Catch::Contains("sync.mode = \"preduce\""));
   std::filesystem::remove_all(dir);
 }

@@ -1,36 +1,15 @@
-#include "lib/preduce/options.hpp"
+#include "apps/preduce_train_options.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 #include "core/error.hpp"
 
 namespace skew::preduce {
 
-SyncMode parse_sync_mode(const std::string& name) {
-  if (name == "allreduce") return SyncMode::Allreduce;
-  if (name == "preduce") return SyncMode::Preduce;
-  if (name == "adpsgd") return SyncMode::Adpsgd;
-  if (name == "eager") return SyncMode::Eager;
-  if (name == "local") return SyncMode::Local;
-  SKEW_THROW("sync.mode: unknown mode '" << name << "' (allreduce, preduce, adpsgd, eager, local)");
-}
+namespace {
 
-const char* sync_mode_name(SyncMode mode) {
-  switch (mode) {
-    case SyncMode::Allreduce: return "allreduce";
-    case SyncMode::Preduce: return "preduce";
-    case SyncMode::Adpsgd: return "adpsgd";
-    case SyncMode::Eager: return "eager";
-    case SyncMode::Local: return "local";
-  }
-  return "?";
-}
-
-Schema make_schema() {
-  Schema s("preduce_train",
-           "Data-parallel training that tolerates stragglers: partial-reduce (any P ready workers "
-           "average with staleness-aware weights) against all-reduce, AD-PSGD, eager-SGD and local SGD.");
+// simulate, data.*, model.*
+void add_data_and_model_keys(Schema& s) {
   s.add_bool("simulate", false, "run N virtual workers in one process on a virtual clock (sim.*) instead of MPI ranks");
   s.add_choice(
       "data.source", "clusters", {"clusters", "mnist", "synthetic_ctr"},
@@ -47,6 +26,10 @@ Schema make_schema() {
                "MLP classifier (metric: accuracy) or wide LR/FM (metric: AUC)");
   s.add_int("model.k", 4, {1, 1024}, "FM latent dimension");
   s.add_string("model.hidden", "64", "hidden layer widths of the MLP, comma-separated; empty = logistic regression");
+}
+
+// train.*, sync.mode
+void add_train_keys(Schema& s) {
   s.add_int("train.steps", 200, IntRange::at_least(1), "local steps per worker");
   s.add_float("train.max_seconds", 0.0, FloatRange::at_least(0),
               "stop a worker after this many (wall or virtual) seconds; 0 = none; "
@@ -62,6 +45,10 @@ Schema make_schema() {
                "allreduce: synchronous gradient average each step; preduce: partial reduce; adpsgd: asynchronous "
                "pairwise averaging (active/passive workers, a communication thread each); eager: partial collective "
                "with a deadline; local: none");
+}
+
+// preduce.*, eager.*: the sync modes' settings
+void add_sync_keys(Schema& s) {
   s.add_int("preduce.group_size", 2, {0, 1 << 20},
             "P: workers per partial-reduce group; 0 = auto: the workers not persistently slow in a warm-up window "
             "(median step time <= auto_slow_ratio x the median worker's), clamped to [2, auto_max_group]");
@@ -98,6 +85,10 @@ Schema make_schema() {
   s.add_choice("eager.quorum", "solo", {"solo", "majority"},
                "members needed at the deadline: one, or half the workers");
   s.add_int("eager.sync_every", 10, {0, kMaxInt32}, "every n-th round is a synchronous model average over all workers");
+}
+
+// hetero.*: the injected worker-speed heterogeneity
+void add_hetero_keys(Schema& s) {
   s.add_string("hetero.slowdown", "", "per-worker step-time multipliers, repeated over workers (1,1,1,4)");
   s.add_float("hetero.base_ms", 0.0, FloatRange::at_least(0),
               "nominal device step time added before the slowdown (ms)");
@@ -122,6 +113,10 @@ Schema make_schema() {
                "slow links: per-worker extra time (ms) of every communication it takes part in, repeated over workers "
                "(0,0,0,10); not in MPI runs of adpsgd, whose gossip thread lives in mpi/");
   s.add_string("hetero.trace", "", "file of per-step delays in ms: line s, one comma-separated value per worker");
+}
+
+// sim.*, output.*
+void add_sim_and_output_keys(Schema& s) {
   s.add_int("sim.workers", 4, {1, 1 << 20}, "virtual workers (--simulate)");
   s.add_float("sim.compute_ms", 1.0, FloatRange::at_least(0), "virtual compute time of one step (ms), before hetero");
   s.add_float("sim.latency_ms", 0.05, FloatRange::at_least(0), "virtual latency of one reduction (ms)");
@@ -148,11 +143,9 @@ Schema make_schema() {
              "resume from the newest complete checkpoint in output.checkpoint_dir; allreduce and --simulate "
              "resume bit-exact, the asynchronous modes (preduce, eager, adpsgd, local) from the saved state but "
              "with timing-dependent groups; metrics lines of the steps before the checkpoint are kept");
-  return s;
 }
 
-TrainOptions read_options(const Config& c) {
-  TrainOptions o;
+void read_data_and_model(const Config& c, TrainOptions& o) {
   o.simulate = c.get_bool("simulate");
   o.source = c.get_string("data.source");
   o.mnist_dir = c.get_string("data.mnist_dir");
@@ -177,15 +170,10 @@ TrainOptions read_options(const Config& c) {
                   " in key 'model.hidden' is not in [1, 65536]");
     o.hidden.push_back(static_cast<int>(w));
   }
-  o.steps = c.get_int("train.steps");
-  o.max_seconds = c.get_float("train.max_seconds");
-  o.batch = c.get_int_as<int>("train.batch");
-  o.lr = c.get_float("train.lr");
-  o.seed = c.get_int_as<std::uint64_t>("train.seed");
-  o.eval_interval_s = c.get_float("train.eval_interval_s");
-  o.target_accuracy = c.get_float("train.target_accuracy");
-  o.log_interval = c.get_int("train.log_interval");
-  o.mode = parse_sync_mode(c.get_string("sync.mode"));
+}
+
+void read_sync(const Config& c, TrainOptions& o) {
+  o.mode = c.get_string("sync.mode");
   o.group_size = c.get_int_as<int>("preduce.group_size");
   o.auto_warmup_steps = c.get_int_as<int>("preduce.auto_warmup_steps");
   o.auto_slow_ratio = c.get_float("preduce.auto_slow_ratio");
@@ -202,6 +190,9 @@ TrainOptions read_options(const Config& c) {
   o.eager_deadline_ms = c.get_float("eager.deadline_ms");
   o.eager_majority = c.get_string("eager.quorum") == "majority";
   o.eager_sync_every = c.get_int_as<int>("eager.sync_every");
+}
+
+void read_hetero(const Config& c, TrainOptions& o) {
   o.hetero.slowdown = c.get_float_list("hetero.slowdown");
   o.hetero.base_ms = c.get_float("hetero.base_ms");
   o.hetero.jitter = c.get_string("hetero.jitter");
@@ -217,6 +208,45 @@ TrainOptions read_options(const Config& c) {
   o.hetero.max_factor = c.get_float("hetero.max_factor");
   o.hetero.link_ms = c.get_float_list("hetero.link_ms");
   o.hetero.seed = o.seed;
+}
+
+// Single-key ranges are the schema's; these rules span keys.
+void check_rules_across_keys(const TrainOptions& o) {
+  SKEW_CHECK(o.group_size != 1, "preduce.group_size must be 0 (auto) or >= 2 (a group of one averages nothing)");
+  SKEW_CHECK(o.refresh_staleness == 0 || o.refresh_staleness >= 2,
+             "preduce.refresh_staleness must be 0 (off) or >= 2 (the freshest member has staleness 1), got "
+                 << o.refresh_staleness);
+  SKEW_CHECK(o.refresh_staleness == 0 || o.overlap, "preduce.refresh_staleness needs preduce.overlap = true");
+  SKEW_CHECK(!(o.overlap && o.reduce_gradient), "preduce.overlap averages models: it needs preduce.reduce = model");
+}
+
+}  // namespace
+
+Schema make_schema() {
+  Schema s("preduce_train",
+           "Data-parallel training that tolerates stragglers: partial-reduce (any P ready workers "
+           "average with staleness-aware weights) against all-reduce, AD-PSGD, eager-SGD and local SGD.");
+  add_data_and_model_keys(s);
+  add_train_keys(s);
+  add_sync_keys(s);
+  add_hetero_keys(s);
+  add_sim_and_output_keys(s);
+  return s;
+}
+
+TrainOptions read_options(const Config& c) {
+  TrainOptions o;
+  read_data_and_model(c, o);
+  o.steps = c.get_int("train.steps");
+  o.max_seconds = c.get_float("train.max_seconds");
+  o.batch = c.get_int_as<int>("train.batch");
+  o.lr = c.get_float("train.lr");
+  o.seed = c.get_int_as<std::uint64_t>("train.seed");
+  o.eval_interval_s = c.get_float("train.eval_interval_s");
+  o.target_accuracy = c.get_float("train.target_accuracy");
+  o.log_interval = c.get_int("train.log_interval");
+  read_sync(c, o);
+  read_hetero(c, o);
   o.sim_workers = c.get_int_as<int>("sim.workers");
   o.sim_compute_ms = c.get_float("sim.compute_ms");
   o.sim_latency_ms = c.get_float("sim.latency_ms");
@@ -230,57 +260,8 @@ TrainOptions read_options(const Config& c) {
   o.checkpoint_interval = c.get_int("output.checkpoint_interval");
   o.keep = c.get_int_as<int>("output.keep");
   o.resume = c.get_bool("output.resume");
-  // Single-key ranges are the schema's; these rules span keys.
-  SKEW_CHECK(o.group_size != 1, "preduce.group_size must be 0 (auto) or >= 2 (a group of one averages nothing)");
-  SKEW_CHECK(o.refresh_staleness == 0 || o.refresh_staleness >= 2,
-             "preduce.refresh_staleness must be 0 (off) or >= 2 (the freshest member has staleness 1), got "
-                 << o.refresh_staleness);
-  SKEW_CHECK(o.refresh_staleness == 0 || o.overlap, "preduce.refresh_staleness needs preduce.overlap = true");
-  SKEW_CHECK(!(o.overlap && o.reduce_gradient), "preduce.overlap averages models: it needs preduce.reduce = model");
+  check_rules_across_keys(o);
   return o;
-}
-
-bool overlapped(const TrainOptions& opt) {
-  return opt.mode == SyncMode::Preduce && opt.overlap;
-}
-
-std::int64_t refresh_budget(const TrainOptions& opt, std::int64_t max_version, std::int64_t ready_version) {
-  const std::int64_t staleness = max_version - ready_version + 1;
-  return overlapped(opt) && opt.refresh_staleness > 0 && staleness >= opt.refresh_staleness ? staleness - 1 : 0;
-}
-
-bool time_limited(const TrainOptions& opt) {
-  return opt.max_seconds > 0.0 && opt.mode != SyncMode::Allreduce;
-}
-
-comm::GroupOptions group_options(const TrainOptions& opt, int num_workers) {
-  comm::GroupOptions g;
-  g.num_workers = num_workers;
-  if (opt.mode == SyncMode::Eager) {
-    // Everyone is invited to each round; the deadline decides who makes it. Equal weights.
-    g.group_size = num_workers;
-    g.alpha = 1.0;
-    g.deadline_s = opt.eager_deadline_ms * 1e-3;
-    g.min_group = opt.eager_majority ? (num_workers + 1) / 2 : 1;
-    g.full_sync_every = opt.eager_sync_every;
-    return g;
-  }
-  // A lone worker (a single-rank run) has no one to group with and trains alone, as before.
-  if (opt.mode == SyncMode::Preduce && num_workers > 1 && opt.group_size > num_workers)
-    SKEW_THROW("preduce.group_size " << opt.group_size << " is more than the " << num_workers
-                                     << " workers (sim.workers with --simulate, else the MPI ranks less a dedicated "
-                                        "controller)");
-  SKEW_CHECK(opt.mode != SyncMode::Preduce || opt.group_size >= 2,
-             "preduce.group_size = 0 (auto) reached the group former unresolved");
-  g.group_size = opt.group_size;
-  g.alpha = opt.alpha;
-  g.member_rule = opt.member_rule;
-  // The reference's bound counts worker updates (b * N); a group carries about P of them.
-  g.isolation_bound =
-      opt.isolation_bound > 0 ? std::max(1, opt.isolation_bound * num_workers / std::max(1, opt.group_size)) : 0;
-  g.deadline_s = opt.preduce_deadline_ms * 1e-3;
-  g.min_group = 2;
-  return g;
 }
 
 }  // namespace skew::preduce
