@@ -207,6 +207,8 @@ class WideFlow {
   void build_tile_csc(const WideBatch& batch, std::int64_t first, std::int64_t last, WideTileScratch& t) const;
   void sparse_gradient_lr(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
                           WideSparseGradient& out, const WideFusedUpdate* update);
+  std::int64_t prepare_lr_buffers(std::size_t nnz, int threads, std::uint32_t& cold_owners);
+  void record_lr_stats(std::int64_t tiles, std::int64_t entries, std::int64_t ranges, const WideSparseGradient& out);
   void sparse_gradient_fm(const WideBatch& batch, const float* params, float* logits, WidePool& pool,
                           WideSparseGradient& out, const WideFusedUpdate* update);
   void sparse_gradient_ffm(const WideBatch& batch, const float* params, float* logits, WidePool& pool,

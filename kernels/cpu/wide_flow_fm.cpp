@@ -83,6 +83,58 @@ float gather_apply_tile(const FmProgram& prog, const WideShape& s, const WideBat
   return bias_grad;
 }
 
+// What the FM feature pass reads: the batch's tiles, its samples' partial sums and loss
+// gradients, the owners' slot tags and this batch's tag id.
+struct FmOwnerPass {
+  const FmProgram& prog;
+  const float* params;
+  const std::vector<WideTileScratch>& tiles_csc;
+  const float* sample_acc;
+  const float* sample_grad;
+  std::uint64_t* owner_tags;
+  std::int64_t tiles, tile;
+  std::uint64_t batch;
+  int row_len, acc_len;
+};
+
+// Owner `owner` scatters the columns of its features, tile after tile, into its rows: one row per
+// distinct feature (`features[r]`'s row is rows[r * row_len ...]), claimed at its first column.
+void scatter_owner_columns(const FmOwnerPass& s, std::uint32_t owner, std::vector<std::uint32_t>& features,
+                           std::vector<float>& rows) {
+  const int row_len = s.row_len;
+  // Allocated here, by the thread that writes it once per entry: a scratch row allocated by
+  // another thread could share a cache line with that thread's (72 bytes each, from one arena).
+  std::vector<float> row_grad(static_cast<std::size_t>(row_len));
+  for (std::int64_t t = 0; t < s.tiles; ++t) {
+    const WideTileScratch& csc = s.tiles_csc[std::size_t(t)];
+    const std::int64_t first = t * s.tile;
+    const float* acc = s.sample_acc + std::size_t(first) * std::size_t(s.acc_len);
+    const float* grad = s.sample_grad + first;
+    const std::uint32_t mine_end = csc.owner_begin[owner + 1];
+    for (std::uint32_t k = csc.owner_begin[owner]; k < mine_end; ++k) {
+      if (k + kColumnPrefetch < mine_end)
+        wide_prefetch_row(
+            s.params + 1 + std::int64_t(csc.col_feature[csc.owner_columns[k + kColumnPrefetch]]) * row_len, row_len);
+      const std::uint32_t c = csc.owner_columns[k], feature = csc.col_feature[c];
+      const float* row = s.params + 1 + std::int64_t(feature) * row_len;
+      std::fill(row_grad.begin(), row_grad.end(), 0.0f);
+      for (std::uint32_t e = csc.col_begin[c]; e < csc.col_begin[c + 1]; ++e) {
+        const std::uint32_t i = csc.entry_sample[e];
+        s.prog.scatter(row, csc.entry_value[e], acc + std::size_t(i) * s.acc_len, grad[i], row_grad.data());
+      }
+      // The feature's slot in this owner's rows: claimed (its row zeroed) at its first column.
+      std::uint64_t& tag = s.owner_tags[feature];
+      if ((tag >> 32) != s.batch) {
+        tag = (s.batch << 32) | features.size();
+        features.push_back(feature);
+        rows.resize(rows.size() + std::size_t(row_len));
+      }
+      float* sum = rows.data() + std::size_t(std::uint32_t(tag)) * std::size_t(row_len);
+      for (int j = 0; j < row_len; ++j) sum[j] += row_grad[std::size_t(j)];
+    }
+  }
+}
+
 }  // namespace
 
 void WideFlow::sparse_gradient_fm(const WideBatch& b, const float* params, float* logits, WidePool& pool,
@@ -128,6 +180,9 @@ void WideFlow::sparse_gradient_fm(const WideBatch& b, const float* params, float
   }
   const std::uint64_t batch = owner_batch_;
   out.parts.resize(owners);
+  const FmOwnerPass pass{
+      prog,  params,  tile_csc_, sample_acc_.data(), sample_grad_.data(), owner_tags_.data(), tiles, tile,
+      batch, row_len, acc_len};
   pool.run_pinned(owners, [&](std::int64_t task, int) {
     const std::uint32_t owner = std::uint32_t(task);
     // Filled in locals and moved into the part once: the parts' vector headers share lines.
@@ -137,37 +192,7 @@ void WideFlow::sparse_gradient_fm(const WideBatch& b, const float* params, float
     features.clear();
     rows.clear();
     part.partial_rows.clear();
-    // Allocated here, by the thread that writes it once per entry: a scratch row allocated by
-    // another thread could share a cache line with that thread's (72 bytes each, from one arena).
-    std::vector<float> row_grad(static_cast<std::size_t>(row_len));
-    for (std::int64_t t = 0; t < tiles; ++t) {
-      const WideTileScratch& csc = tile_csc_[std::size_t(t)];
-      const std::int64_t first = t * tile;
-      const float* acc = sample_acc_.data() + std::size_t(first) * std::size_t(acc_len);
-      const float* grad = sample_grad_.data() + first;
-      const std::uint32_t mine_end = csc.owner_begin[owner + 1];
-      for (std::uint32_t k = csc.owner_begin[owner]; k < mine_end; ++k) {
-        if (k + kColumnPrefetch < mine_end)
-          wide_prefetch_row(
-              params + 1 + std::int64_t(csc.col_feature[csc.owner_columns[k + kColumnPrefetch]]) * row_len, row_len);
-        const std::uint32_t c = csc.owner_columns[k], feature = csc.col_feature[c];
-        const float* row = params + 1 + std::int64_t(feature) * row_len;
-        std::fill(row_grad.begin(), row_grad.end(), 0.0f);
-        for (std::uint32_t e = csc.col_begin[c]; e < csc.col_begin[c + 1]; ++e) {
-          const std::uint32_t i = csc.entry_sample[e];
-          prog.scatter(row, csc.entry_value[e], acc + std::size_t(i) * acc_len, grad[i], row_grad.data());
-        }
-        // The feature's slot in this owner's rows: claimed (its row zeroed) at its first column.
-        std::uint64_t& tag = owner_tags_[feature];
-        if ((tag >> 32) != batch) {
-          tag = (batch << 32) | features.size();
-          features.push_back(feature);
-          rows.resize(rows.size() + std::size_t(row_len));
-        }
-        float* sum = rows.data() + std::size_t(std::uint32_t(tag)) * std::size_t(row_len);
-        for (int j = 0; j < row_len; ++j) sum[j] += row_grad[std::size_t(j)];
-      }
-    }
+    scatter_owner_columns(pass, owner, features, rows);
     if (update) {
       const WideUpdateRule rule = update->rule;  // a local copy: stores to params cannot alias it
       wide_update_rows(rule, update->params, update->state, update->scale, features.data(), 0, features.size(),
