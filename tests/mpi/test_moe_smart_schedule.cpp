@@ -12,8 +12,9 @@
 #include <map>
 #include <type_traits>
 
+#include "apps/moe_train_options.hpp"
 #include "lib/moe/policies/fastermoe.hpp"
-#include "lib/moe/schema.hpp"
+#include "lib/moe/session.hpp"
 #include "lib/moe/smart_schedule.hpp"
 #include "tests/mpi/moe_model_fixture.hpp"
 #include "tests/unit/error_message.hpp"
@@ -316,7 +317,7 @@ TEST_CASE("smart schedule: separate non-blocking stages, posted ahead, adding up
 TEST_CASE("moe.fastermoe_chunks: range checked, and set only under the fastermoe policy", "[moe][fastermoe]") {
   const Schema schema = moe_train_schema();
   auto options = [&](std::vector<std::string> overrides) {
-    return moe_options(Config::parse_ini_text(schema, "", "test", std::move(overrides)));
+    return moe_options(moe_train_options(Config::parse_ini_text(schema, "", "test", std::move(overrides))).moe);
   };
   CHECK(options({"--moe.policy=fastermoe"}).schedule_chunks == 1);  // the paper's pairwise schedule
   CHECK(options({"--moe.policy=fastermoe", "--moe.fastermoe_chunks=4"}).schedule_chunks == 4);

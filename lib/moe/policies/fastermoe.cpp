@@ -108,11 +108,7 @@ void FasterMoePolicy<T>::reduce_shadow_grads(MoeLayer<T>& layer) {
 
 template <class T>
 void FasterMoePolicy<T>::summarise(Json& summary) const {
-  const auto& c = model_.constants();
-  summary["cost_constants"] = {{"gemm_flops", c.gemm_flops},
-                               {"alltoall_bandwidth", c.inter_bandwidth},
-                               {"allreduce_bandwidth", c.allreduce_bandwidth},
-                               {"alltoall_latency", c.alltoall_latency}};
+  summary["cost_constants"] = placement::cost_constants_summary(model_.constants());
 }
 
 template <class T>
@@ -123,7 +119,7 @@ std::shared_ptr<FasterMoePolicy<T>> make_fastermoe(const placement::PlacementOpt
   shape.hidden_dim = options.d_model;
   const placement::CostConstants constants = placement::measure_constants(world, placement.cost_overrides, shape);
   SKEW_INFO("fastermoe cost model: gemm " << constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all "
-                                          << constants.inter_bandwidth / 1e9 << " GB/s, all-reduce "
+                                          << constants.alltoall_bandwidth / 1e9 << " GB/s, all-reduce "
                                           << constants.allreduce_bandwidth / 1e9 << " GB/s");
   return std::make_shared<FasterMoePolicy<T>>(placement::CostModel(constants, shape));
 }

@@ -81,11 +81,7 @@ void FlexMoePolicy<T>::record(const Layers& /*layers*/, Json& record) const {
 template <class T>
 void FlexMoePolicy<T>::summarise(Json& summary) const {
   summary["placement_changes"] = changes_;
-  const auto& c = planner_->model().constants();
-  summary["cost_constants"] = {{"gemm_flops", c.gemm_flops},
-                               {"alltoall_bandwidth", c.inter_bandwidth},
-                               {"allreduce_bandwidth", c.allreduce_bandwidth},
-                               {"alltoall_latency", c.alltoall_latency}};
+  summary["cost_constants"] = placement::cost_constants_summary(planner_->model().constants());
 }
 
 template <class T>
