@@ -10,6 +10,7 @@
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_route.hpp"
 #include "lib/moe/moe_layer.hpp"
+#include "lib/moe/policies/policy.hpp"
 
 namespace skew::moe {
 
@@ -74,7 +75,7 @@ void MoeLayer<T>::route() {
   std::vector<std::vector<std::int64_t>> split(static_cast<std::size_t>(E));
   std::size_t replicas = 1;
   for (int e = 0; e < E; ++e) {
-    if (is_shadowed(e)) continue;
+    if (policy_->computed_where_routed(*this, e)) continue;
     if (!replicated) {
       split[static_cast<std::size_t>(e)] = {kept_count[static_cast<std::size_t>(e)]};
       continue;
@@ -87,7 +88,7 @@ void MoeLayer<T>::route() {
     replicas = std::max(replicas, split[static_cast<std::size_t>(e)].size());
   }
   // Expert e's j-th kept assignment goes to its first replica r with j < replica_end[e][r]
-  // (cumulative split); a shadowed expert's all to this rank.
+  // (cumulative split); an expert the policy has computed where routed: all to this rank.
   const auto R = static_cast<std::size_t>(replicas);
   std::vector<std::int64_t> replica_end(static_cast<std::size_t>(E) * R, std::numeric_limits<std::int64_t>::max());
   std::vector<std::int32_t> replica_rank(static_cast<std::size_t>(E) * R, world_.rank());

@@ -205,11 +205,11 @@ TEST_CASE("smart schedule: the GPT-MoE under fastermoe (with shadows) equals the
   auto train_step = [&](int chunks, std::vector<std::vector<int>>& shadows) {
     ModelOptions c = o;
     c.moe.schedule_chunks = chunks;
-    auto m = std::make_unique<GptMoe<double>>(c, world(), block_placements(c, world().size(), 2),
-                                              std::make_shared<FasterMoePolicy<double>>(model));
+    const auto policy = std::make_shared<FasterMoePolicy<double>>(model);
+    auto m = std::make_unique<GptMoe<double>>(c, world(), block_placements(c, world().size(), 2), policy);
     m->init(5);
     const double loss = run(*m, make_batch(c, 2 * world().size() + 1, world().rank(), world().size()), true);
-    for (auto& layer : m->moe()) shadows.push_back(layer->shadowed());
+    for (auto& layer : m->moe()) shadows.push_back(policy->shadowed(*layer));
     return std::make_pair(loss, std::move(m));
   };
   std::vector<std::vector<int>> plain_shadows;

@@ -17,7 +17,7 @@ FlexMoePolicy<T>::FlexMoePolicy(std::unique_ptr<placement::FlexMoePolicy> planne
 // Live shares: the planner fixed where replicas live; this step's own counts decide how the
 // tokens are split among them (every rank computes the same shares from the same counts).
 template <class T>
-placement::LayerPlacement FlexMoePolicy<T>::replica_shares(const MoeLayer<T>& layer,
+placement::LayerPlacement FlexMoePolicy<T>::replica_shares(const LayerView<T>& layer,
                                                            const std::vector<std::int64_t>& all_counts) const {
   placement::LayerPlacement shares = layer.placement();
   if (!planner_->options().live_shares) return shares;
