@@ -1,6 +1,6 @@
 // The [placement] section of moe_train's and placement_sim's configs as plain values, one field
 // per key (placement.<field>), and what lib/placement makes of them. The apps' options files fill
-// it from their configs; the ranges are checked there.
+// it from their configs; the defaults and ranges are declared there.
 #pragma once
 #include <string>
 
@@ -9,19 +9,19 @@
 namespace skew::placement {
 
 struct PlacementSettings {
-  int slots_per_rank = 0;  // 0 = experts per rank + 1
-  double threshold = 1.2;
-  int interval = 50;
-  double smoothing = 0.3;
-  int max_ops = 0;
-  std::string flexmoe_variant = "paper";  // paper or hedge
-  double hedge = 0.02;
-  std::string shares = "live";  // live, balanced or even
+  int slots_per_rank{};  // 0 = experts per rank + 1
+  double threshold{};
+  int interval{};
+  double smoothing{};
+  int max_ops{};
+  std::string flexmoe_variant;  // paper or hedge
+  double hedge{};
+  std::string shares;  // live, balanced or even
   // Cost-model overrides: 0 = measure (latency: -1 = measure).
-  double gemm_flops = 0, alltoall_bandwidth = 0, nvlink_bandwidth = 0, allreduce_bandwidth = 0;
-  double alltoall_latency = -1;
-  int gpus_per_node = 8;
-  int activation_bytes = 4, grad_bytes_per_param = 4, state_bytes_per_param = 12;
+  double gemm_flops{}, alltoall_bandwidth{}, nvlink_bandwidth{}, allreduce_bandwidth{};
+  double alltoall_latency{};
+  int gpus_per_node{};
+  int activation_bytes{}, grad_bytes_per_param{}, state_bytes_per_param{};
 };
 
 // The cost constants as configured (0 = measure; latency -1 = measure), the expert's byte sizes
