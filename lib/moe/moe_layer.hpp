@@ -64,6 +64,8 @@ class MoeLayer final : public LayerView<T> {
 
  private:
   void route();
+  int split_replicas(const std::vector<std::int64_t>& kept_count);  // moe_layer_route.cpp
+  void regroup_received(const std::vector<std::int64_t>& block);
   // Expert e's parameters and gradients: the replica this rank holds, else the copy the policy
   // lends it for this step.
   T* params_of(int e);
