@@ -8,6 +8,7 @@
 #include "core/timer.hpp"
 #include "kernels/moe_route.hpp"
 #include "lib/moe/ops.hpp"
+#include "lib/moe/policies/policy.hpp"
 #include "lib/moe/row_permute.hpp"
 
 namespace skew::moe {
@@ -82,28 +83,21 @@ void MoeLayer<T>::init_experts(std::uint64_t seed, int layer, double stddev) {
 }
 
 template <class T>
-void MoeLayer<T>::set_shadowed(std::vector<int> experts) {
-  shadowed_ = std::move(experts);
-  shadow_flag_.assign(static_cast<std::size_t>(opt_.gate.num_experts), 0);
-  for (int e : shadowed_) shadow_flag_[static_cast<std::size_t>(e)] = 1;
-  shadows_.clear();
-  weights_changed();
-}
-
-template <class T>
 T* MoeLayer<T>::params_of(int e) {
   auto it = experts_.find(e);
   if (it != experts_.end()) return it->second.w.template data<T>();
-  auto sh = shadows_.find(e);
-  SKEW_CHECK(sh != shadows_.end(),
-             "rank " << world_.rank() << " received tokens for expert " << e << " it does not hold");
-  return sh->second.w.data();
+  T* lent = policy_->lent_params(*this, e);
+  SKEW_CHECK(lent, "rank " << world_.rank() << " received tokens for expert " << e << " it does not hold");
+  return lent;
 }
 
 template <class T>
 T* MoeLayer<T>::grads_of(int e) {
   auto it = experts_.find(e);
-  return it != experts_.end() ? it->second.g.data() : shadows_.at(e).g.data();
+  if (it != experts_.end()) return it->second.g.data();
+  T* lent = policy_->lent_grads(*this, e);
+  SKEW_CHECK(lent, "rank " << world_.rank() << " computed expert " << e << " it does not hold");
+  return lent;
 }
 
 namespace {

@@ -4,7 +4,7 @@
 // exchanges in FasterMoE's pipelined stages, smart_schedule.hpp) ->
 // weighted combine; and the backward through all of it. The policy (lib/moe/policies) is
 // consulted at fixed points of the step; the layer never asks which one it holds. Expert e's FFN: y = gelu(x W1 + b1)
-// W2 + b2, its parameters packed flat [W1 | b1 | W2 | b2] so replicas and shadows move as one buffer.
+// W2 + b2, its parameters packed flat [W1 | b1 | W2 | b2] so replicas (and a policy's lent copies) move as one buffer.
 // Routing is in moe_layer_route.cpp, the smart schedule in moe_layer_schedule.cpp; the data plane
 // runs on MoeOptions::device through the kernels of kernels/moe_*.hpp (one body, host or CUDA).
 #pragma once
@@ -14,82 +14,17 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.hpp"
-#include "lib/moe/gate.hpp"
+#include "lib/moe/layer_view.hpp"
 #include "lib/moe/moe_layer_buffer.hpp"
-#include "lib/moe/ops.hpp"
-#include "lib/moe/policies/policy.hpp"
-#include "lib/placement/placement.hpp"
 #include "mpi/process_group.hpp"
 
 namespace skew::moe {
 
-enum class Policy { Static, DeepSpeed, FasterMoE, FlexMoE };
-Policy parse_policy(const std::string& name);
-
-struct MoeOptions {
-  int d_model = 16, d_ff = 32;
-  GateOptions gate;
-  Policy policy = Policy::Static;
-  double capacity_factor_train = 1.0, capacity_factor_eval = 1.0;  // deepspeed (policies/deepspeed.hpp)
-  std::int64_t min_capacity = 4;                                   // deepspeed: least slots per expert
-  bool drop_tokens = true;                                         // deepspeed: false = dropless, padded to max load
-  bool use_rts = true;                                             // deepspeed: top-1 random token selection
-  bool drop_by_probability = false;                                // deepspeed: keep the most probable
-  Precision precision = Precision::Fp32;                           // of the expert FFN GEMMs (the model sets it)
-  // FasterMoE's smart schedule (smart_schedule.hpp): 0 = one blocking all-to-all, then the expert
-  // compute; c >= 1 = pairwise stages, each peer's rows in c chunks, the exchange of the next
-  // chunk overlapping the compute of the current one, forward and backward. moe_train sets it
-  // from moe.fastermoe_chunks under the fastermoe policy. The rows computed do not depend on it
-  // (float64 bit for bit; float to OpenBLAS's rounding of a smaller GEMM).
-  int schedule_chunks = 0;
-  // Where the layer's data plane runs: every per-token array (x, y, dy, dx, wg, dwg passed in,
-  // the gate's, the exchange buffers, the expert activations) and the experts' parameters,
-  // gradients and AdamW moments, and fastermoe's shadow copies live there. Cuda: float only,
-  // every policy and the smart schedule; the host sees only the per-expert counts, the scalar
-  // losses and, for deepspeed's token dropping, the expert choices.
-  Device device = Device::Host;
-  std::int64_t expert_params() const { return 2LL * d_model * d_ff + d_ff + d_model; }
-};
-
-// What one forward pass of every layer shares.
-struct StepContext {
-  bool training = true;
-  const std::int32_t* forced = nullptr;  // replayed expert choices [n * k], or null
-  const void* jitter = nullptr;          // gate input noise [n * d] of the layer's scalar type, or null
-  // Key the step's random choices (DeepSpeed's random token selection), so that a step, and a
-  // resumed run, is reproducible: the run's seed, the iteration and the MoE layer's index.
-  std::uint64_t seed = 0;
-  std::int64_t iteration = 0;
-  int layer = 0;
-};
-
-// Per step: wall seconds by phase; expert_cpu = this thread's CPU seconds in the expert FFNs
-// (immune to other processes sharing the cores); bytes this rank sends to other ranks in the
-// four all-to-all rounds, in replica gradient all-reduce (ring: 2 (n-1)/n of the buffer), in
-// fastermoe's shadow exchange (parameter broadcast: the buffer, from the owner; gradient reduce:
-// the buffer, from every other rank to the owner) and in moving expert state to new replicas
-// before the step (flexmoe placement changes, counted by the policy's re-plan).
-struct LayerTimes {
-  double gate = 0, dispatch = 0, expert = 0, combine = 0, alltoall = 0, sync = 0;
-  double expert_cpu = 0, alltoall_bytes = 0, sync_bytes = 0, move_bytes = 0;
-};
+template <class T>
+class BalancingPolicy;
 
 template <class T>
-struct ExpertState {
-  Tensor w, m, v;    // parameters and AdamW moments, flat, on the layer's device
-  LayerBuffer<T> g;  // gradients, on the layer's device
-};
-
-// A copy of an expert this rank computes for one step without holding it (FasterMoE's shadows).
-template <class T>
-struct ShadowCopy {
-  explicit ShadowCopy(Device device) : w(device), g(device) {}
-  LayerBuffer<T> w, g;  // parameters lent by the owner, gradients to return to it; on the layer's device
-};
-
-template <class T>
-class MoeLayer {
+class MoeLayer final : public LayerView<T> {
  public:
   // `policy` may be shared by all layers of a model; null = the one opt.policy names.
   MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placement::LayerPlacement placement,
@@ -101,46 +36,38 @@ class MoeLayer {
   void forward(int n, const T* x, const T* wg, const StepContext& ctx, T* y);
   // dy -> dx (written); accumulates dwg and local expert gradients.
   void backward(const T* dy, const T* wg, T* dx, T* dwg);
-  // The policy's gradient reduction: within each replica group, shadows' to their owner.
+  // The policy's gradient reduction (e.g. within each replica group).
   void reduce_replica_grads();
 
-  const placement::LayerPlacement& placement() const { return placement_; }
-  void set_placement(placement::LayerPlacement p) { placement_ = std::move(p); }
+  const placement::LayerPlacement& placement() const override { return placement_; }
+  void set_placement(placement::LayerPlacement p) override { placement_ = std::move(p); }
   // Mutable access to the experts' state counts as a weight change (the optimizer's step, a
   // checkpoint's load, a replica move): the bf16 weight copies are rounded again at the next forward.
-  std::map<int, ExpertState<T>>& experts() {
+  std::map<int, ExpertState<T>>& experts() override {
     weights_changed();
     return experts_;
   }
   // Marks the experts' bf16 weight copies stale, so the next forward rounds them from the fp32
   // weights again (the backward keeps its forward's copies): for code that writes weights through
   // pointers it kept from an earlier experts() call.
-  void weights_changed();
+  void weights_changed() override;
   ExpertState<T>& create_expert(int e);
-  const GateState<T>& gate_state() const { return gate_; }
-  const StepContext& step() const { return step_; }        // of the current forward
-  const std::vector<char>& kept() const { return kept_; }  // [n*k]: 0 where the policy dropped the assignment
-  std::int64_t dropped() const { return dropped_; }        // assignments dropped this step, global
-  std::int64_t padded() const { return padded_; }          // zero rows computed this step, global
+  const GateState<T>& gate_state() const override { return gate_; }
+  const StepContext& step() const override { return step_; }  // of the current forward
+  const std::vector<char>& kept() const { return kept_; }     // [n*k]: 0 where the policy dropped the assignment
+  std::int64_t dropped() const { return dropped_; }           // assignments dropped this step, global
+  std::int64_t padded() const { return padded_; }             // zero rows computed this step, global
   std::int64_t computed_rows() const { return static_cast<std::int64_t>(xe_.size()) / opt_.d_model; }  // on this rank
-  LayerTimes& times() { return times_; }
-  const MoeOptions& options() const { return opt_; }
-  comm::ProcessGroup& world() const { return world_; }
-
-  // Experts computed this step on every rank that routes tokens to them, from a ShadowCopy
-  // where the rank does not hold them (set by the policy before routing, ascending).
-  const std::vector<int>& shadowed() const { return shadowed_; }
-  bool is_shadowed(int e) const { return !shadow_flag_.empty() && shadow_flag_[static_cast<std::size_t>(e)]; }
-  // Names this step's shadows; drops the previous step's copies.
-  void set_shadowed(std::vector<int> experts);
-  ShadowCopy<T>& shadow(int e) {
-    weights_changed();
-    return shadows_.try_emplace(e, opt_.device).first->second;
-  }
-  void drop_shadow_copies() { shadows_.clear(); }
+  LayerTimes& times() override { return times_; }
+  const MoeOptions& options() const override { return opt_; }
+  comm::ProcessGroup& world() const override { return world_; }
 
  private:
   void route();
+  int split_replicas(const std::vector<std::int64_t>& kept_count);  // moe_layer_route.cpp
+  void regroup_received(const std::vector<std::int64_t>& block);
+  // Expert e's parameters and gradients: the replica this rank holds, else the copy the policy
+  // lends it for this step.
   T* params_of(int e);
   T* grads_of(int e);
   // Local experts (ids) and their rows: group g is rows [offsets[g], offsets[g+1]) of the row
@@ -183,9 +110,6 @@ class MoeLayer {
   placement::LayerPlacement placement_;
   std::shared_ptr<BalancingPolicy<T>> policy_;
   std::map<int, ExpertState<T>> experts_;
-  std::map<int, ShadowCopy<T>> shadows_;
-  std::vector<int> shadowed_;
-  std::vector<char> shadow_flag_;  // [E]
 
   GateState<T> gate_;
   StepContext step_;

@@ -10,6 +10,7 @@
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_route.hpp"
 #include "lib/moe/moe_layer.hpp"
+#include "lib/moe/policies/policy.hpp"
 
 namespace skew::moe {
 
@@ -42,39 +43,24 @@ std::vector<std::vector<std::int64_t>> locality_split(const std::vector<std::int
 }
 }  // namespace
 
-// Decides the destination (rank, expert) block of every kept assignment and its row there, on
-// the layer's device; the per-block counts come to the host (the policy's padding, the exchange
-// sizes) and the receive side's regrouping is computed there from counts alone.
+// The replica split: each expert's tokens over all ranks go to its replicas by the placement
+// shares (the policy's this step), each rank's own replica taking its local tokens first
+// (locality_split); into replica_end_ and replica_rank_ ([E, R]). Returns R, the most replicas
+// of one expert.
 template <class T>
-void MoeLayer<T>::route() {
-  const int E = opt_.gate.num_experts, k = opt_.gate.top_k, N = world_.size();
-  const Device device = opt_.device;
-  const std::size_t nk = static_cast<std::size_t>(n_) * k;
-  const auto nk64 = static_cast<std::int64_t>(nk);
-  kept_flags_.assign_from(std::vector<std::uint8_t>(kept_.begin(), kept_.end()));
-  // Kept assignments per expert (bin E: the dropped ones), and each one's rank among its expert's.
-  keys_.resize(nk);
-  km::choice_keys(device, nk64, E, gate_.expert.data(), kept_flags_.data(), keys_.data());
-  counts_.resize(static_cast<std::size_t>(E) + 1);
-  km::histogram(device, keys_.data(), nk64, E + 1, counts_.data());
-  std::vector<std::int64_t> kept_count = counts_.host_copy();
-  kept_count.resize(static_cast<std::size_t>(E));
-  offsets_.zeros(static_cast<std::size_t>(E) + 1);
-  order_.resize(nk);
-  km::stable_positions(device, keys_.data(), nk64, E + 1, offsets_.data(), order_.data());
-  // Replica split: the expert's tokens over all ranks go to its replicas by the placement
-  // shares, each rank's own replica taking its local tokens first (locality_split).
+int MoeLayer<T>::split_replicas(const std::vector<std::int64_t>& kept_count) {
+  const int E = opt_.gate.num_experts, N = world_.size();
   bool replicated = false;
   for (int e = 0; e < E; ++e) replicated = replicated || placement_.experts[static_cast<std::size_t>(e)].size() >= 2;
   std::vector<std::int64_t> all_counts(static_cast<std::size_t>(N) * E);
-  if (replicated) world_.allgather(comm::view(kept_count), comm::view(all_counts));
+  if (replicated) world_.allgather(comm::cview(kept_count), comm::view(all_counts));
   // The policy decides how each replicated expert's tokens split among its replicas this step.
   const placement::LayerPlacement shares =
       replicated ? policy_->replica_shares(*this, all_counts) : placement::LayerPlacement{};
   std::vector<std::vector<std::int64_t>> split(static_cast<std::size_t>(E));
   std::size_t replicas = 1;
   for (int e = 0; e < E; ++e) {
-    if (is_shadowed(e)) continue;
+    if (policy_->computed_where_routed(*this, e)) continue;
     if (!replicated) {
       split[static_cast<std::size_t>(e)] = {kept_count[static_cast<std::size_t>(e)]};
       continue;
@@ -87,7 +73,7 @@ void MoeLayer<T>::route() {
     replicas = std::max(replicas, split[static_cast<std::size_t>(e)].size());
   }
   // Expert e's j-th kept assignment goes to its first replica r with j < replica_end[e][r]
-  // (cumulative split); a shadowed expert's all to this rank.
+  // (cumulative split); an expert the policy has computed where routed: all to this rank.
   const auto R = static_cast<std::size_t>(replicas);
   std::vector<std::int64_t> replica_end(static_cast<std::size_t>(E) * R, std::numeric_limits<std::int64_t>::max());
   std::vector<std::int32_t> replica_rank(static_cast<std::size_t>(E) * R, world_.rank());
@@ -102,32 +88,18 @@ void MoeLayer<T>::route() {
   }
   replica_end_.assign_from(replica_end);
   replica_rank_.assign_from(replica_rank);
-  const int bins = N * E;
-  km::dispatch_keys(device, nk64, E, static_cast<int>(R), gate_.expert.data(), kept_flags_.data(), order_.data(),
-                    replica_end_.data(), replica_rank_.data(), bins, keys_.data());
-  counts_.resize(static_cast<std::size_t>(bins) + 1);
-  km::histogram(device, keys_.data(), nk64, bins + 1, counts_.data());
-  std::vector<std::int64_t> block = counts_.host_copy();
-  const std::int64_t dropped = block[static_cast<std::size_t>(bins)];
-  block.resize(static_cast<std::size_t>(bins));
-  const std::int64_t padded = policy_->pad(*this, block);
-  std::vector<double> totals = {static_cast<double>(dropped), static_cast<double>(padded)};
-  world_.allreduce(comm::view(totals), comm::ReduceOp::Sum);
-  dropped_ = std::llround(totals[0]);
-  padded_ = std::llround(totals[1]);
-  // Block offsets with the policy's padding; the dropped assignments' bin starts past the last row.
-  std::vector<std::int64_t> offsets(static_cast<std::size_t>(bins) + 1);
-  km::exclusive_scan(Device::Host, block.data(), bins, offsets.data());
-  offsets[static_cast<std::size_t>(bins)] = offsets[static_cast<std::size_t>(bins) - 1] + block.back();
-  offsets_.assign_from(offsets);
-  pos_.resize(nk);
-  km::stable_positions(device, keys_.data(), nk64, bins + 1, offsets_.data(), pos_.data());
-  send_rows_.assign(static_cast<std::size_t>(N), 0);
-  for (int r = 0; r < N; ++r)
-    for (int e = 0; e < E; ++e)
-      send_rows_[static_cast<std::size_t>(r)] += static_cast<std::size_t>(block[static_cast<std::size_t>(r * E + e)]);
+  return static_cast<int>(R);
+}
+
+// Exchanges the per-block row counts (`block`: what this rank sends) and regroups the rows it
+// will receive, grouped by (source, expert), expert-contiguously: local_experts_, local_offset_
+// and each received row's position (local_pos_).
+template <class T>
+void MoeLayer<T>::regroup_received(const std::vector<std::int64_t>& block) {
+  const int E = opt_.gate.num_experts, N = world_.size(), bins = N * E;
+  const Device device = opt_.device;
   recv_expert_rows_.assign(static_cast<std::size_t>(bins), 0);
-  world_.alltoall(comm::view(block), comm::view(recv_expert_rows_));
+  world_.alltoall(comm::cview(block), comm::view(recv_expert_rows_));
   recv_rows_.assign(static_cast<std::size_t>(N), 0);
   std::vector<std::int64_t> per_expert(static_cast<std::size_t>(E), 0);
   for (int r = 0; r < N; ++r)
@@ -162,7 +134,59 @@ void MoeLayer<T>::route() {
   km::local_positions(device, block_begin.back(), bins, block_begin_.data(), block_target_.data(), local_pos_.data());
 }
 
+// Decides the destination (rank, expert) block of every kept assignment and its row there, on
+// the layer's device; the per-block counts come to the host (the policy's padding, the exchange
+// sizes) and the receive side's regrouping is computed there from counts alone.
+template <class T>
+void MoeLayer<T>::route() {
+  const int E = opt_.gate.num_experts, k = opt_.gate.top_k, N = world_.size();
+  const Device device = opt_.device;
+  const std::size_t nk = static_cast<std::size_t>(n_) * k;
+  const auto nk64 = static_cast<std::int64_t>(nk);
+  kept_flags_.assign_from(std::vector<std::uint8_t>(kept_.begin(), kept_.end()));
+  // Kept assignments per expert (bin E: the dropped ones), and each one's rank among its expert's.
+  keys_.resize(nk);
+  km::choice_keys(device, nk64, E, gate_.expert.data(), kept_flags_.data(), keys_.data());
+  counts_.resize(static_cast<std::size_t>(E) + 1);
+  km::histogram(device, keys_.data(), nk64, E + 1, counts_.data());
+  std::vector<std::int64_t> kept_count = counts_.host_copy();
+  kept_count.resize(static_cast<std::size_t>(E));
+  offsets_.zeros(static_cast<std::size_t>(E) + 1);
+  order_.resize(nk);
+  km::stable_positions(device, keys_.data(), nk64, E + 1, offsets_.data(), order_.data());
+  const int R = split_replicas(kept_count);
+  const int bins = N * E;
+  km::dispatch_keys(device, nk64, E, R, gate_.expert.data(), kept_flags_.data(), order_.data(), replica_end_.data(),
+                    replica_rank_.data(), bins, keys_.data());
+  counts_.resize(static_cast<std::size_t>(bins) + 1);
+  km::histogram(device, keys_.data(), nk64, bins + 1, counts_.data());
+  std::vector<std::int64_t> block = counts_.host_copy();
+  const std::int64_t dropped = block[static_cast<std::size_t>(bins)];
+  block.resize(static_cast<std::size_t>(bins));
+  const std::int64_t padded = policy_->pad(*this, block);
+  std::vector<double> totals = {static_cast<double>(dropped), static_cast<double>(padded)};
+  world_.allreduce(comm::view(totals), comm::ReduceOp::Sum);
+  dropped_ = std::llround(totals[0]);
+  padded_ = std::llround(totals[1]);
+  // Block offsets with the policy's padding; the dropped assignments' bin starts past the last row.
+  std::vector<std::int64_t> offsets(static_cast<std::size_t>(bins) + 1);
+  km::exclusive_scan(Device::Host, block.data(), bins, offsets.data());
+  offsets[static_cast<std::size_t>(bins)] = offsets[static_cast<std::size_t>(bins) - 1] + block.back();
+  offsets_.assign_from(offsets);
+  pos_.resize(nk);
+  km::stable_positions(device, keys_.data(), nk64, bins + 1, offsets_.data(), pos_.data());
+  send_rows_.assign(static_cast<std::size_t>(N), 0);
+  for (int r = 0; r < N; ++r)
+    for (int e = 0; e < E; ++e)
+      send_rows_[static_cast<std::size_t>(r)] += static_cast<std::size_t>(block[static_cast<std::size_t>(r * E + e)]);
+  regroup_received(block);
+}
+
 template void MoeLayer<float>::route();
 template void MoeLayer<double>::route();
+template int MoeLayer<float>::split_replicas(const std::vector<std::int64_t>&);
+template int MoeLayer<double>::split_replicas(const std::vector<std::int64_t>&);
+template void MoeLayer<float>::regroup_received(const std::vector<std::int64_t>&);
+template void MoeLayer<double>::regroup_received(const std::vector<std::int64_t>&);
 
 }  // namespace skew::moe

@@ -94,10 +94,10 @@ void load_step(Session& s, std::int64_t step, int written, const StepFiles& f) {
 
 }  // namespace
 
-std::int64_t restore(Session& s, const Config& config) {
-  SKEW_CHECK(s.ckpt || !config.get_bool("output.resume"),
-             "output.resume = true needs output.checkpoint_dir, the directory to resume from");
-  if (!s.ckpt || !config.get_bool("output.resume")) return 0;
+std::int64_t restore(Session& s) {
+  const bool resume = s.options.output.resume;
+  SKEW_CHECK(s.ckpt || !resume, "output.resume = true needs output.checkpoint_dir, the directory to resume from");
+  if (!s.ckpt || !resume) return 0;
   const std::vector<std::int64_t> steps = s.ckpt->complete_steps();
   std::string skipped;  // "step N: reason; " for the error when no step verifies
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
@@ -121,8 +121,9 @@ std::int64_t restore(Session& s, const Config& config) {
                                        "history are planned for that many ranks; resume it with "
                                     << written << " ranks, or start a new checkpoint directory");
       // Routing traces are one file per rank of the run that wrote them.
-      for (const char* key : {"moe.save_trace", "moe.replay_trace"})
-        SKEW_CHECK(written == s.world.size() || config.get_string(key).empty(),
+      for (const auto& [key, file] : {std::pair{"moe.save_trace", &s.options.moe.save_trace},
+                                      std::pair{"moe.replay_trace", &s.options.moe.replay_trace}})
+        SKEW_CHECK(written == s.world.size() || file->empty(),
                    key << " is one file per rank, but checkpoint step " << step << " was written by " << written
                        << " ranks and this run has " << s.world.size() << ": resume without it, or with " << written
                        << " ranks");

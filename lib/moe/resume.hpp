@@ -17,8 +17,8 @@
 
 namespace skew::moe {
 
-// Loads the checkpoint into `s` when output.resume is set; returns the iteration to start from
-// (0: nothing to resume). Collective.
-std::int64_t restore(Session& s, const Config& config);
+// Loads the checkpoint into `s` when its output.resume is set; returns the iteration to start
+// from (0: nothing to resume). Collective.
+std::int64_t restore(Session& s);
 
 }  // namespace skew::moe

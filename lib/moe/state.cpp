@@ -101,18 +101,27 @@ void load_state_resharded(const TensorLookup& get, MoeNetwork<float>& model, Ada
   for (std::size_t l = 0; l < model.moe().size(); ++l) load_experts(get, *model.moe()[l], l, rank);
 }
 
-Json model_keys(const Config& config) {
-  const std::string arch = config.get_string("model.arch");
+Json model_keys(const MoeTrainOptions& options) {
+  const ModelSection& m = options.model;
+  const std::string& arch = m.arch;
   Json keys = {{"model.arch", arch}};
   // model.heads changes no tensor's shape but what the attention weights mean, so it counts too.
-  std::vector<std::string> shape = {"model.d_model", "model.heads", "model.moe_every", "moe.num_experts", "moe.d_ff"};
+  std::vector<std::pair<const char*, std::int64_t>> shape = {{"model.d_model", m.d_model},
+                                                             {"model.heads", m.heads},
+                                                             {"model.moe_every", m.moe_every},
+                                                             {"moe.num_experts", options.moe.num_experts},
+                                                             {"moe.d_ff", options.moe.d_ff}};
   // The dense FFNs' width: Swin's stage 1 always has them, GPT and BERT only with moe_every = 2.
-  if (arch == "swin" || config.get_int("model.moe_every") != 1) shape.push_back("model.d_ff");
+  if (arch == "swin" || m.moe_every != 1) shape.emplace_back("model.d_ff", m.d_ff);
+  const SwinOptions& swin = options.swin;
   if (arch == "swin")
-    shape.insert(shape.end(), {"swin.patch", "swin.window", "swin.stage1_blocks", "swin.stage2_blocks"});
+    shape.insert(shape.end(), {{"swin.patch", swin.patch},
+                               {"swin.window", swin.window},
+                               {"swin.stage1_blocks", swin.stage1_blocks},
+                               {"swin.stage2_blocks", swin.stage2_blocks}});
   else
-    shape.insert(shape.end(), {"model.layers", "model.seq_len"});
-  for (const std::string& key : shape) keys[key] = config.get_int(key);
+    shape.insert(shape.end(), {{"model.layers", m.layers}, {"model.seq_len", m.seq_len}});
+  for (const auto& [key, value] : shape) keys[key] = value;
   return keys;
 }
 

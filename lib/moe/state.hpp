@@ -6,10 +6,10 @@
 #include <utility>
 #include <vector>
 
-#include "core/config.hpp"
 #include "core/metrics.hpp"
 #include "core/safetensors.hpp"
 #include "lib/moe/optimizer.hpp"
+#include "lib/moe/options.hpp"
 #include "lib/placement/policy.hpp"
 
 namespace skew::moe {
@@ -30,7 +30,7 @@ std::string expert_tensor_name(std::size_t layer, int e, const char* what);
 // The keys that decide what a checkpoint's tensors mean: model.arch and the shape keys of that
 // family ({"model.arch": "bert", "model.d_model": 64, ...}). Tensor shapes alone cannot tell a
 // BERT checkpoint from a GPT one of the same size, so the index records these.
-Json model_keys(const Config& config);
+Json model_keys(const MoeTrainOptions& options);
 // Empty when `index` was written under `keys` (or predates the record: older indexes have no
 // "model" and are checked by their tensors alone); else the error naming the first differing key
 // and both values.

@@ -37,12 +37,12 @@ void checkpoint(Session& s, std::int64_t step) {
 // in FILE.rank<r>; a resumed run appends to (or replays from) where it stopped.
 class RoutingTrace {
  public:
-  RoutingTrace(const Config& config, Session& s, std::int64_t start)
+  RoutingTrace(Session& s, std::int64_t start)
       : suffix_(".rank" + std::to_string(s.world.rank())),
-        replay_name_(config.get_string("moe.replay_trace")),
+        replay_name_(s.options.moe.replay_trace),
         choices_(static_cast<std::size_t>(s.model->tokens_per_step() * s.model->network().options().moe.gate.top_k)),
         forced_(s.model->network().moe().size(), std::vector<std::int32_t>(choices_)) {
-    const std::string save = config.get_string("moe.save_trace");
+    const std::string& save = s.options.moe.save_trace;
     if (!save.empty()) {
       save_.open(save + suffix_, start > 0 ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
     }
@@ -243,11 +243,11 @@ Json summarise(const Session& s, const Totals& t, std::int64_t start) {
 
 }  // namespace
 
-Json train(const Config& config, comm::ProcessGroup& world) {
-  Session s(config, world);
-  const std::int64_t start = restore(s, config);
-  RoutingTrace trace(config, s, start);
-  const std::string metrics_path = world.rank() == 0 ? config.get_string("output.metrics") : "";
+Json train(const MoeTrainOptions& options, comm::ProcessGroup& world) {
+  Session s(options, world);
+  const std::int64_t start = restore(s);
+  RoutingTrace trace(s, start);
+  const std::string metrics_path = world.rank() == 0 ? options.output.metrics : "";
   if (start > 0) keep_jsonl_records_before(metrics_path, "iter", start);
   JsonlWriter metrics(metrics_path, start > 0 ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
   const LoopOptions& o = s.loop;

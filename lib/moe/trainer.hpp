@@ -4,15 +4,14 @@
 #pragma once
 #include <memory>
 
-#include "core/config.hpp"
 #include "core/metrics.hpp"
-#include "lib/moe/schema.hpp"
+#include "lib/moe/options.hpp"
 #include "mpi/process_group.hpp"
 
 namespace skew::moe {
 
-// Runs the configured training on `world`; returns the summary (final loss, validation loss,
+// Runs the training `options` describe on `world`; returns the summary (final loss, validation loss,
 // throughput, balance, drops, the unigram entropy of the training text, ...).
-Json train(const Config& config, comm::ProcessGroup& world);
+Json train(const MoeTrainOptions& options, comm::ProcessGroup& world);
 
 }  // namespace skew::moe

@@ -59,15 +59,20 @@ CalibrationFit fit_constants(const std::vector<MeasuredRun>& runs, const ExpertS
   const double slope = (n * sxy - sx * sy) / var, intercept = (sy - slope * sx) / n;
   SKEW_CHECK(slope > 0, "calibration: all-to-all time does not grow with the bytes moved (slope "
                             << slope << " s/byte): the measured runs are dominated by waiting, not transfer");
-  fit.constants.intra_bandwidth = fit.constants.inter_bandwidth = 1.0 / slope;
+  fit.constants.nvlink_bandwidth = fit.constants.alltoall_bandwidth = 1.0 / slope;
   fit.constants.alltoall_latency = std::max(0.0, intercept);
   return fit;
 }
 
+// The file keeps the names it was first written with (intra_/inter_bandwidth: nvlink_ and
+// alltoall_bandwidth), so older calibration files still read.
 Json constants_to_json(const CostConstants& c) {
-  return Json{{"gemm_flops", c.gemm_flops},           {"intra_bandwidth", c.intra_bandwidth},
-              {"inter_bandwidth", c.inter_bandwidth}, {"allreduce_bandwidth", c.allreduce_bandwidth},
-              {"gpus_per_node", c.gpus_per_node},     {"alltoall_latency", c.alltoall_latency}};
+  return Json{{"gemm_flops", c.gemm_flops},
+              {"intra_bandwidth", c.nvlink_bandwidth},
+              {"inter_bandwidth", c.alltoall_bandwidth},
+              {"allreduce_bandwidth", c.allreduce_bandwidth},
+              {"gpus_per_node", c.gpus_per_node},
+              {"alltoall_latency", c.alltoall_latency}};
 }
 
 CostConstants read_constants_json(const std::string& path) {
@@ -87,8 +92,8 @@ CostConstants read_constants_json(const std::string& path) {
                path << ": key '" << key << "' = " << out << " is below " << min << " or not finite");
   };
   number("gemm_flops", c.gemm_flops, 1e-300);
-  number("intra_bandwidth", c.intra_bandwidth, 1e-300);
-  number("inter_bandwidth", c.inter_bandwidth, 1e-300);
+  number("intra_bandwidth", c.nvlink_bandwidth, 1e-300);
+  number("inter_bandwidth", c.alltoall_bandwidth, 1e-300);
   number("allreduce_bandwidth", c.allreduce_bandwidth, 1e-300);
   number("alltoall_latency", c.alltoall_latency, 0);
   double per_node = 0;

@@ -12,9 +12,9 @@
 namespace skew::placement {
 
 CostModel::CostModel(CostConstants constants, ExpertShape shape) : c_(constants), s_(shape) {
-  SKEW_CHECK(c_.gemm_flops > 0 && c_.intra_bandwidth > 0 && c_.inter_bandwidth > 0 && c_.allreduce_bandwidth > 0,
+  SKEW_CHECK(c_.gemm_flops > 0 && c_.nvlink_bandwidth > 0 && c_.alltoall_bandwidth > 0 && c_.allreduce_bandwidth > 0,
              "cost model constants must be positive (gemm_flops "
-                 << c_.gemm_flops << ", bandwidths " << c_.intra_bandwidth << ", " << c_.inter_bandwidth << ", "
+                 << c_.gemm_flops << ", bandwidths " << c_.nvlink_bandwidth << ", " << c_.alltoall_bandwidth << ", "
                  << c_.allreduce_bandwidth << ")");
   SKEW_CHECK(c_.alltoall_latency >= 0, "all-to-all latency must be >= 0, got " << c_.alltoall_latency);
   SKEW_CHECK(c_.gpus_per_node >= 1, "gpus_per_node must be >= 1, got " << c_.gpus_per_node);
@@ -26,7 +26,7 @@ double CostModel::compute_seconds(double tokens) const {
 }
 
 double CostModel::pair_bandwidth(int a, int b) const {
-  return a / c_.gpus_per_node == b / c_.gpus_per_node ? c_.intra_bandwidth : c_.inter_bandwidth;
+  return a / c_.gpus_per_node == b / c_.gpus_per_node ? c_.nvlink_bandwidth : c_.alltoall_bandwidth;
 }
 
 namespace {
@@ -86,9 +86,9 @@ double CostModel::alltoall_traffic_seconds(const std::vector<RankTraffic>& traff
   const double token_bytes = static_cast<double>(s_.hidden_dim) * s_.activation_bytes;
   double round = 0;
   for (const auto& t : traffic)
-    round = std::max({round, t.send_intra * token_bytes / c_.intra_bandwidth,
-                      t.send_inter * token_bytes / c_.inter_bandwidth, t.recv_intra * token_bytes / c_.intra_bandwidth,
-                      t.recv_inter * token_bytes / c_.inter_bandwidth});
+    round = std::max(
+        {round, t.send_intra * token_bytes / c_.nvlink_bandwidth, t.send_inter * token_bytes / c_.alltoall_bandwidth,
+         t.recv_intra * token_bytes / c_.nvlink_bandwidth, t.recv_inter * token_bytes / c_.alltoall_bandwidth});
   return 4.0 * (round + c_.alltoall_latency);
 }
 
@@ -141,7 +141,7 @@ double CostModel::allreduce_seconds(double bytes, const std::vector<int>& ranks)
   if (ranks.size() <= 1) return 0.0;
   bool one_node = true;
   for (int r : ranks) one_node = one_node && r / c_.gpus_per_node == ranks.front() / c_.gpus_per_node;
-  return 2.0 * (n - 1) / n * bytes / (one_node ? c_.intra_bandwidth : c_.allreduce_bandwidth);
+  return 2.0 * (n - 1) / n * bytes / (one_node ? c_.nvlink_bandwidth : c_.allreduce_bandwidth);
 }
 
 double CostModel::expert_grad_bytes() const {
@@ -272,7 +272,7 @@ double time_alltoall(comm::ProcessGroup& world, std::size_t per_peer, Device dev
 
 CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& overrides, const ExpertShape& shape) {
   CostConstants c = overrides;
-  std::vector<double> measured{c.gemm_flops, c.inter_bandwidth, c.intra_bandwidth, c.allreduce_bandwidth,
+  std::vector<double> measured{c.gemm_flops, c.alltoall_bandwidth, c.nvlink_bandwidth, c.allreduce_bandwidth,
                                c.alltoall_latency};
   if (measured[0] <= 0) measured[0] = measure_gemm_flops(shape);
   const bool need_bw = measured[1] <= 0 || measured[2] <= 0 || measured[3] <= 0;
@@ -292,11 +292,18 @@ CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& 
   if (measured[4] < 0) measured[4] = latency;
   world.broadcast(comm::view(measured), 0);
   c.gemm_flops = measured[0];
-  c.inter_bandwidth = measured[1];
-  c.intra_bandwidth = measured[2];
+  c.alltoall_bandwidth = measured[1];
+  c.nvlink_bandwidth = measured[2];
   c.allreduce_bandwidth = measured[3];
   c.alltoall_latency = measured[4];
   return c;
+}
+
+Json cost_constants_summary(const CostConstants& c) {
+  return {{"gemm_flops", c.gemm_flops},
+          {"alltoall_bandwidth", c.alltoall_bandwidth},
+          {"allreduce_bandwidth", c.allreduce_bandwidth},
+          {"alltoall_latency", c.alltoall_latency}};
 }
 
 }  // namespace skew::placement

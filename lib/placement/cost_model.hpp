@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/metrics.hpp"
 #include "core/tensor.hpp"
 #include "lib/placement/placement.hpp"
 
@@ -19,8 +20,8 @@ namespace skew::placement {
 
 struct CostConstants {
   double gemm_flops = 1e12;           // sustained expert GEMM throughput of one rank, FLOP/s
-  double intra_bandwidth = 100e9;     // bytes/s a rank sends (or receives) inside its node (NVLink)
-  double inter_bandwidth = 10e9;      // bytes/s a rank sends (or receives) to other nodes (network)
+  double nvlink_bandwidth = 100e9;    // bytes/s a rank sends (or receives) inside its node (NVLink)
+  double alltoall_bandwidth = 10e9;   // bytes/s a rank sends (or receives) to other nodes (network)
   double allreduce_bandwidth = 10e9;  // bus bytes/s of a gradient all-reduce spanning nodes
   int gpus_per_node = 8;              // ranks r and q share a node when r / G == q / G
   double alltoall_latency = 0;        // fixed seconds per all-to-all round (start-up, synchronisation)
@@ -72,7 +73,7 @@ class CostModel {
   // (lib/moe/moe_layer.cpp locality_split), each source holding load / N of every expert.
   std::vector<RankTraffic> dispatch_traffic(const LayerPlacement& p, const std::vector<double>& load) const;
   // Ring all-reduce of `bytes` among `ranks`: 2 (n-1)/n bytes at the bus bandwidth, which is
-  // intra_bandwidth when all ranks share a node and allreduce_bandwidth otherwise.
+  // nvlink_bandwidth when all ranks share a node and allreduce_bandwidth otherwise.
   double allreduce_seconds(double bytes, const std::vector<int>& ranks) const;
   double pair_bandwidth(int a, int b) const;
   double expert_grad_bytes() const;
@@ -100,6 +101,10 @@ std::vector<Transfer> plan_transfers(const LayerPlacement& before, const LayerPl
 
 // Max rank load / mean rank load (1 when there is no load).
 double balance_ratio(const std::vector<double>& rank_loads);
+
+// The constants a policy reports in the run's summary ("cost_constants": gemm_flops,
+// alltoall_bandwidth, allreduce_bandwidth, alltoall_latency).
+Json cost_constants_summary(const CostConstants& c);
 
 // Measures gemm_flops (the expert's first GEMM, 256 tokens x hidden x params / (2 hidden), on
 // shape.device as the experts run it there: fp32 on the host, bf16 operands with fp32

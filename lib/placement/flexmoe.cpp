@@ -79,7 +79,7 @@ std::vector<std::pair<std::string, Tensor>> FlexMoePolicy::save_state() const {
     last.insert(last.end(), monitor_.last(l).begin(), monitor_.last(l).end());
   }
   const CostConstants& c = model_.constants();
-  const std::vector<double> constants = {c.gemm_flops,          c.intra_bandwidth,  c.inter_bandwidth,
+  const std::vector<double> constants = {c.gemm_flops,          c.nvlink_bandwidth, c.alltoall_bandwidth,
                                          c.allreduce_bandwidth, c.alltoall_latency, double(c.gpus_per_node)};
   std::vector<std::pair<std::string, Tensor>> out;
   out.emplace_back("flexmoe.monitor_estimate", Tensor::from_vector(estimate, {L, E}));
@@ -105,8 +105,8 @@ void FlexMoePolicy::load_state(const TensorFile& file) {
   plans_run_ = counters[1];
   const auto c = values("flexmoe.cost_constants", 6, 0.0);
   model_ = CostModel({.gemm_flops = c[0],
-                      .intra_bandwidth = c[1],
-                      .inter_bandwidth = c[2],
+                      .nvlink_bandwidth = c[1],
+                      .alltoall_bandwidth = c[2],
                       .allreduce_bandwidth = c[3],
                       .gpus_per_node = static_cast<int>(c[5]),
                       .alltoall_latency = c[4]},
@@ -128,8 +128,8 @@ std::unique_ptr<FlexMoePolicy> make_flexmoe_policy(const PlacementOptions& optio
   shape.hidden_dim = hidden_dim;
   const CostConstants constants = measure_constants(world, options.cost_overrides, shape);
   SKEW_INFO("placement cost model: gemm " << constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all "
-                                          << constants.inter_bandwidth / 1e9 << " GB/s, intra-node "
-                                          << constants.intra_bandwidth / 1e9 << " GB/s, all-reduce "
+                                          << constants.alltoall_bandwidth / 1e9 << " GB/s, intra-node "
+                                          << constants.nvlink_bandwidth / 1e9 << " GB/s, all-reduce "
                                           << constants.allreduce_bandwidth / 1e9 << " GB/s");
   return std::make_unique<FlexMoePolicy>(CostModel(constants, shape), num_layers, num_experts, options.flexmoe);
 }

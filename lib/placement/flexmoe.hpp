@@ -30,8 +30,8 @@ struct PlacementOptions {
   // Cost-model constants to use instead of measuring at start-up: values <= 0 (the all-to-all
   // latency: < 0) are measured by measure_constants; gpus_per_node is always taken from here.
   CostConstants cost_overrides{.gemm_flops = 0,
-                               .intra_bandwidth = 0,
-                               .inter_bandwidth = 0,
+                               .nvlink_bandwidth = 0,
+                               .alltoall_bandwidth = 0,
                                .allreduce_bandwidth = 0,
                                .gpus_per_node = 8,
                                .alltoall_latency = -1};

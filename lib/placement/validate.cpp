@@ -66,7 +66,7 @@ LayerPlacement parse_placement(const std::string& text) {
 Validation validate_cost_model(const CostModel& model, const MeasuredRun& run, int ranks, bool live_shares) {
   Validation v;
   const double token_bytes = static_cast<double>(model.shape().hidden_dim) * model.shape().activation_bytes;
-  const double bandwidth = model.constants().inter_bandwidth;
+  const double bandwidth = model.constants().alltoall_bandwidth;
   for (std::size_t it = 1; it < run.trace.size(); ++it) {
     const auto& measured_rows = run.rows[it];
     SKEW_CHECK(static_cast<int>(measured_rows.size()) == ranks,

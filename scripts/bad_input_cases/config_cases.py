@@ -8,7 +8,7 @@ from . import APPS, Case, error, key_re, place_re, success, tiny_args
 from .schema import FLOAT_GARBAGE, INT_GARBAGE, garbage_values
 
 # moe_train declares the [placement] keys through the same function as placement_sim
-# (lib/moe/placement_config.cpp): they are tried once, in placement_sim.
+# (apps/placement_options.cpp): they are tried once, in placement_sim.
 SHARED_ELSEWHERE = {"moe_train": ("placement.",)}
 
 

@@ -215,8 +215,8 @@ TEST_CASE("placement moves device tensors GPU to GPU", "[cuda][placement]") {
 TEST_CASE("cost model times the GEMM on the experts' device", "[cuda][placement]") {
   comm::MpiProcessGroup world(MPI_COMM_WORLD);
   placement::CostConstants fixed{.gemm_flops = 0,
-                                 .intra_bandwidth = 1e10,
-                                 .inter_bandwidth = 1e10,
+                                 .nvlink_bandwidth = 1e10,
+                                 .alltoall_bandwidth = 1e10,
                                  .allreduce_bandwidth = 1e10,
                                  .gpus_per_node = 8,
                                  .alltoall_latency = 0};

@@ -101,7 +101,7 @@ PolicyRun run_policy(const std::string& device, const std::string& policy, const
   std::vector<std::string> overrides = {"--train.device=" + device, "--moe.policy=" + policy, "--model.arch=" + arch,
                                         "--train.iterations=20", "--output.metrics=" + metrics};
   for (const std::string& o : policy_overrides(policy)) overrides.push_back(o);
-  const Json summary = skew_moe_test::run(moe::moe_train_schema(), overrides);
+  const Json summary = skew_moe_test::run(moe_train_schema(), overrides);
   skew_moe_test::world().barrier();
   PolicyRun out;
   out.placement_changes = summary.value("placement_changes", std::int64_t{0});
@@ -192,8 +192,8 @@ TEST_CASE("a checkpoint written on cuda holds the cpu run's tensors and resumes 
     return dir + "/" + run + "/step_00000006/" + name;
   };
   for (const char* device : {"cpu", "cuda"})
-    skew_moe_test::run(moe::moe_train_schema(), {std::string("--train.device=") + device, "--train.iterations=6",
-                                                 "--output.checkpoint_dir=" + dir + "/" + device});
+    skew_moe_test::run(moe_train_schema(), {std::string("--train.device=") + device, "--train.iterations=6",
+                                            "--output.checkpoint_dir=" + dir + "/" + device});
   skew_moe_test::world().barrier();
   const TensorFile cpu = load_safetensors(shard("cpu")), cuda = load_safetensors(shard("cuda"));
   REQUIRE(cpu.tensors.size() == cuda.tensors.size());
@@ -211,9 +211,8 @@ TEST_CASE("a checkpoint written on cuda holds the cpu run's tensors and resumes 
   // Each run's checkpoint resumes on the cpu for 2 more iterations: the cuda-written one lands
   // close to the cpu-written one.
   const auto resume_on_cpu = [&](const char* run) {
-    return skew_moe_test::run(moe::moe_train_schema(),
-                              {"--train.device=cpu", "--train.iterations=8", "--output.resume=true",
-                               "--output.checkpoint_dir=" + dir + "/" + run})["final_loss"]
+    return skew_moe_test::run(moe_train_schema(), {"--train.device=cpu", "--train.iterations=8", "--output.resume=true",
+                                                   "--output.checkpoint_dir=" + dir + "/" + run})["final_loss"]
         .get<double>();
   };
   const double from_cuda = resume_on_cpu("cuda"), from_cpu = resume_on_cpu("cpu");
@@ -223,15 +222,15 @@ TEST_CASE("a checkpoint written on cuda holds the cpu run's tensors and resumes 
 TEST_CASE("a checkpoint loaded into the GPU network saves back byte for byte", "[moe][cuda][checkpoint]") {
   SKEW_REQUIRE_GPU();
   const std::string dir = skew_moe_test::scratch("cuda_roundtrip");
-  skew_moe_test::run(moe::moe_train_schema(),
+  skew_moe_test::run(moe_train_schema(),
                      {"--train.device=cpu", "--train.iterations=3", "--output.checkpoint_dir=" + dir});
-  const Schema schema = moe::moe_train_schema();  // the config refers to it
-  const Config config = Config::parse_ini_text(
+  const Schema schema = moe_train_schema();  // the config refers to it
+  const moe::MoeTrainOptions config = moe_train_options(Config::parse_ini_text(
       schema, skew_moe_test::kTiny, "test",
-      {"--train.device=cuda", "--train.iterations=3", "--output.resume=true", "--output.checkpoint_dir=" + dir});
+      {"--train.device=cuda", "--train.iterations=3", "--output.resume=true", "--output.checkpoint_dir=" + dir}));
   moe::Session session(config, skew_moe_test::world());
   REQUIRE(session.model->network().device() == Device::Cuda);
-  REQUIRE(moe::restore(session, config) == 3);
+  REQUIRE(moe::restore(session) == 3);
   char name[32];
   std::snprintf(name, sizeof name, "rank_%05d.safetensors", skew_moe_test::world().rank());
   const TensorFile written = load_safetensors(dir + "/step_00000003/" + name);

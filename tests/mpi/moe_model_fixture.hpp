@@ -152,8 +152,8 @@ inline void check_finite_differences(GptMoe<double>& m, const Batch& b) {
 // the hot experts of `o`.
 inline placement::CostModel compute_bound_cost_model(const ModelOptions& o) {
   return placement::CostModel({.gemm_flops = 1e3,
-                               .intra_bandwidth = 1e12,
-                               .inter_bandwidth = 1e12,
+                               .nvlink_bandwidth = 1e12,
+                               .alltoall_bandwidth = 1e12,
                                .allreduce_bandwidth = 1e12,
                                .gpus_per_node = 8,
                                .alltoall_latency = 0},

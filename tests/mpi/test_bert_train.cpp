@@ -9,7 +9,7 @@ using namespace skew;
 using namespace skew_moe_test;
 
 TEST_CASE("bert: every policy gives the static dropless validation loss", "[moe][bert]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const std::vector<std::string> common = {"--model.arch=bert", "--train.iterations=8", "--train.eval_sequences=32"};
   auto with = [&](std::vector<std::string> extra) {
     extra.insert(extra.end(), common.begin(), common.end());

@@ -24,8 +24,8 @@ std::unique_ptr<comm::MpiProcessGroup> first_ranks(int size) {
   return comm == MPI_COMM_NULL ? nullptr : std::make_unique<comm::MpiProcessGroup>(comm);
 }
 
-Config tiny(const Schema& schema, const std::vector<std::string>& overrides) {
-  return Config::parse_ini_text(schema, kTiny, "test", overrides);
+moe::MoeTrainOptions tiny(const Schema& schema, const std::vector<std::string>& overrides) {
+  return moe_train_options(Config::parse_ini_text(schema, kTiny, "test", overrides));
 }
 
 // A copy of checkpoint directory `from` (rank 0 copies; every rank returns its name).
@@ -39,7 +39,7 @@ std::string copy_of(const std::string& from, const std::string& suffix) {
 
 TEST_CASE("a 2-rank checkpoint resumes at 1 and 4 ranks with its exact state", "[moe]") {
   REQUIRE(world().size() == 4);
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const std::string dir = scratch("reshard");
   const std::vector<std::string> common = {"--train.iterations=6", "--output.checkpoint_interval=3"};
   auto with = [&](std::vector<std::string> extra) {
@@ -55,9 +55,10 @@ TEST_CASE("a 2-rank checkpoint resumes at 1 and 4 ranks with its exact state", "
     const std::string copy = copy_of(dir, "_np" + std::to_string(size));
     if (auto group = first_ranks(size)) {
       INFO("resuming at " << size << " ranks");
-      const Config config = tiny(schema, with({"--output.checkpoint_dir=" + copy, "--output.resume=true"}));
+      const moe::MoeTrainOptions config =
+          tiny(schema, with({"--output.checkpoint_dir=" + copy, "--output.resume=true"}));
       moe::Session s(config, *group);
-      CHECK(moe::restore(s, config) == 3);
+      CHECK(moe::restore(s) == 3);
       // Each tensor this rank now holds equals, byte for byte, the one its old shard saved.
       std::vector<double> experts = {0};
       for (const auto& [name, t] : moe::save_state(s.model->network(), *s.adam)) {
@@ -94,7 +95,7 @@ TEST_CASE("a 2-rank checkpoint resumes at 1 and 4 ranks with its exact state", "
 }
 
 TEST_CASE("a flexmoe checkpoint is not re-sharded: its placement state is the old world size's", "[moe]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const std::string dir = scratch("reshard_flex");
   const std::vector<std::string> flex = {"--train.iterations=2", "--moe.policy=flexmoe", "--placement.gemm_flops=1e6",
                                          "--output.checkpoint_dir=" + dir};
@@ -110,7 +111,7 @@ TEST_CASE("a flexmoe checkpoint is not re-sharded: its placement state is the ol
 }
 
 TEST_CASE("routing traces are not carried to another world size: one file per old rank", "[moe]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const std::string dir = scratch("reshard_trace");
   const std::vector<std::string> args = {"--train.iterations=2", "--output.checkpoint_dir=" + dir};
   if (auto two = first_ranks(2)) moe::train(tiny(schema, args), *two);

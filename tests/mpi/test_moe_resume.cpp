@@ -16,7 +16,7 @@ TEST_CASE("resume from a checkpoint continues bit-exactly", "[moe]") {
   // Both families: BERT's masks are drawn anew in every step too, keyed by the iteration.
   const std::string arch = GENERATE("gpt", "bert");
   INFO("model.arch=" << arch);
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const std::string a = scratch("straight"), b = scratch("resumed");
   // Top-1 deepspeed: random token selection draws anew in every step, and a resumed run draws the same.
   const std::vector<std::string> common = {"--train.iterations=6", "--moe.policy=deepspeed", "--moe.top_k=1",
@@ -41,7 +41,7 @@ TEST_CASE("resume from a checkpoint continues bit-exactly", "[moe]") {
 }
 
 TEST_CASE("flexmoe resumes bit-exactly: same losses, same placements; the index is checked", "[moe]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const std::string dir = scratch("flexresume");
   // Cost constants given, so no run measures them; plans every 2 iterations from the smoothed
   // load history, which the checkpoint must carry for the resumed run to plan identically.
@@ -115,7 +115,7 @@ TEST_CASE("flexmoe resumes bit-exactly: same losses, same placements; the index 
 }
 
 TEST_CASE("a replayed routing trace gives another policy identical traffic", "[moe]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const std::string dir = scratch("trace");
   run(schema, {"--train.iterations=5", "--moe.save_trace=" + dir + "/trace", "--output.metrics=" + dir + "/a.jsonl"});
   run(schema, {"--train.iterations=5", "--moe.replay_trace=" + dir + "/trace", "--output.metrics=" + dir + "/b.jsonl",
@@ -132,7 +132,7 @@ TEST_CASE("a replayed routing trace gives another policy identical traffic", "[m
 }
 
 TEST_CASE("flexmoe re-places experts without changing the model function", "[moe]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const std::string dir = scratch("flexmoe");
   const std::vector<std::string> common = {"--train.iterations=8", "--moe.aux_weight=0"};
   auto with = [&](std::vector<std::string> extra) {
@@ -206,7 +206,7 @@ TEST_CASE("flexmoe re-places experts without changing the model function", "[moe
 }
 
 TEST_CASE("the checkpoint index records model.arch and its shape keys; resuming another model names the key", "[moe]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const std::string dir = scratch("archresume");
   const std::vector<std::string> bert = {"--train.iterations=2", "--model.arch=bert", "--output.checkpoint_dir=" + dir};
   run(schema, bert);

@@ -27,7 +27,7 @@ std::string shard(const std::string& dir, int step, int rank) {
 }  // namespace
 
 TEST_CASE("a corrupt shard of the newest step: both ranks resume from the step before", "[moe]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const std::string a = scratch("verify_straight"), c = scratch("verify_fallback");
   const Json straight = run(schema, with({"--output.checkpoint_dir=" + a}));
   run(schema, with({"--output.checkpoint_dir=" + c, "--output.checkpoint_interval=3"}));
@@ -59,7 +59,7 @@ TEST_CASE("a corrupt shard of the newest step: both ranks resume from the step b
 
 TEST_CASE("a resumed run appends to output.metrics, dropping what the crashed run wrote after its checkpoint",
           "[moe]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const std::string dir = scratch("verify_metrics");
   run(schema, with({"--output.metrics=" + dir + "/a.jsonl"}));
   // Phase 1 checkpoints at 3 and 6 and records iterations 0-5; it "crashes" after iteration 5's
@@ -93,7 +93,7 @@ TEST_CASE("a resumed run appends to output.metrics, dropping what the crashed ru
 }
 
 TEST_CASE("a NaN or inf loss ends the run naming the iteration, unsaved", "[moe]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const std::string dir = scratch("verify_diverge");
   // Weights of 1e30 overflow the first logits.
   CHECK_THAT(test::error_of([&] { run(schema, with({"--model.init_std=1e30"})); }),

@@ -12,8 +12,9 @@
 #include <map>
 #include <type_traits>
 
+#include "apps/moe_train_options.hpp"
 #include "lib/moe/policies/fastermoe.hpp"
-#include "lib/moe/schema.hpp"
+#include "lib/moe/session.hpp"
 #include "lib/moe/smart_schedule.hpp"
 #include "tests/mpi/moe_model_fixture.hpp"
 #include "tests/unit/error_message.hpp"
@@ -204,11 +205,11 @@ TEST_CASE("smart schedule: the GPT-MoE under fastermoe (with shadows) equals the
   auto train_step = [&](int chunks, std::vector<std::vector<int>>& shadows) {
     ModelOptions c = o;
     c.moe.schedule_chunks = chunks;
-    auto m = std::make_unique<GptMoe<double>>(c, world(), block_placements(c, world().size(), 2),
-                                              std::make_shared<FasterMoePolicy<double>>(model));
+    const auto policy = std::make_shared<FasterMoePolicy<double>>(model);
+    auto m = std::make_unique<GptMoe<double>>(c, world(), block_placements(c, world().size(), 2), policy);
     m->init(5);
     const double loss = run(*m, make_batch(c, 2 * world().size() + 1, world().rank(), world().size()), true);
-    for (auto& layer : m->moe()) shadows.push_back(layer->shadowed());
+    for (auto& layer : m->moe()) shadows.push_back(policy->shadowed(*layer));
     return std::make_pair(loss, std::move(m));
   };
   std::vector<std::vector<int>> plain_shadows;
@@ -316,7 +317,7 @@ TEST_CASE("smart schedule: separate non-blocking stages, posted ahead, adding up
 TEST_CASE("moe.fastermoe_chunks: range checked, and set only under the fastermoe policy", "[moe][fastermoe]") {
   const Schema schema = moe_train_schema();
   auto options = [&](std::vector<std::string> overrides) {
-    return moe_options(Config::parse_ini_text(schema, "", "test", std::move(overrides)));
+    return moe_options(moe_train_options(Config::parse_ini_text(schema, "", "test", std::move(overrides))).moe);
   };
   CHECK(options({"--moe.policy=fastermoe"}).schedule_chunks == 1);  // the paper's pairwise schedule
   CHECK(options({"--moe.policy=fastermoe", "--moe.fastermoe_chunks=4"}).schedule_chunks == 4);

@@ -39,7 +39,7 @@ log_interval = 0
 )";
 
 Json run_swin(std::vector<std::string> overrides) {
-  return moe::train(Config::parse_ini_text(moe::moe_train_schema(), kSwin, "test", overrides), world());
+  return moe::train(moe_train_options(Config::parse_ini_text(moe_train_schema(), kSwin, "test", overrides)), world());
 }
 
 }  // namespace

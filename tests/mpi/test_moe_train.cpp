@@ -8,7 +8,7 @@ using namespace skew;
 using namespace skew_moe_test;
 
 TEST_CASE("a short training run falls clearly below the unigram entropy", "[moe]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const Json s = run(schema, {});
   INFO(s.dump());
   REQUIRE(s["final_val_loss"].get<double>() < s["unigram_entropy"].get<double>() - 0.4);
@@ -16,7 +16,7 @@ TEST_CASE("a short training run falls clearly below the unigram entropy", "[moe]
 }
 
 TEST_CASE("bf16 mixed-precision training learns as well as fp32", "[moe]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const Json fp32 = run(schema, {});
   const Json bf16 = run(schema, {"--train.precision=bf16"});
   INFO(fp32.dump() << "\n" << bf16.dump());
@@ -28,7 +28,7 @@ TEST_CASE("bf16 mixed-precision training learns as well as fp32", "[moe]") {
 }
 
 TEST_CASE("deepspeed training computes [experts, capacity] rows per rank and layer in every step", "[moe]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const Json s =
       run(schema, {"--moe.policy=deepspeed", "--moe.top_k=1", "--moe.capacity_factor=0.5", "--train.iterations=3"});
   INFO(s.dump());
@@ -40,7 +40,7 @@ TEST_CASE("deepspeed training computes [experts, capacity] rows per rank and lay
 }
 
 TEST_CASE("fastermoe decides its shadows on the [placement] cost model", "[moe]") {
-  const Schema schema = moe::moe_train_schema();
+  const Schema schema = moe_train_schema();
   const std::string dir = scratch("fastermoe");
   // One rank a node. Expert compute at 1 kFLOP/s against 1 TB/s links: every hot expert pays for
   // its shadow. The same routing with a 1 B/s all-reduce across nodes: no shadow ever does.

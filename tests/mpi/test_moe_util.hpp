@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "apps/moe_train_options.hpp"
 #include "core/config.hpp"
 #include "core/safetensors.hpp"
 #include "lib/moe/resume.hpp"
@@ -46,7 +47,7 @@ log_interval = 0
 )";
 
 inline Json run(const Schema& schema, std::vector<std::string> overrides) {
-  return moe::train(Config::parse_ini_text(schema, kTiny, "test", overrides), world());
+  return moe::train(moe_train_options(Config::parse_ini_text(schema, kTiny, "test", overrides)), world());
 }
 
 // A scratch directory shared by the ranks (rank 0 names it).

@@ -118,16 +118,16 @@ TEST_CASE("make_flexmoe_policy: measured cost constants are identical on every r
   comm::MpiProcessGroup world(MPI_COMM_WORLD);
   PlacementOptions options;  // as [placement] gpus_per_node = 2, nvlink_bandwidth = 5e10 give it
   options.cost_overrides.gpus_per_node = 2;
-  options.cost_overrides.intra_bandwidth = 5e10;
+  options.cost_overrides.nvlink_bandwidth = 5e10;
   const auto policy = make_flexmoe_policy(options, world, 2, 2 * world.size(), 4096, 32);
   const CostConstants& c = policy->model().constants();
   CHECK(c.gemm_flops > 1e6);
-  CHECK(c.inter_bandwidth > 1e3);
-  CHECK(c.intra_bandwidth == 5e10);  // overridden, not measured
+  CHECK(c.alltoall_bandwidth > 1e3);
+  CHECK(c.nvlink_bandwidth == 5e10);  // overridden, not measured
   CHECK(c.alltoall_latency >= 0.0);
   CHECK(c.alltoall_latency < 1.0);
   CHECK(c.gpus_per_node == 2);
-  std::vector<double> mine{c.gemm_flops, c.inter_bandwidth, c.allreduce_bandwidth, c.alltoall_latency};
+  std::vector<double> mine{c.gemm_flops, c.alltoall_bandwidth, c.allreduce_bandwidth, c.alltoall_latency};
   std::vector<double> all(mine.size() * static_cast<std::size_t>(world.size()));
   world.allgather(comm::view(mine), comm::view(all));
   for (std::size_t i = 0; i < all.size(); ++i) CHECK(all[i] == mine[i % mine.size()]);

@@ -12,4 +12,4 @@ skew_unit_test(skew_moe_test
           ${CMAKE_CURRENT_LIST_DIR}/test_moe_block_ops.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_route.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_moe_gate_kernels.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_train_device.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_moe_expert_gemm.cpp ${CMAKE_CURRENT_LIST_DIR}/test_moe_lane_sums.cpp
-  LIBS skew_moe)
+  LIBS skew_moe skew_app_options)

@@ -1,10 +1,20 @@
-// The [placement] keys and their parsing into lib/placement's options (lib/moe/placement_config).
+// The [placement] keys (apps/placement_options) and their settings as lib/placement's options.
 #include <catch2/catch.hpp>
 
+#include "apps/placement_options.hpp"
 #include "core/config.hpp"
-#include "lib/moe/placement_config.hpp"
 
-using namespace skew::moe;
+using namespace skew;
+using namespace skew::placement;
+
+namespace {
+PlacementOptions placement_options_from_config(const Config& config) {
+  return placement_options(placement_settings(config));
+}
+int slots_per_rank_from_config(const Config& config, int num_experts, int world_size) {
+  return slots_per_rank(placement_settings(config), num_experts, world_size);
+}
+}  // namespace
 
 TEST_CASE("placement config keys: defaults, overrides and derived values", "[placement][config]") {
   skew::Schema schema("t", "test");
@@ -18,8 +28,8 @@ TEST_CASE("placement config keys: defaults, overrides and derived values", "[pla
   CHECK(o.smoothing == 0.3);
   CHECK(!o.planner.balanced_shares);
   CHECK(p.cost_overrides.gemm_flops == 2e12);
-  CHECK(p.cost_overrides.inter_bandwidth == 0.0);    // measured at start-up
-  CHECK(p.cost_overrides.alltoall_latency == -1.0);  // measured at start-up
+  CHECK(p.cost_overrides.alltoall_bandwidth == 0.0);  // measured at start-up
+  CHECK(p.cost_overrides.alltoall_latency == -1.0);   // measured at start-up
   CHECK(slots_per_rank_from_config(cfg, 8, 4) == 3);
   CHECK(p.shape.state_bytes_per_param == 12);
   CHECK(o.planner.variant == skew::placement::PlannerVariant::Paper);
@@ -41,7 +51,7 @@ TEST_CASE("placement config keys: node size, link overrides and range checks", "
   };
   const auto p = placement_options_from_config(parse({"--placement.slots_per_rank=5"}));
   CHECK(p.cost_overrides.gpus_per_node == 2);
-  CHECK(p.cost_overrides.intra_bandwidth == 5e10);
+  CHECK(p.cost_overrides.nvlink_bandwidth == 5e10);
   CHECK(p.cost_overrides.allreduce_bandwidth == 0.0);  // measured at start-up
   CHECK(p.slots_per_rank == 5);
   CHECK(slots_per_rank_from_config(parse({"--placement.slots_per_rank=5"}), 8, 4) == 5);

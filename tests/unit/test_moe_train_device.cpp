@@ -1,4 +1,4 @@
-// train.device resolved per rank (lib/moe/schema.cpp): what each choice gives for a rank that sees
+// train.device resolved per rank (lib/moe/session.cpp): what each choice gives for a rank that sees
 // no GPU or one, per model.arch and moe.policy, and the errors naming the keys at fault. The GPU count is a
 // parameter, so every branch runs here without a GPU.
 #include <algorithm>
@@ -6,20 +6,21 @@
 #include <string>
 #include <vector>
 
+#include "apps/moe_train_options.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "kernels/moe_top1.hpp"
-#include "lib/moe/schema.hpp"
+#include "lib/moe/session.hpp"
 
 using namespace skew;
 
 namespace {
 Device resolve(const std::string& device, const std::string& arch, int visible_gpus,
                const std::string& policy = "static") {
-  static const Schema schema = moe::moe_train_schema();  // a Config refers to its schema
+  static const Schema schema = moe_train_schema();  // a Config refers to its schema
   const Config c = Config::parse_ini_text(
       schema, "", "test", {"--train.device=" + device, "--model.arch=" + arch, "--moe.policy=" + policy});
-  return moe::train_device(c, visible_gpus);
+  return moe::train_device(moe_train_options(c), visible_gpus);
 }
 }  // namespace
 

@@ -59,8 +59,8 @@ TEST_CASE("calibration recovers the constants its measured runs follow", "[place
       fit_constants({exact_run(1, 12, 0), exact_run(2, 12, 3), exact_run(4, 9, 7)}, shape(), base);
   CHECK(fit.seconds_per_row == Approx(kSecondsPerRow).epsilon(1e-12));
   CHECK(fit.constants.gemm_flops == Approx(6.0 * 1000 / kSecondsPerRow).epsilon(1e-12));  // 6 FLOPs per parameter
-  CHECK(fit.constants.intra_bandwidth == Approx(kBandwidth).epsilon(1e-9));
-  CHECK(fit.constants.inter_bandwidth == Approx(kBandwidth).epsilon(1e-9));
+  CHECK(fit.constants.nvlink_bandwidth == Approx(kBandwidth).epsilon(1e-9));
+  CHECK(fit.constants.alltoall_bandwidth == Approx(kBandwidth).epsilon(1e-9));
   CHECK(fit.constants.alltoall_latency == Approx(kLatency).epsilon(1e-7));
   // Not fitted: kept from the base.
   CHECK(fit.constants.allreduce_bandwidth == 7e9);
@@ -92,13 +92,13 @@ TEST_CASE("calibration refuses runs that cannot determine a constant", "[placeme
 TEST_CASE("cost constants round-trip through their JSON file, and a bad file names its key",
           "[placement][calibration]") {
   CostConstants c;
-  c.gemm_flops = 1.5e10, c.intra_bandwidth = 3e9, c.inter_bandwidth = 2e9, c.allreduce_bandwidth = 1e9;
+  c.gemm_flops = 1.5e10, c.nvlink_bandwidth = 3e9, c.alltoall_bandwidth = 2e9, c.allreduce_bandwidth = 1e9;
   c.gpus_per_node = 2, c.alltoall_latency = 4e-5;
   const std::string path = "calibration_roundtrip.json";
   std::ofstream(path) << constants_to_json(c).dump();
   const CostConstants back = read_constants_json(path);
   CHECK(back.gemm_flops == c.gemm_flops);
-  CHECK(back.inter_bandwidth == c.inter_bandwidth);
+  CHECK(back.alltoall_bandwidth == c.alltoall_bandwidth);
   CHECK(back.alltoall_latency == c.alltoall_latency);
   CHECK(back.gpus_per_node == 2);
   skew::Json j = constants_to_json(c);
@@ -112,14 +112,14 @@ TEST_CASE("cost constants round-trip through their JSON file, and a bad file nam
 TEST_CASE("a simulation scores every policy with the scoring constants, not the planners' model",
           "[placement][calibration]") {
   SimSetup s;
-  s.constants.gemm_flops = 6e6, s.constants.intra_bandwidth = 4000, s.constants.inter_bandwidth = 1000;
+  s.constants.gemm_flops = 6e6, s.constants.nvlink_bandwidth = 4000, s.constants.alltoall_bandwidth = 1000;
   s.constants.allreduce_bandwidth = 2000, s.constants.gpus_per_node = 2;
   s.shape.params = 1000, s.shape.hidden_dim = 10;
   s.gpus = 2;
   const RoutingTrace trace(5, RoutingCounts{{300, 100}});
   const auto planner_scored = simulate(trace, s);
   CostConstants truth = s.constants;
-  truth.gemm_flops /= 3, truth.intra_bandwidth *= 2;  // the machine differs from what the planner believes
+  truth.gemm_flops /= 3, truth.nvlink_bandwidth *= 2;  // the machine differs from what the planner believes
   s.scoring = truth;
   const auto scored = simulate(trace, s);
   const CostModel truth_model(truth, s.shape), planner_model(s.constants, s.shape);

@@ -12,8 +12,8 @@ namespace {
 CostModel tiny_model() {
   CostConstants c;
   c.gemm_flops = 6e6;
-  c.intra_bandwidth = 4000;
-  c.inter_bandwidth = 1000;
+  c.nvlink_bandwidth = 4000;
+  c.alltoall_bandwidth = 1000;
   c.allreduce_bandwidth = 2000;
   c.gpus_per_node = 2;
   ExpertShape s;

@@ -12,7 +12,7 @@ namespace {
 CostModel compute_bound_model(double bandwidth = 1e12, int state_bytes_per_param = 12) {
   CostConstants c;
   c.gemm_flops = 6e6;
-  c.intra_bandwidth = c.inter_bandwidth = c.allreduce_bandwidth = bandwidth;
+  c.nvlink_bandwidth = c.alltoall_bandwidth = c.allreduce_bandwidth = bandwidth;
   c.gpus_per_node = 4;
   ExpertShape s;
   s.params = 1000;

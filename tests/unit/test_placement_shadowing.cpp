@@ -9,7 +9,7 @@ using namespace skew::placement;
 
 namespace {
 
-// 2 ranks on 2 nodes (all-to-all at inter_bandwidth, the shadow exchange at allreduce_bandwidth);
+// 2 ranks on 2 nodes (all-to-all at alltoall_bandwidth, the shadow exchange at allreduce_bandwidth);
 // experts 0, 1 on rank 0 and 2, 3 on rank 1. Every rank routes h tokens to the hot expert 0 and
 // c to each other one.
 constexpr double h = 1000, c = 100;
@@ -19,8 +19,8 @@ const std::vector<int> owner = {0, 0, 1, 1};
 
 CostModel model(double gemm_flops, double alltoall_bw, double allreduce_bw) {
   return CostModel({.gemm_flops = gemm_flops,
-                    .intra_bandwidth = 1e15,
-                    .inter_bandwidth = alltoall_bw,
+                    .nvlink_bandwidth = 1e15,
+                    .alltoall_bandwidth = alltoall_bw,
                     .allreduce_bandwidth = allreduce_bw,
                     .gpus_per_node = 1,
                     .alltoall_latency = 2e-5},
@@ -68,8 +68,8 @@ TEST_CASE("shadowing: measured routing in equal parts costs what the uniform mod
   for (int r = 0; r < 4; ++r)
     for (auto n : counts) parts.push_back(n / 4);
   const CostModel m({.gemm_flops = 6e9,
-                     .intra_bandwidth = 4e6,
-                     .inter_bandwidth = 1e6,
+                     .nvlink_bandwidth = 4e6,
+                     .alltoall_bandwidth = 1e6,
                      .allreduce_bandwidth = 2e6,
                      .gpus_per_node = 2,
                      .alltoall_latency = 1e-4},

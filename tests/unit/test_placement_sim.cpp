@@ -17,8 +17,8 @@ namespace {
 SimSetup tiny_setup() {
   SimSetup s;
   s.constants.gemm_flops = 6e6;
-  s.constants.intra_bandwidth = 4000;
-  s.constants.inter_bandwidth = 1000;
+  s.constants.nvlink_bandwidth = 4000;
+  s.constants.alltoall_bandwidth = 1000;
   s.constants.allreduce_bandwidth = 2000;
   s.constants.gpus_per_node = 2;
   s.shape.params = 1000;
@@ -55,7 +55,7 @@ TEST_CASE("simulator: baselines on a hand-computed two-GPU case", "[placement][s
   // 4 x 0.05 s all-to-all: 0.25 + 0.2 / 4 + 0.1 = 0.4 s; both: 0.2 + 0 + 0.2 = 0.4 s, not
   // strictly better, so one shadow.
   SimSetup fast = s;
-  fast.constants.intra_bandwidth = 40000;
+  fast.constants.nvlink_bandwidth = 40000;
   const CostModel mf(fast.constants, fast.shape);
   CHECK(fastermoe_step(mf, mf, counts, 2, 4, &shadows) == Approx(0.4));
   CHECK(shadows == 1);

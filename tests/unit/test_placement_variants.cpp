@@ -17,8 +17,8 @@ namespace {
 // state moves; the replica gradient all-reduce (4000 bytes between two ranks) at `allreduce_bw`.
 CostModel model(double allreduce_bw) {
   return CostModel({.gemm_flops = 6e6,
-                    .intra_bandwidth = 1e12,
-                    .inter_bandwidth = 1e12,
+                    .nvlink_bandwidth = 1e12,
+                    .alltoall_bandwidth = 1e12,
                     .allreduce_bandwidth = allreduce_bw,
                     .gpus_per_node = 1,
                     .alltoall_latency = 0},
@@ -115,8 +115,8 @@ TEST_CASE("simulator: under a full slot budget flexmoe moves load only by migrat
   t.seed = 5;
   SimSetup s;
   s.constants = {.gemm_flops = 100e12,
-                 .intra_bandwidth = 150e9,
-                 .inter_bandwidth = 25e9,
+                 .nvlink_bandwidth = 150e9,
+                 .alltoall_bandwidth = 25e9,
                  .allreduce_bandwidth = 25e9,
                  .gpus_per_node = 8,
                  .alltoall_latency = 20e-6};

@@ -6,37 +6,27 @@
 
 namespace skew::moe {
 
-void BertModel::add_keys(Schema& s) {
-  s.add_float("bert.mask_prob", 0.15, {0, 1, true, false},
-              "bert: probability that a position is chosen for the masked-LM objective");
-  s.add_float("bert.mask_token_prob", 0.8, {0, 1},
-              "bert: share of chosen positions whose input becomes the mask token");
-  s.add_float("bert.random_token_prob", 0.1, {0, 1},
-              "bert: share of chosen positions whose input becomes a uniformly random byte (the rest keep "
-              "theirs; mask_token_prob + random_token_prob <= 1)");
-}
-
-ModelOptions BertModel::options(const Config& config, MoeOptions moe) {
-  ModelOptions m = GptModel::options(config, moe);
+ModelOptions BertModel::options(const MoeTrainOptions& options, MoeOptions moe) {
+  ModelOptions m = GptModel::options(options, moe);
   m.vocab = kBertVocab;
   m.causal = false;
   return m;
 }
 
-MaskRule BertModel::mask_rule(const Config& config) {
+MaskRule BertModel::mask_rule(const BertOptions& bert) {
   MaskRule r;
-  r.chosen = config.get_float("bert.mask_prob");
-  r.mask_token = config.get_float("bert.mask_token_prob");
-  r.random_token = config.get_float("bert.random_token_prob");
+  r.chosen = bert.mask_prob;
+  r.mask_token = bert.mask_token_prob;
+  r.random_token = bert.random_token_prob;
   SKEW_CHECK(r.mask_token + r.random_token <= 1.0,
              "bert.mask_token_prob " << r.mask_token << " + bert.random_token_prob " << r.random_token << " exceeds 1");
   return r;
 }
 
-BertModel::BertModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+BertModel::BertModel(const MoeTrainOptions& run, const ModelOptions& options, comm::ProcessGroup& world,
                      const std::vector<placement::LayerPlacement>& placements,
                      std::shared_ptr<BalancingPolicy<float>> policy)
-    : GptModel(config, options, world, placements, std::move(policy)), rule_(mask_rule(config)) {}
+    : GptModel(run, options, world, placements, std::move(policy)), rule_(mask_rule(run.bert)) {}
 
 double BertModel::train_step(std::int64_t iteration, const std::vector<const std::int32_t*>& forced) {
   const int S = net_.options().seq_len;

@@ -11,10 +11,9 @@ namespace skew::moe {
 class BertModel : public GptModel {
  public:
   // GptModel::options with the 257-token vocabulary and bidirectional attention.
-  static ModelOptions options(const Config& config, MoeOptions moe);
-  static void add_keys(Schema& schema);             // bert.*
-  static MaskRule mask_rule(const Config& config);  // bert.*
-  BertModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+  static ModelOptions options(const MoeTrainOptions& options, MoeOptions moe);
+  static MaskRule mask_rule(const BertOptions& bert);
+  BertModel(const MoeTrainOptions& run, const ModelOptions& options, comm::ProcessGroup& world,
             const std::vector<placement::LayerPlacement>& placements, std::shared_ptr<BalancingPolicy<float>> policy);
 
   double train_step(std::int64_t iteration, const std::vector<const std::int32_t*>& forced) override;

@@ -6,20 +6,20 @@
 
 namespace skew::moe {
 
-ModelOptions GptModel::options(const Config& c, MoeOptions moe) {
-  ModelOptions m = shared_model_options(c, moe);
-  m.layers = c.get_int_as<int>("model.layers");
-  m.seq_len = c.get_int_as<int>("model.seq_len");
+ModelOptions GptModel::options(const MoeTrainOptions& options, MoeOptions moe) {
+  ModelOptions m = shared_model_options(options, moe);
+  m.layers = options.model.layers;
+  m.seq_len = options.model.seq_len;
   m.moe.d_model = m.d_model;  // the experts' width is the model's (GptMoe sets it too)
   return m;
 }
 
-GptModel::Texts GptModel::read_texts(const Config& config) {
+GptModel::Texts GptModel::read_texts(const DataOptions& data) {
   Texts t;
-  const std::string train_file = config.get_string("data.train"), valid_file = config.get_string("data.valid");
+  const std::string &train_file = data.train, &valid_file = data.valid;
   t.train_source = train_file.empty() ? "the built-in corpus (data.builtin_bytes)" : "data.train " + train_file;
-  t.train = train_file.empty() ? builtin_corpus(config.get_int_as<std::size_t>("data.builtin_bytes"), 12345)
-                               : read_text(train_file);
+  t.train =
+      train_file.empty() ? builtin_corpus(static_cast<std::size_t>(data.builtin_bytes), 12345) : read_text(train_file);
   if (!valid_file.empty()) {
     t.valid = read_text(valid_file);
     t.valid_source = "data.valid " + valid_file;
@@ -32,21 +32,21 @@ GptModel::Texts GptModel::read_texts(const Config& config) {
   return t;
 }
 
-GptModel::GptModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+GptModel::GptModel(const MoeTrainOptions& run, const ModelOptions& options, comm::ProcessGroup& world,
                    const std::vector<placement::LayerPlacement>& placements,
                    std::shared_ptr<BalancingPolicy<float>> policy)
-    : GptModel(config, options, world, placements, std::move(policy), read_texts(config)) {}
+    : GptModel(run.train, options, world, placements, std::move(policy), read_texts(run.data)) {}
 
-GptModel::GptModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+GptModel::GptModel(const TrainSection& train, const ModelOptions& options, comm::ProcessGroup& world,
                    const std::vector<placement::LayerPlacement>& placements,
                    std::shared_ptr<BalancingPolicy<float>> policy, const Texts& texts)
     : world_(world),
       train_(texts.train, options.seq_len, texts.train_source),
       valid_(texts.valid, options.seq_len, texts.valid_source),
       entropy_(unigram_entropy(texts.valid)),
-      batch_(config.get_int_as<int>("train.batch_size")),
-      seed_(config.get_int_as<std::uint64_t>("train.seed")),
-      eval_sequences_(config.get_int("train.eval_sequences")),
+      batch_(train.batch_size),
+      seed_(train.seed),
+      eval_sequences_(train.eval_sequences),
       net_(options, world, placements, std::move(policy)) {
   SKEW_CHECK(eval_sequences_ >= world.size(), "train.eval_sequences " << eval_sequences_ << " is fewer than the "
                                                                       << world.size()

@@ -5,7 +5,6 @@
 #include <memory>
 #include <string>
 
-#include "core/config.hpp"
 #include "lib/moe/corpus.hpp"
 #include "lib/moe/models/gpt_network.hpp"
 #include "lib/moe/models/model.hpp"
@@ -16,10 +15,10 @@ class GptModel : public Model {
  public:
   // The network's options from model.*, train.precision and moe.jitter, with the MoE layers'
   // options `moe`.
-  static ModelOptions options(const Config& config, MoeOptions moe);
+  static ModelOptions options(const MoeTrainOptions& options, MoeOptions moe);
   // Reads the corpus and builds and initialises the network (train.seed) with one placement per
   // MoE layer, all its layers consulting `policy`.
-  GptModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+  GptModel(const MoeTrainOptions& run, const ModelOptions& options, comm::ProcessGroup& world,
            const std::vector<placement::LayerPlacement>& placements, std::shared_ptr<BalancingPolicy<float>> policy);
 
   MoeNetwork<float>& network() override { return net_; }
@@ -36,8 +35,8 @@ class GptModel : public Model {
     std::string train, valid;
     std::string train_source, valid_source;  // for errors: a file name or the built-in corpus
   };
-  static Texts read_texts(const Config& config);
-  GptModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+  static Texts read_texts(const DataOptions& data);
+  GptModel(const TrainSection& train, const ModelOptions& options, comm::ProcessGroup& world,
            const std::vector<placement::LayerPlacement>& placements, std::shared_ptr<BalancingPolicy<float>> policy,
            const Texts& texts);
 

@@ -6,16 +6,16 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/config.hpp"
 #include "core/metrics.hpp"
 #include "lib/moe/models/network.hpp"
+#include "lib/moe/options.hpp"
 
 namespace skew::moe {
 
 // The network options every family reads alike (model.d_model, heads, d_ff, moe_every, init_std,
 // moe.jitter, train.precision) with the MoE layers' options `moe`; each family then sets its own
 // depth, sequence length and expert width.
-ModelOptions shared_model_options(const Config& config, MoeOptions moe);
+ModelOptions shared_model_options(const MoeTrainOptions& options, MoeOptions moe);
 
 class Model {
  public:

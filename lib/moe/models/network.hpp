@@ -12,6 +12,7 @@
 
 #include "lib/moe/models/device_buffer.hpp"
 #include "lib/moe/moe_layer.hpp"
+#include "lib/moe/policies/policy.hpp"
 
 namespace skew::moe {
 

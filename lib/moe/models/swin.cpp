@@ -8,62 +8,46 @@
 
 namespace skew::moe {
 
-void SwinModel::add_keys(Schema& s) {
-  s.add_string("data.mnist_dir", "",
-               "swin: directory with MNIST's train.csv and test.csv (scripts/fetch/mnist.sh data/mnist; test.csv "
-               "is the held-out split); empty = a generated image set");
-  s.add_int("data.generated_images", 4000, {1, kMaxInt32},
-            "swin without data.mnist_dir: training images generated (and a quarter as many held out): 10 classes "
-            "of random 7x7 patterns scaled to 28x28, shifted by up to 2 pixels, with pixel noise");
-  s.add_int("swin.patch", 2, {1, 1 << 10}, "swin: patch size (the embedding's stride); the patch grid must be even");
-  s.add_int("swin.window", 7, {1, 1 << 10},
-            "swin: attention window (a stage whose map is no wider attends in one window, unshifted)");
-  s.add_int("swin.stage1_blocks", 2, {1, 1 << 10}, "swin: blocks of stage 1 (width model.d_model, dense FFNs)");
-  s.add_int("swin.stage2_blocks", 2, {1, 1 << 10},
-            "swin: blocks of stage 2 (width 2 * model.d_model, 2 * model.heads heads), MoE FFN per model.moe_every; "
-            "swin ignores model.layers and model.seq_len, and train.batch_size and train.eval_sequences count images");
-}
-
-ModelOptions SwinModel::options(const Config& c, MoeOptions moe) {
-  ModelOptions m = shared_model_options(c, moe);
-  m.layers = c.get_int_as<int>("swin.stage2_blocks");  // the blocks ModelOptions::moe_layers counts
-  m.moe.d_model = 2 * m.d_model;                       // stage 2's width (SwinMoe sets it too)
+ModelOptions SwinModel::options(const MoeTrainOptions& options, MoeOptions moe) {
+  ModelOptions m = shared_model_options(options, moe);
+  m.layers = options.swin.stage2_blocks;  // the blocks ModelOptions::moe_layers counts
+  m.moe.d_model = 2 * m.d_model;          // stage 2's width (SwinMoe sets it too)
   return m;
 }
 
-ImageSplits SwinModel::read_images(const Config& config) {
-  const std::string dir = config.get_string("data.mnist_dir");
+ImageSplits SwinModel::read_images(const MoeTrainOptions& run) {
+  const std::string& dir = run.data.mnist_dir;
   if (!dir.empty()) return load_mnist(dir);
-  const int count = config.get_int_as<int>("data.generated_images");
-  const auto seed = config.get_int_as<std::uint64_t>("train.seed");
+  const int count = run.data.generated_images;
+  const std::uint64_t seed = run.train.seed;
   return {generated_digits(count, seed, 1), generated_digits(std::max(count / 4, 1), seed, 2)};
 }
 
 namespace {
-SwinShape shape_of(const Config& config, const ImageSet& images) {
+SwinShape shape_of(const SwinOptions& swin, const ImageSet& images) {
   SwinShape shape;
   shape.image = images.side, shape.channels = images.channels, shape.classes = images.classes;
-  shape.patch = config.get_int_as<int>("swin.patch");
-  shape.window = config.get_int_as<int>("swin.window");
-  shape.stage1_blocks = config.get_int_as<int>("swin.stage1_blocks");
+  shape.patch = swin.patch;
+  shape.window = swin.window;
+  shape.stage1_blocks = swin.stage1_blocks;
   return shape;
 }
 }  // namespace
 
-SwinModel::SwinModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+SwinModel::SwinModel(const MoeTrainOptions& run, const ModelOptions& options, comm::ProcessGroup& world,
                      const std::vector<placement::LayerPlacement>& placements,
                      std::shared_ptr<BalancingPolicy<float>> policy)
-    : SwinModel(config, options, world, placements, std::move(policy), read_images(config)) {}
+    : SwinModel(run, options, world, placements, std::move(policy), read_images(run)) {}
 
-SwinModel::SwinModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+SwinModel::SwinModel(const MoeTrainOptions& run, const ModelOptions& options, comm::ProcessGroup& world,
                      const std::vector<placement::LayerPlacement>& placements,
                      std::shared_ptr<BalancingPolicy<float>> policy, ImageSplits data)
     : world_(world),
       data_(std::move(data)),
-      batch_(config.get_int_as<int>("train.batch_size")),
-      seed_(config.get_int_as<std::uint64_t>("train.seed")),
-      eval_images_(std::min<std::int64_t>(config.get_int("train.eval_sequences"), data_.held_out.count())),
-      net_(options, shape_of(config, data_.train), world, placements, std::move(policy)) {
+      batch_(run.train.batch_size),
+      seed_(run.train.seed),
+      eval_images_(std::min<std::int64_t>(run.train.eval_sequences, data_.held_out.count())),
+      net_(options, shape_of(run.swin, data_.train), world, placements, std::move(policy)) {
   SKEW_CHECK(eval_images_ >= world.size(), "train.eval_sequences " << eval_images_ << " (held-out images of "
                                                                    << data_.held_out.source << ") is fewer than the "
                                                                    << world.size()

@@ -6,7 +6,6 @@
 #include <memory>
 #include <vector>
 
-#include "core/config.hpp"
 #include "lib/moe/models/model.hpp"
 #include "lib/moe/models/swin_data.hpp"
 #include "lib/moe/models/swin_network.hpp"
@@ -15,14 +14,12 @@ namespace skew::moe {
 
 class SwinModel : public Model {
  public:
-  // The keys only the Swin family reads (swin.*, data.mnist_dir, data.generated_images).
-  static void add_keys(Schema& schema);
   // The network's options from model.*, swin.stage2_blocks, train.precision and moe.jitter, with
   // the MoE layers' options `moe` (their width: stage 2's, 2 * model.d_model).
-  static ModelOptions options(const Config& config, MoeOptions moe);
+  static ModelOptions options(const MoeTrainOptions& options, MoeOptions moe);
   // Reads or generates the images and builds and initialises the network (train.seed) with one
   // placement per MoE layer, all its layers consulting `policy`.
-  SwinModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+  SwinModel(const MoeTrainOptions& run, const ModelOptions& options, comm::ProcessGroup& world,
             const std::vector<placement::LayerPlacement>& placements, std::shared_ptr<BalancingPolicy<float>> policy);
 
   MoeNetwork<float>& network() override { return net_; }
@@ -38,10 +35,10 @@ class SwinModel : public Model {
   void summarise(Json& summary) const override;
 
  private:
-  SwinModel(const Config& config, const ModelOptions& options, comm::ProcessGroup& world,
+  SwinModel(const MoeTrainOptions& run, const ModelOptions& options, comm::ProcessGroup& world,
             const std::vector<placement::LayerPlacement>& placements, std::shared_ptr<BalancingPolicy<float>> policy,
             ImageSplits data);
-  static ImageSplits read_images(const Config& config);
+  static ImageSplits read_images(const MoeTrainOptions& run);
 
   comm::ProcessGroup& world_;
   ImageSplits data_;

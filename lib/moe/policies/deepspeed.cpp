@@ -22,7 +22,7 @@ std::uint64_t rts_stream(const StepContext& step) {
 }  // namespace
 
 template <class T>
-std::int64_t DeepSpeedPolicy<T>::capacity(const MoeLayer<T>& layer, bool training) const {
+std::int64_t DeepSpeedPolicy<T>::capacity(const LayerView<T>& layer, bool training) const {
   const GateOptions& gate = layer.options().gate;
   return placement::deepspeed_capacity(static_cast<double>(layer.gate_state().n), gate.num_experts, gate.top_k,
                                        training ? opt_.capacity_factor_train : opt_.capacity_factor_eval,
@@ -30,7 +30,7 @@ std::int64_t DeepSpeedPolicy<T>::capacity(const MoeLayer<T>& layer, bool trainin
 }
 
 template <class T>
-void DeepSpeedPolicy<T>::keep(const MoeLayer<T>& layer, bool training, std::vector<char>& kept) const {
+void DeepSpeedPolicy<T>::keep(const LayerView<T>& layer, bool training, std::vector<char>& kept) const {
   if (!opt_.drop_tokens) return;
   const GateState<T>& gate = layer.gate_state();
   const int E = layer.options().gate.num_experts, k = layer.options().gate.top_k;
@@ -76,7 +76,7 @@ void DeepSpeedPolicy<T>::keep(const MoeLayer<T>& layer, bool training, std::vect
 // Pads every expert's rows from this rank, in the block of its first replica, to the buffer's
 // capacity (drop_tokens) or to the largest block over all ranks and experts (dropless).
 template <class T>
-std::int64_t DeepSpeedPolicy<T>::pad(const MoeLayer<T>& layer, std::vector<std::int64_t>& block) const {
+std::int64_t DeepSpeedPolicy<T>::pad(const LayerView<T>& layer, std::vector<std::int64_t>& block) const {
   const int E = layer.options().gate.num_experts, N = layer.world().size();
   std::int64_t slots = 0;
   if (opt_.drop_tokens) {

@@ -45,10 +45,10 @@ template <class T>
 class DeepSpeedPolicy : public StaticPolicy<T> {
  public:
   explicit DeepSpeedPolicy(DeepSpeedOptions options) : opt_(options) {}
-  void keep(const MoeLayer<T>& layer, bool training, std::vector<char>& kept) const override;
-  std::int64_t pad(const MoeLayer<T>& layer, std::vector<std::int64_t>& block) const override;
+  void keep(const LayerView<T>& layer, bool training, std::vector<char>& kept) const override;
+  std::int64_t pad(const LayerView<T>& layer, std::vector<std::int64_t>& block) const override;
   // Slots per expert in this rank's dispatch buffer for the layer's current step.
-  std::int64_t capacity(const MoeLayer<T>& layer, bool training) const;
+  std::int64_t capacity(const LayerView<T>& layer, bool training) const;
 
  private:
   DeepSpeedOptions opt_;

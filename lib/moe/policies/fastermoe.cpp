@@ -25,12 +25,21 @@ void add_into(Device device, std::size_t n, T* x, const T* y) {
 }
 }  // namespace
 
-// Every rank picks the same shadows from the all-gathered counts.
+// Every rank picks the same shadows from the all-gathered counts. Naming a step's shadows drops
+// the previous step's copies and marks the layer's bf16 weight copies stale.
 template <class T>
-void FasterMoePolicy<T>::plan(MoeLayer<T>& layer) {
+void FasterMoePolicy<T>::plan(LayerView<T>& layer) {
   comm::ProcessGroup& world = layer.world();
   const int E = layer.options().gate.num_experts, N = world.size();
-  layer.set_shadowed({});
+  Shadows& shadows = shadows_[&layer];
+  const auto name_shadows = [&](std::vector<int> experts) {
+    shadows.experts = std::move(experts);
+    shadows.flag.assign(static_cast<std::size_t>(E), 0);
+    for (int e : shadows.experts) shadows.flag[static_cast<std::size_t>(e)] = 1;
+    shadows.copies.clear();
+    layer.weights_changed();
+  };
+  name_shadows({});
   if (N == 1) return;
   std::vector<std::int64_t> local(static_cast<std::size_t>(N) * E);
   world.allgather(comm::cview(layer.gate_state().local_counts), comm::view(local));
@@ -40,15 +49,15 @@ void FasterMoePolicy<T>::plan(MoeLayer<T>& layer) {
   // without it (0 chunks) the all-to-all and the expert compute run one after the other.
   const int chunks = layer.options().schedule_chunks;
   const int pipeline_groups = chunks > 0 ? N * chunks : 1;
-  layer.set_shadowed(
+  name_shadows(
       placement::choose_shadows(model_, placement::measured_routing(local, owner, N), pipeline_groups).shadowed);
   const std::size_t P = static_cast<std::size_t>(layer.options().expert_params());
-  for (int e : layer.shadowed()) {
+  for (int e : shadows.experts) {
     if (owner[static_cast<std::size_t>(e)] == world.rank()) {
       layer.times().sync_bytes += static_cast<double>(P) * sizeof(T);
       world.broadcast(comm::view(layer.experts().at(e).w), owner[static_cast<std::size_t>(e)]);
     } else {
-      ShadowCopy<T>& copy = layer.shadow(e);  // on the layer's device
+      Copy& copy = lend(layer, shadows, e);  // on the layer's device
       copy.w.zeros(P);
       copy.g.zeros(P);
       world.broadcast(copy.w.view(), owner[static_cast<std::size_t>(e)]);
@@ -57,24 +66,64 @@ void FasterMoePolicy<T>::plan(MoeLayer<T>& layer) {
 }
 
 template <class T>
-void FasterMoePolicy<T>::reduce_grads(MoeLayer<T>& layer) {
-  if (!layer.shadowed().empty()) reduce_shadow_grads(layer);
+typename FasterMoePolicy<T>::Copy& FasterMoePolicy<T>::lend(LayerView<T>& layer, Shadows& shadows, int e) {
+  layer.weights_changed();
+  return shadows.copies.try_emplace(e, layer.options().device).first->second;
+}
+
+template <class T>
+const std::vector<int>& FasterMoePolicy<T>::shadowed(const LayerView<T>& layer) const {
+  static const std::vector<int> none;
+  const auto it = shadows_.find(&layer);
+  return it == shadows_.end() ? none : it->second.experts;
+}
+
+template <class T>
+bool FasterMoePolicy<T>::computed_where_routed(const LayerView<T>& layer, int e) const {
+  const auto it = shadows_.find(&layer);
+  return it != shadows_.end() && !it->second.flag.empty() && it->second.flag[static_cast<std::size_t>(e)];
+}
+
+template <class T>
+typename FasterMoePolicy<T>::Copy* FasterMoePolicy<T>::copy_of(const LayerView<T>& layer, int e) {
+  const auto it = shadows_.find(&layer);
+  if (it == shadows_.end()) return nullptr;
+  const auto copy = it->second.copies.find(e);
+  return copy == it->second.copies.end() ? nullptr : &copy->second;
+}
+
+template <class T>
+T* FasterMoePolicy<T>::lent_params(const LayerView<T>& layer, int e) {
+  Copy* copy = copy_of(layer, e);
+  return copy ? copy->w.data() : nullptr;
+}
+
+template <class T>
+T* FasterMoePolicy<T>::lent_grads(const LayerView<T>& layer, int e) {
+  Copy* copy = copy_of(layer, e);
+  return copy ? copy->g.data() : nullptr;
+}
+
+template <class T>
+void FasterMoePolicy<T>::reduce_grads(LayerView<T>& layer) {
+  Shadows& shadows = shadows_[&layer];
+  if (!shadows.experts.empty()) reduce_shadow_grads(layer, shadows);
   for (int e = 0; e < layer.placement().num_experts(); ++e)
-    if (!layer.is_shadowed(e)) StaticPolicy<T>::allreduce_replicas(layer, e);
-  layer.drop_shadow_copies();
+    if (!computed_where_routed(layer, e)) StaticPolicy<T>::allreduce_replicas(layer, e);
+  shadows.copies.clear();
 }
 
 template <class T>
 void FasterMoePolicy<T>::record(const typename BalancingPolicy<T>::Layers& layers, Json& record) const {
   Json shadows = Json::array();
-  for (const auto& layer : layers) shadows.push_back(layer->shadowed());
+  for (const auto& layer : layers) shadows.push_back(shadowed(*layer));
   record["shadowed"] = shadows;
 }
 
 // Every other rank sends its shadow gradients to the owner, which adds them in rank order
 // (deterministic); all shadows' messages go in one batch.
 template <class T>
-void FasterMoePolicy<T>::reduce_shadow_grads(MoeLayer<T>& layer) {
+void FasterMoePolicy<T>::reduce_shadow_grads(LayerView<T>& layer, Shadows& shadows) {
   comm::ProcessGroup& world = layer.world();
   const int me = world.rank();
   const auto P = static_cast<std::size_t>(layer.options().expert_params());
@@ -82,11 +131,11 @@ void FasterMoePolicy<T>::reduce_shadow_grads(MoeLayer<T>& layer) {
   std::vector<comm::P2POp> ops;
   // Owner side: (expert, per-rank gradients), on the layer's device; this rank's own entry stays empty.
   std::vector<std::pair<int, std::vector<LayerBuffer<T>>>> received;
-  for (int e : layer.shadowed()) {
+  for (int e : shadows.experts) {
     const int owner = layer.placement().experts[static_cast<std::size_t>(e)][0].rank;
     if (owner != me) {
       layer.times().sync_bytes += static_cast<double>(P) * sizeof(T);
-      ops.push_back(comm::send_op(layer.shadow(e).g.view(), owner, kShadowGradTag + e));
+      ops.push_back(comm::send_op(lend(layer, shadows, e).g.view(), owner, kShadowGradTag + e));
       continue;
     }
     received.push_back(
@@ -108,11 +157,7 @@ void FasterMoePolicy<T>::reduce_shadow_grads(MoeLayer<T>& layer) {
 
 template <class T>
 void FasterMoePolicy<T>::summarise(Json& summary) const {
-  const auto& c = model_.constants();
-  summary["cost_constants"] = {{"gemm_flops", c.gemm_flops},
-                               {"alltoall_bandwidth", c.inter_bandwidth},
-                               {"allreduce_bandwidth", c.allreduce_bandwidth},
-                               {"alltoall_latency", c.alltoall_latency}};
+  summary["cost_constants"] = placement::cost_constants_summary(model_.constants());
 }
 
 template <class T>
@@ -123,7 +168,7 @@ std::shared_ptr<FasterMoePolicy<T>> make_fastermoe(const placement::PlacementOpt
   shape.hidden_dim = options.d_model;
   const placement::CostConstants constants = placement::measure_constants(world, placement.cost_overrides, shape);
   SKEW_INFO("fastermoe cost model: gemm " << constants.gemm_flops / 1e9 << " GFLOP/s, all-to-all "
-                                          << constants.inter_bandwidth / 1e9 << " GB/s, all-reduce "
+                                          << constants.alltoall_bandwidth / 1e9 << " GB/s, all-reduce "
                                           << constants.allreduce_bandwidth / 1e9 << " GB/s");
   return std::make_shared<FasterMoePolicy<T>>(placement::CostModel(constants, shape));
 }

@@ -9,6 +9,7 @@
 // stages as the cost model's pipeline groups.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -23,18 +24,42 @@ class FasterMoePolicy : public StaticPolicy<T> {
   // `model`: the cost model of this run's expert (shape) and machine (constants).
   explicit FasterMoePolicy(placement::CostModel model) : model_(std::move(model)) {}
   // Chooses this step's shadows from all ranks' counts and broadcasts their parameters.
-  void plan(MoeLayer<T>& layer) override;
-  // Reduces the shadows' gradients to their owners, then the replicas' as StaticPolicy does.
-  void reduce_grads(MoeLayer<T>& layer) override;
+  void plan(LayerView<T>& layer) override;
+  // A shadowed expert's tokens stay on their rank, computed there from its shadow copy.
+  bool computed_where_routed(const LayerView<T>& layer, int e) const override;
+  T* lent_params(const LayerView<T>& layer, int e) override;
+  T* lent_grads(const LayerView<T>& layer, int e) override;
+  // Reduces the shadows' gradients to their owners, then the replicas' as StaticPolicy does,
+  // and drops the step's shadow copies.
+  void reduce_grads(LayerView<T>& layer) override;
   // The record's "shadowed": per layer, the experts shadowed this iteration.
   void record(const typename BalancingPolicy<T>::Layers& layers, Json& record) const override;
   // The cost model's "cost_constants".
   void summarise(Json& summary) const override;
   const placement::CostModel& model() const { return model_; }
+  // The experts `layer` shadows this step (ascending; none before its first plan).
+  const std::vector<int>& shadowed(const LayerView<T>& layer) const;
 
  private:
-  void reduce_shadow_grads(MoeLayer<T>& layer);
+  // One layer's shadows this step: which experts, and the copies of those this rank does not
+  // hold (parameters lent by the owner, gradients to return to it; on the layer's device).
+  struct Copy {
+    explicit Copy(Device device) : w(device), g(device) {}
+    LayerBuffer<T> w, g;
+  };
+  struct Shadows {
+    std::vector<int> experts;
+    std::vector<char> flag;  // [E]
+    std::map<int, Copy> copies;
+  };
+  // Expert e's copy in `shadows`, made on first use (the layer's bf16 weight copies go stale).
+  Copy& lend(LayerView<T>& layer, Shadows& shadows, int e);
+  // The copy of expert e lent to `layer` this step, or null.
+  Copy* copy_of(const LayerView<T>& layer, int e);
+  void reduce_shadow_grads(LayerView<T>& layer, Shadows& shadows);
   placement::CostModel model_;
+  // By layer: one policy serves every MoE layer of a model.
+  std::map<const LayerView<T>*, Shadows> shadows_;
 };
 
 // The FasterMoE policy for experts of `options`: cost constants not given in `placement` are

@@ -17,7 +17,7 @@ FlexMoePolicy<T>::FlexMoePolicy(std::unique_ptr<placement::FlexMoePolicy> planne
 // Live shares: the planner fixed where replicas live; this step's own counts decide how the
 // tokens are split among them (every rank computes the same shares from the same counts).
 template <class T>
-placement::LayerPlacement FlexMoePolicy<T>::replica_shares(const MoeLayer<T>& layer,
+placement::LayerPlacement FlexMoePolicy<T>::replica_shares(const LayerView<T>& layer,
                                                            const std::vector<std::int64_t>& all_counts) const {
   placement::LayerPlacement shares = layer.placement();
   if (!planner_->options().live_shares) return shares;
@@ -81,11 +81,7 @@ void FlexMoePolicy<T>::record(const Layers& /*layers*/, Json& record) const {
 template <class T>
 void FlexMoePolicy<T>::summarise(Json& summary) const {
   summary["placement_changes"] = changes_;
-  const auto& c = planner_->model().constants();
-  summary["cost_constants"] = {{"gemm_flops", c.gemm_flops},
-                               {"alltoall_bandwidth", c.inter_bandwidth},
-                               {"allreduce_bandwidth", c.allreduce_bandwidth},
-                               {"alltoall_latency", c.alltoall_latency}};
+  summary["cost_constants"] = placement::cost_constants_summary(planner_->model().constants());
 }
 
 template <class T>

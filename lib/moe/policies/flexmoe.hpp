@@ -23,7 +23,7 @@ class FlexMoePolicy : public StaticPolicy<T> {
   using Layers = typename BalancingPolicy<T>::Layers;
   // `slots_per_rank`: resolved (> 0). `world`: the group the experts are placed over.
   FlexMoePolicy(std::unique_ptr<placement::FlexMoePolicy> planner, int slots_per_rank, comm::ProcessGroup& world);
-  placement::LayerPlacement replica_shares(const MoeLayer<T>& layer,
+  placement::LayerPlacement replica_shares(const LayerView<T>& layer,
                                            const std::vector<std::int64_t>& all_counts) const override;
   int slots_per_rank(int, int) const override { return slots_; }
   // Applies the planner's placements when they change (the move's time is part of the step).

@@ -7,7 +7,9 @@
 //   flexmoe.hpp    FlexMoE: dynamic expert replication and placement (lib/placement)
 //
 // Every hook is collective over the layer's (or model's) world group where it communicates, and
-// every rank makes the same decision from the same global numbers.
+// every rank makes the same decision from the same global numbers. The hooks inside a step see
+// the layer through its narrow view (layer_view.hpp); between iterations the policy gets the
+// model's layers.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -17,6 +19,7 @@
 
 #include "core/metrics.hpp"
 #include "core/safetensors.hpp"
+#include "lib/moe/layer_view.hpp"
 #include "lib/placement/placement.hpp"
 
 namespace skew::placement {
@@ -27,7 +30,6 @@ namespace skew::moe {
 
 template <class T>
 class MoeLayer;
-struct MoeOptions;
 
 template <class T>
 class BalancingPolicy {
@@ -37,20 +39,27 @@ class BalancingPolicy {
 
   // Inside every MoE layer's step, in this order.
   // 1. Plan before routing: the gate has chosen this step's experts (layer.gate_state()).
-  virtual void plan(MoeLayer<T>& layer) = 0;
+  virtual void plan(LayerView<T>& layer) = 0;
   // 2. Which assignments are computed: `kept` ([tokens * top_k], all 1 on entry) is set to 0 for
   //    each assignment the policy drops.
-  virtual void keep(const MoeLayer<T>& layer, bool training, std::vector<char>& kept) const = 0;
+  virtual void keep(const LayerView<T>& layer, bool training, std::vector<char>& kept) const = 0;
   // 3. Where each token's rows go: the share of a replicated expert's tokens each of its
   //    replicas computes this step, given every rank's kept counts ([ranks * experts]) ...
-  virtual placement::LayerPlacement replica_shares(const MoeLayer<T>& layer,
+  virtual placement::LayerPlacement replica_shares(const LayerView<T>& layer,
                                                    const std::vector<std::int64_t>& all_counts) const = 0;
+  //    An expert the policy has every rank compute for its own tokens this step (none by
+  //    default): its tokens stay on their rank, whatever its placement ...
+  virtual bool computed_where_routed(const LayerView<T>& layer, int e) const = 0;
+  //    ... from the copy of its parameters the policy lends this rank, and into the gradients
+  //    the policy collects in reduce_grads (null where the policy lends expert e none).
+  virtual T* lent_params(const LayerView<T>& layer, int e) = 0;
+  virtual T* lent_grads(const LayerView<T>& layer, int e) = 0;
   //    ... and the rows this rank sends in each (rank, expert) block ([ranks * experts], its kept
   //    rows on entry): returns the zero rows the policy adds to them.
-  virtual std::int64_t pad(const MoeLayer<T>& layer, std::vector<std::int64_t>& block) const = 0;
+  virtual std::int64_t pad(const LayerView<T>& layer, std::vector<std::int64_t>& block) const = 0;
   // 4. Gradient reduction after backward: every copy of an expert (replicas, shadows) ends with
   //    the gradient of all its tokens on every rank that updates it.
-  virtual void reduce_grads(MoeLayer<T>& layer) = 0;
+  virtual void reduce_grads(LayerView<T>& layer) = 0;
 
   // Between iterations, asked by the trainer.
   // Expert slots each rank offers: its memory budget for experts and their replicas.

@@ -13,18 +13,18 @@ double ring_allreduce_share(std::size_t ranks) {
 }  // namespace
 
 template <class T>
-placement::LayerPlacement StaticPolicy<T>::replica_shares(const MoeLayer<T>& layer,
+placement::LayerPlacement StaticPolicy<T>::replica_shares(const LayerView<T>& layer,
                                                           const std::vector<std::int64_t>& /*all_counts*/) const {
   return layer.placement();
 }
 
 template <class T>
-void StaticPolicy<T>::reduce_grads(MoeLayer<T>& layer) {
+void StaticPolicy<T>::reduce_grads(LayerView<T>& layer) {
   for (int e = 0; e < layer.placement().num_experts(); ++e) allreduce_replicas(layer, e);
 }
 
 template <class T>
-void StaticPolicy<T>::allreduce_replicas(MoeLayer<T>& layer, int e) {
+void StaticPolicy<T>::allreduce_replicas(LayerView<T>& layer, int e) {
   const auto& reps = layer.placement().experts[static_cast<std::size_t>(e)];
   if (reps.size() < 2 || !layer.experts().count(e)) return;
   std::vector<int> ranks;

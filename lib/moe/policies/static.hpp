@@ -11,12 +11,16 @@ namespace skew::moe {
 template <class T>
 class StaticPolicy : public BalancingPolicy<T> {
  public:
-  void plan(MoeLayer<T>&) override {}
-  void keep(const MoeLayer<T>&, bool, std::vector<char>&) const override {}
-  placement::LayerPlacement replica_shares(const MoeLayer<T>& layer,
+  void plan(LayerView<T>&) override {}
+  void keep(const LayerView<T>&, bool, std::vector<char>&) const override {}
+  placement::LayerPlacement replica_shares(const LayerView<T>& layer,
                                            const std::vector<std::int64_t>& all_counts) const override;
-  std::int64_t pad(const MoeLayer<T>&, std::vector<std::int64_t>&) const override { return 0; }
-  void reduce_grads(MoeLayer<T>& layer) override;
+  // Every expert's tokens go to its replicas; nothing is lent.
+  bool computed_where_routed(const LayerView<T>&, int) const override { return false; }
+  T* lent_params(const LayerView<T>&, int) override { return nullptr; }
+  T* lent_grads(const LayerView<T>&, int) override { return nullptr; }
+  std::int64_t pad(const LayerView<T>&, std::vector<std::int64_t>&) const override { return 0; }
+  void reduce_grads(LayerView<T>& layer) override;
   // One replica per expert, nothing re-planned, learned, recorded or saved.
   int slots_per_rank(int experts, int ranks) const override { return experts / ranks; }
   void replan(std::int64_t, typename BalancingPolicy<T>::Layers&, placement::ExpertStateStore&) override {}
@@ -29,7 +33,7 @@ class StaticPolicy : public BalancingPolicy<T> {
  protected:
   // Sums expert e's gradients over its replicas (a ring all-reduce within their ranks) when it
   // has more than one and this rank holds one.
-  static void allreduce_replicas(MoeLayer<T>& layer, int e);
+  static void allreduce_replicas(LayerView<T>& layer, int e);
 };
 
 }  // namespace skew::moe

@@ -1,18 +1,13 @@
-#include "lib/moe/schema.hpp"
+#include "apps/moe_train_options.hpp"
 
-#include "core/error.hpp"
-#include "lib/moe/models/bert.hpp"
-#include "lib/moe/models/swin.hpp"
-#include "lib/moe/placement_config.hpp"
-#include "lib/moe/policies/fastermoe.hpp"
-#include "lib/moe/policies/flexmoe.hpp"
+#include "apps/placement_options.hpp"
 
-namespace skew::moe {
+namespace skew {
 
-Schema moe_train_schema() {
-  Schema s("moe_train",
-           "MoE transformer (GPT-style byte LM, BERT-style masked LM or Swin image classifier), experts spread "
-           "over MPI ranks, with balancing policies");
+namespace {
+
+// data.*, model.* and the keys of the bert and swin families.
+void add_model_keys(Schema& s) {
   s.add_string("data.train", "", "training text file (bytes are tokens); empty = the built-in generated corpus");
   s.add_string("data.valid", "", "validation text file; empty = the last 10% of the training text");
   s.add_int("data.builtin_bytes", 200000, {2, std::int64_t{1} << 32}, "size of the built-in corpus in bytes");
@@ -27,8 +22,30 @@ Schema moe_train_schema() {
                "gpt: byte-level causal decoder, next-byte cross-entropy; bert: bidirectional encoder, masked-LM "
                "cross-entropy and accuracy on the chosen positions only (bert.* keys; a mask token after the 256 "
                "bytes); swin: Swin-MoE image classifier (swin.* keys)");
-  BertModel::add_keys(s);
-  SwinModel::add_keys(s);
+  s.add_float("bert.mask_prob", 0.15, {0, 1, true, false},
+              "bert: probability that a position is chosen for the masked-LM objective");
+  s.add_float("bert.mask_token_prob", 0.8, {0, 1},
+              "bert: share of chosen positions whose input becomes the mask token");
+  s.add_float("bert.random_token_prob", 0.1, {0, 1},
+              "bert: share of chosen positions whose input becomes a uniformly random byte (the rest keep "
+              "theirs; mask_token_prob + random_token_prob <= 1)");
+  s.add_string("data.mnist_dir", "",
+               "swin: directory with MNIST's train.csv and test.csv (scripts/fetch/mnist.sh data/mnist; test.csv "
+               "is the held-out split); empty = a generated image set");
+  s.add_int("data.generated_images", 4000, {1, kMaxInt32},
+            "swin without data.mnist_dir: training images generated (and a quarter as many held out): 10 classes "
+            "of random 7x7 patterns scaled to 28x28, shifted by up to 2 pixels, with pixel noise");
+  s.add_int("swin.patch", 2, {1, 1 << 10}, "swin: patch size (the embedding's stride); the patch grid must be even");
+  s.add_int("swin.window", 7, {1, 1 << 10},
+            "swin: attention window (a stage whose map is no wider attends in one window, unshifted)");
+  s.add_int("swin.stage1_blocks", 2, {1, 1 << 10}, "swin: blocks of stage 1 (width model.d_model, dense FFNs)");
+  s.add_int("swin.stage2_blocks", 2, {1, 1 << 10},
+            "swin: blocks of stage 2 (width 2 * model.d_model, 2 * model.heads heads), MoE FFN per model.moe_every; "
+            "swin ignores model.layers and model.seq_len, and train.batch_size and train.eval_sequences count images");
+}
+
+// moe.*: experts, gate and the balancing policies' knobs.
+void add_moe_keys(Schema& s) {
   s.add_int("moe.num_experts", 4, {1, 1 << 16}, "experts per MoE layer (a multiple of the rank count)");
   s.add_int("moe.top_k", 1, {1, 1 << 16}, "experts per token");
   s.add_int("moe.d_ff", 128, {1, 1 << 20}, "hidden width of each expert FFN");
@@ -61,6 +78,10 @@ Schema moe_train_schema() {
                "probable; overrides use_rts)");
   s.add_string("moe.save_trace", "", "write every token's expert choices to FILE.rank<r>");
   s.add_string("moe.replay_trace", "", "force the expert choices recorded in FILE.rank<r> (same config and ranks)");
+}
+
+// train.* and output.*.
+void add_train_keys(Schema& s) {
   s.add_int("train.batch_size", 8, {1, 1 << 20}, "sequences per rank per iteration");
   s.add_int("train.iterations", 100, {1, kMaxInt64}, "training iterations");
   s.add_float("train.lr", 1e-2, FloatRange::above(0), "peak learning rate");
@@ -99,60 +120,116 @@ Schema moe_train_schema() {
             "iterations between checkpoints (0 = only at the end when a dir is set)");
   s.add_int("output.keep", 2, {1, 1 << 20}, "checkpoints kept");
   s.add_bool("output.resume", false, "resume from the newest complete checkpoint in output.checkpoint_dir");
+}
+
+}  // namespace
+
+Schema moe_train_schema() {
+  Schema s("moe_train",
+           "MoE transformer (GPT-style byte LM, BERT-style masked LM or Swin image classifier), experts spread "
+           "over MPI ranks, with balancing policies");
+  add_model_keys(s);
+  add_moe_keys(s);
+  add_train_keys(s);
   add_placement_keys(s);
   return s;
 }
 
-Device train_device(const Config& c, int visible_gpus) {
-  // Every moe.policy runs on the device (fastermoe's shadows and smart schedule, flexmoe's replica
-  // moves included), so only the build, the GPUs and model.arch decide. BERT is GPT's network with
-  // masked targets; Swin's network keeps its buffers on the host.
-  const std::string requested = c.get_string("train.device"), arch = c.get_string("model.arch");
-  const bool arch_on_gpu = arch == "gpt" || arch == "bert";
-  if (requested == "cpu") return Device::Host;
-  if (requested == "cuda") {
-    SKEW_CHECK(cuda_built(),
-               "train.device=cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON, or "
-               "use train.device=cpu)");
-    SKEW_CHECK(visible_gpus > 0,
-               "train.device=cuda, but no CUDA device is visible to this rank (train.device=cpu "
-               "or auto runs on the CPU)");
-    SKEW_CHECK(arch_on_gpu,
-               "train.device=cuda with model.arch=" << arch << ": the " << arch
-                                                    << " network runs on the CPU only (model.arch=gpt "
-                                                       "and bert run on the GPU; or use train.device=cpu)");
-    return Device::Cuda;
-  }
-  return cuda_built() && visible_gpus > 0 && arch_on_gpu ? Device::Cuda : Device::Host;
+namespace {
+
+moe::DataOptions data_options(const Config& c) {
+  moe::DataOptions d;
+  d.train = c.get_string("data.train");
+  d.valid = c.get_string("data.valid");
+  d.builtin_bytes = c.get_int("data.builtin_bytes");
+  d.mnist_dir = c.get_string("data.mnist_dir");
+  d.generated_images = c.get_int_as<int>("data.generated_images");
+  return d;
 }
 
-MoeOptions moe_options(const Config& c) {
-  MoeOptions e;
-  e.d_ff = c.get_int_as<int>("moe.d_ff");
-  e.gate.num_experts = c.get_int_as<int>("moe.num_experts");
-  e.gate.top_k = c.get_int_as<int>("moe.top_k");
-  SKEW_CHECK(e.gate.top_k <= e.gate.num_experts,
-             "moe.top_k " << e.gate.top_k << " is more than moe.num_experts " << e.gate.num_experts);
-  e.gate.aux_weight = c.get_float("moe.aux_weight");
-  e.gate.z_weight = c.get_float("moe.z_weight");
-  e.policy = parse_policy(c.get_string("moe.policy"));
-  e.schedule_chunks = e.policy == Policy::FasterMoE ? c.get_int_as<int>("moe.fastermoe_chunks") : 0;
-  e.capacity_factor_train = c.get_float("moe.capacity_factor");
-  e.capacity_factor_eval = c.get_float("moe.eval_capacity_factor");
-  e.min_capacity = c.get_int_as<std::int64_t>("moe.min_capacity");
-  e.drop_tokens = c.get_bool("moe.drop_tokens");
-  e.use_rts = c.get_bool("moe.use_rts");
-  e.drop_by_probability = c.get_string("moe.drop_policy") == "probability";
-  return e;
+moe::ModelSection model_section(const Config& c) {
+  moe::ModelSection m;
+  m.d_model = c.get_int_as<int>("model.d_model");
+  m.heads = c.get_int_as<int>("model.heads");
+  m.layers = c.get_int_as<int>("model.layers");
+  m.seq_len = c.get_int_as<int>("model.seq_len");
+  m.d_ff = c.get_int_as<int>("model.d_ff");
+  m.moe_every = c.get_int_as<int>("model.moe_every");
+  m.init_std = c.get_float("model.init_std");
+  m.arch = c.get_string("model.arch");
+  return m;
 }
 
-std::shared_ptr<BalancingPolicy<float>> policy_from_config(const Config& config, const MoeOptions& moe, int moe_layers,
-                                                           comm::ProcessGroup& world) {
-  if (moe.policy == Policy::FasterMoE)
-    return make_fastermoe<float>(placement_options_from_config(config, moe.device), world, moe);
-  if (moe.policy != Policy::FlexMoE) return make_policy<float>(moe);
-  const int slots = slots_per_rank_from_config(config, moe.gate.num_experts, world.size());
-  return make_flexmoe<float>(placement_options_from_config(config, moe.device), slots, world, moe_layers, moe);
+moe::MoeSection moe_section(const Config& c) {
+  moe::MoeSection m;
+  m.num_experts = c.get_int_as<int>("moe.num_experts");
+  m.top_k = c.get_int_as<int>("moe.top_k");
+  m.d_ff = c.get_int_as<int>("moe.d_ff");
+  m.aux_weight = c.get_float("moe.aux_weight");
+  m.z_weight = c.get_float("moe.z_weight");
+  m.jitter = c.get_float("moe.jitter");
+  m.policy = c.get_string("moe.policy");
+  m.fastermoe_chunks = c.get_int_as<int>("moe.fastermoe_chunks");
+  m.capacity_factor = c.get_float("moe.capacity_factor");
+  m.eval_capacity_factor = c.get_float("moe.eval_capacity_factor");
+  m.min_capacity = c.get_int("moe.min_capacity");
+  m.drop_tokens = c.get_bool("moe.drop_tokens");
+  m.use_rts = c.get_bool("moe.use_rts");
+  m.drop_policy = c.get_string("moe.drop_policy");
+  m.save_trace = c.get_string("moe.save_trace");
+  m.replay_trace = c.get_string("moe.replay_trace");
+  return m;
 }
 
-}  // namespace skew::moe
+moe::TrainSection train_section(const Config& c) {
+  moe::TrainSection t;
+  t.batch_size = c.get_int_as<int>("train.batch_size");
+  t.iterations = c.get_int("train.iterations");
+  t.lr = c.get_float("train.lr");
+  t.min_lr_ratio = c.get_float("train.min_lr_ratio");
+  t.warmup = c.get_int("train.warmup");
+  t.weight_decay = c.get_float("train.weight_decay");
+  t.beta1 = c.get_float("train.beta1");
+  t.beta2 = c.get_float("train.beta2");
+  t.grad_clip = c.get_float("train.grad_clip");
+  t.seed = c.get_int_as<std::uint64_t>("train.seed");
+  t.eval_interval = c.get_int("train.eval_interval");
+  t.eval_sequences = c.get_int("train.eval_sequences");
+  t.log_interval = c.get_int("train.log_interval");
+  t.blas_threads = c.get_int_as<int>("train.blas_threads");
+  t.device = c.get_string("train.device");
+  t.precision = c.get_string("train.precision");
+  return t;
+}
+
+moe::OutputOptions output_options(const Config& c) {
+  moe::OutputOptions o;
+  o.metrics = c.get_string("output.metrics");
+  o.checkpoint_dir = c.get_string("output.checkpoint_dir");
+  o.checkpoint_interval = c.get_int("output.checkpoint_interval");
+  o.keep = c.get_int_as<int>("output.keep");
+  o.resume = c.get_bool("output.resume");
+  return o;
+}
+
+}  // namespace
+
+moe::MoeTrainOptions moe_train_options(const Config& c) {
+  moe::MoeTrainOptions o;
+  o.data = data_options(c);
+  o.model = model_section(c);
+  o.bert = {.mask_prob = c.get_float("bert.mask_prob"),
+            .mask_token_prob = c.get_float("bert.mask_token_prob"),
+            .random_token_prob = c.get_float("bert.random_token_prob")};
+  o.swin = {.patch = c.get_int_as<int>("swin.patch"),
+            .window = c.get_int_as<int>("swin.window"),
+            .stage1_blocks = c.get_int_as<int>("swin.stage1_blocks"),
+            .stage2_blocks = c.get_int_as<int>("swin.stage2_blocks")};
+  o.moe = moe_section(c);
+  o.train = train_section(c);
+  o.output = output_options(c);
+  o.placement = placement_settings(c);
+  return o;
+}
+
+}  // namespace skew

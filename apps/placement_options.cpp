@@ -1,8 +1,6 @@
-#include "lib/moe/placement_config.hpp"
+#include "apps/placement_options.hpp"
 
-#include "core/error.hpp"
-
-namespace skew::moe {
+namespace skew {
 
 void add_placement_keys(Schema& schema) {
   schema
@@ -47,43 +45,26 @@ void add_placement_keys(Schema& schema) {
                "bytes moved per parameter with a replica (parameter + optimiser moments)");
 }
 
-placement::PlacementOptions placement_options_from_config(const Config& config, Device experts_device) {
-  placement::PlacementOptions p;
-  placement::CostConstants& c = p.cost_overrides;
-  c.gemm_flops = config.get_float("placement.gemm_flops");
-  c.inter_bandwidth = config.get_float("placement.alltoall_bandwidth");
-  c.intra_bandwidth = config.get_float("placement.nvlink_bandwidth");
-  c.allreduce_bandwidth = config.get_float("placement.allreduce_bandwidth");
-  c.gpus_per_node = config.get_int_as<int>("placement.gpus_per_node");
-  c.alltoall_latency = config.get_float("placement.alltoall_latency");
-
-  placement::ExpertShape& s = p.shape;
-  s.device = experts_device;  // the cost model times the expert GEMMs where they run
-  s.activation_bytes = config.get_int_as<int>("placement.activation_bytes");
-  s.grad_bytes_per_param = config.get_int_as<int>("placement.grad_bytes_per_param");
-  s.state_bytes_per_param = config.get_int_as<int>("placement.state_bytes_per_param");
-
-  placement::FlexMoeOptions& o = p.flexmoe;
-  o.threshold = config.get_float("placement.threshold");
-  o.interval = config.get_int_as<int>("placement.interval");
-  o.smoothing = config.get_float("placement.smoothing");
-  o.planner.interval = o.interval > 0 ? o.interval : 50;
-  o.planner.max_ops = config.get_int_as<int>("placement.max_ops");
-  o.planner.balanced_shares = config.get_string("placement.shares") != "even";
-  o.live_shares = config.get_string("placement.shares") == "live";
-  o.planner.hedge = config.get_float("placement.hedge");
-  o.planner.variant = config.get_string("placement.flexmoe_variant") == "hedge" ? placement::PlannerVariant::Hedge
-                                                                                : placement::PlannerVariant::Paper;
-
-  p.slots_per_rank = config.get_int_as<int>("placement.slots_per_rank");
+placement::PlacementSettings placement_settings(const Config& c) {
+  placement::PlacementSettings p;
+  p.slots_per_rank = c.get_int_as<int>("placement.slots_per_rank");
+  p.threshold = c.get_float("placement.threshold");
+  p.interval = c.get_int_as<int>("placement.interval");
+  p.smoothing = c.get_float("placement.smoothing");
+  p.max_ops = c.get_int_as<int>("placement.max_ops");
+  p.flexmoe_variant = c.get_string("placement.flexmoe_variant");
+  p.hedge = c.get_float("placement.hedge");
+  p.shares = c.get_string("placement.shares");
+  p.gemm_flops = c.get_float("placement.gemm_flops");
+  p.alltoall_bandwidth = c.get_float("placement.alltoall_bandwidth");
+  p.nvlink_bandwidth = c.get_float("placement.nvlink_bandwidth");
+  p.allreduce_bandwidth = c.get_float("placement.allreduce_bandwidth");
+  p.alltoall_latency = c.get_float("placement.alltoall_latency");
+  p.gpus_per_node = c.get_int_as<int>("placement.gpus_per_node");
+  p.activation_bytes = c.get_int_as<int>("placement.activation_bytes");
+  p.grad_bytes_per_param = c.get_int_as<int>("placement.grad_bytes_per_param");
+  p.state_bytes_per_param = c.get_int_as<int>("placement.state_bytes_per_param");
   return p;
 }
 
-int slots_per_rank_from_config(const Config& config, int num_experts, int world_size) {
-  const int slots = config.get_int_as<int>("placement.slots_per_rank");
-  SKEW_CHECK(world_size >= 1 && num_experts % world_size == 0,
-             "moe.num_experts " << num_experts << " must be a multiple of the " << world_size << " ranks");
-  return slots > 0 ? slots : num_experts / world_size + 1;
-}
-
-}  // namespace skew::moe
+}  // namespace skew
