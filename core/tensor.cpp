@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/bf16.hpp"
+#include "core/device_memory.hpp"
 #include "core/error.hpp"
 
 #ifdef SKEW_WITH_CUDA
@@ -172,11 +173,9 @@ Tensor Tensor::empty(std::vector<std::int64_t> shape, DType dtype, Device device
     t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   } else {
     require_cuda("allocating a CUDA tensor");
-#ifdef SKEW_WITH_CUDA
-    void* p = nullptr;
-    SKEW_CUDA_CHECK(cudaMalloc(&p, bytes));
-    t.storage_ = std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
-#endif
+    void* p = device_memory::allocate(device_memory::Kind::Cuda, bytes, "a CUDA tensor");
+    t.storage_ =
+        std::shared_ptr<void>(p, [bytes](void* q) { device_memory::release(device_memory::Kind::Cuda, q, bytes); });
   }
   return t;
 }

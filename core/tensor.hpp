@@ -1,4 +1,6 @@
-// A dense tensor with a device tag (host or CUDA), shape and dtype, backed by shared storage.
+// A dense tensor with a device tag (host or CUDA), shape and dtype, backed by shared storage (CUDA
+// storage from the caching allocator of core/device_memory.hpp): the checkpoint and safetensors
+// tensor; the data plane's arrays are DeviceArrays (core/device_array.hpp).
 // Copies between devices go through Tensor::to / copy_from. On a build without CUDA, or a
 // machine without a GPU, asking for a CUDA tensor throws skew::Error saying which.
 #pragma once

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/cuda_check.hpp"
-#include "kernels/cuda_memory.hpp"
+#include "core/device_array.hpp"
 
 namespace skew::kernels::cuda {
 
@@ -40,13 +40,12 @@ double median_ms(int repeats, Fn fn) {
 // Device-to-device copy bandwidth, bytes read + written per second, over a buffer of `bytes`
 // (1 GiB or more, so that no cache holds it): the bound the benchmarks' figures are set against.
 inline double device_copy_bandwidth(std::size_t bytes, int repeats) {
-  char* a = device_alloc<char>(bytes);
-  char* b = device_alloc<char>(bytes);
-  SKEW_CUDA_CHECK(cudaMemset(a, 1, bytes));
-  const double ms =
-      median_ms(repeats, [&] { SKEW_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); });
-  SKEW_CUDA_CHECK(cudaFree(a));
-  SKEW_CUDA_CHECK(cudaFree(b));
+  DeviceArray<char> a(Device::Cuda), b(Device::Cuda);
+  a.resize_for_overwrite(bytes);
+  b.resize_for_overwrite(bytes);
+  SKEW_CUDA_CHECK(cudaMemset(a.data(), 1, bytes));
+  const double ms = median_ms(
+      repeats, [&] { SKEW_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice)); });
   return 2.0 * double(bytes) / (ms * 1e-3);
 }
 

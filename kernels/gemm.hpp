@@ -39,6 +39,7 @@ const char* gemm_bf16_host_path();
 // Float64 reference (naive triple loop) used by tests to check both backends.
 void gemm_reference(const GemmShape& shape, double alpha, const float* a, const float* b, double beta, double* c);
 
+#if defined(SKEW_WITH_CUDA)
 namespace cuda {
 void gemm(const GemmShape& shape, float alpha, const float* a, const float* b, float beta, float* c);
 void gemm_bf16(const GemmShape& shape, float alpha, const float* a, const float* b, float beta, float* c);
@@ -47,5 +48,6 @@ void gemm_strided_batched(const GemmShape& shape, float alpha, const float* a, c
 void gemm_bf16_strided_batched(const GemmShape& shape, float alpha, const float* a, const float* b, float beta,
                                float* c, const BatchStrides& strides);
 }  // namespace cuda
+#endif
 
 }  // namespace skew::kernels

@@ -21,6 +21,7 @@ void stable_positions(Device device, const std::int32_t* keys, std::int64_t n, i
 // out[pos[i]] = in[i] for rows of `width` floats (scatter into permuted order)
 void scatter_rows(Device device, const float* in, const std::int64_t* pos, std::int64_t n, int width, float* out);
 
+#if defined(SKEW_WITH_CUDA)
 namespace cuda {
 void histogram(const std::int32_t* keys, std::int64_t n, int bins, std::int64_t* counts);
 void exclusive_scan(const std::int64_t* in, int n, std::int64_t* out);
@@ -28,5 +29,6 @@ void stable_positions(const std::int32_t* keys, std::int64_t n, int bins, const 
                       std::int64_t* pos);
 void scatter_rows(const float* in, const std::int64_t* pos, std::int64_t n, int width, float* out);
 }  // namespace cuda
+#endif
 
 }  // namespace skew::kernels::moe

@@ -114,6 +114,7 @@ void add_inplace(Device device, std::size_t n, float* x, const float* y);
 void adamw_update(Device device, float* w, const float* g, float* m, float* v, std::size_t begin, std::size_t end,
                   bool decay, const AdamWStep& k);
 
+#if defined(SKEW_WITH_CUDA)
 namespace cuda {
 void broadcast_row(std::size_t rows, std::size_t cols, const float* row, float* y);
 void column_sum_add(std::size_t rows, std::size_t cols, const float* m, float* sum);
@@ -122,5 +123,6 @@ void gelu_forward(std::size_t n, const float* x, float* y);
 void gelu_backward(std::size_t n, const float* x, const float* dy, float* dx);
 void adamw_update(float* w, const float* g, float* m, float* v, std::size_t count, bool decay, const AdamWStep& k);
 }  // namespace cuda
+#endif
 
 }  // namespace skew::kernels::moe

@@ -42,10 +42,12 @@ inline void grouped_gemm_bf16_operands(Device device, int groups, const std::int
 void grouped_gemm_weight_grads(Device device, bool bf16, int groups, const std::int64_t* offsets, int m, int n,
                                const float* a, const float* b, float* const* c);
 
+#if defined(SKEW_WITH_CUDA)
 namespace cuda {
 void to_bf16_bits(const float* in, std::int64_t count, std::uint16_t* out);
 void grouped_gemm_bf16_operands(int groups, const std::int64_t* offsets, bool trans_b, int n, int k,
                                 const std::uint16_t* a, const std::uint16_t* const* b, float beta, float* c);
 }  // namespace cuda
+#endif
 
 }  // namespace skew::kernels::moe

@@ -101,6 +101,7 @@ void gate_logit_grads(Device device, int n, int experts, int k, const T* probs, 
 template <typename T>
 void scale_inplace(Device device, std::int64_t n, T* x, const T* factor);
 
+#if defined(SKEW_WITH_CUDA)
 namespace cuda {
 void gate_statistics(int n, int experts, const float* probs, const float* lse, double* out);
 void force_choices(std::int64_t n, int k, int experts, const std::int32_t* forced, const float* probs,
@@ -111,5 +112,6 @@ void scale_inplace(std::int64_t n, float* x, const float* factor);
 void softmax_topk(int n, int experts, int k, const float* logits, float* probs, float* lse, std::int32_t* expert,
                   float* weight);
 }  // namespace cuda
+#endif
 
 }  // namespace skew::kernels::moe

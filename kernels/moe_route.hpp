@@ -143,6 +143,7 @@ template <class T>
 void add_rows(Device device, std::int64_t tokens, int k, int width, const std::int64_t* pos, std::int64_t rows,
               const T* dback, T* dx);
 
+#if defined(SKEW_WITH_CUDA)
 namespace cuda {
 void local_positions(std::int64_t n, int blocks, const std::int64_t* block_begin, const std::int64_t* block_target,
                      std::int64_t* pos);
@@ -160,5 +161,6 @@ void combine_backward(std::int64_t n, int k, int width, const std::int64_t* pos,
 void add_rows(std::int64_t tokens, int k, int width, const std::int64_t* pos, std::int64_t rows, const float* dback,
               float* dx);
 }  // namespace cuda
+#endif
 
 }  // namespace skew::kernels::moe

@@ -217,6 +217,7 @@ void cross_entropy(Device device, int n, int v, const float* logits, const std::
 // Sum of squares of x[0, n) (the host gets the scalar back).
 double sum_of_squares(Device device, std::size_t n, const float* x);
 
+#if defined(SKEW_WITH_CUDA)
 namespace cuda {
 void layernorm_forward(int n, int d, const float* x, const float* g, const float* b, float* y, float* mean,
                        float* rstd);
@@ -231,5 +232,6 @@ void cross_entropy(int n, int v, const float* logits, const std::int32_t* target
                    double* row_loss);
 double sum_of_squares(std::size_t n, const float* x);
 }  // namespace cuda
+#endif
 
 }  // namespace skew::kernels::moe

@@ -164,6 +164,7 @@ void merge_gather(Device device, int batch, int height, int width, int channels,
 template <class T>
 void merge_scatter(Device device, int batch, int height, int width, int channels, const T* merged, T* dx);
 
+#if defined(SKEW_WITH_CUDA)
 namespace cuda {
 void patchify(std::int64_t n, int height, int width, int channels, int patch, const float* images, float* patches);
 void window_partition(std::int64_t n, int height, int width, int channels, int window, int shift, const float* x,
@@ -176,5 +177,6 @@ void relative_bias_backward(std::int64_t n, int windows, int window, int heads, 
 void merge_gather(std::int64_t n, int height, int width, int channels, const float* x, float* out);
 void merge_scatter(std::int64_t n, int height, int width, int channels, const float* merged, float* dx);
 }  // namespace cuda
+#endif
 
 }  // namespace skew::kernels::moe

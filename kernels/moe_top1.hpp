@@ -24,8 +24,10 @@ std::int64_t top1_hits(Device device, std::int64_t rows, int v, const float* log
 // The float64 reference network's count: host only.
 std::int64_t top1_hits(Device device, std::int64_t rows, int v, const double* logits, const std::int32_t* targets);
 
+#if defined(SKEW_WITH_CUDA)
 namespace cuda {
 std::int64_t top1_hits(std::int64_t rows, int v, const float* logits, const std::int32_t* targets);
 }  // namespace cuda
+#endif
 
 }  // namespace skew::kernels::moe

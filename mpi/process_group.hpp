@@ -3,7 +3,7 @@
 // memory), NcclProcessGroup (device buffers) and HybridProcessGroup (host buffers to MPI, device
 // buffers to NCCL: the world group of a GPU run).
 // Counts are in elements; buffers are views (pointer, count, dtype, device) so callers can pass
-// tensors or std::vectors alike. All collectives are in place or out of place as documented.
+// tensors, device arrays or std::vectors alike. All collectives are in place or out of place as documented.
 #pragma once
 #include <cstddef>
 #include <map>
@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/device_array.hpp"
 #include "core/tensor.hpp"
 
 namespace skew::comm {
@@ -37,6 +38,10 @@ template <typename T>
 Buffer view(T* data, std::size_t count, Device device = Device::Host) {
   return {data, count, dtype_of<T>(), device};
 }
+template <typename T>
+Buffer view(DeviceArray<T>& a) {
+  return {a.data(), a.size(), dtype_of<T>(), a.device()};
+}
 // For send-side arguments that the call only reads.
 inline Buffer cview(const Tensor& t) {
   return view(const_cast<Tensor&>(t));
@@ -44,6 +49,10 @@ inline Buffer cview(const Tensor& t) {
 template <typename T>
 Buffer cview(const std::vector<T>& v) {
   return view(const_cast<std::vector<T>&>(v));
+}
+template <typename T>
+Buffer cview(const DeviceArray<T>& a) {
+  return view(const_cast<DeviceArray<T>&>(a));
 }
 
 // A pending non-blocking operation; wait() completes it (and applies any post-step, e.g. the

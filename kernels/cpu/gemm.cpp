@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "kernels/cpu/gemm_bf16.hpp"
+#include "kernels/dispatch.hpp"
 
 namespace skew::kernels {
 namespace {
@@ -23,11 +24,7 @@ void gemm(Device device, const GemmShape& shape, float alpha, const float* a, co
   const GemmShape s = packed(shape);
   SKEW_CHECK(s.m >= 0 && s.n >= 0 && s.k >= 0, "gemm: negative dimension");
   if (s.m == 0 || s.n == 0) return;
-  if (device == Device::Cuda) {
-    SKEW_CHECK(cuda_built(), "gemm on a CUDA device in a build without CUDA");
-    cuda::gemm(s, alpha, a, b, beta, c);
-    return;
-  }
+  SKEW_ON_CUDA(device, "gemm", cuda::gemm(s, alpha, a, b, beta, c));
   cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans, s.trans_b ? CblasTrans : CblasNoTrans, s.m, s.n,
               s.k, alpha, a, s.lda, b, s.ldb, beta, c, s.ldc);
 }
@@ -63,11 +60,7 @@ void gemm_bf16(Device device, const GemmShape& shape, float alpha, const float* 
   const GemmShape s = packed(shape);
   SKEW_CHECK(s.m >= 0 && s.n >= 0 && s.k >= 0, "gemm_bf16: negative dimension");
   if (s.m == 0 || s.n == 0) return;
-  if (device == Device::Cuda) {
-    SKEW_CHECK(cuda_built(), "gemm_bf16 on a CUDA device in a build without CUDA");
-    cuda::gemm_bf16(s, alpha, a, b, beta, c);
-    return;
-  }
+  SKEW_ON_CUDA(device, "gemm_bf16", cuda::gemm_bf16(s, alpha, a, b, beta, c));
   if (cpu::has_avx512_bf16())
     cpu::gemm_bf16_avx512(s, alpha, a, b, beta, c);
   else
@@ -78,7 +71,7 @@ namespace {
 // The checks both devices share; false when there is nothing to compute.
 bool nonempty_batch(Device device, const GemmShape& s, const BatchStrides& strides) {
   SKEW_CHECK(s.m >= 0 && s.n >= 0 && s.k >= 0 && strides.count >= 0, "strided-batched gemm: negative dimension");
-  SKEW_CHECK(device == Device::Host || cuda_built(), "strided-batched gemm on a CUDA device in a build without CUDA");
+  if (device == Device::Cuda && !cuda_built()) refuse_cuda("strided-batched gemm");
   return s.m > 0 && s.n > 0 && strides.count > 0;
 }
 }  // namespace
@@ -87,7 +80,7 @@ void gemm_strided_batched(Device device, const GemmShape& shape, float alpha, co
                           float beta, float* c, const BatchStrides& strides) {
   const GemmShape s = packed(shape);
   if (!nonempty_batch(device, s, strides)) return;
-  if (device == Device::Cuda) return cuda::gemm_strided_batched(s, alpha, a, b, beta, c, strides);
+  SKEW_ON_CUDA(device, "strided-batched gemm", cuda::gemm_strided_batched(s, alpha, a, b, beta, c, strides));
   for (int i = 0; i < strides.count; ++i)
     gemm(Device::Host, s, alpha, a + i * strides.a, b + i * strides.b, beta, c + i * strides.c);
 }
@@ -96,7 +89,7 @@ void gemm_bf16_strided_batched(Device device, const GemmShape& shape, float alph
                                float beta, float* c, const BatchStrides& strides) {
   const GemmShape s = packed(shape);
   if (!nonempty_batch(device, s, strides)) return;
-  if (device == Device::Cuda) return cuda::gemm_bf16_strided_batched(s, alpha, a, b, beta, c, strides);
+  SKEW_ON_CUDA(device, "strided-batched gemm_bf16", cuda::gemm_bf16_strided_batched(s, alpha, a, b, beta, c, strides));
   for (int i = 0; i < strides.count; ++i)
     gemm_bf16(Device::Host, s, alpha, a + i * strides.a, b + i * strides.b, beta, c + i * strides.c);
 }
@@ -120,23 +113,5 @@ void gemm_reference(const GemmShape& shape, double alpha, const float* a, const 
       c[i * s.ldc + j] = alpha * acc + beta * c[i * s.ldc + j];
     }
 }
-
-#ifndef SKEW_WITH_CUDA
-namespace cuda {
-void gemm(const GemmShape&, float, const float*, const float*, float, float*) {
-  SKEW_THROW("gemm on a CUDA device: this build of skew has no CUDA support");
-}
-void gemm_bf16(const GemmShape&, float, const float*, const float*, float, float*) {
-  SKEW_THROW("gemm_bf16 on a CUDA device: this build of skew has no CUDA support");
-}
-void gemm_strided_batched(const GemmShape&, float, const float*, const float*, float, float*, const BatchStrides&) {
-  SKEW_THROW("strided-batched gemm on a CUDA device: this build of skew has no CUDA support");
-}
-void gemm_bf16_strided_batched(const GemmShape&, float, const float*, const float*, float, float*,
-                               const BatchStrides&) {
-  SKEW_THROW("strided-batched gemm_bf16 on a CUDA device: this build of skew has no CUDA support");
-}
-}  // namespace cuda
-#endif
 
 }  // namespace skew::kernels

@@ -1,6 +1,7 @@
 #include "kernels/moe_elementwise.hpp"
 
 #include "core/error.hpp"
+#include "kernels/dispatch.hpp"
 
 namespace skew::kernels::moe {
 
@@ -27,59 +28,35 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void adamw_update_h
 }  // namespace
 
 void broadcast_row(Device device, std::size_t rows, std::size_t cols, const float* row, float* y) {
-  if (device == Device::Cuda) return cuda::broadcast_row(rows, cols, row, y);
+  SKEW_ON_CUDA(device, "bias broadcast", cuda::broadcast_row(rows, cols, row, y));
   for (std::size_t at = 0; at < rows * cols; ++at) broadcast_row_element(at, cols, row, y);
 }
 
 void column_sum_add(Device device, std::size_t rows, std::size_t cols, const float* m, float* sum) {
-  if (device == Device::Cuda) return cuda::column_sum_add(rows, cols, m, sum);
+  SKEW_ON_CUDA(device, "column sum", cuda::column_sum_add(rows, cols, m, sum));
   for (std::size_t i = 0; i < rows; ++i)
     for (std::size_t j = 0; j < cols; ++j) column_sum_add(i, i + 1, cols, j, m, sum + j);
 }
 
 void add_inplace(Device device, std::size_t n, float* x, const float* y) {
-  if (device == Device::Cuda) return cuda::add_inplace(n, x, y);
+  SKEW_ON_CUDA(device, "residual add", cuda::add_inplace(n, x, y));
   for (std::size_t i = 0; i < n; ++i) add_element(i, x, y);
 }
 
 void gelu_forward(Device device, std::size_t n, const float* x, float* y) {
-  if (device == Device::Cuda) return cuda::gelu_forward(n, x, y);
+  SKEW_ON_CUDA(device, "GELU", cuda::gelu_forward(n, x, y));
   gelu_forward_host(n, x, y);
 }
 
 void gelu_backward(Device device, std::size_t n, const float* x, const float* dy, float* dx) {
-  if (device == Device::Cuda) return cuda::gelu_backward(n, x, dy, dx);
+  SKEW_ON_CUDA(device, "GELU backward", cuda::gelu_backward(n, x, dy, dx));
   gelu_backward_host(n, x, dy, dx);
 }
 
 void adamw_update(Device device, float* w, const float* g, float* m, float* v, std::size_t begin, std::size_t end,
                   bool decay, const AdamWStep& k) {
-  if (device == Device::Cuda)
-    return cuda::adamw_update(w + begin, g + begin, m + begin, v + begin, end - begin, decay, k);
+  SKEW_ON_CUDA(device, "AdamW", cuda::adamw_update(w + begin, g + begin, m + begin, v + begin, end - begin, decay, k));
   adamw_update_host(w, g, m, v, begin, end, decay ? k.decay : 0.0f, k);
 }
-
-#ifndef SKEW_WITH_CUDA
-namespace cuda {
-void broadcast_row(std::size_t, std::size_t, const float*, float*) {
-  SKEW_THROW("bias broadcast on CUDA in a build without CUDA");
-}
-void column_sum_add(std::size_t, std::size_t, const float*, float*) {
-  SKEW_THROW("column sum on CUDA in a build without CUDA");
-}
-void add_inplace(std::size_t, float*, const float*) {
-  SKEW_THROW("residual add on CUDA in a build without CUDA");
-}
-void gelu_forward(std::size_t, const float*, float*) {
-  SKEW_THROW("GELU on CUDA in a build without CUDA");
-}
-void gelu_backward(std::size_t, const float*, const float*, float*) {
-  SKEW_THROW("GELU backward on CUDA in a build without CUDA");
-}
-void adamw_update(float*, const float*, float*, float*, std::size_t, bool, const AdamWStep&) {
-  SKEW_THROW("AdamW on CUDA in a build without CUDA");
-}
-}  // namespace cuda
-#endif
 
 }  // namespace skew::kernels::moe

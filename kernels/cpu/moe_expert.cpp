@@ -4,6 +4,7 @@
 
 #include "core/bf16.hpp"
 #include "core/error.hpp"
+#include "kernels/dispatch.hpp"
 #include "kernels/gemm.hpp"
 
 namespace skew::kernels::moe {
@@ -37,13 +38,14 @@ void grouped_gemm_bf16(Device device, int groups, const std::int64_t* offsets, i
 }
 
 void to_bf16_bits(Device device, const float* in, std::int64_t count, std::uint16_t* out) {
-  if (device == Device::Cuda) return cuda::to_bf16_bits(in, count, out);
+  SKEW_ON_CUDA(device, "bf16 rounding", cuda::to_bf16_bits(in, count, out));
   for (std::int64_t i = 0; i < count; ++i) out[i] = bf16_bits_nearest_even(in[i]);
 }
 
 void grouped_gemm_bf16_operands(Device device, int groups, const std::int64_t* offsets, bool trans_b, int n, int k,
                                 const std::uint16_t* a, const std::uint16_t* const* b, float beta, float* c) {
-  if (device == Device::Cuda) return cuda::grouped_gemm_bf16_operands(groups, offsets, trans_b, n, k, a, b, beta, c);
+  SKEW_ON_CUDA(device, "grouped bf16 GEMM",
+               cuda::grouped_gemm_bf16_operands(groups, offsets, trans_b, n, k, a, b, beta, c));
   // The CPU twin widens the bf16 operands (exactly) and multiplies them with gemm_bf16, whose
   // rounding to bf16 leaves them unchanged: the same product as the GPU's. Scratch is kept per
   // thread, as gemm_bf16's own, so the layer's calls do not allocate.
@@ -76,17 +78,5 @@ void grouped_gemm_weight_grads(Device device, bool bf16, int groups, const std::
       gemm(device, s, 1.f, a_g, b_g, 1.f, c[g]);
   }
 }
-
-#ifndef SKEW_WITH_CUDA
-namespace cuda {
-void to_bf16_bits(const float*, std::int64_t, std::uint16_t*) {
-  SKEW_THROW("bf16 rounding on CUDA in a build without CUDA");
-}
-void grouped_gemm_bf16_operands(int, const std::int64_t*, bool, int, int, const std::uint16_t*,
-                                const std::uint16_t* const*, float, float*) {
-  SKEW_THROW("grouped bf16 GEMM on CUDA in a build without CUDA");
-}
-}  // namespace cuda
-#endif
 
 }  // namespace skew::kernels::moe

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "kernels/moe_float64_host.hpp"
+#include "kernels/dispatch.hpp"
 #include "kernels/moe_lane_sum.hpp"
 
 namespace skew::kernels::moe {
@@ -31,7 +31,7 @@ void softmax_topk_host(int n, int E, int k, const T* logits, T* probs, T* lse, s
 
 void softmax_topk(Device device, int n, int E, int k, const float* logits, float* probs, float* lse,
                   std::int32_t* expert, float* weight) {
-  if (device == Device::Cuda) return cuda::softmax_topk(n, E, k, logits, probs, lse, expert, weight);
+  SKEW_ON_CUDA(device, "moe gate", cuda::softmax_topk(n, E, k, logits, probs, lse, expert, weight));
   softmax_topk_host(n, E, k, logits, probs, lse, expert, weight);
 }
 
@@ -42,10 +42,7 @@ void softmax_topk(int n, int E, int k, const double* logits, double* probs, doub
 
 template <typename T>
 void gate_statistics(Device device, int n, int experts, const T* probs, const T* lse, double* out) {
-  if (runs_on_cuda<T>(device, "gate statistics")) {
-    if constexpr (std::is_same_v<T, float>) cuda::gate_statistics(n, experts, probs, lse, out);
-    return;
-  }
+  SKEW_ON_CUDA_FLOAT(T, device, "gate statistics", cuda::gate_statistics(n, experts, probs, lse, out));
   for (int j = 0; j <= experts; ++j)
     out[j] =
         lane_sum_host([&](int lane) { return gate_statistic_partial(j, lane, kSumLanes, n, experts, probs, lse); });
@@ -54,10 +51,8 @@ void gate_statistics(Device device, int n, int experts, const T* probs, const T*
 template <typename T>
 void force_choices(Device device, std::int64_t n, int k, int experts, const std::int32_t* forced, const T* probs,
                    std::int32_t* expert, T* weight) {
-  if (runs_on_cuda<T>(device, "replayed gate choices")) {
-    if constexpr (std::is_same_v<T, float>) cuda::force_choices(n, k, experts, forced, probs, expert, weight);
-    return;
-  }
+  SKEW_ON_CUDA_FLOAT(T, device, "replayed gate choices",
+                     cuda::force_choices(n, k, experts, forced, probs, expert, weight));
   for (std::int64_t a = 0; a < n; ++a) force_choice(a, k, experts, forced, probs, expert, weight);
 }
 
@@ -65,21 +60,16 @@ template <typename T>
 void gate_logit_grads(Device device, int n, int experts, int k, const T* probs, const T* lse,
                       const std::int32_t* expert, const T* dweight, const double* aux_coef, double z_coef,
                       double tokens, T* dlogits) {
-  if (runs_on_cuda<T>(device, "gate backward")) {
-    if constexpr (std::is_same_v<T, float>)
-      cuda::gate_logit_grads(n, experts, k, probs, lse, expert, dweight, aux_coef, z_coef, tokens, dlogits);
-    return;
-  }
+  SKEW_ON_CUDA_FLOAT(
+      T, device, "gate backward",
+      cuda::gate_logit_grads(n, experts, k, probs, lse, expert, dweight, aux_coef, z_coef, tokens, dlogits));
   for (int t = 0; t < n; ++t)
     gate_logit_grad_row(t, experts, k, probs, lse, expert, dweight, aux_coef, z_coef, tokens, dlogits);
 }
 
 template <typename T>
 void scale_inplace(Device device, std::int64_t n, T* x, const T* factor) {
-  if (runs_on_cuda<T>(device, "gate jitter")) {
-    if constexpr (std::is_same_v<T, float>) cuda::scale_inplace(n, x, factor);
-    return;
-  }
+  SKEW_ON_CUDA_FLOAT(T, device, "gate jitter", cuda::scale_inplace(n, x, factor));
   for (std::int64_t i = 0; i < n; ++i) scale_element(i, x, factor);
 }
 
@@ -91,26 +81,5 @@ void scale_inplace(Device device, std::int64_t n, T* x, const T* factor) {
   template void scale_inplace<T>(Device, std::int64_t, T*, const T*);
 SKEW_GATE_KERNELS(float)
 SKEW_GATE_KERNELS(double)
-
-#ifndef SKEW_WITH_CUDA
-namespace cuda {
-void gate_statistics(int, int, const float*, const float*, double*) {
-  SKEW_THROW("moe gate statistics on CUDA in a build without CUDA");
-}
-void force_choices(std::int64_t, int, int, const std::int32_t*, const float*, std::int32_t*, float*) {
-  SKEW_THROW("moe replayed choices on CUDA in a build without CUDA");
-}
-void gate_logit_grads(int, int, int, const float*, const float*, const std::int32_t*, const float*, const double*,
-                      double, double, float*) {
-  SKEW_THROW("moe gate backward on CUDA in a build without CUDA");
-}
-void scale_inplace(std::int64_t, float*, const float*) {
-  SKEW_THROW("moe jitter on CUDA in a build without CUDA");
-}
-void softmax_topk(int, int, int, const float*, float*, float*, std::int32_t*, float*) {
-  SKEW_THROW("moe gate on CUDA in a build without CUDA");
-}
-}  // namespace cuda
-#endif
 
 }  // namespace skew::kernels::moe

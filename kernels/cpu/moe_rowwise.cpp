@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "kernels/dispatch.hpp"
 
 namespace skew::kernels::moe {
 namespace {
@@ -17,14 +18,14 @@ std::size_t row_offset(std::size_t row, int width) {
 
 void layernorm_forward(Device device, int n, int d, const float* x, const float* g, const float* b, float* y,
                        float* mean, float* rstd) {
-  if (device == Device::Cuda) return cuda::layernorm_forward(n, d, x, g, b, y, mean, rstd);
+  SKEW_ON_CUDA(device, "layernorm", cuda::layernorm_forward(n, d, x, g, b, y, mean, rstd));
   for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
     layernorm_forward_row(d, x + row_offset(i, d), g, b, y + row_offset(i, d), mean + i, rstd + i, 0, 1, kOneLane);
 }
 
 void layernorm_backward(Device device, int n, int d, const float* x, const float* g, const float* mean,
                         const float* rstd, const float* dy, float* dx, float* dg, float* db) {
-  if (device == Device::Cuda) return cuda::layernorm_backward(n, d, x, g, mean, rstd, dy, dx, dg, db);
+  SKEW_ON_CUDA(device, "layernorm backward", cuda::layernorm_backward(n, d, x, g, mean, rstd, dy, dx, dg, db));
   for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
     layernorm_backward_row(d, x + row_offset(i, d), g, mean[i], rstd[i], dy + row_offset(i, d), dx + row_offset(i, d),
                            0, 1, kOneLane);
@@ -34,7 +35,7 @@ void layernorm_backward(Device device, int n, int d, const float* x, const float
 
 void embedding_forward(Device device, int n, int d, int seq, const std::int32_t* tokens, const float* wte,
                        const float* wpe, float* out) {
-  if (device == Device::Cuda) return cuda::embedding_forward(n, d, seq, tokens, wte, wpe, out);
+  SKEW_ON_CUDA(device, "embedding", cuda::embedding_forward(n, d, seq, tokens, wte, wpe, out));
   const std::size_t count = row_offset(static_cast<std::size_t>(n), d);
   for (std::size_t at = 0; at < count; ++at) {
     const EmbeddingIndex index = embedding_index(at, d, seq, tokens);
@@ -44,7 +45,7 @@ void embedding_forward(Device device, int n, int d, int seq, const std::int32_t*
 
 void embedding_backward(Device device, int n, int d, int seq, const std::int32_t* tokens, const float* dout,
                         float* dwte, float* dwpe) {
-  if (device == Device::Cuda) return cuda::embedding_backward(n, d, seq, tokens, dout, dwte, dwpe);
+  SKEW_ON_CUDA(device, "embedding backward", cuda::embedding_backward(n, d, seq, tokens, dout, dwte, dwpe));
   const std::size_t count = row_offset(static_cast<std::size_t>(n), d);
   for (std::size_t at = 0; at < count; ++at) {
     const EmbeddingIndex index = embedding_index(at, d, seq, tokens);
@@ -54,14 +55,15 @@ void embedding_backward(Device device, int n, int d, int seq, const std::int32_t
 }
 
 void attention_softmax_forward(Device device, std::size_t rows, int seq, bool causal, float* scores) {
-  if (device == Device::Cuda) return cuda::attention_softmax_forward(rows, seq, causal, scores);
+  SKEW_ON_CUDA(device, "attention softmax", cuda::attention_softmax_forward(rows, seq, causal, scores));
   for (std::size_t r = 0; r < rows; ++r)
     softmax_forward_row(seq, attention_row_valid(r, seq, causal), scores + row_offset(r, seq), 0, 1, kOneLane);
 }
 
 void attention_softmax_backward(Device device, std::size_t rows, int seq, bool causal, const float* probs, float* grad,
                                 float scale) {
-  if (device == Device::Cuda) return cuda::attention_softmax_backward(rows, seq, causal, probs, grad, scale);
+  SKEW_ON_CUDA(device, "attention softmax backward",
+               cuda::attention_softmax_backward(rows, seq, causal, probs, grad, scale));
   for (std::size_t r = 0; r < rows; ++r)
     softmax_backward_row(seq, attention_row_valid(r, seq, causal), probs + row_offset(r, seq),
                          grad + row_offset(r, seq), scale, 0, 1, kOneLane);
@@ -69,48 +71,18 @@ void attention_softmax_backward(Device device, std::size_t rows, int seq, bool c
 
 void cross_entropy(Device device, int n, int v, const float* logits, const std::int32_t* targets, float scale,
                    float* dlogits, double* row_loss) {
-  if (device == Device::Cuda) return cuda::cross_entropy(n, v, logits, targets, scale, dlogits, row_loss);
+  SKEW_ON_CUDA(device, "cross-entropy", cuda::cross_entropy(n, v, logits, targets, scale, dlogits, row_loss));
   for (std::size_t i = 0; i < static_cast<std::size_t>(n); ++i)
     row_loss[i] =
         cross_entropy_row(v, logits + row_offset(i, v), targets[i], scale, dlogits + row_offset(i, v), 0, 1, kOneLane);
 }
 
 double sum_of_squares(Device device, std::size_t n, const float* x) {
-  if (device == Device::Cuda) return cuda::sum_of_squares(n, x);
+  SKEW_ON_CUDA(device, "sum of squares", cuda::sum_of_squares(n, x));
   double total = 0;
   for (std::size_t begin = 0; begin < n; begin += kSquaresChunk)
     total += sum_squares_lane(x, begin, std::min(n, begin + kSquaresChunk), 0, 1);
   return total;
 }
-
-#ifndef SKEW_WITH_CUDA
-namespace cuda {
-void layernorm_forward(int, int, const float*, const float*, const float*, float*, float*, float*) {
-  SKEW_THROW("layernorm on CUDA in a build without CUDA");
-}
-void layernorm_backward(int, int, const float*, const float*, const float*, const float*, const float*, float*, float*,
-                        float*) {
-  SKEW_THROW("layernorm backward on CUDA in a build without CUDA");
-}
-void embedding_forward(int, int, int, const std::int32_t*, const float*, const float*, float*) {
-  SKEW_THROW("embedding on CUDA in a build without CUDA");
-}
-void embedding_backward(int, int, int, const std::int32_t*, const float*, float*, float*) {
-  SKEW_THROW("embedding backward on CUDA in a build without CUDA");
-}
-void attention_softmax_forward(std::size_t, int, bool, float*) {
-  SKEW_THROW("attention softmax on CUDA in a build without CUDA");
-}
-void attention_softmax_backward(std::size_t, int, bool, const float*, float*, float) {
-  SKEW_THROW("attention softmax backward on CUDA in a build without CUDA");
-}
-void cross_entropy(int, int, const float*, const std::int32_t*, float, float*, double*) {
-  SKEW_THROW("cross-entropy on CUDA in a build without CUDA");
-}
-double sum_of_squares(std::size_t, const float*) {
-  SKEW_THROW("sum of squares on CUDA in a build without CUDA");
-}
-}  // namespace cuda
-#endif
 
 }  // namespace skew::kernels::moe

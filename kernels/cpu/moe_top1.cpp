@@ -2,6 +2,7 @@
 #include "kernels/moe_top1.hpp"
 
 #include "core/error.hpp"
+#include "kernels/dispatch.hpp"
 
 namespace skew::kernels::moe {
 
@@ -15,7 +16,7 @@ std::int64_t host_top1_hits(std::int64_t rows, int v, const T* logits, const std
 }  // namespace
 
 std::int64_t top1_hits(Device device, std::int64_t rows, int v, const float* logits, const std::int32_t* targets) {
-  if (device == Device::Cuda) return cuda::top1_hits(rows, v, logits, targets);
+  SKEW_ON_CUDA(device, "top-1 count", cuda::top1_hits(rows, v, logits, targets));
   return host_top1_hits(rows, v, logits, targets);
 }
 
@@ -23,13 +24,5 @@ std::int64_t top1_hits(Device device, std::int64_t rows, int v, const double* lo
   SKEW_CHECK(device == Device::Host, "the float64 top-1 count runs on the host only");
   return host_top1_hits(rows, v, logits, targets);
 }
-
-#ifndef SKEW_WITH_CUDA
-namespace cuda {
-std::int64_t top1_hits(std::int64_t, int, const float*, const std::int32_t*) {
-  SKEW_THROW("top-1 count on CUDA in a build without CUDA");
-}
-}  // namespace cuda
-#endif
 
 }  // namespace skew::kernels::moe

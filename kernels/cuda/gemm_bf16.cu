@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "core/cuda_check.hpp"
+#include "core/device_array.hpp"
 #include "kernels/cuda/cublas_handle.hpp"
 #include "kernels/gemm.hpp"
 
@@ -25,24 +26,12 @@ __global__ void to_bf16(const float* in, std::int64_t n, __nv_bfloat16* out) {
 }
 
 // Grow-only device buffer per calling thread, so per-layer GEMMs do not cudaMalloc every call.
-struct Bf16Scratch {
-  __nv_bfloat16* ptr = nullptr;
-  std::size_t capacity = 0;
-  ~Bf16Scratch() { cudaFree(ptr); }
-  __nv_bfloat16* reserve(std::size_t count) {
-    if (count > capacity) {
-      SKEW_CUDA_CHECK(cudaFree(ptr));
-      ptr = nullptr;
-      SKEW_CUDA_CHECK(cudaMalloc(&ptr, count * sizeof(__nv_bfloat16)));
-      capacity = count;
-    }
-    return ptr;
-  }
-};
+using Bf16Scratch = DeviceArray<__nv_bfloat16>;
 
 // `span` floats from src converted as one range, so the copy keeps the caller's strides.
 __nv_bfloat16* converted_span(const float* src, std::int64_t span, Bf16Scratch& scratch) {
-  __nv_bfloat16* out = scratch.reserve(static_cast<std::size_t>(span));
+  scratch.resize_for_overwrite(static_cast<std::size_t>(span));
+  __nv_bfloat16* out = scratch.data();
   if (span > 0) {
     const int grid = static_cast<int>(std::min<std::int64_t>((span + kBlock - 1) / kBlock, kMaxGrid));
     to_bf16<<<grid, kBlock>>>(src, span, out);
@@ -65,7 +54,7 @@ __nv_bfloat16* converted(const float* src, int rows, int cols, int ld, Bf16Scrat
 }  // namespace
 
 void gemm_bf16(const GemmShape& s, float alpha, const float* a, const float* b, float beta, float* c) {
-  thread_local Bf16Scratch a_scratch, b_scratch;
+  thread_local Bf16Scratch a_scratch(Device::Cuda), b_scratch(Device::Cuda);
   const __nv_bfloat16* a16 = converted(a, s.trans_a ? s.k : s.m, s.trans_a ? s.m : s.k, s.lda, a_scratch);
   const __nv_bfloat16* b16 = converted(b, s.trans_b ? s.n : s.k, s.trans_b ? s.k : s.n, s.ldb, b_scratch);
   SKEW_CUBLAS_CHECK(cublasGemmEx(cublas_handle(), s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
@@ -78,7 +67,7 @@ void gemm_bf16(const GemmShape& s, float alpha, const float* a, const float* b, 
 // one's end), so that the caller's ld and batch strides still address them.
 void gemm_bf16_strided_batched(const GemmShape& s, float alpha, const float* a, const float* b, float beta, float* c,
                                const BatchStrides& strides) {
-  thread_local Bf16Scratch a_scratch, b_scratch;
+  thread_local Bf16Scratch a_scratch(Device::Cuda), b_scratch(Device::Cuda);
   const int a_rows = s.trans_a ? s.k : s.m, a_cols = s.trans_a ? s.m : s.k;
   const int b_rows = s.trans_b ? s.n : s.k, b_cols = s.trans_b ? s.k : s.n;
   const __nv_bfloat16* a16 =

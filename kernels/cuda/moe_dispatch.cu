@@ -1,21 +1,19 @@
 // CUDA twins of the MoE kernels (kernels/moe_dispatch.hpp, moe_gate.hpp, moe_expert.hpp):
 // CUB DeviceHistogram / DeviceScan / DeviceRadixSort for the dispatch permutation, one thread
 // per token for softmax + top-k (the expert GEMM is kernels::gemm_bf16, per expert). Scratch comes
-// from grow-only per-call buffers (kernels/cuda_memory.hpp): no cudaMalloc in a steady step.
+// from grow-only per-call buffers (kernels/cuda/scratch.hpp): no cudaMalloc in a steady step.
 #include <algorithm>
 #include <cstdint>
 #include <cub/cub.cuh>
 #include <limits>
 
 #include "core/cuda_check.hpp"
-#include "kernels/cuda_memory.hpp"
+#include "kernels/cuda/scratch.hpp"
 #include "kernels/moe_dispatch.hpp"
 #include "kernels/moe_gate.hpp"
 
 namespace skew::kernels::moe::cuda {
 namespace {
-
-using kernels::cuda::DeviceScratch;
 
 constexpr int kBlock = 256;
 int blocks(std::int64_t n) {
@@ -84,11 +82,11 @@ void histogram(const std::int32_t* keys, std::int64_t n, int bins, std::int64_t*
     return;
   }
   SKEW_CHECK(bins > 0, "moe histogram: " << n << " keys into " << bins << " bins");
-  thread_local DeviceScratch scratch;
+  thread_local DeviceArray<char> scratch(Device::Cuda);
   std::size_t bytes = 0;
   SKEW_CUDA_CHECK(
       cub::DeviceHistogram::HistogramEven(nullptr, bytes, keys, static_cast<int*>(nullptr), bins + 1, 0, bins, n));
-  const auto s = scratch.slices({sizeof(int) * static_cast<std::size_t>(bins), bytes});
+  const auto s = scratch_slices(scratch, {sizeof(int) * static_cast<std::size_t>(bins), bytes});
   int* narrow = static_cast<int*>(s[0]);
   SKEW_CUDA_CHECK(cub::DeviceHistogram::HistogramEven(s[1], bytes, keys, narrow, bins + 1, 0, bins, n));
   widen<<<blocks(bins), kBlock>>>(narrow, bins, counts);
@@ -97,17 +95,17 @@ void histogram(const std::int32_t* keys, std::int64_t n, int bins, std::int64_t*
 
 void exclusive_scan(const std::int64_t* in, int n, std::int64_t* out) {
   if (n == 0) return;
-  thread_local DeviceScratch scratch;
+  thread_local DeviceArray<char> scratch(Device::Cuda);
   std::size_t bytes = 0;
   SKEW_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(nullptr, bytes, in, out, n));
-  SKEW_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scratch.slices({bytes})[0], bytes, in, out, n));
+  SKEW_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(scratch_slices(scratch, {bytes})[0], bytes, in, out, n));
 }
 
 void stable_positions(const std::int32_t* keys, std::int64_t n, int bins, const std::int64_t* offsets,
                       std::int64_t* pos) {
   check_items(n, "moe permutation");
   if (n == 0) return;
-  thread_local DeviceScratch scratch;
+  thread_local DeviceArray<char> scratch(Device::Cuda);
   const std::size_t items = static_cast<std::size_t>(n), bin_bytes = sizeof(std::int64_t) * std::size_t(bins);
   int end_bit = 1;
   while ((1 << end_bit) < bins) ++end_bit;
@@ -116,7 +114,7 @@ void stable_positions(const std::int32_t* keys, std::int64_t n, int bins, const 
                                                   static_cast<const std::int32_t*>(nullptr),
                                                   static_cast<std::int32_t*>(nullptr), n, 0, end_bit));
   const std::size_t idx_bytes = sizeof(std::int32_t) * items;
-  const auto s = scratch.slices({idx_bytes, idx_bytes, idx_bytes, bin_bytes, bin_bytes, sort_bytes});
+  const auto s = scratch_slices(scratch, {idx_bytes, idx_bytes, idx_bytes, bin_bytes, bin_bytes, sort_bytes});
   auto* idx = static_cast<std::int32_t*>(s[0]);
   auto* sorted_keys = static_cast<std::int32_t*>(s[1]);
   auto* sorted_idx = static_cast<std::int32_t*>(s[2]);

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "core/cuda_check.hpp"
-#include "kernels/cuda_memory.hpp"
+#include "kernels/cuda/scratch.hpp"
 #include "kernels/moe_elementwise.hpp"
 
 namespace skew::kernels::moe::cuda {
@@ -84,8 +84,8 @@ void column_sum_add(std::size_t rows, std::size_t cols, const float* m, float* s
   constexpr std::size_t kMaxChunks = 65535;
   const std::size_t chunk_rows = std::max<std::size_t>(64, (rows + kMaxChunks - 1) / kMaxChunks);
   const std::size_t chunks = (rows + chunk_rows - 1) / chunk_rows;
-  thread_local kernels::cuda::DeviceScratch scratch;
-  float* partial = static_cast<float*>(scratch.slices({chunks * cols * sizeof(float)})[0]);
+  thread_local DeviceArray<char> scratch(Device::Cuda);
+  float* partial = static_cast<float*>(scratch_slices(scratch, {chunks * cols * sizeof(float)})[0]);
   const dim3 grid(static_cast<unsigned>((cols + kBlock - 1) / kBlock), static_cast<unsigned>(chunks));
   column_partial_kernel<<<grid, kBlock>>>(rows, cols, chunk_rows, m, partial);
   SKEW_CUDA_CHECK(cudaGetLastError());

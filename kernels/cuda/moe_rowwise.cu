@@ -2,20 +2,18 @@
 // (lanes = 32, warp-shuffle reductions) for layernorm, attention softmax and cross-entropy; one
 // thread per element for the embedding (its backward adds with atomics: tokens repeat); the
 // column reductions (layernorm dg/db, sum of squares) in two levels, chunk partials in a
-// grow-only scratch (kernels/cuda_memory.hpp), then one ordered pass over the partials. The row
+// grow-only scratch (kernels/cuda/scratch.hpp), then one ordered pass over the partials. The row
 // bodies' fp64 sums are shuffled as doubles; H200's fp64 rate is far above what these
 // memory-bound kernels need.
 #include <algorithm>
 #include <cstdint>
 
 #include "core/cuda_check.hpp"
-#include "kernels/cuda_memory.hpp"
+#include "kernels/cuda/scratch.hpp"
 #include "kernels/moe_rowwise.hpp"
 
 namespace skew::kernels::moe::cuda {
 namespace {
-
-using kernels::cuda::DeviceScratch;
 
 constexpr int kBlock = 256;
 constexpr int kWarp = 32;
@@ -177,9 +175,9 @@ void layernorm_backward(int n, int d, const float* x, const float* g, const floa
   const std::size_t rows = static_cast<std::size_t>(n);
   const std::size_t chunk_rows = std::max(kParamChunkRows, (rows + kMaxGridY - 1) / kMaxGridY);
   const std::size_t chunks = (rows + chunk_rows - 1) / chunk_rows;
-  thread_local DeviceScratch scratch;
+  thread_local DeviceArray<char> scratch(Device::Cuda);
   const std::size_t part_bytes = chunks * static_cast<std::size_t>(d) * sizeof(float);
-  const auto slices = scratch.slices({part_bytes, part_bytes});
+  const auto slices = scratch_slices(scratch, {part_bytes, part_bytes});
   float* dg_part = static_cast<float*>(slices[0]);
   float* db_part = static_cast<float*>(slices[1]);
   const dim3 grid(static_cast<unsigned>((d + kBlock - 1) / kBlock), static_cast<unsigned>(chunks));
@@ -227,8 +225,8 @@ void cross_entropy(int n, int v, const float* logits, const std::int32_t* target
 double sum_of_squares(std::size_t n, const float* x) {
   if (n == 0) return 0;
   const std::size_t chunks = (n + kSquaresChunk - 1) / kSquaresChunk;
-  thread_local DeviceScratch scratch;
-  const auto slices = scratch.slices({chunks * sizeof(double), sizeof(double)});
+  thread_local DeviceArray<char> scratch(Device::Cuda);
+  const auto slices = scratch_slices(scratch, {chunks * sizeof(double), sizeof(double)});
   double* partial = static_cast<double*>(slices[0]);
   double* total = static_cast<double*>(slices[1]);
   sum_squares_partial_kernel<<<grid_for(chunks, 1), kBlock>>>(n, chunks, x, partial);

@@ -82,7 +82,7 @@ class DenseBlockBuffers {
       : acts(device), residual(device), ffn(device), dffn(device), device_(device) {}
   std::vector<std::string> parameters;  // their gradients are "d" + name
   GptBlockActs<T> acts;                 // the block's, kept by its forward
-  DeviceBuffer<T> residual, ffn, dffn;  // the residual stream (its gradient in the backward), the FFN's output, dln2
+  DeviceArray<T> residual, ffn, dffn;   // the residual stream (its gradient in the backward), the FFN's output, dln2
   T* zeros(const std::string& name, std::size_t count) {
     const auto found = tensors_.find(name);
     if (found != tensors_.end() && found->second.numel() == count) return found->second.template data<T>();
@@ -108,7 +108,7 @@ class DenseBlockBuffers {
       out[name].assign(host.template data<T>(), host.template data<T>() + host.numel());
     }
     for (const auto& [name, buffer] : acts.named()) {
-      const std::vector<T> host = buffer->to_host();
+      const std::vector<T> host = buffer->host_copy();
       out["block." + name].assign(host.begin(), host.end());
     }
     return out;

@@ -9,7 +9,7 @@
 #include <functional>
 #include <vector>
 
-#include "lib/moe/moe_layer_buffer.hpp"
+#include "core/device_array.hpp"
 
 namespace skew::moe {
 
@@ -38,12 +38,12 @@ struct GateState {
         aux_coef(device) {}
   Device device() const { return probs.device(); }
   int n = 0, d = 0;
-  LayerBuffer<std::int32_t> expert;         // [n * k] chosen expert per assignment (token-major)
-  LayerBuffer<T> weight;                    // [n * k] its gate probability
-  LayerBuffer<T> input;                     // [n * d] gate input after jitter
-  LayerBuffer<T> jitter;                    // [n * d] multiplicative noise, empty when off
-  LayerBuffer<T> probs;                     // [n * E]
-  LayerBuffer<T> lse;                       // [n] logsumexp of the logits
+  DeviceArray<std::int32_t> expert;         // [n * k] chosen expert per assignment (token-major)
+  DeviceArray<T> weight;                    // [n * k] its gate probability
+  DeviceArray<T> input;                     // [n * d] gate input after jitter
+  DeviceArray<T> jitter;                    // [n * d] multiplicative noise, empty when off
+  DeviceArray<T> probs;                     // [n * E]
+  DeviceArray<T> lse;                       // [n] logsumexp of the logits
   std::vector<double> ce;                   // [E] global fraction of assignments per expert
   std::vector<std::int64_t> local_counts;   // [E] this rank's assignments per expert
   std::vector<std::int64_t> global_counts;  // [E] all ranks' assignments per expert
@@ -51,11 +51,11 @@ struct GateState {
   double aux_loss = 0, z_loss = 0;  // weighted, global
   // Scratch on the device: the statistics and counts before they come to the host, a replayed
   // trace, the logit gradient and the balance loss's per-expert coefficients.
-  LayerBuffer<double> statistics;
-  LayerBuffer<std::int64_t> counts;
-  LayerBuffer<std::int32_t> forced;
-  LayerBuffer<T> dlogits;
-  LayerBuffer<double> aux_coef;
+  DeviceArray<double> statistics;
+  DeviceArray<std::int64_t> counts;
+  DeviceArray<std::int32_t> forced;
+  DeviceArray<T> dlogits;
+  DeviceArray<double> aux_coef;
 };
 
 // Sums a vector over all ranks in place (identity on one rank).

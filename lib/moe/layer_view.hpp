@@ -7,9 +7,9 @@
 #include <map>
 #include <string>
 
+#include "core/device_array.hpp"
 #include "core/tensor.hpp"
 #include "lib/moe/gate.hpp"
-#include "lib/moe/moe_layer_buffer.hpp"
 #include "lib/moe/ops.hpp"
 #include "lib/placement/placement.hpp"
 
@@ -73,7 +73,7 @@ struct LayerTimes {
 template <class T>
 struct ExpertState {
   Tensor w, m, v;    // parameters and AdamW moments, flat, on the layer's device
-  LayerBuffer<T> g;  // gradients, on the layer's device
+  DeviceArray<T> g;  // gradients, on the layer's device
 };
 
 template <class T>

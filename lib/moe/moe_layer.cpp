@@ -36,10 +36,10 @@ MoeLayer<T>::MoeLayer(const MoeOptions& opt, comm::ProcessGroup& world, placemen
       gate_(opt.device) {
   SKEW_CHECK(opt.device == Device::Host || (std::is_same_v<T, float>),
              "MoE layer on cuda: the float64 layer is the host-only reference");
-  for (LayerBuffer<T>* b :
+  for (DeviceArray<T>* b :
        {&back_, &xe_, &hpre_, &h_, &send_, &recv_, &ye_, &dsend_, &dweight_, &drecv_, &dye_, &dxe_, &dhpre_, &dback_})
     b->set_device(opt.device);
-  for (LayerBuffer<std::int64_t>* b :
+  for (DeviceArray<std::int64_t>* b :
        {&pos_, &local_pos_, &counts_, &order_, &offsets_, &replica_end_, &block_begin_, &block_target_})
     b->set_device(opt.device);
   kept_flags_.set_device(opt.device);
@@ -145,7 +145,7 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
     forward_pipelined(send_, recv_, ye_);
   } else {
     timer.reset();
-    world_.alltoallv(send_.view(), times_width(send_rows_, D), recv_.view(), times_width(recv_rows_, D));
+    world_.alltoallv(comm::view(send_), times_width(send_rows_, D), comm::view(recv_), times_width(recv_rows_, D));
     times_.alltoall += timer.seconds();
     timer.reset();
     const double cpu = thread_cpu_seconds();
@@ -155,7 +155,7 @@ void MoeLayer<T>::forward(int n, const T* x, const T* wg, const StepContext& ctx
     times_.expert += timer.seconds();
     times_.expert_cpu += thread_cpu_seconds() - cpu;
     timer.reset();
-    world_.alltoallv(recv_.view(), times_width(recv_rows_, D), back_.view(), times_width(send_rows_, D));
+    world_.alltoallv(comm::view(recv_), times_width(recv_rows_, D), comm::view(back_), times_width(send_rows_, D));
     times_.alltoall += timer.seconds();
   }
   timer.reset();
@@ -184,7 +184,7 @@ void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
   } else {
     drecv_.resize(recv_total * D);
     timer.reset();
-    world_.alltoallv(dsend_.view(), times_width(send_rows_, D), drecv_.view(), times_width(recv_rows_, D));
+    world_.alltoallv(comm::view(dsend_), times_width(send_rows_, D), comm::view(drecv_), times_width(recv_rows_, D));
     times_.alltoall += timer.seconds();
     timer.reset();
     const double cpu = thread_cpu_seconds();
@@ -197,7 +197,7 @@ void MoeLayer<T>::backward(const T* dy, const T* wg, T* dx, T* dwg) {
     times_.expert += timer.seconds();
     times_.expert_cpu += thread_cpu_seconds() - cpu;
     timer.reset();
-    world_.alltoallv(drecv_.view(), times_width(recv_rows_, D), dback_.view(), times_width(send_rows_, D));
+    world_.alltoallv(comm::view(drecv_), times_width(recv_rows_, D), comm::view(dback_), times_width(send_rows_, D));
     times_.alltoall += timer.seconds();
   }
   timer.reset();

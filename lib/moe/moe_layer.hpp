@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "core/device_array.hpp"
 #include "lib/moe/layer_view.hpp"
-#include "lib/moe/moe_layer_buffer.hpp"
 #include "mpi/process_group.hpp"
 
 namespace skew::moe {
@@ -94,9 +94,9 @@ class MoeLayer final : public LayerView<T> {
   static ExpertGroups one_expert(int e, std::int64_t rows) { return {{e}, {0, rows}}; }
   // The smart schedule's stages (moe_layer_schedule.cpp): forward from the packed send rows to
   // back_ (ye: expert outputs, expert-contiguous), backward from dsend to dback.
-  void forward_pipelined(const LayerBuffer<T>& send, LayerBuffer<T>& recv, LayerBuffer<T>& ye);
-  void backward_pipelined(const LayerBuffer<T>& dsend, LayerBuffer<T>& dback, LayerBuffer<T>& dye,
-                          LayerBuffer<T>& dhpre);
+  void forward_pipelined(const DeviceArray<T>& send, DeviceArray<T>& recv, DeviceArray<T>& ye);
+  void backward_pipelined(const DeviceArray<T>& dsend, DeviceArray<T>& dback, DeviceArray<T>& dye,
+                          DeviceArray<T>& dhpre);
   // One local expert's rows inside one source rank's rows [begin, end) of the receive buffer:
   // contiguous in the expert-contiguous buffers, starting at row xe_begin.
   struct ExpertRows {
@@ -120,19 +120,19 @@ class MoeLayer final : public LayerView<T> {
   std::vector<int> local_experts_;                  // experts computed here this step, ascending
   std::vector<std::int64_t> local_offset_;          // rows before each local expert's block
   // On the layer's device. pos_: [n*k] row in the send buffer, >= its row count when dropped.
-  LayerBuffer<std::int64_t> pos_, local_pos_;  // local_pos_: received row -> row in expert-contiguous order
-  LayerBuffer<T> back_, xe_, hpre_, h_;        // activations kept for the backward
+  DeviceArray<std::int64_t> pos_, local_pos_;  // local_pos_: received row -> row in expert-contiguous order
+  DeviceArray<T> back_, xe_, hpre_, h_;        // activations kept for the backward
   // Scratch of route(), forward() and backward(), grown once and reused every step.
-  LayerBuffer<std::uint8_t> kept_flags_;
-  LayerBuffer<std::int32_t> keys_;
-  LayerBuffer<std::int64_t> counts_, order_, offsets_, replica_end_, block_begin_, block_target_;
-  LayerBuffer<std::int32_t> replica_rank_;
-  LayerBuffer<T> send_, recv_, ye_, dsend_, dweight_, drecv_, dye_, dxe_, dhpre_, dback_;
+  DeviceArray<std::uint8_t> kept_flags_;
+  DeviceArray<std::int32_t> keys_;
+  DeviceArray<std::int64_t> counts_, order_, offsets_, replica_end_, block_begin_, block_target_;
+  DeviceArray<std::int32_t> replica_rank_;
+  DeviceArray<T> send_, recv_, ye_, dsend_, dweight_, drecv_, dye_, dxe_, dhpre_, dback_;
   // Bf16 copies [W1 | W2] of the experts' weights (float layer, Precision::Bf16), by expert;
   // stale: every local expert's copy is rounded again at the next forward.
-  std::map<int, LayerBuffer<std::uint16_t>> bf16_weights_;
+  std::map<int, DeviceArray<std::uint16_t>> bf16_weights_;
   bool bf16_stale_ = true;
-  LayerBuffer<std::uint16_t> activation_bf16_;  // a GEMM's row operand, rounded
+  DeviceArray<std::uint16_t> activation_bf16_;  // a GEMM's row operand, rounded
   std::int64_t dropped_ = 0, padded_ = 0;
   LayerTimes times_;
 };

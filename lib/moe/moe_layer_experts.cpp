@@ -50,7 +50,7 @@ void MoeLayer<T>::round_expert_weights() {
     const std::size_t matrix = static_cast<std::size_t>(opt_.d_model) * opt_.d_ff;
     for (int e : local_experts_) {
       if (!bf16_stale_ && bf16_weights_.count(e)) continue;
-      LayerBuffer<std::uint16_t>& copy = bf16_weights_[e];
+      DeviceArray<std::uint16_t>& copy = bf16_weights_[e];
       copy.set_device(opt_.device);
       copy.resize(2 * matrix);
       const float* w = params_of(e);

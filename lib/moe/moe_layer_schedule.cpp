@@ -50,7 +50,7 @@ std::vector<typename MoeLayer<T>::ExpertRows> MoeLayer<T>::expert_rows_of(int so
 }
 
 template <class T>
-void MoeLayer<T>::forward_pipelined(const LayerBuffer<T>& send, LayerBuffer<T>& recv, LayerBuffer<T>& ye) {
+void MoeLayer<T>::forward_pipelined(const DeviceArray<T>& send, DeviceArray<T>& recv, DeviceArray<T>& ye) {
   const int D = opt_.d_model, F = opt_.d_ff;
   const Device device = opt_.device;
   const std::vector<ScheduleStage> stages =
@@ -87,8 +87,8 @@ void MoeLayer<T>::forward_pipelined(const LayerBuffer<T>& send, LayerBuffer<T>& 
 }
 
 template <class T>
-void MoeLayer<T>::backward_pipelined(const LayerBuffer<T>& dsend, LayerBuffer<T>& dback, LayerBuffer<T>& dye,
-                                     LayerBuffer<T>& dhpre) {
+void MoeLayer<T>::backward_pipelined(const DeviceArray<T>& dsend, DeviceArray<T>& dback, DeviceArray<T>& dye,
+                                     DeviceArray<T>& dhpre) {
   const int D = opt_.d_model, F = opt_.d_ff;
   const Device device = opt_.device;
   const std::vector<ScheduleStage> stages =
@@ -141,12 +141,12 @@ void MoeLayer<T>::backward_pipelined(const LayerBuffer<T>& dsend, LayerBuffer<T>
   times_.alltoall += timer.seconds();
 }
 
-template void MoeLayer<float>::forward_pipelined(const LayerBuffer<float>&, LayerBuffer<float>&, LayerBuffer<float>&);
-template void MoeLayer<double>::forward_pipelined(const LayerBuffer<double>&, LayerBuffer<double>&,
-                                                  LayerBuffer<double>&);
-template void MoeLayer<float>::backward_pipelined(const LayerBuffer<float>&, LayerBuffer<float>&, LayerBuffer<float>&,
-                                                  LayerBuffer<float>&);
-template void MoeLayer<double>::backward_pipelined(const LayerBuffer<double>&, LayerBuffer<double>&,
-                                                   LayerBuffer<double>&, LayerBuffer<double>&);
+template void MoeLayer<float>::forward_pipelined(const DeviceArray<float>&, DeviceArray<float>&, DeviceArray<float>&);
+template void MoeLayer<double>::forward_pipelined(const DeviceArray<double>&, DeviceArray<double>&,
+                                                  DeviceArray<double>&);
+template void MoeLayer<float>::backward_pipelined(const DeviceArray<float>&, DeviceArray<float>&, DeviceArray<float>&,
+                                                  DeviceArray<float>&);
+template void MoeLayer<double>::backward_pipelined(const DeviceArray<double>&, DeviceArray<double>&,
+                                                   DeviceArray<double>&, DeviceArray<double>&);
 
 }  // namespace skew::moe

@@ -23,14 +23,14 @@ class AdamW {
   AdamW(const AdamWOptions& opt, MoeNetwork<float>& model, comm::ProcessGroup& world);
   // Clips and applies one update; returns the global gradient norm before clipping.
   double step(std::int64_t iteration);
-  DeviceBuffer<float>& m() { return m_; }
-  DeviceBuffer<float>& v() { return v_; }
+  DeviceArray<float>& m() { return m_; }
+  DeviceArray<float>& v() { return v_; }
 
  private:
   AdamWOptions opt_;
   MoeNetwork<float>& model_;
   comm::ProcessGroup& world_;
-  DeviceBuffer<float> m_, v_;
+  DeviceArray<float> m_, v_;
   std::vector<char> decay_;  // per dense segment, in segments() order
 };
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "core/device_array.hpp"
 #include "core/error.hpp"
-#include "lib/moe/moe_layer_buffer.hpp"
 
 namespace skew::moe {
 
@@ -56,8 +56,8 @@ std::unique_ptr<comm::Work> post_stage(comm::ProcessGroup& world, const Schedule
     SKEW_CHECK(out.rows() == in.rows(), "smart schedule: rank " << world.rank() << " sends itself " << out.rows()
                                                                 << " rows but expects " << in.rows());
     if (out.rows() > 0)
-      device_memory::copy(to + in.begin * w, from + out.begin * w, static_cast<std::size_t>(out.rows() * w) * sizeof(T),
-                          device);
+      copy_bytes(to + in.begin * w, device, from + out.begin * w, device,
+                 static_cast<std::size_t>(out.rows() * w) * sizeof(T));
     return nullptr;
   }
   const int tag = dispatch ? kDispatchTag : kReturnTag;

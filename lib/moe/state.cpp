@@ -23,7 +23,7 @@ std::string placement_key(std::size_t layer) {
 }
 // A host copy of a buffer on any device: checkpoints are the same files whichever device the
 // network trained on.
-Tensor host_tensor(const DeviceBuffer<float>& buffer) {
+Tensor host_tensor(const DeviceArray<float>& buffer) {
   Tensor t = Tensor::empty({static_cast<std::int64_t>(buffer.size())}, DType::F32, Device::Host);
   buffer.download(t.data<float>(), buffer.size());
   return t;
@@ -53,7 +53,7 @@ std::vector<std::pair<std::string, Tensor>> save_state(MoeNetwork<float>& model,
 
 namespace {
 void load_dense(const TensorLookup& get, MoeNetwork<float>& model, AdamW& adam) {
-  auto copy_into = [&](const std::string& name, DeviceBuffer<float>& dst) {
+  auto copy_into = [&](const std::string& name, DeviceArray<float>& dst) {
     const Tensor& t = get(name);
     SKEW_CHECK(t.numel() == dst.size(),
                "checkpoint tensor " << name << " has " << t.numel() << " values, the model needs " << dst.size());

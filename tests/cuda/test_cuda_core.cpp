@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/device_array.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "core/tensor.hpp"
@@ -88,4 +89,28 @@ TEST_CASE("cuda gemm: cuBLAS matches the float64 reference, fp32 and bf16", "[cu
           for (std::size_t i = 0; i < ref.size(); ++i)
             REQUIRE(std::fabs(got[i] - ref[i]) <= 1e-4 * (1.0 + std::fabs(ref[i])));
         }
+}
+
+TEST_CASE("cuda device array: copies both ways, and a released block is reused from the cache", "[cuda]") {
+  SKEW_REQUIRE_GPU();
+  skew::DeviceArray<float> a(Device::Cuda);
+  a.assign_from(std::vector<float>{1.5f, -2.0f, 3.25f});
+  a.resize(5);  // kept values, zeroed tail, on the device
+  CHECK(a.host_copy() == std::vector<float>{1.5f, -2.0f, 3.25f, 0.0f, 0.0f});
+  skew::DeviceArray<float> b = a;
+  CHECK(b.device() == Device::Cuda);
+  CHECK(b.data() != a.data());
+  CHECK(b.host_copy() == a.host_copy());
+  skew::device_memory::release_cached();
+  const void* block = nullptr;
+  {
+    skew::DeviceArray<float> c(Device::Cuda);
+    c.resize_for_overwrite(1 << 20);
+    block = c.data();
+  }
+  CHECK(skew::device_memory::cached_blocks() == 1);
+  skew::DeviceArray<float> d(Device::Cuda);
+  d.resize_for_overwrite(1 << 20);  // the same size: the cached block, no cudaMalloc
+  CHECK(d.data() == block);
+  CHECK(skew::device_memory::cached_blocks() == 0);
 }

@@ -60,7 +60,7 @@ void require_network_matches(moe::Precision precision, double tolerance, bool ma
   CHECK(gpu_loss == Approx(host_loss).epsilon(tolerance));
   for (const auto& segment : host.segments()) {
     INFO("dense gradient " << segment.name);
-    const std::vector<float> want = host.dense_g().to_host(), got = gpu.dense_g().to_host();
+    const std::vector<float> want = host.dense_g().host_copy(), got = gpu.dense_g().host_copy();
     const std::vector<float> w(want.begin() + long(segment.offset), want.begin() + long(segment.offset + segment.size));
     const std::vector<float> g(got.begin() + long(segment.offset), got.begin() + long(segment.offset + segment.size));
     CHECK(scaled_error(g, w) <= tolerance);

@@ -1,7 +1,8 @@
-# Foundation tests: config, tensor, rng, safetensors, checkpoints, metrics, gemm (fp32 and the bf16 kernel), errors, log and file helpers.
+# Foundation tests: config, tensor, device array, rng, safetensors, checkpoints, metrics, gemm (fp32 and the bf16 kernel), errors, log and file helpers.
 skew_unit_test(skew_core_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_core_config.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_tensor.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_core_device_array.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_rng.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_safetensors.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_checkpoint.cpp

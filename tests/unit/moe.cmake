@@ -2,7 +2,7 @@
 # float64, kernels; BERT's masking rule; the [placement] config keys; Swin's layers (window
 # partition and shift, mask, relative position bias, patch embedding and merging) against float64
 # references; the twins added for GPUs (bias broadcast, column sum, residual add, strided-batched
-# GEMM) and one GPT block's float chain against its float64 chain (with DeviceBuffer); the MoE
+# GEMM) and one GPT block's float chain against its float64 chain (with DeviceArray); the MoE
 # layer's routing, dispatch and combine kernels and the gate's per-token kernels against float64;
 # train.device's resolution per GPU count and model.arch.
 skew_unit_test(skew_moe_test

@@ -2,12 +2,12 @@
 // in float on the host, the chain a GPU runs with Device::Cuda, against the same chain in float64:
 // loss, every activation and every parameter gradient, at fp32 and at bf16 tolerances. The CUDA
 // run of the same chain is tests/cuda/test_moe_block_cuda.cpp. The chain's block is the one
-// GptMoe runs (lib/moe/models/gpt_block.hpp); its buffers are DeviceBuffers, checked last.
+// GptMoe runs (lib/moe/models/gpt_block.hpp); its buffers are DeviceArrays, checked last.
 #include "tests/unit/test_moe_block_ops.hpp"
 
 #include <catch2/catch.hpp>
 
-#include "lib/moe/models/device_buffer.hpp"
+#include "core/device_array.hpp"
 #include "lib/moe/ops.hpp"
 #include "tests/unit/error_message.hpp"
 
@@ -40,8 +40,8 @@ TEST_CASE("the float64 references refuse device pointers", "[moe][ops][block]") 
   CHECK(message.find("ops_internal.hpp") != std::string::npos);
 }
 
-TEST_CASE("a DeviceBuffer keeps its allocation at a steady size and copies parts", "[moe][block][buffer]") {
-  moe::DeviceBuffer<float> b(Device::Host);
+TEST_CASE("a DeviceArray keeps its allocation at a steady size and copies parts", "[moe][block][buffer]") {
+  DeviceArray<float> b(Device::Host);
   b.resize(7);
   for (float x : b) CHECK(x == 0.0f);  // a fresh allocation is zero-filled
   const std::vector<float> values = {1.5f, -2.25f, 3.0f};
@@ -49,21 +49,21 @@ TEST_CASE("a DeviceBuffer keeps its allocation at a steady size and copies parts
   const float* before = b.data();
   b.resize(7);  // the same size: the same storage and values
   CHECK(b.data() == before);
-  CHECK(b.to_host() == std::vector<float>{0, 0, 1.5f, -2.25f, 3.0f, 0, 0});
+  CHECK(b.host_copy() == std::vector<float>{0, 0, 1.5f, -2.25f, 3.0f, 0, 0});
   std::vector<float> part(2);
   b.download(part.data(), 2, 3);
   CHECK(part == std::vector<float>{-2.25f, 3.0f});
-  moe::DeviceBuffer<float> copy(Device::Host);
+  DeviceArray<float> copy(Device::Host);
   copy.assign(b);
   b[2] = 9.0f;  // the copy is its own storage
   CHECK(copy[2] == 1.5f);
   b.zero();
-  CHECK(b.to_host() == std::vector<float>(7, 0.0f));
+  CHECK(b.host_copy() == std::vector<float>(7, 0.0f));
   b.resize(4);
   CHECK(b.size() == 4);
   CHECK_THROWS_WITH(b.upload(values.data(), values.size(), 2), Catch::Contains("copy of [2, 5) out of a buffer of 4"));
   if (cuda_device_count() == 0) {
-    moe::DeviceBuffer<float> gpu(Device::Cuda);
+    DeviceArray<float> gpu(Device::Cuda);
     CHECK_THROWS_WITH(gpu.resize(3), Catch::Contains("CUDA"));
   }
 }

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "lib/moe/models/device_buffer.hpp"
+#include "core/device_array.hpp"
 #include "lib/moe/ops.hpp"
 
 namespace skew::moe {
@@ -54,11 +54,11 @@ struct GptBlockActs {
         dh(device),
         datt(device),
         dqkv(device) {}
-  DeviceBuffer<T> x_in, ln1, mean1, rstd1, qkv, att, probs, x_mid, ln2, mean2, rstd2, hpre, h;
-  DeviceBuffer<T> branch, dh, datt, dqkv;  // scratch: a residual branch's output or gradient
+  DeviceArray<T> x_in, ln1, mean1, rstd1, qkv, att, probs, x_mid, ln2, mean2, rstd2, hpre, h;
+  DeviceArray<T> branch, dh, datt, dqkv;  // scratch: a residual branch's output or gradient
   // The kept activations by name (the dense FFN's only when it ran), for tests.
-  std::vector<std::pair<std::string, const DeviceBuffer<T>*>> named() const {
-    std::vector<std::pair<std::string, const DeviceBuffer<T>*>> out = {
+  std::vector<std::pair<std::string, const DeviceArray<T>*>> named() const {
+    std::vector<std::pair<std::string, const DeviceArray<T>*>> out = {
         {"x_in", &x_in},   {"ln1", &ln1},     {"mean1", &mean1}, {"rstd1", &rstd1}, {"qkv", &qkv},    {"att", &att},
         {"probs", &probs}, {"x_mid", &x_mid}, {"ln2", &ln2},     {"mean2", &mean2}, {"rstd2", &rstd2}};
     if (!h.empty()) out.insert(out.end(), {{"hpre", &hpre}, {"h", &h}});
@@ -69,7 +69,7 @@ struct GptBlockActs {
 // x (the residual stream, [tokens, d]) += attention(LayerNorm1(x)); then A.ln2 = LayerNorm2(x),
 // the FFN's input.
 template <class T>
-void attention_half_forward(const GptBlockShape& s, const GptBlockParams<const T>& w, DeviceBuffer<T>& x,
+void attention_half_forward(const GptBlockShape& s, const GptBlockParams<const T>& w, DeviceArray<T>& x,
                             GptBlockActs<T>& A) {
   const int n = s.tokens(), d = s.d;
   const std::size_t nd = s.rows_by(d);
@@ -92,7 +92,7 @@ void attention_half_forward(const GptBlockShape& s, const GptBlockParams<const T
 // f = W2 GELU(W1 A.ln2 + b1) + b2, [tokens, d].
 template <class T>
 void dense_ffn_forward(const GptBlockShape& s, const GptBlockParams<const T>& w, GptBlockActs<T>& A,
-                       DeviceBuffer<T>& f) {
+                       DeviceArray<T>& f) {
   const int n = s.tokens(), d = s.d, F = s.d_ff;
   A.hpre.resize(s.rows_by(F)), A.h.resize(s.rows_by(F)), f.resize(s.rows_by(d));
   linear_forward<T>(n, d, F, A.ln2.data(), w.w1, w.b1, A.hpre.data(), s.precision, s.device);
@@ -103,7 +103,7 @@ void dense_ffn_forward(const GptBlockShape& s, const GptBlockParams<const T>& w,
 // From df (the gradient of the FFN's output): dln2, the gradient of its input A.ln2.
 template <class T>
 void dense_ffn_backward(const GptBlockShape& s, const GptBlockParams<const T>& w, const GptBlockParams<T>& g,
-                        GptBlockActs<T>& A, const DeviceBuffer<T>& df, DeviceBuffer<T>& dln2) {
+                        GptBlockActs<T>& A, const DeviceArray<T>& df, DeviceArray<T>& dln2) {
   const int n = s.tokens(), d = s.d, F = s.d_ff;
   A.dh.resize(s.rows_by(F)), dln2.resize(s.rows_by(d));
   linear_backward<T>(n, F, d, A.h.data(), w.w2, df.data(), A.dh.data(), g.w2, g.b2, s.precision, s.device);
@@ -115,7 +115,7 @@ void dense_ffn_backward(const GptBlockShape& s, const GptBlockParams<const T>& w
 // (the gradient of A.ln2); dln2 is used as scratch.
 template <class T>
 void attention_half_backward(const GptBlockShape& s, const GptBlockParams<const T>& w, const GptBlockParams<T>& g,
-                             GptBlockActs<T>& A, DeviceBuffer<T>& dln2, DeviceBuffer<T>& dx) {
+                             GptBlockActs<T>& A, DeviceArray<T>& dln2, DeviceArray<T>& dx) {
   const int n = s.tokens(), d = s.d;
   const std::size_t nd = s.rows_by(d);
   A.branch.resize(nd), A.datt.resize(nd), A.dqkv.resize(3 * nd);
@@ -125,7 +125,7 @@ void attention_half_backward(const GptBlockShape& s, const GptBlockParams<const 
   linear_backward<T>(n, d, d, A.att.data(), w.w_o, dx.data(), A.datt.data(), g.w_o, g.b_o, s.precision, s.device);
   attention_backward<T>(s.batch, s.seq, d, s.heads, A.qkv.data(), A.probs.data(), A.datt.data(), A.dqkv.data(),
                         s.precision, s.causal, s.device);
-  DeviceBuffer<T>& dln1 = dln2;  // dln2 is spent: the LayerNorm above has read it
+  DeviceArray<T>& dln1 = dln2;  // dln2 is spent: the LayerNorm above has read it
   linear_backward<T>(n, d, 3 * d, A.ln1.data(), w.w_qkv, A.dqkv.data(), dln1.data(), g.w_qkv, g.b_qkv, s.precision,
                      s.device);
   layernorm_backward<T>(n, d, A.x_in.data(), w.ln1_g, A.mean1.data(), A.rstd1.data(), dln1.data(), A.branch.data(),

@@ -49,11 +49,11 @@ GptMoe<T>::GptMoe(const ModelOptions& opt, comm::ProcessGroup& world,
   add("lnf.g", D), add("lnf.b", D);
   this->allocate_dense();
   for (int l = 0; l < opt.layers; ++l) acts_.emplace_back(opt.device);
-  for (DeviceBuffer<T>* b :
+  for (DeviceArray<T>* b :
        {&x_, &dx_, &f_, &dln_, &x_final_, &lnf_, &meanf_, &rstdf_, &head_in_, &dhead_, &logits_, &dlogits_})
-    *b = DeviceBuffer<T>(opt.device);
-  tokens_ = DeviceBuffer<std::int32_t>(opt.device), targets_ = DeviceBuffer<std::int32_t>(opt.device);
-  targeted_rows_ = DeviceBuffer<std::int64_t>(opt.device);
+    *b = DeviceArray<T>(opt.device);
+  tokens_ = DeviceArray<std::int32_t>(opt.device), targets_ = DeviceArray<std::int32_t>(opt.device);
+  targeted_rows_ = DeviceArray<std::int64_t>(opt.device);
 }
 
 // Normal(0, init_std) matrices, LayerNorm gains 1, biases 0; residual output projections scaled
@@ -104,7 +104,7 @@ GptBlockParams<T> GptMoe<T>::block_grads(int l) {
 
 template <class T>
 template <class I>
-const I* GptMoe<T>::ids_on_device(DeviceBuffer<I>& slot, const I* host, std::size_t count) {
+const I* GptMoe<T>::ids_on_device(DeviceArray<I>& slot, const I* host, std::size_t count) {
   if (opt_.device == Device::Host) return host;
   slot.resize(count);
   slot.upload(host, count);

@@ -40,7 +40,7 @@ class GptMoe : public MoeNetwork<T> {
   double last_correct() const { return last_correct_; }
   // This rank's logits of its targeted positions, in position order, [targeted, vocab] (a host
   // copy).
-  std::vector<T> last_logits() const { return logits_.to_host(); }
+  std::vector<T> last_logits() const { return logits_.host_copy(); }
   using MoeNetwork<T>::param;
   using MoeNetwork<T>::grad;
 
@@ -59,15 +59,15 @@ class GptMoe : public MoeNetwork<T> {
   // `count` host ids where the ops of this network's device read them: `host` itself on the
   // host, else a copy in `slot`.
   template <class I>
-  const I* ids_on_device(DeviceBuffer<I>& slot, const I* host, std::size_t count);
+  const I* ids_on_device(DeviceArray<I>& slot, const I* host, std::size_t count);
   std::vector<int> moe_index_;  // block -> index in moe_, or -1
   std::vector<GptBlockActs<T>> acts_;
   // On the device: the residual stream and its gradient, a block's FFN output and its input's
   // gradient, the final LayerNorm, the head's input rows (the targeted ones, when not all are),
   // logits and their gradient, the step's token and target ids, and the targeted rows' positions.
-  DeviceBuffer<T> x_, dx_, f_, dln_, x_final_, lnf_, meanf_, rstdf_, head_in_, dhead_, logits_, dlogits_;
-  DeviceBuffer<std::int32_t> tokens_, targets_;
-  DeviceBuffer<std::int64_t> targeted_rows_;
+  DeviceArray<T> x_, dx_, f_, dln_, x_final_, lnf_, meanf_, rstdf_, head_in_, dhead_, logits_, dlogits_;
+  DeviceArray<std::int32_t> tokens_, targets_;
+  DeviceArray<std::int64_t> targeted_rows_;
   double last_ce_ = 0, last_targeted_ = 0, last_correct_ = 0;
 };
 

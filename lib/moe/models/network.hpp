@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "lib/moe/models/device_buffer.hpp"
+#include "core/device_array.hpp"
 #include "lib/moe/moe_layer.hpp"
 #include "lib/moe/policies/policy.hpp"
 
@@ -56,8 +56,8 @@ class MoeNetwork {
 
   const ModelOptions& options() const { return opt_; }
   Device device() const { return opt_.device; }
-  DeviceBuffer<T>& dense_w() { return dense_w_; }
-  DeviceBuffer<T>& dense_g() { return dense_g_; }
+  DeviceArray<T>& dense_w() { return dense_w_; }
+  DeviceArray<T>& dense_g() { return dense_g_; }
   const std::vector<Segment>& segments() const { return segments_; }
   T* param(const std::string& name);
   T* grad(const std::string& name);
@@ -80,7 +80,7 @@ class MoeNetwork {
 
   ModelOptions opt_;
   comm::ProcessGroup& world_;
-  DeviceBuffer<T> dense_w_, dense_g_;
+  DeviceArray<T> dense_w_, dense_g_;
   std::size_t dense_size_ = 0;  // of the segments added so far
   std::vector<Segment> segments_;
   std::map<std::string, std::size_t> offset_of_;

@@ -60,7 +60,7 @@ void FasterMoePolicy<T>::plan(LayerView<T>& layer) {
       Copy& copy = lend(layer, shadows, e);  // on the layer's device
       copy.w.zeros(P);
       copy.g.zeros(P);
-      world.broadcast(copy.w.view(), owner[static_cast<std::size_t>(e)]);
+      world.broadcast(comm::view(copy.w), owner[static_cast<std::size_t>(e)]);
     }
   }
 }
@@ -130,22 +130,22 @@ void FasterMoePolicy<T>::reduce_shadow_grads(LayerView<T>& layer, Shadows& shado
   const Device device = layer.options().device;
   std::vector<comm::P2POp> ops;
   // Owner side: (expert, per-rank gradients), on the layer's device; this rank's own entry stays empty.
-  std::vector<std::pair<int, std::vector<LayerBuffer<T>>>> received;
+  std::vector<std::pair<int, std::vector<DeviceArray<T>>>> received;
   for (int e : shadows.experts) {
     const int owner = layer.placement().experts[static_cast<std::size_t>(e)][0].rank;
     if (owner != me) {
       layer.times().sync_bytes += static_cast<double>(P) * sizeof(T);
-      ops.push_back(comm::send_op(lend(layer, shadows, e).g.view(), owner, kShadowGradTag + e));
+      ops.push_back(comm::send_op(comm::view(lend(layer, shadows, e).g), owner, kShadowGradTag + e));
       continue;
     }
     received.push_back(
-        {e, std::vector<LayerBuffer<T>>(static_cast<std::size_t>(world.size()), LayerBuffer<T>(device))});
+        {e, std::vector<DeviceArray<T>>(static_cast<std::size_t>(world.size()), DeviceArray<T>(device))});
   }
   for (auto& [e, from] : received)
     for (int r = 0; r < world.size(); ++r)
       if (r != me) {
         from[static_cast<std::size_t>(r)].resize(P);
-        ops.push_back(comm::recv_op(from[static_cast<std::size_t>(r)].view(), r, kShadowGradTag + e));
+        ops.push_back(comm::recv_op(comm::view(from[static_cast<std::size_t>(r)]), r, kShadowGradTag + e));
       }
   if (!ops.empty()) world.batch_isend_irecv(ops)->wait();
   for (auto& [e, from] : received) {

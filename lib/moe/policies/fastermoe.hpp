@@ -45,7 +45,7 @@ class FasterMoePolicy : public StaticPolicy<T> {
   // hold (parameters lent by the owner, gradients to return to it; on the layer's device).
   struct Copy {
     explicit Copy(Device device) : w(device), g(device) {}
-    LayerBuffer<T> w, g;
+    DeviceArray<T> w, g;
   };
   struct Shadows {
     std::vector<int> experts;

@@ -30,9 +30,9 @@ void StaticPolicy<T>::allreduce_replicas(LayerView<T>& layer, int e) {
   std::vector<int> ranks;
   for (const auto& r : reps) ranks.push_back(r.rank);
   std::sort(ranks.begin(), ranks.end());
-  LayerBuffer<T>& g = layer.experts().at(e).g;
+  DeviceArray<T>& g = layer.experts().at(e).g;
   layer.times().sync_bytes += ring_allreduce_share(ranks.size()) * sizeof(T) * g.size();
-  layer.world().subgroup(ranks)->allreduce(g.view(), comm::ReduceOp::Sum);
+  layer.world().subgroup(ranks)->allreduce(comm::view(g), comm::ReduceOp::Sum);
 }
 
 template class StaticPolicy<float>;
