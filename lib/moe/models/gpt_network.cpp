@@ -112,35 +112,36 @@ const I* GptMoe<T>::ids_on_device(DeviceArray<I>& slot, const I* host, std::size
 }
 
 template <class T>
-double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, int batch, const StepInputs& in,
-                       bool backward) {
-  const int D = opt_.d_model, S = opt_.seq_len, V = opt_.vocab;
-  const int n = batch * S;
-  const std::size_t nD = static_cast<std::size_t>(n) * D;
-  const Device device = opt_.device;
-  const GptBlockShape shape = block_shape(batch);
+void GptMoe<T>::find_rows(StepRows& r, const std::int32_t* tokens, const std::int32_t* targets, int batch) {
+  const int S = opt_.seq_len, V = opt_.vocab;
+  r.batch = batch;
+  r.n = batch * S;
   // The positions in the objective, and their count over all ranks (the loss's denominator).
-  std::vector<std::int64_t> targeted;
-  std::vector<std::int32_t> targeted_ids;
-  for (int t = 0; t < n; ++t) {
+  std::vector<std::int64_t>& targeted = r.positions;
+  std::vector<std::int32_t>& targeted_ids = r.target_ids;
+  for (int t = 0; t < r.n; ++t) {
     if (targets[t] == kNoTarget) continue;
     SKEW_CHECK(targets[t] >= 0 && targets[t] < V, "target " << targets[t] << " outside the vocabulary of " << V);
     targeted.push_back(t), targeted_ids.push_back(targets[t]);
   }
-  const int m = static_cast<int>(targeted.size());
-  std::vector<double> global = {static_cast<double>(m)};
+  r.m = static_cast<int>(targeted.size());
+  std::vector<double> global = {static_cast<double>(r.m)};
   world_.allreduce(comm::view(global), comm::ReduceOp::Sum);
-  for (int t = 0; t < n; ++t)
+  r.global_targeted = global[0];
+  for (int t = 0; t < r.n; ++t)
     SKEW_CHECK(tokens[t] >= 0 && tokens[t] < V, "token " << tokens[t] << " outside the vocabulary of " << V);
-  const std::int32_t* device_tokens = ids_on_device(tokens_, tokens, static_cast<std::size_t>(n));
-  const std::int32_t* device_targets = ids_on_device(targets_, targeted_ids.data(), targeted_ids.size());
+  r.tokens = ids_on_device(tokens_, tokens, static_cast<std::size_t>(r.n));
+  r.targets = ids_on_device(targets_, targeted_ids.data(), targeted_ids.size());
   // The LM head sees only the targeted rows: all of them (GPT, no copy) or the masked ones (BERT),
   // gathered at these positions on the device.
-  const bool all_targeted = m == n;
-  const std::int64_t* device_rows =
-      all_targeted ? nullptr : ids_on_device(targeted_rows_, targeted.data(), targeted.size());
-  x_.resize(nD);
-  embedding_forward<T>(n, D, S, device_tokens, param("wte"), param("wpe"), x_.data(), device);
+  r.all_targeted = r.m == r.n;
+  r.rows = r.all_targeted ? nullptr : ids_on_device(targeted_rows_, targeted.data(), targeted.size());
+}
+
+template <class T>
+double GptMoe<T>::blocks_forward(const StepRows& r, const StepInputs& in) {
+  const std::size_t nD = static_cast<std::size_t>(r.n) * opt_.d_model;
+  const GptBlockShape shape = block_shape(r.batch);
   double aux = 0;
   for (int l = 0; l < opt_.layers; ++l) {
     GptBlockActs<T>& A = acts_[static_cast<std::size_t>(l)];
@@ -149,43 +150,57 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     const int mi = moe_index_[static_cast<std::size_t>(l)];
     if (mi >= 0) {
       f_.resize(nD);
-      aux += this->moe_forward(mi, n, A.ln2.data(), param(BlockNames(l)("gate.w")), in, f_.data());
+      aux += this->moe_forward(mi, r.n, A.ln2.data(), param(BlockNames(l)("gate.w")), in, f_.data());
     } else {
       dense_ffn_forward(shape, w, A, f_);
     }
-    add_inplace<T>(nD, x_.data(), f_.data(), device);
+    add_inplace<T>(nD, x_.data(), f_.data(), opt_.device);
   }
+  return aux;
+}
+
+template <class T>
+void GptMoe<T>::head_forward(StepRows& r) {
+  const int D = opt_.d_model, V = opt_.vocab, n = r.n, m = r.m;
+  const std::size_t nD = static_cast<std::size_t>(n) * D;
+  const Device device = opt_.device;
   x_final_.assign(x_);
   lnf_.resize(nD), meanf_.resize(static_cast<std::size_t>(n)), rstdf_.resize(static_cast<std::size_t>(n));
   layernorm_forward<T>(n, D, x_.data(), param("lnf.g"), param("lnf.b"), lnf_.data(), meanf_.data(), rstdf_.data(),
                        device);
-  if (!all_targeted) {
+  if (!r.all_targeted) {
     head_in_.resize(static_cast<std::size_t>(m) * D);
-    kernels::moe::gather_rows<T>(device, m, D, device_rows, lnf_.data(), head_in_.data());
+    kernels::moe::gather_rows<T>(device, m, D, r.rows, lnf_.data(), head_in_.data());
   }
-  const T* head_in = all_targeted ? lnf_.data() : head_in_.data();
+  r.head_in = r.all_targeted ? lnf_.data() : head_in_.data();
   logits_.resize(static_cast<std::size_t>(m) * V), dlogits_.resize(static_cast<std::size_t>(m) * V);
-  if (m > 0) matmul<T>(false, true, m, V, D, T(1), head_in, param("wte"), T(0), logits_.data(), opt_.precision, device);
+  if (m > 0)
+    matmul<T>(false, true, m, V, D, T(1), r.head_in, param("wte"), T(0), logits_.data(), opt_.precision, device);
   // No targeted position anywhere (possible for a tiny masked batch): the objective is 0.
-  const T scale = global[0] > 0 ? static_cast<T>(1.0 / global[0]) : T(0);
+  const T scale = r.global_targeted > 0 ? static_cast<T>(1.0 / r.global_targeted) : T(0);
   // The top-1 count where the logits are: one scalar comes back.
   std::vector<double> sums = {
-      m > 0 ? cross_entropy<T>(m, V, logits_.data(), device_targets, scale, dlogits_.data(), device) : 0.0,
-      static_cast<double>(kernels::moe::top1_hits(device, m, V, logits_.data(), device_targets))};
+      m > 0 ? cross_entropy<T>(m, V, logits_.data(), r.targets, scale, dlogits_.data(), device) : 0.0,
+      static_cast<double>(kernels::moe::top1_hits(device, m, V, logits_.data(), r.targets))};
   world_.allreduce(comm::view(sums), comm::ReduceOp::Sum);
-  last_ce_ = sums[0], last_correct_ = sums[1], last_targeted_ = global[0];
-  if (!backward) return last_ce_ + aux;
+  last_ce_ = sums[0], last_correct_ = sums[1], last_targeted_ = r.global_targeted;
+}
 
-  // Backward.
+template <class T>
+void GptMoe<T>::step_backward(const StepRows& r) {
+  const int D = opt_.d_model, V = opt_.vocab, n = r.n, m = r.m;
+  const std::size_t nD = static_cast<std::size_t>(n) * D;
+  const Device device = opt_.device;
+  const GptBlockShape shape = block_shape(r.batch);
   dx_.resize(nD), dln_.resize(nD);
   dln_.zero();  // untargeted rows get no gradient from the head
   if (m > 0) {
     T* dhead = dln_.data();
-    if (!all_targeted) dhead_.resize(static_cast<std::size_t>(m) * D), dhead = dhead_.data();
+    if (!r.all_targeted) dhead_.resize(static_cast<std::size_t>(m) * D), dhead = dhead_.data();
     matmul<T>(false, false, m, D, V, T(1), dlogits_.data(), param("wte"), T(0), dhead, opt_.precision, device);
-    matmul<T>(true, false, V, D, m, T(1), dlogits_.data(), head_in, T(1), grad("wte"), opt_.precision, device);
+    matmul<T>(true, false, V, D, m, T(1), dlogits_.data(), r.head_in, T(1), grad("wte"), opt_.precision, device);
     // Back to the targeted rows: a dispatch with one choice per row, none dropped (all < n).
-    if (!all_targeted) kernels::moe::dispatch_rows<T>(device, m, 1, D, device_rows, n, dhead_.data(), dln_.data());
+    if (!r.all_targeted) kernels::moe::dispatch_rows<T>(device, m, 1, D, r.rows, n, dhead_.data(), dln_.data());
   }
   layernorm_backward<T>(n, D, x_final_.data(), param("lnf.g"), meanf_.data(), rstdf_.data(), dln_.data(), dx_.data(),
                         grad("lnf.g"), grad("lnf.b"), device);
@@ -202,7 +217,20 @@ double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, 
     }
     attention_half_backward(shape, w, g, A, dln_, dx_);
   }
-  embedding_backward<T>(n, D, S, device_tokens, dx_.data(), grad("wte"), grad("wpe"), device);
+  embedding_backward<T>(n, D, opt_.seq_len, r.tokens, dx_.data(), grad("wte"), grad("wpe"), device);
+}
+
+template <class T>
+double GptMoe<T>::step(const std::int32_t* tokens, const std::int32_t* targets, int batch, const StepInputs& in,
+                       bool backward) {
+  StepRows rows;
+  find_rows(rows, tokens, targets, batch);
+  x_.resize(static_cast<std::size_t>(rows.n) * opt_.d_model);
+  embedding_forward<T>(rows.n, opt_.d_model, opt_.seq_len, rows.tokens, param("wte"), param("wpe"), x_.data(),
+                       opt_.device);
+  const double aux = blocks_forward(rows, in);
+  head_forward(rows);
+  if (backward) step_backward(rows);
   return last_ce_ + aux;
 }
 

@@ -60,6 +60,26 @@ class GptMoe : public MoeNetwork<T> {
   // host, else a copy in `slot`.
   template <class I>
   const I* ids_on_device(DeviceArray<I>& slot, const I* host, std::size_t count);
+  // One step's rows where the ops read them: n positions, of which m are in the objective (all,
+  // or BERT's masked ones at `rows`), their token and target ids, and the head's input. On the
+  // host the pointers point into the vectors here: the struct is filled in place, never moved.
+  struct StepRows {
+    std::vector<std::int64_t> positions;  // the targeted positions
+    std::vector<std::int32_t> target_ids;
+    int batch = 0, n = 0, m = 0;
+    bool all_targeted = true;
+    double global_targeted = 0;  // targeted positions over all ranks: the loss's denominator
+    const std::int32_t* tokens = nullptr;
+    const std::int32_t* targets = nullptr;
+    const std::int64_t* rows = nullptr;
+    const T* head_in = nullptr;
+  };
+  void find_rows(StepRows& r, const std::int32_t* tokens, const std::int32_t* targets, int batch);
+  // The blocks' forward on x_; returns the MoE layers' auxiliary loss.
+  double blocks_forward(const StepRows& r, const StepInputs& in);
+  // Final LayerNorm, LM head and cross-entropy of the targeted rows (sets r.head_in, last_*).
+  void head_forward(StepRows& r);
+  void step_backward(const StepRows& r);
   std::vector<int> moe_index_;  // block -> index in moe_, or -1
   std::vector<GptBlockActs<T>> acts_;
   // On the device: the residual stream and its gradient, a block's FFN output and its input's

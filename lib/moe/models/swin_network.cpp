@@ -183,30 +183,27 @@ void SwinMoe<T>::block_backward(const BlockRef& b, int batch, std::vector<T>& dx
 }
 
 template <class T>
-double SwinMoe<T>::step(const T* pixels, const std::int32_t* labels, int batch, const StepInputs& in, bool backward) {
+std::vector<const typename SwinMoe<T>::BlockRef*> SwinMoe<T>::stage_blocks(int stage) const {
+  std::vector<const BlockRef*> out;
+  for (const auto& b : blocks_)
+    if (b.stage == stage) out.push_back(&b);
+  return out;
+}
+
+template <class T>
+double SwinMoe<T>::stages_forward(const T* pixels, int batch, std::vector<T>& x, const StepInputs& in) {
   const Stage &s1 = stages_[0], &s2 = stages_[1];
-  const int C = s1.width, C2 = s2.width, classes = shape_.classes;
+  const int C = s1.width, C2 = s2.width;
   const int K = shape_.patch * shape_.patch * shape_.channels, n1 = batch * s1.res * s1.res,
-            n2 = batch * s2.res * s2.res, per_image = s2.res * s2.res;
-  std::vector<double> global = {static_cast<double>(batch)};
-  this->world_.allreduce(comm::view(global), comm::ReduceOp::Sum);
-  for (int i = 0; i < batch; ++i)
-    SKEW_CHECK(labels[i] >= 0 && labels[i] < classes,
-               "label " << labels[i] << " outside the " << classes << " classes");
+            n2 = batch * s2.res * s2.res;
   // Patch embedding and its LayerNorm.
   patches_.resize(sz(n1) * sz(K)), embed_.resize(sz(n1) * sz(C)), embed_mean_.resize(sz(n1)),
       embed_rstd_.resize(sz(n1));
   patchify<T>(Device::Host, batch, shape_.image, shape_.image, shape_.channels, shape_.patch, pixels, patches_.data());
   linear_forward<T>(n1, K, C, patches_.data(), param("patch.w"), param("patch.b"), embed_.data(), opt_.precision);
-  std::vector<T> x(sz(n1) * sz(C));
+  x.resize(sz(n1) * sz(C));
   layernorm_forward<T>(n1, C, embed_.data(), param("patch.ln.g"), param("patch.ln.b"), x.data(), embed_mean_.data(),
                        embed_rstd_.data());
-  const auto stage_blocks = [&](int stage) {
-    std::vector<const BlockRef*> out;
-    for (const auto& b : blocks_)
-      if (b.stage == stage) out.push_back(&b);
-    return out;
-  };
   double aux = 0;
   for (const BlockRef* b : stage_blocks(0)) aux += block_forward(*b, batch, x, in);
   // Patch merging to stage 2.
@@ -218,6 +215,14 @@ double SwinMoe<T>::step(const T* pixels, const std::int32_t* labels, int batch, 
   x.resize(sz(n2) * sz(C2));
   linear_forward<T>(n2, 4 * C, C2, merged_ln_.data(), param("merge.w"), param("merge.b"), x.data(), opt_.precision);
   for (const BlockRef* b : stage_blocks(1)) aux += block_forward(*b, batch, x, in);
+  return aux;
+}
+
+template <class T>
+double SwinMoe<T>::head_forward(const std::vector<T>& x, const std::int32_t* labels, int batch, double global_batch,
+                                std::vector<T>& dlogits) {
+  const int C2 = stages_[1].width, classes = shape_.classes, per_image = stages_[1].res * stages_[1].res;
+  const int n2 = batch * per_image;
   // Final LayerNorm, mean pool over the tokens of each image, linear head.
   final_in_ = x;
   final_ln_.resize(x.size()), final_mean_.resize(sz(n2)), final_rstd_.resize(sz(n2));
@@ -230,9 +235,10 @@ double SwinMoe<T>::step(const T* pixels, const std::int32_t* labels, int batch, 
   logits_.resize(sz(batch) * sz(classes));
   linear_forward<T>(batch, C2, classes, pooled_.data(), param("head.w"), param("head.b"), logits_.data(),
                     opt_.precision);
-  std::vector<T> dlogits(logits_.size());
+  dlogits.resize(logits_.size());
   std::vector<double> totals = {
-      cross_entropy<T>(batch, classes, logits_.data(), labels, static_cast<T>(1.0 / global[0]), dlogits.data()), 0.0};
+      cross_entropy<T>(batch, classes, logits_.data(), labels, static_cast<T>(1.0 / global_batch), dlogits.data()),
+      0.0};
   for (int i = 0; i < batch; ++i) {
     const T* row = logits_.data() + sz(i) * sz(classes);
     totals[1] += std::max_element(row, row + classes) - row == labels[i] ? 1.0 : 0.0;
@@ -240,9 +246,16 @@ double SwinMoe<T>::step(const T* pixels, const std::int32_t* labels, int batch, 
   this->world_.allreduce(comm::view(totals), comm::ReduceOp::Sum);
   last_ce_ = totals[0];
   last_correct_ = static_cast<std::int64_t>(totals[1]);
-  if (!backward) return totals[0] + aux;
+  return totals[0];
+}
 
-  std::vector<T> dpooled(pooled_.size()), dln(x.size()), dx(x.size());
+template <class T>
+void SwinMoe<T>::step_backward(int batch, const std::vector<T>& dlogits) {
+  const Stage &s1 = stages_[0], &s2 = stages_[1];
+  const int C = s1.width, C2 = s2.width, classes = shape_.classes;
+  const int K = shape_.patch * shape_.patch * shape_.channels, n1 = batch * s1.res * s1.res,
+            n2 = batch * s2.res * s2.res, per_image = s2.res * s2.res;
+  std::vector<T> dpooled(pooled_.size()), dln(final_in_.size()), dx(final_in_.size());
   linear_backward<T>(batch, C2, classes, pooled_.data(), param("head.w"), dlogits.data(), dpooled.data(),
                      grad("head.w"), grad("head.b"), opt_.precision);
   for (int t = 0; t < n2; ++t)
@@ -266,7 +279,20 @@ double SwinMoe<T>::step(const T* pixels, const std::int32_t* labels, int batch, 
                         dembed.data(), grad("patch.ln.g"), grad("patch.ln.b"));
   linear_backward<T>(n1, K, C, patches_.data(), param("patch.w"), dembed.data(), nullptr, grad("patch.w"),
                      grad("patch.b"), opt_.precision);
-  return totals[0] + aux;
+}
+
+template <class T>
+double SwinMoe<T>::step(const T* pixels, const std::int32_t* labels, int batch, const StepInputs& in, bool backward) {
+  std::vector<double> global = {static_cast<double>(batch)};
+  this->world_.allreduce(comm::view(global), comm::ReduceOp::Sum);
+  for (int i = 0; i < batch; ++i)
+    SKEW_CHECK(labels[i] >= 0 && labels[i] < shape_.classes,
+               "label " << labels[i] << " outside the " << shape_.classes << " classes");
+  std::vector<T> x, dlogits;
+  const double aux = stages_forward(pixels, batch, x, in);
+  const double ce = head_forward(x, labels, batch, global[0], dlogits);
+  if (backward) step_backward(batch, dlogits);
+  return ce + aux;
 }
 
 template class SwinMoe<float>;

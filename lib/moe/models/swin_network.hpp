@@ -61,6 +61,15 @@ class SwinMoe : public MoeNetwork<T> {
   int shift_of(const BlockRef& b) const;
   double block_forward(const BlockRef& b, int batch, std::vector<T>& x, const StepInputs& in);
   void block_backward(const BlockRef& b, int batch, std::vector<T>& dx);
+  std::vector<const BlockRef*> stage_blocks(int stage) const;
+  // Patch embedding, stage 1, patch merging, stage 2: `x` ends as stage 2's output. Returns the
+  // MoE layers' auxiliary loss.
+  double stages_forward(const T* pixels, int batch, std::vector<T>& x, const StepInputs& in);
+  // Final LayerNorm, mean pool, head and cross-entropy over `global_batch` images; sets last_*
+  // and the logits' gradient. Returns the global cross-entropy.
+  double head_forward(const std::vector<T>& x, const std::int32_t* labels, int batch, double global_batch,
+                      std::vector<T>& dlogits);
+  void step_backward(int batch, const std::vector<T>& dlogits);
 
   SwinShape shape_;
   Stage stages_[2];
