@@ -53,6 +53,115 @@ struct Candidate {
   PlacementChange change;
 };
 
+// What the candidate moves of one placement read: each rank's predicted load and used slots,
+// and each expert's load.
+struct Loads {
+  const LayerPlacement& p;
+  std::vector<double> rank;
+  std::vector<int> used;
+  const std::vector<double>& expert;
+  bool free_slot(int r) const { return used[static_cast<std::size_t>(r)] < p.slots_per_rank; }
+  double per_replica(int e) const {
+    return expert[static_cast<std::size_t>(e)] / static_cast<double>(p.experts[static_cast<std::size_t>(e)].size());
+  }
+  // The least loaded rank that `allowed` admits, or -1.
+  template <class Allowed>
+  int least_loaded(Allowed&& allowed) const {
+    int best = -1;
+    for (int r = 0; r < p.world_size; ++r)
+      if (allowed(r) && (best < 0 || rank[static_cast<std::size_t>(r)] < rank[static_cast<std::size_t>(best)]))
+        best = r;
+    return best;
+  }
+};
+
+std::vector<int> used_slots(const LayerPlacement& p) {
+  std::vector<int> used(static_cast<std::size_t>(p.world_size), 0);
+  for (const auto& reps : p.experts)
+    for (const auto& r : reps) ++used[static_cast<std::size_t>(r.rank)];
+  return used;
+}
+
+// expand: the hottest expert (per replica) gains a replica on the least loaded rank with room.
+void expand_hottest(const Loads& l, int hot, std::vector<Candidate>& out) {
+  const Reps& hot_reps = l.p.experts[static_cast<std::size_t>(hot)];
+  if (const int to = l.least_loaded([&](int r) { return l.free_slot(r) && !holds(hot_reps, r); }); to >= 0) {
+    LayerPlacement next = l.p;
+    add_replica(next, hot, to);
+    out.push_back({std::move(next), {0, 0, "expand", hot, -1, to, -1, 0, 0}});
+  }
+}
+
+// shrink and shift: the coldest replicated expert (per replica) gives up a replica, on its
+// busiest rank (shrink), or on its least loaded rank that lacks the hottest, which takes the slot
+// (shift).
+void shrink_or_shift_coldest(const Loads& l, int hot, std::vector<Candidate>& out) {
+  const LayerPlacement& p = l.p;
+  int cold = -1;
+  for (int e = 0; e < p.num_experts(); ++e)
+    if (e != hot && p.experts[static_cast<std::size_t>(e)].size() >= 2 &&
+        (cold < 0 || l.per_replica(e) < l.per_replica(cold)))
+      cold = e;
+  if (cold < 0) return;
+  const Reps& hot_reps = p.experts[static_cast<std::size_t>(hot)];
+  const Reps& cold_reps = p.experts[static_cast<std::size_t>(cold)];
+  int busiest = cold_reps.front().rank, freest = -1;
+  for (const auto& r : cold_reps) {
+    if (l.rank[static_cast<std::size_t>(r.rank)] > l.rank[static_cast<std::size_t>(busiest)]) busiest = r.rank;
+    if (!holds(hot_reps, r.rank) &&
+        (freest < 0 || l.rank[static_cast<std::size_t>(r.rank)] < l.rank[static_cast<std::size_t>(freest)]))
+      freest = r.rank;
+  }
+  LayerPlacement shrunk = p;
+  remove_replica(shrunk, cold, busiest);
+  out.push_back({std::move(shrunk), {0, 0, "shrink", cold, busiest, -1, -1, 0, 0}});
+  if (freest >= 0) {
+    LayerPlacement shifted = p;
+    remove_replica(shifted, cold, freest);
+    add_replica(shifted, hot, freest);
+    out.push_back({std::move(shifted), {0, 0, "shift", hot, freest, freest, cold, 0, 0}});
+  }
+}
+
+// The experts of the most loaded rank: each may gain a replica where there is room, or move its
+// replica there (migrate); and, since a full budget leaves no room anywhere, migrate to the least
+// loaded rank even when it is full, taking back in exchange that rank's lightest replica (two
+// migrations in one step: the budget stays as it is).
+void relieve_busiest_rank(const Loads& l, int hot, std::vector<Candidate>& out) {
+  const LayerPlacement& p = l.p;
+  int busiest_rank = 0;
+  for (int r = 1; r < p.world_size; ++r)
+    if (l.rank[static_cast<std::size_t>(r)] > l.rank[static_cast<std::size_t>(busiest_rank)]) busiest_rank = r;
+  for (int e : p.experts_on(busiest_rank)) {
+    const Reps& reps = p.experts[static_cast<std::size_t>(e)];
+    if (const int to = l.least_loaded([&](int r) { return l.free_slot(r) && !holds(reps, r); }); to >= 0) {
+      if (e != hot) {
+        LayerPlacement next = p;
+        add_replica(next, e, to);
+        out.push_back({std::move(next), {0, 0, "expand", e, -1, to, -1, 0, 0}});
+      }
+      LayerPlacement moved = p;
+      remove_replica(moved, e, busiest_rank);
+      add_replica(moved, e, to);
+      out.push_back({std::move(moved), {0, 0, "migrate", e, busiest_rank, to, -1, 0, 0}});
+    }
+    const int full = l.least_loaded([&](int r) { return !l.free_slot(r) && !holds(reps, r); });
+    if (full < 0) continue;
+    int back = -1;  // the lightest replica on `full` of an expert the busiest rank lacks
+    for (int f : p.experts_on(full))
+      if (!holds(p.experts[static_cast<std::size_t>(f)], busiest_rank) &&
+          (back < 0 || l.per_replica(f) < l.per_replica(back)))
+        back = f;
+    if (back < 0) continue;
+    LayerPlacement exchanged = p;
+    remove_replica(exchanged, e, busiest_rank);
+    add_replica(exchanged, e, full);
+    remove_replica(exchanged, back, full);
+    add_replica(exchanged, back, busiest_rank);
+    out.push_back({std::move(exchanged), {0, 0, "migrate", e, busiest_rank, full, back, 0, 0}});
+  }
+}
+
 class Search {
  public:
   Search(const CostModel& model, const LayerPlacement& current, const std::vector<double>& load,
@@ -60,96 +169,14 @@ class Search {
       : model_(model), current_(current), load_(load), options_(o) {}
 
   std::vector<Candidate> candidates(const LayerPlacement& p) const {
-    const auto loads = model_.rank_loads(p, load_);
-    std::vector<int> used(static_cast<std::size_t>(p.world_size), 0);
-    for (const auto& reps : p.experts)
-      for (const auto& r : reps) ++used[static_cast<std::size_t>(r.rank)];
-    const auto free_slot = [&](int r) { return used[static_cast<std::size_t>(r)] < p.slots_per_rank; };
-    const auto least_loaded = [&](auto&& allowed) {
-      int best = -1;
-      for (int r = 0; r < p.world_size; ++r)
-        if (allowed(r) && (best < 0 || loads[static_cast<std::size_t>(r)] < loads[static_cast<std::size_t>(best)]))
-          best = r;
-      return best;
-    };
-    const auto per_replica = [&](int e) {
-      return load_[static_cast<std::size_t>(e)] / static_cast<double>(p.experts[static_cast<std::size_t>(e)].size());
-    };
+    const Loads l{p, model_.rank_loads(p, load_), used_slots(p), load_};
     std::vector<Candidate> out;
-    const auto push = [&](LayerPlacement next, PlacementChange change) {
-      out.push_back({std::move(next), std::move(change)});
-    };
-
     int hot = 0;
     for (int e = 1; e < p.num_experts(); ++e)
-      if (per_replica(e) > per_replica(hot)) hot = e;
-    const Reps& hot_reps = p.experts[static_cast<std::size_t>(hot)];
-    // expand: the hottest expert (per replica) gains a replica on the least loaded rank with room.
-    if (const int to = least_loaded([&](int r) { return free_slot(r) && !holds(hot_reps, r); }); to >= 0) {
-      LayerPlacement next = p;
-      add_replica(next, hot, to);
-      push(std::move(next), {0, 0, "expand", hot, -1, to, -1, 0, 0});
-    }
-    // shrink and shift: the coldest replicated expert (per replica) gives up a replica.
-    int cold = -1;
-    for (int e = 0; e < p.num_experts(); ++e)
-      if (e != hot && p.experts[static_cast<std::size_t>(e)].size() >= 2 &&
-          (cold < 0 || per_replica(e) < per_replica(cold)))
-        cold = e;
-    if (cold >= 0) {
-      const Reps& cold_reps = p.experts[static_cast<std::size_t>(cold)];
-      int busiest = cold_reps.front().rank, freest = -1;
-      for (const auto& r : cold_reps) {
-        if (loads[static_cast<std::size_t>(r.rank)] > loads[static_cast<std::size_t>(busiest)]) busiest = r.rank;
-        if (!holds(hot_reps, r.rank) &&
-            (freest < 0 || loads[static_cast<std::size_t>(r.rank)] < loads[static_cast<std::size_t>(freest)]))
-          freest = r.rank;
-      }
-      LayerPlacement shrunk = p;
-      remove_replica(shrunk, cold, busiest);
-      push(std::move(shrunk), {0, 0, "shrink", cold, busiest, -1, -1, 0, 0});
-      if (freest >= 0) {
-        LayerPlacement shifted = p;
-        remove_replica(shifted, cold, freest);
-        add_replica(shifted, hot, freest);
-        push(std::move(shifted), {0, 0, "shift", hot, freest, freest, cold, 0, 0});
-      }
-    }
-    // The experts of the most loaded rank: each may gain a replica where there is room, or
-    // move its replica there (migrate); and, since a full budget leaves no room anywhere,
-    // migrate to the least loaded rank even when it is full, taking back in exchange that
-    // rank's lightest replica (two migrations in one step: the budget stays as it is).
-    int busiest_rank = 0;
-    for (int r = 1; r < p.world_size; ++r)
-      if (loads[static_cast<std::size_t>(r)] > loads[static_cast<std::size_t>(busiest_rank)]) busiest_rank = r;
-    for (int e : p.experts_on(busiest_rank)) {
-      const Reps& reps = p.experts[static_cast<std::size_t>(e)];
-      if (const int to = least_loaded([&](int r) { return free_slot(r) && !holds(reps, r); }); to >= 0) {
-        if (e != hot) {
-          LayerPlacement next = p;
-          add_replica(next, e, to);
-          push(std::move(next), {0, 0, "expand", e, -1, to, -1, 0, 0});
-        }
-        LayerPlacement moved = p;
-        remove_replica(moved, e, busiest_rank);
-        add_replica(moved, e, to);
-        push(std::move(moved), {0, 0, "migrate", e, busiest_rank, to, -1, 0, 0});
-      }
-      const int full = least_loaded([&](int r) { return !free_slot(r) && !holds(reps, r); });
-      if (full < 0) continue;
-      int back = -1;  // the lightest replica on `full` of an expert the busiest rank lacks
-      for (int f : p.experts_on(full))
-        if (!holds(p.experts[static_cast<std::size_t>(f)], busiest_rank) &&
-            (back < 0 || per_replica(f) < per_replica(back)))
-          back = f;
-      if (back < 0) continue;
-      LayerPlacement exchanged = p;
-      remove_replica(exchanged, e, busiest_rank);
-      add_replica(exchanged, e, full);
-      remove_replica(exchanged, back, full);
-      add_replica(exchanged, back, busiest_rank);
-      push(std::move(exchanged), {0, 0, "migrate", e, busiest_rank, full, back, 0, 0});
-    }
+      if (l.per_replica(e) > l.per_replica(hot)) hot = e;
+    expand_hottest(l, hot, out);
+    shrink_or_shift_coldest(l, hot, out);
+    relieve_busiest_rank(l, hot, out);
     return out;
   }
 
