@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/bench/device_array.hpp"
+#include "apps/bench/device_operand.hpp"
 #include "apps/moe_gpu_bench_kernels.hpp"
 #include "apps/moe_gpu_bench_options.hpp"
 #include "core/cuda_check.hpp"
@@ -31,10 +31,10 @@ namespace skew::bench {
 struct ExpertOperands {
   std::vector<std::int64_t> offsets;
   std::vector<float> a_host, b_host;  // a and group 0's weights, for the one-GEMM baseline
-  DeviceArray<float> a, c;
-  std::vector<DeviceArray<float>> b;
-  DeviceArray<std::uint16_t> a_bits;
-  std::vector<DeviceArray<std::uint16_t>> b_bits;
+  DeviceOperand<float> a, c;
+  std::vector<DeviceOperand<float>> b;
+  DeviceOperand<std::uint16_t> a_bits;
+  std::vector<DeviceOperand<std::uint16_t>> b_bits;
   std::vector<float*> b_ptrs;
   std::vector<const std::uint16_t*> b_bits_ptrs;
 
@@ -71,8 +71,8 @@ struct ExpertOperands {
 inline void bench_expert_backward(const Sizes& s, ExpertOperands& x, int repeats, Json& variants) {
   namespace km = kernels::moe;
   const std::size_t c_len = std::size_t(s.gemm_rows) * std::size_t(s.gemm_n);
-  const DeviceArray<std::uint16_t> dy_bits(c_len);
-  const DeviceArray<float> dx(ExpertOperands::a_len(s));
+  const DeviceOperand<std::uint16_t> dy_bits(c_len);
+  const DeviceOperand<float> dx(ExpertOperands::a_len(s));
   variants["backward_dx_ms"] = kernels::cuda::median_ms(repeats, [&] {
     km::to_bf16_bits(Device::Cuda, x.c, std::int64_t(c_len), dy_bits);
     km::grouped_gemm_bf16_operands(Device::Cuda, s.groups, x.offsets.data(), true, s.gemm_k, s.gemm_n, dy_bits,
@@ -86,7 +86,7 @@ inline void bench_expert_backward(const Sizes& s, ExpertOperands& x, int repeats
 
 // The per-expert loop writing bf16 outputs as PyTorch's does (half the output bytes).
 inline double bf16_out_ms(const Sizes& s, const ExpertOperands& x, int repeats) {
-  const DeviceArray<__nv_bfloat16> c16{std::size_t(s.gemm_rows) * std::size_t(s.gemm_n)};
+  const DeviceOperand<__nv_bfloat16> c16{std::size_t(s.gemm_rows) * std::size_t(s.gemm_n)};
   return kernels::cuda::median_ms(repeats, [&] {
     for (int g = 0; g < s.groups; ++g) {
       const int rows = x.rows_of(g);
@@ -120,9 +120,9 @@ inline void bench_grouped_batched(const Sizes& s, ExpertOperands& x, int repeats
     lda.push_back(s.gemm_n), ldb.push_back(s.gemm_k), ldc.push_back(s.gemm_n);
     group_size.push_back(1), ops.push_back(CUBLAS_OP_N), alphas.push_back(1.f), betas.push_back(0.f);
   }
-  const DeviceArray<const void*> d_a(b_ptrs);  // column-major: B^T is the first operand
-  const DeviceArray<const void*> d_b(a_ptrs);
-  const DeviceArray<void*> d_c(c_ptrs);
+  const DeviceOperand<const void*> d_a(b_ptrs);  // column-major: B^T is the first operand
+  const DeviceOperand<const void*> d_b(a_ptrs);
+  const DeviceOperand<void*> d_c(c_ptrs);
   kernels::moe::grouped_gemm_bf16_operands(Device::Cuda, s.groups, x.offsets.data(), s.gemm_n, s.gemm_k, x.a_bits,
                                            x.b_bits_ptrs.data(), x.c);
   const std::vector<float> loop_c = x.read_c(s);
@@ -151,7 +151,7 @@ inline double one_gemm_ms(const Sizes& s, const ExpertOperands& x, int repeats) 
   std::vector<__nv_bfloat16> a16(x.a_host.size()), b16(x.b_host.size());
   for (std::size_t i = 0; i < a16.size(); ++i) a16[i] = __float2bfloat16(x.a_host[i]);
   for (std::size_t i = 0; i < b16.size(); ++i) b16[i] = __float2bfloat16(x.b_host[i]);
-  const DeviceArray<__nv_bfloat16> da16(a16), db16(b16);
+  const DeviceOperand<__nv_bfloat16> da16(a16), db16(b16);
   cublasHandle_t handle;
   SKEW_CUBLAS_CHECK(cublasCreate(&handle));
   const float alpha = 1.f, beta = 0.f;

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "apps/bench/device_array.hpp"
+#include "apps/bench/device_operand.hpp"
 #include "apps/moe_gpu_bench_options.hpp"
 #include "core/cuda_check.hpp"
 #include "core/error.hpp"
@@ -33,9 +33,9 @@ inline Json bench_gate(const Sizes& s, int repeats, double bandwidth) {
   namespace km = kernels::moe;
   const std::size_t cells = std::size_t(s.tokens) * std::size_t(s.experts);
   const std::size_t picks = std::size_t(s.tokens) * std::size_t(s.topk);
-  const DeviceArray<float> logits(random_floats(cells, 1)), probs(cells), lse{std::size_t(s.tokens)};
-  const DeviceArray<std::int32_t> expert(picks);
-  const DeviceArray<float> weight(picks);
+  const DeviceOperand<float> logits(random_floats(cells, 1)), probs(cells), lse{std::size_t(s.tokens)};
+  const DeviceOperand<std::int32_t> expert(picks);
+  const DeviceOperand<float> weight(picks);
   const double ms = kernels::cuda::median_ms(
       repeats, [&] { km::cuda::softmax_topk(int(s.tokens), s.experts, s.topk, logits, probs, lse, expert, weight); });
   // Bytes: logits read, probabilities and lse written, expert ids and weights written.
@@ -70,10 +70,10 @@ inline Json bench_dispatch(const Sizes& s, int repeats, double bandwidth) {
   namespace km = kernels::moe;
   using kernels::cuda::median_ms;
   const std::int64_t n = s.tokens * s.topk;
-  const DeviceArray<std::int32_t> keys(skewed_expert_keys(n, s.experts));
-  const DeviceArray<float> rows_in(random_floats(std::size_t(n) * std::size_t(s.width), 2));
-  const DeviceArray<float> rows_out{std::size_t(n) * std::size_t(s.width)};
-  const DeviceArray<std::int64_t> counts{std::size_t(s.experts)}, starts{std::size_t(s.experts)}, pos{std::size_t(n)};
+  const DeviceOperand<std::int32_t> keys(skewed_expert_keys(n, s.experts));
+  const DeviceOperand<float> rows_in(random_floats(std::size_t(n) * std::size_t(s.width), 2));
+  const DeviceOperand<float> rows_out{std::size_t(n) * std::size_t(s.width)};
+  const DeviceOperand<std::int64_t> counts{std::size_t(s.experts)}, starts{std::size_t(s.experts)}, pos{std::size_t(n)};
   auto dispatch = [&] {
     km::cuda::histogram(keys, n, s.experts, counts);
     km::cuda::exclusive_scan(counts, s.experts, starts);
@@ -97,7 +97,7 @@ inline Json bench_dispatch(const Sizes& s, int repeats, double bandwidth) {
 inline Json bench_elementwise(std::size_t count, int repeats, double bandwidth) {
   namespace km = kernels::moe;
   using kernels::cuda::median_ms;
-  const DeviceArray<float> x(random_floats(count, 20)), y(count), g(random_floats(count, 21)), m(count), v(count);
+  const DeviceOperand<float> x(random_floats(count, 20)), y(count), g(random_floats(count, 21)), m(count), v(count);
   SKEW_CUDA_CHECK(cudaMemset(m, 0, count * sizeof(float)));
   SKEW_CUDA_CHECK(cudaMemset(v, 0, count * sizeof(float)));
   const double gelu_ms = median_ms(repeats, [&] { km::gelu_forward(Device::Cuda, count, x, y); });

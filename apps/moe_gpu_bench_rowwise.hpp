@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "apps/bench/device_array.hpp"
+#include "apps/bench/device_operand.hpp"
 #include "apps/moe_gpu_bench_options.hpp"
 #include "core/metrics.hpp"
 #include "core/rng.hpp"
@@ -32,18 +32,18 @@ inline Json rowwise_entry(double ms, double bytes, double copy_bandwidth) {
               {"of_copy_bound", rate / copy_bandwidth}};
 }
 
-inline DeviceArray<float> random_device_floats(std::size_t n, std::uint64_t stream, float scale = 1.0f) {
+inline DeviceOperand<float> random_device_floats(std::size_t n, std::uint64_t stream, float scale = 1.0f) {
   Rng rng(11, stream);
   std::vector<float> v(n);
   for (float& x : v) x = scale * static_cast<float>(rng.normal());
-  return DeviceArray<float>(v);
+  return DeviceOperand<float>(v);
 }
 
-inline DeviceArray<std::int32_t> random_device_ids(std::size_t n, int bound, std::uint64_t stream) {
+inline DeviceOperand<std::int32_t> random_device_ids(std::size_t n, int bound, std::uint64_t stream) {
   Rng rng(13, stream);
   std::vector<std::int32_t> v(n);
   for (auto& x : v) x = static_cast<std::int32_t>(rng.below(static_cast<std::uint64_t>(bound)));
-  return DeviceArray<std::int32_t>(v);
+  return DeviceOperand<std::int32_t>(v);
 }
 
 // layernorm: x and y once each forward; x, dy and dx backward (g, b, dg, db, mean, rstd: rows
@@ -54,11 +54,11 @@ inline void bench_layernorm_embedding(const RowwiseSizes& s, int repeats, double
   using kernels::cuda::median_ms;
   const int n = s.batch * s.seq;
   const double nd = double(n) * s.d, f = sizeof(float);
-  const DeviceArray<float> x = random_device_floats(std::size_t(nd), 1, 2.0f), y{std::size_t(nd)};
-  const DeviceArray<float> g = random_device_floats(s.d, 2), b = random_device_floats(s.d, 3);
-  const DeviceArray<float> mean(n), rstd(n);
-  const DeviceArray<float> dy = random_device_floats(std::size_t(nd), 4), dx{std::size_t(nd)};
-  const DeviceArray<float> dg = random_device_floats(s.d, 5), db = random_device_floats(s.d, 6);
+  const DeviceOperand<float> x = random_device_floats(std::size_t(nd), 1, 2.0f), y{std::size_t(nd)};
+  const DeviceOperand<float> g = random_device_floats(s.d, 2), b = random_device_floats(s.d, 3);
+  const DeviceOperand<float> mean(n), rstd(n);
+  const DeviceOperand<float> dy = random_device_floats(std::size_t(nd), 4), dx{std::size_t(nd)};
+  const DeviceOperand<float> dg = random_device_floats(s.d, 5), db = random_device_floats(s.d, 6);
   out["layernorm_fwd"] =
       rowwise_entry(median_ms(repeats, [&] { km::layernorm_forward(Device::Cuda, n, s.d, x, g, b, y, mean, rstd); }),
                     f * (2 * nd + 2.0 * s.d + 2.0 * n), copy_bandwidth);
@@ -66,9 +66,9 @@ inline void bench_layernorm_embedding(const RowwiseSizes& s, int repeats, double
       median_ms(repeats, [&] { km::layernorm_backward(Device::Cuda, n, s.d, x, g, mean, rstd, dy, dx, dg, db); }),
       f * (3 * nd + 5.0 * s.d + 2.0 * n), copy_bandwidth);
 
-  const DeviceArray<std::int32_t> tokens = random_device_ids(n, s.vocab, 7);
-  const DeviceArray<float> wte = random_device_floats(std::size_t(s.vocab) * s.d, 8),
-                           wpe = random_device_floats(std::size_t(s.seq) * s.d, 9);
+  const DeviceOperand<std::int32_t> tokens = random_device_ids(n, s.vocab, 7);
+  const DeviceOperand<float> wte = random_device_floats(std::size_t(s.vocab) * s.d, 8),
+                             wpe = random_device_floats(std::size_t(s.seq) * s.d, 9);
   const double tables = double(s.vocab + s.seq) * s.d;
   out["embedding_fwd"] = rowwise_entry(
       median_ms(repeats, [&] { km::embedding_forward(Device::Cuda, n, s.d, s.seq, tokens, wte, wpe, y); }),
@@ -87,8 +87,8 @@ inline void bench_causal_softmax(const RowwiseSizes& s, int repeats, double copy
   const double f = sizeof(float);
   const std::size_t rows = std::size_t(s.batch) * s.heads * s.seq;
   const double full = double(rows) * s.seq, triangle = double(s.batch) * s.heads * s.seq * (s.seq + 1.0) / 2;
-  const DeviceArray<float> scores = random_device_floats(rows * s.seq, 10, 3.0f),
-                           grad = random_device_floats(rows * s.seq, 11);
+  const DeviceOperand<float> scores = random_device_floats(rows * s.seq, 10, 3.0f),
+                             grad = random_device_floats(rows * s.seq, 11);
   out["softmax_fwd"] =
       rowwise_entry(median_ms(repeats, [&] { km::attention_softmax_forward(Device::Cuda, rows, s.seq, true, scores); }),
                     f * (triangle + full), copy_bandwidth);
@@ -106,15 +106,15 @@ inline void bench_loss_and_norm(const RowwiseSizes& s, int repeats, double copy_
   using kernels::cuda::median_ms;
   const int n = s.batch * s.seq;
   const double f = sizeof(float), nv = double(n) * s.vocab;
-  const DeviceArray<float> logits = random_device_floats(std::size_t(nv), 12, 3.0f), dlogits{std::size_t(nv)};
-  const DeviceArray<double> row_loss(n);
-  const DeviceArray<std::int32_t> targets = random_device_ids(n, s.vocab, 13);
+  const DeviceOperand<float> logits = random_device_floats(std::size_t(nv), 12, 3.0f), dlogits{std::size_t(nv)};
+  const DeviceOperand<double> row_loss(n);
+  const DeviceOperand<std::int32_t> targets = random_device_ids(n, s.vocab, 13);
   out["cross_entropy"] = rowwise_entry(
       median_ms(repeats,
                 [&] { km::cross_entropy(Device::Cuda, n, s.vocab, logits, targets, 1.0f / n, dlogits, row_loss); }),
       f * (2 * nv + n) + sizeof(double) * double(n), copy_bandwidth);
 
-  const DeviceArray<float> grads = random_device_floats(s.squares, 14, 1e-2f);
+  const DeviceOperand<float> grads = random_device_floats(s.squares, 14, 1e-2f);
   out["grad_norm"] =
       rowwise_entry(median_ms(repeats, [&] { (void)km::sum_of_squares(Device::Cuda, s.squares, grads); }),
                     f * double(s.squares), copy_bandwidth);

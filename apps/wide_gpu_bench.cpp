@@ -33,7 +33,7 @@
 #if defined(SKEW_WITH_CUDA)
 #include <cuda_runtime.h>
 
-#include "apps/bench/device_array.hpp"
+#include "apps/bench/device_operand.hpp"
 #include "core/cuda_check.hpp"
 #include "kernels/cuda_timing.hpp"
 #endif
@@ -95,11 +95,11 @@ void export_data(const SparseDataset& d, const std::string& path, std::int64_t b
 #if defined(SKEW_WITH_CUDA)
 // A dataset's arrays and a model's parameters on the device, with its gradient and logits.
 struct DeviceData {
-  bench::DeviceArray<std::int64_t> row_ptr;
-  bench::DeviceArray<std::uint32_t> index;
-  bench::DeviceArray<float> value;
-  bench::DeviceArray<std::uint16_t> field;
-  bench::DeviceArray<float> label, params, grad, logits;
+  bench::DeviceOperand<std::int64_t> row_ptr;
+  bench::DeviceOperand<std::uint32_t> index;
+  bench::DeviceOperand<float> value;
+  bench::DeviceOperand<std::uint16_t> field;
+  bench::DeviceOperand<float> label, params, grad, logits;
   DeviceData(const SparseDataset& d, const WideModel& m)
       : row_ptr(d.row_ptr),
         index(d.index),

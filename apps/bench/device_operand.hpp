@@ -1,39 +1,36 @@
-// Device memory a GPU benchmark owns for one measurement (CUDA builds only): allocated or
-// uploaded on construction, freed when it goes out of scope, so that no bench frees by hand.
+// A GPU benchmark's operand (CUDA builds only): a skew::DeviceArray on the GPU, sized or uploaded
+// once on construction and released to the caching allocator when it goes out of scope, that
+// passes as the raw pointer the kernels take. No bench allocates or frees device memory by hand.
 #pragma once
 #if defined(SKEW_WITH_CUDA)
-#include <cuda_runtime.h>
-
+#include <algorithm>
 #include <concepts>
 #include <cstddef>
 
-#include "kernels/cuda_memory.hpp"
+#include "core/device_array.hpp"
 
 namespace skew::bench {
 
 template <typename T>
-class DeviceArray {
+class DeviceOperand {
  public:
   // `count` elements, uninitialised (at least one: the address is never null).
-  explicit DeviceArray(std::size_t count) : data_(kernels::cuda::device_alloc<T>(count)) {}
+  explicit DeviceOperand(std::size_t count) { array_.resize_for_overwrite(std::max<std::size_t>(1, count)); }
   // A device copy of `host`, any contiguous range of T (synchronous).
   template <typename Range>
   requires requires(const Range& r) {
     { r.data() } -> std::convertible_to<const T*>;
     r.size();
   }
-  explicit DeviceArray(const Range& host) : data_(kernels::cuda::upload(host)) {}
-  DeviceArray(DeviceArray&& other) noexcept : data_(other.data_) { other.data_ = nullptr; }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  DeviceArray& operator=(DeviceArray&&) = delete;
-  // Unchecked: a destructor cannot throw, and the run's own calls report a broken device.
-  ~DeviceArray() { cudaFree(data_); }
-  T* get() const { return data_; }
-  operator T*() const { return data_; }
+  explicit DeviceOperand(const Range& host) : DeviceOperand(std::size_t(host.size())) {
+    if (host.size() > 0) array_.upload(host.data(), std::size_t(host.size()));
+  }
+  // The kernels write through a const operand: constness is the handle's, not the values'.
+  T* get() const { return const_cast<T*>(array_.data()); }
+  operator T*() const { return get(); }
 
  private:
-  T* data_;
+  DeviceArray<T> array_{Device::Cuda};
 };
 
 }  // namespace skew::bench

@@ -1,7 +1,7 @@
 // The benchmark apps' shared harness, as nccl-tests' mains sit on one common file: the median
 // every app reports, timed repeats after warm-up runs, CSV tables written only where a path is
-// given, and the skip without a GPU. Device memory is owned by DeviceArray
-// (apps/bench/device_array.hpp). The apps record no machine load themselves: the scripts that
+// given, and the skip without a GPU. Device memory is owned by DeviceOperand
+// (apps/bench/device_operand.hpp, over skew::DeviceArray). The apps record no machine load themselves: the scripts that
 // run them (scripts/bench_*.sh) read /proc/loadavg beside each run.
 #pragma once
 #include <iostream>
