@@ -86,7 +86,7 @@ void add_output_keys(Schema& s) {
   s.add_string("output.model", "",
                "where the best epoch's model is saved: once, when training ends (stops early, or fails); with "
                "output.checkpoint_dir at each epoch that improves it (default OUTPUT_DIR/model.safetensors)");
-  // The names and meanings of moe_train's checkpoint keys (lib/moe/schema.cpp).
+  // The names and meanings of moe_train's checkpoint keys (apps/moe_train_options.cpp).
   s.add_string("output.checkpoint_dir", "",
                "checkpoint directory (empty = none): model, optimizer state and the run's position, at every epoch end "
                "(CPU only; bit-exact resume at train.threads = 1)");
