@@ -1,0 +1,88 @@
+#!/usr/bin/python3
+"""The tests of scripts/plot_run.py (ctest runs both):
+  check_plot_run.py draw MOE_TRAIN WIDE_TRAIN PREDUCE_TRAIN
+      runs each trainer on its tiny built-in data (one rank, about a second each) writing its
+      metrics as the run scripts name them, draws the three runs into one PNG, and checks the PNG
+      (header, > 10 kB) and the fields plot_run.py says it drew per run file; exits 77 (skipped)
+      when matplotlib is not installed.
+  check_plot_run.py errors
+      a missing RUN, an empty and a malformed JSONL line (named file:line), a file with no
+      plottable field: each refused with exit status 1 and its message (needs no matplotlib)."""
+import os
+import subprocess
+import sys
+import tempfile
+
+PLOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "plot_run.py")
+SKIPPED, MISSING_MATPLOTLIB = 77, 3
+# The fields each run file must show; the apps' records are the source of the names.
+EXPECTED = {
+    "moe (": {"loss", "val_loss", "tokens_per_s", "balance", "dropped"},
+    "wide (": {"train_loss", "train_logloss", "valid_logloss", "valid_auc", "samples_per_s"},
+    "preduce rank 0 (": {"loss", "steps_per_s"},
+    "preduce curve (": {"mean_accuracy"},
+}
+
+
+def plot(*args):
+    return subprocess.run([PLOT, *args], capture_output=True, text=True)
+
+
+def train(out, moe_train, wide_train, preduce_train):
+    os.makedirs(f"{out}/moe")
+    os.makedirs(f"{out}/preduce")
+    runs = [[moe_train, "--train.iterations=10", f"--output.metrics={out}/moe/metrics.jsonl"],
+            [wide_train, f"--output.dir={out}/wide"],
+            [preduce_train, "--train.eval_interval_s=0.005", f"--output.metrics={out}/preduce/metrics.rank%r.jsonl",
+             f"--output.curve={out}/preduce/curve.csv"]]
+    for command in runs:
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+
+
+def check_draw(moe_train, wide_train, preduce_train):
+    with tempfile.TemporaryDirectory() as out:
+        train(out, moe_train, wide_train, preduce_train)
+        png = f"{out}/runs.png"
+        done = plot(f"{out}/moe", f"{out}/wide", f"{out}/preduce", "-o", png)
+        print(done.stdout + done.stderr)
+        if done.returncode == MISSING_MATPLOTLIB:
+            print("SKIPPED: matplotlib is not installed")
+            return SKIPPED
+        assert done.returncode == 0, done.returncode
+        drawn = {line.split(": ")[0].split("(")[0] + "(": set(line.split(": ", 1)[1].split(", "))
+                 for line in done.stdout.splitlines() if not line.startswith("wrote ")}
+        assert drawn == EXPECTED, drawn
+        assert done.stdout.splitlines()[-1].startswith(f"wrote {png}: 6 panel(s)"), done.stdout
+        with open(png, "rb") as f:
+            image = f.read()
+        assert image.startswith(b"\x89PNG\r\n\x1a\n"), image[:8]
+        assert len(image) > 10 * 1024, len(image)
+        print(f"ok: {png} {len(image)} bytes")
+    return 0
+
+
+def refused(args, message):
+    done = plot(*args)
+    assert done.returncode == 1 and message in done.stderr, (args, done.returncode, done.stderr)
+    print(f"ok: {done.stderr.strip()}")
+
+
+def check_errors():
+    with tempfile.TemporaryDirectory() as out:
+        refused([f"{out}/none"], f"{out}/none: no such file or directory")
+        refused([out], f"{out}: no metrics*.jsonl or curve*.csv in it")
+        good = '{"iter":0,"loss":1.5}\n'
+        cases = {"empty.jsonl": (good + "\n" + good, "empty.jsonl:2: empty line"),
+                 "malformed.jsonl": (good + good + '{"iter":2,"loss":\n', "malformed.jsonl:3: malformed JSON"),
+                 "list.jsonl": ("[1, 2]\n", "list.jsonl:1: not a JSON object"),
+                 "nothing.jsonl": ("", "nothing.jsonl: empty file, no records"),
+                 "summary.jsonl": ('{"app":"wide_train","seconds":1.0}\n', "summary.jsonl: no plottable field (has: app, seconds)")}
+        for name, (text, message) in cases.items():
+            with open(f"{out}/{name}", "w") as f:
+                f.write(text)
+            refused([f"{out}/{name}"], message)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(check_draw(*sys.argv[2:5]) if sys.argv[1] == "draw" else check_errors())
