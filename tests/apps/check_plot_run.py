@@ -2,13 +2,15 @@
 """The tests of scripts/plot_run.py (ctest runs both):
   check_plot_run.py draw MOE_TRAIN WIDE_TRAIN PREDUCE_TRAIN
       runs each trainer on its tiny built-in data (one rank, about a second each) writing its
-      metrics as the run scripts name them, draws the three runs into one PNG, and checks the PNG
+      metrics as the run scripts name them (preduce's per-rank file both as the sbatch scripts and
+      as quickstart.sh name it), draws the runs into one PNG, and checks the PNG
       (header, > 10 kB) and the fields plot_run.py says it drew per run file; exits 77 (skipped)
       when matplotlib is not installed.
   check_plot_run.py errors
       a missing RUN, an empty and a malformed JSONL line (named file:line), a file with no
       plottable field: each refused with exit status 1 and its message (needs no matplotlib)."""
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +23,7 @@ EXPECTED = {
     "wide (": {"train_loss", "train_logloss", "valid_logloss", "valid_auc", "samples_per_s"},
     "preduce rank 0 (": {"loss", "steps_per_s"},
     "preduce curve (": {"mean_accuracy"},
+    "preduce_quickstart rank 0 (": {"loss", "steps_per_s"},
 }
 
 
@@ -37,13 +40,16 @@ def train(out, moe_train, wide_train, preduce_train):
              f"--output.curve={out}/preduce/curve.csv"]]
     for command in runs:
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    # scripts/quickstart.sh names the per-rank files metrics_rank<N>.jsonl, the sbatch scripts metrics.rank<N>.jsonl
+    os.makedirs(f"{out}/preduce_quickstart")
+    shutil.copy(f"{out}/preduce/metrics.rank0.jsonl", f"{out}/preduce_quickstart/metrics_rank0.jsonl")
 
 
 def check_draw(moe_train, wide_train, preduce_train):
     with tempfile.TemporaryDirectory() as out:
         train(out, moe_train, wide_train, preduce_train)
         png = f"{out}/runs.png"
-        done = plot(f"{out}/moe", f"{out}/wide", f"{out}/preduce", "-o", png)
+        done = plot(f"{out}/moe", f"{out}/wide", f"{out}/preduce", f"{out}/preduce_quickstart", "-o", png)
         print(done.stdout + done.stderr)
         if done.returncode == MISSING_MATPLOTLIB:
             print("SKIPPED: matplotlib is not installed")
@@ -76,7 +82,8 @@ def check_errors():
                  "malformed.jsonl": (good + good + '{"iter":2,"loss":\n', "malformed.jsonl:3: malformed JSON"),
                  "list.jsonl": ("[1, 2]\n", "list.jsonl:1: not a JSON object"),
                  "nothing.jsonl": ("", "nothing.jsonl: empty file, no records"),
-                 "summary.jsonl": ('{"app":"wide_train","seconds":1.0}\n', "summary.jsonl: no plottable field (has: app, seconds)")}
+                 "summary.jsonl": ('{"app":"wide_train","seconds":1.0}\n',
+                                   "summary.jsonl: no plottable field (has: app, seconds)")}
         for name, (text, message) in cases.items():
             with open(f"{out}/{name}", "w") as f:
                 f.write(text)
