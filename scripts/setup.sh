@@ -4,11 +4,16 @@
 #   scripts/setup.sh            build + test + quickstart packages
 #   scripts/setup.sh --bench    also what the reproduce/bench scripts use (plots, liblinear)
 #   scripts/setup.sh --fuzz     also clang and its sanitizer/libFuzzer runtimes (fuzz_check.sh)
+#   scripts/setup.sh --test     also what every test needs beyond the build (test.sh: matplotlib,
+#                               for plot_run.py's drawing test, which skips without it)
 set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libopenmpi-dev openmpi-bin libboost-program-options-dev
           libopenblas-dev catch2 nlohmann-json3-dev python3 clang-format)
 if [[ " $* " == *" --fuzz "* ]]; then
   packages+=(clang libclang-rt-14-dev)
+fi
+if [[ " $* " == *" --test "* ]]; then
+  packages+=(python3-matplotlib)
 fi
 if [[ " $* " == *" --bench "* ]]; then
   packages+=(python3-numpy python3-matplotlib liblinear-tools time)  # time: /usr/bin/time -v (cost_curve_wide.sh)

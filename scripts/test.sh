@@ -3,7 +3,7 @@
 # ctest. Exits non-zero on any failure. MPI tests run under mpirun --oversubscribe.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh --test
 scripts/build.sh "$@"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 cd "${SKEW_BUILD_DIR:-build}"
