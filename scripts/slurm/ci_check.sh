@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The Slurm check: on a one-node Slurm (scripts/slurm/local_cluster.sh, started here unless one
-# is already up, and stopped again), submits each scripts/slurm/*.sbatch as shipped (with sbatch
-# options and app keys that shrink the run to 2 tasks on 1 CPU each), runs
+# is already up, and stopped again), submits each scripts/slurm/*.sbatch as shipped, with no
+# sbatch options (their #SBATCH defaults: 2 tasks of 1 CPU on one node; app keys shorten the
+# runs) and checks that each runs on that shape; submits moe_train.sbatch with a config whose
+# expert count is not a multiple of the tasks and checks that the script raises it; runs
 # `srun -n 2 --mpi=pmix` of each app on a small config, and checks that a direct launch without
 # PMI (`srun --mpi=none`) fails with a message naming `srun --mpi=pmix`. Exits non-zero naming
 # every job that did not complete, with its log. Needs root (local_cluster.sh) and the apps in
@@ -41,7 +43,7 @@ fi
 
 # Two ranks on one CPU each (2 shared cores); Open MPI yields instead of busy-polling.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
-shape=(--nodes=1 --ntasks-per-node=2 --cpus-per-task=1 --time=5)
+srun_shape=(--nodes=1 --ntasks=2 --cpus-per-task=1 --time=5)
 declare -A small=(
   [moe_train]="--train.iterations=10 --train.eval_interval=10 --train.log_interval=5"
   [wide_train]="--train.epochs=1"
@@ -50,32 +52,43 @@ declare -A small=(
 declare -A config=([moe_train]=configs/moe.ini [wide_train]=configs/wide.ini [preduce_train]=configs/preduce.ini)
 start=$SECONDS
 
-# sbatch: the job log lands in the --chdir directory (the scripts' relative --output), the
-# scripts themselves work from the submit directory (this checkout).
-declare -A job_app
+# sbatch, no shape options: the job log lands in the --chdir directory (the scripts' relative
+# --output), the scripts themselves work from the submit directory (this checkout).
+declare -A job_app job_want
 failed=()
-for app in "${apps[@]}"; do
-  # shellcheck disable=SC2086
-  if ! id=$(sbatch --parsable --chdir="$work" "${shape[@]}" "scripts/slurm/$app.sbatch" ${small[$app]} 2>"$work/sbatch-$app.err"); then
-    echo "FAIL sbatch scripts/slurm/$app.sbatch: rejected at submission: $(cat "$work/sbatch-$app.err")" >&2
-    failed+=("sbatch $app (not submitted)")
-    continue
+submit() {  # name, what its log must say, script, keys...
+  local name=$1 want=$2 script=$3 id
+  shift 3
+  if ! id=$(sbatch --parsable --chdir="$work" "$script" "$@" 2>"$work/sbatch-$name.err"); then
+    echo "FAIL sbatch $script ($name): rejected at submission: $(cat "$work/sbatch-$name.err")" >&2
+    failed+=("sbatch $name (not submitted)")
+    return
   fi
   jobs+=("$id")
-  job_app[$id]=$app
+  job_app[$id]=$name
+  job_want[$id]=$want
+}
+for app in "${apps[@]}"; do
+  # shellcheck disable=SC2086
+  submit "$app" "$app: 2 tasks x 1 CPUs on 1 node(s)" "scripts/slurm/$app.sbatch" ${small[$app]}
 done
+# 3 experts on 2 tasks: the script must pass the next multiple, 4.
+sed 's/^num_experts = .*/num_experts = 3/' configs/moe.ini >"$work/moe_3_experts.ini"
+# shellcheck disable=SC2086
+SKEW_CONFIG=$work/moe_3_experts.ini submit moe_train_3_experts "using 4; choose with --moe.num_experts" \
+  scripts/slurm/moe_train.sbatch ${small[moe_train]}
 # srun from the login node: a job of its own with one step of 2 tasks.
 declare -A srun_log srun_want
 for app in "${apps[@]}"; do
   # shellcheck disable=SC2086
-  srun -J "ci-srun-$app" "${shape[@]/--ntasks-per-node=2/--ntasks=2}" --mpi=pmix "$build/apps/$app" \
+  srun -J "ci-srun-$app" "${srun_shape[@]}" --mpi=pmix "$build/apps/$app" \
     --config "${config[$app]}" ${small[$app]} >"$work/srun-$app.log" 2>&1 &
   pids+=($!)
   srun_log[$!]=$work/srun-$app.log
   srun_want[$!]=$app
 done
 # without PMI: must fail, naming the fix
-srun -J ci-srun-nopmi "${shape[@]/--ntasks-per-node=2/--ntasks=2}" --mpi=none "$build/apps/moe_train" \
+srun -J ci-srun-nopmi "${srun_shape[@]}" --mpi=none "$build/apps/moe_train" \
   --config configs/moe.ini --train.iterations=1 >"$work/srun-nopmi.log" 2>&1 &
 nopmi_pid=$!
 
@@ -106,15 +119,17 @@ while :; do
 done
 for id in "${jobs[@]}"; do
   app=${job_app[$id]}
-  log=$work/$app-$id.out
+  log=$work/moe_train-$id.out
+  [[ $app == moe_train_3_experts ]] || log=$work/$app-$id.out
   info=$(scontrol -o show job "$id" 2>/dev/null || true)
   exit_code=$(sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p' <<<"$info")
   reason=$(sed -n 's/.* Reason=\([^ ]*\).*/\1/p' <<<"$info")
-  if [[ ${state[$id]} == COMPLETED && $exit_code == 0:0 ]] && grep -q "\"app\":\"$app\"" "$log"; then
-    echo "ok   sbatch scripts/slurm/$app.sbatch: job $id COMPLETED"
-    rm -rf "out/slurm/$app-$id"
+  if [[ ${state[$id]} == COMPLETED && $exit_code == 0:0 ]] && grep -q "\"app\":\"${app%_3_experts}\"" "$log" &&
+    grep -qF "${job_want[$id]}" "$log"; then
+    echo "ok   sbatch $app: job $id COMPLETED, log says '${job_want[$id]}'"
+    rm -rf "out/slurm/${app%_3_experts}-$id"
   else
-    echo "FAIL sbatch scripts/slurm/$app.sbatch: job $id ${state[$id]:-unknown}, exit code ${exit_code:-?}, reason ${reason:-?}" >&2
+    echo "FAIL sbatch $app: job $id ${state[$id]:-unknown}, exit code ${exit_code:-?}, reason ${reason:-?}" >&2
     show "job $id log" "$log"
     failed+=("sbatch $app (job $id)")
   fi

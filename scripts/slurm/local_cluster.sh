@@ -5,6 +5,7 @@
 #   scripts/slurm/local_cluster.sh start    # install slurm-wlm + munge with apt if missing, write
 #                                           # a slurm.conf, start munged, slurmctld and slurmd
 #   eval "$(scripts/slurm/local_cluster.sh env)"   # SLURM_CONF for sbatch/srun/squeue here
+#   sbatch --wait scripts/slurm/moe_train.sbatch    # the scripts' default shape fits a 2-CPU node
 #   scripts/slurm/local_cluster.sh status
 #   scripts/slurm/local_cluster.sh stop     # cancel its jobs, stop the daemons it started
 #
