@@ -33,7 +33,7 @@ run_dir_start() {
     *) run_dir_fail "RECORD=${RECORD} (RECORD=1 records into results/, unset or 0 does not)" ;;
   esac
   if ((run_dir_record)) && [[ ${SMOKE:-0} != 0 ]]; then
-    run_dir_fail "a smoke run is not a measurement: RECORD=1 refused with SMOKE=1 (--smoke)"
+    run_dir_fail "a smoke run (SMOKE=1, --smoke) is not a measurement: RECORD=1 refused"
   fi
   RUN_DIR=${OUT:-out/$run_dir_name/$(date -u +%Y%m%dT%H%M%SZ)}
   local results
