@@ -55,6 +55,12 @@ run_dir_claim() {
   printf -v "$var" '%s' "$dest"
 }
 
+run_dir_commit() {
+  local commit
+  commit=$(git rev-parse --short HEAD 2>/dev/null) || { echo "unknown (not a git checkout)"; return; }
+  if git diff --quiet HEAD; then echo "$commit"; else echo "$commit (with uncommitted changes)"; fi
+}
+
 # The README's text up to any earlier generated section, then this run's.
 run_dir_write_record() {
   local readme=$1/README.md kept
@@ -67,7 +73,7 @@ run_dir_write_record() {
     echo "Written by the script (the text above is kept as it was):"
     echo
     echo "- command: \`$run_dir_command\`"
-    echo "- commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "- commit: $(run_dir_commit)"
     echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "- machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
     echo "- load (1, 5, 15 min): $run_dir_load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
