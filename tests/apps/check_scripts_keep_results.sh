@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The test of scripts/run_dir.sh and the scripts on it: a default run leaves results/ alone.
-#   1. scripts/bench_moe.sh and scripts/reproduce_flexmoe.sh with SMOKE=1 and their default
-#      output (a run directory under out/, removed afterwards): results/ must be unchanged, in
-#      `git status --porcelain` and in every file's content, and each run directory holds its
-#      CSVs; RECORD=1 with SMOKE=1 must be refused.
+#   1. scripts/bench_moe.sh, bench_wide_sweep.sh and reproduce_flexmoe.sh with SMOKE=1 and
+#      their default output (a run directory under out/, removed afterwards): results/ must be
+#      unchanged, in `git status --porcelain` and in every file's content, and each run
+#      directory holds its CSVs; RECORD=1 with SMOKE=1 must be refused.
 #   2. RECORD=1 in a scratch tree: the claim folder is replaced by the run's folder, its README
 #      keeps the hand-written text and gets one "Last recorded run" section, however often run.
 # Usage: tests/apps/check_scripts_keep_results.sh BUILD_DIR  (exit 77: skipped, not a git checkout)
@@ -24,9 +24,9 @@ before=$(snapshot)
 
 run_dirs=()
 trap 'rm -rf "${run_dirs[@]}"' EXIT
-smoke() {  # smoke SCRIPT FILE_EXPECTED_IN_ITS_RUN_DIR
+smoke() {  # smoke SCRIPT FILE_EXPECTED_IN_ITS_RUN_DIR [SCRIPT ARGS...]
   local log dir
-  log=$(SMOKE=1 SKEW_BUILD_DIR="$build" "scripts/$1.sh" 2>&1) || { echo "$log"; fail "SMOKE=1 scripts/$1.sh failed"; }
+  log=$(SMOKE=1 SKEW_BUILD_DIR="$build" "scripts/$1.sh" "${@:3}" 2>&1) || { echo "$log"; fail "SMOKE=1 scripts/$1.sh failed"; }
   dir=$(sed -n "s/^$1: written to //p" <<<"$log")
   [[ $dir == out/$1/* ]] || { echo "$log"; fail "scripts/$1.sh did not say it wrote to out/$1/..."; }
   run_dirs+=("$root/$dir")
@@ -34,6 +34,7 @@ smoke() {  # smoke SCRIPT FILE_EXPECTED_IN_ITS_RUN_DIR
   echo "$1: SMOKE=1 wrote $dir"
 }
 smoke bench_moe bench_moe.csv
+smoke bench_wide_sweep sweep.csv "$build"
 smoke reproduce_flexmoe sim_summary.csv
 for script in bench_moe reproduce_flexmoe; do
   if RECORD=1 SMOKE=1 SKEW_BUILD_DIR="$build" "scripts/$script.sh" >/dev/null 2>&1; then
