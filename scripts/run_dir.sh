@@ -43,7 +43,7 @@ run_dir_start() {
   esac
   mkdir -p "$RUN_DIR"
   run_dir_load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-  echo "$run_dir_name: writing to $RUN_DIR$( ((run_dir_record)) && echo ' (RECORD=1: results/ is replaced at the end)')"
+  echo "$run_dir_name: writing to $RUN_DIR$( ((run_dir_record)) && echo ' (RECORD=1: its claim folders under results/ are replaced at the end)')"
 }
 
 run_dir_claim() {
@@ -61,22 +61,25 @@ run_dir_commit() {
   if git diff --quiet HEAD; then echo "$commit"; else echo "$commit (with uncommitted changes)"; fi
 }
 
-# The README's text up to any earlier generated section, then this run's.
+# The README's text without an earlier generated section (between its markers: a script may
+# append below it, as reproduce_flexmoe_models.sh appends its targets), then this run's.
 run_dir_write_record() {
   local readme=$1/README.md kept
   kept=$(mktemp)
-  [[ -f $readme ]] && sed '/^## Last recorded run$/,$d' "$readme" >"$kept"
+  [[ -f $readme ]] && sed '/^<!-- run_dir.sh: last recorded run -->$/,/^<!-- run_dir.sh: end -->$/d' "$readme" | cat -s >"$kept"
   {
     [[ -s $kept ]] && printf '%s\n\n' "$(cat "$kept")"
+    echo "<!-- run_dir.sh: last recorded run -->"
     echo "## Last recorded run"
     echo
-    echo "Written by the script (the text above is kept as it was):"
+    echo "Written by scripts/run_dir.sh when the recorded run ended; the rest of this README is kept."
     echo
     echo "- command: \`$run_dir_command\`"
     echo "- commit: $(run_dir_commit)"
     echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "- machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
     echo "- load (1, 5, 15 min): $run_dir_load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
+    echo "<!-- run_dir.sh: end -->"
   } >"$readme"
   rm -f "$kept"
 }

@@ -5,7 +5,8 @@
 #      unchanged, in `git status --porcelain` and in every file's content, and each run
 #      directory holds its CSVs; RECORD=1 with SMOKE=1 must be refused.
 #   2. RECORD=1 in a scratch tree: the claim folder is replaced by the run's folder, its README
-#      keeps the hand-written text and gets one "Last recorded run" section, however often run.
+#      keeps the hand-written text and what the runs appended, and has one "Last recorded run"
+#      section, however often recorded.
 # Usage: tests/apps/check_scripts_keep_results.sh BUILD_DIR  (exit 77: skipped, not a git checkout)
 set -euo pipefail
 build=$(realpath "$1")
@@ -58,12 +59,15 @@ for value in 1 2; do
     run_dir_start demo "" --flag
     run_dir_claim claim_dir results/claim
     echo "$value" >"$claim_dir/table.csv"
+    echo "Appended by run $value." >>"$claim_dir/README.md"
     run_dir_finish
   ) >/dev/null
 done
 readme=$scratch/results/claim/README.md
 [[ $(cat "$scratch/results/claim/table.csv") == 2 ]] || fail "RECORD=1 did not replace the claim's table"
-grep -q '^Hand-written text.$' "$readme" || fail "RECORD=1 lost the README's text"
+for line in 'Hand-written text.' 'Appended by run 1.' 'Appended by run 2.'; do
+  grep -qx "$line" "$readme" || fail "RECORD=1 lost the README's line '$line'"
+done
 [[ $(grep -c '^## Last recorded run$' "$readme") == 1 ]] || fail "README has not exactly one generated section"
 grep -q 'command: `RECORD=1 scripts/demo.sh --flag`' "$readme" || fail "README's section lacks the command"
 grep -q '^- load (1, 5, 15 min): ' "$readme" || fail "README's section lacks the machine load"
