@@ -51,7 +51,8 @@ case $preset in
   moe_heldout) claim=results/moe/heldout_brown ;;
   *) claim=results/moe/archive/bench_$preset ;;
 esac
-run_dir_claim out "$claim"
+out=$RUN_DIR
+run_dir_claim "$claim" "$out"
 smoke=()
 if [[ ${SMOKE:-0} == 1 ]]; then
   repeats=1

@@ -28,8 +28,10 @@ run_dir_start bench_preduce "REPEATS BENCH_REUSE_REAL BENCH_REUSE_SCALE SCALE_SE
 build="${1:-build}"
 app="$build/apps/preduce_train"
 [[ -x "$app" ]] || { echo "bench_preduce: $app not built"; exit 2; }
-run_dir_claim real_out results/preduce/mnist_4rank mnist_4rank  # N = 4: real runs and their simulation
-run_dir_claim scale_out results/preduce/sim_scale sim_scale       # the simulator at N = 32 and 256
+real_out=$RUN_DIR/mnist_4rank   # N = 4: real runs and their simulation
+scale_out=$RUN_DIR/sim_scale     # the simulator at N = 32 and 256
+run_dir_claim results/preduce/mnist_4rank "$real_out"
+run_dir_claim results/preduce/sim_scale "$scale_out"
 repeats="${REPEATS:-3}"
 scale_seeds="${SCALE_SEEDS:-1}"
 smoke=()

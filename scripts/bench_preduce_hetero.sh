@@ -30,7 +30,8 @@ run_dir_start bench_preduce_hetero "STEPS REUSE SEEDS DEV_NAMES HELDOUT_NAMES" "
 build="${1:-build}"
 app="$build/apps/preduce_train"
 [[ -x "$app" ]] || { echo "bench_preduce_hetero: $app not built"; exit 2; }
-run_dir_claim out results/preduce/hetero
+out=$RUN_DIR
+run_dir_claim results/preduce/hetero "$out"
 steps="${STEPS:-dev heldout}"
 scripts/fetch/mnist.sh data/mnist
 export OPENBLAS_NUM_THREADS=1

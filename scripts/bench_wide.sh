@@ -36,7 +36,7 @@ if [[ $parts == *spam* ]]; then
     run_dir_fail "RECORD=1 with the spam part, which cannot run: scripts/fetch_data.sh spam and liblinear-train, or PARTS=criteo"
   fi
 fi
-for claim in "${claims[@]}"; do run_dir_claim _ "results/wide/$claim" "$claim"; done
+for claim in "${claims[@]}"; do run_dir_claim "results/wide/$claim" "$out/$claim"; done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 if [[ $parts == *criteo* ]]; then
   csv=$(mktemp)

@@ -34,7 +34,8 @@ epochs=${EPOCHS:-3}
 threads_max=${THREADS_MAX:-$(nproc)}
 batches=${BATCHES:-1 16 256 4096}
 models=${MODELS:-lr fm ffm}
-run_dir_claim out results/wide/sweep_heldout
+out=$RUN_DIR
+run_dir_claim results/wide/sweep_heldout "$out"
 heldout=results/wide/heldout.txt
 value() { sed -n "s/^$1=//p" "$heldout"; }
 alpha=$(value alpha) seed=$(value seed) features=$(value features) test_first=$(value test_first_row)

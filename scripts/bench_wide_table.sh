@@ -40,7 +40,8 @@ epochs=${EPOCHS:-5}
 repeats=${REPEATS:-3}
 threads_list=${THREADS:-$(printf '%s\n' 1 2 "$(nproc)" | sort -nu | tr '\n' ' ')}
 data=${DATA_DIR:-data/issue16}
-run_dir_claim out results/wide/issue16_table
+out=$RUN_DIR
+run_dir_claim results/wide/issue16_table "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 command -v liblinear-train >/dev/null || { echo "bench_wide_table: liblinear-train missing: scripts/setup.sh --bench" >&2; exit 1; }
 mkdir -p "$out" "$data"

@@ -24,7 +24,8 @@ build_dir=${SKEW_BUILD_DIR:-build}
 for app in moe_train placement_sim; do
   [[ -x "$build_dir/apps/$app" ]] || { echo "calibrate_sim: $build_dir/apps/$app is not built" >&2; exit 1; }
 done
-run_dir_claim out results/moe/sim_calibration
+out=$RUN_DIR
+run_dir_claim results/moe/sim_calibration "$out"
 runs=$out/runs
 iterations=40 sim_flags=()
 if [[ ${SMOKE:-0} == 1 ]]; then

@@ -27,7 +27,8 @@ threads=${THREADS:-2}
 stream_mb=${STREAM_MB:-1024}
 gen_jobs=${GEN_JOBS:-$(nproc)}
 data_dir=${DATA_DIR:-data/cost_curve}
-run_dir_claim out results/wide/cost_curve
+out=$RUN_DIR
+run_dir_claim results/wide/cost_curve "$out"
 features=4194304
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [[ -x /usr/bin/time ]] || { echo "cost_curve_wide: /usr/bin/time is missing: run scripts/setup.sh --bench" >&2; exit 1; }

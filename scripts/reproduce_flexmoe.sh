@@ -21,11 +21,12 @@ if [[ ! -x "$sim" ]]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
   cmake --build "$build_dir" -j "${SKEW_JOBS:-2}" --target placement_sim
 fi
-run_dir_claim out results/moe/sim_64gpu
+out=$RUN_DIR
+run_dir_claim results/moe/sim_64gpu "$out"
 runs=$out/runs
 sim_flags=() validation_iterations=40
 if [[ ${SMOKE:-0} == 1 ]]; then
-  sim_flags=(--sim.iterations=20 --sim.scaling=8,64 --sim.scaling_iterations=5)
+  sim_flags=(--sim.iterations=20 "--sim.scaling=8,64" --sim.scaling_iterations=5)
   validation_iterations=6
 fi
 mkdir -p "$runs"

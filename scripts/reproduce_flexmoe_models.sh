@@ -31,7 +31,8 @@ while (($#)); do
   shift
 done
 run_dir_start reproduce_flexmoe_models "SKEW_BUILD_DIR" ${command_args[@]+"${command_args[@]}"}
-run_dir_claim out results/moe/models
+out=$RUN_DIR
+run_dir_claim results/moe/models "$out"
 smoke=()
 if [[ ${SMOKE:-0} == 1 ]]; then
   smoke=(--train.iterations=6 --train.eval_interval=3 --train.eval_sequences=16 --train.warmup=2)

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Run directories for the bench, reproduce and calibrate scripts (sourced from the repository
 # root). A script writes into a run directory of its own, never into results/, unless RECORD=1:
 #   OUT=DIR      the run directory (default out/<script>/<UTC time>/); not under results/
@@ -9,7 +10,7 @@
 # splits, tuned settings, earlier runs a REUSE mode keeps) are there, and the script rewrites
 # what it measures.
 #   run_dir_start NAME "KNOB ..." ARGS...  picks RUN_DIR (the env knobs named are recorded)
-#   run_dir_claim VAR CLAIM [SUB]           VAR = the claim's run folder (RUN_DIR, or RUN_DIR/SUB)
+#   run_dir_claim CLAIM DIR                 DIR (RUN_DIR or a folder in it) is CLAIM's run folder
 #   run_dir_finish                          records the claims (RECORD=1); prints RUN_DIR
 
 run_dir_claims=()
@@ -47,12 +48,11 @@ run_dir_start() {
 }
 
 run_dir_claim() {
-  local var=$1 claim=$2 dest=$RUN_DIR${3:+/$3}
+  local claim=$1 dest=$2
   mkdir -p "$dest"
   # A fresh run folder starts as the claim's copy; an OUT given again keeps what it holds.
   if [[ -d $claim && -z $(ls -A "$dest") ]]; then cp -a "$claim/." "$dest/"; fi
   run_dir_claims+=("$claim|$dest")
-  printf -v "$var" '%s' "$dest"
 }
 
 run_dir_commit() {

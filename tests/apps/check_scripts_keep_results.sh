@@ -57,9 +57,9 @@ for value in 1 2; do
     export RECORD=1 OUT=out/run$value
     source "$root/scripts/run_dir.sh"
     run_dir_start demo "" --flag
-    run_dir_claim claim_dir results/claim
-    echo "$value" >"$claim_dir/table.csv"
-    echo "Appended by run $value." >>"$claim_dir/README.md"
+    run_dir_claim results/claim "$RUN_DIR"
+    echo "$value" >"$RUN_DIR/table.csv"
+    echo "Appended by run $value." >>"$RUN_DIR/README.md"
     run_dir_finish
   ) >/dev/null
 done
@@ -69,6 +69,7 @@ for line in 'Hand-written text.' 'Appended by run 1.' 'Appended by run 2.'; do
   grep -qx "$line" "$readme" || fail "RECORD=1 lost the README's line '$line'"
 done
 [[ $(grep -c '^## Last recorded run$' "$readme") == 1 ]] || fail "README has not exactly one generated section"
+# shellcheck disable=SC2016 # the backticks are the README's, not a command
 grep -q 'command: `RECORD=1 scripts/demo.sh --flag`' "$readme" || fail "README's section lacks the command"
 grep -q '^- load (1, 5, 15 min): ' "$readme" || fail "README's section lacks the machine load"
 cmp -s "$readme" "$scratch/out/run2/README.md" || fail "the claim folder and its run folder differ"
