@@ -40,8 +40,9 @@ skew::Schema make_schema() {
                  "alltoallv skew: every rank sends share (p+1)^-s of its data to rank p (0 = even split; MoE traffic "
                  "to a hot expert's rank is s > 0)")
       .add_bool("bench.check", true, "check each size's result against the closed form (#wrong)")
-      .add_string("output.csv", "results/comm/archive/commbench_np{ranks}_{device}.csv",
-                  "CSV of the table ({ranks}, {backend}, {device} are substituted; empty: none)")
+      .add_string("output.csv", "",
+                  "CSV of the table, e.g. out/commbench_np{ranks}_{device}.csv ({ranks}, {backend}, {device} are "
+                  "substituted; empty: none, the table is printed)")
       .add_string("output.metrics", "", "JSONL file with one object per row (empty: none)");
   return s;
 }

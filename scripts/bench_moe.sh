@@ -22,10 +22,15 @@
 # results/moe/archive/bench_<preset>/): bench_<preset>.csv (the policy table), checks.csv (the
 # modelled-time constants and the ratios against the targets), per_layer.csv (per-layer terms of
 # fastermoe and flexmoe) and modelled_step.png; the same as markdown goes to stdout.
+# These files go to a run directory (scripts/run_dir.sh: out/bench_moe/<UTC time>/ or OUT);
+# RECORD=1 replaces the claim folder with it. SMOKE=1: one repeat of 6 iterations, not a
+# measurement (for tests; RECORD=1 refused).
 # Usage: scripts/bench_moe.sh [configs/moe_bench*.ini] [extra moe_train flags]
 #        (default configs/moe_bench.ini); SKEW_BUILD_DIR picks the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/run_dir.sh
+run_dir_start bench_moe "SKEW_BENCH_REPEATS SKEW_BENCH_BANDWIDTH SKEW_BUILD_DIR" "$@"
 build_dir=${SKEW_BUILD_DIR:-build}
 app="$build_dir/apps/moe_train"
 if [[ ! -x "$app" ]]; then
@@ -41,19 +46,25 @@ preset=$(basename "$config" .ini)
 preset=${preset/moe_bench/moe}  # moe_bench -> moe, moe_bench_skew -> moe_skew
 repeats=${SKEW_BENCH_REPEATS:-3}
 case $preset in
-  moe_skew) out=results/moe/skew_8experts ;;
-  moe) out=results/moe/balanced_4experts ;;
-  moe_heldout) out=results/moe/heldout_brown ;;
-  *) out=results/moe/archive/bench_$preset ;;
+  moe_skew) claim=results/moe/skew_8experts ;;
+  moe) claim=results/moe/balanced_4experts ;;
+  moe_heldout) claim=results/moe/heldout_brown ;;
+  *) claim=results/moe/archive/bench_$preset ;;
 esac
-mkdir -p "$out"
+out=$RUN_DIR
+run_dir_claim "$claim" "$out"
+smoke=()
+if [[ ${SMOKE:-0} == 1 ]]; then
+  repeats=1
+  smoke=(--train.iterations=6 --train.eval_interval=3 --train.eval_sequences=16 --train.warmup=2)
+fi
 if [[ $preset == moe_heldout && ! -f data/brown/train.txt ]]; then
   scripts/fetch_data.sh brown
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-common=(--config "$config" "$@")
+common=(--config "$config" ${smoke[@]+"${smoke[@]}"} "$@")
 run() {  # file stem, flags...
   local stem=$1
   shift
@@ -215,3 +226,4 @@ PY
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
   /usr/bin/python3 scripts/plot_results.py moe-bench "$out"
 fi
+run_dir_finish

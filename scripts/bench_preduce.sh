@@ -11,7 +11,11 @@
 # results/preduce/sim_scale/ (step 3), each a results.csv and a tta.png
 # (scripts/preduce_report.py) over the runs' curve_*.csv and summary_*.json in its runs/
 # (mnist_4rank/runs/ also holds calibration.txt).
+# Both folders go to a run directory (scripts/run_dir.sh: out/bench_preduce/<UTC time>/mnist_4rank
+# and .../sim_scale, or under OUT); RECORD=1 replaces the claim folders with them.
 #   scripts/bench_preduce.sh [BUILD_DIR]     (default build; about 15 minutes on 2 busy cores)
+#   SMOKE=1 scripts/bench_preduce.sh ...     one repeat, 1 s runs (all-reduce 20 steps), not a
+#                                            measurement (RECORD=1 refused)
 #   REPEATS=1 scripts/bench_preduce.sh ...   one real run per mode
 #   BENCH_REUSE_REAL=1 scripts/bench_preduce.sh ...   keeps existing real-run results
 #   BENCH_REUSE_SCALE=1 scripts/bench_preduce.sh ...  keeps existing N = 32 and 256 results
@@ -19,13 +23,21 @@
 #                                                     6 take about 25 minutes more)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/run_dir.sh
+run_dir_start bench_preduce "REPEATS BENCH_REUSE_REAL BENCH_REUSE_SCALE SCALE_SEEDS" "$@"
 build="${1:-build}"
 app="$build/apps/preduce_train"
 [[ -x "$app" ]] || { echo "bench_preduce: $app not built"; exit 2; }
-real_out=results/preduce/mnist_4rank   # N = 4: real runs and their simulation
-scale_out=results/preduce/sim_scale    # the simulator at N = 32 and 256
+real_out=$RUN_DIR/mnist_4rank   # N = 4: real runs and their simulation
+scale_out=$RUN_DIR/sim_scale     # the simulator at N = 32 and 256
+run_dir_claim results/preduce/mnist_4rank "$real_out"
+run_dir_claim results/preduce/sim_scale "$scale_out"
 repeats="${REPEATS:-3}"
 scale_seeds="${SCALE_SEEDS:-1}"
+smoke=()
+if [[ ${SMOKE:-0} == 1 ]]; then
+  repeats=1 scale_seeds=1 smoke=(--train.max_seconds=1)
+fi
 mkdir -p "$real_out/runs" "$scale_out/runs"
 scripts/fetch/mnist.sh data/mnist
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -44,6 +56,7 @@ variants=(
 # time to accuracy of the same total batch with nothing to tolerate.
 # allreduce stops by steps (every round needs every worker); the others stop by time.
 sync_steps=1000
+[[ ${SMOKE:-0} == 1 ]] && sync_steps=20
 run() {  # run KIND N TAG_SUFFIX NAME ARGS...
   local kind=$1 n=$2 suffix=$3 name=$4
   shift 4
@@ -54,10 +67,10 @@ run() {  # run KIND N TAG_SUFFIX NAME ARGS...
   echo "bench_preduce: $tag" >&2
   if [[ $kind == real ]]; then
     [[ ${BENCH_REUSE_REAL:-0} == 1 && -s "$out/summary_$tag.json" ]] && return
-    mpirun --oversubscribe -np "$n" "$app" --config "$cfg" "$@" --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
+    mpirun --oversubscribe -np "$n" "$app" --config "$cfg" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
   else
     [[ ${BENCH_REUSE_SCALE:-0} == 1 && $n != 4 && -s "$out/summary_$tag.json" ]] && return
-    "$app" --config "$cfg" --simulate --sim.workers="$n" "$@" --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
+    "$app" --config "$cfg" --simulate --sim.workers="$n" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
   fi
 }
 for r in $(seq 1 "$repeats"); do
@@ -104,7 +117,7 @@ for v in "${variants[@]}"; do
   # shellcheck disable=SC2086
   run sim 4 "" "${v%%|*}" ${v#*|} $cal
 done
-sync_steps=250
+[[ ${SMOKE:-0} == 1 ]] || sync_steps=250
 scale=(--model.hidden=32 --train.max_seconds=6 --train.eval_interval_s=0.1 --train.target_accuracy=0.9)
 for n in 32 256; do
   for seed in $(seq 1 "$scale_seeds"); do
@@ -116,3 +129,4 @@ for n in 32 256; do
 done
 # Time to accuracy per mode (median over repeats / seeds), results.csv and tta.png in each folder.
 "${PYTHON:-/usr/bin/python3}" scripts/preduce_report.py "$real_out" "$scale_out" "$repeats" "$scale_seeds"
+run_dir_finish

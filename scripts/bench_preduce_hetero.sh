@@ -16,19 +16,28 @@
 #   STEPS=heldout scripts/bench_preduce_hetero.sh ...    only step 2 (uses the committed tuned.txt)
 #   REUSE=1 scripts/bench_preduce_hetero.sh ...          keeps runs already in runs/
 #   SEEDS="101 102 103 104" STEPS=heldout ...            only those seeds of the set (the report too)
+#   SMOKE=1 scripts/bench_preduce_hetero.sh ...          each set's first seed, 0.5 s of virtual
+#                                                        time: not a measurement (RECORD=1 refused)
+# Everything goes to a run directory (scripts/run_dir.sh: out/bench_preduce_hetero/<UTC time>/,
+# or OUT) that starts as a copy of results/preduce/hetero (its sets, tuned.txt, runs for REUSE);
+# RECORD=1 replaces that claim folder with it.
 # P = auto's warm-up window (auto_warmup_s in the summary) is added to its time to accuracy.
 # A run that never reaches the target counts as train.max_seconds (censored; flagged).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/run_dir.sh
+run_dir_start bench_preduce_hetero "STEPS REUSE SEEDS DEV_NAMES HELDOUT_NAMES" "$@"
 build="${1:-build}"
 app="$build/apps/preduce_train"
 [[ -x "$app" ]] || { echo "bench_preduce_hetero: $app not built"; exit 2; }
-out=results/preduce/hetero
+out=$RUN_DIR
+run_dir_claim results/preduce/hetero "$out"
 steps="${STEPS:-dev heldout}"
 scripts/fetch/mnist.sh data/mnist
 export OPENBLAS_NUM_THREADS=1
 common=(--config configs/preduce_mnist.ini --simulate --model.hidden=32 --train.max_seconds=4
         --train.eval_interval_s=0.1 --train.target_accuracy=0.9 --train.log_interval=0)
+[[ ${SMOKE:-0} == 1 ]] && common+=(--train.max_seconds=0.5)
 # Baselines as their papers run them: AD-PSGD (Lian et al., ICML'18) is asynchronous pairwise
 # averaging on a bipartite active/passive graph with the synchronous run's learning rate, tuned
 # here over {0.1, 0.2, 0.4}; eager-SGD (Li et al., PPoPP'20) is a solo or majority partial
@@ -70,6 +79,7 @@ sweep() {  # sweep SET_FILE RUNS_DIR VARIANTS...
   local workers seeds
   workers=$(awk '$1 == "workers" {print $2}' "$set_file")
   seeds=${SEEDS:-$(awk '$1 == "seeds" {$1 = ""; print}' "$set_file")}
+  [[ ${SMOKE:-0} == 1 ]] && read -r seeds _ <<<"$seeds"
   while read -r _ model args; do
     for seed in $seeds; do
       for v in "$@"; do
@@ -101,3 +111,4 @@ if [[ " $steps " == *" heldout "* ]]; then
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   } >"$out/manifest.txt"
 fi
+run_dir_finish

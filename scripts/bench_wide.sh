@@ -13,16 +13,30 @@
 #      file reading included; L2-regularised logistic regression, -s 0; setup.sh --bench installs it)
 #      -> spam_time_to_auc/spam_liblinear.csv
 # Then scripts/plot_results.py redraws each folder's plot (when matplotlib is installed).
+# The folders go to a run directory (scripts/run_dir.sh: out/bench_wide/<UTC time>/, or OUT);
+# RECORD=1 replaces the claim folders of the parts run with them.
 # Usage: scripts/bench_wide.sh [BUILD_DIR] (default build); ROWS=... THREADS=... override;
-# PARTS=criteo or PARTS=spam runs one part only.
+# PARTS=criteo or PARTS=spam runs one part only; SMOKE=1: 20000 rows, not a measurement
+# (RECORD=1 refused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/run_dir.sh
+run_dir_start bench_wide "ROWS THREADS PARTS" "$@"
 build=${1:-build}
-out=results/wide
 rows=${ROWS:-1000000}
+[[ ${SMOKE:-0} == 1 ]] && rows=20000
 threads=${THREADS:-2}
 parts=${PARTS:-criteo,spam}
-mkdir -p "$out"/{fm_criteo,lr_criteo,spam_throughput,spam_time_to_auc}
+out=$RUN_DIR
+claims=()
+[[ $parts == *criteo* ]] && claims+=(fm_criteo lr_criteo)
+if [[ $parts == *spam* ]]; then
+  claims+=(spam_throughput spam_time_to_auc)
+  if [[ ${RECORD:-0} == 1 && ! (-f data/spam/train.libsvm && -x "$(command -v liblinear-train)") ]]; then
+    run_dir_fail "RECORD=1 with the spam part, which cannot run: scripts/fetch_data.sh spam and liblinear-train, or PARTS=criteo"
+  fi
+fi
+for claim in "${claims[@]}"; do run_dir_claim "results/wide/$claim" "$out/$claim"; done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 if [[ $parts == *criteo* ]]; then
   csv=$(mktemp)
@@ -103,3 +117,4 @@ if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
     /usr/bin/python3 scripts/plot_results.py wide-tta "$out/spam_time_to_auc"
   fi
 fi
+run_dir_finish

@@ -14,11 +14,19 @@
 # sweep.csv (one row per run), best.csv (per model and schema: best rows/s, best time to target;
 # flow over classical ratios), manifest.json (command, commit, config, machine, load, date) and
 # sweep.png (when /usr/bin/python3 has matplotlib).
+# These go to a run directory (scripts/run_dir.sh: out/bench_wide_sweep/<UTC time>/, or OUT);
+# RECORD=1 replaces the claim folder with it.
 # Usage: scripts/bench_wide_sweep.sh [BUILD_DIR]   (default build)
 #   ROWS=200000 TEST_ROWS=50000 EPOCHS=3 THREADS_MAX=$(nproc) BATCHES="1 16 256 4096"
-#   MODELS="lr fm ffm" OUT=results/wide/sweep_heldout
+#   MODELS="lr fm ffm" OUT=DIR
+#   SMOKE=1: LR only, 2000 rows, 1 epoch, 1 thread, batch 256; not a measurement (RECORD=1 refused)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/run_dir.sh
+run_dir_start bench_wide_sweep "ROWS TEST_ROWS EPOCHS THREADS_MAX BATCHES MODELS" "$@"
+if [[ ${SMOKE:-0} == 1 ]]; then
+  ROWS=2000 EPOCHS=1 THREADS_MAX=1 BATCHES=256 MODELS=lr
+fi
 build=${1:-build}
 rows=${ROWS:-200000}
 test_rows=${TEST_ROWS:-$((rows / 4))}
@@ -26,7 +34,8 @@ epochs=${EPOCHS:-3}
 threads_max=${THREADS_MAX:-$(nproc)}
 batches=${BATCHES:-1 16 256 4096}
 models=${MODELS:-lr fm ffm}
-out=${OUT:-results/wide/sweep_heldout}
+out=$RUN_DIR
+run_dir_claim results/wide/sweep_heldout "$out"
 heldout=results/wide/heldout.txt
 value() { sed -n "s/^$1=//p" "$heldout"; }
 alpha=$(value alpha) seed=$(value seed) features=$(value features) test_first=$(value test_first_row)
@@ -144,3 +153,4 @@ json.dump({"command": f"ROWS={a[4]} TEST_ROWS={a[5]} EPOCHS={a[6]} THREADS_MAX={
           open(a[0], "w"), indent=1)
 PY
 echo "bench_wide_sweep: $out/{sweep.csv,best.csv,manifest.json}"
+run_dir_finish

@@ -21,9 +21,17 @@
 # Per-epoch test AUC/logloss of FM and FFM under the defaults: $OUT/per_epoch.csv.
 # Usage: scripts/bench_wide_table.sh [BUILD_DIR] (default build); ROWS, TEST_ROWS, FEATURES,
 # EPOCHS, REPEATS, THREADS ("1 2 ..."), DATA_DIR, OUT override. Needs liblinear-train
-# (scripts/setup.sh --bench).
+# (scripts/setup.sh --bench). $OUT is a run directory (scripts/run_dir.sh: default
+# out/bench_wide_table/<UTC time>/, starting as a copy of results/wide/issue16_table with its
+# dev.txt); RECORD=1 replaces that claim folder with it. SMOKE=1: 4000 rows (1000 test), 1
+# epoch, 1 repeat, 1 thread, data in DATA_DIR=data/issue16_smoke; not a measurement (RECORD=1 refused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/run_dir.sh
+run_dir_start bench_wide_table "ROWS TEST_ROWS FEATURES EPOCHS REPEATS THREADS DATA_DIR" "$@"
+if [[ ${SMOKE:-0} == 1 ]]; then
+  ROWS=4000 TEST_ROWS=1000 EPOCHS=1 REPEATS=1 THREADS=1 DATA_DIR=${DATA_DIR:-data/issue16_smoke}
+fi
 build=${1:-build}
 rows=${ROWS:-200000}
 test_rows=${TEST_ROWS:-20000}
@@ -32,7 +40,8 @@ epochs=${EPOCHS:-5}
 repeats=${REPEATS:-3}
 threads_list=${THREADS:-$(printf '%s\n' 1 2 "$(nproc)" | sort -nu | tr '\n' ' ')}
 data=${DATA_DIR:-data/issue16}
-out=${OUT:-results/wide/issue16_table}
+out=$RUN_DIR
+run_dir_claim results/wide/issue16_table "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 command -v liblinear-train >/dev/null || { echo "bench_wide_table: liblinear-train missing: scripts/setup.sh --bench" >&2; exit 1; }
 mkdir -p "$out" "$data"
@@ -207,3 +216,4 @@ for model in fm ffm; do
 done
 uptime | tee "$out/uptime_after.txt"
 python3 scripts/bench_wide_table.py "$out"
+run_dir_finish

@@ -11,15 +11,26 @@
 # Writes results/moe/sim_calibration/: constants.json calibration.json table_planner.md
 # table_calibrated.md summary_*.csv manifest.txt runs/. Runs with more ranks than cores share
 # them: their all-to-all wall time includes waiting for a descheduled peer (see the README).
+# These files go to a run directory (scripts/run_dir.sh: out/calibrate_sim/<UTC time>/ or OUT);
+# RECORD=1 replaces the claim folder with it. SMOKE=1: 6-iteration runs, a 20-iteration simulation
+# without the scaling rows, not a measurement (RECORD=1 refused; the fit refuses runs this short
+# when waiting dominates their all-to-all, as on a loaded machine).
 # Usage: scripts/calibrate_sim.sh; SKEW_BUILD_DIR picks the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/run_dir.sh
+run_dir_start calibrate_sim "SKEW_BUILD_DIR" "$@"
 build_dir=${SKEW_BUILD_DIR:-build}
 for app in moe_train placement_sim; do
   [[ -x "$build_dir/apps/$app" ]] || { echo "calibrate_sim: $build_dir/apps/$app is not built" >&2; exit 1; }
 done
-out=results/moe/sim_calibration
+out=$RUN_DIR
+run_dir_claim results/moe/sim_calibration "$out"
 runs=$out/runs
+iterations=40 sim_flags=()
+if [[ ${SMOKE:-0} == 1 ]]; then
+  iterations=6 sim_flags=(--sim.iterations=20 --sim.scaling=)
+fi
 mkdir -p "$runs"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 \
   OMPI_MCA_mpi_yield_when_idle=1
@@ -31,7 +42,7 @@ while read -r role policy ranks seed_spec; do
   file="$runs/${policy}_np${ranks}_seed${seed}.jsonl"
   echo "calibrate_sim: moe_train $policy at $ranks ranks, seed $seed ($role)"
   # stdin from /dev/null: mpirun would otherwise read the rest of the list.
-  mpirun -np "$ranks" "$build_dir/apps/moe_train" --config configs/moe_bench_skew.ini --train.iterations=40 \
+  mpirun -np "$ranks" "$build_dir/apps/moe_train" --config configs/moe_bench_skew.ini --train.iterations="$iterations" \
     --train.seed="$seed" --moe.policy="$policy" --output.metrics="$file" >/dev/null </dev/null
   if [[ "$role" == fit ]]; then fit+=("$file"); else check+=("$file"); fi
 done <"$out/heldout.txt"
@@ -43,15 +54,16 @@ tail -n 1 "$out/calibration.log" >"$out/calibration.json"
 for scoring in planner calibrated; do
   flag=()
   [[ $scoring == calibrated ]] && flag=(--sim.scoring="$out/constants.json")
-  "$build_dir/apps/placement_sim" --config configs/sim_64gpu.ini "${flag[@]}" --output.table="$out/table_$scoring.md" \
+  "$build_dir/apps/placement_sim" --config configs/sim_64gpu.ini ${sim_flags[@]+"${sim_flags[@]}"} ${flag[@]+"${flag[@]}"} --output.table="$out/table_$scoring.md" \
     --output.summary_csv="$out/summary_$scoring.csv" >/dev/null
   echo "== 64 GPUs, scored with the $scoring model"
   cat "$out/table_$scoring.md"
 done
 {
-  echo "command: scripts/calibrate_sim.sh"
+  echo "command: $run_dir_command"
   echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
   echo "date: $(date -u +%FT%TZ)"
   echo "machine: $(nproc) cores, $(uname -m), load $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "config: configs/moe_bench_skew.ini (40 iterations), configs/sim_64gpu.ini; split: heldout.txt"
+  echo "config: configs/moe_bench_skew.ini ($iterations iterations), configs/sim_64gpu.ini; split: heldout.txt"
 } >"$out/manifest.txt"
+run_dir_finish

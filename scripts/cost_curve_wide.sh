@@ -8,20 +8,27 @@
 # 2M rows on it is also streamed, first, with data.max_memory_mb = $STREAM_MB and data.cache on:
 # the size's cache is deleted first, so the LR run's first pass parses the text and writes
 # FILE.skewbin, and the FM run reads it from its first pass on (the `source` column). A size whose files would not fit the free disk (df, with 20% to
-# spare) is skipped with a message. Writes results/wide/cost_curve/cost_curve.csv (and
+# spare) is skipped with a message. Writes cost_curve.csv (and
 # generate_seconds.txt); peak RSS from /usr/bin/time -v (scripts/setup.sh --bench installs it).
 # The data files (text and cache) stay in $DATA_DIR (ignored by git): delete the large ones.
 # Usage: scripts/cost_curve_wide.sh [BUILD_DIR] (default build); SIZES="200000 2000000 20000000",
-# THREADS=2, STREAM_MB=1024, GEN_JOBS=$(nproc), DATA_DIR=data/cost_curve override.
+# THREADS=2, STREAM_MB=1024, GEN_JOBS=$(nproc), DATA_DIR=data/cost_curve override. The CSV and
+# its notes go to a run directory (scripts/run_dir.sh: out/cost_curve_wide/<UTC time>/, or OUT);
+# RECORD=1 replaces the claim folder with it. SMOKE=1: SIZES=20000, not a measurement (RECORD=1
+# refused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/run_dir.sh
+run_dir_start cost_curve_wide "SIZES THREADS STREAM_MB GEN_JOBS DATA_DIR" "$@"
+[[ ${SMOKE:-0} == 1 ]] && SIZES=20000
 build=${1:-build}
 sizes=${SIZES:-200000 2000000 20000000}
 threads=${THREADS:-2}
 stream_mb=${STREAM_MB:-1024}
 gen_jobs=${GEN_JOBS:-$(nproc)}
 data_dir=${DATA_DIR:-data/cost_curve}
-out=results/wide/cost_curve
+out=$RUN_DIR
+run_dir_claim results/wide/cost_curve "$out"
 features=4194304
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 [[ -x /usr/bin/time ]] || { echo "cost_curve_wide: /usr/bin/time is missing: run scripts/setup.sh --bench" >&2; exit 1; }
@@ -104,3 +111,4 @@ PY
 done
 uptime | tee "$out/uptime_after.txt"
 column -s, -t "$csv"
+run_dir_finish

@@ -7,26 +7,37 @@
 # sim_summary.csv, sim_summary_cf1.25.csv, sim_steps.csv, validation.csv, sim_step.png,
 # sim_balance.png, and the raw outputs (summary JSON, placement changes, validation JSON and the
 # 2-rank runs' metrics) in its runs/; the policy table is printed, not stored.
+# These files go to a run directory (scripts/run_dir.sh: out/reproduce_flexmoe/<UTC time>/ or
+# OUT); RECORD=1 replaces the claim folder with it. SMOKE=1: 20 iterations, scaling at 8 and 64
+# GPUs and 6-iteration moe_train runs, not a measurement (for tests; RECORD=1 refused).
 # Usage: scripts/reproduce_flexmoe.sh [extra placement_sim flags]; SKEW_BUILD_DIR picks the build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/run_dir.sh
+run_dir_start reproduce_flexmoe "SKEW_BUILD_DIR" "$@"
 build_dir=${SKEW_BUILD_DIR:-build}
 sim="$build_dir/apps/placement_sim"
 if [[ ! -x "$sim" ]]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
   cmake --build "$build_dir" -j "${SKEW_JOBS:-2}" --target placement_sim
 fi
-out=results/moe/sim_64gpu
+out=$RUN_DIR
+run_dir_claim results/moe/sim_64gpu "$out"
 runs=$out/runs
+sim_flags=() validation_iterations=40
+if [[ ${SMOKE:-0} == 1 ]]; then
+  sim_flags=(--sim.iterations=20 "--sim.scaling=8,64" --sim.scaling_iterations=5)
+  validation_iterations=6
+fi
 mkdir -p "$runs"
 table=$(mktemp)
 trap 'rm -f "$table"' EXIT
 
-"$sim" --config configs/sim_64gpu.ini --output.summary_csv="$out/sim_summary.csv" \
+"$sim" --config configs/sim_64gpu.ini ${sim_flags[@]+"${sim_flags[@]}"} --output.summary_csv="$out/sim_summary.csv" \
   --output.steps_csv="$out/sim_steps.csv" --output.table="$table" --output.changes="$runs/sim_changes.jsonl" "$@" \
   | tail -n 1 >"$runs/sim_summary.json"
 # DeepSpeed with a capacity factor drops tokens instead of padding: shown for reference.
-"$sim" --config configs/sim_64gpu.ini --sim.capacity_factor=1.25 --sim.scaling= \
+"$sim" --config configs/sim_64gpu.ini ${sim_flags[@]+"${sim_flags[@]}"} --sim.capacity_factor=1.25 --sim.scaling= \
   --output.summary_csv="$out/sim_summary_cf1.25.csv" "$@" | tail -n 1 >"$runs/sim_summary_cf1.25.json"
 
 {
@@ -45,7 +56,7 @@ cat "$table"
 if [[ -x "$build_dir/apps/moe_train" ]] && command -v mpirun >/dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   for policy in static flexmoe; do
-    mpirun --oversubscribe -np 2 "$build_dir/apps/moe_train" --config configs/moe_bench_skew.ini --train.iterations=40 \
+    mpirun --oversubscribe -np 2 "$build_dir/apps/moe_train" --config configs/moe_bench_skew.ini --train.iterations=$validation_iterations \
       --moe.policy=$policy --output.metrics="$runs/sim_validation_moe_$policy.jsonl" >/dev/null
     mpirun --oversubscribe -np 2 "$sim" --sim.validate="$runs/sim_validation_moe_$policy.jsonl" --sim.hidden=64 \
       --sim.ffn_hidden=512 --output.validation="$runs/sim_validation_$policy.json" | head -n 7
@@ -78,3 +89,4 @@ for idx, (name, label) in enumerate([("step", "step time (ms, expert part)"), ("
 print(f"plots: {out}/sim_step.png {out}/sim_balance.png")
 PY
 fi
+run_dir_finish

@@ -9,26 +9,34 @@
 # the claim folder's README before any other policy runs. Then each model's routing is recorded
 # by a static run with 256 experts (so that it divides over 8, 64 and 256 GPUs) and replayed
 # through placement_sim (configs/sim_64gpu.ini's cluster, deepspeed at capacity factor 1.0).
-# Writes OUT (default results/moe/models/): ttq.csv, quality.csv, balance.csv, sim.csv (all
+# Writes a run directory (scripts/run_dir.sh: out/reproduce_flexmoe_models/<UTC time>/, or OUT;
+# RECORD=1 then replaces the claim folder results/moe/models/ with it): ttq.csv, quality.csv, balance.csv, sim.csv (all
 # measured columns are 2-rank wall times on this machine; sim_* columns are simulated),
 # quality_<model>.png with matplotlib, and the raw runs in OUT/runs/.
-# Usage: scripts/reproduce_flexmoe_models.sh [--smoke] [--out DIR]
-#   --smoke: 6 iterations per run and 16 validation items on small generated data (the built-in
+# Usage: scripts/reproduce_flexmoe_models.sh [--smoke] [--out DIR]   (--out DIR: OUT=DIR)
+#   --smoke (or SMOKE=1), not a measurement, RECORD=1 refused: 6 iterations per run and 16 validation items on small generated data (the built-in
 #   corpus, generated digits), for the test of this script: tests/apps/check_moe_models.py BUILD_DIR
 #   (not registered in ctest: 57-110 s on 2 busy cores, over the suite's one-minute budget).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${SKEW_BUILD_DIR:-build}
-out=results/moe/models
-smoke=()
+source scripts/run_dir.sh
+command_args=("$@")
 while (($#)); do
   case $1 in
-    --smoke) smoke=(--train.iterations=6 --train.eval_interval=3 --train.eval_sequences=16 --train.warmup=2) ;;
-    --out) out=$2; shift ;;
+    --smoke) SMOKE=1 ;;
+    --out) OUT=$2; shift ;;
     *) echo "usage: $0 [--smoke] [--out DIR]" >&2; exit 2 ;;
   esac
   shift
 done
+run_dir_start reproduce_flexmoe_models "SKEW_BUILD_DIR" ${command_args[@]+"${command_args[@]}"}
+out=$RUN_DIR
+run_dir_claim results/moe/models "$out"
+smoke=()
+if [[ ${SMOKE:-0} == 1 ]]; then
+  smoke=(--train.iterations=6 --train.eval_interval=3 --train.eval_sequences=16 --train.warmup=2)
+fi
 for app in moe_train placement_sim; do
   if [[ ! -x "$build_dir/apps/$app" ]]; then
     cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
@@ -79,3 +87,4 @@ done
 $python scripts/plot_results.py tabulate-moe-models "$out"
 if $python -c 'import matplotlib' 2>/dev/null; then $python scripts/plot_results.py moe-models "$out"; fi
 if command -v column >/dev/null; then column -s, -t <"$out/ttq.csv"; column -s, -t <"$out/sim.csv"; else cat "$out/ttq.csv" "$out/sim.csv"; fi
+run_dir_finish

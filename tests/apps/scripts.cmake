@@ -1,0 +1,6 @@
+# The bench and reproduce scripts' default runs (SMOKE=1) write to out/, never into results/;
+# RECORD=1 replaces a claim folder whole, its README kept (scripts/run_dir.sh). Skipped (77)
+# outside a git checkout.
+add_test(NAME scripts_keep_results
+         COMMAND ${PROJECT_SOURCE_DIR}/tests/apps/check_scripts_keep_results.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(scripts_keep_results PROPERTIES TIMEOUT 180 PROCESSORS 2 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
