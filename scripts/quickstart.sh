@@ -116,7 +116,7 @@ cat <<NEXT
 The last line of each log.txt is the run's JSON summary; the apps' keys: docs/configuration.md.
 Next steps:
   1. Run every test (builds everything into build/, tests included): scripts/test.sh  (docs/testing.md)
-  2. A bigger run, e.g. the BERT-style MoE (configs/ holds a preset per experiment):
+  2. A bigger run, e.g. the BERT-style MoE, under a minute (configs/ holds a preset per experiment):
      mpirun --oversubscribe -np 2 $build_dir/apps/moe_train --config configs/moe_bert.ini
   3. Launch under Slurm, on one machine with scripts/slurm/local_cluster.sh: README.md's
      "Launching" section and docs/launching.md
