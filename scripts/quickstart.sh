@@ -103,14 +103,18 @@ done
 summary_value() {
   grep '^{' "$out/$1/log.txt" | tail -n 1 | grep -o "\"$2\":[^,}]*" | cut -d: -f2 | xargs printf "${3:-%.3f}"
 }
+wide="validation AUC $(summary_value wide_train valid_auc), logloss $(summary_value wide_train valid_logloss)"
+moe="final loss $(summary_value moe_train final_loss), validation loss $(summary_value moe_train final_val_loss)"
+moe+=", $(summary_value moe_train dropped %d) tokens dropped"
 declare -A result=(
-  [wide_train]="validation AUC $(summary_value wide_train valid_auc), logloss $(summary_value wide_train valid_logloss) (expect an AUC near 0.82)"
-  [moe_train]="final loss $(summary_value moe_train final_loss), validation loss $(summary_value moe_train final_val_loss), $(summary_value moe_train dropped %d) tokens dropped (expect about 2.30, 2.27, 0)"
+  [wide_train]="$wide (expect an AUC near 0.82)"
+  [moe_train]="$moe (expect about 2.30, 2.27, 0)"
   [preduce_train]="test accuracy $(summary_value preduce_train final_accuracy_mean) (expect about 0.98)"
 )
 echo "$(elapsed) done. What you should see: each app's progress lines above, then"
 for app in "${apps[@]}"; do
-  printf '  %-14s %s\n  %-14s in %s/: %s\n' "$app" "${result[$app]}" "" "$out/$app" "$(ls -p "$out/$app" | paste -sd " ")"
+  files=$(ls -p "$out/$app" | paste -sd " ")
+  printf '  %-14s %s\n  %-14s in %s/: %s\n' "$app" "${result[$app]}" "" "$out/$app" "$files"
 done
 cat <<NEXT
 The last line of each log.txt is the run's JSON summary; the apps' keys: docs/configuration.md.
