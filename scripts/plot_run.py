@@ -6,7 +6,7 @@
 A RUN is a metrics file or a directory holding the files the apps write there:
   moe_train      output.metrics (metrics.jsonl), one record per iteration
   wide_train     output.dir/metrics.jsonl, a record per logged step and one per epoch
-  preduce_train  output.metrics, one file per rank (metrics.rank<N>.jsonl or metrics_rank<N>.jsonl),
+  preduce_train  output.metrics, one file per rank (metrics.rank<N>.jsonl; older runs metrics_rank<N>),
                  and output.curve (curve.csv: time_s, mean_accuracy)
 In a directory, metrics*.jsonl and curve*.csv are read. Panels, each drawn only when a run has
 its fields: loss (every field ending in "loss": train and validation/held-out), accuracy / AUC

@@ -40,7 +40,8 @@ def train(out, moe_train, wide_train, preduce_train):
              f"--output.curve={out}/preduce/curve.csv"]]
     for command in runs:
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    # scripts/quickstart.sh names the per-rank files metrics_rank<N>.jsonl, the sbatch scripts metrics.rank<N>.jsonl
+    # Every app and script now names per-rank files metrics.rank<N>.jsonl; runs from before named
+    # them metrics_rank<N>.jsonl (quickstart), and a directory of those must still draw.
     os.makedirs(f"{out}/preduce_quickstart")
     shutil.copy(f"{out}/preduce/metrics.rank0.jsonl", f"{out}/preduce_quickstart/metrics_rank0.jsonl")
 
