@@ -1,9 +1,11 @@
 // wide_train's other modes (lib/wide/fit.hpp): --predict scores predict.data with a saved model;
 // --export writes data.train out as a text file.
 #include <algorithm>
+#include <iomanip>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
+#include "core/log.hpp"
 #include "lib/wide/fit.hpp"
 #include "lib/wide/fit_data.hpp"
 #include "lib/wide/trainer.hpp"
@@ -38,6 +40,11 @@ void predict(const WideOptions& o, const comm::ProcessGroup& world) {
     write_stdout(text, "the predictions");
   else
     write_file_atomic(out, text);
+  // Against the data's own labels (on the log, so that stdout holds only the predictions).
+  const Evaluation e = t.evaluate(data);
+  SKEW_INFO("predict: " << e.samples << " rows of " << data_path << " scored with " << model_path << ": AUC "
+                        << std::fixed << std::setprecision(4) << e.auc << ", logloss " << e.logloss << " -> "
+                        << (out == "-" ? std::string("stdout") : out));
 }
 
 void export_data(const DataOptions& data, const std::string& path) {

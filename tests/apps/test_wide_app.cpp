@@ -7,7 +7,9 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "core/fileio.hpp"
 #include "core/safetensors.hpp"
@@ -58,10 +60,11 @@ TEST_CASE("wide_train learns, saves, and --predict round-trips") {
     // entry's id and value and the row's offset, label and logit.
     CHECK(summary["bytes_per_row"].get<double>() == Approx(39 * 9 * 4 * 2 * 3 + 39 * 8 + 16));
 
-    const std::string out = (dir / "pred.txt").string();
+    const std::string out = (dir / "pred.txt").string(), predict_log = (dir / "predict.log").string();
     REQUIRE(run(std::string(SKEW_WIDE_TRAIN) + " --predict --predict.model=" + (dir / "model.safetensors").string() +
-                " --predict.data='" + kValid + "' --predict.output=" + out + " > /dev/null 2>&1") == 0);
+                " --predict.data='" + kValid + "' --predict.output=" + out + " > " + predict_log + " 2>&1") == 0);
     TrainOptions o;
+    o.schema = TrainSchema::Classical;  // as --predict scores
     WideModel model = WideModel::load((dir / "model.safetensors").string());
     SparseDataset valid = load_dataset(kValid, ReadOptions{});
     CHECK(model.normalized);  // FM: train.normalize = auto means on
@@ -73,6 +76,14 @@ TEST_CASE("wide_train learns, saves, and --predict round-trips") {
     for (float p; in >> p;) got.push_back(p);
     REQUIRE(got.size() == expect.size());
     for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(expect[i]).margin(2e-6));
+    // It says what it scored: the rows, and AUC and logloss against the data's labels, as the
+    // in-process evaluation of the same model gives them (to the 4 decimals printed).
+    const Evaluation e = in_process.evaluate(valid);
+    std::ostringstream said;
+    said << "predict: " << e.samples << " rows of " << kValid << " scored with " << (dir / "model.safetensors").string()
+         << ": AUC " << std::fixed << std::setprecision(4) << e.auc << ", logloss " << e.logloss << " -> " << out;
+    CHECK(e.samples == static_cast<std::int64_t>(got.size()));
+    CHECK(skew::read_file(predict_log).find(said.str()) != std::string::npos);
     std::filesystem::remove_all(dir);
   }
 }
