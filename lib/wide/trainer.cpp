@@ -46,6 +46,12 @@ int model_shaped_arrays(const TrainOptions& o, int ranks) {
   return 1 + state + (runs_hogwild(o, ranks) ? 0 : 1);
 }
 
+void require_device(TrainDevice device) {
+  if (device != TrainDevice::Cuda) return;
+  SKEW_CHECK(cuda_built(), "train.device = cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON)");
+  SKEW_CHECK(cuda_device_count() > 0, "train.device = cuda, but no CUDA device is visible; use train.device = cpu");
+}
+
 WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shared_ptr<comm::ProcessGroup> group)
     : model_(std::move(model)), options_(options), group_(std::move(group)) {
   // The GPU takes the whole vector up, and FTRL derives its z state from every parameter:
@@ -55,8 +61,7 @@ WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shar
   pool_ = std::make_unique<kernels::WidePool>(options.threads);
   optimizer_ = std::make_unique<Optimizer>(options.optimizer, model_.shape, model_.params);
   if (options.device == TrainDevice::Cuda) {
-    SKEW_CHECK(cuda_built(), "train.device = cuda, but this build has no CUDA (configure with -DSKEW_CUDA=ON)");
-    SKEW_CHECK(cuda_device_count() > 0, "train.device = cuda, but no CUDA device is visible; use train.device = cpu");
+    require_device(options.device);
     const std::span<const float> n = optimizer_->n_state(), z = optimizer_->z_state();
     cuda_ = std::make_unique<CudaStep>(model_.shape, options.schema == TrainSchema::Flow, options.flow,
                                        optimizer_->rule(), options.overlap, model_.params,

@@ -29,6 +29,9 @@ TrainSchema schema_from_name(const std::string& name);  // classical | flow
 const char* schema_name(TrainSchema schema);
 enum class TrainDevice { Cpu, Cuda };
 TrainDevice device_from_name(const std::string& name);  // cpu | cuda
+// Throws, naming train.device, unless `device` can run here (a CUDA build and a visible GPU for
+// Cuda): fit() asks before it loads any data.
+void require_device(TrainDevice device);
 const char* device_name(TrainDevice device);
 
 // How the classical schema's CPU threads share the model on one rank: hogwild (per-sample

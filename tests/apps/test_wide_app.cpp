@@ -97,6 +97,14 @@ TEST_CASE("wide_train --train.device=cuda without a GPU exits with an error nami
   const std::string text = skew::read_file(log.string());
   INFO(text);
   CHECK(text.find("train.device = cuda") != std::string::npos);
+  // Said before any data is read: a data.train that does not exist is not what it reports.
+  const int rc_missing = run(std::string(SKEW_WIDE_TRAIN) + " --data.train=" + log.string() +
+                             ".missing.libsvm --data.valid= --train.device=cuda > " + log.string() + " 2>&1");
+  CHECK(rc_missing != 0);
+  const std::string missing = skew::read_file(log.string());
+  INFO(missing);
+  CHECK(missing.find("train.device = cuda, but") != std::string::npos);
+  CHECK(missing.find(".missing.libsvm") == std::string::npos);
   std::filesystem::remove(log);
 }
 
