@@ -50,19 +50,23 @@ std::vector<float> floats_of(const TensorFile& file, const std::string& name, st
 
 }  // namespace
 
-WideCheckpoint::WideCheckpoint(const OutputOptions& output, TrainDevice device, comm::ProcessGroup& world,
-                               RunIdentity identity)
-    : world_(world), identity_(std::move(identity)) {
-  const std::string& dir = output.checkpoint_dir;
-  resume_ = output.resume;
-  SKEW_CHECK(!resume_ || !dir.empty(), "output.resume = true needs output.checkpoint_dir");
-  if (dir.empty()) return;
+void check_checkpoint_options(const OutputOptions& output, TrainDevice device) {
+  SKEW_CHECK(!output.resume || !output.checkpoint_dir.empty(), "output.resume = true needs output.checkpoint_dir");
   // The CUDA trainer's parameters and optimizer state live on the GPU, which has no path to
   // bring the optimizer state back: refuse rather than save a state that would not resume.
-  SKEW_CHECK(device == TrainDevice::Cpu,
+  SKEW_CHECK(output.checkpoint_dir.empty() || device == TrainDevice::Cpu,
              "output.checkpoint_dir is set but train.device = "
                  << device_name(device)
                  << ": wide_train checkpoints and resumes the CPU trainer only; leave output.checkpoint_dir empty");
+}
+
+WideCheckpoint::WideCheckpoint(const OutputOptions& output, TrainDevice device, comm::ProcessGroup& world,
+                               RunIdentity identity)
+    : world_(world), identity_(std::move(identity)) {
+  check_checkpoint_options(output, device);
+  const std::string& dir = output.checkpoint_dir;
+  resume_ = output.resume;
+  if (dir.empty()) return;
   interval_ = output.checkpoint_interval;
   dir_ = std::make_unique<CheckpointDir>(dir, world.rank(), world.size(), output.keep);
 }

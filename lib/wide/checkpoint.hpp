@@ -41,6 +41,10 @@ struct WideRunState {
 // steps per epoch (the meaning of the saved step).
 using RunIdentity = std::map<std::string, std::string>;
 
+// The output keys' own rules (resume needs a directory; checkpoints are the CPU trainer's),
+// which fit() checks before it loads any data.
+void check_checkpoint_options(const OutputOptions& output, TrainDevice device);
+
 class WideCheckpoint {
  public:
   // Disabled when output.checkpoint_dir is empty. Refuses the checkpoint keys with

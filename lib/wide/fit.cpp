@@ -120,7 +120,9 @@ class FitRun {
 FitRun::FitRun(const WideOptions& o, std::shared_ptr<comm::ProcessGroup> world, bool overlap_allowed)
     : o_(o), world_(std::move(world)), rank_(world_->rank()), ranks_(world_->size()) {
   setup_.startup = log::seconds_since_start();
-  require_device(o_.train.device);  // before the data: a missing GPU should not wait for a load
+  // Before the data: a conflict of keys or a missing GPU should not wait for a load.
+  check_checkpoint_options(o_.output, o_.train.device);
+  require_device(o_.train.device);
   data_ = load_data(o_, *world_, overlap_allowed);
   start_overlapped_load(data_);
   setup_.data = total_.seconds();
