@@ -4,10 +4,12 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/log.hpp"
 #include "mpi/hybrid_process_group.hpp"
 #include "mpi/launch_check.hpp"
@@ -20,6 +22,13 @@
 #endif
 
 namespace skew::comm {
+
+std::string error_line(const std::exception& e) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  const char* debug = std::getenv("SKEW_DEBUG");
+  if (error == nullptr || error->where().empty() || debug == nullptr || std::string(debug) != "1") return e.what();
+  return std::string(e.what()) + " [" + error->where() + "]";
+}
 
 void abort_job(const std::string& message, int code) {
   int rank = 0, initialized = 0, finalized = 0, size = 1;
@@ -129,7 +138,7 @@ int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runti
     code = body(rt);
     rt.world.reset();
   } catch (const std::exception& e) {
-    abort_job(e.what());
+    abort_job(error_line(e));
   }
   MPI_Finalize();
   return code;

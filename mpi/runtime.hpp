@@ -3,6 +3,7 @@
 // mpirun and srun alike), GPU binding local_rank % device_count, and the failure rule: a rank
 // that throws prints its message and calls MPI_Abort so the job ends instead of hanging.
 #pragma once
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -41,6 +42,9 @@ void bind_local_gpu(Runtime& rt);
 // rank must have bound one (bind_local_gpu); throws otherwise.
 bool every_rank_has_own_gpu(const Runtime& rt);
 
+// The line a failed run prints for `e`: its message, and with SKEW_DEBUG=1 in the environment
+// also where the source raised it (skew::Error::where()).
+std::string error_line(const std::exception& e);
 [[noreturn]] void abort_job(const std::string& message, int code = 1);
 
 }  // namespace skew::comm
