@@ -1,12 +1,16 @@
 #include "mpi/runtime.hpp"
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include <array>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -44,6 +48,63 @@ void abort_job(const std::string& message, int code) {
   if (initialized && !finalized) MPI_Finalize();
   std::exit(code);
 }
+
+namespace {
+
+// A copy of MPI_COMM_WORLD on which failing ranks compare their messages, apart from any
+// collective the ranks still running may be waiting in.
+MPI_Comm failure_comm = MPI_COMM_NULL;
+
+// How long a failing rank waits for the others to fail too: ranks that read the same config
+// fail within milliseconds of each other; a rank failing alone aborts the job after this.
+constexpr auto kAgreementWait = std::chrono::milliseconds(500);
+
+std::uint64_t fnv1a(const std::string& text) {
+  std::uint64_t hash = 1469598103934665603ull;
+  for (const unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  return hash;
+}
+
+enum class Failure { Alone, AllAlike, AllDiffer };
+
+// Whether every rank failed, and with the same message, by the time kAgreementWait has passed.
+Failure compare_failures(const std::string& message) {
+  const std::uint64_t hash = fnv1a(message);
+  std::array<std::uint64_t, 2> mine{hash, ~hash}, lowest{};  // MIN of ~hash gives ~MAX of hash
+  MPI_Request request;
+  if (MPI_Iallreduce(mine.data(), lowest.data(), 2, MPI_UINT64_T, MPI_MIN, failure_comm, &request) != MPI_SUCCESS)
+    return Failure::Alone;
+  const auto deadline = std::chrono::steady_clock::now() + kAgreementWait;
+  int done = 0;
+  while (MPI_Test(&request, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!done) return Failure::Alone;
+  return lowest[0] == ~lowest[1] ? Failure::AllAlike : Failure::AllDiffer;
+}
+
+// A failure in run_main's body: one line for the user. Where every rank failed with the same
+// message (a config error each rank finds), rank 0 alone prints it and every rank ends with
+// MPI_Finalize and `code`, so Open MPI prints no abort banner; otherwise each failing rank prints
+// its line with its rank, and a rank failing alone aborts the job so the others do not hang.
+[[noreturn]] void end_failed_run(const std::string& message, int code) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const Failure failure = size == 1 ? Failure::AllAlike : compare_failures(message);
+  if (failure == Failure::Alone) abort_job(message, code);
+  if (failure == Failure::AllDiffer)
+    std::fprintf(stderr, "rank %d: error: %s\n", rank, message.c_str());
+  else if (rank == 0)
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+  std::fflush(stderr);
+  alarm(10);  // an operation the failure left pending could hold MPI_Finalize: end then by SIGALRM
+  MPI_Comm_free(&failure_comm);
+  MPI_Finalize();
+  std::exit(code);
+}
+
+}  // namespace
 
 std::shared_ptr<ProcessGroup> make_world_group(const Runtime& rt, Backend backend) {
   if (backend == Backend::Mpi) return rt.world;
@@ -124,6 +185,7 @@ int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runti
     SKEW_CHECK(provided >= MPI_THREAD_MULTIPLE,
                "MPI library provides thread level " << provided << " < MPI_THREAD_MULTIPLE");
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    SKEW_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &failure_comm));
     Runtime rt;
     SKEW_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rt.world_rank));
     SKEW_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &rt.world_size));
@@ -138,8 +200,10 @@ int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runti
     code = body(rt);
     rt.world.reset();
   } catch (const std::exception& e) {
-    abort_job(error_line(e));
+    if (failure_comm == MPI_COMM_NULL) abort_job(error_line(e));
+    end_failed_run(error_line(e), 1);
   }
+  MPI_Comm_free(&failure_comm);
   MPI_Finalize();
   return code;
 }

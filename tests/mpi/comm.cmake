@@ -6,16 +6,21 @@ skew_mpi_test(skew_comm_test
   LIBS skew_comm
   NP 1 2 4)
 
-# run_main: a throwing rank prints "rank R: error: ..." and the job exits non-zero promptly
-# (timeout 20 s: a hang shows up as exit 124 and fails the test); a body's return code
-# becomes the exit code; the runtime fields are consistent.
+# run_main: a rank throwing alone prints "rank R: error: ..." and the job exits non-zero promptly
+# (timeout 20 s: a hang shows up as exit 124 and fails the test; a single rank fails alike with
+# itself, so prints "error: ..."); a body's return code becomes the exit code; the runtime fields
+# are consistent.
 add_executable(skew_comm_abort_helper ${CMAKE_CURRENT_LIST_DIR}/test_comm_abort_helper.cpp)
 target_link_libraries(skew_comm_abort_helper PRIVATE skew_comm skew_warnings)
 set(skew_mpirun ${MPIEXEC_EXECUTABLE} ${MPIEXEC_PREFLAGS} --oversubscribe ${MPIEXEC_NUMPROC_FLAG})
 foreach(np 1 2)
   math(EXPR last_rank "${np} - 1")
+  set(failure_line "rank ${last_rank}: error: deliberate failure on the last rank")
+  if(np EQUAL 1)
+    set(failure_line "^error: deliberate failure on the last rank")
+  endif()
   add_test(NAME skew_comm_rank_failure_np${np}
-           COMMAND sh -c "out=$(timeout 20 \"$0\" \"$@\" 2>&1); rc=$?; echo \"$out\"; echo \"exit code $rc\"; [ $rc -ne 0 ] && [ $rc -ne 124 ] && echo \"$out\" | grep -q 'rank ${last_rank}: error: deliberate failure on the last rank'"
+           COMMAND sh -c "out=$(timeout 20 \"$0\" \"$@\" 2>&1); rc=$?; echo \"$out\"; echo \"exit code $rc\"; [ $rc -ne 0 ] && [ $rc -ne 124 ] && echo \"$out\" | grep -q '${failure_line}'"
                    ${skew_mpirun} ${np} $<TARGET_FILE:skew_comm_abort_helper> throw)
   add_test(NAME skew_comm_exit_code_np${np}
            COMMAND sh -c "timeout 20 \"$0\" \"$@\"; rc=$?; echo \"exit code $rc\"; [ $rc -eq 3 ]"
@@ -26,6 +31,22 @@ foreach(np 1 2)
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 endforeach()
 set_tests_properties(skew_comm_runtime_np2 PROPERTIES PASS_REGULAR_EXPRESSION "rank 1 of 2, local 1 of 2")
+
+# Every rank failing alike (a config error each rank finds): one line, "error: ...", from rank 0
+# alone, no rank prefix, no MPI_Abort banner, exit status 1. Every rank failing differently:
+# each rank's own line with its rank, and no MPI_Abort either (no rank is left waiting).
+foreach(np 2 3)
+  add_test(NAME skew_comm_agreed_failure_np${np}
+           COMMAND sh -c "out=$(timeout 20 \"$0\" \"$@\" 2>&1); rc=$?; echo \"$out\"; echo \"exit code $rc\"; [ $rc -eq 1 ] && [ \"$(echo \"$out\" | grep -c 'error:')\" -eq 1 ] && echo \"$out\" | grep -q '^error: deliberate failure on every rank$' && ! echo \"$out\" | grep -q MPI_ABORT"
+                   ${skew_mpirun} ${np} $<TARGET_FILE:skew_comm_abort_helper> throw_all)
+  math(EXPR last_rank "${np} - 1")
+  add_test(NAME skew_comm_differing_failures_np${np}
+           COMMAND sh -c "out=$(timeout 20 \"$0\" \"$@\" 2>&1); rc=$?; echo \"$out\"; echo \"exit code $rc\"; [ $rc -eq 1 ] && [ \"$(echo \"$out\" | grep -c '^rank [0-9]: error: deliberate failure number [0-9]$')\" -eq ${np} ] && echo \"$out\" | grep -q '^rank ${last_rank}: error: deliberate failure number ${last_rank}$' && ! echo \"$out\" | grep -q MPI_ABORT"
+                   ${skew_mpirun} ${np} $<TARGET_FILE:skew_comm_abort_helper> throw_each)
+  set_tests_properties(skew_comm_agreed_failure_np${np} skew_comm_differing_failures_np${np} PROPERTIES
+    TIMEOUT 60 PROCESSORS ${np}
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+endforeach()
 
 # A process started without a launcher (a singleton) gets Open MPI's quick start
 # (mpi/launch_check.hpp): ob1, hwloc without PCI discovery and an isolated singleton in a private

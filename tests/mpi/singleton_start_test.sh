@@ -34,7 +34,7 @@ case $mode in
   error_exit)
     "$helper" throw >"$tmp/out" 2>&1 && fail "the failing singleton exited 0"
     cat "$tmp/out"
-    grep -q "rank 0: error: deliberate failure" "$tmp/out" || fail "no error line"
+    grep -q "^error: deliberate failure" "$tmp/out" || fail "no error line"
     [[ -z $(left) ]] || fail "left behind: $(left)" ;;
   user)
     out=$(OMPI_MCA_pml=^ucx OMPI_MCA_orte_tmpdir_base=$tmp HWLOC_COMPONENTS=-pci "$helper" env) || fail "helper exited with $?"

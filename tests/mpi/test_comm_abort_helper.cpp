@@ -2,6 +2,9 @@
 //   ok      every rank reports its runtime and returns 0
 //   throw   the last rank throws while the others wait in a barrier; run_main must print
 //           "rank R: error: ..." and end the job (MPI_Abort) instead of hanging
+//   throw_all   every rank throws the same message: rank 0 alone prints "error: ...", and the
+//               job ends with status 1 without MPI_Abort
+//   throw_each  every rank throws its own message: each prints "rank R: error: ..."
 //   exit3   the body returns 3 on every rank; that becomes the process exit code
 //   env     prints the Open MPI settings run_main chose for a quick singleton start
 #include <cstdio>
@@ -20,6 +23,8 @@ int main(int argc, char** argv) {
       rt.world->barrier();  // never completes: the failing rank does not join
       return 0;
     }
+    if (mode == "throw_all") SKEW_THROW("deliberate failure on every rank");
+    if (mode == "throw_each") SKEW_THROW("deliberate failure number " << rt.world_rank);
     if (mode == "exit3") return 3;
     if (mode == "env") {
       const auto value = [](const char* name) { return std::getenv(name) ? std::getenv(name) : "unset"; };
