@@ -75,6 +75,8 @@ class Schema {
   };
   const std::vector<Key>& keys() const { return keys_; }
   const Key* find(const std::string& key) const;
+  // Up to three keys an unknown `key` may have meant: its own section's first, another
+  // section's only where closer than all of those.
   std::vector<std::string> close_spellings(const std::string& key) const;
   boost::program_options::options_description& description() const { return *desc_; }
 

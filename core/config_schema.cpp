@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "core/config.hpp"
@@ -109,15 +110,40 @@ const Schema::Key* Schema::find(const std::string& key) const {
 }
 
 std::vector<std::string> Schema::close_spellings(const std::string& key) const {
-  std::vector<std::pair<std::size_t, std::string>> scored;
+  // A candidate: close in spelling (the whole name or its leaf), or its leaf holds the key's leaf
+  // or the other way round ("threads" in "blas_threads"). Keys of the key's own section come
+  // first, and a key of another section is offered only where it is closer than every key of the
+  // own section: a misspelt train.threads means train.blas_threads, not model.heads.
+  struct Candidate {
+    bool other_section;
+    std::size_t distance;
+    std::string name;
+    auto operator<=>(const Candidate&) const = default;
+  };
   const auto leaf = [](const std::string& s) { return s.substr(s.rfind('.') + 1); };
+  const auto section = [](const std::string& s) {
+    return s.substr(0, s.find('.') == std::string::npos ? 0 : s.find('.'));
+  };
+  const auto holds = [](const std::string& longer, const std::string& shorter) {
+    return shorter.size() >= 4 && longer.find(shorter) != std::string::npos;
+  };
+  std::vector<Candidate> scored;
+  std::size_t best_own_section = std::numeric_limits<std::size_t>::max();
   for (const auto& k : keys_) {
-    const std::size_t d = std::min(edit_distance(key, k.name), edit_distance(leaf(key), leaf(k.name)));
-    if (d <= std::max<std::size_t>(2, key.size() / 4)) scored.push_back({d, k.name});
+    const std::string a = leaf(key), b = leaf(k.name);
+    std::size_t d = std::min(edit_distance(key, k.name), edit_distance(a, b));
+    if (d > std::max<std::size_t>(2, key.size() / 4)) {
+      if (!holds(a, b) && !holds(b, a)) continue;
+      d = 1;  // a leaf inside the other: as close as one typo
+    }
+    const bool other = section(key) != section(k.name);
+    if (!other) best_own_section = std::min(best_own_section, d);
+    scored.push_back({other, d, k.name});
   }
   std::sort(scored.begin(), scored.end());
   std::vector<std::string> out;
-  for (std::size_t i = 0; i < scored.size() && i < 3; ++i) out.push_back(scored[i].second);
+  for (const Candidate& c : scored)
+    if (out.size() < 3 && (!c.other_section || c.distance < best_own_section)) out.push_back(c.name);
   return out;
 }
 

@@ -59,7 +59,9 @@ MoeOptions moe_options(const MoeSection& moe) {
   e.gate.num_experts = moe.num_experts;
   e.gate.top_k = moe.top_k;
   SKEW_CHECK(e.gate.top_k <= e.gate.num_experts,
-             "moe.top_k " << e.gate.top_k << " is more than moe.num_experts " << e.gate.num_experts);
+             "moe.top_k = " << e.gate.top_k << " routes each token to more experts than the " << e.gate.num_experts
+                            << " of moe.num_experts: set moe.top_k to at most " << e.gate.num_experts
+                            << " or raise moe.num_experts");
   e.gate.aux_weight = moe.aux_weight;
   e.gate.z_weight = moe.z_weight;
   e.policy = parse_policy(moe.policy);
@@ -108,7 +110,11 @@ Session::Session(const MoeTrainOptions& run_options, comm::ProcessGroup& world_g
   const int N = world.size(), E = model_options.moe.gate.num_experts;
   if (model_options.precision == Precision::Bf16 && world.rank() == 0)
     SKEW_INFO("train.precision = bf16: matrix products on the CPU use " << kernels::gemm_bf16_host_path());
-  SKEW_CHECK(E % N == 0, "moe.num_experts " << E << " is not a multiple of the " << N << " ranks");
+  SKEW_CHECK(E % N == 0, "moe.num_experts = " << E << " cannot be shared evenly by the " << N
+                                              << " ranks (each holds the same number of experts): set "
+                                                 "moe.num_experts to a multiple of "
+                                              << N << " (" << (E / N + 1) * N
+                                              << ", say) or launch a number of ranks that divides " << E);
   policy = make_balancing_policy(options.placement, model_options.moe, model_options.moe_layers(), world);
   const std::vector<placement::LayerPlacement> placements(
       static_cast<std::size_t>(model_options.moe_layers()),

@@ -15,7 +15,14 @@ namespace skew::wide {
 void predict(const WideOptions& o, const comm::ProcessGroup& world) {
   SKEW_CHECK(world.size() == 1, "--predict runs on one rank");
   const std::string &model_path = o.predict.model, &data_path = o.predict.data;
-  SKEW_CHECK(!model_path.empty() && !data_path.empty(), "--predict needs predict.model and predict.data");
+  std::string missing;
+  if (model_path.empty()) missing = "--predict.model=FILE (a model.safetensors a training run saved)";
+  if (data_path.empty())
+    missing += std::string(missing.empty() ? "" : " and ") + "--predict.data=FILE (the rows to score)";
+  const bool both = model_path.empty() && data_path.empty();
+  SKEW_CHECK(missing.empty(), "--predict needs "
+                                  << missing << ": add " << (both ? "them" : "it")
+                                  << " to the command line or to the [predict] section of the config file");
   WideModel model = WideModel::load(model_path);
   // The data is hashed as the model's training data was; a different data.hash_bits is a mistake.
   ReadOptions ro = read_options(o.data, world, o.train.threads);

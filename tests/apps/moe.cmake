@@ -15,6 +15,21 @@ set_tests_properties(moe_train_bert_quickstart_np2 PROPERTIES TIMEOUT 120 PROCES
 add_test(NAME moe_train_bad_policy COMMAND $<TARGET_FILE:moe_train> --moe.policy=tutel)
 set_tests_properties(moe_train_bad_policy PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "moe.policy"
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+# A misspelt key is answered with its own section's near key first (train.blas_threads, not
+# model.heads, for train.threads).
+add_test(NAME moe_train_misspelt_key_hint COMMAND $<TARGET_FILE:moe_train> --train.threads=2)
+set_tests_properties(moe_train_misspelt_key_hint PROPERTIES TIMEOUT 60
+  PASS_REGULAR_EXPRESSION "unknown key 'train.threads' \\(did you mean 'train.blas_threads'\\?\\)"
+  FAIL_REGULAR_EXPRESSION "model.heads"
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+# Experts that two ranks cannot share: every rank finds it, so rank 0 alone prints one line (no
+# rank prefix, no MPI_Abort banner) saying what is wrong, the key and the fix; exit status 1.
+add_test(NAME moe_train_experts_not_dividing_ranks_np2
+         COMMAND sh -c "out=$(timeout 60 \"$0\" \"$@\" 2>&1); rc=$?; echo \"$out\"; echo \"exit code $rc\"; [ $rc -eq 1 ] && [ \"$(echo \"$out\" | grep -c 'error:')\" -eq 1 ] && echo \"$out\" | grep -q '^error: moe.num_experts = 3 cannot be shared evenly by the 2 ranks .*: set moe.num_experts to a multiple of 2 (4, say) or launch a number of ranks that divides 3$' && ! echo \"$out\" | grep -q MPI_ABORT"
+                 ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} 2 ${MPIEXEC_PREFLAGS} --oversubscribe
+                 $<TARGET_FILE:moe_train> --moe.num_experts=3 --moe.top_k=1 ${MPIEXEC_POSTFLAGS})
+set_tests_properties(moe_train_experts_not_dividing_ranks_np2 PROPERTIES TIMEOUT 90 PROCESSORS 2
+  ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 add_test(NAME moe_train_missing_text COMMAND $<TARGET_FILE:moe_train> --data.train=/nonexistent/corpus.txt)
 set_tests_properties(moe_train_missing_text PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "/nonexistent/corpus.txt"
   ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")

@@ -37,7 +37,7 @@ skew_bad_value(moe_train_negative_corpus "bad value '-1' for key 'data.builtin_b
                --data.builtin_bytes=-1)
 skew_bad_value(moe_train_heads_not_dividing "model.d_model 30 is not a multiple of model.heads 4" moe_train
                --model.d_model=30 --model.heads=4)
-skew_bad_value(moe_train_top_k_above_experts "moe.top_k 5 is more than moe.num_experts 4" moe_train
+skew_bad_value(moe_train_top_k_above_experts "moe.top_k = 5 routes each token to more experts than the 4 of moe.num_experts: set moe.top_k to at most 4 or raise moe.num_experts" moe_train
                --moe.top_k=5 --moe.num_experts=4)
 skew_bad_value(moe_train_corpus_too_short "built-in corpus \\(data.builtin_bytes\\): [0-9]+ bytes is too short for model.seq_len 64"
                moe_train --data.builtin_bytes=50 --model.seq_len=64)
@@ -48,3 +48,10 @@ add_test(NAME moe_train_eval_sequences_below_ranks_np2
                  --train.eval_sequences=1 --train.iterations=2)
 set_tests_properties(moe_train_eval_sequences_below_ranks_np2 PROPERTIES TIMEOUT 60 ENVIRONMENT "${skew_root_env}"
   PASS_REGULAR_EXPRESSION "train.eval_sequences 1 is fewer than the 2 ranks")
+# --predict without its arguments names each one missing and how to give it.
+skew_bad_value(wide_train_predict_without_model "^error: --predict needs --predict.model=FILE \\(a model.safetensors a training run saved\\): add it"
+               wide_train --predict --predict.data=rows.libsvm)
+skew_bad_value(wide_train_predict_without_arguments
+               "error: --predict needs --predict.model=FILE \\([^)]*\\) and --predict.data=FILE \\(the rows to score\\)"
+               wide_train --predict)
+set_tests_properties(wide_train_predict_without_model PROPERTIES FAIL_REGULAR_EXPRESSION "predict.data=FILE|check failed")

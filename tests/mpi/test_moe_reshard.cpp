@@ -88,7 +88,9 @@ TEST_CASE("a 2-rank checkpoint resumes at 1 and 4 ranks with its exact state", "
     CHECK_THAT(test::error_of([&] {
                  moe::train(tiny(schema, with({"--output.checkpoint_dir=" + dir, "--output.resume=true"})), *three);
                }),
-               Catch::Contains("moe.num_experts 4 is not a multiple of the 3 ranks"));
+               Catch::Contains("moe.num_experts = 4 cannot be shared evenly by the 3 ranks (each holds the same "
+                               "number of experts): set moe.num_experts to a multiple of 3 (6, say) or launch a "
+                               "number of ranks that divides 4"));
   MPI_Barrier(MPI_COMM_WORLD);
   if (world().rank() == 0)
     for (const auto& name : {dir, dir + "_np1", dir + "_np4"}) fs::remove_all(name);

@@ -140,6 +140,24 @@ TEST_CASE("config: unknown key suggests close spellings", "[config]") {
   CHECK_THAT(far, !Catch::Contains("did you mean"));
 }
 
+TEST_CASE("config: spelling hints rank the key's own section first", "[config]") {
+  skew::Schema s("demo_app", "Sections with near leaves.");
+  s.add_int("train.blas_threads", 0, kAnyInt, "BLAS threads")
+      .add_int("train.steps", 100, kAnyInt, "steps")
+      .add_int("model.heads", 4, kAnyInt, "attention heads")
+      .add_int("model.layers", 2, kAnyInt, "layers");
+  // "threads" is two edits from model.heads' leaf but lies inside train.blas_threads: the key's
+  // own section wins, and the other section's nearer spelling is not offered.
+  CHECK(s.close_spellings("train.threads") == std::vector<std::string>{"train.blas_threads"});
+  // Another section's key is offered where it is closer than all of the own section's.
+  CHECK(s.close_spellings("model.threads") == std::vector<std::string>{"model.heads", "train.blas_threads"});
+  CHECK(s.close_spellings("model.steps") == std::vector<std::string>{"train.steps"});
+  CHECK(s.close_spellings("train.stpes") == std::vector<std::string>{"train.steps"});
+  CHECK(s.close_spellings("optimizer.momentum").empty());
+  CHECK_THAT(error_of([&] { parse_args(s, {"--train.threads=2"}); }),
+             Catch::Contains("unknown key 'train.threads' (did you mean 'train.blas_threads'?)"));
+}
+
 TEST_CASE("config: malformed lines name file and line", "[config]") {
   const auto s = test_schema();
   TempFile no_eq("noeq.ini", "[train]\nsteps 3\n");
