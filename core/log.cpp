@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/error.hpp"
+#include "core/progress.hpp"
 
 namespace skew::log {
 namespace {
@@ -57,6 +58,7 @@ double seconds_since_start() {
 void write(Level level, const std::string& message) {
   const double t = seconds_since_start();
   std::lock_guard<std::mutex> lock(g_mutex);
+  Progress::clear_shown_line();  // a log line starts at the left margin, not after a progress line
   std::FILE* out = level >= Level::Warn ? stderr : stdout;
   std::fprintf(out, "[%8.2fs rank %d/%d %s] %s\n", t, g_rank, g_world, level_name(level), message.c_str());
   std::fflush(out);
