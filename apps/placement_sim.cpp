@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/metrics.hpp"
+#include "core/progress.hpp"
 #include "lib/placement/calibration.hpp"
 #include "lib/placement/simulator.hpp"
 #include "lib/placement/validate.hpp"
@@ -134,7 +135,12 @@ Json scaling_rows(const PlacementSimOptions& o, CsvWriter* summary, std::ostring
         << "|---|---|---|---|---|---|---|---|---|---|\n";
   for (auto g : o.sim.scaling) {
     const auto t = generated(o.sim, static_cast<int>(g), o.sim.scaling_iterations);
-    const auto r = simulate(t, make_setup(o, static_cast<int>(g)));
+    SimSetup setup = make_setup(o, static_cast<int>(g));
+    Progress progress("placement_sim replay at " + std::to_string(g) + " GPUs", 0, static_cast<std::int64_t>(t.size()),
+                      "iterations");
+    setup.progress = &progress;
+    const auto r = simulate(t, setup);
+    progress.finish();
     const double tb = trace_balance_ratio(t, static_cast<int>(g));
     summary_rows(summary, static_cast<int>(g), tb, r);
     const double f = find(r, "flexmoe").mean_step();
@@ -163,7 +169,11 @@ int simulate_main(const PlacementSimOptions& o) {
   JsonlWriter changes(o.output.changes);
   SimSetup setup = make_setup(o, gpus);
   setup.change_log = &changes;
+  Progress progress("placement_sim replay", 0, static_cast<std::int64_t>(trace.size()), "iterations");
+  setup.progress = &progress;
   const auto results = simulate(trace, setup);
+  progress.finish();
+  setup.progress = nullptr;
   std::ostringstream table;  // the scaling rows continue it in fixed notation
   table << headline_table(o, results, trace, trace_balance, setup.scoring.has_value()) << std::fixed;
 

@@ -82,17 +82,22 @@ Progress::Progress(std::string label, std::int64_t start, std::int64_t total, st
       last_done_(start) {}
 
 Progress::~Progress() {
-  if (out_ == nullptr || last_shown_ < 0) return;
+  finish();
+}
+
+void Progress::finish() {
+  std::FILE* const out = std::exchange(out_, nullptr);
+  if (out == nullptr || last_shown_ < 0) return;
   // The closing line: where the work got to (all of it, or where it stopped).
   const std::string text = line(last_done_, wall_seconds() - started_);
   if (style_.in_place) {
     Progress* self = this;
     g_shown.compare_exchange_strong(self, nullptr);
-    std::fprintf(out_, "\r%s\033[K\n", text.c_str());
+    std::fprintf(out, "\r%s\033[K\n", text.c_str());
   } else if (last_done_ != last_shown_done_) {
-    std::fprintf(out_, "%s\n", text.c_str());
+    std::fprintf(out, "%s\n", text.c_str());
   }
-  std::fflush(out_);
+  std::fflush(out);
 }
 
 std::string Progress::line(std::int64_t done, double elapsed_seconds) const {

@@ -48,6 +48,9 @@ class Progress {
   // `done` items are done now (steady clock), or at `elapsed_seconds` since construction.
   void update(std::int64_t done);
   void update(std::int64_t done, double elapsed_seconds);
+  // Writes the closing line (where the work got to) if any line was shown; later updates write
+  // nothing. The destructor calls it.
+  void finish();
   // The line for `done` items at `elapsed_seconds`.
   std::string line(std::int64_t done, double elapsed_seconds) const;
 

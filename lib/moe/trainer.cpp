@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/progress.hpp"
 #include "core/timer.hpp"
 #include "lib/moe/resume.hpp"
 #include "lib/moe/session.hpp"
@@ -252,6 +253,7 @@ Json train(const MoeTrainOptions& options, comm::ProcessGroup& world) {
   JsonlWriter metrics(metrics_path, start > 0 ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
   const LoopOptions& o = s.loop;
   Totals totals;
+  Progress progress("moe_train", start, o.iterations, "iterations", world.rank() == 0);
   for (std::int64_t it = start; it < o.iterations; ++it) {
     StepLoad load;
     Json rec = step(s, trace, it, start, totals, load);
@@ -264,6 +266,7 @@ Json train(const MoeTrainOptions& options, comm::ProcessGroup& world) {
     metrics.write(rec);
     if (o.log_interval > 0 && o.due(o.log_interval, it)) log_progress(s, it, rec, load, totals);
     if (s.ckpt && o.due(o.checkpoint_interval, it)) checkpoint(s, it + 1);
+    progress.update(it + 1);
   }
   trace.close();
   metrics.close();

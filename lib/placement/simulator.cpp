@@ -133,6 +133,7 @@ std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& se
       ++out[3].changes;
       if (setup.change_log) setup.change_log->write(change.to_json());
     }
+    if (setup.progress) setup.progress->update(static_cast<std::int64_t>(it) + 1);
   }
   out[1].dropped_fraction =
       assignments_total ? static_cast<double>(dropped_total) / static_cast<double>(assignments_total) : 0.0;

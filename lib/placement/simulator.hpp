@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress.hpp"
 #include "lib/placement/flexmoe.hpp"
 #include "lib/placement/trace.hpp"
 
@@ -29,6 +30,7 @@ struct SimSetup {
   std::int64_t min_capacity = 4;      // deepspeed: least slots per expert and rank (moe.min_capacity)
   int fastermoe_groups = 1;           // fastermoe smart-scheduling chunks (1 = no overlap)
   JsonlWriter* change_log = nullptr;  // receives flexmoe's placement changes when set
+  Progress* progress = nullptr;       // told each iteration replayed, when set
   FlexMoeOptions flexmoe;
   // Constants every policy's step is scored with (calibrated from measured runs,
   // calibration.hpp); unset = `constants`, the model the planners decide with. Scoring with the

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/progress.hpp"
 #include "core/timer.hpp"
 #include "lib/preduce/auto_group.hpp"
 #include "lib/preduce/checkpoint.hpp"
@@ -98,7 +99,7 @@ void close_segment(MpiRun& run, const std::shared_ptr<comm::ProcessGroup>& world
 }
 
 // Trains up to step `end` (or train.max_seconds); returns with every synchronisation done.
-void run_segment(MpiRun& run, const std::shared_ptr<comm::ProcessGroup>& world, std::int64_t end) {
+void run_segment(MpiRun& run, const std::shared_ptr<comm::ProcessGroup>& world, std::int64_t end, Progress& progress) {
   if (!open_segment(run, world)) return;
   Worker& me = *run.me;
   const std::unique_ptr<StepSync> sync = run.mode->start_segment({run.workers, run.pr.get(), me, run.progress});
@@ -107,6 +108,7 @@ void run_segment(MpiRun& run, const std::shared_ptr<comm::ProcessGroup>& world, 
   for (std::int64_t step = me.step(); step < end && !run.progress.stopped; ++step) {
     const StepRecord record = take_step(me, *sync, step);
     record_step(run, *sync, step, record, run.progress.elapsed_s + clock.seconds());
+    progress.update(step + 1);
   }
   close_segment(run, world, *sync, clock);
 }
@@ -188,9 +190,12 @@ std::optional<RunResult> train_mpi(const std::shared_ptr<comm::ProcessGroup>& wo
   std::optional<CsvWriter> curve_out = run.id == 0 ? open_curve(run.opt) : std::nullopt;
   std::int64_t first = run.me ? run.me->step() : run.opt.steps;
   world->allreduce(comm::view(&first, 1), comm::ReduceOp::Min);
-  for (std::int64_t end : ckpt.segment_ends(first)) {
-    run_segment(run, world, end);
-    if (ckpt.enabled() && !(end == run.opt.steps && end == resumed)) save_checkpoint(run, world, ckpt);
+  {  // the progress line closes before the report
+    Progress progress("preduce_train worker 0", first, run.opt.steps, "steps", run.me && run.id == 0);
+    for (std::int64_t end : ckpt.segment_ends(first)) {
+      run_segment(run, world, end, progress);
+      if (ckpt.enabled() && !(end == run.opt.steps && end == resumed)) save_checkpoint(run, world, ckpt);
+    }
   }
   if (!run.me) return std::nullopt;
   std::optional<RunResult> result = report(run);

@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/log.hpp"
+#include "core/progress.hpp"
 #include "core/timer.hpp"
 #include "lib/wide/best_model.hpp"
 #include "lib/wide/checkpoint.hpp"
@@ -113,6 +114,7 @@ class FitRun {
   std::optional<BestModel> best_;
   std::unique_ptr<StreamBatches> stream_batches_;  // a streamed data.train's epochs
   double valid_seconds_ = 0;                       // this run's, beside its train_seconds
+  std::unique_ptr<Progress> progress_;             // rank 0's line over all epochs' steps
 };
 
 // Set-up, from the command to the first training step: the process's start (MPI, the options),
@@ -182,12 +184,14 @@ void FitRun::open_outputs() {
 }
 
 Json FitRun::run() {
+  progress_ = std::make_unique<Progress>("wide_train", st_.global_step, o_.train.epochs * steps_, "steps", rank_ == 0);
   try {
     while (st_.epoch <= o_.train.epochs && !stopped_early()) run_epoch();  // a resumed early stop stays stopped
   } catch (...) {
     best_->write_unwritten(*trainer_);  // a run that diverges or fails keeps its best epoch
     throw;
   }
+  progress_.reset();  // its closing line before the summary's
   best_->write_unwritten(*trainer_);
   Json s = summary();
   metrics_->close();  // checked: a failed last write is an error, not a stderr line
@@ -240,6 +244,7 @@ void FitRun::train_steps(const Timer& epoch_timer) {
     ++st_.window_steps;
     ++st_.global_step;
     st_.step_in_epoch = s + 1;
+    progress_->update(st_.global_step);
     if (st_.global_step % o_.train.log_every == 0) record_progress(s, epoch_timer);
     if (interval > 0 && st_.global_step % interval == 0 && s + 1 < steps_) {
       settle_overlapped_load(data_);  // data.train's overlapped load checked whole first

@@ -83,6 +83,10 @@ TEST_CASE("progress: off a terminal, a plain line at each interval and a closing
     p.update(60, 7.0);
     p.update(90, 10.5);
     p.update(100, 11.0);
+    p.finish();
+    const std::size_t closed = contents(file).size();
+    p.update(100, 20.0);  // after finish(): nothing more, not even from the destructor
+    CHECK(contents(file).size() == closed);
   }
   const std::string text = contents(file);
   CHECK(text ==
