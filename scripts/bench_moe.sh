@@ -30,6 +30,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/run_dir.sh
+source scripts/progress.sh
 run_dir_start bench_moe "SKEW_BENCH_REPEATS SKEW_BENCH_BANDWIDTH SKEW_BUILD_DIR" "$@"
 build_dir=${SKEW_BUILD_DIR:-build}
 app="$build_dir/apps/moe_train"
@@ -68,13 +69,15 @@ common=(--config "$config" ${smoke[@]+"${smoke[@]}"} "$@")
 run() {  # file stem, flags...
   local stem=$1
   shift
+  progress_next "bench_moe $stem"
   mpirun --oversubscribe -np 2 "$app" "${common[@]}" --output.metrics="$work/$stem.jsonl" "$@" | tail -n 1 >"$work/$stem.json"
   echo "$stem: $(cat "$work/$stem.json")"
 }
-run record --moe.save_trace="$work/trace"
 policies=("static" "deepspeed --moe.capacity_factor=1.0" "deepspeed_pad --moe.policy=deepspeed --moe.drop_tokens=false"
           "fastermoe")
 "$app" --help | grep flexmoe >/dev/null && policies+=("flexmoe")
+progress_begin $((1 + repeats * ${#policies[@]}))
+run record --moe.save_trace="$work/trace"
 names=()
 for p in "${policies[@]}"; do names+=("${p%% *}"); done
 for ((rep = 0; rep < repeats; ++rep)); do

@@ -24,6 +24,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/run_dir.sh
+source scripts/progress.sh
 run_dir_start bench_preduce "REPEATS BENCH_REUSE_REAL BENCH_REUSE_SCALE SCALE_SEEDS" "$@"
 build="${1:-build}"
 app="$build/apps/preduce_train"
@@ -64,7 +65,7 @@ run() {  # run KIND N TAG_SUFFIX NAME ARGS...
   local tag="${kind}_${n}_${name}${suffix}"
   local out="$real_out/runs"
   [[ $n == 4 ]] || out="$scale_out/runs"
-  echo "bench_preduce: $tag" >&2
+  progress_next "bench_preduce $tag"
   if [[ $kind == real ]]; then
     [[ ${BENCH_REUSE_REAL:-0} == 1 && -s "$out/summary_$tag.json" ]] && return
     mpirun --oversubscribe -np "$n" "$app" --config "$cfg" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
@@ -73,6 +74,8 @@ run() {  # run KIND N TAG_SUFFIX NAME ARGS...
     "$app" --config "$cfg" --simulate --sim.workers="$n" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
   fi
 }
+# Real runs, their N = 4 simulations, then N = 32 and 256 for each seed: one line each.
+progress_begin $(((repeats + 1 + 2 * scale_seeds) * ${#variants[@]}))
 for r in $(seq 1 "$repeats"); do
   for v in "${variants[@]}"; do
     # shellcheck disable=SC2086

@@ -26,6 +26,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/run_dir.sh
+source scripts/progress.sh
 run_dir_start bench_preduce_hetero "STEPS REUSE SEEDS DEV_NAMES HELDOUT_NAMES" "$@"
 build="${1:-build}"
 app="$build/apps/preduce_train"
@@ -80,12 +81,13 @@ sweep() {  # sweep SET_FILE RUNS_DIR VARIANTS...
   workers=$(awk '$1 == "workers" {print $2}' "$set_file")
   seeds=${SEEDS:-$(awk '$1 == "seeds" {$1 = ""; print}' "$set_file")}
   [[ ${SMOKE:-0} == 1 ]] && read -r seeds _ <<<"$seeds"
+  progress_begin $(($(awk '$1 == "model"' "$set_file" | wc -l) * $(wc -w <<<"$seeds") * $#))
   while read -r _ model args; do
     for seed in $seeds; do
       for v in "$@"; do
         local tag="${model}_${v%%|*}_s$seed"
+        progress_next "bench_preduce_hetero $tag"
         [[ ${REUSE:-0} == 1 && -s "$runs/$tag.json" ]] && continue
-        echo "bench_preduce_hetero: $tag" >&2
         # shellcheck disable=SC2086
         "$app" "${common[@]}" --sim.workers="$workers" $args ${v#*|} --train.seed="$seed" | tail -1 >"$runs/$tag.json"
       done

@@ -23,6 +23,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/run_dir.sh
+source scripts/progress.sh
 run_dir_start bench_wide_sweep "ROWS TEST_ROWS EPOCHS THREADS_MAX BATCHES MODELS" "$@"
 if [[ ${SMOKE:-0} == 1 ]]; then
   ROWS=2000 EPOCHS=1 THREADS_MAX=1 BATCHES=256 MODELS=lr
@@ -46,6 +47,7 @@ rm -rf "$out/runs"
 mkdir -p "$out/runs"
 load_before=$(uptime)
 start_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+progress_begin $(($(wc -w <<<"$models") * 3 * threads_max * $(wc -w <<<"$batches")))
 for model in $models; do
   for variant in classical/hogwild classical/atomic flow; do
     schema=${variant%/*}
@@ -54,6 +56,7 @@ for model in $models; do
     for threads in $(seq 1 "$threads_max"); do
       for batch in $batches; do
         name="${model}_${variant/\//-}_t${threads}_b${batch}"
+        progress_next "wide_train $name"
         "$build/apps/wide_train" --data.train="$spec&rows=$rows" \
           --data.valid="$spec&rows=$test_rows&first_row=$test_first" --model.type="$model" --model.k=8 \
           --train.schema="$schema" --train.classical_sync="$sync" --train.optimizer=adagrad --train.lr=0.05 \

@@ -21,6 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${SKEW_BUILD_DIR:-build}
 source scripts/run_dir.sh
+source scripts/progress.sh
 command_args=("$@")
 while (($#)); do
   case $1 in
@@ -63,12 +64,14 @@ run() {  # model, stem, moe_train flags...
   shift 2
   local data=("${text_data[@]}")
   [[ $model == swin ]] && data=("${image_data[@]}")
+  progress_next "moe_train $stem"
   mpirun --oversubscribe -np 2 "$build_dir/apps/moe_train" --config "configs/moe_${model}_ttq.ini" ${data[@]+"${data[@]}"} \
     ${smoke[@]+"${smoke[@]}"} --output.metrics="$runs/$stem.jsonl" "$@" | tail -n 1 >"$runs/$stem.json"
   echo "$stem: $(cut -c 1-200 "$runs/$stem.json")"
 }
 
 [[ -f $out/README.md ]] || printf '# moe_train: time to quality per model and policy\n\n' >"$out/README.md"
+progress_begin $((3 * (5 + 3)))  # per model: 5 moe_train runs, 3 placement_sim replays
 for model in gpt bert swin; do
   run $model "${model}_static" --moe.policy=static
   # The target is fixed from static's curve and written down before the other policies run.
@@ -80,6 +83,7 @@ for model in gpt bert swin; do
   # Routing to replay at 8, 64 and 256 simulated GPUs: the same training with 256 experts.
   run $model "${model}_trace256" --moe.policy=static --moe.num_experts=256 --train.eval_interval=0
   for gpus in 8 64 256; do
+    progress_next "placement_sim ${model}_trace256 at $gpus GPUs"
     "$build_dir/apps/placement_sim" --config configs/sim_64gpu.ini --sim.trace="$runs/${model}_trace256.jsonl" \
       --sim.gpus=$gpus --sim.scaling= --sim.capacity_factor=1.0 | tail -n 1 >"$runs/${model}_sim_$gpus.json"
   done

@@ -4,3 +4,7 @@
 add_test(NAME scripts_keep_results
          COMMAND ${PROJECT_SOURCE_DIR}/tests/apps/check_scripts_keep_results.sh ${CMAKE_BINARY_DIR})
 set_tests_properties(scripts_keep_results PROPERTIES TIMEOUT 180 PROCESSORS 2 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+# scripts/progress.sh, the scripts' "[n/N] name ... elapsed, ETA" line, on a fake clock against
+# the closed form of its ETA.
+add_test(NAME scripts_progress_line COMMAND ${PROJECT_SOURCE_DIR}/tests/apps/check_progress_sh.sh)
+set_tests_properties(scripts_progress_line PROPERTIES TIMEOUT 30 PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
