@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "apps/bench/harness.hpp"
+#include "apps/bench/machine.hpp"
+#include "apps/bench/table.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/metrics.hpp"
@@ -179,24 +181,29 @@ void bench_shape(const Shape& shape, const Options& o, const Peaks& peak, const 
   const double flops = 2.0 * g.m * g.n * g.k;
   const double sgemm_rate = flops / sgemm_s, bf16_rate = flops / bf16_s;
   const std::string dims = std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k);
+  using bench::significant;
   std::cout << std::left << std::setw(20) << shape.name << std::right << std::setw(18) << dims << std::setw(9)
-            << std::setprecision(1) << sgemm_rate / 1e9 << std::setw(9) << bf16_rate / 1e9 << std::setw(8)
-            << std::setprecision(2) << bf16_rate / sgemm_rate << std::setw(9) << bf16_rate / peak.bf16 << "\n";
+            << significant(sgemm_rate / 1e9) << std::setw(9) << significant(bf16_rate / 1e9) << std::setw(8)
+            << significant(bf16_rate / sgemm_rate, 3) << std::setw(9) << significant(bf16_rate / peak.bf16, 3) << "\n";
+  const bench::Machine machine = bench::this_machine();  // the load beside each row
   csv.row({shape.name, blas_core, std::to_string(g.trans_a), std::to_string(g.trans_b), std::to_string(g.m),
            std::to_string(g.n), std::to_string(g.k), csv_number(sgemm_rate / 1e9), csv_number(bf16_rate / 1e9),
            csv_number(bf16_rate / sgemm_rate), csv_number(bf16_rate / peak.bf16), csv_number(peak.bf16 / 1e9),
-           csv_number(peak.fp32 / 1e9)});
+           csv_number(peak.fp32 / 1e9), csv_number(machine.load_1m), csv_number(machine.load_5m),
+           csv_number(machine.load_15m), machine.cpu_model});
 }
 
 void run(const Options& o) {
   openblas_set_num_threads(1);
   const Peaks peak{bf16_peak(), fp32_peak()};
   const std::string blas_core = openblas_get_corename();
+  bench::print_machine_header(1);  // one core: OpenBLAS and the kernel run single-threaded
   std::cout << "OpenBLAS " << openblas_get_config() << ", kernels for core " << blas_core << "\n";
   std::cout << std::fixed << std::setprecision(1) << "one core: vdpbf16ps peak " << peak.bf16 / 1e9
             << " GFLOP/s, fp32 FMA peak " << peak.fp32 / 1e9 << " GFLOP/s (register-only loops)\n";
   bench::CsvTable csv(o.csv, {"shape", "sgemm_core", "trans_a", "trans_b", "m", "n", "k", "sgemm_gflops", "bf16_gflops",
-                              "bf16_over_sgemm", "bf16_of_peak", "bf16_peak_gflops", "fp32_peak_gflops"});
+                              "bf16_over_sgemm", "bf16_of_peak", "bf16_peak_gflops", "fp32_peak_gflops", "load_1m",
+                              "load_5m", "load_15m", "cpu_model"});
   std::cout << std::left << std::setw(20) << "shape" << std::right << std::setw(18) << "m x n x k" << std::setw(9)
             << "sgemm" << std::setw(9) << "bf16" << std::setw(8) << "ratio" << std::setw(9) << "of peak"
             << "   (GFLOP/s)\n";

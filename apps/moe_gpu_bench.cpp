@@ -25,6 +25,7 @@
 #include <iostream>
 
 #include "apps/bench/harness.hpp"
+#include "apps/bench/machine.hpp"
 #include "apps/moe_gpu_bench_model.hpp"
 #include "apps/moe_gpu_bench_options.hpp"
 #include "core/config.hpp"
@@ -93,12 +94,14 @@ void bench_kernel_rows(const MoeGpuBenchOptions& o, Json& summary) {
 // The rows bench.rows asks for; without a GPU, a SKIPPED line (bar the model row's host dry run).
 int run(const MoeGpuBenchOptions& o, comm::Runtime& rt) {
   Json summary = shape_summary(o);
+  summary["machine"] = bench::machine_json(bench::this_machine());
   if (o.rows == "model" && o.model.device == "cpu") {  // the row's dry run on the host
     summary["model"] = bench_gpt_moe_model(o.model, *rt.world);
     print_summary(summary);
     return 0;
   }
   if (skipped_without_gpu("moe_gpu_bench", "", summary)) return 0;
+  bench::print_machine_header(1);  // one host thread drives the GPU
 #if defined(SKEW_WITH_CUDA)
   comm::bind_local_gpu(rt);
   if (o.rows != "kernels") summary["model"] = bench_gpt_moe_model(o.model, *rt.world);

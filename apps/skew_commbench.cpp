@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "apps/bench/harness.hpp"
+#include "apps/bench/machine.hpp"
+#include "apps/bench/table.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
 #include "core/metrics.hpp"
@@ -258,10 +260,12 @@ Options read_options(const skew::Config& config) {
   return o;
 }
 
-// The '#' metadata lines above the tables (rank 0).
-void print_header(const Options& o) {
+// The '#' metadata lines above the tables (rank 0), the machine and its load among them (with a
+// warning where the load exceeds the cores the `local_ranks` leave free).
+skew::bench::Machine print_header(const Options& o, int local_ranks) {
   const Bench& b = o.bench;
   const int n = b.group->size();
+  const skew::bench::Machine machine = skew::bench::print_machine_header(local_ranks);
   std::printf("# skew_commbench: %s backend, %d ranks, dtype %s, redop %s\n", o.backend.c_str(), n,
               o.dtype_text.c_str(), o.redop_text.c_str());
   std::printf(
@@ -274,6 +278,7 @@ void print_header(const Options& o) {
       " (split (p+1)^-%g); #wrong: elements off the closed form%s\n",
       b.alltoallv_zipf, b.check ? "" : " (check disabled: -1)");
   for (int r = 0; r < n; ++r) std::printf("#  rank %2d  world rank %2d\n", r, b.group->world_rank_of(r));
+  return machine;
 }
 
 // Where the rows go: the table and CSV on rank 0, the JSONL metrics.
@@ -281,6 +286,7 @@ struct Outputs {
   bool root;
   skew::bench::CsvTable csv;
   skew::JsonlWriter metrics;
+  skew::bench::Machine machine;  // its load re-read beside every row
 };
 
 // A collective's busbw summed over its rows, and the rows.
@@ -292,20 +298,23 @@ struct CollectiveTotals {
 
 void write_row(const Options& o, const std::string& collective, const std::string& redop, const Row& row,
                std::int64_t wrong, Outputs& out) {
+  using skew::bench::significant;
   const std::string ranks = std::to_string(o.bench.group->size());
-  std::printf(" %12zu %12zu %8s %6s %10.2f %8.3f %8.3f %7lld\n", row.bytes, row.count, o.dtype_text.c_str(),
-              redop.c_str(), row.time_us, row.algbw, row.busbw, static_cast<long long>(wrong));
+  std::printf(" %12zu %12zu %8s %6s %10s %8s %8s %7lld\n", row.bytes, row.count, o.dtype_text.c_str(), redop.c_str(),
+              significant(row.time_us).c_str(), significant(row.algbw).c_str(), significant(row.busbw).c_str(),
+              static_cast<long long>(wrong));
   std::fflush(stdout);
+  skew::bench::refresh_load(out.machine);
+  const skew::bench::Machine& m = out.machine;
   out.csv.row({collective, o.backend, ranks, std::to_string(row.bytes), std::to_string(row.count), o.dtype_text, redop,
                skew::csv_number(row.time_us), skew::csv_number(row.algbw), skew::csv_number(row.busbw),
-               std::to_string(wrong)});
-  out.metrics.write(skew::Json{{"collective", collective},
-                               {"size_bytes", row.bytes},
-                               {"count", row.count},
-                               {"time_us", row.time_us},
-                               {"algbw_gbps", row.algbw},
-                               {"busbw_gbps", row.busbw},
-                               {"wrong", wrong}});
+               std::to_string(wrong), skew::csv_number(m.load_1m), skew::csv_number(m.load_5m),
+               skew::csv_number(m.load_15m), m.cpu_model});
+  skew::Json record{
+      {"collective", collective}, {"size_bytes", row.bytes}, {"count", row.count}, {"time_us", row.time_us},
+      {"algbw_gbps", row.algbw},  {"busbw_gbps", row.busbw}, {"wrong", wrong}};
+  record.update(skew::bench::machine_json(m));
+  out.metrics.write(record);
 }
 
 // One collective's table: every size from bench.min_bytes to bench.max_bytes.
@@ -331,7 +340,8 @@ CollectiveTotals bench_collective(const Options& o, const std::string& collectiv
     if (out.root) write_row(o, collective, redop, row, wrong, out);
   }
   if (out.root)
-    std::printf("#   %s avg bus bandwidth: %.3f GB/s\n", collective.c_str(), totals.busbw / std::max(totals.rows, 1));
+    std::printf("#   %s avg bus bandwidth: %s GB/s\n", collective.c_str(),
+                skew::bench::significant(totals.busbw / std::max(totals.rows, 1)).c_str());
   return totals;
 }
 
@@ -347,17 +357,18 @@ int run(Options o, skew::comm::Runtime& rt) {
       substitute(substitute(substitute(o.csv_template, "{ranks}", std::to_string(n)), "{backend}", o.backend),
                  "{device}", o.backend == "nccl" ? "gpu" : "cpu");
   const bool root = rt.world_rank == 0;
-  if (root) print_header(o);
-  Outputs out{
-      root,
-      skew::bench::CsvTable(root ? csv_path : "", {"collective", "backend", "ranks", "size_bytes", "count", "type",
-                                                   "redop", "time_us", "algbw_gbps", "busbw_gbps", "wrong"}),
-      skew::JsonlWriter(root ? o.metrics : "")};
+  const skew::bench::Machine machine = root ? print_header(o, rt.local_size) : skew::bench::Machine{};
+  Outputs out{root,
+              skew::bench::CsvTable(root ? csv_path : "", {"collective", "backend", "ranks", "size_bytes", "count",
+                                                           "type", "redop", "time_us", "algbw_gbps", "busbw_gbps",
+                                                           "wrong", "load_1m", "load_5m", "load_15m", "cpu_model"}),
+              skew::JsonlWriter(root ? o.metrics : ""), machine};
   skew::Json summary{{"app", "skew_commbench"},
                      {"backend", o.backend},
                      {"ranks", n},
                      {"dtype", o.dtype_text},
-                     {"alltoallv_zipf", b.alltoallv_zipf}};
+                     {"alltoallv_zipf", b.alltoallv_zipf},
+                     {"machine", skew::bench::machine_json(machine)}};
   CollectiveTotals all;
   for (const std::string& collective : o.collectives) {
     const CollectiveTotals t = bench_collective(o, collective, out);
@@ -367,7 +378,8 @@ int run(Options o, skew::comm::Runtime& rt) {
   if (root) {
     std::printf("#\n# Out of bounds values : %lld %s\n", static_cast<long long>(all.wrong),
                 all.wrong ? "FAILED" : "OK");
-    std::printf("# Avg bus bandwidth    : %.3f\n#\n", all.busbw / std::max(all.rows, 1));
+    std::printf("# Avg bus bandwidth    : %s\n#\n",
+                skew::bench::significant(all.busbw / std::max(all.rows, 1)).c_str());
     summary["avg_busbw_gbps"] = all.busbw / std::max(all.rows, 1);
     summary["wrong"] = all.wrong;
     summary["csv"] = csv_path;

@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "apps/bench/harness.hpp"
+#include "apps/bench/machine.hpp"
+#include "apps/bench/table.hpp"
 #include "apps/bench/wide_keys.hpp"
 #include "core/config.hpp"
 #include "core/log.hpp"
@@ -198,18 +200,27 @@ bench::CsvTable open_csv(const std::string& path) {
                                 "bytes_per_row",
                                 "bound_samples_per_s",
                                 "bound_fraction",
-                                "train_logloss"});
+                                "train_logloss",
+                                "load_1m",
+                                "load_5m",
+                                "load_15m",
+                                "cpu_model"});
 }
 
 // Writes one row: the table line, the summary's four figures, the CSV row.
+// Figures to 4 significant digits in the table (the CSV keeps them whole), the machine's load
+// re-read beside each row.
 void report(const std::string& name, const Case& cs, const Row& w, const kernels::WideShape& shape,
             const BenchData& data, const Options& o, double bandwidth, Json& summary, bench::CsvTable& csv) {
   const Run& r = w.run;
-  std::printf("%-4s %-10s %-10s %8.2f %12.0f %14.0f %8.2f %8.2f %9.2f %9.2f %9.2f %9.0f %12.0f %8.3f %8.4f\n",
-              name.c_str(), cs.schema, cs.ids, r.seconds, w.rate, double(r.nonzeros) / r.seconds, w.ratio,
-              r.cpu_seconds, w.cpu_ratio, r.kernel_seconds, w.kernel_ratio, w.bytes_per_row, w.bound_rate,
-              w.rate / w.bound_rate, r.loss);
+  const auto sig = [](double v) { return bench::significant(v); };
+  std::printf("%-4s %-10s %-10s %8s %12s %14s %8s %8s %9s %9s %9s %9s %12s %8s %8s\n", name.c_str(), cs.schema, cs.ids,
+              sig(r.seconds).c_str(), sig(w.rate).c_str(), sig(double(r.nonzeros) / r.seconds).c_str(),
+              sig(w.ratio).c_str(), sig(r.cpu_seconds).c_str(), sig(w.cpu_ratio).c_str(), sig(r.kernel_seconds).c_str(),
+              sig(w.kernel_ratio).c_str(), sig(w.bytes_per_row).c_str(), sig(w.bound_rate).c_str(),
+              sig(w.rate / w.bound_rate).c_str(), sig(r.loss).c_str());
   std::fflush(stdout);
+  const bench::Machine machine = bench::this_machine();
   const std::string key = name + "_" + cs.schema + "_" + cs.ids;
   summary[key + "_samples_per_s"] = w.rate;
   summary[key + "_cpu_ratio"] = w.cpu_ratio;
@@ -235,7 +246,11 @@ void report(const std::string& name, const Case& cs, const Row& w, const kernels
            csv_number(w.bytes_per_row),
            csv_number(w.bound_rate),
            csv_number(w.rate / w.bound_rate),
-           csv_number(r.loss)});
+           csv_number(r.loss),
+           csv_number(machine.load_1m),
+           csv_number(machine.load_5m),
+           csv_number(machine.load_15m),
+           machine.cpu_model});
 }
 
 // One model's three cases: classical on the generator's ids, classical renumbered, flow.
@@ -286,8 +301,9 @@ int run(const Options& o) {
                      << " features (" << load.seconds() << " s); triad bandwidth " << bandwidth / 1e9 << " GB/s at "
                      << ro.threads << " threads");
   bench::CsvTable csv = open_csv(o.csv);
+  const bench::Machine machine = bench::print_machine_header(o.train.threads);
   print_header();
-  Json summary{{"app", "wide_bench"}, {"triad_GBps", bandwidth / 1e9}};
+  Json summary{{"app", "wide_bench"}, {"triad_GBps", bandwidth / 1e9}, {"machine", bench::machine_json(machine)}};
   for (const kernels::WideKind kind : o.models) bench_model(kind, data, o, bandwidth, summary, csv);
   print_summary(summary);
   return 0;

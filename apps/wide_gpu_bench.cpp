@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "apps/bench/harness.hpp"
+#include "apps/bench/machine.hpp"
 #include "apps/bench/wide_keys.hpp"
 #include "core/config.hpp"
 #include "core/error.hpp"
@@ -254,8 +255,10 @@ int run(const Options& o) {
   summary["rows"] = d.rows();
   summary["nnz"] = d.nnz();
   summary["batch_size"] = o.batch_size;
+  summary["machine"] = bench::machine_json(bench::this_machine());
   if (bench::skipped_without_gpu("wide_gpu_bench", "; the CPU schemas are benchmarked by wide_bench", summary))
     return 0;
+  bench::print_machine_header(1);  // one host thread drives the GPU
 #if defined(SKEW_WITH_CUDA)
   bench_on_gpu(d, o, summary);
 #endif

@@ -44,8 +44,12 @@ Machine this_machine() {
   Machine m;
   m.cpu_model = cpu_model_of(file_text("/proc/cpuinfo"));
   m.cores = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
-  read_load_averages(file_text("/proc/loadavg"), m);
+  refresh_load(m);
   return m;
+}
+
+void refresh_load(Machine& m) {
+  read_load_averages(file_text("/proc/loadavg"), m);
 }
 
 Json machine_json(const Machine& m) {

@@ -19,8 +19,9 @@ struct Machine {
 std::string cpu_model_of(const std::string& cpuinfo);
 void read_load_averages(const std::string& loadavg, Machine& m);
 
-// This machine now.
+// This machine now; refresh_load re-reads only the load averages (before each timed row).
 Machine this_machine();
+void refresh_load(Machine& m);
 
 // {"cpu_model", "cores", "load_1m", "load_5m", "load_15m"}, for summaries and records.
 Json machine_json(const Machine& m);
