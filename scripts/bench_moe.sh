@@ -71,7 +71,8 @@ run() {  # file stem, flags...
   shift
   progress_next "bench_moe $stem"
   mpirun --oversubscribe -np 2 "$app" "${common[@]}" --output.metrics="$work/$stem.jsonl" "$@" | tail -n 1 >"$work/$stem.json"
-  echo "$stem: $(cat "$work/$stem.json")"
+  # The machine into the run's summary; its key figures (4 significant digits) and its load.
+  /usr/bin/python3 scripts/bench_record.py "$work/$stem.json" 2 "$stem" step_s tokens_per_s balance final_val_loss dropped
 }
 policies=("static" "deepspeed --moe.capacity_factor=1.0" "deepspeed_pad --moe.policy=deepspeed --moe.drop_tokens=false"
           "fastermoe")
@@ -130,16 +131,22 @@ for n in names:
     rows.append([n, s["tokens_per_s"], s["step_s"] * 1e3, (max(steps) - min(steps)) / s["step_s"] * 100,
                  s["ideal_step_s"] * 1e3, s["step_s"] / s["ideal_step_s"], m[0] * 1e3, m[0] / m[1], mr[2] * 1e3,
                  mr[2] / mr[3], s["balance"], s["dropped"], s["padded"], s["final_val_loss"]])
+# The machine each median run was timed on (scripts/bench_record.py), beside its figures.
+load_of = {n: summary[n]["machine"] for n in names}
 base = rows[0][2]
 head = ["policy", "tokens_per_s", "step_ms", "spread_pct", "ideal_step_ms", "step_over_ideal", "model_cpu_ms",
         "model_cpu_over_ideal", "model_rows_ms", "model_rows_over_ideal", "balance_max_over_mean", "dropped_tokens", "padded_rows", "val_loss",
         "speedup_vs_static"]
+machine_head = ["load_1m", "load_5m", "load_15m", "cpu_model"]
 with open(f"{out}/bench_{preset}.csv", "w", newline="") as f:
     w = csv.writer(f)
-    w.writerow(head)
+    w.writerow(head + machine_head)
     for r in rows:
-        w.writerow(r + [base / r[2]])
-lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        w.writerow(r + [base / r[2]] + [load_of[r[0]][k] for k in machine_head])
+loads = sorted(m["load_1m"] for m in load_of.values())
+lines = [f"machine: {load_of[names[0]]['cpu_model']}, {load_of[names[0]]['cores']} cores; 1-minute load "
+         f"{loads[0]:.2f} to {loads[-1]:.2f} at the end of the median runs (bench_{preset}.csv has each)", "",
+         "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
 for r in rows:
     lines.append("| %s | %.0f | %.1f | %.0f%% | %.1f | %.2f | %.1f | %.2f | %.1f | %.2f | %.3f | %d | %d | %.4f | %.2fx |"
                  % tuple(r + [base / r[2]]))

@@ -69,6 +69,9 @@ run() {  # run KIND N TAG_SUFFIX NAME ARGS...
   if [[ $kind == real ]]; then
     [[ ${BENCH_REUSE_REAL:-0} == 1 && -s "$out/summary_$tag.json" ]] && return
     mpirun --oversubscribe -np "$n" "$app" --config "$cfg" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
+    # The machine (CPU model, load) into the run's summary; its figures to 4 significant digits.
+    /usr/bin/python3 scripts/bench_record.py "$out/summary_$tag.json" "$n" "$tag" wall_s steps time_to_target_s \
+      final_accuracy_mean
   else
     [[ ${BENCH_REUSE_SCALE:-0} == 1 && $n != 4 && -s "$out/summary_$tag.json" ]] && return
     "$app" --config "$cfg" --simulate --sim.workers="$n" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"

@@ -67,7 +67,7 @@ run() {  # model, stem, moe_train flags...
   progress_next "moe_train $stem"
   mpirun --oversubscribe -np 2 "$build_dir/apps/moe_train" --config "configs/moe_${model}_ttq.ini" ${data[@]+"${data[@]}"} \
     ${smoke[@]+"${smoke[@]}"} --output.metrics="$runs/$stem.jsonl" "$@" | tail -n 1 >"$runs/$stem.json"
-  echo "$stem: $(cut -c 1-200 "$runs/$stem.json")"
+  $python scripts/bench_record.py "$runs/$stem.json" 2 "$stem" step_s tokens_per_s final_val_loss dropped
 }
 
 [[ -f $out/README.md ]] || printf '# moe_train: time to quality per model and policy\n\n' >"$out/README.md"
