@@ -8,3 +8,10 @@ set_tests_properties(scripts_keep_results PROPERTIES TIMEOUT 180 PROCESSORS 2 SK
 # the closed form of its ETA.
 add_test(NAME scripts_progress_line COMMAND ${PROJECT_SOURCE_DIR}/tests/apps/check_progress_sh.sh)
 set_tests_properties(scripts_progress_line PROPERTIES TIMEOUT 30 PASS_REGULAR_EXPRESSION "PASS" FAIL_REGULAR_EXPRESSION "FAIL")
+# scripts/bench_record.py, the bench scripts' per-run record and line: significant digits, the
+# machine (CPU model, load averages) stamped into the run's summary, the load warning.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_FOUND)
+  add_test(NAME scripts_bench_record COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/apps/check_bench_record.py)
+  set_tests_properties(scripts_bench_record PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "PASS")
+endif()
