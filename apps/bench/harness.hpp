@@ -1,8 +1,9 @@
 // The benchmark apps' shared harness, as nccl-tests' mains sit on one common file: the median
 // every app reports, timed repeats after warm-up runs, CSV tables written only where a path is
 // given, and the skip without a GPU. Device memory is owned by DeviceOperand
-// (apps/bench/device_operand.hpp, over skew::DeviceArray). The apps record no machine load themselves: the scripts that
-// run them (scripts/bench_*.sh) read /proc/loadavg beside each run.
+// (apps/bench/device_operand.hpp, over skew::DeviceArray). The machine and its load beside each
+// timing, with the load warning, are apps/bench/machine.hpp's; the printed figures' digits
+// apps/bench/table.hpp's.
 #pragma once
 #include <iostream>
 #include <memory>
