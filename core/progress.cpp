@@ -86,13 +86,13 @@ Progress::~Progress() {
 }
 
 void Progress::finish() {
+  Progress* self = this;
+  g_shown.compare_exchange_strong(self, nullptr);  // before out_ goes: a log line may be clearing it
   std::FILE* const out = std::exchange(out_, nullptr);
   if (out == nullptr || last_shown_ < 0) return;
   // The closing line: where the work got to (all of it, or where it stopped).
   const std::string text = line(last_done_, wall_seconds() - started_);
   if (style_.in_place) {
-    Progress* self = this;
-    g_shown.compare_exchange_strong(self, nullptr);
     std::fprintf(out, "\r%s\033[K\n", text.c_str());
   } else if (last_done_ != last_shown_done_) {
     std::fprintf(out, "%s\n", text.c_str());
@@ -134,9 +134,11 @@ void Progress::update(std::int64_t done, double elapsed_seconds) {
 }
 
 void Progress::clear_shown_line() {
-  if (Progress* shown = g_shown.exchange(nullptr); shown != nullptr) {
-    std::fputs("\r\033[K", shown->out_);
-    std::fflush(shown->out_);
+  Progress* shown = g_shown.exchange(nullptr);
+  std::FILE* const out = shown != nullptr ? shown->out_ : nullptr;
+  if (out != nullptr) {
+    std::fputs("\r\033[K", out);
+    std::fflush(out);
   }
 }
 

@@ -70,7 +70,10 @@ enum class Failure { Alone, AllAlike, AllDiffer };
 // Whether every rank failed, and with the same message, by the time kAgreementWait has passed.
 Failure compare_failures(const std::string& message) {
   const std::uint64_t hash = fnv1a(message);
-  std::array<std::uint64_t, 2> mine{hash, ~hash}, lowest{};  // MIN of ~hash gives ~MAX of hash
+  // MIN of ~hash gives ~MAX of hash. Static: a comparison left pending when this rank aborts
+  // still has its buffers.
+  static std::array<std::uint64_t, 2> mine, lowest;
+  mine = {hash, ~hash};
   MPI_Request request;
   if (MPI_Iallreduce(mine.data(), lowest.data(), 2, MPI_UINT64_T, MPI_MIN, failure_comm, &request) != MPI_SUCCESS)
     return Failure::Alone;

@@ -35,7 +35,7 @@ skew_bad_value(moe_train_zero_heads "bad value '0' for key 'model.heads'" moe_tr
 skew_bad_value(moe_train_zero_batch "bad value '0' for key 'train.batch_size'" moe_train --train.batch_size=0)
 skew_bad_value(moe_train_negative_corpus "bad value '-1' for key 'data.builtin_bytes'" moe_train
                --data.builtin_bytes=-1)
-skew_bad_value(moe_train_heads_not_dividing "model.d_model 30 is not a multiple of model.heads 4" moe_train
+skew_bad_value(moe_train_heads_not_dividing "model.d_model 30 is not a multiple of model.heads 4 \\([^)]*\\): set model.d_model to a multiple of 4 \\(32, say\\) or model.heads to a divisor of 30 \\(3, say\\)" moe_train
                --model.d_model=30 --model.heads=4)
 skew_bad_value(moe_train_top_k_above_experts "moe.top_k = 5 routes each token to more experts than the 4 of moe.num_experts: set moe.top_k to at most 4 or raise moe.num_experts" moe_train
                --moe.top_k=5 --moe.num_experts=4)
@@ -55,3 +55,6 @@ skew_bad_value(wide_train_predict_without_arguments
                "error: --predict needs --predict.model=FILE \\([^)]*\\) and --predict.data=FILE \\(the rows to score\\)"
                wide_train --predict)
 set_tests_properties(wide_train_predict_without_model PROPERTIES FAIL_REGULAR_EXPRESSION "predict.data=FILE|check failed")
+skew_bad_value(moe_train_bert_mask_shares_above_one
+               "bert.mask_token_prob 0.8 \\+ bert.random_token_prob 0.3 exceeds 1 .*: lower one so that the two sum to at most 1"
+               moe_train --model.arch=bert --bert.mask_token_prob=0.8 --bert.random_token_prob=0.3)

@@ -19,7 +19,9 @@ MaskRule BertModel::mask_rule(const BertOptions& bert) {
   r.mask_token = bert.mask_token_prob;
   r.random_token = bert.random_token_prob;
   SKEW_CHECK(r.mask_token + r.random_token <= 1.0,
-             "bert.mask_token_prob " << r.mask_token << " + bert.random_token_prob " << r.random_token << " exceeds 1");
+             "bert.mask_token_prob " << r.mask_token << " + bert.random_token_prob " << r.random_token
+                                     << " exceeds 1 (they share out the chosen tokens; the rest stay as they were): "
+                                        "lower one so that the two sum to at most 1");
   return r;
 }
 

@@ -12,8 +12,15 @@ ModelOptions shared_model_options(const MoeTrainOptions& options, MoeOptions moe
   m.heads = model.heads;
   m.d_ff = model.d_ff;
   m.moe_every = model.moe_every;
-  SKEW_CHECK(m.d_model % m.heads == 0,
-             "model.d_model " << m.d_model << " is not a multiple of model.heads " << m.heads);
+  if (m.d_model % m.heads != 0) {
+    int divisor = m.heads;  // the most heads up to model.heads that split d_model evenly
+    while (m.d_model % divisor != 0) --divisor;
+    SKEW_THROW("model.d_model " << m.d_model << " is not a multiple of model.heads " << m.heads
+                                << " (each head takes d_model / heads columns): set model.d_model to a multiple of "
+                                << m.heads << " (" << (m.d_model / m.heads + 1) * m.heads
+                                << ", say) or model.heads to a divisor of " << m.d_model << " (" << divisor
+                                << ", say)");
+  }
   m.init_std = model.init_std;
   m.jitter = options.moe.jitter;
   m.precision = parse_precision(options.train.precision);
