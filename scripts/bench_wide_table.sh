@@ -28,6 +28,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/run_dir.sh
+source scripts/progress.sh
 run_dir_start bench_wide_table "ROWS TEST_ROWS FEATURES EPOCHS REPEATS THREADS DATA_DIR" "$@"
 if [[ ${SMOKE:-0} == 1 ]]; then
   ROWS=4000 TEST_ROWS=1000 EPOCHS=1 REPEATS=1 THREADS=1 DATA_DIR=${DATA_DIR:-data/issue16_smoke}
@@ -180,10 +181,13 @@ done
 echo "rep,tool,model,threads,setting,rows_per_s,setup_s,epoch_s,wall_s,test_auc,test_logloss,load_s,bytes_per_row" >"$out/runs.csv"
 echo "model,threads,rep,setting,epoch,train_logloss,test_logloss,test_auc,epoch_s" >"$out/per_epoch.csv"
 echo "rep,load_1min" >"$out/load.csv"
+# Per repeat: 3 models at each thread count, 3 side-by-side pairs, 2 LIBLINEAR solvers.
+progress_begin $((repeats * (3 * $(wc -w <<<"$threads_list") + 3 + 2)))
 for rep in $(seq 1 "$repeats"); do
   echo "$rep,$(cut -d' ' -f1 /proc/loadavg)" >>"$out/load.csv"
   for threads in $threads_list; do
     for model in lr fm ffm; do
+      progress_next "wide_train $model at $threads thread(s), repeat $rep"
       fields=$(ours main "$model" "$threads" "${setting[$model]}" "$tmp/run.log")
       echo "$rep,wide_train,$model,$threads,${setting[$model]},$fields" | tee -a "$out/runs.csv"
       sed "s/^/$model,$threads,$rep,${setting[$model]},/" "$tmp/run.log.epochs" >>"$out/per_epoch.csv"
@@ -193,6 +197,7 @@ for rep in $(seq 1 "$repeats"); do
   # share (caches, memory bandwidth, the VM's scheduling) and nothing else; their rows/s summed,
   # over one run alone, bounds what any 2-thread schedule of the same work can reach here.
   for model in lr fm ffm; do
+    progress_next "wide_train $model, two 1-thread runs side by side, repeat $rep"
     ours main "$model" 1 "${setting[$model]}" "$tmp/side_a.log" >"$tmp/side_a.csv" &
     side_a=$!
     ours main "$model" 1 "${setting[$model]}" "$tmp/side_b.log" >"$tmp/side_b.csv" &
@@ -203,6 +208,7 @@ for rep in $(seq 1 "$repeats"); do
     done
   done
   for solver in 0 7; do
+    progress_next "liblinear -s $solver, repeat $rep"
     fields=$(liblinear main "$solver" "$ll_c")
     IFS=, read -r rps train_s wall auc loss <<<"$fields"
     echo "$rep,liblinear_s$solver,lr,1,C=$ll_c,$rps,,$train_s,$wall,$auc,$loss,," | tee -a "$out/runs.csv"
