@@ -68,7 +68,7 @@ common=(--config "$config" ${smoke[@]+"${smoke[@]}"} "$@")
 run() {  # file stem, flags...
   local stem=$1
   shift
-  mpirun --oversubscribe -np 2 "$app" "${common[@]}" --output.metrics="$work/$stem.jsonl" "$@" | tail -n 1 >"$work/$stem.json"
+  mpirun --oversubscribe -np 2 "$app" --output.dir= "${common[@]}" --output.metrics="$work/$stem.jsonl" "$@" | tail -n 1 >"$work/$stem.json"
   echo "$stem: $(cat "$work/$stem.json")"
 }
 run record --moe.save_trace="$work/trace"

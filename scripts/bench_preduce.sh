@@ -67,10 +67,10 @@ run() {  # run KIND N TAG_SUFFIX NAME ARGS...
   echo "bench_preduce: $tag" >&2
   if [[ $kind == real ]]; then
     [[ ${BENCH_REUSE_REAL:-0} == 1 && -s "$out/summary_$tag.json" ]] && return
-    mpirun --oversubscribe -np "$n" "$app" --config "$cfg" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
+    mpirun --oversubscribe -np "$n" "$app" --output.dir= --config "$cfg" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
   else
     [[ ${BENCH_REUSE_SCALE:-0} == 1 && $n != 4 && -s "$out/summary_$tag.json" ]] && return
-    "$app" --config "$cfg" --simulate --sim.workers="$n" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
+    "$app" --output.dir= --config "$cfg" --simulate --sim.workers="$n" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
   fi
 }
 for r in $(seq 1 "$repeats"); do
