@@ -63,9 +63,9 @@ std::string broadcast_from_rank0(comm::ProcessGroup& world, std::string text) {
 
 void add_run_dir_key(Schema& schema, const std::string& holds) {
   schema.add_string("output.dir", "auto",
-                    "run directory for " + holds + "; auto = a new out/" + schema.app() +
-                        "/<UTC time>-<pid>/ under the working directory, empty = none; path keys whose value "
-                        "starts with {run} name files in it");
+                    "run directory for " + holds + "; auto = a new directory out/" + schema.app() +
+                        "/TIME-PID/ in the working directory (TIME in UTC: 20261206T070000Z), empty = none; "
+                        "a path key's value starting with {run} names a file in it");
 }
 
 RunDir::RunDir(const Config& config, comm::ProcessGroup& world) : app_(config.schema().app()), rank_(world.rank()) {
