@@ -21,9 +21,11 @@ std::string device_note(const skew::moe::MoeTrainOptions& options, skew::Device 
 }
 
 // Every output path is tried before any work, so a bad one fails at once, naming its key.
-void check_outputs(const skew::moe::OutputOptions& output, int rank) {
-  if (rank == 0) skew::require_writable_file("output.metrics", output.metrics);  // rank 0 writes it
-  skew::require_writable_dir("output.checkpoint_dir", output.checkpoint_dir);    // every rank's shard
+void check_outputs(const skew::moe::MoeTrainOptions& options, int rank) {
+  if (rank == 0) skew::require_writable_file("output.metrics", options.output.metrics);  // rank 0 writes it
+  skew::require_writable_dir("output.checkpoint_dir", options.output.checkpoint_dir);    // every rank's shard
+  if (!options.moe.save_trace.empty())                                                   // FILE.rank<r>, one per rank
+    skew::require_writable_file("moe.save_trace", options.moe.save_trace + ".rank" + std::to_string(rank));
 }
 }  // namespace
 
@@ -35,7 +37,7 @@ int main(int argc, char** argv) {
     skew::moe_train_options(config);  // every key's rules, before a run directory is made
     const skew::RunDir run(config, *rt.world);
     const skew::moe::MoeTrainOptions options = skew::moe_train_options(config, run.path());
-    check_outputs(options.output, rt.world_rank);
+    check_outputs(options, rt.world_rank);
     // The GPU is bound (train.device resolved to cuda) before the trainer allocates anything.
     const int visible_gpus = skew::cuda_device_count();
     const skew::Device device = skew::moe::train_device(options, visible_gpus);

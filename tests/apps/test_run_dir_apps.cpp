@@ -5,7 +5,7 @@
 // config.ini trains the same run again; wide_train --predict scores with the saved model what the
 // training run reported; moe_train resumes from the saved checkpoint bit-exactly; an explicit key
 // wins; output.dir empty writes nothing; an unwritable path fails, naming its key, before the
-// first metrics line.
+// first metrics line; placement_sim refuses an unwritable table before it simulates.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -211,6 +211,7 @@ TEST_CASE("an unwritable output path fails before training, naming its key and p
   const std::vector<Case> cases = {
       {kMoe + " --train.iterations=200 --output.checkpoint_dir=" + bad, "output.checkpoint_dir"},
       {kMoe + " --train.iterations=200 --output.metrics=" + bad + "/m.jsonl", "output.metrics"},
+      {kMoe + " --train.iterations=200 --moe.save_trace=" + bad + "/trace", "moe.save_trace"},
       {kWide + " --output.model=" + bad + "/model.safetensors", "output.model"},
       {kWide + " --output.checkpoint_dir=" + bad, "output.checkpoint_dir"},
       {kWide + " --output.dir=" + bad, "output.dir"},
@@ -226,6 +227,23 @@ TEST_CASE("an unwritable output path fails before training, naming its key and p
     CHECK_FALSE(std::regex_search(o.text, std::regex(R"(\biter \d|\bepoch \d|\bstep \d)")));
     for (const fs::path& dir : o.dirs)
       for (const std::string& file : files_under(dir)) CHECK(file == "config.ini");
+  }
+  fs::remove_all(cwd);
+}
+
+TEST_CASE("placement_sim: an unwritable table is refused before the simulation, naming its key") {
+  if (!fs::is_directory("/sys/kernel")) {
+    WARN("no /sys/kernel to be refused by: not checked");
+    return;
+  }
+  const fs::path cwd = scratch("placement_sim");
+  const std::string sim = std::string(SKEW_PLACEMENT_SIM) + " --config " + kSource + "/configs/sim.ini";
+  for (const char* key : {"output.table", "output.steps_csv", "output.summary_csv", "output.changes"}) {
+    const Outcome o = run_in(cwd, sim + " --" + key + "=/sys/kernel/skew_out/file");
+    INFO(o.text);
+    CHECK(o.code != 0);
+    CHECK(mentions(o.text, std::string(key) + " = '/sys/kernel/skew_out/file'"));
+    CHECK_FALSE(mentions(o.text, "| policy |"));  // the results table: the simulation did not run
   }
   fs::remove_all(cwd);
 }
