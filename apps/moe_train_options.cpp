@@ -206,6 +206,7 @@ moe::TrainSection train_section(const Config& c) {
 }
 
 moe::OutputOptions output_options(const Config& c, const std::string& run_dir) {
+  check_resume_names_a_run(c);
   moe::OutputOptions o;
   o.metrics = in_run_dir(c.get_string("output.metrics"), run_dir);
   o.checkpoint_dir = in_run_dir(c.get_string("output.checkpoint_dir"), run_dir);

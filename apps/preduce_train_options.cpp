@@ -257,6 +257,7 @@ TrainOptions read_options(const Config& c, const std::string& run_dir) {
   o.sim_controller_ms = c.get_float("sim.controller_ms");
   o.sim_overhead_ms = c.get_float("sim.overhead_ms");
   o.sim_eval_workers = c.get_int_as<int>("sim.eval_workers");
+  check_resume_names_a_run(c);
   o.metrics = in_run_dir(c.get_string("output.metrics"), run_dir);
   o.curve = in_run_dir(c.get_string("output.curve"), run_dir);
   o.checkpoint_dir = in_run_dir(c.get_string("output.checkpoint_dir"), run_dir);

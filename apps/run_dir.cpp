@@ -10,6 +10,8 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
@@ -82,6 +84,16 @@ RunDir::RunDir(const Config& config, comm::ProcessGroup& world) : app_(config.sc
                                                "into a new directory)\n" +
                                                config.to_ini());
   SKEW_INFO(app_ << ": run directory " << path_);
+}
+
+void check_resume_names_a_run(const Config& config) {
+  if (!config.get_bool("output.resume") || config.get_string("output.dir") != "auto") return;
+  if (config.get_string("output.checkpoint_dir").rfind(kRunPrefix, 0) != 0) return;
+  SKEW_THROW(
+      "output.resume = true needs output.checkpoint_dir or output.dir naming the run to continue "
+      "(--output.dir=out/"
+      << config.schema().app()
+      << "/<run>: its checkpoints/); output.dir = auto would start a new, empty run directory");
 }
 
 std::string in_run_dir(const std::string& value, const std::string& run_dir) {

@@ -21,6 +21,10 @@ namespace skew {
 // The output.dir key; `holds` says what the app writes there ("config.ini, metrics.jsonl, ...").
 void add_run_dir_key(Schema& schema, const std::string& holds);
 
+// output.resume continues a run: refused, naming the keys, when output.dir = auto and
+// output.checkpoint_dir is in it, since a new run directory has nothing to resume.
+void check_resume_names_a_run(const Config& config);
+
 // A path key's `value` with a leading "{run}" replaced by `run_dir`, or "" (no file) when run_dir
 // is empty; any other value as it is.
 std::string in_run_dir(const std::string& value, const std::string& run_dir);

@@ -3,9 +3,10 @@
 // directory, leaves out/<app>/<time>-<pid>/ with the configuration, metrics, summary and model or
 // checkpoint, and prints its path at the start and the end; a second run gets a new directory;
 // config.ini trains the same run again; wide_train --predict scores with the saved model what the
-// training run reported; moe_train resumes from the saved checkpoint bit-exactly; an explicit key
-// wins; output.dir empty writes nothing; an unwritable path fails, naming its key, before the
-// first metrics line; placement_sim refuses an unwritable table before it simulates.
+// training run reported; moe_train resumes from the saved checkpoint bit-exactly (and refuses to
+// resume into a new run directory); an explicit key wins; output.dir empty writes nothing; an
+// unwritable path fails, naming its key, before the first metrics line; placement_sim refuses an
+// unwritable table before it simulates.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -133,6 +134,14 @@ TEST_CASE("moe_train's default run directory: config, metrics, summary and a che
   CHECK(summary_line(resumed)["final_loss"] == summary_line(straight)["final_loss"]);
   CHECK(records(dir / "metrics.jsonl").size() == 8);
   CHECK(fs::exists(dir / "checkpoints/step_00000008/COMPLETE"));
+
+  // Resuming into a new run directory (output.dir = auto) has nothing to continue: refused.
+  const std::size_t runs = std::distance(fs::directory_iterator(cwd / "out/moe_train"), fs::directory_iterator());
+  const Outcome nowhere = run_in(cwd, kMoe + " --output.resume=true");
+  INFO(nowhere.text);
+  CHECK(nowhere.code != 0);
+  CHECK(mentions(nowhere.text, "output.dir naming the run to continue"));
+  CHECK(std::distance(fs::directory_iterator(cwd / "out/moe_train"), fs::directory_iterator()) == long(runs));
   fs::remove_all(cwd);
 }
 
