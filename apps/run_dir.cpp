@@ -72,18 +72,21 @@ void add_run_dir_key(Schema& schema, const std::string& holds) {
 
 RunDir::RunDir(const Config& config, comm::ProcessGroup& world) : app_(config.schema().app()), rank_(world.rank()) {
   std::string chosen;
+  // Rank 0 has written config.ini before any rank goes on: a rank that fails next (and ends the
+  // job) cannot cut the write short.
   if (rank_ == 0) {
     const std::string requested = config.get_string("output.dir");
     chosen = requested == "auto" ? new_run_dir(app_) : requested;
     require_writable_dir("output.dir", chosen);
+    if (!chosen.empty()) {
+      write_file_atomic(chosen + "/config.ini", "# run directory " + chosen +
+                                                    "; --config this file trains the same run again (output.dir = "
+                                                    "auto: into a new directory)\n" +
+                                                    config.to_ini());
+      SKEW_INFO(app_ << ": run directory " << chosen);
+    }
   }
   path_ = broadcast_from_rank0(world, chosen);
-  if (rank_ != 0 || path_.empty()) return;
-  write_file_atomic(path_ + "/config.ini", "# run directory " + path_ +
-                                               "; --config this file trains the same run again (output.dir = auto: "
-                                               "into a new directory)\n" +
-                                               config.to_ini());
-  SKEW_INFO(app_ << ": run directory " << path_);
 }
 
 void check_resume_names_a_run(const Config& config) {
