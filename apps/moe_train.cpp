@@ -24,7 +24,8 @@ std::string device_note(const skew::moe::MoeTrainOptions& options, skew::Device 
 void check_outputs(const skew::moe::MoeTrainOptions& options, int rank) {
   if (rank == 0) skew::require_writable_file("output.metrics", options.output.metrics);  // rank 0 writes it
   skew::require_writable_dir("output.checkpoint_dir", options.output.checkpoint_dir);    // every rank's shard
-  if (!options.moe.save_trace.empty())                                                   // FILE.rank<r>, one per rank
+  // moe.save_trace is FILE.rank<r>, one per rank.
+  if (!options.moe.save_trace.empty())
     skew::require_writable_file("moe.save_trace", options.moe.save_trace + ".rank" + std::to_string(rank));
 }
 }  // namespace

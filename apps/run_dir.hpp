@@ -34,10 +34,8 @@ class RunDir {
   // Collective over `world`: rank 0 resolves output.dir (auto: a new directory), creates it,
   // checks it can be written, writes config.ini and prints the path; every rank gets the path.
   RunDir(const Config& config, comm::ProcessGroup& world);
-  bool enabled() const { return !path_.empty(); }
+  // The directory; empty when output.dir is (the options read it with in_run_dir).
   const std::string& path() const { return path_; }
-  // `value` with a leading "{run}" replaced by the directory, or "" (no file) when there is none.
-  std::string resolve(const std::string& value) const { return in_run_dir(value, path_); }
   // Rank 0 at the end: summary.json, then the path again (announce_end alone where the library
   // writes the summary itself).
   void finish(const Json& summary) const;
