@@ -4,6 +4,7 @@
 #include <string>
 
 #include "apps/moe_train_options.hpp"
+#include "apps/run_dir.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/tensor.hpp"
@@ -18,6 +19,15 @@ std::string device_note(const skew::moe::MoeTrainOptions& options, skew::Device 
   if (!skew::cuda_built()) return "; this build has no CUDA";
   return "; model.arch=" + options.model.arch + " runs on the CPU only";  // every policy runs on cuda
 }
+
+// Every output path is tried before any work, so a bad one fails at once, naming its key.
+void check_outputs(const skew::moe::MoeTrainOptions& options, int rank) {
+  if (rank == 0) skew::require_writable_file("output.metrics", options.output.metrics);  // rank 0 writes it
+  skew::require_writable_dir("output.checkpoint_dir", options.output.checkpoint_dir);    // every rank's shard
+  // moe.save_trace is FILE.rank<r>, one per rank.
+  if (!options.moe.save_trace.empty())
+    skew::require_writable_file("moe.save_trace", options.moe.save_trace + ".rank" + std::to_string(rank));
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -25,7 +35,10 @@ int main(int argc, char** argv) {
     const skew::Schema schema = skew::moe_train_schema();
     const skew::Config config = skew::Config::parse(schema, argc, argv);
     if (config.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
-    const skew::moe::MoeTrainOptions options = skew::moe_train_options(config);
+    skew::moe_train_options(config);  // every key's rules, before a run directory is made
+    const skew::RunDir run(config, *rt.world);
+    const skew::moe::MoeTrainOptions options = skew::moe_train_options(config, run.path());
+    check_outputs(options, rt.world_rank);
     // The GPU is bound (train.device resolved to cuda) before the trainer allocates anything.
     const int visible_gpus = skew::cuda_device_count();
     const skew::Device device = skew::moe::train_device(options, visible_gpus);
@@ -42,6 +55,7 @@ int main(int argc, char** argv) {
                               << device_note(options, device, visible_gpus) << "), world group " << world->backend());
     skew::Json summary = skew::moe::train(options, *world);
     summary["device"] = where;
+    run.finish(summary);
     if (rt.world_rank == 0) skew::print_summary(summary);
     return 0;
   });

@@ -1,6 +1,7 @@
 #include "apps/moe_train_options.hpp"
 
 #include "apps/placement_options.hpp"
+#include "apps/run_dir.hpp"
 
 namespace skew {
 
@@ -114,8 +115,10 @@ void add_train_keys(Schema& s) {
   s.add_choice("train.precision", "fp32", {"fp32", "bf16"},
                "matrix products: fp32, or bf16 inputs with fp32 accumulation (mixed precision; the router, "
                "LayerNorm, softmax and the fp32 master weights, gradients and AdamW state are unchanged)");
-  s.add_string("output.metrics", "", "JSONL file: one record per iteration (rank 0)");
-  s.add_string("output.checkpoint_dir", "", "checkpoint directory (empty = none)");
+  add_run_dir_key(s, "config.ini, summary.json, metrics and checkpoints");
+  s.add_string("output.metrics", "{run}/metrics.jsonl", "JSONL file: one record per iteration (rank 0); empty = none");
+  s.add_string("output.checkpoint_dir", "{run}/checkpoints",
+               "checkpoint directory (empty = none); the last iteration's checkpoint is what output.resume continues");
   s.add_int("output.checkpoint_interval", 0, IntRange::at_least(0),
             "iterations between checkpoints (0 = only at the end when a dir is set)");
   s.add_int("output.keep", 2, {1, 1 << 20}, "checkpoints kept");
@@ -202,10 +205,11 @@ moe::TrainSection train_section(const Config& c) {
   return t;
 }
 
-moe::OutputOptions output_options(const Config& c) {
+moe::OutputOptions output_options(const Config& c, const std::string& run_dir) {
+  check_resume_names_a_run(c);
   moe::OutputOptions o;
-  o.metrics = c.get_string("output.metrics");
-  o.checkpoint_dir = c.get_string("output.checkpoint_dir");
+  o.metrics = in_run_dir(c.get_string("output.metrics"), run_dir);
+  o.checkpoint_dir = in_run_dir(c.get_string("output.checkpoint_dir"), run_dir);
   o.checkpoint_interval = c.get_int("output.checkpoint_interval");
   o.keep = c.get_int_as<int>("output.keep");
   o.resume = c.get_bool("output.resume");
@@ -214,7 +218,7 @@ moe::OutputOptions output_options(const Config& c) {
 
 }  // namespace
 
-moe::MoeTrainOptions moe_train_options(const Config& c) {
+moe::MoeTrainOptions moe_train_options(const Config& c, const std::string& run_dir) {
   moe::MoeTrainOptions o;
   o.data = data_options(c);
   o.model = model_section(c);
@@ -227,7 +231,7 @@ moe::MoeTrainOptions moe_train_options(const Config& c) {
             .stage2_blocks = c.get_int_as<int>("swin.stage2_blocks")};
   o.moe = moe_section(c);
   o.train = train_section(c);
-  o.output = output_options(c);
+  o.output = output_options(c, run_dir);
   o.placement = placement_settings(c);
   return o;
 }

@@ -8,7 +8,8 @@ namespace skew {
 
 Schema moe_train_schema();
 
-// The values of a config parsed with moe_train_schema().
-moe::MoeTrainOptions moe_train_options(const Config& config);
+// The values of a config parsed with moe_train_schema(); output paths starting with {run} are
+// files in `run_dir` (apps/run_dir.hpp), none when it is empty.
+moe::MoeTrainOptions moe_train_options(const Config& config, const std::string& run_dir = "");
 
 }  // namespace skew

@@ -12,8 +12,10 @@
 #include <iostream>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
 #include "apps/placement_sim_options.hpp"
+#include "apps/run_dir.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "core/metrics.hpp"
@@ -286,12 +288,27 @@ int calibrate_main(const PlacementSimOptions& o) {
   return 0;
 }
 
+namespace {
+// Every output file is tried before the simulation runs (minutes at 1024 GPUs), so a bad path
+// fails at once, naming its key (issue 38).
+void check_outputs(const PlacementSimOptions& o) {
+  for (const auto& [key, path] : {std::pair{"output.validation", &o.output.validation},
+                                  {"output.calibration", &o.output.calibration},
+                                  {"output.changes", &o.output.changes},
+                                  {"output.steps_csv", &o.output.steps_csv},
+                                  {"output.summary_csv", &o.output.summary_csv},
+                                  {"output.table", &o.output.table}})
+    require_writable_file(key, *path);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
   return comm::run_main(argc, argv, false, [&](comm::Runtime& rt) {
     const Schema schema = placement_sim_schema();
     const Config cfg = Config::parse(schema, argc, argv);
     if (cfg.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
     const PlacementSimOptions options = placement_sim_options(cfg);
+    if (rt.world_rank == 0) check_outputs(options);
     if (!options.sim.validate.empty()) return validate_main(options, *rt.world);
     if (!options.sim.calibrate.empty()) return rt.world_rank == 0 ? calibrate_main(options) : 0;
     return rt.world_rank == 0 ? simulate_main(options) : 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "apps/run_dir.hpp"
 #include "core/error.hpp"
 
 namespace skew::preduce {
@@ -128,11 +129,13 @@ void add_sim_and_output_keys(Schema& s) {
               "virtual controller and message latency of each preduce/eager group (ms): "
               "ready to controller, group back to the members");
   s.add_int("sim.eval_workers", 8, {1, 1 << 20}, "workers whose models are evaluated (evenly spaced)");
-  s.add_string("output.metrics", "",
+  add_run_dir_key(s, "config.ini, summary.json, metrics, curve and checkpoints");
+  s.add_string("output.metrics", "{run}/metrics.rank%r.jsonl",
                "per-step JSONL, one file per worker: '%r' is replaced by the rank, and a name without it is "
-               "refused when more than one worker would write it (not written with --simulate)");
-  s.add_string("output.curve", "", "CSV of time and mean worker test accuracy (written by the first worker only)");
-  s.add_string("output.checkpoint_dir", "",
+               "refused when more than one worker would write it (not written with --simulate); empty = none");
+  s.add_string("output.curve", "{run}/curve.csv",
+               "CSV of time and mean worker test accuracy (written by the first worker only); empty = none");
+  s.add_string("output.checkpoint_dir", "{run}/checkpoints",
                "checkpoint directory (empty = none): every worker's model, step and version, the run's totals so "
                "far and the partial-reduce controller's state");
   s.add_int("output.checkpoint_interval", 0, IntRange::at_least(0),
@@ -234,7 +237,7 @@ Schema make_schema() {
   return s;
 }
 
-TrainOptions read_options(const Config& c) {
+TrainOptions read_options(const Config& c, const std::string& run_dir) {
   TrainOptions o;
   read_data_and_model(c, o);
   o.steps = c.get_int("train.steps");
@@ -254,9 +257,10 @@ TrainOptions read_options(const Config& c) {
   o.sim_controller_ms = c.get_float("sim.controller_ms");
   o.sim_overhead_ms = c.get_float("sim.overhead_ms");
   o.sim_eval_workers = c.get_int_as<int>("sim.eval_workers");
-  o.metrics = c.get_string("output.metrics");
-  o.curve = c.get_string("output.curve");
-  o.checkpoint_dir = c.get_string("output.checkpoint_dir");
+  check_resume_names_a_run(c);
+  o.metrics = in_run_dir(c.get_string("output.metrics"), run_dir);
+  o.curve = in_run_dir(c.get_string("output.curve"), run_dir);
+  o.checkpoint_dir = in_run_dir(c.get_string("output.checkpoint_dir"), run_dir);
   o.checkpoint_interval = c.get_int("output.checkpoint_interval");
   o.keep = c.get_int_as<int>("output.keep");
   o.resume = c.get_bool("output.resume");

@@ -9,6 +9,7 @@
 namespace skew::preduce {
 
 Schema make_schema();
-TrainOptions read_options(const Config& config);
+// Output paths starting with {run} are files in `run_dir` (apps/run_dir.hpp), none when it is empty.
+TrainOptions read_options(const Config& config, const std::string& run_dir = "");
 
 }  // namespace skew::preduce

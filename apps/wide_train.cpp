@@ -11,11 +11,21 @@
 #include <string>
 #include <vector>
 
+#include "apps/run_dir.hpp"
 #include "apps/wide_train_options.hpp"
 #include "core/config.hpp"
 #include "core/metrics.hpp"
 #include "lib/wide/fit.hpp"
 #include "mpi/runtime.hpp"
+
+namespace {
+// Every output path is tried before any work, so a bad one fails at once, naming its key (the
+// model and the run directory's files are rank 0's, checkpoints every rank's).
+void check_outputs(const skew::wide::OutputOptions& output, int rank) {
+  if (rank == 0) skew::require_writable_file("output.model", output.model);
+  skew::require_writable_dir("output.checkpoint_dir", output.checkpoint_dir);
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   // --predict is a mode switch, not a schema key: take it out before parsing.
@@ -38,6 +48,7 @@ int main(int argc, char** argv) {
   return skew::comm::run_main(count, args.data(), /*bind_gpu=*/true, [&](skew::comm::Runtime& rt) {
     const skew::Config config = skew::Config::parse(schema, count, args.data());
     if (config.answer_help_or_print(std::cout, rt.world_rank == 0)) return 0;
+    // --predict and --export train nothing: no run directory.
     const skew::wide::WideOptions options = skew::wide::wide_train_options(config);
     if (!export_path.empty()) {
       if (rt.world_rank == 0) skew::wide::export_data(options.data, export_path);
@@ -47,7 +58,11 @@ int main(int argc, char** argv) {
       skew::wide::predict(options, *rt.world);
       return 0;
     }
-    const skew::Json summary = skew::wide::fit(options, rt.world);
+    const skew::RunDir run(config, *rt.world);
+    const skew::wide::WideOptions train_options = skew::wide::wide_train_options(config, run.path());
+    check_outputs(train_options.output, rt.world_rank);
+    const skew::Json summary = skew::wide::fit(train_options, rt.world);
+    run.announce_end();  // fit wrote summary.json there
     if (rt.world_rank == 0) skew::print_summary(summary);
     return 0;
   });

@@ -1,5 +1,7 @@
 #include "apps/wide_train_options.hpp"
 
+#include "apps/run_dir.hpp"
+
 namespace skew::wide {
 
 namespace {
@@ -82,7 +84,7 @@ void add_train_keys(Schema& s) {
 }
 
 void add_output_keys(Schema& s) {
-  s.add_string("output.dir", "", "directory for metrics.jsonl, summary.json and model.safetensors (empty = none)");
+  add_run_dir_key(s, "config.ini, metrics.jsonl, summary.json and model.safetensors");
   s.add_string("output.model", "",
                "where the best epoch's model is saved: once, when training ends (stops early, or fails); with "
                "output.checkpoint_dir at each epoch that improves it (default OUTPUT_DIR/model.safetensors)");
@@ -154,11 +156,11 @@ TrainingOptions training_options(const Config& c) {
   return o;
 }
 
-OutputOptions output_options(const Config& c) {
+OutputOptions output_options(const Config& c, const std::string& run_dir) {
   OutputOptions o;
-  o.dir = c.get_string("output.dir");
-  o.model = c.get_string("output.model");
-  o.checkpoint_dir = c.get_string("output.checkpoint_dir");
+  o.dir = run_dir;
+  o.model = in_run_dir(c.get_string("output.model"), run_dir);
+  o.checkpoint_dir = in_run_dir(c.get_string("output.checkpoint_dir"), run_dir);
   o.checkpoint_interval = c.get_int("output.checkpoint_interval");
   o.keep = c.get_int_as<int>("output.keep");
   o.resume = c.get_bool("output.resume");
@@ -187,8 +189,8 @@ Schema wide_train_schema() {
   return s;
 }
 
-WideOptions wide_train_options(const Config& config) {
-  return {data_options(config), model_options(config), training_options(config), output_options(config),
+WideOptions wide_train_options(const Config& config, const std::string& run_dir) {
+  return {data_options(config), model_options(config), training_options(config), output_options(config, run_dir),
           predict_options(config)};
 }
 

@@ -8,6 +8,8 @@
 namespace skew::wide {
 
 Schema wide_train_schema();
-WideOptions wide_train_options(const Config& config);
+// output.dir's value is `run_dir`, the directory apps/run_dir.hpp resolved ("": none, as in
+// --predict and --export); other output paths starting with {run} are files in it.
+WideOptions wide_train_options(const Config& config, const std::string& run_dir = "");
 
 }  // namespace skew::wide

@@ -70,7 +70,7 @@ run() {  # file stem, flags...
   local stem=$1
   shift
   progress_next "bench_moe $stem"
-  mpirun --oversubscribe -np 2 "$app" "${common[@]}" --output.metrics="$work/$stem.jsonl" "$@" | tail -n 1 >"$work/$stem.json"
+  mpirun --oversubscribe -np 2 "$app" --output.dir= "${common[@]}" --output.metrics="$work/$stem.jsonl" "$@" | tail -n 1 >"$work/$stem.json"
   # The machine into the run's summary; its key figures (4 significant digits) and its load.
   /usr/bin/python3 scripts/bench_record.py "$work/$stem.json" 2 "$stem" step_s tokens_per_s balance final_val_loss dropped
 }

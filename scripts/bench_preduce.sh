@@ -68,13 +68,13 @@ run() {  # run KIND N TAG_SUFFIX NAME ARGS...
   progress_next "bench_preduce $tag"
   if [[ $kind == real ]]; then
     [[ ${BENCH_REUSE_REAL:-0} == 1 && -s "$out/summary_$tag.json" ]] && return
-    mpirun --oversubscribe -np "$n" "$app" --config "$cfg" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
+    mpirun --oversubscribe -np "$n" "$app" --output.dir= --config "$cfg" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
     # The machine (CPU model, load) into the run's summary; its figures to 4 significant digits.
     /usr/bin/python3 scripts/bench_record.py "$out/summary_$tag.json" "$n" "$tag" wall_s steps time_to_target_s \
       final_accuracy_mean
   else
     [[ ${BENCH_REUSE_SCALE:-0} == 1 && $n != 4 && -s "$out/summary_$tag.json" ]] && return
-    "$app" --config "$cfg" --simulate --sim.workers="$n" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
+    "$app" --output.dir= --config "$cfg" --simulate --sim.workers="$n" "$@" ${smoke[@]+"${smoke[@]}"} --output.curve="$out/curve_$tag.csv" | tail -1 >"$out/summary_$tag.json"
   fi
 }
 # Real runs, their N = 4 simulations, then N = 32 and 256 for each seed: one line each.

@@ -89,7 +89,7 @@ sweep() {  # sweep SET_FILE RUNS_DIR VARIANTS...
         progress_next "bench_preduce_hetero $tag"
         [[ ${REUSE:-0} == 1 && -s "$runs/$tag.json" ]] && continue
         # shellcheck disable=SC2086
-        "$app" "${common[@]}" --sim.workers="$workers" $args ${v#*|} --train.seed="$seed" | tail -1 >"$runs/$tag.json"
+        "$app" --output.dir= "${common[@]}" --sim.workers="$workers" $args ${v#*|} --train.seed="$seed" | tail -1 >"$runs/$tag.json"
       done
     done
   done < <(awk '$1 == "model"' "$set_file")

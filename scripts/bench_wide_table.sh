@@ -85,7 +85,7 @@ ours() {
   [[ $setting == defaults ]] && lr=(--train.lr=0)
   local start end
   start=$(date +%s.%N)
-  "$build/apps/wide_train" --data.train="$data/${name}_train.$fmt" --data.valid="$data/${name}_test.$fmt" \
+  "$build/apps/wide_train" --output.dir= --data.train="$data/${name}_train.$fmt" --data.valid="$data/${name}_test.$fmt" \
     --model.type="$model" "${k[@]}" "${lr[@]}" --train.l2=1e-5 --train.optimizer=adagrad --train.schema=flow \
     --train.epochs="${run_epochs:-$epochs}" --train.patience=0 --train.threads="$threads" --train.log_every=1000000000 >"$log" 2>&1 ||
     { cat "$log" >&2; exit 1; }

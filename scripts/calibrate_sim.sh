@@ -42,7 +42,7 @@ while read -r role policy ranks seed_spec; do
   file="$runs/${policy}_np${ranks}_seed${seed}.jsonl"
   echo "calibrate_sim: moe_train $policy at $ranks ranks, seed $seed ($role)"
   # stdin from /dev/null: mpirun would otherwise read the rest of the list.
-  mpirun -np "$ranks" "$build_dir/apps/moe_train" --config configs/moe_bench_skew.ini --train.iterations="$iterations" \
+  mpirun -np "$ranks" "$build_dir/apps/moe_train" --output.dir= --config configs/moe_bench_skew.ini --train.iterations="$iterations" \
     --train.seed="$seed" --moe.policy="$policy" --output.metrics="$file" >/dev/null </dev/null
   if [[ "$role" == fit ]]; then fit+=("$file"); else check+=("$file"); fi
 done <"$out/heldout.txt"

@@ -86,12 +86,8 @@ declare -A what=(
 for app in "${apps[@]}"; do
   dir="$out/$app"
   rm -rf "$dir" && mkdir -p "$dir"
-  case $app in
-    wide_train) outputs=(--output.dir="$dir") ;;
-    moe_train) outputs=(--output.metrics="$dir/metrics.jsonl" --output.checkpoint_dir="$dir/checkpoints") ;;
-    preduce_train) outputs=(--output.metrics="$dir/metrics.rank%r.jsonl" --output.curve="$dir/curve.csv") ;;
-  esac
-  command=(mpirun --oversubscribe -np 2 "$build_dir/apps/$app" --config "configs/${app%_train}.ini" "${outputs[@]}")
+  # The app's run directory (config.ini, metrics, summary.json, model or checkpoints) is $dir.
+  command=(mpirun --oversubscribe -np 2 "$build_dir/apps/$app" --config "configs/${app%_train}.ini" --output.dir="$dir")
   say_step "run $app: ${what[$app]}"
   echo "    \$ ${command[*]}"
   run_logged "$dir/log.txt" "${command[@]}"

@@ -21,7 +21,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yi
 launch() {  # launch RANKS APP ARGS...
   local np=$1
   shift
-  if ((np == 1)); then "$build/apps/$@"; else mpirun --oversubscribe -np "$np" "$build/apps/$@"; fi
+  # The trainers' default run directory (output.dir = auto) is off: each run writes only the
+  # outputs it names, into $out, as before the run directory existed.
+  local no_run_dir=()
+  [[ $1 == *_train ]] && no_run_dir=(--output.dir=)
+  if ((np == 1)); then
+    "$build/apps/$@" "${no_run_dir[@]}"
+  else
+    mpirun --oversubscribe -np "$np" "$build/apps/$@" "${no_run_dir[@]}"
+  fi
 }
 run() {  # run NAME RANKS APP ARGS...: output to $out/NAME, its log beside it
   local name=$1

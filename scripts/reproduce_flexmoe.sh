@@ -56,7 +56,7 @@ cat "$table"
 if [[ -x "$build_dir/apps/moe_train" ]] && command -v mpirun >/dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   for policy in static flexmoe; do
-    mpirun --oversubscribe -np 2 "$build_dir/apps/moe_train" --config configs/moe_bench_skew.ini --train.iterations=$validation_iterations \
+    mpirun --oversubscribe -np 2 "$build_dir/apps/moe_train" --output.dir= --config configs/moe_bench_skew.ini --train.iterations=$validation_iterations \
       --moe.policy=$policy --output.metrics="$runs/sim_validation_moe_$policy.jsonl" >/dev/null
     mpirun --oversubscribe -np 2 "$sim" --sim.validate="$runs/sim_validation_moe_$policy.jsonl" --sim.hidden=64 \
       --sim.ffn_hidden=512 --output.validation="$runs/sim_validation_$policy.json" | head -n 7

@@ -65,7 +65,7 @@ run() {  # model, stem, moe_train flags...
   local data=("${text_data[@]}")
   [[ $model == swin ]] && data=("${image_data[@]}")
   progress_next "moe_train $stem"
-  mpirun --oversubscribe -np 2 "$build_dir/apps/moe_train" --config "configs/moe_${model}_ttq.ini" ${data[@]+"${data[@]}"} \
+  mpirun --oversubscribe -np 2 "$build_dir/apps/moe_train" --output.dir= --config "configs/moe_${model}_ttq.ini" ${data[@]+"${data[@]}"} \
     ${smoke[@]+"${smoke[@]}"} --output.metrics="$runs/$stem.jsonl" "$@" | tail -n 1 >"$runs/$stem.json"
   $python scripts/bench_record.py "$runs/$stem.json" 2 "$stem" step_s tokens_per_s final_val_loss dropped
 }

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """The tests of scripts/plot_run.py (ctest runs both):
   check_plot_run.py draw MOE_TRAIN WIDE_TRAIN PREDUCE_TRAIN
-      runs each trainer on its tiny built-in data (one rank, about a second each) writing its
-      metrics as the run scripts name them (preduce's per-rank file both as the sbatch scripts and
-      as quickstart.sh name it), draws the runs into one PNG, and checks the PNG
+      runs each trainer on its tiny built-in data (one rank, about a second each) into its run
+      directory (output.dir: metrics, summary, checkpoints; preduce's per-rank file also copied
+      under the name older quickstart runs gave it), draws the runs into one PNG, and checks the PNG
       (header, > 10 kB) and the fields plot_run.py says it drew per run file; exits 77 (skipped)
       when matplotlib is not installed.
   check_plot_run.py errors
@@ -32,12 +32,10 @@ def plot(*args):
 
 
 def train(out, moe_train, wide_train, preduce_train):
-    os.makedirs(f"{out}/moe")
-    os.makedirs(f"{out}/preduce")
-    runs = [[moe_train, "--train.iterations=10", f"--output.metrics={out}/moe/metrics.jsonl"],
+    # Each app's run directory as it writes it by default (output.dir names it here).
+    runs = [[moe_train, "--train.iterations=10", f"--output.dir={out}/moe"],
             [wide_train, f"--output.dir={out}/wide"],
-            [preduce_train, "--train.eval_interval_s=0.005", f"--output.metrics={out}/preduce/metrics.rank%r.jsonl",
-             f"--output.curve={out}/preduce/curve.csv"]]
+            [preduce_train, "--train.eval_interval_s=0.005", f"--output.dir={out}/preduce"]]
     for command in runs:
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     # Every app and script now names per-rank files metrics.rank<N>.jsonl; runs from before named

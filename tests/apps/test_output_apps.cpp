@@ -156,7 +156,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "preduce_train -np 2: one metrics file for two ranks is refused naming the key; '%r' gives one whole file each") {
+    "preduce_train -np 2: one metrics file for two ranks is refused naming the key, and '%r' gives one whole file "
+    "each") {
   const fs::path dir = scratch("preduce_np2");
   const std::string shared = (dir / "metrics.jsonl").string();
   const Outcome refused = run(kMpiexec + kPreduce + " --output.metrics=" + shared, dir);
