@@ -22,7 +22,7 @@ cd "$(dirname "$0")/.."
 source scripts/run_dir.sh
 run_dir_start bench_wide_peers "REPEATS THREADS MODELS DATA_DIR PEERS_BIN" "$@"
 build=${1:-build}
-peers=${PEERS_BIN:-/work/peers/bin}
+peers=$(realpath "${PEERS_BIN:-/work/peers/bin}")
 out=$RUN_DIR
 run_dir_claim results/wide/peers "$out"
 [[ -f $out/splits.txt ]] || { echo "bench_wide_peers: $out/splits.txt (the fixed splits) is missing" >&2; exit 1; }
@@ -87,14 +87,18 @@ train_xlearn() {
     -k "$(k_of "$model")" -e "$epochs" -nthread "$threads" --dis-es -m "$tmp/xl.model"
   "$peers/xlearn_predict" "$data/${name}_test.$fmt" "$tmp/xl.model" -o "$tmp/scores" --sigmoid -nthread 1 >/dev/null 2>&1
 }
-# LIBFFM reads the libffm files through links of its own: it keeps its binary cache at FILE.bin,
-# the name xLearn gives its (different) cache.
+# LIBFFM reads the libffm files through links of its own, from the data folder: it keeps its
+# binary cache at the file's base name + .bin in the working directory, the name xLearn gives its
+# (different) cache beside the file.
 train_libffm() {
   local name=$1 threads=$3 lr=$4 log=$5 part
   for part in train test; do ln -sf "${name}_$part.libffm" "$data/${name}_$part.for-libffm"; done
-  timed "$log" "$peers/ffm-train" -l "$l2" -k "$ffm_k" -t "$epochs" -r "$lr" -s "$threads" \
-    "$data/${name}_train.for-libffm" "$tmp/ffm.model"
-  "$peers/ffm-predict" "$data/${name}_test.for-libffm" "$tmp/ffm.model" "$tmp/scores" >/dev/null 2>&1
+  (
+    cd "$data"
+    timed "$log" "$peers/ffm-train" -l "$l2" -k "$ffm_k" -t "$epochs" -r "$lr" -s "$threads" \
+      "${name}_train.for-libffm" "$tmp/ffm.model"
+    "$peers/ffm-predict" "${name}_test.for-libffm" "$tmp/ffm.model" "$tmp/scores" >/dev/null 2>&1
+  )
 }
 train_libfm() {
   local name=$1 lr=$4 log=$5
