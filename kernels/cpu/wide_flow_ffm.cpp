@@ -5,9 +5,13 @@
 // A sample's pairs read two latent blocks of k floats each, <v_{a,field_o}, v_{o,field_a}>, and
 // its scatter adds g x_a x_o v_{o,field_a} into block field_o of a's gradient row. With k a
 // multiple of 4 these blocks are handled four floats at a time (one SSE register, GCC's vector
-// extension: the same IEEE operation in each lane as the scalar loop, so the result is the scalar
-// kernel's bit for bit), and each entry's rows are looked up once per sample instead of once per
-// pair. Other k take the per-entry bodies of kernels/wide_ffm.hpp, which the CUDA kernels share.
+// extension), and each entry's rows are looked up once per sample instead of once per pair. The
+// scatter is the scalar loop's arithmetic lane by lane (the same floats); the logit sums the pair
+// terms in four lanes, added together once per sample, as xLearn's SSE kernel does, instead of
+// one float after another: z differs from the scalar order's in its last bits (the float64
+// reference tests bound it), and the pairs no longer wait on one chain of additions. No fused
+// multiply-add anywhere (x86-64 baseline flags), so the model does not depend on the CPU. Other k
+// take the per-entry bodies of kernels/wide_ffm.hpp, which the classical and CUDA kernels share.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -42,9 +46,9 @@ struct FfmEntry {
 };
 
 // One tile of FFM with k = 4 x Blocks: per-sample pairwise loops, each entry's gradient added
-// into its slot's row. The arithmetic is flow_tile_ffm's (below) operation for operation: a
-// pair's dot product summed lane after lane from 0, times x_a, times x_o, added to z in entry and
-// pair order; each gradient float gets g x_a x_o times the latent float added, in the same order.
+// into its slot's row. The gradient is flow_tile_ffm's (below) operation for operation: each
+// gradient float gets g x_a x_o times the latent float added, in entry and pair order; the logit
+// is the bias, the linear terms in entry order, then the pair terms' four lanes summed.
 template <int Blocks>
 void flow_tile_ffm_blocks(const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
                           const float* params, const WideFeatureSlots& slots, float* rows, float* logits,
@@ -65,6 +69,7 @@ void flow_tile_ffm_blocks(const WideShape& s, const WideBatch& b, std::int64_t f
       entries[std::size_t(a)] = {row + 1, rows + std::size_t(slots.slot(b.index[e])) * std::size_t(row_len),
                                  std::int64_t(b.field[e]) * k, b.value[e]};
     }
+    Float4 pairs = {};  // the pair terms, summed lane by lane
     for (std::int64_t a = 0; a < n; ++a) {
       const FfmEntry& ea = entries[std::size_t(a)];
       z += ea.latent[-1] * ea.value;
@@ -72,17 +77,13 @@ void flow_tile_ffm_blocks(const WideShape& s, const WideBatch& b, std::int64_t f
         const FfmEntry& eo = entries[std::size_t(o)];
         const float* va = ea.latent + eo.block;
         const float* vo = eo.latent + ea.block;
-        float dot = 0.0f;
-        for (int c = 0; c < Blocks; ++c) {
-          const Float4 p = load4(va + 4 * c) * load4(vo + 4 * c);
-          dot += p[0];
-          dot += p[1];
-          dot += p[2];
-          dot += p[3];
-        }
-        z += dot * ea.value * eo.value;
+        Float4 dot = load4(va) * load4(vo);
+        for (int c = 1; c < Blocks; ++c) dot += load4(va + 4 * c) * load4(vo + 4 * c);
+        const float x = ea.value * eo.value;
+        pairs += dot * Float4{x, x, x, x};
       }
     }
+    z += (pairs[0] + pairs[1]) + (pairs[2] + pairs[3]);
     logits[i] = z;
     const float g = wide_sigmoid(z) - b.label[i];
     tile_bias_grad += g;
