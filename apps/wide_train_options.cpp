@@ -9,8 +9,12 @@ namespace {
 void add_data_keys(Schema& s) {
   s.add_string("data.train", "synthetic:criteo?rows=20000&features=50000&alpha=1.1&seed=1",
                "training data: a libsvm/libffm file or synthetic:criteo?rows=N&features=F&alpha=A&seed=S");
-  s.add_string("data.valid", "synthetic:criteo?rows=5000&features=50000&alpha=1.1&seed=1&first_row=1000000",
-               "validation data (same forms); empty = no validation");
+  s.add_string("data.valid", kValidAuto,
+               "validation data (same forms); auto = a held-out split of data.train (data.valid_fraction of its rows, "
+               "drawn by model.seed; none when data.train streams); empty = no validation");
+  s.add_float("data.valid_fraction", 0.1, FloatRange{0, kMaxValidFraction},
+              "data.valid = auto: the share of data.train's rows held out for validation, each row by a hash of "
+              "(model.seed, its row number), so the same rows on any number of ranks (0 = no validation)");
   s.add_choice("data.format", "auto", {"auto", "libsvm", "libffm"}, "text format (auto: .libffm/.ffm -> libffm)");
   s.add_bool("data.skip_bad_lines", false, "skip (and count) malformed lines instead of failing");
   s.add_bool("data.cache", true,
@@ -112,6 +116,7 @@ DataOptions data_options(const Config& c) {
   DataOptions o;
   o.train = c.get_string("data.train");
   o.valid = c.get_string("data.valid");
+  o.valid_fraction = c.get_float("data.valid_fraction");
   o.format = c.get_string("data.format");
   o.skip_bad_lines = c.get_bool("data.skip_bad_lines");
   o.cache = c.get_bool("data.cache");

@@ -1,17 +1,12 @@
-// Flow schema on the CPU: the radix sort and tile CSC the FM flow builds, the FFM flow (the
-// tiles dealt out in one contiguous chunk per thread, each chunk summing its gradients into its
-// own compact rows, one per distinct feature of the batch: no atomics, a fixed order of sums),
-// and the batch's feature slots FFM claims. LR and FM take passes of their own
-// (kernels/cpu/wide_flow_lr.cpp, wide_flow_fm.cpp).
+// Flow schema on the CPU: the radix sort and tile CSC the FM flow builds, and the batch's
+// feature slots FFM claims. LR, FM and FFM take passes of their own (kernels/cpu/wide_flow_lr.cpp,
+// wide_flow_fm.cpp, wide_flow_ffm.cpp).
 #include "kernels/wide_flow.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <bit>
 #include <cstring>
-#include <type_traits>
-
-#include "kernels/wide_ffm.hpp"
 
 namespace skew::kernels {
 
@@ -88,46 +83,6 @@ void WideFlow::build_tile_csc(const WideBatch& b, std::int64_t first, std::int64
   t.col_begin.push_back(static_cast<std::uint32_t>(n));
 }
 
-namespace {
-
-// One tile of FFM: per-sample pairwise loops, each entry's gradient added into its slot's row.
-// K: the latent length, an int or (for the common k, see flow_tile_ffm_for_k) a constant.
-template <typename K>
-void flow_tile_ffm(K k, const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
-                   const float* params, const WideFeatureSlots& slots, float* rows, float* logits, float& bias_grad) {
-  const int row_len = s.row_len();
-  float tile_bias_grad = 0.0f;  // as in flow_tile: one store into the shared line per tile
-  for (std::int64_t i = first; i < last; ++i) {
-    // The next sample's parameter rows are fetched while this sample's pairs run: rare
-    // features' rows are scattered over gigabytes.
-    if (i + 1 < last) wide_prefetch_sample_rows(b, row_len, i + 1, params, nullptr, nullptr);
-    const std::int64_t begin = b.row_ptr[i], end = b.row_ptr[i + 1];
-    float z = params[0];
-    for (std::int64_t e = begin; e < end; ++e) z = wide_ffm_entry_logit(b, k, row_len, params, e, end, z);
-    logits[i] = z;
-    const float g = wide_sigmoid(z) - b.label[i];
-    tile_bias_grad += g;
-    for (std::int64_t e = begin; e < end; ++e)
-      wide_ffm_entry_scatter(b, k, row_len, params, e, begin, end, g,
-                             rows + std::size_t(slots.slot(b.index[e])) * std::size_t(row_len), wide_add_to<false>);
-  }
-  bias_grad += tile_bias_grad;
-}
-
-// FFM's pair loops are 4 to 8 floats long, so their loop control and remainder handling cost as
-// much as their arithmetic unless k is known when they compile: k = 4 (the usual choice, and
-// one SSE register) gets its own copy, any other k the general one.
-void flow_tile_ffm_for_k(const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
-                         const float* params, const WideFeatureSlots& slots, float* rows, float* logits,
-                         float& bias_grad) {
-  if (s.k == 4)
-    flow_tile_ffm(std::integral_constant<int, 4>{}, s, b, first, last, params, slots, rows, logits, bias_grad);
-  else
-    flow_tile_ffm(s.k, s, b, first, last, params, slots, rows, logits, bias_grad);
-}
-
-}  // namespace
-
 void WideFeatureSlots::start_batch(std::size_t chunks) {
   // The id takes the tag's top 24 bits: when it wraps, every tag is cleared once.
   if (++batch_ == (std::uint64_t(1) << (64 - kBatchShift))) {
@@ -180,47 +135,6 @@ void WideFlow::sparse_gradient(const WideBatch& b, const float* params, float* l
     sparse_gradient_fm(b, params, logits, pool, out, update);
   else
     sparse_gradient_ffm(b, params, logits, pool, out);
-}
-
-void WideFlow::sparse_gradient_ffm(const WideBatch& b, const float* params, float* logits, WidePool& pool,
-                                   WideSparseGradient& out) {
-  out.parts.resize(1);
-  WideSparseGradient::Part& part = out.parts[0];
-  const std::int64_t tile = options_.tile_samples;
-  const std::int64_t tiles = (b.rows + tile - 1) / tile;
-  // One chunk of whole tiles per thread, in batch order: the same chunks, and so the same sums,
-  // whichever thread runs them.
-  const std::int64_t chunks = std::clamp<std::int64_t>(std::min<std::int64_t>(pool.threads(), tiles), 1,
-                                                       std::int64_t(WideFeatureSlots::kMaxChunks));
-  const auto chunk_rows = [&](std::int64_t chunk, std::int64_t& first, std::int64_t& last) {
-    first = std::min(b.rows, tiles * chunk / chunks * tile);
-    last = std::min(b.rows, tiles * (chunk + 1) / chunks * tile);
-  };
-  slots_.start_batch(std::size_t(chunks));
-  pool.run(chunks, [&](std::int64_t chunk, int) {
-    std::int64_t first, last;
-    chunk_rows(chunk, first, last);
-    slots_.claim(b, b.row_ptr[first], b.row_ptr[last], std::uint32_t(chunk));
-  });
-  const std::size_t slots = slots_.finish();
-  part.features.resize(slots);
-  const std::size_t row_floats = slots * std::size_t(shape_.row_len());
-  part.partial_rows.resize(std::size_t(chunks - 1));
-  std::vector<float> bias_grads(std::size_t(chunks), 0.0f);
-  pool.run(chunks, [&](std::int64_t chunk, int) {
-    slots_.write_features(std::uint32_t(chunk), part.features.data());
-    std::vector<float>& rows = chunk == 0 ? part.rows : part.partial_rows[std::size_t(chunk - 1)];
-    rows.assign(row_floats, 0.0f);
-    std::int64_t chunk_first, chunk_last;
-    chunk_rows(chunk, chunk_first, chunk_last);
-    for (std::int64_t first = chunk_first; first < chunk_last; first += tile)
-      flow_tile_ffm_for_k(shape_, b, first, std::min(chunk_last, first + tile), params, slots_, rows.data(), logits,
-                          bias_grads[std::size_t(chunk)]);
-  });
-  out.bias = 0.0f;
-  for (const float g : bias_grads) out.bias += g;
-  stats_ = WideFlowStats{};
-  stats_.tiles = tiles;
 }
 
 void WideFlow::gradient(const WideBatch& b, const float* params, float* grad, float* logits, WidePool& pool) {

@@ -7,6 +7,7 @@
 #include "core/log.hpp"
 #include "core/timer.hpp"
 #include "kernels/wide_pool.hpp"
+#include "lib/wide/holdout.hpp"
 #include "lib/wide/memory_budget.hpp"
 
 namespace skew::wide {
@@ -68,8 +69,34 @@ std::string cache_of(const std::string& spec) {
 // takes all of them first), a file with a cache, and a CPU for the loader beyond train.threads
 // (a pinned pool's passes would wait on the loader's time slices).
 bool overlaps_load(const WideOptions& o, const comm::ProcessGroup& world) {
-  return o.data.load_overlap && world.size() == 1 && o.train.device == TrainDevice::Cpu && o.train.renumber &&
-         o.data.cache && is_data_file(o.data.train) && o.train.threads < kernels::process_cpus();
+  return o.data.load_overlap && !(o.data.valid == kValidAuto && o.data.valid_fraction > 0) && world.size() == 1 &&
+         o.train.device == TrainDevice::Cpu && o.train.renumber && o.data.cache && is_data_file(o.data.train) &&
+         o.train.threads < kernels::process_cpus();
+}
+
+// data.valid into d.valid: its file or spec, or (auto) the rows of this rank's loaded data.train
+// that held_out() picks by model.seed, said in the log. A streamed data.train is not held in
+// memory to split: with auto it trains unvalidated, and the log says so.
+void load_validation(const WideOptions& o, const ReadOptions& ro, Data& d) {
+  const DataOptions& data = o.data;
+  if (data.valid != kValidAuto) {
+    d.has_valid = !data.valid.empty();
+    if (d.has_valid) d.valid = load_dataset(data.valid, ro);
+    return;
+  }
+  if (data.valid_fraction == 0) {
+    SKEW_INFO("validation: none (data.valid = auto with data.valid_fraction = 0)");
+  } else if (d.streamed) {
+    SKEW_WARN("validation: none: data.valid = auto holds out rows of a loaded data.train, and "
+              << data.train << " streams (data.max_memory_mb); give data.valid to validate");
+  } else {
+    d.has_valid = true;
+    d.valid = split_holdout(d.train, data.valid_fraction, o.model.seed);
+    d.train_rows = d.train.rows();
+    SKEW_INFO("validation: " << d.valid.rows() << " rows of data.train held out on rank 0 (data.valid = auto, "
+                             << "data.valid_fraction = " << data.valid_fraction << ", drawn by model.seed = "
+                             << o.model.seed << "), " << d.train_rows << " left to train on");
+  }
 }
 
 // d.overlapped opened on data.train's cache, d.train sized and d.report filled from its header;
@@ -223,8 +250,7 @@ Data load_data(const WideOptions& o, comm::ProcessGroup& world, bool overlap_all
     d.train = load_dataset(spec, ro, &d.report);
     d.train_rows = d.train.rows();
   }
-  d.has_valid = !o.data.valid.empty();
-  if (d.has_valid) d.valid = load_dataset(o.data.valid, ro);
+  load_validation(o, ro, d);
   SKEW_INFO("data: " << d.train_rows << " training rows on rank 0 (" << d.report.lines << " lines"
                      << (d.report.from_cache ? ", from cache" : "") << ", " << d.report.skipped_lines << " skipped, "
                      << (d.overlapped ? "loading" : std::to_string(d.report.seconds) + " s") << ")"

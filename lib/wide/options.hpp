@@ -20,8 +20,15 @@ constexpr std::int64_t kMaxModelFeatures = std::int64_t(1) << kMaxHashBits;
 // inside int64.
 constexpr std::int64_t kMaxMemoryMb = std::int64_t(1) << 24;
 
+// data.valid's value that asks for a held-out split of data.train (lib/wide/holdout.hpp), its
+// default; data.valid_fraction's ceiling: at most half the rows go to validation.
+inline constexpr const char* kValidAuto = "auto";
+constexpr double kMaxValidFraction = 0.5;
+
 struct DataOptions {
-  std::string train, valid;  // a libsvm/libffm file or a synthetic: spec; valid empty = none
+  std::string train;               // a libsvm/libffm file or a synthetic: spec
+  std::string valid = kValidAuto;  // the same forms; auto = a held-out split of train; empty = none
+  double valid_fraction = 0.1;     // valid = auto: the share of train's rows held out (0 = none)
   std::string format = "auto";
   bool skip_bad_lines = false;
   bool cache = true;               // read/write FILE.skewbin beside a text file

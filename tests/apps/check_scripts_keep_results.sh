@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The test of scripts/run_dir.sh and the scripts on it: a default run leaves results/ alone.
-#   1. scripts/bench_moe.sh, bench_wide_sweep.sh and reproduce_flexmoe.sh with SMOKE=1 and
-#      their default output (a run directory under out/, removed afterwards): results/ must be
-#      unchanged, in `git status --porcelain` and in every file's content, and each run
-#      directory holds its CSVs; RECORD=1 with SMOKE=1 must be refused.
+#   1. scripts/bench_moe.sh, bench_wide_sweep.sh, reproduce_flexmoe.sh (and bench_wide_peers.sh
+#      where the peers are built) with SMOKE=1 and their default output (a run directory under
+#      out/, removed afterwards): results/ must be unchanged, in `git status --porcelain` and in
+#      every file's content, and each run directory holds its CSVs; RECORD=1 with SMOKE=1 must
+#      be refused.
 #   2. RECORD=1 in a scratch tree: the claim folder is replaced by the run's folder, its README
 #      keeps the hand-written text and what the runs appended, and has one "Last recorded run"
 #      section, however often recorded.
@@ -37,6 +38,12 @@ smoke() {  # smoke SCRIPT FILE_EXPECTED_IN_ITS_RUN_DIR [SCRIPT ARGS...]
 smoke bench_moe bench_moe.csv
 smoke bench_wide_sweep sweep.csv "$build"
 smoke reproduce_flexmoe sim_summary.csv
+# bench_wide_peers runs the peers' binaries (scripts/peers/build.sh): tried where they are built.
+if [[ -x ${PEERS_BIN:-/work/peers/bin}/xlearn_train ]]; then
+  smoke bench_wide_peers table.md "$build"
+else
+  echo "bench_wide_peers: not tried (no peers' binaries in ${PEERS_BIN:-/work/peers/bin})"
+fi
 for script in bench_moe reproduce_flexmoe; do
   if RECORD=1 SMOKE=1 SKEW_BUILD_DIR="$build" "scripts/$script.sh" >/dev/null 2>&1; then
     fail "RECORD=1 SMOKE=1 scripts/$script.sh was not refused"

@@ -3,6 +3,7 @@ if(TARGET wide_train)
   skew_unit_test(skew_wide_app_test SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_wide_app.cpp ${CMAKE_CURRENT_LIST_DIR}/test_wide_resume.cpp
                   ${CMAKE_CURRENT_LIST_DIR}/test_wide_normalize.cpp ${CMAKE_CURRENT_LIST_DIR}/test_wide_hashing_app.cpp
                   ${CMAKE_CURRENT_LIST_DIR}/test_wide_stream_app.cpp ${CMAKE_CURRENT_LIST_DIR}/test_wide_cache_order.cpp
+                  ${CMAKE_CURRENT_LIST_DIR}/test_wide_valid_app.cpp
                   LIBS skew_wide)
   target_compile_definitions(skew_wide_app_test PRIVATE SKEW_WIDE_TRAIN="$<TARGET_FILE:wide_train>"
                              SKEW_MPIEXEC="${MPIEXEC_EXECUTABLE}" SKEW_SOURCE_DIR="${PROJECT_SOURCE_DIR}")

@@ -49,9 +49,14 @@ TEST_CASE("float64 reference gradients match finite differences") {
 }
 
 TEST_CASE("classical == flow == float64 reference on one batch (logits and gradients)") {
-  // FFM twice: flow FFM compiles its pair loops for k = 4 and runs a general copy for other k.
-  for (const auto& [kind, k] :
-       {std::pair{WideKind::LR, 0}, {WideKind::FM, 4}, {WideKind::FFM, 4}, {WideKind::FFM, 3}}) {
+  // FFM four times: flow FFM compiles its pair loops in blocks of four floats for k = 4, 8 and 16
+  // (kernels/cpu/wide_flow_ffm.cpp) and runs the shared per-entry bodies for other k.
+  for (const auto& [kind, k] : {std::pair{WideKind::LR, 0},
+                                {WideKind::FM, 4},
+                                {WideKind::FFM, 4},
+                                {WideKind::FFM, 8},
+                                {WideKind::FFM, 16},
+                                {WideKind::FFM, 3}}) {
     Setup s = make_setup(kind, 300, k);
     const BatchReference ref = batch_reference(s);
     REQUIRE(ref.grad_scale > 0.1);
