@@ -17,7 +17,7 @@
 #include "core/fileio.hpp"
 #include "tests/unit/error_message.hpp"
 
-TEST_CASE("MappedFile views the file's bytes; an empty file is an empty view; a missing one names its path") {
+TEST_CASE("MappedFile views the file's bytes, an empty file is an empty view, a missing one names its path") {
   const auto dir = std::filesystem::temp_directory_path() / ("skew_fileio_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   std::string bytes;
@@ -89,7 +89,7 @@ TEST_CASE("OutputFile: a full disk (/dev/full) fails the write with an Error nam
   CHECK(is_char_device("/dev/full"));
 }
 
-TEST_CASE("OutputFile: a missing directory is made; one that cannot be is an Error naming the file") {
+TEST_CASE("OutputFile: a missing directory is made, one that cannot be is an Error naming the file") {
   const auto dir = fresh_dir("dirs");
   {
     skew::OutputFile out((dir / "a/b/c.jsonl").string());

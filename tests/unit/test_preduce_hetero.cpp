@@ -119,7 +119,7 @@ TEST_CASE("hetero pareto: capped mean and tail match the closed form", "[preduce
   CHECK_THROWS_WITH(Hetero(o, 0, 4), Catch::Contains("hetero.tail_index must be > 1"));
 }
 
-TEST_CASE("hetero link_ms repeats over workers; unknown models are refused", "[preduce][hetero]") {
+TEST_CASE("hetero link_ms repeats over workers, unknown models are refused", "[preduce][hetero]") {
   HeteroOptions o;
   o.link_ms = {0.0, 10.0};
   CHECK(Hetero(o, 2, 4).link_s() == 0.0);
@@ -176,7 +176,7 @@ TrainOptions small_problem(const std::string& mode) {
 }
 }  // namespace
 
-TEST_CASE("simulator: a slow link adds its delay to every all-reduce; auto P from the warm-up", "[preduce][hetero]") {
+TEST_CASE("simulator: a slow link adds its delay to every all-reduce, auto P from the warm-up", "[preduce][hetero]") {
   TrainOptions o = small_problem("allreduce");
   const double base = simulate(o).summary["wall_s"].get<double>();
   // 20 rounds, each waiting for the straggler: (0.5 + 5) * 4 ms, plus the reduction.

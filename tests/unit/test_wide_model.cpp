@@ -191,7 +191,7 @@ static double pairwise_auc(const std::vector<float>& scores, const std::vector<f
   return wins / pairs;
 }
 
-TEST_CASE("AUC with infinite scores matches the pairwise count; with a NaN score it is NaN, and returns") {
+TEST_CASE("AUC with infinite scores matches the pairwise count, with a NaN score it is NaN, and returns") {
   Rng rng(7, 0);
   std::vector<float> scores(300), labels(300);
   for (std::size_t i = 0; i < scores.size(); ++i) {
@@ -211,7 +211,7 @@ TEST_CASE("AUC with infinite scores matches the pairwise count; with a NaN score
       roc_auc(std::vector<float>(50, std::nanf("")), std::vector<float>(labels.begin(), labels.begin() + 50))));
 }
 
-TEST_CASE("optimizers lower the training loss; FTRL starts from the given weights") {
+TEST_CASE("optimizers lower the training loss, FTRL starts from the given weights") {
   for (const char* opt : {"sgd", "adagrad", "ftrl"}) {
     Setup s = make_setup(WideKind::FM, 512);
     TrainOptions o;
