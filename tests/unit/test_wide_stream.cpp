@@ -323,7 +323,8 @@ TEST_CASE("format_text (wide_train --export) reads back to the same arrays") {
   CHECK(std::count(d.label.begin(), d.label.end(), 0.0f) > 50);
 }
 
-TEST_CASE("stream: a pass restricted to rows first..last (half open) yields those rows of the whole parse, text and cache") {
+TEST_CASE(
+    "stream: a pass restricted to rows first..last (half open) yields those rows of the whole parse, text and cache") {
   const std::string text = criteo_text(3000, TextFormat::Libsvm);
   const TempFile file("share.txt", text), cache_file("share.txt.skewbin", "");
   const SparseDataset expect = whole(text, TextFormat::Libsvm);
