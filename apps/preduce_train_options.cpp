@@ -211,6 +211,20 @@ void read_hetero(const Config& c, TrainOptions& o) {
 }
 
 // Single-key ranges are the schema's; these rules span keys.
+// Issue 37's keys: the isolation rule, and the simulator's even-handed cost model.
+void add_issue37_keys(Schema& s) {
+  s.add_choice("preduce.isolation_rule", "fresh_member", {"fresh_member", "wait_all"},
+               "once preduce.isolation_bound is reached: fresh_member = a group whose queued workers all lie "
+               "in one component other than the largest waits for a worker of another component, and every "
+               "group joins all components with a worker queued (a stalled worker stalls no one); wait_all = "
+               "no group closes until every component has a worker queued (the follow-up scheduler's rule)");
+}
+
+void read_issue37(const Config& c, TrainOptions& o) {
+  o.isolation_rule = c.get_string("preduce.isolation_rule") == "wait_all" ? comm::IsolationRule::WaitAll
+                                                                          : comm::IsolationRule::FreshMember;
+}
+
 void check_rules_across_keys(const TrainOptions& o) {
   SKEW_CHECK(o.group_size != 1, "preduce.group_size must be 0 (auto) or >= 2 (a group of one averages nothing)");
   SKEW_CHECK(o.refresh_staleness == 0 || o.refresh_staleness >= 2,
@@ -231,6 +245,7 @@ Schema make_schema() {
   add_sync_keys(s);
   add_hetero_keys(s);
   add_sim_and_output_keys(s);
+  add_issue37_keys(s);
   return s;
 }
 
@@ -247,6 +262,7 @@ TrainOptions read_options(const Config& c) {
   o.log_interval = c.get_int("train.log_interval");
   read_sync(c, o);
   read_hetero(c, o);
+  read_issue37(c, o);
   o.sim_workers = c.get_int_as<int>("sim.workers");
   o.sim_compute_ms = c.get_float("sim.compute_ms");
   o.sim_latency_ms = c.get_float("sim.latency_ms");

@@ -44,6 +44,7 @@ struct TrainOptions {
   double auto_slow_ratio = 1.5;
   double alpha = 0.9, preduce_deadline_ms = 0.0;
   comm::MemberRule member_rule = comm::MemberRule::KeepOwn;  // preduce.member_rule
+  comm::IsolationRule isolation_rule = comm::IsolationRule::FreshMember;
   double eager_deadline_ms = 5.0;
   bool eager_majority = false;
   int eager_sync_every = 10;
