@@ -124,10 +124,12 @@ void add_sim_and_output_keys(Schema& s) {
   s.add_float("sim.overhead_ms", 0.0, FloatRange::at_least(0),
               "virtual per-step time that the slowdown does not scale (ms): loop overhead and "
               "sleep overshoot of a real run");
-  s.add_float("sim.controller_ms", 0.0, FloatRange::at_least(0),
+  s.add_float("sim.controller_ms", 0.54, FloatRange::at_least(0),
               "virtual controller and message latency of each preduce/eager group (ms): "
-              "ready to controller, group back to the members");
-  s.add_int("sim.eval_workers", 8, {1, 1 << 20}, "workers whose models are evaluated (evenly spaced)");
+              "ready to controller, group back to the members (default: as measured in the real 4-rank runs)");
+  s.add_int("sim.eval_workers", 8, {1, 1 << 20},
+            "workers whose models are evaluated: all when >= sim.workers, else a seeded stratified random sample "
+            "that holds the persistent stragglers in proportion (at least one), weighted to the mean over all");
   s.add_string("output.metrics", "",
                "per-step JSONL, one file per worker: '%r' is replaced by the rank, and a name without it is "
                "refused when more than one worker would write it (not written with --simulate)");
@@ -218,6 +220,13 @@ void add_issue37_keys(Schema& s) {
                "in one component other than the largest waits for a worker of another component, and every "
                "group joins all components with a worker queued (a stalled worker stalls no one); wait_all = "
                "no group closes until every component has a worker queued (the follow-up scheduler's rule)");
+  s.add_choice("sim.latency_growth", "log2", {"log2", "linear"},
+               "hops of sim.latency_ms a reduction of k members takes: log2 = ceil(log2 k) (recursive doubling), "
+               "linear = k - 1 (a ring); a pair takes one either way");
+  s.add_choice("hetero.placement", "list", {"list", "shuffled"},
+               "which workers take the hetero.slowdown / hetero.link_ms entries: list = worker w the w-th "
+               "(repeated); shuffled = a seeded random permutation of the workers (stragglers random with respect "
+               "to AD-PSGD's even active / odd passive split)");
 }
 
 void read_issue37(const Config& c, TrainOptions& o) {
