@@ -29,10 +29,11 @@ struct Event {
 
 class Simulation {
  public:
-  explicit Simulation(const TrainOptions& opt)
+  // `task`: make_task(opt, opt.sim_workers), made by the caller (the automatic group size needs its model).
+  Simulation(const TrainOptions& opt, std::unique_ptr<Task> task)
       : opt_(opt),
         mode_(make_sync_mode(opt)),
-        task_(make_task(opt, opt.sim_workers)),
+        task_(std::move(task)),
         n_(opt.sim_workers),
         former_(mode_->group_options(opt.sim_workers)) {
     for (int w = 0; w < n_; ++w) workers_.emplace_back(opt, *task_, w, n_);

@@ -265,8 +265,9 @@ RunResult simulate(const TrainOptions& opt) {
   std::optional<CsvWriter> curve_out = open_curve(opt);
   double warmup_s = 0.0;
   const bool auto_group = make_sync_mode(opt)->auto_group_size();
-  const TrainOptions resolved = auto_group ? resolve_simulated_group_size(opt, warmup_s) : opt;
-  RunResult r = sim::Simulation(resolved).run();
+  std::unique_ptr<Task> task = make_task(opt, opt.sim_workers);
+  const TrainOptions resolved = auto_group ? resolve_simulated_group_size(opt, task->init().size(), warmup_s) : opt;
+  RunResult r = sim::Simulation(resolved, std::move(task)).run();
   write_curve(curve_out, r.curve);
   if (auto_group) {
     r.summary["group_size"] = resolved.group_size;
