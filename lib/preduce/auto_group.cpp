@@ -40,7 +40,7 @@ double GroupCost::of(int members) const {
 }
 
 int auto_group_size(const std::vector<std::vector<double>>& step_times, double slow_ratio, int max_group,
-                    const GroupCost& cost, bool overlap) {
+                    const GroupCost& cost) {
   const int most = fast_group_size(step_times, slow_ratio, max_group);
   std::vector<double> medians;
   double arrivals = 0.0;  // ready workers per second, all of them
@@ -53,8 +53,7 @@ int auto_group_size(const std::vector<std::vector<double>>& step_times, double s
   double best_rate = -1.0;
   for (int p = 2; p <= most; ++p) {
     const double round_trip = (p - 1) / (2.0 * arrivals) + cost.of(p);
-    const double cycle = overlap ? std::max(typical, round_trip) : typical + round_trip;
-    const double rate = (1.0 - 1.0 / p) / cycle;
+    const double rate = (1.0 - 1.0 / p) / (typical + round_trip);
     if (rate > best_rate) {
       best = p;
       best_rate = rate;
@@ -84,8 +83,7 @@ TrainOptions resolve_simulated_group_size(const TrainOptions& opt, std::size_t m
   const GroupCost cost{opt.sim_controller_ms * 1e-3, opt.sim_latency_ms * 1e-3,
                        static_cast<double>(model_floats) * sizeof(float) / (opt.sim_bandwidth_gbs * 1e9),
                        opt.sim_latency_linear};
-  resolved.group_size =
-      opt.sim_workers < 2 ? 2 : auto_group_size(times, opt.auto_slow_ratio, opt.auto_max_group, cost, opt.overlap);
+  resolved.group_size = opt.sim_workers < 2 ? 2 : auto_group_size(times, opt.auto_slow_ratio, opt.auto_max_group, cost);
   return resolved;
 }
 
@@ -121,7 +119,7 @@ int measured_group_size(comm::ProcessGroup& world, Worker* me, const TrainOption
   const double n = world.size();
   GroupCost cost;
   cost.transfer_s = n > 1 ? reduce_s * n / (2.0 * (n - 1.0)) : 0.0;
-  return times.size() < 2 ? 2 : auto_group_size(times, opt.auto_slow_ratio, opt.auto_max_group, cost, opt.overlap);
+  return times.size() < 2 ? 2 : auto_group_size(times, opt.auto_slow_ratio, opt.auto_max_group, cost);
 }
 
 }  // namespace skew::preduce

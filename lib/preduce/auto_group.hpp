@@ -14,11 +14,12 @@
 //    deviation (independent deviations; the keep_own rule keeps 1/P of its own model), so a
 //    group removes 1 - 1/P of it. A member's group round trip is R(P) = (P - 1) / (2 L) (the mean
 //    wait for the P - 1 others, arrivals at L = sum_i 1/m_i per second) + C(P) (GroupCost: the
-//    controller, latency hops and the transfer). A blocking worker's cycle is m + R(P); an
-//    overlapped one's (preduce.overlap) max(m, R(P)), as its communication thread coalesces.
-//    P = argmax (1 - 1/P) / cycle(P). A larger P removes more per group but waits longer for
-//    its members and pays more hops: cheap communication and many workers favour the bound,
-//    costly communication or blocking steps a smaller P.
+//    controller, latency hops and the transfer). A worker's cycle is m + R(P): a blocking worker
+//    waits R(P) for its group; an overlapped one (preduce.overlap) computes meanwhile, but the
+//    average it takes in is R(P) old, so its mixing lags by as much (with max(m, R) instead, the
+//    development skews' overlapped runs chose P = 11-16, slower than P = 4 or 8: results/preduce/autop).
+//    P = argmax (1 - 1/P) / (m + R(P)). A larger P removes more per group but waits longer for
+//    its members and pays more hops: many workers (short waits) and cheap groups favour a larger P.
 #pragma once
 #include <vector>
 
@@ -43,7 +44,7 @@ struct GroupCost {
 int fast_group_size(const std::vector<std::vector<double>>& step_times, double slow_ratio, int max_group);
 // Rule steps 1 and 2.
 int auto_group_size(const std::vector<std::vector<double>>& step_times, double slow_ratio, int max_group,
-                    const GroupCost& cost, bool overlap);
+                    const GroupCost& cost);
 
 // The simulator's virtual time of one step of a worker: sim.compute_ms plus its injected
 // heterogeneity plus sim.overhead_ms (its clock and its warm-up both use this).

@@ -178,12 +178,14 @@ TrainOptions small_problem(const std::string& mode) {
 
 TEST_CASE("auto group size, step 2: the most deviation removed per second", "[preduce][hetero]") {
   const std::vector<std::vector<double>> sixteen(16, std::vector<double>(5, 1.0));  // 1 s steps
-  // Free communication, overlapped: the round trip (P-1)/32 s never outlasts a step: the bound.
-  CHECK(auto_group_size(sixteen, 1.5, 16, GroupCost{}, true) == 16);
-  // Blocking: 32 (P-1) / (P (31 + P)) peaks between 6 and 7 (P = 1 + sqrt(32)); 7 is higher.
-  CHECK(auto_group_size(sixteen, 1.5, 16, GroupCost{}, false) == 7);
-  // A transfer twice a step: 2 (P-1)/P * 2 s outlasts the step from P = 2 on, and grows with P.
-  CHECK(auto_group_size(sixteen, 1.5, 16, GroupCost{0.0, 0.0, 2.0, false}, true) == 2);
+  // Free communication: 32 (P-1) / (P (31 + P)) (cycle 1 + (P-1)/32 s) peaks between 6 and 7
+  // (P = 1 + sqrt(32)); 7 is higher.
+  CHECK(auto_group_size(sixteen, 1.5, 16, GroupCost{}) == 7);
+  // A 3 s controller round trip per group lengthens every P's cycle alike, so the wait for the
+  // members weighs less: 32 (P-1) / (P (127 + P)) peaks at P = 1 + sqrt(128) = 12.3.
+  CHECK(auto_group_size(sixteen, 1.5, 16, GroupCost{3.0, 0.0, 0.0, false}) == 12);
+  // Latency hops growing with P pull it down: 0.2 s a hop, ceil(log2 P) hops: P = 4.
+  CHECK(auto_group_size(sixteen, 1.5, 16, GroupCost{0.0, 0.2, 0.0, false}) == 4);
   CHECK(fast_group_size(sixteen, 1.5, 16) == 16);  // the former rule took the bound every time
   const GroupCost ring{0.5, 0.1, 1.0, true};
   CHECK(ring.of(4) == Approx(0.5 + 3 * 0.1 + 1.5));
@@ -204,12 +206,12 @@ TEST_CASE("simulator: a slow link adds its delay to every all-reduce; auto P fro
   o.mode = "preduce";
   o.group_size = 0;
   const RunResult r = simulate(o);
-  // Blocking steps: 6 fast workers (5.5 ms) bound P; arrivals L = 6/5.5 + 2/22 per ms, a group
+  // 6 fast workers (5.5 ms) bound P; arrivals L = 6/5.5 + 2/22 per ms, a group
   // costs 0.54 ms of controller and ceil(log2 P) * 0.1 ms: (1 - 1/P) / (5.5 + (P-1)/(2L) + C(P))
   // is 0.0762, 0.0941, 0.0999, 0.0996, 0.0986 for P = 2..6, so P = 4.
   CHECK(r.summary["group_size"].get<int>() == 4);
-  o.overlap = true;  // overlapped: the round trip (at most 2.96 ms) hides under the 5.5 ms step: the bound
-  CHECK(simulate(o).summary["group_size"].get<int>() == 6);
+  o.overlap = true;  // overlapped: the same rule (its average is the round trip old)
+  CHECK(simulate(o).summary["group_size"].get<int>() == 4);
   o.overlap = false;
   CHECK(r.summary["auto_warmup_s"].get<double>() == Approx(20 * 0.022).epsilon(1e-9));
   o.auto_max_group = 4;
