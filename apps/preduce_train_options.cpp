@@ -232,6 +232,8 @@ void add_issue37_keys(Schema& s) {
 void read_issue37(const Config& c, TrainOptions& o) {
   o.isolation_rule = c.get_string("preduce.isolation_rule") == "wait_all" ? comm::IsolationRule::WaitAll
                                                                           : comm::IsolationRule::FreshMember;
+  o.sim_latency_linear = c.get_string("sim.latency_growth") == "linear";
+  o.hetero.placement_shuffled = c.get_string("hetero.placement") == "shuffled";
 }
 
 void check_rules_across_keys(const TrainOptions& o) {

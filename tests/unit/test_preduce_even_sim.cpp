@@ -79,13 +79,23 @@ TEST_CASE("reduction latency grows with the members: log2 (default) or linear ho
   CHECK(simulate(o).summary["wall_s"].get<double>() == Approx(20 * (0.001 + 7 * 0.0001 + ring)).epsilon(1e-9));
 }
 
-TEST_CASE("the controller's latency defaults to the 0.54 ms measured in the real runs", "[preduce][config]") {
+TEST_CASE("the controller's latency defaults to the 0.54 ms measured in the real runs; issue 37's keys are read",
+          "[preduce][config]") {
   const skew::Schema schema = make_schema();
   const TrainOptions o = read_options(skew::Config::parse_ini_text(schema, "", "x", {}));
   CHECK(o.sim_controller_ms == 0.54);
   CHECK(TrainOptions{}.sim_controller_ms == 0.54);
   CHECK_FALSE(o.sim_latency_linear);
   CHECK_FALSE(o.hetero.placement_shuffled);
+  CHECK(o.isolation_rule == skew::comm::IsolationRule::FreshMember);
+  const TrainOptions set =
+      read_options(skew::Config::parse_ini_text(schema, "", "x",
+                                                {"--sim.latency_growth=linear", "--hetero.placement=shuffled",
+                                                 "--preduce.isolation_rule=wait_all", "--sim.controller_ms=0.25"}));
+  CHECK(set.sim_latency_linear);
+  CHECK(set.hetero.placement_shuffled);
+  CHECK(set.isolation_rule == skew::comm::IsolationRule::WaitAll);
+  CHECK(set.sim_controller_ms == 0.25);
 }
 
 TEST_CASE("evaluated workers: a stratified sample that holds the stragglers, weighted to all", "[preduce]") {
