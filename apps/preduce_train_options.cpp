@@ -125,10 +125,12 @@ void add_sim_and_output_keys(Schema& s) {
   s.add_float("sim.overhead_ms", 0.0, FloatRange::at_least(0),
               "virtual per-step time that the slowdown does not scale (ms): loop overhead and "
               "sleep overshoot of a real run");
-  s.add_float("sim.controller_ms", 0.0, FloatRange::at_least(0),
+  s.add_float("sim.controller_ms", 0.54, FloatRange::at_least(0),
               "virtual controller and message latency of each preduce/eager group (ms): "
-              "ready to controller, group back to the members");
-  s.add_int("sim.eval_workers", 8, {1, 1 << 20}, "workers whose models are evaluated (evenly spaced)");
+               "ready to controller, group back to the members (default: as measured in the real 4-rank runs)");
+  s.add_int("sim.eval_workers", 8, {1, 1 << 20},
+            "workers whose models are evaluated: all when >= sim.workers, else a seeded stratified random sample "
+            "that holds the persistent stragglers in proportion (at least one), weighted to the mean over all");
   add_run_dir_key(s, "config.ini, summary.json, metrics, curve and checkpoints");
   s.add_string("output.metrics", "{run}/metrics.rank%r.jsonl",
                "per-step JSONL, one file per worker: '%r' is replaced by the rank, and a name without it is "
@@ -213,6 +215,29 @@ void read_hetero(const Config& c, TrainOptions& o) {
   o.hetero.seed = o.seed;
 }
 
+// The isolation rule, the simulator's latency growth and where the stragglers sit.
+void add_isolation_and_placement_keys(Schema& s) {
+  s.add_choice("preduce.isolation_rule", "fresh_member", {"fresh_member", "wait_all"},
+               "once preduce.isolation_bound is reached: fresh_member = a group whose queued workers all lie "
+               "in one component other than the largest waits for a worker of another component, and every "
+               "group joins all components with a worker queued (a stalled worker stalls no one); wait_all = "
+               "no group closes until every component has a worker queued (the follow-up scheduler's rule)");
+  s.add_choice("sim.latency_growth", "log2", {"log2", "linear"},
+               "hops of sim.latency_ms a reduction of k members takes: log2 = ceil(log2 k) (recursive doubling), "
+               "linear = k - 1 (a ring); a pair takes one either way");
+  s.add_choice("hetero.placement", "list", {"list", "shuffled"},
+               "which workers take the hetero.slowdown / hetero.link_ms entries: list = worker w the w-th "
+               "(repeated); shuffled = a seeded random permutation of the workers (stragglers random with respect "
+               "to AD-PSGD's even active / odd passive split)");
+}
+
+void read_isolation_and_placement(const Config& c, TrainOptions& o) {
+  o.isolation_rule = c.get_string("preduce.isolation_rule") == "wait_all" ? comm::IsolationRule::WaitAll
+                                                                          : comm::IsolationRule::FreshMember;
+  o.sim_latency_linear = c.get_string("sim.latency_growth") == "linear";
+  o.hetero.placement_shuffled = c.get_string("hetero.placement") == "shuffled";
+}
+
 // Single-key ranges are the schema's; these rules span keys.
 void check_rules_across_keys(const TrainOptions& o) {
   SKEW_CHECK(o.group_size != 1, "preduce.group_size must be 0 (auto) or >= 2 (a group of one averages nothing)");
@@ -234,6 +259,7 @@ Schema make_schema() {
   add_sync_keys(s);
   add_hetero_keys(s);
   add_sim_and_output_keys(s);
+  add_isolation_and_placement_keys(s);
   return s;
 }
 
@@ -250,6 +276,7 @@ TrainOptions read_options(const Config& c, const std::string& run_dir) {
   o.log_interval = c.get_int("train.log_interval");
   read_sync(c, o);
   read_hetero(c, o);
+  read_isolation_and_placement(c, o);
   o.sim_workers = c.get_int_as<int>("sim.workers");
   o.sim_compute_ms = c.get_float("sim.compute_ms");
   o.sim_latency_ms = c.get_float("sim.latency_ms");

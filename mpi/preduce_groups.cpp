@@ -120,6 +120,19 @@ int GroupFormer::components() const {
   return n;
 }
 
+int GroupFormer::main_component() const {
+  std::vector<int> size(parent_.size(), 0);
+  for (int w = 0; w < opt_.num_workers; ++w)
+    if (!done_[static_cast<std::size_t>(w)]) ++size[static_cast<std::size_t>(find(w))];
+  int best = -1;  // in worker order, so a tie goes to the component of the lowest worker id
+  for (int w = 0; w < opt_.num_workers; ++w) {
+    if (done_[static_cast<std::size_t>(w)]) continue;
+    const int root = find(w);
+    if (best < 0 || size[static_cast<std::size_t>(root)] > size[static_cast<std::size_t>(best)]) best = root;
+  }
+  return best;
+}
+
 FormerState GroupFormer::state() const {
   SKEW_CHECK(fifo_.empty(), "partial-reduce state taken while " << fifo_.size() << " workers wait for a group");
   return {groups_formed_, groups_since_reset_, connecting_groups_, parent_};
@@ -165,7 +178,13 @@ std::optional<Group> GroupFormer::poll(double now) {
     std::iota(picks.begin(), picks.end(), std::size_t{0});
     return close(std::move(picks), false, false, now);
   }
+  return poll_constrained(limit, now);
+}
+
+std::optional<Group> GroupFormer::poll_constrained(std::size_t limit, double now) {
   // One queued worker per component first (FIFO order), then fill up to P in FIFO order.
+  const std::size_t queued = fifo_.size();
+  std::vector<std::size_t> picks;
   std::vector<char> represented(parent_.size(), 0), picked(queued, 0);
   for (std::size_t i = 0; i < queued; ++i) {
     const auto root = static_cast<std::size_t>(find(fifo_[i].worker));
@@ -175,11 +194,15 @@ std::optional<Group> GroupFormer::poll(double now) {
       picks.push_back(i);
     }
   }
-  if (static_cast<int>(picks.size()) < components()) return std::nullopt;  // wait for the missing components
+  const bool joins_components = picks.size() > 1;
+  if (opt_.isolation_rule == IsolationRule::WaitAll && static_cast<int>(picks.size()) < components())
+    return std::nullopt;  // wait for the missing components
+  if (!joins_components && find(fifo_[picks.front()].worker) != main_component())
+    return std::nullopt;  // an isolated component's group waits for a fresh member
   for (std::size_t i = 0; i < queued && picks.size() < limit; ++i)
     if (!picked[i]) picks.push_back(i);
   std::sort(picks.begin(), picks.end());
-  return close(std::move(picks), false, true, now);
+  return close(std::move(picks), false, joins_components, now);
 }
 
 Group GroupFormer::close(std::vector<std::size_t> picks, bool full_sync, bool connecting, double now) {

@@ -6,11 +6,11 @@
 //   - a deadline has passed since the oldest queued worker arrived and at least min_group are
 //     queued (deadline_s > 0; the eager-SGD style partial collective), or
 //   - every still-active worker is queued (so the last workers never wait for finished ones).
-// Two constraints delay a group:
-//   - isolation bound: after `isolation_bound` groups since the last reset, a group may not
-//     close until it connects every component of the union-find over recent groups' members
-//     (it takes one queued worker per component first); then the union-find resets. So every
-//     worker's update reaches every other worker within isolation_bound + 1 groups.
+// Two constraints shape or delay a group:
+//   - isolation bound: after `isolation_bound` groups since the last reset of the union-find
+//     over recent groups' members, a closing group takes one queued worker per component first
+//     (FIFO order), then fills up to P in FIFO order; once the union-find is one set it resets.
+//     What else it must wait for is the isolation rule (IsolationRule below).
 //   - full sync: every `full_sync_every`-th group waits for all active workers (eager's forced
 //     synchronous round).
 #pragma once
@@ -30,11 +30,25 @@ namespace skew::comm {
 //     by its staleness weight, for pairs too.
 enum class MemberRule { KeepOwn, WeightedMean };
 
+// What a group waits for once the isolation bound is reached.
+//   FreshMember (default): only a group whose queued workers all lie in one component other
+//     than the main one (the largest among active workers; ties: the one holding the lowest worker
+//     id) waits, for a worker of another component: a worker outside the main component takes a
+//     fresh member in its first group after the bound, and every group from then on joins all
+//     components that have a worker queued. Groups of the main component alone never wait, so
+//     a stalled worker stalls no one. Bound: a worker outside the main component takes part in
+//     at most `isolation_bound` groups after a reset without joining another component.
+//   WaitAll (the follow-up scheduler of reference/preduce.md): no group closes until every
+//     component has a worker queued, so every worker's update reaches every other within
+//     isolation_bound + 1 groups, but one stalled worker stops all averaging until it is ready.
+enum class IsolationRule { FreshMember, WaitAll };
+
 struct GroupOptions {
   int num_workers = 1;
   int group_size = 2;       // P
   double alpha = 0.9;       // staleness decay; 1 disables staleness weighting (equal weights)
   int isolation_bound = 0;  // groups between forced connecting groups; 0 = off
+  IsolationRule isolation_rule = IsolationRule::FreshMember;
   double deadline_s = 0.0;  // 0 = close only at P members
   int min_group = 1;        // members needed to close at the deadline
   int full_sync_every = 0;  // every n-th group waits for all active workers; 0 = never
@@ -88,6 +102,9 @@ class GroupFormer {
   std::int64_t connecting_groups() const { return connecting_groups_; }
   // Number of union-find components among active workers (1 = all connected).
   int components() const;
+  // The union-find root of the main component: the largest among active workers (ties: the
+  // one holding the lowest worker id); -1 when every worker has finished.
+  int main_component() const;
   // Throws while a worker is queued (its group would be lost).
   FormerState state() const;
   // Before any ready(): continues the history of `saved` (of a former with as many workers).
@@ -103,6 +120,8 @@ class GroupFormer {
   void unite(int a, int b);
   void reset_union();
   Group close(std::vector<std::size_t> picks, bool full_sync, bool connecting, double now);
+  // The group under the isolation bound, from `limit` of the queue, or nothing if it must wait.
+  std::optional<Group> poll_constrained(std::size_t limit, double now);
 
   GroupOptions opt_;
   std::deque<Entry> fifo_;

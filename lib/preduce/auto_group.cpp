@@ -1,6 +1,7 @@
 #include "lib/preduce/auto_group.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/error.hpp"
 #include "core/timer.hpp"
@@ -18,7 +19,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-int auto_group_size(const std::vector<std::vector<double>>& step_times, double slow_ratio, int max_group) {
+int fast_group_size(const std::vector<std::vector<double>>& step_times, double slow_ratio, int max_group) {
   SKEW_CHECK(!step_times.empty(), "preduce.group_size = 0 (auto): no workers measured");
   std::vector<double> medians;
   for (std::size_t w = 0; w < step_times.size(); ++w) {
@@ -31,12 +32,42 @@ int auto_group_size(const std::vector<std::vector<double>>& step_times, double s
   return std::min(workers, std::clamp(static_cast<int>(fast), 2, std::max(2, max_group)));
 }
 
+double GroupCost::of(int members) const {
+  if (members <= 1) return 0.0;
+  const double k = members;
+  const double hops = linear_hops ? k - 1.0 : std::ceil(std::log2(k));
+  return controller_s + hops * latency_s + 2.0 * (k - 1.0) / k * transfer_s;
+}
+
+int auto_group_size(const std::vector<std::vector<double>>& step_times, double slow_ratio, int max_group,
+                    const GroupCost& cost) {
+  const int most = fast_group_size(step_times, slow_ratio, max_group);
+  std::vector<double> medians;
+  double arrivals = 0.0;  // ready workers per second, all of them
+  for (const auto& t : step_times) {
+    medians.push_back(median(t));
+    arrivals += 1.0 / std::max(medians.back(), 1e-12);
+  }
+  const double typical = median(medians);
+  int best = 2;
+  double best_rate = -1.0;
+  for (int p = 2; p <= most; ++p) {
+    const double round_trip = (p - 1) / (2.0 * arrivals) + cost.of(p);
+    const double rate = (1.0 - 1.0 / p) / (typical + round_trip);
+    if (rate > best_rate) {
+      best = p;
+      best_rate = rate;
+    }
+  }
+  return best;
+}
+
 double simulated_step_s(const TrainOptions& opt, const Hetero& hetero, std::int64_t step) {
   const double compute = opt.sim_compute_ms * 1e-3;
   return compute + hetero.injected_s(step, compute) + opt.sim_overhead_ms * 1e-3;
 }
 
-TrainOptions resolve_simulated_group_size(const TrainOptions& opt, double& warmup_s) {
+TrainOptions resolve_simulated_group_size(const TrainOptions& opt, std::size_t model_floats, double& warmup_s) {
   warmup_s = 0.0;
   TrainOptions resolved = opt;
   std::vector<std::vector<double>> times(static_cast<std::size_t>(opt.sim_workers));
@@ -49,7 +80,10 @@ TrainOptions resolve_simulated_group_size(const TrainOptions& opt, double& warmu
     }
     warmup_s = std::max(warmup_s, total);
   }
-  resolved.group_size = opt.sim_workers < 2 ? 2 : auto_group_size(times, opt.auto_slow_ratio, opt.auto_max_group);
+  const GroupCost cost{opt.sim_controller_ms * 1e-3, opt.sim_latency_ms * 1e-3,
+                       static_cast<double>(model_floats) * sizeof(float) / (opt.sim_bandwidth_gbs * 1e9),
+                       opt.sim_latency_linear};
+  resolved.group_size = opt.sim_workers < 2 ? 2 : auto_group_size(times, opt.auto_slow_ratio, opt.auto_max_group, cost);
   return resolved;
 }
 
@@ -67,6 +101,14 @@ int measured_group_size(comm::ProcessGroup& world, Worker* me, const TrainOption
     }
   warmup_s = total.seconds();
   world.allreduce(comm::view(&warmup_s, 1), comm::ReduceOp::Max);
+  double floats = me ? static_cast<double>(me->params().size()) : 0.0;
+  world.allreduce(comm::view(&floats, 1), comm::ReduceOp::Max);
+  std::vector<float> model(static_cast<std::size_t>(floats), 0.0f);
+  world.barrier();
+  const Timer reduce;
+  world.allreduce(comm::view(model), comm::ReduceOp::Sum);
+  double reduce_s = reduce.seconds();
+  world.allreduce(comm::view(&reduce_s, 1), comm::ReduceOp::Max);
   std::vector<double> all(window * static_cast<std::size_t>(world.size()));
   world.allgather(comm::view(mine), comm::view(all));
   std::vector<std::vector<double>> times;
@@ -74,7 +116,10 @@ int measured_group_size(comm::ProcessGroup& world, Worker* me, const TrainOption
     if (all[static_cast<std::size_t>(r) * window] >= 0.0)
       times.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(r * window),
                          all.begin() + static_cast<std::ptrdiff_t>((r + 1) * window));
-  return times.size() < 2 ? 2 : auto_group_size(times, opt.auto_slow_ratio, opt.auto_max_group);
+  const double n = world.size();
+  GroupCost cost;
+  cost.transfer_s = n > 1 ? reduce_s * n / (2.0 * (n - 1.0)) : 0.0;
+  return times.size() < 2 ? 2 : auto_group_size(times, opt.auto_slow_ratio, opt.auto_max_group, cost);
 }
 
 }  // namespace skew::preduce

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -18,6 +19,7 @@ constexpr std::uint64_t kJitterStream = 0x4e7e000000ull;  // + worker
 constexpr std::uint64_t kMovingStream = 0x3a0e000000ull;  // shared by all workers: one slow set
 constexpr std::uint64_t kBurstStream = 0xb0257000000ull;  // + worker
 constexpr std::uint64_t kParetoStream = 0x9a2e700000ull;  // + worker
+constexpr std::uint64_t kPlacementStream = 0x91ace000000ull;
 
 // Whether `worker` is in the set of k distinct workers of [0, n) drawn for `block` (Floyd's
 // sampling: k draws, every k-subset equally likely; the same set on every worker).
@@ -33,11 +35,22 @@ bool in_moving_set(std::uint64_t seed, std::int64_t block, int k, int n, int wor
 
 }  // namespace
 
+int placement_slot(const HeteroOptions& options, int worker, int num_workers) {
+  if (!options.placement_shuffled) return worker;
+  std::vector<int> slot(static_cast<std::size_t>(num_workers));
+  std::iota(slot.begin(), slot.end(), 0);
+  Rng rng(options.seed, kPlacementStream);
+  for (std::size_t i = slot.size(); i > 1; --i)  // Fisher-Yates: every permutation equally likely
+    std::swap(slot[i - 1], slot[static_cast<std::size_t>(rng.below(static_cast<std::uint64_t>(i)))]);
+  return slot[static_cast<std::size_t>(worker)];
+}
+
 Hetero::Hetero(const HeteroOptions& options, int worker, int num_workers)
     : opt_(options), worker_(worker), num_workers_(num_workers) {
-  if (!opt_.slowdown.empty()) slowdown_ = opt_.slowdown[static_cast<std::size_t>(worker) % opt_.slowdown.size()];
+  const auto slot = static_cast<std::size_t>(placement_slot(opt_, worker, num_workers));
+  if (!opt_.slowdown.empty()) slowdown_ = opt_.slowdown[slot % opt_.slowdown.size()];
   SKEW_CHECK(slowdown_ >= 1.0, "hetero.slowdown: factor " << slowdown_ << " for worker " << worker << " is below 1");
-  if (!opt_.link_ms.empty()) link_s_ = opt_.link_ms[static_cast<std::size_t>(worker) % opt_.link_ms.size()] * 1e-3;
+  if (!opt_.link_ms.empty()) link_s_ = opt_.link_ms[slot % opt_.link_ms.size()] * 1e-3;
   SKEW_CHECK(link_s_ >= 0.0, "hetero.link_ms: delay " << link_s_ * 1e3 << " for worker " << worker << " is negative");
   SKEW_CHECK(opt_.jitter == "none" || opt_.jitter == "exp" || opt_.jitter == "uniform" || opt_.jitter == "spike",
              "hetero.jitter: unknown distribution '" << opt_.jitter << "' (none, exp, uniform, spike)");

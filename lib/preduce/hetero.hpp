@@ -24,6 +24,11 @@
 // link_ms: a slow link instead of slow compute: a list repeated over the workers of the extra
 // time (ms) every communication this worker takes part in costs; a group, an all-reduce or a
 // gossip pair waits for its slowest member's link.
+// placement_shuffled (hetero.placement = shuffled): worker w takes the slowdown and link_ms
+// entries of slot pi(w) instead of w, for a permutation pi of the workers drawn from the seed
+// (the same on every rank), so which workers straggle is random with respect to any fixed role
+// (AD-PSGD's even active / odd passive split): a list like 1,1,1,4 otherwise always slows
+// workers 3, 7, 11, ..., all passive. The trace stays per worker.
 // The injected part (step time - compute) is reported separately from compute.
 #pragma once
 #include <cstdint>
@@ -46,7 +51,12 @@ struct HeteroOptions {
   double burst_prob = 0.25;                     // bursty: probability a worker is slow in a period
   double tail_index = 1.5, max_factor = 100.0;  // pareto
   std::vector<double> link_ms;                  // empty = all 0
+  bool placement_shuffled = false;              // hetero.placement = shuffled
 };
+
+// The slot of hetero.slowdown / hetero.link_ms that `worker` takes: itself, or its image under
+// the seeded permutation of placement_shuffled.
+int placement_slot(const HeteroOptions& options, int worker, int num_workers);
 
 class Hetero {
  public:

@@ -44,6 +44,7 @@ struct TrainOptions {
   double auto_slow_ratio = 1.5;
   double alpha = 0.9, preduce_deadline_ms = 0.0;
   comm::MemberRule member_rule = comm::MemberRule::KeepOwn;  // preduce.member_rule
+  comm::IsolationRule isolation_rule = comm::IsolationRule::FreshMember;
   double eager_deadline_ms = 5.0;
   bool eager_majority = false;
   int eager_sync_every = 10;
@@ -51,8 +52,12 @@ struct TrainOptions {
   // simulator
   bool simulate = false;
   int sim_workers = 4, sim_eval_workers = 8;
-  double sim_compute_ms = 1.0, sim_latency_ms = 0.05, sim_bandwidth_gbs = 10.0, sim_controller_ms = 0.0,
+  // sim_controller_ms: 0.54 ms a group, as the real 4-rank runs measured for overlapped partial
+  // reduce (results/preduce/mnist_4rank/runs/calibration.txt: 0.537 at P = 2, 0.547 at P = 3;
+  // blocking P-Reduce and eager measured 0.29-0.31 ms): the most a group was measured to cost.
+  double sim_compute_ms = 1.0, sim_latency_ms = 0.05, sim_bandwidth_gbs = 10.0, sim_controller_ms = 0.54,
          sim_overhead_ms = 0.0;
+  bool sim_latency_linear = false;  // sim.latency_growth = linear (else log2)
   // output
   std::string metrics, curve;
   std::string checkpoint_dir;            // empty = no checkpoints

@@ -3,12 +3,14 @@
 // operations below. Internal to lib/preduce: the public entry is simulate().
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <queue>
 
 #include "core/rng.hpp"
 #include "lib/preduce/auto_group.hpp"
 #include "lib/preduce/checkpoint.hpp"
+#include "lib/preduce/eval_sample.hpp"
 #include "lib/preduce/sync/sync_mode.hpp"
 #include "lib/preduce/trainer.hpp"
 #include "mpi/preduce_groups.hpp"
@@ -27,15 +29,17 @@ struct Event {
 
 class Simulation {
  public:
-  explicit Simulation(const TrainOptions& opt)
+  // `task`: make_task(opt, opt.sim_workers), made by the caller (the automatic group size needs its model).
+  Simulation(const TrainOptions& opt, std::unique_ptr<Task> task)
       : opt_(opt),
         mode_(make_sync_mode(opt)),
-        task_(make_task(opt, opt.sim_workers)),
+        task_(std::move(task)),
         n_(opt.sim_workers),
         former_(mode_->group_options(opt.sim_workers)) {
     for (int w = 0; w < n_; ++w) workers_.emplace_back(opt, *task_, w, n_);
-    const int e = std::min(opt.sim_eval_workers, n_);
-    for (int i = 0; i < e; ++i) eval_ids_.push_back(i * n_ / e);
+    EvalSample sample = eval_sample(opt, n_);
+    eval_ids_ = std::move(sample.workers);
+    eval_weights_ = std::move(sample.weights);
     series_.resize(eval_ids_.size());
     bytes_ = static_cast<double>(workers_[0].params().size()) * sizeof(float);
     ready_at_.assign(static_cast<std::size_t>(n_), 0.0);
@@ -43,6 +47,7 @@ class Simulation {
     end_.assign(static_cast<std::size_t>(n_), 0.0);
     gossip_free_at_.assign(static_cast<std::size_t>(n_), 0.0);
     gossip_pending_.assign(static_cast<std::size_t>(n_), 0);
+    gossip_partner_.assign(static_cast<std::size_t>(n_), -1);
     for (int w = 0; w < n_; ++w) gossip_rng_.emplace_back(opt.seed, 0xad95d000ull + static_cast<std::uint64_t>(w));
     reducing_.assign(static_cast<std::size_t>(n_), 0);
     stopping_.assign(static_cast<std::size_t>(n_), 0);
@@ -67,7 +72,8 @@ class Simulation {
   // AD-PSGD: worker w's communication thread averages with a random passive (odd) worker now,
   // or once it is free (requests made while it is busy are coalesced into one).
   void gossip_when_free(int w, double t);
-  // AD-PSGD: the pending averaging of active worker w, atomic at t, with a random passive worker.
+  // AD-PSGD: the pending averaging of active worker w with a random passive worker, atomic at t,
+  // or once that worker's link is free (it answers one active worker at a time).
   void gossip(int w, double t);
   // preduce.overlap: worker w's communication thread reports ready now, or once its reduction
   // in flight completes (coalesced) ...
@@ -93,10 +99,14 @@ class Simulation {
   }
   TensorList save_state();
   void load_state(const TensorFile& file, const std::string& origin);
+  // A reduction among k members: sim.latency_ms per hop, hops growing with k as a recursive-
+  // doubling all-reduce's (log2: ceil(log2 k)) or a ring's (linear: k - 1) do, a pair one hop
+  // either way; plus a ring's bytes, 2 (k - 1) / k of the model, over sim.bandwidth_gbs.
   double comm_cost(std::size_t k) const {
     if (k <= 1) return 0.0;
     const double kk = static_cast<double>(k);
-    return opt_.sim_latency_ms * 1e-3 + 2.0 * (kk - 1.0) / kk * bytes_ / (opt_.sim_bandwidth_gbs * 1e9);
+    const double hops = opt_.sim_latency_linear ? kk - 1.0 : std::ceil(std::log2(kk));
+    return opt_.sim_latency_ms * 1e-3 * hops + 2.0 * (kk - 1.0) / kk * bytes_ / (opt_.sim_bandwidth_gbs * 1e9);
   }
   // A communication waits for its slowest member's link (hetero.link_ms).
   template <typename Members>
@@ -139,14 +149,17 @@ class Simulation {
   comm::GroupFormer former_;
   std::vector<Worker> workers_;
   std::vector<int> eval_ids_;
+  std::vector<double> eval_weights_;  // empty: equal
   std::vector<std::vector<double>> series_;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
   std::uint64_t seq_ = 0;
   double bytes_ = 0.0, next_eval_ = 0.0;
   std::vector<double> ready_at_, wait_, end_;
-  // AD-PSGD: when each active worker's communication thread is free again, whether a request
-  // waits for it, and its partner choice.
+  // AD-PSGD: when each worker's link is free again (an active worker's communication thread, a
+  // passive worker's answer), whether a request waits for it, its partner choice, and the partner
+  // it drew for that request (-1: none yet).
   std::vector<double> gossip_free_at_;
+  std::vector<int> gossip_partner_;
   std::vector<char> gossip_pending_;
   std::vector<Rng> gossip_rng_;
   // preduce.overlap: a worker's reduction is in flight (in the queue or averaging); it ends its

@@ -74,21 +74,32 @@ void Simulation::reduce_in_background(const comm::Group& g, double done,
   }
 }
 
-// One AD-PSGD averaging of active worker w with a random passive worker, atomic at t; w's
-// communication thread is busy for one pairwise reduction.
+// One AD-PSGD averaging of active worker w with a random passive worker, atomic at t; both
+// links are busy for one pairwise reduction. A partner still busy answering another active
+// worker defers it (w's thread waits for it, with the same partner).
 void Simulation::gossip(int w, double t) {
-  const int passives = n_ / 2;
-  const int partner =
-      2 * static_cast<int>(gossip_rng_[static_cast<std::size_t>(w)].below(static_cast<std::uint64_t>(passives))) + 1;
-  Worker& me = workers_[static_cast<std::size_t>(w)];
+  const auto i = static_cast<std::size_t>(w);
+  if (gossip_partner_[i] < 0)
+    gossip_partner_[i] = 2 * static_cast<int>(gossip_rng_[i].below(static_cast<std::uint64_t>(n_ / 2))) + 1;
+  const int partner = gossip_partner_[i];
+  const double partner_free = gossip_free_at_[static_cast<std::size_t>(partner)];
+  if (partner_free > t) {
+    gossip_pending_[i] = 1;
+    gossip_free_at_[i] = partner_free;
+    queue_.push({partner_free, seq_++, w, Event::Kind::ThreadFree});
+    return;
+  }
+  Worker& me = workers_[i];
   Worker& other = workers_[static_cast<std::size_t>(partner)];
-  for (std::size_t i = 0; i < me.params().size(); ++i)
-    me.params()[i] = other.params()[i] = 0.5f * (me.params()[i] + other.params()[i]);
+  for (std::size_t j = 0; j < me.params().size(); ++j)
+    me.params()[j] = other.params()[j] = 0.5f * (me.params()[j] + other.params()[j]);
   const std::int64_t v = std::max(me.version(), other.version());
   me.set_version(v);
   other.set_version(v);
-  gossip_pending_[static_cast<std::size_t>(w)] = 0;
-  gossip_free_at_[static_cast<std::size_t>(w)] = t + comm_cost(2) + link_delay(std::vector<int>{w, partner});
+  gossip_pending_[i] = 0;
+  gossip_partner_[i] = -1;
+  gossip_free_at_[i] = gossip_free_at_[static_cast<std::size_t>(partner)] =
+      t + comm_cost(2) + link_delay(std::vector<int>{w, partner});
   ++groups_;
   members_ += 2;
 }
@@ -177,6 +188,7 @@ void Simulation::run_events() {
   // Transient per segment, as the MPI run's controller and communication threads are.
   for (auto* flags : {&gossip_pending_, &reducing_, &stopping_, &refreshing_})
     std::fill(flags->begin(), flags->end(), 0);
+  std::fill(gossip_partner_.begin(), gossip_partner_.end(), -1);
   std::fill(refreshes_left_.begin(), refreshes_left_.end(), 0);
   for (int w = 0; w < n_; ++w) {
     if (workers_[static_cast<std::size_t>(w)].step() < segment_end_ && !out_of_time(w))
@@ -229,13 +241,14 @@ RunResult Simulation::result() {
   std::vector<double> finals;
   for (int id : eval_ids_) finals.push_back(accuracy(workers_[static_cast<std::size_t>(id)].params()));
   RunResult r;
-  r.curve = mean_curve(opt_.eval_interval_s, series_, finals);
+  r.curve = mean_curve(opt_.eval_interval_s, series_, finals, eval_weights_);
   r.average_model.assign(workers_[0].params().size(), 0.0f);
   for (auto& w : workers_)
     for (std::size_t i = 0; i < r.average_model.size(); ++i)
       r.average_model[i] += w.params()[i] / static_cast<float>(n_);
   double mean_final = 0.0, idle = 0.0;
-  for (double a : finals) mean_final += a / static_cast<double>(finals.size());
+  for (std::size_t i = 0; i < finals.size(); ++i)
+    mean_final += eval_weights_.empty() ? finals[i] / static_cast<double>(finals.size()) : finals[i] * eval_weights_[i];
   for (int w = 0; w < n_; ++w)
     idle += wait_[static_cast<std::size_t>(w)] / std::max(end_[static_cast<std::size_t>(w)], 1e-12) / n_;
   r.summary = run_summary(opt_, true, n_, wall, task_->metric_name(), r.curve, mean_final, accuracy(r.average_model));
@@ -252,8 +265,9 @@ RunResult simulate(const TrainOptions& opt) {
   std::optional<CsvWriter> curve_out = open_curve(opt);
   double warmup_s = 0.0;
   const bool auto_group = make_sync_mode(opt)->auto_group_size();
-  const TrainOptions resolved = auto_group ? resolve_simulated_group_size(opt, warmup_s) : opt;
-  RunResult r = sim::Simulation(resolved).run();
+  std::unique_ptr<Task> task = make_task(opt, opt.sim_workers);
+  const TrainOptions resolved = auto_group ? resolve_simulated_group_size(opt, task->init().size(), warmup_s) : opt;
+  RunResult r = sim::Simulation(resolved, std::move(task)).run();
   write_curve(curve_out, r.curve);
   if (auto_group) {
     r.summary["group_size"] = resolved.group_size;

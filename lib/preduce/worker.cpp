@@ -37,22 +37,31 @@ void Worker::apply_accumulated() {
 }
 
 double Curve::time_to(double target) const {
-  for (std::size_t k = 0; k < mean_accuracy.size(); ++k)
-    if (mean_accuracy[k] >= target) return static_cast<double>(k) * interval;
+  double window_sum = 0.0;
+  for (std::size_t k = 0; k < mean_accuracy.size(); ++k) {
+    window_sum += mean_accuracy[k];
+    if (k >= kScoreWindow) window_sum -= mean_accuracy[k - kScoreWindow];
+    if (k + 1 >= kScoreWindow && window_sum / static_cast<double>(kScoreWindow) >= target)
+      return static_cast<double>(k) * interval;
+  }
   return -1.0;
 }
 
 Curve mean_curve(double interval, const std::vector<std::vector<double>>& series,
-                 const std::vector<double>& final_accuracy) {
+                 const std::vector<double>& final_accuracy, const std::vector<double>& weights) {
+  SKEW_CHECK(weights.empty() || weights.size() == series.size(),
+             "mean curve: " << weights.size() << " weights for " << series.size() << " series");
   Curve c;
   c.interval = interval;
   std::size_t length = 0;
   for (const auto& s : series) length = std::max(length, s.size());
   c.mean_accuracy.assign(length, 0.0);
-  for (std::size_t w = 0; w < series.size(); ++w)
-    for (std::size_t k = 0; k < length; ++k)
-      c.mean_accuracy[k] +=
-          (k < series[w].size() ? series[w][k] : final_accuracy[w]) / static_cast<double>(series.size());
+  for (std::size_t w = 0; w < series.size(); ++w) {
+    for (std::size_t k = 0; k < length; ++k) {
+      const double a = k < series[w].size() ? series[w][k] : final_accuracy[w];
+      c.mean_accuracy[k] += weights.empty() ? a / static_cast<double>(series.size()) : a * weights[w];
+    }
+  }
   return c;
 }
 

@@ -50,16 +50,21 @@ class Worker {
   std::int64_t version_ = 0, step_ = 0;
 };
 
-// Test accuracy on a time grid (k * interval): each worker appends its accuracy for every grid
-// point it has passed; the mean over workers gives the curve and the time to target.
+// Test accuracy on a time grid (k * interval): each evaluated worker appends its accuracy for
+// every grid point it has passed; their weighted mean gives the curve and the time to target.
 struct Curve {
+  // The scoring rule of every preduce report (scripts/preduce_report.py too): the first grid
+  // point whose trailing window of this many points averages at or above the target. A single
+  // point crosses early by SGD noise; the window does not.
+  static constexpr std::size_t kScoreWindow = 4;
   double interval = 0.0;
   std::vector<double> mean_accuracy;
-  // Grid time of the first point at or above `target`, or -1 when never reached.
+  // Grid time of that point, or -1 when never reached.
   double time_to(double target) const;
 };
-// `series[w]` may be shorter than the others: it is padded with `final_accuracy[w]`.
+// `series[w]` may be shorter than the others: it is padded with `final_accuracy[w]`. `weights`
+// (one per series, sum 1; empty = equal) weigh the series in the mean.
 Curve mean_curve(double interval, const std::vector<std::vector<double>>& series,
-                 const std::vector<double>& final_accuracy);
+                 const std::vector<double>& final_accuracy, const std::vector<double>& weights = {});
 
 }  // namespace skew::preduce

@@ -217,13 +217,14 @@ int longest_unconnected_run(const std::vector<Group>& groups, int n, std::size_t
 }
 }  // namespace
 
-TEST_CASE("the isolation bound connects every worker within bound + 1 groups", "[preduce]") {
+TEST_CASE("wait_all: the isolation bound connects every worker within bound + 1 groups", "[preduce]") {
   // Two fast pairs and two slow workers: by FIFO alone the fast ones keep pairing together.
   const std::vector<double> speed = {1.0, 1.0, 1.1, 1.1, 9.0, 13.0, 1.05, 1.05};
   GroupOptions o;
   o.num_workers = 8;
   o.group_size = 2;
   o.isolation_bound = 6;
+  o.isolation_rule = skew::comm::IsolationRule::WaitAll;
   for (std::uint64_t seed : {1u, 2u, 3u}) {
     const auto groups = run_schedule(o, speed, 400, seed);
     // Before the first worker finishes (then the active set shrinks), count the epochs.

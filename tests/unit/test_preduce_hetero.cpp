@@ -129,7 +129,7 @@ TEST_CASE("hetero link_ms repeats over workers, unknown models are refused", "[p
   CHECK_THROWS_WITH(Hetero(o, 0, 4), Catch::Contains("hetero.model: unknown model 'weibull'"));
 }
 
-TEST_CASE("auto group size: the workers not persistently slow, clamped to [2, cap]", "[preduce][hetero]") {
+TEST_CASE("auto group size, step 1: the workers not persistently slow, clamped to [2, cap]", "[preduce][hetero]") {
   const auto profile = [](std::vector<double> per_worker, double spike_every = 0) {
     std::vector<std::vector<double>> t;
     for (double m : per_worker) {
@@ -139,21 +139,21 @@ TEST_CASE("auto group size: the workers not persistently slow, clamped to [2, ca
     }
     return t;
   };
-  CHECK(auto_group_size(profile({1, 1, 1, 4}), 1.5, 8) == 3);    // one straggler of 4
-  CHECK(auto_group_size(profile({1, 4, 1, 4}), 1.5, 8) == 2);    // two of 4
-  CHECK(auto_group_size(profile({4, 4, 4, 1}), 1.5, 8) == 4);    // one fast of 4: the median is slow
-  CHECK(auto_group_size(profile({1, 1, 1, 1}), 1.5, 8) == 4);    // homogeneous: everyone
-  CHECK(auto_group_size(profile({1, 1, 1, 1.4}), 1.5, 8) == 4);  // 1.4x is within the ratio
-  CHECK(auto_group_size(profile({1, 1, 1, 1.6}), 1.5, 8) == 3);
-  CHECK(auto_group_size(profile({1, 1, 1, 1}, 10.0), 1.5, 8) == 4);  // spikes in 4 of 20 steps: median
+  CHECK(fast_group_size(profile({1, 1, 1, 4}), 1.5, 8) == 3);    // one straggler of 4
+  CHECK(fast_group_size(profile({1, 4, 1, 4}), 1.5, 8) == 2);    // two of 4
+  CHECK(fast_group_size(profile({4, 4, 4, 1}), 1.5, 8) == 4);    // one fast of 4: the median is slow
+  CHECK(fast_group_size(profile({1, 1, 1, 1}), 1.5, 8) == 4);    // homogeneous: everyone
+  CHECK(fast_group_size(profile({1, 1, 1, 1.4}), 1.5, 8) == 4);  // 1.4x is within the ratio
+  CHECK(fast_group_size(profile({1, 1, 1, 1.6}), 1.5, 8) == 3);
+  CHECK(fast_group_size(profile({1, 1, 1, 1}, 10.0), 1.5, 8) == 4);  // spikes in 4 of 20 steps: median
   std::vector<double> sixteen(16, 1.0);
   for (int w = 3; w < 16; w += 4) sixteen[static_cast<std::size_t>(w)] = 4.0;
-  CHECK(auto_group_size(profile(sixteen), 1.5, 8) == 8);  // 12 fast, capped
-  CHECK(auto_group_size(profile(sixteen), 1.5, 16) == 12);
-  CHECK(auto_group_size(profile({1, 5, 5, 5, 5}), 1.5, 8) == 5);  // everyone at the median
+  CHECK(fast_group_size(profile(sixteen), 1.5, 8) == 8);  // 12 fast, capped
+  CHECK(fast_group_size(profile(sixteen), 1.5, 16) == 12);
+  CHECK(fast_group_size(profile({1, 5, 5, 5, 5}), 1.5, 8) == 5);  // everyone at the median
   // A slow majority is the typical worker: all within the ratio of it, P = all.
-  CHECK(auto_group_size(profile({1, 1, 5, 5, 5}), 1.5, 8) == 5);
-  CHECK(auto_group_size(profile({1, 1, 1, 5, 5}), 1.5, 8) == 3);
+  CHECK(fast_group_size(profile({1, 1, 5, 5, 5}), 1.5, 8) == 5);
+  CHECK(fast_group_size(profile({1, 1, 1, 5, 5}), 1.5, 8) == 3);
 }
 
 namespace {
@@ -176,11 +176,28 @@ TrainOptions small_problem(const std::string& mode) {
 }
 }  // namespace
 
+TEST_CASE("auto group size, step 2: the most deviation removed per second", "[preduce][hetero]") {
+  const std::vector<std::vector<double>> sixteen(16, std::vector<double>(5, 1.0));  // 1 s steps
+  // Free communication: 32 (P-1) / (P (31 + P)) (cycle 1 + (P-1)/32 s) peaks between 6 and 7
+  // (P = 1 + sqrt(32)); 7 is higher.
+  CHECK(auto_group_size(sixteen, 1.5, 16, GroupCost{}) == 7);
+  // A 3 s controller round trip per group lengthens every P's cycle alike, so the wait for the
+  // members weighs less: 32 (P-1) / (P (127 + P)) peaks at P = 1 + sqrt(128) = 12.3.
+  CHECK(auto_group_size(sixteen, 1.5, 16, GroupCost{3.0, 0.0, 0.0, false}) == 12);
+  // Latency hops growing with P pull it down: 0.2 s a hop, ceil(log2 P) hops: P = 4.
+  CHECK(auto_group_size(sixteen, 1.5, 16, GroupCost{0.0, 0.2, 0.0, false}) == 4);
+  CHECK(fast_group_size(sixteen, 1.5, 16) == 16);  // the former rule took the bound every time
+  const GroupCost ring{0.5, 0.1, 1.0, true};
+  CHECK(ring.of(4) == Approx(0.5 + 3 * 0.1 + 1.5));
+  CHECK(GroupCost{0.5, 0.1, 1.0, false}.of(5) == Approx(0.5 + 3 * 0.1 + 1.6));
+}
+
 TEST_CASE("simulator: a slow link adds its delay to every all-reduce, auto P from the warm-up", "[preduce][hetero]") {
   TrainOptions o = small_problem("allreduce");
   const double base = simulate(o).summary["wall_s"].get<double>();
-  // 20 rounds, each waiting for the straggler: (0.5 + 5) * 4 ms, plus the reduction.
-  CHECK(base == Approx(20 * (0.022 + 0.0001 + 2.0 * 7 / 8 * (8 * 3 + 3) * 4 / 10e9)).epsilon(1e-9));
+  // 20 rounds, each waiting for the straggler: (0.5 + 5) * 4 ms, plus the reduction (8 members:
+  // log2 8 = 3 hops of latency).
+  CHECK(base == Approx(20 * (0.022 + 3 * 0.0001 + 2.0 * 7 / 8 * (8 * 3 + 3) * 4 / 10e9)).epsilon(1e-9));
   o.hetero.link_ms = {0, 0, 10};
   CHECK(simulate(o).summary["wall_s"].get<double>() == Approx(base + 20 * 0.010).epsilon(1e-9));
   // Partial reduce with P = 0: 6 of 8 workers are fast; warm-up = 20 steps of the straggler,
@@ -189,7 +206,13 @@ TEST_CASE("simulator: a slow link adds its delay to every all-reduce, auto P fro
   o.mode = "preduce";
   o.group_size = 0;
   const RunResult r = simulate(o);
-  CHECK(r.summary["group_size"].get<int>() == 6);
+  // 6 fast workers (5.5 ms) bound P; arrivals L = 6/5.5 + 2/22 per ms, a group
+  // costs 0.54 ms of controller and ceil(log2 P) * 0.1 ms: (1 - 1/P) / (5.5 + (P-1)/(2L) + C(P))
+  // is 0.0762, 0.0941, 0.0999, 0.0996, 0.0986 for P = 2..6, so P = 4.
+  CHECK(r.summary["group_size"].get<int>() == 4);
+  o.overlap = true;  // overlapped: the same rule (its average is the round trip old)
+  CHECK(simulate(o).summary["group_size"].get<int>() == 4);
+  o.overlap = false;
   CHECK(r.summary["auto_warmup_s"].get<double>() == Approx(20 * 0.022).epsilon(1e-9));
   o.auto_max_group = 4;
   CHECK(simulate(o).summary["group_size"].get<int>() == 4);

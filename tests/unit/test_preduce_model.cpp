@@ -141,8 +141,11 @@ TEST_CASE("mean curve pads shorter series with the final accuracy", "[preduce]")
   const Curve c = mean_curve(0.5, {{0.1, 0.5, 0.9}, {0.3}}, {0.9, 0.7});
   REQUIRE(c.mean_accuracy.size() == 3);
   CHECK(c.mean_accuracy[1] == Approx(0.6));
-  CHECK(c.time_to(0.8) == Approx(1.0));
-  CHECK(c.time_to(0.95) == -1.0);
+  CHECK(c.time_to(0.55) == -1.0);  // 3 points: shorter than the scoring window
+  const Curve longer = mean_curve(0.5, {{0.1, 0.5, 0.9, 0.9, 0.9}, {0.3}}, {0.9, 0.7});
+  // Means 0.2, 0.6, 0.8, 0.8, 0.8: windows ending at points 3 and 4 average 0.6 and 0.75.
+  CHECK(longer.time_to(0.75) == Approx(2.0));
+  CHECK(longer.time_to(0.76) == -1.0);
 }
 
 TEST_CASE("partial reduce trains the wide models (LR, FM) on synthetic CTR data", "[preduce]") {

@@ -27,6 +27,7 @@ comm::GroupOptions SyncMode::group_options(int num_workers) const {
   // The reference's bound counts worker updates (b * N); a group carries about P of them.
   g.isolation_bound =
       opt_.isolation_bound > 0 ? std::max(1, opt_.isolation_bound * num_workers / std::max(1, opt_.group_size)) : 0;
+  g.isolation_rule = opt_.isolation_rule;
   g.deadline_s = opt_.preduce_deadline_ms * 1e-3;
   g.min_group = 2;
   return g;
