@@ -127,7 +127,7 @@ void add_sim_and_output_keys(Schema& s) {
               "sleep overshoot of a real run");
   s.add_float("sim.controller_ms", 0.54, FloatRange::at_least(0),
               "virtual controller and message latency of each preduce/eager group (ms): "
-               "ready to controller, group back to the members (default: as measured in the real 4-rank runs)");
+              "ready to controller, group back to the members (default: as measured in the real 4-rank runs)");
   s.add_int("sim.eval_workers", 8, {1, 1 << 20},
             "workers whose models are evaluated: all when >= sim.workers, else a seeded stratified random sample "
             "that holds the persistent stragglers in proportion (at least one), weighted to the mean over all");

@@ -79,8 +79,10 @@ TEST_CASE("reduction latency grows with the members: log2 (default) or linear ho
   CHECK(simulate(o).summary["wall_s"].get<double>() == Approx(20 * (0.001 + 7 * 0.0001 + ring)).epsilon(1e-9));
 }
 
-TEST_CASE("the controller's latency defaults to the 0.54 ms measured in the real runs; issue 37's keys are read",
-          "[preduce][config]") {
+TEST_CASE(
+    "the controller's latency defaults to the 0.54 ms measured in the real runs, the isolation, latency-growth and "
+    "placement keys are read",
+    "[preduce][config]") {
   const skew::Schema schema = make_schema();
   const TrainOptions o = read_options(skew::Config::parse_ini_text(schema, "", "x", {}));
   CHECK(o.sim_controller_ms == 0.54);
