@@ -8,7 +8,8 @@
 # sim_balance.png, and the raw outputs (summary JSON, placement changes, validation JSON and the
 # 2-rank runs' metrics) in its runs/; the policy table is printed, not stored. Then the
 # paper-scale grid (scripts/reproduce_flexmoe_scale.sh) into the claim folder results/moe/scale/.
-# These files go to a run directory (scripts/run_dir.sh: out/reproduce_flexmoe/<UTC time>/ or
+# These files go to the sim_64gpu/ and scale/ folders of a run directory (scripts/run_dir.sh:
+# out/reproduce_flexmoe/<UTC time>/ or
 # OUT); RECORD=1 replaces the claim folder with it. SMOKE=1: 20 iterations, scaling at 8 and 64
 # GPUs and 6-iteration moe_train runs, not a measurement (for tests; RECORD=1 refused).
 # Usage: scripts/reproduce_flexmoe.sh [extra placement_sim flags]; SKEW_BUILD_DIR picks the build.
@@ -22,7 +23,7 @@ if [[ ! -x "$sim" ]]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
   cmake --build "$build_dir" -j "${SKEW_JOBS:-2}" --target placement_sim
 fi
-out=$RUN_DIR
+out=$RUN_DIR/sim_64gpu
 run_dir_claim results/moe/sim_64gpu "$out"
 runs=$out/runs
 sim_flags=() validation_iterations=40
@@ -69,8 +70,8 @@ fi
 
 # The paper-scale generated workloads: held-out scenarios (results/moe/scale/heldout.txt), the
 # no-harm check at 8-64 tokens per GPU and step time vs GPUs, into the claim results/moe/scale.
-run_dir_claim results/moe/scale "$out/scale"
-scripts/reproduce_flexmoe_scale.sh "$out/scale" "$sim" "$@"
+run_dir_claim results/moe/scale "$RUN_DIR/scale"
+scripts/reproduce_flexmoe_scale.sh "$RUN_DIR/scale" "$sim" "$@"
 
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
   /usr/bin/python3 - "$out" <<'PY'
