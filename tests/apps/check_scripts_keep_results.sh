@@ -36,7 +36,7 @@ smoke() {  # smoke SCRIPT FILE_EXPECTED_IN_ITS_RUN_DIR [SCRIPT ARGS...]
 }
 smoke bench_moe bench_moe.csv
 smoke bench_wide_sweep sweep.csv "$build"
-smoke reproduce_flexmoe sim_summary.csv
+smoke reproduce_flexmoe sim_64gpu/sim_summary.csv
 for script in bench_moe reproduce_flexmoe; do
   if RECORD=1 SMOKE=1 SKEW_BUILD_DIR="$build" "scripts/$script.sh" >/dev/null 2>&1; then
     fail "RECORD=1 SMOKE=1 scripts/$script.sh was not refused"
