@@ -43,7 +43,18 @@ CostConstants cluster_constants(const PlacementOptions& options) {
   return c;
 }
 
-SimSetup make_setup(const PlacementSimOptions& o, int gpus) {
+// The exchange schedule every policy gets under `overlap`: pipelined in sim.stages stages.
+ExchangeSchedule schedule_of(const SimSection& sim, Overlap overlap) {
+  return {overlap, overlap == Overlap::Pipelined ? sim.stages : 1};
+}
+
+Overlap headline_overlap(const SimSection& sim) {
+  return sim.overlap == "none" ? Overlap::None : Overlap::Pipelined;
+}
+
+constexpr Overlap kOverlaps[] = {Overlap::None, Overlap::Pipelined};
+
+SimSetup make_setup(const PlacementSimOptions& o, int gpus, Overlap overlap) {
   const PlacementOptions options = placement_options(o.placement);
   SimSetup s;
   s.constants = cluster_constants(options);
@@ -55,7 +66,7 @@ SimSetup make_setup(const PlacementSimOptions& o, int gpus) {
   s.slots_per_rank = options.slots_per_rank;
   s.capacity_factor = o.sim.capacity_factor;
   s.min_capacity = o.sim.min_capacity;
-  s.fastermoe_groups = o.sim.fastermoe_groups;
+  s.schedule = schedule_of(o.sim, overlap);
   s.flexmoe = options.flexmoe;
   if (!o.sim.scoring.empty()) s.scoring = read_constants_json(o.sim.scoring);
   return s;
@@ -89,22 +100,28 @@ double mean(const std::vector<double>& v) {
   return v.empty() ? 0 : sum / static_cast<double>(v.size());
 }
 
-void summary_rows(CsvWriter* csv, int gpus, double trace_balance, const std::vector<PolicySeries>& r) {
+void summary_rows(CsvWriter* csv, int gpus, Overlap overlap, double trace_balance, const std::vector<PolicySeries>& r) {
   const double ideal = find(r, "ideal").mean_step();
   for (const auto& s : r)
     if (csv)
-      csv->row({std::to_string(gpus), s.policy, csv_number(s.mean_step() * 1e3), csv_number(mean(s.balance)),
-                csv_number(trace_balance), csv_number(s.mean_step() / ideal), csv_number(s.dropped_fraction),
-                std::to_string(s.changes)});
+      csv->row({std::to_string(gpus), overlap_name(overlap), s.policy, csv_number(s.mean_step() * 1e3),
+                csv_number(mean(s.balance)), csv_number(trace_balance), csv_number(s.mean_step() / ideal),
+                csv_number(s.dropped_fraction), std::to_string(s.changes)});
 }
 
-// The headline table: each policy's step time beside the paper's speedups.
-std::string headline_table(const PlacementSimOptions& o, const std::vector<PolicySeries>& results,
+std::string schedule_title(const SimSection& sim, Overlap overlap) {
+  return overlap == Overlap::None ? std::string("overlap none (all-to-all after compute)")
+                                  : "overlap pipelined (" + std::to_string(sim.stages) + " stages)";
+}
+
+// The headline table of one exchange schedule: each policy's step time beside the paper's speedups.
+std::string headline_table(const PlacementSimOptions& o, Overlap overlap, const std::vector<PolicySeries>& results,
                            const RoutingTrace& trace, double trace_balance, bool scored) {
   const double ds = find(results, "deepspeed").mean_step(), fm = find(results, "fastermoe").mean_step();
   const double fx = find(results, "flexmoe").mean_step(), ideal = find(results, "ideal").mean_step();
   std::ostringstream table;
-  table << "| policy | step ms | balance max/mean | vs ideal | flexmoe speedup |\n|---|---|---|---|---|\n"
+  table << "### " << schedule_title(o.sim, overlap) << "\n\n"
+        << "| policy | step ms | balance max/mean | vs ideal | flexmoe speedup |\n|---|---|---|---|---|\n"
         << std::fixed;
   for (const auto& s : results)
     table << "| " << s.policy << " | " << std::setprecision(3) << s.mean_step() * 1e3 << " | " << mean(s.balance)
@@ -115,51 +132,89 @@ std::string headline_table(const PlacementSimOptions& o, const std::vector<Polic
         << o.placement.flexmoe_variant << "; steps scored with "
         << (scored ? "the calibrated constants of " + o.sim.scoring
                    : std::string("the planners' own model (no sim.scoring)"))
-        << "\n";
+        << "\n\n";
   return table.str();
 }
 
-void write_steps_csv(const std::string& path, const std::vector<PolicySeries>& results) {
-  CsvWriter steps(path, {"iteration", "policy", "step_ms", "balance"});
-  for (const auto& s : results)
-    for (std::size_t i = 0; i < s.step_seconds.size(); ++i)
-      steps.row({std::to_string(i), s.policy, csv_number(s.step_seconds[i] * 1e3), csv_number(s.balance[i])});
+void write_steps_csv(const std::string& path, const std::vector<PolicySeries> (&results)[2]) {
+  CsvWriter steps(path, {"iteration", "overlap", "policy", "step_ms", "balance"});
+  for (int k = 0; k < 2; ++k)
+    for (const auto& s : results[k])
+      for (std::size_t i = 0; i < s.step_seconds.size(); ++i)
+        steps.row({std::to_string(i), overlap_name(kOverlaps[k]), s.policy, csv_number(s.step_seconds[i] * 1e3),
+                   csv_number(s.balance[i])});
   steps.close();
 }
 
-// The scaling rows (sim.scaling): a generated trace per GPU count, appended to `table` and the
-// summary CSV; returns them for the summary line.
+// simulate() with a progress line (n of N iterations, rate, ETA) for long replays.
+std::vector<PolicySeries> replay(const RoutingTrace& trace, SimSetup setup, const std::string& label) {
+  Progress progress(label, 0, static_cast<std::int64_t>(trace.size()), "iterations");
+  setup.progress = &progress;
+  auto results = simulate(trace, setup);
+  progress.finish();
+  return results;
+}
+
+// The scaling rows (sim.scaling): a generated trace per GPU count, simulated under both exchange
+// schedules, appended to `table` and the summary CSV; returns them for the summary line.
 Json scaling_rows(const PlacementSimOptions& o, CsvWriter* summary, std::ostringstream& table) {
   Json scaling = Json::array();
   if (o.sim.scaling.empty()) return scaling;
-  table << "\n| GPUs | trace balance | static ms | deepspeed ms | fastermoe ms | flexmoe ms | ideal ms | vs "
+  table << "| GPUs | overlap | trace balance | static ms | deepspeed ms | fastermoe ms | flexmoe ms | ideal ms | vs "
            "deepspeed | vs fastermoe | flexmoe/ideal |\n"
-        << "|---|---|---|---|---|---|---|---|---|---|\n";
+        << "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (auto g : o.sim.scaling) {
     const auto t = generated(o.sim, static_cast<int>(g), o.sim.scaling_iterations);
-    SimSetup setup = make_setup(o, static_cast<int>(g));
-    Progress progress("placement_sim replay at " + std::to_string(g) + " GPUs", 0, static_cast<std::int64_t>(t.size()),
-                      "iterations");
-    setup.progress = &progress;
-    const auto r = simulate(t, setup);
-    progress.finish();
     const double tb = trace_balance_ratio(t, static_cast<int>(g));
-    summary_rows(summary, static_cast<int>(g), tb, r);
-    const double f = find(r, "flexmoe").mean_step();
-    table << "| " << g << " | " << std::setprecision(2) << tb << std::setprecision(3);
-    for (const char* p : {"static", "deepspeed", "fastermoe", "flexmoe", "ideal"})
-      table << " | " << find(r, p).mean_step() * 1e3;
-    table << std::setprecision(2) << " | " << find(r, "deepspeed").mean_step() / f << "x | "
-          << find(r, "fastermoe").mean_step() / f << "x | " << f / find(r, "ideal").mean_step() << " |\n";
-    scaling.push_back({{"gpus", g},
-                       {"flexmoe_vs_deepspeed", find(r, "deepspeed").mean_step() / f},
-                       {"flexmoe_vs_fastermoe", find(r, "fastermoe").mean_step() / f}});
+    for (Overlap overlap : kOverlaps) {
+      const auto r = replay(t, make_setup(o, static_cast<int>(g), overlap),
+                            "placement_sim replay at " + std::to_string(g) + " GPUs, " + overlap_name(overlap));
+      summary_rows(summary, static_cast<int>(g), overlap, tb, r);
+      const double f = find(r, "flexmoe").mean_step();
+      table << "| " << g << " | " << overlap_name(overlap) << " | " << std::setprecision(2) << tb
+            << std::setprecision(3);
+      for (const char* p : {"static", "deepspeed", "fastermoe", "flexmoe", "ideal"})
+        table << " | " << find(r, p).mean_step() * 1e3;
+      table << std::setprecision(2) << " | " << find(r, "deepspeed").mean_step() / f << "x | "
+            << find(r, "fastermoe").mean_step() / f << "x | " << f / find(r, "ideal").mean_step() << " |\n";
+      scaling.push_back({{"gpus", g},
+                         {"overlap", overlap_name(overlap)},
+                         {"flexmoe_vs_deepspeed", find(r, "deepspeed").mean_step() / f},
+                         {"flexmoe_vs_fastermoe", find(r, "fastermoe").mean_step() / f}});
+    }
   }
   return scaling;
 }
 
+// Flexmoe's plans in the summary line, their gains weighted by the iterations they were realised
+// over, and the plan log (output.plans).
+Json plan_summary(const PlanStats& stats, const std::string& log_path) {
+  JsonlWriter log(log_path);
+  double predicted = 0, realised = 0;
+  for (const auto& p : stats.plans) {
+    log.write(p.to_json());
+    predicted += p.predicted_gain * static_cast<double>(p.realised_iterations);
+    realised += p.realised_gain * static_cast<double>(p.realised_iterations);
+  }
+  log.close();
+  return {{"plans", stats.plans.size()},
+          {"replica_changes_per_100_iterations", stats.changes_per_100()},
+          {"median_replica_lifetime", stats.median_lifetime()},
+          {"replicas_never_removed", stats.alive_at_end},
+          {"predicted_gain_ms", predicted * 1e3},
+          {"realised_gain_ms", realised * 1e3}};
+}
+
+Json step_ms(const std::vector<PolicySeries>& results) {
+  Json j;
+  for (const auto& s : results) j[s.policy] = s.mean_step() * 1e3;
+  return j;
+}
+
 }  // namespace
 
+// The headline trace under both exchange schedules (the change log follows sim.overlap's run),
+// then the scaling rows; the summary line's speedups are sim.overlap's.
 int simulate_main(const PlacementSimOptions& o) {
   const int gpus = o.sim.gpus;
   const std::string& trace_path = o.sim.trace;
@@ -169,28 +224,30 @@ int simulate_main(const PlacementSimOptions& o) {
   const double trace_balance = trace_balance_ratio(trace, gpus);
   log::set_level(o.sim.verbose ? log::Level::Info : log::Level::Warn);
   JsonlWriter changes(o.output.changes);
-  SimSetup setup = make_setup(o, gpus);
-  setup.change_log = &changes;
-  Progress progress("placement_sim replay", 0, static_cast<std::int64_t>(trace.size()), "iterations");
-  setup.progress = &progress;
-  const auto results = simulate(trace, setup);
-  progress.finish();
-  setup.progress = nullptr;
+  const Overlap headline = headline_overlap(o.sim);
+  std::vector<PolicySeries> by_overlap[2];
+  PlanStats plans;
   std::ostringstream table;  // the scaling rows continue it in fixed notation
-  table << headline_table(o, results, trace, trace_balance, setup.scoring.has_value()) << std::fixed;
-
   std::unique_ptr<CsvWriter> summary;
   if (!o.output.summary_csv.empty())
     summary = std::make_unique<CsvWriter>(
-        o.output.summary_csv, std::vector<std::string>{"gpus", "policy", "step_ms", "balance", "trace_balance",
-                                                       "vs_ideal", "dropped_fraction", "changes"});
-  summary_rows(summary.get(), gpus, trace_balance, results);
-  if (!o.output.steps_csv.empty()) write_steps_csv(o.output.steps_csv, results);
+        o.output.summary_csv, std::vector<std::string>{"gpus", "overlap", "policy", "step_ms", "balance",
+                                                       "trace_balance", "vs_ideal", "dropped_fraction", "changes"});
+  for (int k = 0; k < 2; ++k) {
+    SimSetup setup = make_setup(o, gpus, kOverlaps[k]);
+    if (kOverlaps[k] == headline) setup.change_log = &changes, setup.plan_stats = &plans;
+    by_overlap[k] = replay(trace, setup, std::string("placement_sim replay, ") + overlap_name(kOverlaps[k]));
+    table << headline_table(o, kOverlaps[k], by_overlap[k], trace, trace_balance, setup.scoring.has_value())
+          << std::fixed;
+    summary_rows(summary.get(), gpus, kOverlaps[k], trace_balance, by_overlap[k]);
+  }
+  if (!o.output.steps_csv.empty()) write_steps_csv(o.output.steps_csv, by_overlap);
   const Json scaling = scaling_rows(o, summary.get(), table);
   if (summary) summary->close();
   changes.close();
   write_stdout(table.str(), "the results table");
   if (!o.output.table.empty()) write_file_atomic(o.output.table, table.str());
+  const auto& results = by_overlap[headline == Overlap::None ? 0 : 1];
   const double ds = find(results, "deepspeed").mean_step(), fm = find(results, "fastermoe").mean_step();
   const double fx = find(results, "flexmoe").mean_step(), ideal = find(results, "ideal").mean_step();
   Json j;
@@ -198,13 +255,17 @@ int simulate_main(const PlacementSimOptions& o) {
   j["gpus"] = gpus;
   j["iterations"] = trace.size();
   j["trace_balance"] = trace_balance;
-  j["scoring"] = setup.scoring ? o.sim.scoring : "planner model";
-  for (const auto& s : results) j["step_ms"][s.policy] = s.mean_step() * 1e3;
+  j["scoring"] = o.sim.scoring.empty() ? "planner model" : o.sim.scoring;
+  j["overlap"] = overlap_name(headline);
+  j["step_ms"] = step_ms(results);
+  j["step_ms_none"] = step_ms(by_overlap[0]);
+  j["step_ms_pipelined"] = step_ms(by_overlap[1]);
   j["flexmoe_vs_deepspeed"] = ds / fx;
   j["flexmoe_vs_fastermoe"] = fm / fx;
   j["flexmoe_vs_ideal"] = fx / ideal;
   j["flexmoe_changes"] = find(results, "flexmoe").changes;
   j["flexmoe_variant"] = o.placement.flexmoe_variant;
+  j["flexmoe_plans"] = plan_summary(plans, o.output.plans);
   j["scaling"] = scaling;
   print_summary(j);
   return 0;

@@ -32,8 +32,11 @@ Schema placement_sim_schema() {
                  "rows, moe_train's per-rank capacity")
       .add_int("sim.min_capacity", 4, {0, kMaxInt32},
                "deepspeed: least slots per expert and rank (as moe.min_capacity)")
-      .add_int("sim.fastermoe_groups", 4, {1, 1024},
-               "fastermoe smart scheduling: chunks overlapping all-to-all with compute (1 = none)")
+      .add_choice("sim.overlap", "pipelined", {"none", "pipelined"},
+                  "the headline's exchange schedule, the same for every policy and the ideal: none (all-to-all "
+                  "after expert compute) or pipelined (overlapped in sim.stages stages, each paying "
+                  "placement.stage_latency); every table reports both")
+      .add_int("sim.stages", 4, {1, 1024}, "pipeline stages of the pipelined schedule (1 = no overlap)")
       .add_string("sim.scaling", "", "comma-separated GPU counts for scaling rows (generated traces), e.g. 8,64,1024")
       .add_int("sim.scaling_iterations", 60, {1, 1 << 24}, "iterations per scaling row")
       .add_string("sim.validate", "",
@@ -50,6 +53,9 @@ Schema placement_sim_schema() {
       .add_bool("sim.verbose", false, "log every flexmoe placement change on stdout")
       .add_string("output.changes", "",
                   "flexmoe placement changes of the headline run (JSONL: iteration, op, expert, ranks, gains)")
+      .add_string("output.plans", "",
+                  "flexmoe's plans of the headline run (JSONL: iteration, replicas added and removed, change "
+                  "seconds, predicted gain per iteration, gain realised over the iterations until the next plan)")
       .add_string("output.steps_csv", "", "per-iteration step time and balance ratio per policy (CSV)")
       .add_string("output.summary_csv", "", "mean step time per policy, headline size and scaling rows (CSV)")
       .add_string("output.table", "", "markdown table of the results beside the paper's headline");
@@ -77,7 +83,8 @@ SimSection sim_section(const Config& c) {
   s.trace_key = c.get_string("sim.trace_key");
   s.capacity_factor = c.get_float("sim.capacity_factor");
   s.min_capacity = c.get_int("sim.min_capacity");
-  s.fastermoe_groups = c.get_int_as<int>("sim.fastermoe_groups");
+  s.overlap = c.get_string("sim.overlap");
+  s.stages = c.get_int_as<int>("sim.stages");
   s.scaling = c.get_int_list("sim.scaling");
   s.scaling_iterations = c.get_int_as<int>("sim.scaling_iterations");
   s.validate = c.get_string("sim.validate");
@@ -92,6 +99,7 @@ SimOutputOptions output_options(const Config& c) {
   return {.validation = c.get_string("output.validation"),
           .calibration = c.get_string("output.calibration"),
           .changes = c.get_string("output.changes"),
+          .plans = c.get_string("output.plans"),
           .steps_csv = c.get_string("output.steps_csv"),
           .summary_csv = c.get_string("output.summary_csv"),
           .table = c.get_string("output.table")};

@@ -18,7 +18,8 @@ struct SimSection {
   std::string trace, trace_key;
   double capacity_factor = 0;
   std::int64_t min_capacity = 0;
-  int fastermoe_groups = 0;
+  std::string overlap;  // the headline's schedule: none or pipelined
+  int stages = 0;
   std::vector<std::int64_t> scaling;  // GPU counts of the scaling rows
   int scaling_iterations = 0;
   std::string validate;
@@ -29,7 +30,7 @@ struct SimSection {
 };
 
 struct SimOutputOptions {
-  std::string validation, calibration, changes, steps_csv, summary_csv, table;
+  std::string validation, calibration, changes, plans, steps_csv, summary_csv, table;
 };
 
 struct PlacementSimOptions {

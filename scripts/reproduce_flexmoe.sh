@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # FlexMoE in the simulator: replays a generated skewed, drifting routing trace through the cost
-# model for a 64-GPU cluster (configs/sim_64gpu.ini: balance ratio ~2.5 under the static
+# model (every policy and the ideal under both exchange schedules, sim.overlap) for a 64-GPU cluster (configs/sim_64gpu.ini: balance ratio ~2.5 under the static
 # placement) and for 8..1024 GPUs, and compares static, deepspeed (dropless, padding to the max
 # count; and capacity factor 1.25 with token dropping), fastermoe (shadowing + smart
 # scheduling), flexmoe and the balanced ideal. Writes the claim folder results/moe/sim_64gpu/:
 # sim_summary.csv, sim_summary_cf1.25.csv, sim_steps.csv, validation.csv, sim_step.png,
 # sim_balance.png, and the raw outputs (summary JSON, placement changes, validation JSON and the
-# 2-rank runs' metrics) in its runs/; the policy table is printed, not stored.
-# These files go to a run directory (scripts/run_dir.sh: out/reproduce_flexmoe/<UTC time>/ or
+# 2-rank runs' metrics) in its runs/; the policy table is printed, not stored. Then the
+# paper-scale grid (scripts/reproduce_flexmoe_scale.sh) into the claim folder results/moe/scale/.
+# These files go to the sim_64gpu/ and scale/ folders of a run directory (scripts/run_dir.sh:
+# out/reproduce_flexmoe/<UTC time>/ or
 # OUT); RECORD=1 replaces the claim folder with it. SMOKE=1: 20 iterations, scaling at 8 and 64
 # GPUs and 6-iteration moe_train runs, not a measurement (for tests; RECORD=1 refused).
 # Usage: scripts/reproduce_flexmoe.sh [extra placement_sim flags]; SKEW_BUILD_DIR picks the build.
@@ -21,7 +23,7 @@ if [[ ! -x "$sim" ]]; then
   cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
   cmake --build "$build_dir" -j "${SKEW_JOBS:-2}" --target placement_sim
 fi
-out=$RUN_DIR
+out=$RUN_DIR/sim_64gpu
 run_dir_claim results/moe/sim_64gpu "$out"
 runs=$out/runs
 sim_flags=() validation_iterations=40
@@ -66,6 +68,11 @@ if [[ -x "$build_dir/apps/moe_train" ]] && command -v mpirun >/dev/null; then
   /usr/bin/python3 scripts/plot_results.py tabulate-sim-validation "$out"
 fi
 
+# The paper-scale generated workloads: held-out scenarios (results/moe/scale/heldout.txt), the
+# no-harm check at 8-64 tokens per GPU and step time vs GPUs, into the claim results/moe/scale.
+run_dir_claim results/moe/scale "$RUN_DIR/scale"
+scripts/reproduce_flexmoe_scale.sh "$RUN_DIR/scale" "$sim" "$@"
+
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
   /usr/bin/python3 - "$out" <<'PY'
 import csv, sys
@@ -75,6 +82,8 @@ import matplotlib.pyplot as plt
 out = sys.argv[1]
 series = {}
 for row in csv.DictReader(open(f"{out}/sim_steps.csv")):
+    if row["overlap"] != "pipelined":  # the headline schedule (sim.overlap); sim_summary.csv has both
+        continue
     s = series.setdefault(row["policy"], ([], [], []))
     s[0].append(int(row["iteration"])); s[1].append(float(row["step_ms"])); s[2].append(float(row["balance"]))
 for idx, (name, label) in enumerate([("step", "step time (ms, expert part)"), ("balance", "balance ratio max/mean")]):

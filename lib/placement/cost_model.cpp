@@ -11,12 +11,20 @@
 
 namespace skew::placement {
 
-CostModel::CostModel(CostConstants constants, ExpertShape shape) : c_(constants), s_(shape) {
+const char* overlap_name(Overlap overlap) {
+  return overlap == Overlap::None ? "none" : "pipelined";
+}
+
+CostModel::CostModel(CostConstants constants, ExpertShape shape, ExchangeSchedule schedule)
+    : c_(constants), s_(shape), schedule_(schedule) {
   SKEW_CHECK(c_.gemm_flops > 0 && c_.nvlink_bandwidth > 0 && c_.alltoall_bandwidth > 0 && c_.allreduce_bandwidth > 0,
              "cost model constants must be positive (gemm_flops "
                  << c_.gemm_flops << ", bandwidths " << c_.nvlink_bandwidth << ", " << c_.alltoall_bandwidth << ", "
                  << c_.allreduce_bandwidth << ")");
-  SKEW_CHECK(c_.alltoall_latency >= 0, "all-to-all latency must be >= 0, got " << c_.alltoall_latency);
+  SKEW_CHECK(c_.alltoall_latency >= 0 && c_.stage_latency >= 0, "all-to-all latencies must be >= 0, got "
+                                                                    << c_.alltoall_latency << " a round, "
+                                                                    << c_.stage_latency << " a stage");
+  SKEW_CHECK(schedule_.stages >= 1, "pipeline stages must be >= 1, got " << schedule_.stages);
   SKEW_CHECK(c_.gpus_per_node >= 1, "gpus_per_node must be >= 1, got " << c_.gpus_per_node);
   SKEW_CHECK(s_.params > 0 && s_.hidden_dim > 0, "expert shape needs params > 0 and hidden_dim > 0");
 }
@@ -25,8 +33,11 @@ double CostModel::compute_seconds(double tokens) const {
   return tokens * flops_per_token() / c_.gemm_flops;
 }
 
-double CostModel::pair_bandwidth(int a, int b) const {
-  return a / c_.gpus_per_node == b / c_.gpus_per_node ? c_.nvlink_bandwidth : c_.alltoall_bandwidth;
+double CostModel::scheduled_seconds(double compute, double alltoall, int ranks,
+                                    const ExchangeSchedule& schedule) const {
+  if (schedule.overlap == Overlap::None || ranks <= 1) return compute + alltoall;
+  const double exchange = alltoall + 4.0 * (schedule.stages - 1) * c_.stage_latency;
+  return std::max(compute, exchange) + std::min(compute, exchange) / schedule.stages;
 }
 
 namespace {
@@ -175,14 +186,28 @@ StepCost CostModel::predict(const LayerPlacement& p, const std::vector<double>& 
   cost.sync = *std::max_element(sync.begin(), sync.end());
   for (std::size_t r = 0; r < loads.size(); ++r)
     cost.busiest = std::max(cost.busiest, compute_seconds(loads[r]) + sync[r]);
+  cost.step = schedule_.overlap == Overlap::None
+                  ? cost.busiest + cost.alltoall
+                  : scheduled_seconds(cost.compute, cost.alltoall, p.world_size) + (cost.busiest - cost.compute);
   return cost;
 }
 
 double CostModel::change_seconds(const LayerPlacement& before, const LayerPlacement& after) const {
-  std::vector<double> per_receiver(static_cast<std::size_t>(after.world_size), 0.0);
-  for (const auto& t : plan_transfers(before, after))
-    per_receiver[static_cast<std::size_t>(t.dst)] += expert_state_bytes() / pair_bandwidth(t.src, t.dst);
-  return per_receiver.empty() ? 0.0 : *std::max_element(per_receiver.begin(), per_receiver.end());
+  // Every rank's send and receive side of each link kind carries its transfers one after the
+  // other (concurrent ones share its bandwidth); the two kinds and the ranks run in parallel.
+  std::vector<RankTraffic> bytes(static_cast<std::size_t>(after.world_size));
+  for (const auto& t : plan_transfers(before, after)) {
+    const bool intra = t.src / c_.gpus_per_node == t.dst / c_.gpus_per_node;
+    auto& src = bytes[static_cast<std::size_t>(t.src)];
+    auto& dst = bytes[static_cast<std::size_t>(t.dst)];
+    (intra ? src.send_intra : src.send_inter) += expert_state_bytes();
+    (intra ? dst.recv_intra : dst.recv_inter) += expert_state_bytes();
+  }
+  double seconds = 0;
+  for (const auto& b : bytes)
+    seconds = std::max({seconds, b.send_intra / c_.nvlink_bandwidth, b.recv_intra / c_.nvlink_bandwidth,
+                        b.send_inter / c_.alltoall_bandwidth, b.recv_inter / c_.alltoall_bandwidth});
+  return seconds;
 }
 
 std::vector<Transfer> plan_transfers(const LayerPlacement& before, const LayerPlacement& after) {

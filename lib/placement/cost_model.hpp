@@ -25,7 +25,22 @@ struct CostConstants {
   double allreduce_bandwidth = 10e9;  // bus bytes/s of a gradient all-reduce spanning nodes
   int gpus_per_node = 8;              // ranks r and q share a node when r / G == q / G
   double alltoall_latency = 0;        // fixed seconds per all-to-all round (start-up, synchronisation)
+  // Seconds each further pipeline stage adds to an all-to-all round: split into S stages, a round
+  // pays alltoall_latency + (S - 1) x stage_latency (every stage is an exchange of its own).
+  double stage_latency = 0;
 };
+
+// How a step's all-to-all meets its expert compute, the same for every policy and the ideal:
+//   None       one after the other: compute + all-to-all
+//   Pipelined  both split in `stages` stages overlapping one another (Tutel's pipelined
+//              all-to-all, FasterMoE's smart schedule): max(c, a) + min(c, a) / stages, where
+//              every round of a pays (stages - 1) x stage_latency more
+enum class Overlap { None, Pipelined };
+struct ExchangeSchedule {
+  Overlap overlap = Overlap::None;
+  int stages = 1;
+};
+const char* overlap_name(Overlap overlap);
 
 // The expert being placed: its size drives compute, activation traffic and state movement.
 struct ExpertShape {
@@ -45,19 +60,30 @@ struct RankTraffic {
 
 // A rank's replica all-reduces follow its own expert compute (they overlap other ranks'
 // compute), so the critical path is the busiest rank's compute + sync, plus the all-to-all.
+// Under a pipelined schedule the busiest compute overlaps the all-to-all; the sync the busiest
+// rank adds on top of its compute (busiest - compute) stays exposed.
 struct StepCost {
   double compute = 0;  // max over ranks of expert compute
   double sync = 0;     // max over ranks of replica gradient all-reduce
   double busiest = 0;  // max over ranks of compute + sync
   double alltoall = 0;
-  double total() const { return busiest + alltoall; }
+  double step = 0;  // the whole under the model's schedule; None: busiest + alltoall
+  double total() const { return step; }
 };
 
 class CostModel {
  public:
-  CostModel(CostConstants constants, ExpertShape shape);
+  CostModel(CostConstants constants, ExpertShape shape, ExchangeSchedule schedule = {});
   const CostConstants& constants() const { return c_; }
   const ExpertShape& shape() const { return s_; }
+  const ExchangeSchedule& schedule() const { return schedule_; }
+
+  // Expert compute and all-to-all (alltoall_traffic_seconds: traffic and one latency a round)
+  // of a step on `ranks` ranks under `schedule`.
+  double scheduled_seconds(double compute, double alltoall, int ranks, const ExchangeSchedule& schedule) const;
+  double scheduled_seconds(double compute, double alltoall, int ranks) const {
+    return scheduled_seconds(compute, alltoall, ranks, schedule_);
+  }
 
   // Forward + backward FLOPs of one token through one expert: 2 per parameter forward, 4 back.
   double flops_per_token() const { return 6.0 * static_cast<double>(s_.params); }
@@ -75,19 +101,21 @@ class CostModel {
   // Ring all-reduce of `bytes` among `ranks`: 2 (n-1)/n bytes at the bus bandwidth, which is
   // nvlink_bandwidth when all ranks share a node and allreduce_bandwidth otherwise.
   double allreduce_seconds(double bytes, const std::vector<int>& ranks) const;
-  double pair_bandwidth(int a, int b) const;
   double expert_grad_bytes() const;
   double expert_state_bytes() const;
 
   // Tokens each rank computes: sum over its replicas of share x expert load.
   std::vector<double> rank_loads(const LayerPlacement& p, const std::vector<double>& load) const;
   StepCost predict(const LayerPlacement& p, const std::vector<double>& load) const;
-  // Moving state to every new replica; receivers work in parallel, each serially.
+  // Moving state to every new replica (plan_transfers): each rank sends and receives its
+  // transfers serially on each link kind (transfers from one sender share its bandwidth); ranks
+  // and link kinds work in parallel.
   double change_seconds(const LayerPlacement& before, const LayerPlacement& after) const;
 
  private:
   CostConstants c_;
   ExpertShape s_;
+  ExchangeSchedule schedule_;
 };
 
 // One state transfer of the executor: the replica of `expert` new on `dst` copies `src`'s.

@@ -26,7 +26,8 @@ FlexMoePolicy::FlexMoePolicy(CostModel model, int num_layers, int num_experts, F
     : model_(std::move(model)), monitor_(num_layers, num_experts, options.smoothing), options_(options) {
   SKEW_CHECK(options_.threshold >= 1.0,
              "placement.threshold must be >= 1 (a balance ratio), got " << options_.threshold);
-  SKEW_CHECK(options_.interval >= 0, "placement.interval must be >= 0, got " << options_.interval);
+  SKEW_CHECK(options_.warmup >= 1, "placement.warmup must be >= 1, got " << options_.warmup);
+  SKEW_CHECK(options_.planner.interval >= 1, "the planner's horizon must be >= 1, got " << options_.planner.interval);
 }
 
 void FlexMoePolicy::observe(std::int64_t /*iteration*/, const RoutingCounts& counts, double step_seconds) {
@@ -40,10 +41,13 @@ void FlexMoePolicy::observe(std::int64_t /*iteration*/, const RoutingCounts& cou
 }
 
 std::vector<LayerPlacement> FlexMoePolicy::plan(std::int64_t iteration, const std::vector<LayerPlacement>& current) {
-  if (monitor_.empty()) return current;
+  // The first plan right after the warm-up, then one every horizon iterations: a change is
+  // amortised over exactly the iterations it lives before the next plan may undo it.
+  const std::int64_t since_warmup = monitor_.observations() - options_.warmup;
+  if (since_warmup < 0 || since_warmup % options_.planner.interval != 0) return current;
   SKEW_CHECK(current.size() == static_cast<std::size_t>(monitor_.num_layers()),
              "plan: " << current.size() << " layer placements for " << monitor_.num_layers() << " MoE layers");
-  bool due = options_.interval > 0 && iteration % options_.interval == 0;
+  bool due = false;
   for (std::size_t l = 0; l < current.size() && !due; ++l)
     due = balance_ratio(model_.rank_loads(current[l], monitor_.estimate(static_cast<int>(l)))) > options_.threshold;
   if (!due) return current;
@@ -109,8 +113,9 @@ void FlexMoePolicy::load_state(const TensorFile& file) {
                       .alltoall_bandwidth = c[2],
                       .allreduce_bandwidth = c[3],
                       .gpus_per_node = static_cast<int>(c[5]),
-                      .alltoall_latency = c[4]},
-                     model_.shape());
+                      .alltoall_latency = c[4],
+                      .stage_latency = model_.constants().stage_latency},
+                     model_.shape(), model_.schedule());
   waiting_.clear();
 }
 

@@ -1,6 +1,8 @@
-// The FlexMoE placement policy: monitor -> trigger (balance ratio above threshold, or every
-// interval iterations) -> greedy planner per layer -> change log. The trainer applies the
-// returned placements with apply_placement.
+// The FlexMoE policy: monitor -> trigger -> planner per layer -> change log. Plans are only
+// considered once `warmup` iterations have been observed and then every planner.interval
+// observations (the horizon the planner amortises a change over, so a change is never undone
+// sooner), and run when a layer's predicted balance ratio exceeds the threshold. The trainer applies the returned
+// placements with apply_placement.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -15,7 +17,7 @@ namespace skew::placement {
 
 struct FlexMoeOptions {
   double threshold = 1.2;  // plan when a layer's predicted max/mean rank load exceeds this
-  int interval = 50;       // also plan every `interval` iterations (0 = only on threshold)
+  int warmup = 5;          // observations before the first plan
   // Load monitor's exponential smoothing. 0.3 rather than 0.5: while routing churns a shorter
   // memory predicts the next step's counts better, and 0.3 beat 0.5 on four skewed moe_train
   // traces (results/moe/archive/bench_notes.md).

@@ -13,6 +13,7 @@ PlacementOptions placement_options(const PlacementSettings& settings, Device exp
   c.allreduce_bandwidth = settings.allreduce_bandwidth;
   c.gpus_per_node = settings.gpus_per_node;
   c.alltoall_latency = settings.alltoall_latency;
+  c.stage_latency = settings.stage_latency;
 
   ExpertShape& s = p.shape;
   s.device = experts_device;  // the cost model times the expert GEMMs where they run
@@ -22,10 +23,14 @@ PlacementOptions placement_options(const PlacementSettings& settings, Device exp
 
   FlexMoeOptions& o = p.flexmoe;
   o.threshold = settings.threshold;
-  o.interval = settings.interval;
   o.smoothing = settings.smoothing;
-  o.planner.interval = o.interval > 0 ? o.interval : 50;
+  o.planner.interval = settings.interval > 0 ? settings.interval : 50;
   o.planner.max_ops = settings.max_ops;
+  o.warmup = settings.warmup;
+  o.planner.noise_z = settings.noise_z;
+  o.planner.lookahead = settings.lookahead;
+  // The load estimate is an exponential average of Poisson-like counts: its variance per token.
+  o.planner.variance_per_token = (1 - settings.smoothing) / (1 + settings.smoothing);
   o.planner.balanced_shares = settings.shares != "even";
   o.live_shares = settings.shares == "live";
   o.planner.hedge = settings.hedge;

@@ -13,6 +13,9 @@ struct PlacementSettings {
   double threshold{};
   int interval{};
   double smoothing{};
+  int warmup{};
+  double noise_z{};
+  int lookahead{};
   int max_ops{};
   std::string flexmoe_variant;  // paper or hedge
   double hedge{};
@@ -20,6 +23,7 @@ struct PlacementSettings {
   // Cost-model overrides: 0 = measure (latency: -1 = measure).
   double gemm_flops{}, alltoall_bandwidth{}, nvlink_bandwidth{}, allreduce_bandwidth{};
   double alltoall_latency{};
+  double stage_latency{};  // seconds; 0 = none (never measured)
   int gpus_per_node{};
   int activation_bytes{}, grad_bytes_per_param{}, state_bytes_per_param{};
 };

@@ -1,31 +1,18 @@
 #include "lib/placement/planner.hpp"
 
 #include <algorithm>
-#include <limits>
+#include <cmath>
+#include <optional>
 
 #include "core/error.hpp"
+#include "lib/placement/planner_moves.hpp"
 
 namespace skew::placement {
 
 namespace {
 
-using Reps = std::vector<Replica>;
-
-bool holds(const Reps& reps, int rank) {
-  return std::any_of(reps.begin(), reps.end(), [&](const Replica& r) { return r.rank == rank; });
-}
-
-void add_replica(LayerPlacement& p, int expert, int rank) {
-  auto& reps = p.experts[static_cast<std::size_t>(expert)];
-  reps.insert(std::lower_bound(reps.begin(), reps.end(), rank, [](const Replica& r, int v) { return r.rank < v; }),
-              Replica{rank, 0.0});
-}
-
-void remove_replica(LayerPlacement& p, int expert, int rank) {
-  auto& reps = p.experts[static_cast<std::size_t>(expert)];
-  reps.erase(std::find_if(reps.begin(), reps.end(), [&](const Replica& r) { return r.rank == rank; }));
-}
-
+using moves::add_replica;
+using moves::holds;
 // Raises the lowest of `base` to a common level with `amount` in total: x_i = max(0, L - base_i).
 std::vector<double> water_fill(const std::vector<double>& base, double amount) {
   std::vector<double> sorted = base;
@@ -48,119 +35,14 @@ std::vector<double> water_fill(const std::vector<double>& base, double amount) {
   return out;
 }
 
-struct Candidate {
+// A placement reached by some moves from the search's current one, scored under the estimate.
+struct Scored {
   LayerPlacement placement;
   PlacementChange change;
+  double time = 0;     // predicted per-iteration seconds
+  double cost = 0;     // one-off seconds from the layer's placement before the plan
+  double busiest = 0;  // tokens of the busiest rank
 };
-
-// What the candidate moves of one placement read: each rank's predicted load and used slots,
-// and each expert's load.
-struct Loads {
-  const LayerPlacement& p;
-  std::vector<double> rank;
-  std::vector<int> used;
-  const std::vector<double>& expert;
-  bool free_slot(int r) const { return used[static_cast<std::size_t>(r)] < p.slots_per_rank; }
-  double per_replica(int e) const {
-    return expert[static_cast<std::size_t>(e)] / static_cast<double>(p.experts[static_cast<std::size_t>(e)].size());
-  }
-  // The least loaded rank that `allowed` admits, or -1.
-  template <class Allowed>
-  int least_loaded(Allowed&& allowed) const {
-    int best = -1;
-    for (int r = 0; r < p.world_size; ++r)
-      if (allowed(r) && (best < 0 || rank[static_cast<std::size_t>(r)] < rank[static_cast<std::size_t>(best)]))
-        best = r;
-    return best;
-  }
-};
-
-std::vector<int> used_slots(const LayerPlacement& p) {
-  std::vector<int> used(static_cast<std::size_t>(p.world_size), 0);
-  for (const auto& reps : p.experts)
-    for (const auto& r : reps) ++used[static_cast<std::size_t>(r.rank)];
-  return used;
-}
-
-// expand: the hottest expert (per replica) gains a replica on the least loaded rank with room.
-void expand_hottest(const Loads& l, int hot, std::vector<Candidate>& out) {
-  const Reps& hot_reps = l.p.experts[static_cast<std::size_t>(hot)];
-  if (const int to = l.least_loaded([&](int r) { return l.free_slot(r) && !holds(hot_reps, r); }); to >= 0) {
-    LayerPlacement next = l.p;
-    add_replica(next, hot, to);
-    out.push_back({std::move(next), {0, 0, "expand", hot, -1, to, -1, 0, 0}});
-  }
-}
-
-// shrink and shift: the coldest replicated expert (per replica) gives up a replica, on its
-// busiest rank (shrink), or on its least loaded rank that lacks the hottest, which takes the slot
-// (shift).
-void shrink_or_shift_coldest(const Loads& l, int hot, std::vector<Candidate>& out) {
-  const LayerPlacement& p = l.p;
-  int cold = -1;
-  for (int e = 0; e < p.num_experts(); ++e)
-    if (e != hot && p.experts[static_cast<std::size_t>(e)].size() >= 2 &&
-        (cold < 0 || l.per_replica(e) < l.per_replica(cold)))
-      cold = e;
-  if (cold < 0) return;
-  const Reps& hot_reps = p.experts[static_cast<std::size_t>(hot)];
-  const Reps& cold_reps = p.experts[static_cast<std::size_t>(cold)];
-  int busiest = cold_reps.front().rank, freest = -1;
-  for (const auto& r : cold_reps) {
-    if (l.rank[static_cast<std::size_t>(r.rank)] > l.rank[static_cast<std::size_t>(busiest)]) busiest = r.rank;
-    if (!holds(hot_reps, r.rank) &&
-        (freest < 0 || l.rank[static_cast<std::size_t>(r.rank)] < l.rank[static_cast<std::size_t>(freest)]))
-      freest = r.rank;
-  }
-  LayerPlacement shrunk = p;
-  remove_replica(shrunk, cold, busiest);
-  out.push_back({std::move(shrunk), {0, 0, "shrink", cold, busiest, -1, -1, 0, 0}});
-  if (freest >= 0) {
-    LayerPlacement shifted = p;
-    remove_replica(shifted, cold, freest);
-    add_replica(shifted, hot, freest);
-    out.push_back({std::move(shifted), {0, 0, "shift", hot, freest, freest, cold, 0, 0}});
-  }
-}
-
-// The experts of the most loaded rank: each may gain a replica where there is room, or move its
-// replica there (migrate); and, since a full budget leaves no room anywhere, migrate to the least
-// loaded rank even when it is full, taking back in exchange that rank's lightest replica (two
-// migrations in one step: the budget stays as it is).
-void relieve_busiest_rank(const Loads& l, int hot, std::vector<Candidate>& out) {
-  const LayerPlacement& p = l.p;
-  int busiest_rank = 0;
-  for (int r = 1; r < p.world_size; ++r)
-    if (l.rank[static_cast<std::size_t>(r)] > l.rank[static_cast<std::size_t>(busiest_rank)]) busiest_rank = r;
-  for (int e : p.experts_on(busiest_rank)) {
-    const Reps& reps = p.experts[static_cast<std::size_t>(e)];
-    if (const int to = l.least_loaded([&](int r) { return l.free_slot(r) && !holds(reps, r); }); to >= 0) {
-      if (e != hot) {
-        LayerPlacement next = p;
-        add_replica(next, e, to);
-        out.push_back({std::move(next), {0, 0, "expand", e, -1, to, -1, 0, 0}});
-      }
-      LayerPlacement moved = p;
-      remove_replica(moved, e, busiest_rank);
-      add_replica(moved, e, to);
-      out.push_back({std::move(moved), {0, 0, "migrate", e, busiest_rank, to, -1, 0, 0}});
-    }
-    const int full = l.least_loaded([&](int r) { return !l.free_slot(r) && !holds(reps, r); });
-    if (full < 0) continue;
-    int back = -1;  // the lightest replica on `full` of an expert the busiest rank lacks
-    for (int f : p.experts_on(full))
-      if (!holds(p.experts[static_cast<std::size_t>(f)], busiest_rank) &&
-          (back < 0 || l.per_replica(f) < l.per_replica(back)))
-        back = f;
-    if (back < 0) continue;
-    LayerPlacement exchanged = p;
-    remove_replica(exchanged, e, busiest_rank);
-    add_replica(exchanged, e, full);
-    remove_replica(exchanged, back, full);
-    add_replica(exchanged, back, busiest_rank);
-    out.push_back({std::move(exchanged), {0, 0, "migrate", e, busiest_rank, full, back, 0, 0}});
-  }
-}
 
 class Search {
  public:
@@ -168,17 +50,58 @@ class Search {
          const PlannerOptions& o)
       : model_(model), current_(current), load_(load), options_(o) {}
 
-  std::vector<Candidate> candidates(const LayerPlacement& p) const {
-    const Loads l{p, model_.rank_loads(p, load_), used_slots(p), load_};
-    std::vector<Candidate> out;
-    int hot = 0;
-    for (int e = 1; e < p.num_experts(); ++e)
-      if (l.per_replica(e) > l.per_replica(hot)) hot = e;
-    expand_hottest(l, hot, out);
-    shrink_or_shift_coldest(l, hot, out);
-    relieve_busiest_rank(l, hot, out);
+  Scored score(LayerPlacement p, PlacementChange change = {}) const {
+    assign_shares(p, load_, options_.balanced_shares);
+    const auto loads = model_.rank_loads(p, load_);
+    Scored s{std::move(p), std::move(change), 0, 0, *std::max_element(loads.begin(), loads.end())};
+    s.time = model_.predict(s.placement, load_).total();
+    s.cost = model_.change_seconds(current_, s.placement);
+    return s;
+  }
+
+  // Per-iteration gain of going from `from` to `to`, less its sampling noise (noise_z standard
+  // errors of a gain that moves tokens off the busiest rank: the busiest ranks' token counts are
+  // Poisson-like, variance_per_token x count), less the extra one-off cost over the horizon.
+  double net_gain(const Scored& from, const Scored& to) const {
+    const double noise = model_.compute_seconds(std::sqrt(options_.variance_per_token * (from.busiest + to.busiest)));
+    return (from.time - to.time) - options_.noise_z * noise - (to.cost - from.cost) / horizon();
+  }
+
+  std::vector<Scored> neighbours(const Scored& from) const {
+    std::vector<Scored> out;
+    for (auto& c : moves::candidates(from.placement, model_.rank_loads(from.placement, load_), load_))
+      out.push_back(score(std::move(c.placement), std::move(c.change)));
     return out;
   }
+
+  // The best single move from `at` that pays (a net gain above rounding), or none.
+  std::optional<Scored> best_move(const Scored& at) const {
+    std::optional<Scored> best;
+    double best_net = 1e-9 * at.time;
+    for (auto& n : neighbours(at))
+      if (const double net = net_gain(at, n); net > best_net) best_net = net, best = std::move(n);
+    return best;
+  }
+
+  // When no single move pays: the best pair whose first move is one of the `lookahead` moves
+  // gaining most (paying or not) and whose second pays with it, e.g. a shrink that frees the slot
+  // a later expand needs, or a migration that only pays together with a replica. Empty if none.
+  std::vector<Scored> best_pair(const Scored& at) const {
+    auto first = neighbours(at);
+    std::sort(first.begin(), first.end(), [](const Scored& a, const Scored& b) { return a.time < b.time; });
+    first.resize(std::min<std::size_t>(first.size(), static_cast<std::size_t>(options_.lookahead)));
+    std::vector<Scored> best;
+    double best_net = 1e-9 * at.time;
+    for (auto& f : first)
+      for (auto& second : neighbours(f))
+        if (const double net = net_gain(at, second); net > best_net) {
+          best_net = net;
+          best = {f, std::move(second)};
+        }
+    return best;
+  }
+
+  double horizon() const { return std::max(1, options_.interval); }
 
   // Free slots take replicas of the hottest experts per replica (hottest first, each on the
   // least loaded rank with room that lacks it) while each costs at most hedge x the step.
@@ -217,34 +140,31 @@ class Search {
 
   LayerPlan run() {
     LayerPlan plan;
-    LayerPlacement p = current_;
-    assign_shares(p, load_, options_.balanced_shares);
     plan.predicted_before = model_.predict(current_, load_).total();
-    double time = model_.predict(p, load_).total();
-    double cost = 0;
-    const double horizon = std::max(1, options_.interval);
-    const int max_ops = options_.max_ops > 0 ? options_.max_ops : p.world_size * p.slots_per_rank + p.num_experts();
-    for (int op = 0; op < max_ops; ++op) {
-      double best_net = 1e-9 * time;
-      Candidate* best = nullptr;
-      double best_time = 0, best_cost = 0;
-      auto cands = candidates(p);
-      for (auto& c : cands) {
-        assign_shares(c.placement, load_, options_.balanced_shares);
-        const double t = model_.predict(c.placement, load_).total();
-        const double k = model_.change_seconds(current_, c.placement);
-        const double net = (time - t) - (k - cost) / horizon;
-        if (net > best_net) best_net = net, best = &c, best_time = t, best_cost = k;
+    Scored at = score(current_);
+    const int max_ops = options_.max_ops > 0
+                            ? options_.max_ops
+                            : at.placement.world_size * at.placement.slots_per_rank + at.placement.num_experts();
+    const auto take = [&](Scored next) {
+      next.change.predicted_gain = at.time - next.time;
+      next.change.change_seconds = next.cost - at.cost;
+      plan.changes.push_back(next.change);
+      at = std::move(next);
+    };
+    while (static_cast<int>(plan.changes.size()) < max_ops) {
+      if (auto next = best_move(at)) {
+        take(std::move(*next));
+        continue;
       }
-      if (best == nullptr) break;
-      best->change.predicted_gain = time - best_time;
-      best->change.change_seconds = best_cost - cost;
-      plan.changes.push_back(best->change);
-      p = std::move(best->placement);
-      time = best_time;
-      cost = best_cost;
+      auto pair = options_.lookahead > 0 && static_cast<int>(plan.changes.size()) + 2 <= max_ops
+                      ? best_pair(at)
+                      : std::vector<Scored>{};
+      if (pair.empty()) break;
+      for (auto& step : pair) take(std::move(step));
     }
-    if (options_.variant == PlannerVariant::Hedge && options_.hedge > 0) hedge(plan, p, time, cost, horizon);
+    LayerPlacement p = std::move(at.placement);
+    double time = at.time, cost = at.cost;
+    if (options_.variant == PlannerVariant::Hedge && options_.hedge > 0) hedge(plan, p, time, cost, horizon());
     // Keep the current shares when no replica changed and rebalancing shares gains nothing.
     if (plan.changes.empty() && time >= plan.predicted_before) p = current_;
     plan.predicted_after = model_.predict(p, load_).total();

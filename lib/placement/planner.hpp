@@ -1,6 +1,8 @@
-// FlexMoE's planner: a greedy search over expand / shrink / migrate steps on one layer's
-// placement, each step accepted only while the cost model predicts a per-iteration gain larger
-// than the step's extra change cost amortised over `interval` iterations. Two variants:
+// FlexMoE's planner: a search over expand / shrink / shift / migrate steps on one layer's
+// placement under the slot budget (planner_moves.hpp), each step accepted only while the cost
+// model predicts a per-iteration gain that clears the estimate's sampling noise and the step's
+// extra change cost amortised over `interval` iterations (the steps until the next plan); when no
+// single step pays, the best pair of steps (lookahead) is tried before stopping. Two variants:
 //   paper  the FlexMoE paper's moves only: expand, shrink, shift (shrink one expert to expand
 //          another, the paper's "rob the rich") and migrate, under the slot budget
 //   hedge  the same, then the hedge move (PlannerOptions::hedge), which is not in the paper
@@ -17,8 +19,14 @@ enum class PlannerVariant { Paper, Hedge };
 
 struct PlannerOptions {
   PlannerVariant variant = PlannerVariant::Paper;
-  int interval = 50;            // iterations a new placement is expected to live: amortises its cost
-  int max_ops = 0;              // greedy steps per layer per plan; 0 = until no step pays off
+  int interval = 50;  // iterations a new placement is expected to live: amortises its cost
+  int max_ops = 0;    // greedy steps per layer per plan; 0 = until no step pays off
+  // A step's gain must clear this many standard errors of its sampling noise (0 = off): the
+  // busiest ranks' token estimates have variance variance_per_token x tokens (Poisson counts:
+  // 1 for one step's counts, (1 - s) / (1 + s) for an exponential average with smoothing s).
+  double noise_z = 3;
+  double variance_per_token = 1;
+  int lookahead = 4;            // first steps tried in pairs when no single step pays (0 = greedy only)
   bool balanced_shares = true;  // false: each replica takes 1/n of its expert's tokens
   // Hedging: after the greedy search, fill free slots with replicas of the hottest experts (per
   // replica, on the load estimate) while each costs (sync + amortised move, as predicted) at

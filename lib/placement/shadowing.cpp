@@ -42,8 +42,8 @@ ShadowRouting measured_routing(const std::vector<std::int64_t>& local, const std
 }
 
 double shadowed_seconds(const CostModel& model, const ShadowRouting& routing, const std::vector<char>& shadowed,
-                        int pipeline_groups, double* balance) {
-  SKEW_CHECK(pipeline_groups >= 1, "fastermoe pipeline groups must be >= 1, got " << pipeline_groups);
+                        const ExchangeSchedule& schedule, double* balance) {
+  SKEW_CHECK(schedule.stages >= 1, "fastermoe pipeline stages must be >= 1, got " << schedule.stages);
   const int N = routing.ranks, E = routing.num_experts();
   std::vector<double> owned(static_cast<std::size_t>(N), 0.0), loads(owned.size(), 0.0);
   int num_shadowed = 0;
@@ -82,10 +82,10 @@ double shadowed_seconds(const CostModel& model, const ShadowRouting& routing, co
   std::iota(all.begin(), all.end(), 0);
   const double shadow_sync = num_shadowed * model.allreduce_seconds(model.expert_grad_bytes(), all);
   const double compute = model.compute_seconds(*std::max_element(loads.begin(), loads.end()));
-  return std::max(compute, alltoall) + std::min(compute, alltoall) / pipeline_groups + shadow_sync;
+  return model.scheduled_seconds(compute, alltoall, N, schedule) + shadow_sync;
 }
 
-ShadowDecision choose_shadows(const CostModel& model, const ShadowRouting& routing, int pipeline_groups) {
+ShadowDecision choose_shadows(const CostModel& model, const ShadowRouting& routing, const ExchangeSchedule& schedule) {
   const auto E = static_cast<std::size_t>(routing.num_experts());
   SKEW_CHECK(routing.global.size() == E, "shadowing: " << routing.global.size() << " loads for " << E << " experts");
   std::vector<int> hottest(E);
@@ -95,12 +95,12 @@ ShadowDecision choose_shadows(const CostModel& model, const ShadowRouting& routi
   });
   std::vector<char> shadowed(E, 0);
   ShadowDecision out;
-  out.seconds = shadowed_seconds(model, routing, shadowed, pipeline_groups, &out.balance);
+  out.seconds = shadowed_seconds(model, routing, shadowed, schedule, &out.balance);
   for (int e : hottest) {
     if (routing.ranks == 1) break;
     shadowed[static_cast<std::size_t>(e)] = 1;
     double balance = 1;
-    const double t = shadowed_seconds(model, routing, shadowed, pipeline_groups, &balance);
+    const double t = shadowed_seconds(model, routing, shadowed, schedule, &balance);
     if (t >= out.seconds) break;
     out.seconds = t, out.balance = balance;
     out.shadowed.push_back(e);

@@ -30,12 +30,13 @@ ShadowRouting uniform_routing(const std::vector<std::int64_t>& counts, int gpus)
 ShadowRouting measured_routing(const std::vector<std::int64_t>& local, const std::vector<int>& owner, int ranks);
 
 // Predicted seconds of the layer's step with `shadowed` experts computed where their tokens are:
-// busiest rank's expert compute and the all-to-all of the others' tokens, overlapped in
-// `pipeline_groups` chunks (FasterMoE's smart schedule: only 1/groups of the shorter phase stays
-// exposed; 1 = run one after the other), plus the shadows' parameter and gradient exchange.
+// busiest rank's expert compute and the all-to-all of the others' tokens under `schedule`
+// (CostModel::scheduled_seconds, the overlap model every policy gets: FasterMoE's smart
+// schedule is a pipelined one), plus the shadows' parameter broadcast and gradient reduce, paid
+// every step and not overlapped.
 // `balance`, when given, receives the resulting max/mean rank load.
 double shadowed_seconds(const CostModel& model, const ShadowRouting& routing, const std::vector<char>& shadowed,
-                        int pipeline_groups, double* balance = nullptr);
+                        const ExchangeSchedule& schedule, double* balance = nullptr);
 
 struct ShadowDecision {
   std::vector<int> shadowed;  // ascending expert ids
@@ -45,6 +46,6 @@ struct ShadowDecision {
 
 // Greedy from the hottest expert (most tokens, ties to the lower id) down, stopping at the first
 // shadow that does not lower the predicted time. One rank shadows nothing.
-ShadowDecision choose_shadows(const CostModel& model, const ShadowRouting& routing, int pipeline_groups);
+ShadowDecision choose_shadows(const CostModel& model, const ShadowRouting& routing, const ExchangeSchedule& schedule);
 
 }  // namespace skew::placement

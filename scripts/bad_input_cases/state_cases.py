@@ -180,8 +180,12 @@ def output_cases() -> list:
                ("wide_train", "output.model", "model.safetensors", ()), ("wide_train", "output.dir", "out", ()),
                ("preduce_train", "output.curve", "curve.csv", ()),
                ("preduce_train", "output.metrics", "m%r.jsonl", ("--simulate=false", "--sync.mode=allreduce")),
-               # skewed enough that the (paper) planner changes the placement: /dev/full gets written
-               ("placement_sim", "output.changes", "changes.jsonl", ("--sim.zipf=1.5",)),
+               # skewed enough that the (paper) planner changes the placement, planning from the first
+               # iteration without a noise margin: /dev/full gets written
+               ("placement_sim", "output.changes", "changes.jsonl",
+                ("--sim.zipf=1.5", "--placement.warmup=1", "--placement.noise_z=0")),
+               ("placement_sim", "output.plans", "plans.jsonl",
+                ("--sim.zipf=1.5", "--placement.warmup=1", "--placement.noise_z=0")),
                ("placement_sim", "output.steps_csv", "steps.csv", ()),
                ("placement_sim", "output.summary_csv", "summary.csv", ()), ("placement_sim", "output.table", "t.md", ())]
     for app, key, name, extra in targets:

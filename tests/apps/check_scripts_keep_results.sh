@@ -37,7 +37,7 @@ smoke() {  # smoke SCRIPT FILE_EXPECTED_IN_ITS_RUN_DIR [SCRIPT ARGS...]
 }
 smoke bench_moe bench_moe.csv
 smoke bench_wide_sweep sweep.csv "$build"
-smoke reproduce_flexmoe sim_summary.csv
+smoke reproduce_flexmoe sim_64gpu/sim_summary.csv
 # bench_wide_peers runs the peers' binaries (scripts/peers/build.sh): tried where they are built.
 if [[ -x ${PEERS_BIN:-/work/peers/bin}/xlearn_train ]]; then
   smoke bench_wide_peers table.md "$build"

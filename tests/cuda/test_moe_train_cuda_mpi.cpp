@@ -78,10 +78,16 @@ void require_network_matches(moe::Precision precision, double tolerance, bool ma
 // Every cost constant is given: measured ones would make the decisions, and the runs, vary.
 std::vector<std::string> policy_overrides(const std::string& policy) {
   if (policy == "flexmoe")
-    return {"--placement.interval=2",           "--placement.threshold=1.0",
-            "--placement.gemm_flops=1e6",       "--placement.alltoall_bandwidth=1e9",
-            "--placement.nvlink_bandwidth=1e9", "--placement.allreduce_bandwidth=1e9",
-            "--placement.alltoall_latency=0",   "--placement.smoothing=0.8"};
+    return {"--placement.interval=2",
+            "--placement.threshold=1.0",
+            "--placement.warmup=1",
+            "--placement.noise_z=0",
+            "--placement.gemm_flops=1e6",
+            "--placement.alltoall_bandwidth=1e9",
+            "--placement.nvlink_bandwidth=1e9",
+            "--placement.allreduce_bandwidth=1e9",
+            "--placement.alltoall_latency=0",
+            "--placement.smoothing=0.8"};
   if (policy == "fastermoe")
     return {
         "--moe.fastermoe_chunks=2",         "--placement.gemm_flops=1e12",         "--placement.alltoall_bandwidth=1e5",

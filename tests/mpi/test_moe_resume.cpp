@@ -49,6 +49,8 @@ TEST_CASE("flexmoe resumes bit-exactly: same losses, same placements; the index 
                                            "--moe.policy=flexmoe",
                                            "--placement.interval=2",
                                            "--placement.threshold=1.0",
+                                           "--placement.warmup=1",
+                                           "--placement.noise_z=0",
                                            "--placement.gemm_flops=1e6",
                                            "--placement.alltoall_bandwidth=1e9",
                                            "--placement.nvlink_bandwidth=1e9",
@@ -141,8 +143,8 @@ TEST_CASE("flexmoe re-places experts without changing the model function", "[moe
   };
   run(schema, with({"--output.metrics=" + dir + "/static.jsonl"}));
   const Json flex = run(schema, with({"--moe.policy=flexmoe", "--placement.interval=2", "--placement.threshold=1.0",
-                                      "--placement.gemm_flops=1e6", "--placement.smoothing=0.5",
-                                      "--output.metrics=" + dir + "/flex.jsonl"}));
+                                      "--placement.warmup=1", "--placement.noise_z=0", "--placement.gemm_flops=1e6",
+                                      "--placement.smoothing=0.5", "--output.metrics=" + dir + "/flex.jsonl"}));
   REQUIRE(flex["placement_changes"].get<std::int64_t>() > 0);
   if (world().rank() == 0) {
     const auto a = read_jsonl(dir + "/static.jsonl"), b = read_jsonl(dir + "/flex.jsonl");

@@ -24,8 +24,12 @@ TEST_CASE("placement config keys: defaults, overrides and derived values", "[pla
   const skew::placement::PlacementOptions p = placement_options_from_config(cfg);
   const auto& o = p.flexmoe;
   CHECK(o.threshold == 1.5);
-  CHECK(o.interval == 50);
+  CHECK(o.planner.interval == 50);
   CHECK(o.smoothing == 0.3);
+  CHECK(o.warmup == 5);
+  CHECK(o.planner.noise_z == 3.0);
+  CHECK(o.planner.lookahead == 4);
+  CHECK(o.planner.variance_per_token == Approx(0.7 / 1.3));  // an average with smoothing 0.3
   CHECK(!o.planner.balanced_shares);
   CHECK(p.cost_overrides.gemm_flops == 2e12);
   CHECK(p.cost_overrides.alltoall_bandwidth == 0.0);  // measured at start-up

@@ -130,7 +130,7 @@ TEST_CASE("a simulation scores every policy with the scoring constants, not the 
   CHECK(scored[1].mean_step() == Approx(deepspeed_step(truth_model, counts, 2, 0.0, 4, nullptr)));
   CHECK(scored[4].mean_step() == Approx(ideal_step(truth_model, counts, 2)));
   // FasterMoE decides its shadows with the planner's model and is scored with the truth.
-  CHECK(scored[2].mean_step() == Approx(fastermoe_step(planner_model, truth_model, counts, 2, 1, nullptr)));
+  CHECK(scored[2].mean_step() == Approx(fastermoe_step(planner_model, truth_model, counts, 2, nullptr)));
   CHECK(scored[2].mean_step() != Approx(planner_scored[2].mean_step()));
   // Scoring with the planners' own constants is the unscored simulation exactly.
   s.scoring = s.constants;

@@ -147,3 +147,17 @@ TEST_CASE("cost model: change cost of new replicas", "[placement][cost]") {
   CHECK(transfers[3].expert == 1);
   CHECK(transfers[3].dst == 2);
 }
+
+TEST_CASE("cost model: one sender's concurrent transfers share its link", "[placement][cost]") {
+  const CostModel m = tiny_model();  // 2 ranks a node; 12000 state bytes, network 1000 B/s
+  const auto before = LayerPlacement::block(4, 4, 2);
+  LayerPlacement fan_out = before, disjoint = before;
+  // Rank 0 copies expert 0 to ranks 2 and 3 (both off-node): its network link carries 24000
+  // bytes, 24 s, though each receiver takes only 12 s.
+  fan_out.experts[0] = {{0, 1.0 / 3}, {2, 1.0 / 3}, {3, 1.0 / 3}};
+  CHECK(m.change_seconds(before, fan_out) == Approx(24.0));
+  // Two senders to two receivers on disjoint links run in parallel: 12 s.
+  disjoint.experts[0] = {{0, 0.5}, {2, 0.5}};
+  disjoint.experts[1] = {{1, 0.5}, {3, 0.5}};
+  CHECK(m.change_seconds(before, disjoint) == Approx(12.0));
+}

@@ -28,6 +28,7 @@ TEST_CASE("planner: a hot expert gets replicas until the ranks are balanced", "[
   const auto current = LayerPlacement::block(4, 4, 2);
   const std::vector<double> load{1000, 100, 100, 100};
   PlannerOptions o;
+  o.noise_z = 0;  // exact loads, no sampling noise
   const LayerPlan plan = plan_layer(m, current, load, o);
   plan.placement.validate();
   CHECK(plan.placement.experts[0].size() == 4);
@@ -47,6 +48,7 @@ TEST_CASE("planner: a hot expert stops expanding when the slots run out", "[plac
   std::vector<double> load(8, 100.0);
   load[0] = 10000;
   PlannerOptions o;
+  o.noise_z = 0;  // exact loads, no sampling noise
   o.balanced_shares = false;
   const LayerPlan plan = plan_layer(m, current, load, o);
   plan.placement.validate();
@@ -89,6 +91,7 @@ TEST_CASE("planner: a change whose gain is below its amortised cost is not taken
   const auto current = LayerPlacement::block(4, 4, 2);
   const std::vector<double> load{300, 100, 100, 100};
   PlannerOptions o;
+  o.noise_z = 0;  // exact loads: only the move's cost holds it back
   o.interval = 50;
   const LayerPlan plan = plan_layer(slow, current, load, o);
   CHECK(plan.changes.empty());
@@ -157,31 +160,60 @@ TEST_CASE("load monitor: exponential smoothing of the routing counts", "[placeme
   CHECK_THROWS(LoadMonitor(1, 1, 1.0));
 }
 
-TEST_CASE("flexmoe policy: plans on imbalance, keeps a balanced placement, logs changes", "[placement][policy]") {
+TEST_CASE("flexmoe policy: plans after its warm-up, on the interval, on imbalance; logs changes",
+          "[placement][policy]") {
   FlexMoeOptions o;
   o.threshold = 1.2;
-  o.interval = 100;
+  o.warmup = 2;
+  o.planner.interval = 2;
+  o.planner.noise_z = 0;
   o.smoothing = 0.0;
   FlexMoePolicy policy(compute_bound_model(), 1, 4, o);
   const std::vector<LayerPlacement> current{LayerPlacement::block(4, 4, 2)};
-  CHECK(policy.plan(1, current) == current);  // nothing observed yet
+  CHECK(policy.plan(0, current) == current);  // nothing observed yet
+  policy.observe(0, {{1000, 100, 100, 100}}, 0.9);
+  CHECK(policy.plan(1, current) == current);  // one observation: still warming up
   policy.observe(1, {{100, 100, 100, 100}}, 0.5);
-  CHECK(policy.plan(2, current) == current);  // balanced and not on the interval
+  CHECK(policy.plan(2, current) == current);  // warmed up, but balanced
   CHECK(policy.plans_run() == 0);
   policy.observe(2, {{1000, 100, 100, 100}}, 0.9);
-  const auto next = policy.plan(3, current);
+  CHECK(policy.plan(3, current) == current);  // imbalanced, but one observation after the last chance
+  CHECK(policy.plans_run() == 0);
+  policy.observe(3, {{1000, 100, 100, 100}}, 0.9);
+  const auto next = policy.plan(4, current);
   CHECK(policy.plans_run() == 1);
   REQUIRE(next.size() == 1);
   CHECK(next[0].experts[0].size() == 4);
   CHECK(policy.take_changes().empty());  // step time after the change not seen yet
-  policy.observe(3, {{1000, 100, 100, 100}}, 0.4);
+  policy.observe(4, {{1000, 100, 100, 100}}, 0.4);
   const auto log = policy.take_changes();
   REQUIRE(log.size() == 3);
-  CHECK(log[0].change.iteration == 3);
+  CHECK(log[0].change.iteration == 4);
   CHECK(log[0].step_seconds_before == 0.9);
   CHECK(log[0].step_seconds_after == 0.4);
   const auto j = log[0].to_json();
   CHECK(j["op"] == "expand");
   CHECK(j["expert"] == 0);
-  CHECK(policy.plan(4, next) == next);  // balanced now
+  policy.observe(5, {{1000, 100, 100, 100}}, 0.4);
+  CHECK(policy.plan(6, next) == next);  // balanced now
+}
+
+TEST_CASE("planner: a gain within a few standard errors of the counts' noise is not taken", "[placement][planner]") {
+  // Expert 0 carries 120 tokens, the others 100 (1 ms a token). Its first replica levels two
+  // ranks at 110: 10 ms gained, while the busiest ranks' counts (120 before, 110 after) have a
+  // standard error of sqrt(230) = 15.2 tokens: three of them are 45 ms. With 100x the tokens the
+  // gain is 1000 ms and three standard errors 455 ms: it is taken.
+  const CostModel m = compute_bound_model();
+  const auto current = LayerPlacement::block(4, 4, 2);
+  PlannerOptions o;
+  o.noise_z = 3;
+  o.variance_per_token = 1;
+  CHECK(plan_layer(m, current, {120, 100, 100, 100}, o).changes.empty());
+  const LayerPlan large = plan_layer(m, current, {12000, 10000, 10000, 10000}, o);
+  REQUIRE(!large.changes.empty());
+  CHECK(large.changes.front().op == "expand");
+  CHECK(large.changes.front().predicted_gain == Approx(1.0).epsilon(1e-6));
+  // Without the noise margin the small gain is taken too.
+  o.noise_z = 0;
+  CHECK(!plan_layer(m, current, {120, 100, 100, 100}, o).changes.empty());
 }

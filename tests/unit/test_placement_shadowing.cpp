@@ -43,7 +43,7 @@ TEST_CASE("fastermoe shadows the hot expert exactly where the cost model's close
   const auto routing = measured_routing(local, owner, 2);
   for (double f : {0.99, 1.01}) {
     const double F = f * F_star;
-    const ShadowDecision d = choose_shadows(model(F, Ba, Br), routing, 1);
+    const ShadowDecision d = choose_shadows(model(F, Ba, Br), routing, ExchangeSchedule{});
     INFO("gemm_flops " << F << " against the threshold " << F_star);
     if (f < 1) {
       REQUIRE(d.shadowed == std::vector<int>{0});
@@ -57,8 +57,8 @@ TEST_CASE("fastermoe shadows the hot expert exactly where the cost model's close
   // The same flip in the measured all-reduce bandwidth at a fixed GEMM throughput.
   const double F = 2e12;
   const double Br_star = P * g / ((h - 2 * c) * 6 * P / F + traffic_gain);
-  CHECK(choose_shadows(model(F, Ba, 1.01 * Br_star), routing, 1).shadowed == std::vector<int>{0});
-  CHECK(choose_shadows(model(F, Ba, 0.99 * Br_star), routing, 1).shadowed.empty());
+  CHECK(choose_shadows(model(F, Ba, 1.01 * Br_star), routing, ExchangeSchedule{}).shadowed == std::vector<int>{0});
+  CHECK(choose_shadows(model(F, Ba, 0.99 * Br_star), routing, ExchangeSchedule{}).shadowed.empty());
 }
 
 TEST_CASE("shadowing: measured routing in equal parts costs what the uniform model predicts", "[placement][shadow]") {
@@ -82,10 +82,12 @@ TEST_CASE("shadowing: measured routing in equal parts costs what the uniform mod
                                             {1, 1, 1, 1, 1, 1, 1, 1}})
     for (int groups : {1, 4}) {
       double bu = 0, bm = 0;
-      CHECK(shadowed_seconds(m, measured, shadowed, groups, &bm) ==
-            Approx(shadowed_seconds(m, uniform, shadowed, groups, &bu)).epsilon(1e-12));
+      CHECK(shadowed_seconds(m, measured, shadowed, {Overlap::Pipelined, groups}, &bm) ==
+            Approx(shadowed_seconds(m, uniform, shadowed, {Overlap::Pipelined, groups}, &bu)).epsilon(1e-12));
       CHECK(bm == Approx(bu));
     }
-  CHECK(choose_shadows(m, uniform, 1).shadowed == choose_shadows(m, measured, 1).shadowed);
-  CHECK(choose_shadows(m, uniform_routing(counts, 1), 1).shadowed.empty());  // one rank: nothing to shadow
+  CHECK(choose_shadows(m, uniform, ExchangeSchedule{}).shadowed ==
+        choose_shadows(m, measured, ExchangeSchedule{}).shadowed);
+  CHECK(choose_shadows(m, uniform_routing(counts, 1), ExchangeSchedule{})
+            .shadowed.empty());  // one rank: nothing to shadow
 }

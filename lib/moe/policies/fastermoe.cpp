@@ -45,12 +45,12 @@ void FasterMoePolicy<T>::plan(LayerView<T>& layer) {
   world.allgather(comm::cview(layer.gate_state().local_counts), comm::view(local));
   std::vector<int> owner;
   for (const auto& reps : layer.placement().experts) owner.push_back(reps[0].rank);
-  // The smart schedule's stages are the cost model's pipeline groups (N peers x chunks each);
+  // The smart schedule's stages are the cost model's pipeline stages (N peers x chunks each);
   // without it (0 chunks) the all-to-all and the expert compute run one after the other.
   const int chunks = layer.options().schedule_chunks;
-  const int pipeline_groups = chunks > 0 ? N * chunks : 1;
-  name_shadows(
-      placement::choose_shadows(model_, placement::measured_routing(local, owner, N), pipeline_groups).shadowed);
+  const placement::ExchangeSchedule schedule{chunks > 0 ? placement::Overlap::Pipelined : placement::Overlap::None,
+                                             chunks > 0 ? N * chunks : 1};
+  name_shadows(placement::choose_shadows(model_, placement::measured_routing(local, owner, N), schedule).shadowed);
   const std::size_t P = static_cast<std::size_t>(layer.options().expert_params());
   for (int e : shadows.experts) {
     if (owner[static_cast<std::size_t>(e)] == world.rank()) {

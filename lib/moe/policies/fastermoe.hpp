@@ -6,7 +6,7 @@
 // same measured cost model FlexMoE plans with (lib/placement/shadowing.hpp). The rest as in
 // StaticPolicy. FasterMoE's smart schedule (all-to-all pipelined with expert compute in chunks)
 // is the layer's MoeOptions::schedule_chunks (smart_schedule.hpp); the decision models its
-// stages as the cost model's pipeline groups.
+// stages as the cost model's pipeline stages.
 #pragma once
 #include <cstdint>
 #include <map>

@@ -1,0 +1,63 @@
+// What flexmoe's plans were worth in a simulation: each plan's predicted gain per iteration (on
+// the load estimate it was made with) beside the gain realised on the counts that followed, until
+// the next plan (the placement before the plan against the one after, both with the runtime's
+// shares on each iteration's counts), and how long the replicas it created lived.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/metrics.hpp"
+#include "lib/placement/cost_model.hpp"
+#include "lib/placement/policy.hpp"
+
+namespace skew::placement {
+
+struct PlanRecord {
+  std::int64_t iteration = 0;
+  int added = 0, removed = 0;  // replicas, over all layers
+  double change_seconds = 0;   // the plan's state moves, over all layers
+  double predicted_gain = 0;   // seconds per iteration, summed over layers
+  double realised_gain = 0;    // mean seconds per iteration over `realised_iterations`
+  std::int64_t realised_iterations = 0;
+  Json to_json() const;
+};
+
+struct PlanStats {
+  std::vector<PlanRecord> plans;
+  std::vector<std::int64_t> lifetimes;  // iterations each removed replica lived
+  std::int64_t alive_at_end = 0;        // replicas created by plans and never removed
+  std::int64_t iterations = 0;
+  // Replicas added or removed per 100 iterations.
+  double changes_per_100() const;
+  // Median of `lifetimes` (-1 when no replica was removed).
+  double median_lifetime() const;
+};
+
+class PlanTracker {
+ public:
+  // `planner`: the model flexmoe planned with (predicted gains); `scorer`: the one the simulated
+  // steps are scored with (realised gains); `live_shares`: shares re-levelled on each load.
+  PlanTracker(const CostModel& planner, const CostModel& scorer, bool live_shares, PlanStats& stats);
+  // Flexmoe's plan at `iteration` took `before` to `after`, planning on `estimates` (per layer).
+  void planned(std::int64_t iteration, const std::vector<LayerPlacement>& before,
+               const std::vector<LayerPlacement>& after, const std::vector<std::vector<double>>& estimates,
+               double change_seconds);
+  // One simulated iteration's counts, under the placement of the last plan.
+  void step(const RoutingCounts& counts);
+  // Closes the last plan and counts the replicas still alive.
+  void finish();
+
+ private:
+  double seconds(const CostModel& model, LayerPlacement p, const std::vector<double>& load) const;
+  void close();
+
+  const CostModel& planner_;
+  const CostModel& scorer_;
+  bool live_shares_;
+  PlanStats& stats_;
+  std::vector<LayerPlacement> before_, after_;
+  std::vector<std::vector<std::int64_t>> born_;  // [layer][expert * ranks + rank]: iteration added, -1 = none
+  double realised_sum_ = 0;
+};
+
+}  // namespace skew::placement
