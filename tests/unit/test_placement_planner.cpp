@@ -160,7 +160,7 @@ TEST_CASE("load monitor: exponential smoothing of the routing counts", "[placeme
   CHECK_THROWS(LoadMonitor(1, 1, 1.0));
 }
 
-TEST_CASE("flexmoe policy: plans after its warm-up, on the interval, on imbalance; logs changes",
+TEST_CASE("flexmoe policy: plans after its warm-up, on the interval, on imbalance, and logs changes",
           "[placement][policy]") {
   FlexMoeOptions o;
   o.threshold = 1.2;
