@@ -135,12 +135,13 @@ def moe(cid, files, args, expect, prepare=None, needs=()) -> Case:
                 files=files, prepare=prepare, needs=needs)
 
 
-def replay_truncated(env):
+def recorded_trace(env, edit):
+    """Records tr.rank0 with the tiny settings (moe.top_k=1), then rewrites its bytes with `edit`."""
     def prepare(d):
         subprocess.run([env.exe("moe_train")] + tiny_args("moe_train") + [f"--moe.save_trace={d}/tr"],
                        capture_output=True, check=True, timeout=60, cwd=d)
         t = d / "tr.rank0"
-        t.write_bytes(t.read_bytes()[: t.stat().st_size // 2 + 1])
+        t.write_bytes(edit(t.read_bytes()))
     return prepare
 
 
@@ -160,7 +161,14 @@ def moe_cases(env) -> list:
             error(place_re("tr.rank0"))),
         moe("replay_trace_missing", {}, ["--moe.replay_trace={dir}/tr"], error(place_re("tr.rank0"))),
         moe("replay_trace_truncated", {}, ["--moe.replay_trace={dir}/tr"], error(place_re("tr.rank0")),
-            prepare=replay_truncated(env)),
+            prepare=recorded_trace(env, lambda b: b[: len(b) // 2 + 1])),
+        moe("replay_trace_other_top_k", {}, ["--moe.replay_trace={dir}/tr", "--moe.top_k=2"],
+            error(place_re("tr.rank0"), r"moe\.top_k = 1", r"moe\.top_k = 2"), prepare=recorded_trace(env, bytes)),
+        moe("replay_trace_other_batch", {}, ["--moe.replay_trace={dir}/tr", "--train.batch_size=3"],
+            error(place_re("tr.rank0"), r"train\.batch_size = 2", r"train\.batch_size = 3"),
+            prepare=recorded_trace(env, bytes)),
+        moe("replay_trace_headerless", {}, ["--moe.replay_trace={dir}/tr"], error(place_re("tr.rank0"), "header"),
+            prepare=recorded_trace(env, lambda b: b[b.index(b"\n") + 1:])),
     ]
 
 
