@@ -59,6 +59,11 @@ class Schema {
   Schema& add_int(const std::string& key, std::int64_t def, IntRange range, const std::string& help);
   Schema& add_float(const std::string& key, double def, FloatRange range, const std::string& help);
   Schema& add_bool(const std::string& key, bool def, const std::string& help);
+  // Comma-separated lists ("1,1,1,4"; "" is the empty list): every item is checked as a value of
+  // an int or float key with `range` is (junk, nan/inf, range), and an empty item ("8,,8") is
+  // refused; an error names the key, the item's position and text, and the source.
+  Schema& add_int_list(const std::string& key, const std::string& def, IntRange range, const std::string& help);
+  Schema& add_float_list(const std::string& key, const std::string& def, FloatRange range, const std::string& help);
   // A string restricted to `choices`; anything else is an error naming the key.
   Schema& add_choice(const std::string& key, const std::string& def, const std::vector<std::string>& choices,
                      const std::string& help);
@@ -69,8 +74,8 @@ class Schema {
   struct Key {
     std::string name, type, default_text, help;
     std::vector<std::string> choices;
-    std::optional<IntRange> int_range;      // int keys (always set for them)
-    std::optional<FloatRange> float_range;  // float keys (always set for them)
+    std::optional<IntRange> int_range;      // int and int list keys (always set for them)
+    std::optional<FloatRange> float_range;  // float and float list keys (always set for them)
     std::string range_text() const;         // "in [1, 64]"; empty for the other types
   };
   const std::vector<Key>& keys() const { return keys_; }
@@ -115,9 +120,10 @@ class Config {
   }
   double get_float(const std::string& key) const;
   bool get_bool(const std::string& key) const;
-  // Comma-separated lists stored in string keys ("1,1,1,4"); items trimmed, empty items and an
-  // empty string give nothing.
+  // A comma-separated list in a string key ("a, b"); items trimmed, empty items and an empty
+  // string give nothing.
   std::vector<std::string> get_string_list(const std::string& key) const;
+  // The items of an int list or float list key, checked when it was set.
   std::vector<double> get_float_list(const std::string& key) const;
   std::vector<std::int64_t> get_int_list(const std::string& key) const;
 

@@ -32,33 +32,67 @@ namespace {
 }
 }  // namespace
 
+namespace config_text {
+
+std::string value_mismatch(const Schema::Key& k, const std::string& text) {
+  if (k.type == "int") {
+    const auto v = whole_number<std::int64_t>(text);
+    if (!v) return "an integer";
+    if (!k.int_range->contains(*v)) return "an integer " + k.int_range->text();
+  } else if (k.type == "float") {
+    const auto v = whole_number<double>(text);
+    if (!v) return "a number";
+    const FloatRange& r = *k.float_range;
+    const std::string range = r.text();
+    if (!r.contains(*v))
+      return std::string(r.nonfinite ? "a number" : "a finite number") +
+             (range.rfind("any", 0) == 0 ? "" : " " + range);
+  } else if (k.type == "bool") {
+    bool b;
+    if (!parse_bool_text(text, &b)) return "true/false, yes/no, on/off or 1/0";
+  } else if (k.type == "choice") {
+    if (std::find(k.choices.begin(), k.choices.end(), text) == k.choices.end()) {
+      std::string list;
+      for (const auto& c : k.choices) list += (list.empty() ? "" : ", ") + c;
+      return "one of " + list;
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> list_items(const std::string& text) {
+  std::vector<std::string> out;
+  if (trim(text).empty()) return out;
+  std::stringstream ss(text + ",");  // "1," holds an empty last item, which getline would drop
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(trim(item));
+  return out;
+}
+
+std::string list_mismatch(const Schema::Key& k, const std::string& text) {
+  if (k.type != "int list" && k.type != "float list") return "";
+  Schema::Key item_key = k;  // each item is checked as a value of the scalar key
+  item_key.type = k.type == "int list" ? "int" : "float";
+  const std::vector<std::string> items = list_items(text);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const std::string position = "item " + std::to_string(i + 1) + " of " + std::to_string(items.size());
+    if (items[i].empty())
+      return position + " is empty: expected " + std::string(item_key.type == "int" ? "integers" : "numbers") +
+             " separated by commas";
+    const std::string expected = value_mismatch(item_key, items[i]);
+    if (!expected.empty()) return position + " '" + items[i] + "' is not " + expected;
+  }
+  return "";
+}
+
+}  // namespace config_text
+
 void Config::store(const std::string& key, const std::string& value, const std::string& where) {
   const Schema::Key* k = schema_->find(key);
   if (!k) throw_unknown_key(*schema_, key, where);
-  const auto bad = [&](const std::string& expected) {
+  if (const std::string expected = config_text::value_mismatch(*k, value); !expected.empty())
     throw Error(where + ": bad value '" + value + "' for key '" + key + "': expected " + expected);
-  };
-  if (k->type == "int") {
-    const auto v = config_text::whole_number<std::int64_t>(value);
-    if (!v) bad("an integer");
-    if (!k->int_range->contains(*v)) bad("an integer " + k->int_range->text());
-  } else if (k->type == "float") {
-    const auto v = config_text::whole_number<double>(value);
-    if (!v) bad("a number");
-    const FloatRange& r = *k->float_range;
-    const std::string range = r.text();
-    if (!r.contains(*v))
-      bad(std::string(r.nonfinite ? "a number" : "a finite number") + (range.rfind("any", 0) == 0 ? "" : " " + range));
-  } else if (k->type == "bool") {
-    bool b;
-    if (!config_text::parse_bool_text(value, &b)) bad("true/false, yes/no, on/off or 1/0");
-  } else if (k->type == "choice") {
-    if (std::find(k->choices.begin(), k->choices.end(), value) == k->choices.end()) {
-      std::string list;
-      for (const auto& c : k->choices) list += (list.empty() ? "" : ", ") + c;
-      bad("one of " + list);
-    }
-  }
+  if (const std::string problem = config_text::list_mismatch(*k, value); !problem.empty())
+    throw Error(where + ": key '" + key + "' = '" + value + "': " + problem);
   // First value stored wins (command line is stored before the file).
   if (source_.count(key)) return;
   po::parsed_options parsed(&schema_->description());

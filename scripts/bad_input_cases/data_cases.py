@@ -1,6 +1,7 @@
 """Kind `data`: malformed data files. A bad line sits after good ones, so the message must name
 the file and the right line (`train.libsvm:3`), not just the file."""
 import json
+import os
 import subprocess
 
 from . import Case, Expect, error, key_re, place_re, success, tiny_args
@@ -73,15 +74,26 @@ def wide_cases(env) -> list:
         out.append(wide(cid, {"train.libsvm": svm(*GOOD_SVM, *TAIL_SVM)}, prepare=cache_damager(env, damage),
                         expect=Expect(error=[place_re("train.libsvm.skewbin")],
                                       success=[place_re("train.libsvm.skewbin")])))
+    # The text edited with its size and mtime kept (sed -i, then touch -d): the cache is stale.
+    out.append(wide("cache_source_edited_size_and_mtime_kept", {"train.libsvm": svm(*GOOD_SVM, *TAIL_SVM)},
+                    prepare=cache_damager(env, bytes, edit_source=True),
+                    expect=success(r"training rows on rank 0 \(\d+ lines, 0 skipped")))
     return out
 
 
-def cache_damager(env, damage):
+def cache_damager(env, damage, edit_source=False):
     def prepare(d):
         subprocess.run([env.exe("wide_train")] + tiny_args("wide_train", drop=("data.train",)) +
                        [f"--data.train={d}/train.libsvm"], capture_output=True, check=True, timeout=60, cwd=d)
         cache = d / "train.libsvm.skewbin"
         cache.write_bytes(damage(cache.read_bytes()))
+        if edit_source:  # the first label flipped, by a new file renamed over it (as sed -i does)
+            source = d / "train.libsvm"
+            stat, text = source.stat(), source.read_bytes()
+            edited = d / "edited.tmp"
+            edited.write_bytes(bytes([ord("0") + ord("1") - text[0]]) + text[1:])
+            edited.rename(source)
+            os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     return prepare
 
 
@@ -122,6 +134,9 @@ def preduce_cases() -> list:
         hetero("negative", "1,2\n3,-2\n", error(place_re("delays.txt", 2))),
         hetero("nan", "1,2\n3,nan\n", error(place_re("delays.txt", 2))),
         hetero("overflow", "1,2\n3,1e400\n", error(place_re("delays.txt", 2))),
+        hetero("inf", "0,1\n0,inf\n", error(place_re("delays.txt", 2))),
+        hetero("1e300", "0,1\n0,1e300\n", error(place_re("delays.txt", 2))),
+        hetero("trailing_junk", "0,1\n1,2x\n", error(place_re("delays.txt", 2))),
         hetero("one_value_for_two_workers", "1,2\n3\n", error(place_re("delays.txt", 2))),
         hetero("empty", "", error(place_re("delays.txt"))),
         Case("data:preduce_train:hetero_trace_missing", "data", "preduce_train",

@@ -46,8 +46,21 @@ TEST_CASE("preduce schema: out-of-range values are rejected at parse time", "[pr
   }
   CHECK_THROWS_WITH(skew::Config::parse_ini_text(schema, "[sim]\nworkers = -2\n", "p.ini"),
                     Catch::Contains("p.ini:2: bad value '-2' for key 'sim.workers'"));
-  CHECK_THROWS_WITH(read_options(parse("--model.hidden=64,0")),
-                    Catch::Contains("command line: width 0 in key 'model.hidden' is not in [1, 65536]"));
+  CHECK_THROWS_WITH(
+      read_options(parse("--model.hidden=64,0")),
+      Catch::Contains("command line: key 'model.hidden' = '64,0': item 2 of 2 '0' is not an integer in [1, "
+                      "65536]"));
+  for (const auto& [arg, item] :
+       std::vector<std::pair<std::string, std::string>>{{"--hetero.slowdown=1,inf", "'inf'"},
+                                                        {"--hetero.slowdown=1,1e300", "'1e300'"},
+                                                        {"--hetero.slowdown=1,0.5", "'0.5'"},
+                                                        {"--hetero.link_ms=0,inf", "'inf'"},
+                                                        {"--hetero.link_ms=0,-1", "'-1'"}}) {
+    INFO(arg);
+    CHECK_THROWS_WITH(parse(arg), Catch::Contains("command line: key '" + arg.substr(2, arg.find('=') - 2) + "'") &&
+                                      Catch::Contains("item 2 of 2 " + item + " is not a finite number"));
+  }
+  CHECK(read_options(parse("--hetero.slowdown=1, 4")).hetero.slowdown == std::vector<double>{1, 4});
   CHECK_THROWS_WITH(read_options(parse("--preduce.group_size=1")),
                     Catch::Contains("preduce.group_size must be 0 (auto) or >= 2"));
   const TrainOptions o = read_options(parse("--train.seed=9223372036854775807"));
@@ -126,7 +139,7 @@ TEST_CASE("preduce: model.hidden with an empty item is an error naming the key",
        {"--model.hidden=8,,8", "--model.hidden=8,", "--model.hidden=,8", "--model.hidden=8, ,8"}) {
     INFO(arg);
     CHECK_THROWS_WITH(hidden_of(arg),
-                      Catch::Contains("command line: key 'model.hidden'") && Catch::Contains("has an empty item"));
+                      Catch::Contains("command line: key 'model.hidden'") && Catch::Contains("is empty"));
   }
   CHECK(hidden_of("--model.hidden=8, 16") == std::vector<int>{8, 16});
   CHECK(hidden_of("--model.hidden=").empty());  // no hidden layer: logistic regression

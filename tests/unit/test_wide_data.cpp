@@ -219,7 +219,6 @@ TEST_CASE("a byte flipped inside a cached value fails the cache's checksum: rebu
   o.use_cache = true;
   load_dataset(path, o);  // writes the cache
   REQUIRE(std::filesystem::exists(cache));
-  const auto source_time = std::filesystem::last_write_time(path);
   // The cache ends with the frequency order (98 ids here: 392 bytes) and its length (8 bytes,
   // checked against the file's size instead). Inside the order, the last values and the indices:
   for (const std::size_t from_end : {9, 300, 403, 409, 4400}) {
@@ -227,7 +226,6 @@ TEST_CASE("a byte flipped inside a cached value fails the cache's checksum: rebu
     REQUIRE(bytes.size() > from_end);
     bytes[bytes.size() - from_end] ^= 0x40;  // 0.x becomes another finite, in-range value
     std::ofstream(cache, std::ios::binary | std::ios::trunc) << bytes;
-    std::filesystem::last_write_time(path, source_time);
     ReadReport rebuilt, again;
     const SparseDataset d = load_dataset(path, o, &rebuilt);
     INFO("byte " << from_end << " from the end");
@@ -239,6 +237,35 @@ TEST_CASE("a byte flipped inside a cached value fails the cache's checksum: rebu
     CHECK(again.from_cache);
     CHECK(e.value == parsed.value);
     CHECK(e.index == parsed.index);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a source edited with its size and mtime kept (touch -d) is re-parsed, not read from its old cache") {
+  const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_cache_key_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "d.libsvm").string();
+  ReadOptions o;
+  o.use_cache = true;
+  for (const bool in_place : {true, false}) {  // sed -i's rename (another inode), or a write in place
+    INFO((in_place ? "written in place" : "replaced by a rename"));
+    skew::write_file_atomic(path, "1 3:0.5 7:1\n0 2:1\n");
+    ReadReport written, cached, edited;
+    load_dataset(path, o, &written);  // writes the cache
+    REQUIRE_FALSE(written.from_cache);
+    load_dataset(path, o, &cached);
+    REQUIRE(cached.from_cache);
+    const auto mtime = std::filesystem::last_write_time(path);
+    const std::string text = "0 3:0.5 7:1\n1 2:1\n";  // both labels flipped: the same size
+    if (in_place)
+      std::fstream(path, std::ios::in | std::ios::out | std::ios::binary) << text;
+    else
+      skew::write_file_atomic(path, text);
+    std::filesystem::last_write_time(path, mtime);  // what touch -d does: utimensat
+    REQUIRE(std::filesystem::file_size(path) == text.size());
+    const SparseDataset d = load_dataset(path, o, &edited);
+    CHECK_FALSE(edited.from_cache);
+    CHECK(d.label == std::vector<float>{0.0f, 1.0f});  // the new text's labels, not the cache's {1, 0}
   }
   std::filesystem::remove_all(dir);
 }
