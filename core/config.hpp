@@ -1,6 +1,7 @@
 // Configuration: one Schema per app (key, type, default, help) on Boost.Program_options, filled
-// from defaults < INI file (--config FILE; [section] key = value becomes section.key) <
-// command line (--section.key=value or --section.key value). Every error names the key and
+// from defaults < INI files (--config FILE, repeatable: merged in order, a later file's value
+// winning; [section] key = value becomes section.key) < command line (--section.key=value or
+// --section.key value; a key given twice there is refused, as in one INI file). Every error names the key and
 // where its value came from (file:line or the command line). Every int and float key declares
 // the range of values it accepts (IntRange, FloatRange), checked when the value is read from the
 // file or the command line; float keys never accept nan or inf unless their range says so.
@@ -92,12 +93,19 @@ class Schema {
 
 class Config {
  public:
-  // Parses argv against the schema. Besides the schema's keys it understands --config FILE,
-  // --help and --print-config (reported by help_requested()/print_config_requested()).
+  // Parses argv against the schema. Besides the schema's keys it understands --config FILE (any
+  // number of times), --help and --print-config (reported by help_requested()/print_config_requested()).
   static Config parse(const Schema& schema, int argc, const char* const* argv);
   // Same, from an INI text (tests, presets) plus optional command-line style overrides.
   static Config parse_ini_text(const Schema& schema, const std::string& ini_text, const std::string& origin,
                                const std::vector<std::string>& overrides = {});
+  // An INI text and where it came from (a file name: errors and sources say "origin:line").
+  struct IniText {
+    std::string text, origin;
+  };
+  // Same, from several INI texts merged in order (a key in a later one wins over an earlier one).
+  static Config parse_ini_texts(const Schema& schema, const std::vector<IniText>& files,
+                                const std::vector<std::string>& overrides = {});
 
   bool help_requested() const { return help_; }
   bool print_config_requested() const { return print_config_; }

@@ -197,7 +197,12 @@ def cmdline_cases(env) -> list:
     out += [
         cmd("moe_train", "config_fifo", ["--config", "{dir}/fifo.ini"], success(r'"iterations":2'), prepare=make_fifo,
             tiny=False),
-        cmd("preduce_train", "key_twice_last_wins", ["--train.steps=5", "--train.steps=20"], success(r'"steps":20')),
+        cmd("preduce_train", "key_twice", ["--train.steps=5", "--train.steps=20"],
+            error(key_re("train.steps"), "twice")),
+        Case("cmdline:preduce_train:two_configs_merge_later_wins", "cmdline", "preduce_train",
+             tiny_args("preduce_train", drop=("train.steps", "sim.workers")) +
+             ["--config", "{dir}/a.ini", "--config", "{dir}/b.ini"], success(r'"steps":12', r'"workers":3'),
+             files={"a.ini": "[train]\nsteps = 10\n[sim]\nworkers = 3\n", "b.ini": "[train]\nsteps = 12\n"}),
         cmd("placement_sim", "space_separated_value", ["--sim.iterations", "4"], success(r'"iterations":4')),
     ]
     return out

@@ -101,14 +101,44 @@ TEST_CASE("config: precedence defaults < file < command line", "[config]") {
   CHECK(c.get_string("output.dir").empty());
   CHECK(c.source("output.dir") == "default");
 
-  // A key given twice on the command line takes its last value.
-  const auto twice = parse_args(s, {"--train.steps=1", "--config", ini.path, "--train.steps", "2"});
-  CHECK(twice.get_int("train.steps") == 2);
+  // A key given twice on the command line is refused, as one set twice in an INI file is.
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--train.steps=1", "--config", ini.path, "--train.steps", "2"});
+             }),
+             Catch::Contains("command line: key 'train.steps' is given twice ('1', then '2')"));
 
   // --config=FILE form, and a bare bool flag meaning true.
   const auto c2 = parse_args(s, {"--train.shuffle", "--config=" + ini.path});
   CHECK(c2.get_bool("train.shuffle"));
   CHECK(c2.get_int("train.steps") == 200);
+}
+
+TEST_CASE("config: several --config files merge in order, a later file winning; --print-config names each file",
+          "[config]") {
+  const auto s = test_schema();
+  TempFile a("merge_a.ini", "[train]\nsteps = 10\nlr = 0.5\n[data]\npath = a.txt\n");
+  TempFile b("merge_b.ini", "# b\n[train]\nsteps = 20\nshuffle = false\n");
+  const auto c = parse_args(s, {"--config", a.path, "--config=" + b.path, "--data.path=cli.txt"});
+  CHECK(c.get_int("train.steps") == 20);  // both files: the later one's
+  CHECK(c.source("train.steps") == b.path + ":3");
+  CHECK(c.get_float("train.lr") == 0.5);  // a.ini alone
+  CHECK(c.source("train.lr") == a.path + ":3");
+  CHECK_FALSE(c.get_bool("train.shuffle"));       // b.ini alone
+  CHECK(c.get_string("data.path") == "cli.txt");  // the command line over both
+  CHECK(c.get_int("seed") == 7);
+  const std::string printed = c.to_ini();
+  CHECK_THAT(printed, Catch::Contains("steps = 20  # from " + b.path + ":3") &&
+                          Catch::Contains("lr = 0.5  # from " + a.path + ":3") &&
+                          Catch::Contains("shuffle = false  # from " + b.path + ":4") &&
+                          Catch::Contains("path = cli.txt  # from command line"));
+  // The other order: a.ini's steps win.
+  CHECK(parse_args(s, {"--config", b.path, "--config", a.path}).get_int("train.steps") == 10);
+  // A bad value in an overridden file is still an error naming its file and line.
+  TempFile bad("merge_bad.ini", "[train]\nsteps = x\n");
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", bad.path, "--config", a.path});
+             }),
+             Catch::Contains(bad.path + ":2: bad value 'x' for key 'train.steps'"));
 }
 
 TEST_CASE("config: lists", "[config]") {
