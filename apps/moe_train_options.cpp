@@ -30,7 +30,7 @@ void add_model_keys(Schema& s) {
               "bert: share of chosen positions whose input becomes a uniformly random byte (the rest keep "
               "theirs; mask_token_prob + random_token_prob <= 1)");
   s.add_string("data.mnist_dir", "",
-               "swin: directory with MNIST's train.csv and test.csv (scripts/fetch/mnist.sh data/mnist; test.csv "
+               "swin: directory with MNIST's train.csv and test.csv (scripts/fetch_data.sh mnist; test.csv "
                "is the held-out split); empty = a generated image set");
   s.add_int("data.generated_images", 4000, {1, kMaxInt32},
             "swin without data.mnist_dir: training images generated (and a quarter as many held out): 10 classes "

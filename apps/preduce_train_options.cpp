@@ -14,8 +14,7 @@ void add_data_and_model_keys(Schema& s) {
   s.add_choice(
       "data.source", "clusters", {"clusters", "mnist", "synthetic_ctr"},
       "generated Gaussian clusters, MNIST from data.mnist_dir, or lib/wide's synthetic CTR data (model.kind lr/fm)");
-  s.add_string("data.mnist_dir", "data/mnist",
-               "directory with train.csv and test.csv (scripts/fetch/mnist.sh data/mnist)");
+  s.add_string("data.mnist_dir", "data/mnist", "directory with train.csv and test.csv (scripts/fetch_data.sh mnist)");
   s.add_int("data.rows", 4000, {1, 1 << 24}, "generated training rows");
   s.add_int("data.test_rows", 1000, {1, 1 << 24}, "generated test rows");
   s.add_int("data.dim", 32, {1, 1 << 16}, "generated feature dimension");

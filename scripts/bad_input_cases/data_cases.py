@@ -99,14 +99,15 @@ def cache_damager(env, damage, edit_source=False):
 
 CSV_GOOD = ["0,0.1,0.2,0.3", "1,0.3,0.2,0.1", "2,0.5,0.5,0.5", "3,0.9,0.1,0.4"]
 CSV_LINES = {"label_negative": "-1,0.1,0.2,0.3", "label_word": "abc,0.1,0.2,0.3", "label_fraction": "1.5,0.1,0.2,0.3",
-             "label_70000": "70000,0.1,0.2,0.3", "label_overflow": "99999999999999999999,0.1,0.2,0.3",
+             "label_70000": "70000,0.1,0.2,0.3",
+             "label_10": "10,0.1,0.2,0.3", "label_200": "200,0.1,0.2,0.3", "label_overflow": "99999999999999999999,0.1,0.2,0.3",
              "feature_nan": "1,nan,0.2,0.3", "feature_inf": "1,inf,0.2,0.3", "feature_overflow": "1,1e400,0.2,0.3",
              "row_short": "1,0.1,0.2", "row_long": "1,0.1,0.2,0.3,0.4", "feature_trailing_text": "1,0.1x,0.2,0.3",
              "feature_empty": "1,,0.2,0.3", "trailing_comma": "1,0.1,0.2,0.3,", "semicolons": "1;0.1;0.2;0.3"}
 
 
 def mnist(cid, train, test=None, expect=None, extra=()) -> Case:
-    files = {"train.csv": train}
+    files = {} if train is None else {"train.csv": train}
     if test is not None:
         files["test.csv"] = test
     return Case(f"data:preduce_train:{cid}", "data", "preduce_train",
@@ -128,7 +129,8 @@ def preduce_cases() -> list:
         mnist("mnist_empty_train", "", good, error(place_re("train.csv"))),
         mnist("mnist_missing_test", good, None, error(place_re("test.csv"))),
         mnist("mnist_test_other_width", good, svm("0,0.1,0.2"), error(place_re("test.csv", 1))),
-        mnist("mnist_test_unseen_label", good, svm("0,0.1,0.2,0.3", "9,0.1,0.2,0.3"), error(place_re("test.csv", 2))),
+        mnist("mnist_test_label_10", good, svm("0,0.1,0.2,0.3", "10,0.1,0.2,0.3"), error(place_re("test.csv", 2))),
+        mnist("mnist_missing_train", None, good, error(place_re("train.csv"), "scripts/fetch_data.sh")),
         mnist("mnist_crlf", "\r\n".join(CSV_GOOD) + "\r\n", good, success()),
         hetero("word", "1,2\n3,abc\n", error(place_re("delays.txt", 2))),
         hetero("negative", "1,2\n3,-2\n", error(place_re("delays.txt", 2))),

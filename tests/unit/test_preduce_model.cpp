@@ -88,7 +88,7 @@ TEST_CASE("CSV loader names the file and line of bad input", "[preduce]") {
   const std::string path = "test_preduce_bad.csv";
   std::ofstream(path) << "1,0.5,0.25\n0,0.1\n";
   try {
-    load_csv(path);
+    load_csv(path, 2);
     FAIL("no error");
   } catch (const skew::Error& e) {
     CHECK(std::string(e.what()).find(path + ":2") != std::string::npos);
