@@ -74,11 +74,29 @@ def wide_cases(env) -> list:
         out.append(wide(cid, {"train.libsvm": svm(*GOOD_SVM, *TAIL_SVM)}, prepare=cache_damager(env, damage),
                         expect=Expect(error=[place_re("train.libsvm.skewbin")],
                                       success=[place_re("train.libsvm.skewbin")])))
+    # A pipe with a writer (as <(zcat f.gz) gives): read as it comes without the cache, refused
+    # with a clear word with it (a pipe has no size or mtime to key it on, and is read once).
+    for cid, cache, expect in (("fifo_cache_off", "false", success(r"training rows on rank 0 \(4 lines")),
+                               ("fifo_cache_on", "true", error(place_re("rows.fifo"), key_re("data.cache")))):
+        out.append(Case(f"data:wide_train:{cid}", "data", "wide_train",
+                        tiny_args("wide_train", drop=("data.train",)) +
+                        ["--data.train={dir}/rows.fifo", f"--data.cache={cache}"], expect,
+                        prepare=fifo_writer("rows.fifo", svm(*GOOD_SVM, *GOOD_SVM))))
     # The text edited with its size and mtime kept (sed -i, then touch -d): the cache is stale.
     out.append(wide("cache_source_edited_size_and_mtime_kept", {"train.libsvm": svm(*GOOD_SVM, *TAIL_SVM)},
                     prepare=cache_damager(env, bytes, edit_source=True),
                     expect=success(r"training rows on rank 0 \(\d+ lines, 0 skipped")))
     return out
+
+
+def fifo_writer(name, text):
+    """A named pipe `name` that a writer (its own process, ended within 30 s) fills with `text`."""
+    def prepare(d):
+        os.mkfifo(d / name)
+        (d / "fifo.txt").write_text(text)
+        subprocess.Popen(["timeout", "30", "sh", "-c", f"cat fifo.txt > {name}"], cwd=d,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return prepare
 
 
 def cache_damager(env, damage, edit_source=False):

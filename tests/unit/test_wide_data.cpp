@@ -1,10 +1,12 @@
 // Reader edge cases, the binary cache, rank slices and the synthetic generator.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
@@ -267,5 +269,38 @@ TEST_CASE("a source edited with its size and mtime kept (touch -d) is re-parsed,
     CHECK_FALSE(edited.from_cache);
     CHECK(d.label == std::vector<float>{0.0f, 1.0f});  // the new text's labels, not the cache's {1, 0}
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a pipe (a FIFO, <(...)) is read as it comes with data.cache = false; with the cache, a clear refusal") {
+  const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_fifo_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "d.libsvm").string(), fifo = (dir / "d.fifo").string();
+  std::string text;
+  for (int i = 0; i < 3000; ++i)  // more than a pipe's 64 KiB buffer
+    text += std::to_string(i % 2) + " " + std::to_string(i % 89 + 1) + ":0." + std::to_string(i % 7 + 1) + " 97:1\n";
+  skew::write_file_atomic(file, text);
+  ReadOptions o;
+  o.use_cache = false;
+  const SparseDataset want = load_dataset(file, o);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << text; });
+  ReadReport report;
+  const SparseDataset got = load_dataset(fifo, o, &report);
+  writer.join();
+  CHECK(report.total_rows == 3000);
+  CHECK(got.label == want.label);
+  CHECK(got.row_ptr == want.row_ptr);
+  CHECK(got.index == want.index);
+  CHECK(got.value == want.value);
+  CHECK_FALSE(std::filesystem::exists(fifo + ".skewbin"));
+  // Refused before the pipe is opened (no writer needed): the cache, and several ranks.
+  o.use_cache = true;
+  CHECK_THAT(skew::test::error_of([&] { load_dataset(fifo, o); }),
+             Catch::Contains(fifo + " is a pipe") && Catch::Contains("set data.cache=false"));
+  o.use_cache = false;
+  o.world = 2;
+  CHECK_THAT(skew::test::error_of([&] { load_dataset(fifo, o); }),
+             Catch::Contains(fifo + " is a pipe") && Catch::Contains("not by each of 2 ranks"));
   std::filesystem::remove_all(dir);
 }
