@@ -76,8 +76,11 @@ void add_moe_keys(Schema& s) {
                "deepspeed: which assignments over capacity to drop where use_rts does not decide: position "
                "(top-2: first choices before second ones, then earlier tokens first) or probability (the least "
                "probable; overrides use_rts)");
-  s.add_string("moe.save_trace", "", "write every token's expert choices to FILE.rank<r>");
-  s.add_string("moe.replay_trace", "", "force the expert choices recorded in FILE.rank<r> (same config and ranks)");
+  s.add_string("moe.save_trace", "",
+               "write every token's expert choices to FILE.rank<r>, after a header line of what a replay depends on");
+  s.add_string("moe.replay_trace", "",
+               "force the expert choices recorded in FILE.rank<r>; its header's model.arch, moe.top_k, "
+               "moe.num_experts, MoE layers, ranks, train.batch_size, model.seq_len and train.seed must be this run's");
 }
 
 // train.* and output.*.

@@ -1,5 +1,6 @@
 #include "lib/moe/routing_trace.hpp"
 
+#include <charconv>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -69,8 +70,14 @@ std::int64_t check_trace_header(std::istream& in, const std::string& path, const
                                          << "; replay it with the recording run's settings, or record a new trace");
   }
   const auto first = values.find("first_iteration");
-  SKEW_CHECK(first != values.end(), key << ": " << path << "'s header does not record first_iteration");
-  return std::stoll(first->second);
+  std::int64_t iteration = -1;
+  if (first != values.end()) {
+    const std::string& text = first->second;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), iteration);
+    if (ec != std::errc() || end != text.data() + text.size()) iteration = -1;
+  }
+  SKEW_CHECK(iteration >= 0, key << ": " << path << "'s header records no first_iteration (a number >= 0)");
+  return iteration;
 }
 
 RoutingTrace::RoutingTrace(Session& s, std::int64_t start)

@@ -58,6 +58,13 @@ TEST_CASE("a routing trace without the header (a raw id stream) is refused, not 
   REQUIRE_THROWS_WITH(run(schema, {"--train.iterations=2", "--moe.replay_trace=" + dir + "/raw"}),
                       Catch::Contains(rank_file("raw") + " has no routing-trace header") &&
                           Catch::Contains("record it again with moe.save_trace"));
+  // A header whose first iteration is not a number: refused, not read as 0.
+  std::string damaged = text;
+  damaged.replace(damaged.find("first_iteration=0"), 17, "first_iteration=x");
+  write_file_atomic(rank_file(dir + "/damaged"), damaged);
+  MPI_Barrier(MPI_COMM_WORLD);
+  REQUIRE_THROWS_WITH(run(schema, {"--train.iterations=2", "--moe.replay_trace=" + dir + "/damaged"}),
+                      Catch::Contains(rank_file("damaged") + "'s header records no first_iteration"));
   MPI_Barrier(MPI_COMM_WORLD);
   if (world().rank() == 0) std::filesystem::remove_all(dir);
 }
