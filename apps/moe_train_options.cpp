@@ -31,7 +31,7 @@ void add_model_keys(Schema& s) {
               "bert: share of chosen positions whose input becomes a uniformly random byte (the rest keep "
               "theirs; mask_token_prob + random_token_prob <= 1)");
   s.add_string("data.mnist_dir", "",
-               "swin: directory with MNIST's train.csv and test.csv (scripts/fetch/mnist.sh data/mnist; test.csv "
+               "swin: directory with MNIST's train.csv and test.csv (scripts/fetch_data.sh mnist; test.csv "
                "is the held-out split); empty = a generated image set");
   s.add_int("data.generated_images", 4000, {1, kMaxInt32},
             "swin without data.mnist_dir: training images generated (and a quarter as many held out): 10 classes "
@@ -77,8 +77,11 @@ void add_moe_keys(Schema& s) {
                "deepspeed: which assignments over capacity to drop where use_rts does not decide: position "
                "(top-2: first choices before second ones, then earlier tokens first) or probability (the least "
                "probable; overrides use_rts)");
-  s.add_string("moe.save_trace", "", "write every token's expert choices to FILE.rank<r>");
-  s.add_string("moe.replay_trace", "", "force the expert choices recorded in FILE.rank<r> (same config and ranks)");
+  s.add_string("moe.save_trace", "",
+               "write every token's expert choices to FILE.rank<r>, after a header line of what a replay depends on");
+  s.add_string("moe.replay_trace", "",
+               "force the expert choices recorded in FILE.rank<r>; its header's model.arch, moe.top_k, "
+               "moe.num_experts, MoE layers, ranks, train.batch_size, model.seq_len and train.seed must be this run's");
 }
 
 // train.* and output.*.

@@ -37,7 +37,8 @@ Schema placement_sim_schema() {
                   "after expert compute) or pipelined (overlapped in sim.stages stages, each paying "
                   "placement.stage_latency); every table reports both")
       .add_int("sim.stages", 4, {1, 1024}, "pipeline stages of the pipelined schedule (1 = no overlap)")
-      .add_string("sim.scaling", "", "comma-separated GPU counts for scaling rows (generated traces), e.g. 8,64,1024")
+      .add_int_list("sim.scaling", "", {1, 1 << 16},
+                    "comma-separated GPU counts for scaling rows (generated traces), e.g. 8,64,1024")
       .add_int("sim.scaling_iterations", 60, {1, 1 << 24}, "iterations per scaling row")
       .add_string("sim.validate", "",
                   "moe_train metrics JSONL to check the cost model against (run with its rank count)")
@@ -108,12 +109,7 @@ SimOutputOptions output_options(const Config& c) {
 }  // namespace
 
 PlacementSimOptions placement_sim_options(const Config& c) {
-  PlacementSimOptions o{.placement = placement_settings(c), .sim = sim_section(c), .output = output_options(c)};
-  if (o.sim.validate.empty() && o.sim.calibrate.empty())
-    for (auto g : o.sim.scaling)
-      if (g < 1 || g > 1 << 16)
-        SKEW_THROW(c.source("sim.scaling") << ": GPU count " << g << " in key 'sim.scaling' is not in [1, 65536]");
-  return o;
+  return {.placement = placement_settings(c), .sim = sim_section(c), .output = output_options(c)};
 }
 
 }  // namespace skew

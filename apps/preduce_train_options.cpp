@@ -15,8 +15,7 @@ void add_data_and_model_keys(Schema& s) {
   s.add_choice(
       "data.source", "clusters", {"clusters", "mnist", "synthetic_ctr"},
       "generated Gaussian clusters, MNIST from data.mnist_dir, or lib/wide's synthetic CTR data (model.kind lr/fm)");
-  s.add_string("data.mnist_dir", "data/mnist",
-               "directory with train.csv and test.csv (scripts/fetch/mnist.sh data/mnist)");
+  s.add_string("data.mnist_dir", "data/mnist", "directory with train.csv and test.csv (scripts/fetch_data.sh mnist)");
   s.add_int("data.rows", 4000, {1, 1 << 24}, "generated training rows");
   s.add_int("data.test_rows", 1000, {1, 1 << 24}, "generated test rows");
   s.add_int("data.dim", 32, {1, 1 << 16}, "generated feature dimension");
@@ -26,7 +25,8 @@ void add_data_and_model_keys(Schema& s) {
   s.add_choice("model.kind", "mlp", {"mlp", "lr", "fm"},
                "MLP classifier (metric: accuracy) or wide LR/FM (metric: AUC)");
   s.add_int("model.k", 4, {1, 1024}, "FM latent dimension");
-  s.add_string("model.hidden", "64", "hidden layer widths of the MLP, comma-separated; empty = logistic regression");
+  s.add_int_list("model.hidden", "64", {1, 1 << 16},
+                 "hidden layer widths of the MLP, comma-separated; empty = logistic regression");
 }
 
 // train.*, sync.mode
@@ -90,7 +90,8 @@ void add_sync_keys(Schema& s) {
 
 // hetero.*: the injected worker-speed heterogeneity
 void add_hetero_keys(Schema& s) {
-  s.add_string("hetero.slowdown", "", "per-worker step-time multipliers, repeated over workers (1,1,1,4)");
+  s.add_float_list("hetero.slowdown", "", {1, preduce::kMaxSlowdown},
+                   "per-worker step-time multipliers, repeated over workers (1,1,1,4)");
   s.add_float("hetero.base_ms", 0.0, FloatRange::at_least(0),
               "nominal device step time added before the slowdown (ms)");
   s.add_choice("hetero.jitter", "none", {"none", "exp", "uniform", "spike"}, "random extra delay per step");
@@ -110,9 +111,10 @@ void add_hetero_keys(Schema& s) {
   s.add_float("hetero.tail_index", 1.5, FloatRange::above(1),
               "pareto: tail index a (P(factor > x) = x^-a, mean a/(a-1))");
   s.add_float("hetero.max_factor", 100.0, FloatRange::at_least(1), "pareto: cap of the per-step factor");
-  s.add_string("hetero.link_ms", "",
-               "slow links: per-worker extra time (ms) of every communication it takes part in, repeated over workers "
-               "(0,0,0,10); not in MPI runs of adpsgd, whose gossip thread lives in mpi/");
+  s.add_float_list(
+      "hetero.link_ms", "", {0, preduce::kMaxDelayMs},
+      "slow links: per-worker extra time (ms) of every communication it takes part in, repeated over workers "
+      "(0,0,0,10); not in MPI runs of adpsgd, whose gossip thread lives in mpi/");
   s.add_string("hetero.trace", "", "file of per-step delays in ms: line s, one comma-separated value per worker");
 }
 
@@ -162,19 +164,7 @@ void read_data_and_model(const Config& c, TrainOptions& o) {
   o.ctr_features = c.get_int("data.ctr_features");
   o.model_kind = c.get_string("model.kind");
   o.fm_k = c.get_int_as<int>("model.k");
-  const auto hidden = c.get_int_list("model.hidden");
-  // The list reader skips empty items, so "8,,8" would silently be a two-layer net: a typo.
-  const std::string hidden_text = c.get_string("model.hidden");
-  if (hidden_text.find_first_not_of(" \t") != std::string::npos &&
-      hidden.size() != static_cast<std::size_t>(std::count(hidden_text.begin(), hidden_text.end(), ',')) + 1)
-    throw Error(c.source("model.hidden") + ": key 'model.hidden' = '" + hidden_text +
-                "' has an empty item: give one width per hidden layer, e.g. 64,32");
-  for (auto w : hidden) {
-    if (w < 1 || w > 1 << 16)
-      throw Error(c.source("model.hidden") + ": width " + std::to_string(w) +
-                  " in key 'model.hidden' is not in [1, 65536]");
-    o.hidden.push_back(static_cast<int>(w));
-  }
+  for (const auto w : c.get_int_list("model.hidden")) o.hidden.push_back(static_cast<int>(w));
 }
 
 void read_sync(const Config& c, TrainOptions& o) {

@@ -17,9 +17,11 @@ void add_data_keys(Schema& s) {
               "(model.seed, its row number), so the same rows on any number of ranks (0 = no validation)");
   s.add_choice("data.format", "auto", {"auto", "libsvm", "libffm"}, "text format (auto: .libffm/.ffm -> libffm)");
   s.add_bool("data.skip_bad_lines", false, "skip (and count) malformed lines instead of failing");
-  s.add_bool("data.cache", true,
-             "read/write a binary cache FILE.skewbin beside a text file (a streamed data.train's first pass writes it, "
-             "its epochs read it)");
+  s.add_bool(
+      "data.cache", true,
+      "read/write a binary cache FILE.skewbin beside a text file (a streamed data.train's first pass writes it, "
+      "its epochs read it); keyed on the file's size, mtime, ctime and inode; a pipe (a FIFO, <(zcat f.gz)) needs "
+      "false, and is then read once, whole");
   s.add_bool("data.load_overlap", true,
              "a data.train read whole from its binary cache loads on a thread of its own while the first epoch trains "
              "on the rows already in (one rank, train.device = cpu, train.renumber on, and a CPU of the process's "

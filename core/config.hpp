@@ -1,6 +1,7 @@
 // Configuration: one Schema per app (key, type, default, help) on Boost.Program_options, filled
-// from defaults < INI file (--config FILE; [section] key = value becomes section.key) <
-// command line (--section.key=value or --section.key value). Every error names the key and
+// from defaults < INI files (--config FILE, repeatable: merged in order, a later file's value
+// winning; [section] key = value becomes section.key) < command line (--section.key=value or
+// --section.key value; a key given twice there is refused, as in one INI file). Every error names the key and
 // where its value came from (file:line or the command line). Every int and float key declares
 // the range of values it accepts (IntRange, FloatRange), checked when the value is read from the
 // file or the command line; float keys never accept nan or inf unless their range says so.
@@ -59,6 +60,11 @@ class Schema {
   Schema& add_int(const std::string& key, std::int64_t def, IntRange range, const std::string& help);
   Schema& add_float(const std::string& key, double def, FloatRange range, const std::string& help);
   Schema& add_bool(const std::string& key, bool def, const std::string& help);
+  // Comma-separated lists ("1,1,1,4"; "" is the empty list): every item is checked as a value of
+  // an int or float key with `range` is (junk, nan/inf, range), and an empty item ("8,,8") is
+  // refused; an error names the key, the item's position and text, and the source.
+  Schema& add_int_list(const std::string& key, const std::string& def, IntRange range, const std::string& help);
+  Schema& add_float_list(const std::string& key, const std::string& def, FloatRange range, const std::string& help);
   // A string restricted to `choices`; anything else is an error naming the key.
   Schema& add_choice(const std::string& key, const std::string& def, const std::vector<std::string>& choices,
                      const std::string& help);
@@ -69,8 +75,8 @@ class Schema {
   struct Key {
     std::string name, type, default_text, help;
     std::vector<std::string> choices;
-    std::optional<IntRange> int_range;      // int keys (always set for them)
-    std::optional<FloatRange> float_range;  // float keys (always set for them)
+    std::optional<IntRange> int_range;      // int and int list keys (always set for them)
+    std::optional<FloatRange> float_range;  // float and float list keys (always set for them)
     std::string range_text() const;         // "in [1, 64]"; empty for the other types
   };
   const std::vector<Key>& keys() const { return keys_; }
@@ -89,12 +95,19 @@ class Schema {
 
 class Config {
  public:
-  // Parses argv against the schema. Besides the schema's keys it understands --config FILE,
-  // --help and --print-config (reported by help_requested()/print_config_requested()).
+  // Parses argv against the schema. Besides the schema's keys it understands --config FILE (any
+  // number of times), --help and --print-config (reported by help_requested()/print_config_requested()).
   static Config parse(const Schema& schema, int argc, const char* const* argv);
   // Same, from an INI text (tests, presets) plus optional command-line style overrides.
   static Config parse_ini_text(const Schema& schema, const std::string& ini_text, const std::string& origin,
                                const std::vector<std::string>& overrides = {});
+  // An INI text and where it came from (a file name: errors and sources say "origin:line").
+  struct IniText {
+    std::string text, origin;
+  };
+  // Same, from several INI texts merged in order (a key in a later one wins over an earlier one).
+  static Config parse_ini_texts(const Schema& schema, const std::vector<IniText>& files,
+                                const std::vector<std::string>& overrides = {});
 
   bool help_requested() const { return help_; }
   bool print_config_requested() const { return print_config_; }
@@ -117,9 +130,10 @@ class Config {
   }
   double get_float(const std::string& key) const;
   bool get_bool(const std::string& key) const;
-  // Comma-separated lists stored in string keys ("1,1,1,4"); items trimmed, empty items and an
-  // empty string give nothing.
+  // A comma-separated list in a string key ("a, b"); items trimmed, empty items and an empty
+  // string give nothing.
   std::vector<std::string> get_string_list(const std::string& key) const;
+  // The items of an int list or float list key, checked when it was set.
   std::vector<double> get_float_list(const std::string& key) const;
   std::vector<std::int64_t> get_int_list(const std::string& key) const;
 

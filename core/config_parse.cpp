@@ -32,33 +32,67 @@ namespace {
 }
 }  // namespace
 
+namespace config_text {
+
+std::string value_mismatch(const Schema::Key& k, const std::string& text) {
+  if (k.type == "int") {
+    const auto v = whole_number<std::int64_t>(text);
+    if (!v) return "an integer";
+    if (!k.int_range->contains(*v)) return "an integer " + k.int_range->text();
+  } else if (k.type == "float") {
+    const auto v = whole_number<double>(text);
+    if (!v) return "a number";
+    const FloatRange& r = *k.float_range;
+    const std::string range = r.text();
+    if (!r.contains(*v))
+      return std::string(r.nonfinite ? "a number" : "a finite number") +
+             (range.rfind("any", 0) == 0 ? "" : " " + range);
+  } else if (k.type == "bool") {
+    bool b;
+    if (!parse_bool_text(text, &b)) return "true/false, yes/no, on/off or 1/0";
+  } else if (k.type == "choice") {
+    if (std::find(k.choices.begin(), k.choices.end(), text) == k.choices.end()) {
+      std::string list;
+      for (const auto& c : k.choices) list += (list.empty() ? "" : ", ") + c;
+      return "one of " + list;
+    }
+  }
+  return "";
+}
+
+std::vector<std::string> list_items(const std::string& text) {
+  std::vector<std::string> out;
+  if (trim(text).empty()) return out;
+  std::stringstream ss(text + ",");  // "1," holds an empty last item, which getline would drop
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(trim(item));
+  return out;
+}
+
+std::string list_mismatch(const Schema::Key& k, const std::string& text) {
+  if (k.type != "int list" && k.type != "float list") return "";
+  Schema::Key item_key = k;  // each item is checked as a value of the scalar key
+  item_key.type = k.type == "int list" ? "int" : "float";
+  const std::vector<std::string> items = list_items(text);
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const std::string position = "item " + std::to_string(i + 1) + " of " + std::to_string(items.size());
+    if (items[i].empty())
+      return position + " is empty: expected " + std::string(item_key.type == "int" ? "integers" : "numbers") +
+             " separated by commas";
+    const std::string expected = value_mismatch(item_key, items[i]);
+    if (!expected.empty()) return position + " '" + items[i] + "' is not " + expected;
+  }
+  return "";
+}
+
+}  // namespace config_text
+
 void Config::store(const std::string& key, const std::string& value, const std::string& where) {
   const Schema::Key* k = schema_->find(key);
   if (!k) throw_unknown_key(*schema_, key, where);
-  const auto bad = [&](const std::string& expected) {
+  if (const std::string expected = config_text::value_mismatch(*k, value); !expected.empty())
     throw Error(where + ": bad value '" + value + "' for key '" + key + "': expected " + expected);
-  };
-  if (k->type == "int") {
-    const auto v = config_text::whole_number<std::int64_t>(value);
-    if (!v) bad("an integer");
-    if (!k->int_range->contains(*v)) bad("an integer " + k->int_range->text());
-  } else if (k->type == "float") {
-    const auto v = config_text::whole_number<double>(value);
-    if (!v) bad("a number");
-    const FloatRange& r = *k->float_range;
-    const std::string range = r.text();
-    if (!r.contains(*v))
-      bad(std::string(r.nonfinite ? "a number" : "a finite number") + (range.rfind("any", 0) == 0 ? "" : " " + range));
-  } else if (k->type == "bool") {
-    bool b;
-    if (!config_text::parse_bool_text(value, &b)) bad("true/false, yes/no, on/off or 1/0");
-  } else if (k->type == "choice") {
-    if (std::find(k->choices.begin(), k->choices.end(), value) == k->choices.end()) {
-      std::string list;
-      for (const auto& c : k->choices) list += (list.empty() ? "" : ", ") + c;
-      bad("one of " + list);
-    }
-  }
+  if (const std::string problem = config_text::list_mismatch(*k, value); !problem.empty())
+    throw Error(where + ": key '" + key + "' = '" + value + "': " + problem);
   // First value stored wins (command line is stored before the file).
   if (source_.count(key)) return;
   po::parsed_options parsed(&schema_->description());
@@ -126,6 +160,11 @@ std::vector<IniEntry> read_ini(std::istream& in, const std::string& origin) {
 
 Config Config::parse_ini_text(const Schema& schema, const std::string& ini_text, const std::string& origin,
                               const std::vector<std::string>& overrides) {
+  return parse_ini_texts(schema, {{ini_text, origin}}, overrides);
+}
+
+Config Config::parse_ini_texts(const Schema& schema, const std::vector<IniText>& files,
+                               const std::vector<std::string>& overrides) {
   std::vector<std::string> args = {schema.app()};
   args.insert(args.end(), overrides.begin(), overrides.end());
   Config c;
@@ -152,20 +191,44 @@ Config Config::parse_ini_text(const Schema& schema, const std::string& ini_text,
         value = args[++i];
       }
     }
+    // Which of two values was meant is a guess, as for a key set twice in one INI file.
+    for (const auto& [earlier, earlier_value] : cli)
+      if (earlier == key)
+        throw Error("command line: key '" + key + "' is given twice ('" + earlier_value + "', then '" + value +
+                    "'): give it once");
     cli.emplace_back(key, value);
   }
-  // The first stored value wins, so the command line is stored before the file, and in reverse
-  // so that a key given twice takes its last value (appended overrides win, as in most tools).
-  for (auto it = cli.rbegin(); it != cli.rend(); ++it) c.store(it->first, it->second, "command line");
-  std::istringstream in(ini_text);
-  for (const auto& e : read_ini(in, origin)) c.store(e.key, e.value, e.where);
+  // The first stored value wins: the command line is stored before the files, and the files
+  // from the last to the first, so that a later file's value wins over an earlier one's.
+  for (const auto& [key, value] : cli) c.store(key, value, "command line");
+  for (auto file = files.rbegin(); file != files.rend(); ++file) {
+    std::istringstream in(file->text);
+    for (const auto& e : read_ini(in, file->origin)) c.store(e.key, e.value, e.where);
+  }
   c.finish();
   return c;
 }
 
+namespace {
+
+// The text of the INI file `path` given with --config; errors name it and the OS reason.
+std::string read_config_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error("command line: --config '" + path + "' is a directory, expected an INI file");
+  errno = 0;
+  std::ifstream f(path);
+  if (!f) throw Error("cannot open config file '" + path + "': " + std::strerror(errno ? errno : ENOENT));
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  if (f.bad()) throw Error("cannot read config file '" + path + "': " + std::strerror(errno ? errno : EIO));
+  return ss.str();
+}
+
+}  // namespace
+
 Config Config::parse(const Schema& schema, int argc, const char* const* argv) {
-  std::vector<std::string> overrides;
-  std::string config_file;
+  std::vector<std::string> overrides, config_files;
   bool help = false, print = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -175,9 +238,9 @@ Config Config::parse(const Schema& schema, int argc, const char* const* argv) {
       print = true;
     } else if (a == "--config") {
       if (i + 1 >= argc) throw Error("command line: --config needs a file name");
-      config_file = argv[++i];
+      config_files.push_back(argv[++i]);
     } else if (a.rfind("--config=", 0) == 0) {
-      config_file = a.substr(9);
+      config_files.push_back(a.substr(9));
     } else {
       overrides.push_back(a);
     }
@@ -190,20 +253,9 @@ Config Config::parse(const Schema& schema, int argc, const char* const* argv) {
     c.finish();
     return c;
   }
-  std::string text;
-  if (!config_file.empty()) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(config_file, ec))
-      throw Error("command line: --config '" + config_file + "' is a directory, expected an INI file");
-    errno = 0;
-    std::ifstream f(config_file);
-    if (!f) throw Error("cannot open config file '" + config_file + "': " + std::strerror(errno ? errno : ENOENT));
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    if (f.bad()) throw Error("cannot read config file '" + config_file + "': " + std::strerror(errno ? errno : EIO));
-    text = ss.str();
-  }
-  Config c = parse_ini_text(schema, text, config_file.empty() ? "<none>" : config_file, overrides);
+  std::vector<IniText> files;
+  for (const std::string& path : config_files) files.push_back({read_config_file(path), path});
+  Config c = parse_ini_texts(schema, files, overrides);
   c.print_config_ = print;
   return c;
 }

@@ -21,10 +21,10 @@ std::string ini_value_text(const std::string& v) {
 
 std::string Schema::help_text() const {
   std::ostringstream os;
-  os << "usage: " << app_ << " [--config FILE] [--section.key=value ...] [--print-config] [--help]\n\n"
-     << summary_ << "\n\nEvery key can be set in the INI file ([section] then key = value) or on the\n"
-     << "command line as --section.key=value; the command line wins over the file, the file over\n"
-     << "the default.\n\n";
+  os << "usage: " << app_ << " [--config FILE ...] [--section.key=value ...] [--print-config] [--help]\n\n"
+     << summary_ << "\n\nEvery key can be set in an INI file ([section] then key = value) or on the\n"
+     << "command line as --section.key=value (once); the command line wins over the files, a later\n"
+     << "--config file over an earlier one, a file over the default.\n\n";
   std::string section = "\x01";
   for (const auto& k : keys_) {
     const auto dot = k.name.find('.');

@@ -91,6 +91,18 @@ Schema& Schema::add_float(const std::string& k, double d, FloatRange r, const st
   add({k, "float", format_double(d), h, {}, {}, r});
   return *this;
 }
+Schema& Schema::add_int_list(const std::string& k, const std::string& d, IntRange r, const std::string& h) {
+  add({k, "int list", d, h, {}, r, {}});
+  SKEW_CHECK(config_text::list_mismatch(keys_.back(), d).empty(),
+             "default '" << d << "' of key '" << k << "' is not " << config_text::list_mismatch(keys_.back(), d));
+  return *this;
+}
+Schema& Schema::add_float_list(const std::string& k, const std::string& d, FloatRange r, const std::string& h) {
+  add({k, "float list", d, h, {}, {}, r});
+  SKEW_CHECK(config_text::list_mismatch(keys_.back(), d).empty(),
+             "default '" << d << "' of key '" << k << "' is not " << config_text::list_mismatch(keys_.back(), d));
+  return *this;
+}
 Schema& Schema::add_bool(const std::string& k, bool d, const std::string& h) {
   add({k, "bool", d ? "true" : "false", h, {}, {}, {}});
   return *this;
@@ -186,24 +198,15 @@ std::vector<std::string> Config::get_string_list(const std::string& key) const {
 
 std::vector<double> Config::get_float_list(const std::string& key) const {
   std::vector<double> out;
-  for (const std::string& item : get_string_list(key)) {
-    const auto v = config_text::whole_number<double>(item);
-    if (!v)
-      throw Error(source(key) + ": bad list item '" + item + "' in key '" + key +
-                  "': expected numbers separated by commas");
-    out.push_back(*v);
-  }
+  for (const std::string& item : config_text::list_items(lookup(raw_, *schema_, key, "float list")))
+    out.push_back(std::stod(item));
   return out;
 }
 
 std::vector<std::int64_t> Config::get_int_list(const std::string& key) const {
   std::vector<std::int64_t> out;
-  for (double v : get_float_list(key)) {
-    // Range first: casting 1e300 or nan to an integer is undefined behaviour.
-    if (!(v >= -0x1p63 && v < 0x1p63) || v != static_cast<double>(static_cast<std::int64_t>(v)))
-      throw Error(source(key) + ": list item " + format_double(v) + " in key '" + key + "' is not an integer");
-    out.push_back(static_cast<std::int64_t>(v));
-  }
+  for (const std::string& item : config_text::list_items(lookup(raw_, *schema_, key, "int list")))
+    out.push_back(std::stoll(item));
   return out;
 }
 

@@ -8,6 +8,9 @@
 #include <stdexcept>
 #include <string>
 #include <type_traits>
+#include <vector>
+
+#include "core/config.hpp"
 
 namespace skew::config_text {
 
@@ -43,6 +46,16 @@ std::optional<T> whole_number(const std::string& text) {
   }
   return std::nullopt;
 }
+
+// Defined in config_parse.cpp, the one place a value's text is checked against its key:
+// What a value of key `k` (an int, float, bool or choice key) must be when `text` is not one
+// ("an integer in [1, 64]"); empty when it is, or when `k` is of another type.
+std::string value_mismatch(const Schema::Key& k, const std::string& text);
+// For an int list or float list key, what is wrong with `text` as its value ("item 2 '1e300'
+// is not a finite number in [1, 1e+06]"); empty when nothing is, or when `k` is of another type.
+std::string list_mismatch(const Schema::Key& k, const std::string& text);
+// The items of a comma-separated list, trimmed; "" (or blanks) is no items, an empty item is kept.
+std::vector<std::string> list_items(const std::string& text);
 
 inline std::string format_double(double v) {
   std::ostringstream oss;

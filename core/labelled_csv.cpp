@@ -1,8 +1,10 @@
 #include "core/labelled_csv.hpp"
 
-#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "core/error.hpp"
@@ -10,19 +12,17 @@
 namespace skew {
 
 namespace {
-constexpr long kMaxLabel = 65535;
-}  // namespace
-
-namespace {
-// Test data is read against the training data (`like`): a test row of another width cannot be
-// fed to the model, and a test label at or past like->classes has no output to be scored on.
-Dataset read_csv(const std::string& path, const Dataset* like) {
+// Labels lie in [0, classes). Test data is read against the training data (`like`): a test row
+// of another width cannot be fed to the model, and a test label at or past like->classes has no
+// output to be scored on.
+Dataset read_csv(const std::string& path, int classes, const Dataset* like) {
+  errno = 0;
   std::ifstream in(path);
-  SKEW_CHECK(in, "cannot open " << path << " (fetch MNIST with scripts/fetch/mnist.sh data/mnist)");
+  SKEW_CHECK(in, "cannot open " << path << ": " << std::strerror(errno ? errno : ENOENT));
   Dataset d;
-  if (like) d.dim = like->dim;
+  if (like) d.dim = like->dim, classes = like->classes;
   std::string line;
-  int line_no = 0, max_label = -1;
+  int line_no = 0;
   while (std::getline(in, line)) {
     ++line_no;
     if (line.empty()) continue;
@@ -30,15 +30,11 @@ Dataset read_csv(const std::string& path, const Dataset* like) {
     char* end = nullptr;
     const long label = std::strtol(p, &end, 10);
     SKEW_CHECK(end != p && label >= 0, path << ":" << line_no << ": expected a non-negative integer label");
-    // classes = max label + 1 sizes the output layer: a label past this is a corrupt file.
-    if (label > kMaxLabel)
+    if (label >= classes)
       SKEW_THROW(path << ":" << line_no << ": label " << std::string(p, static_cast<std::size_t>(end - p))
-                      << " is out of range [0, " << kMaxLabel << "]");
-    if (like && label >= like->classes)
-      SKEW_THROW(path << ":" << line_no << ": label " << label << " is not among the " << like->classes
-                      << " classes of the training data (labels 0.." << like->classes - 1 << ")");
+                      << " is not among the " << classes << " classes of "
+                      << (like ? "the training data" : "the data set") << " (labels 0.." << classes - 1 << ")");
     d.y.push_back(static_cast<int>(label));
-    max_label = std::max(max_label, static_cast<int>(label));
     int fields = 0;
     p = end;
     while (*p == ',') {
@@ -60,17 +56,31 @@ Dataset read_csv(const std::string& path, const Dataset* like) {
                                                    << d.dim << (like ? " (the width of the training data)" : ""));
   }
   SKEW_CHECK(!d.y.empty(), path << ": no rows");
-  d.classes = like ? like->classes : max_label + 1;
+  d.classes = classes;
   return d;
 }
 }  // namespace
 
-Dataset load_csv(const std::string& path) {
-  return read_csv(path, nullptr);
+Dataset load_csv(const std::string& path, int classes) {
+  SKEW_CHECK(classes >= 1, "program error: " << path << " read with " << classes << " classes");
+  return read_csv(path, classes, nullptr);
 }
 
 Dataset load_csv(const std::string& path, const Dataset& train) {
-  return read_csv(path, &train);
+  return read_csv(path, train.classes, &train);
+}
+
+LabelledSplits load_mnist_csv(const std::string& dir) {
+  const std::string train = dir + "/train.csv", test = dir + "/test.csv";
+  for (const std::string& path : {train, test}) {
+    std::error_code ec;
+    SKEW_CHECK(std::filesystem::exists(path, ec),
+               path << " does not exist: fetch MNIST with scripts/fetch_data.sh mnist (it writes data/mnist/"
+                       "train.csv and test.csv), or point data.mnist_dir at a directory holding both");
+  }
+  LabelledSplits out{load_csv(train, kMnistClasses), {}};
+  out.test = load_csv(test, out.train);
+  return out;
 }
 
 }  // namespace skew

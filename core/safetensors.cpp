@@ -139,6 +139,7 @@ Tensor parse_tensor(const std::string& name, const nlohmann::ordered_json& info,
                       std::to_string(need));
   Tensor t = Tensor::empty(shape, dtype);
   std::memcpy(t.raw(), data.data() + begin, t.nbytes());
+  t.set_origin("tensor '" + name + "' of " + path);
   extent = {begin, end};
   return t;
 }

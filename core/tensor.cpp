@@ -144,7 +144,11 @@ std::string Tensor::describe() const {
 }
 
 void Tensor::check_dtype(DType want) const {
-  SKEW_CHECK(dtype_ == want, "tensor " << describe() << " accessed as " << dtype_name(want));
+  if (dtype_ == want) return;
+  if (origin_.empty()) SKEW_THROW("tensor " << describe() << " accessed as " << dtype_name(want));
+  SKEW_THROW(origin_ << " holds " << dtype_name(dtype_) << " values (" << describe() << "), but this run reads it as "
+                     << dtype_name(want)
+                     << ": the file was written by another version or with other settings, or was edited");
 }
 
 void Tensor::check_numel(std::size_t n) const {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace skew {
@@ -103,6 +104,10 @@ class Tensor {
   Device device() const { return device_; }
   bool defined() const { return storage_ != nullptr; }
   std::string describe() const;  // "f32[4,8]@host"
+  // Where the tensor was read from ("tensor 'w' of FILE"; empty for one made in memory), so that
+  // reading it as another dtype names the tensor and the file, not only the two dtypes.
+  void set_origin(std::string origin) { origin_ = std::move(origin); }
+  const std::string& origin() const { return origin_; }
 
  private:
   void check_dtype(DType want) const;
@@ -112,6 +117,7 @@ class Tensor {
   std::vector<std::int64_t> shape_;
   DType dtype_ = DType::F32;
   Device device_ = Device::Host;
+  std::string origin_;
 };
 
 }  // namespace skew

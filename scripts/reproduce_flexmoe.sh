@@ -26,16 +26,17 @@ fi
 out=$RUN_DIR/sim_64gpu
 run_dir_claim results/moe/sim_64gpu "$out"
 runs=$out/runs
-sim_flags=() validation_iterations=40
+sim_flags=() scaling=() validation_iterations=40
 if [[ ${SMOKE:-0} == 1 ]]; then
-  sim_flags=(--sim.iterations=20 "--sim.scaling=8,64" --sim.scaling_iterations=5)
+  sim_flags=(--sim.iterations=20 --sim.scaling_iterations=5) scaling=("--sim.scaling=8,64")
   validation_iterations=6
 fi
 mkdir -p "$runs"
 table=$(mktemp)
 trap 'rm -f "$table"' EXIT
 
-"$sim" --config configs/sim_64gpu.ini ${sim_flags[@]+"${sim_flags[@]}"} --output.summary_csv="$out/sim_summary.csv" \
+"$sim" --config configs/sim_64gpu.ini ${sim_flags[@]+"${sim_flags[@]}"} ${scaling[@]+"${scaling[@]}"} \
+  --output.summary_csv="$out/sim_summary.csv" \
   --output.steps_csv="$out/sim_steps.csv" --output.table="$table" --output.changes="$runs/sim_changes.jsonl" "$@" \
   | tail -n 1 >"$runs/sim_summary.json"
 # DeepSpeed with a capacity factor drops tokens instead of padding: shown for reference.

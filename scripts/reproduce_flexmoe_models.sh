@@ -64,9 +64,11 @@ run() {  # model, stem, moe_train flags...
   shift 2
   local data=("${text_data[@]}")
   [[ $model == swin ]] && data=("${image_data[@]}")
+  local quick=()  # the smoke keys this run does not set itself (a key given twice is refused)
+  for s in ${smoke[@]+"${smoke[@]}"}; do [[ " $* " == *" ${s%%=*}="* ]] || quick+=("$s"); done
   progress_next "moe_train $stem"
   mpirun --oversubscribe -np 2 "$build_dir/apps/moe_train" --output.dir= --config "configs/moe_${model}_ttq.ini" ${data[@]+"${data[@]}"} \
-    ${smoke[@]+"${smoke[@]}"} --output.metrics="$runs/$stem.jsonl" "$@" | tail -n 1 >"$runs/$stem.json"
+    ${quick[@]+"${quick[@]}"} --output.metrics="$runs/$stem.jsonl" "$@" | tail -n 1 >"$runs/$stem.json"
   $python scripts/bench_record.py "$runs/$stem.json" 2 "$stem" step_s tokens_per_s final_val_loss dropped
 }
 

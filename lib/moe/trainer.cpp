@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <numeric>
 #include <sstream>
 
@@ -11,6 +10,7 @@
 #include "core/progress.hpp"
 #include "core/timer.hpp"
 #include "lib/moe/resume.hpp"
+#include "lib/moe/routing_trace.hpp"
 #include "lib/moe/session.hpp"
 
 namespace skew::moe {
@@ -33,54 +33,6 @@ void checkpoint(Session& s, std::int64_t step) {
   // must find the same newest step on every rank.
   s.world.barrier();
 }
-
-// moe.save_trace / moe.replay_trace: every token's expert choices, per iteration and MoE layer,
-// in FILE.rank<r>; a resumed run appends to (or replays from) where it stopped.
-class RoutingTrace {
- public:
-  RoutingTrace(Session& s, std::int64_t start)
-      : suffix_(".rank" + std::to_string(s.world.rank())),
-        replay_name_(s.options.moe.replay_trace),
-        choices_(static_cast<std::size_t>(s.model->tokens_per_step() * s.model->network().options().moe.gate.top_k)),
-        forced_(s.model->network().moe().size(), std::vector<std::int32_t>(choices_)) {
-    const std::string& save = s.options.moe.save_trace;
-    if (!save.empty()) {
-      save_.open(save + suffix_, start > 0 ? OutputFile::Mode::Append : OutputFile::Mode::Replace);
-    }
-    if (!replay_name_.empty()) {
-      replay_.open(replay_name_ + suffix_, std::ios::binary);
-      SKEW_CHECK(replay_, "moe.replay_trace: cannot read " << replay_name_ << suffix_);
-      replay_.seekg(static_cast<std::streamoff>(start * forced_.size() * choices_ * sizeof(std::int32_t)));
-    }
-  }
-  // Iteration `it`'s replayed choices per layer; none when not replaying.
-  std::vector<const std::int32_t*> read(std::int64_t it) {
-    std::vector<const std::int32_t*> out;
-    if (!replay_.is_open()) return out;
-    for (auto& f : forced_) {
-      replay_.read(reinterpret_cast<char*>(f.data()), static_cast<std::streamsize>(f.size() * sizeof(std::int32_t)));
-      SKEW_CHECK(replay_, "moe.replay_trace: " << replay_name_ << suffix_ << " ends before iteration " << it);
-      out.push_back(f.data());
-    }
-    return out;
-  }
-  void write(const std::vector<std::unique_ptr<MoeLayer<float>>>& layers) {
-    if (!save_.is_open()) return;
-    for (const auto& layer : layers)  // the choices live on the layer's device
-      save_.write(layer->gate_state().expert.host_copy().data(), choices_ * sizeof(std::int32_t));
-  }
-  // A failed last write or close is an error naming the file, not a line on stderr.
-  void close() {
-    if (save_.is_open()) save_.close();
-  }
-
- private:
-  std::string suffix_, replay_name_;
-  std::size_t choices_;  // per layer and iteration: tokens * top_k
-  OutputFile save_;
-  std::ifstream replay_;
-  std::vector<std::vector<std::int32_t>> forced_;
-};
 
 // Sums over the iterations run, for the summary.
 struct Totals {

@@ -1,4 +1,4 @@
-// Classification data for preduce_train: MNIST as fetched by scripts/fetch/mnist.sh (CSV:
+// Classification data for preduce_train: MNIST as fetched by scripts/fetch_data.sh mnist (CSV:
 // label,feature...) or a generated set of Gaussian clusters (the embedded default), split into
 // per-worker shards (worker i takes rows i, i+N, ...).
 #pragma once

@@ -5,10 +5,12 @@
 #include <cmath>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/number_text.hpp"
 #include "core/rng.hpp"
 
 namespace skew::preduce {
@@ -74,15 +76,14 @@ Hetero::Hetero(const HeteroOptions& options, int worker, int num_workers)
     ++line_no;
     if (line.empty() || line[0] == '#') continue;
     std::vector<double> row;
-    std::stringstream cells(line);
+    std::stringstream cells(line + ",");  // "0," holds an empty last value, which getline would drop
     std::string cell;
     while (std::getline(cells, cell, ',')) {
-      try {
-        row.push_back(std::stod(cell));
-      } catch (const std::exception&) {
-        SKEW_THROW("hetero.trace: " << opt_.trace << ":" << line_no << ": bad delay '" << cell << "'");
-      }
-      SKEW_CHECK(row.back() >= 0.0, "hetero.trace: " << opt_.trace << ":" << line_no << ": negative delay");
+      const std::optional<double> delay = finite_number(cell);
+      SKEW_CHECK(delay && *delay >= 0 && *delay <= kMaxDelayMs,
+                 "hetero.trace: " << opt_.trace << ":" << line_no << ": value " << row.size() + 1 << " '" << cell
+                                  << "' is not a delay in ms: expected a finite number in [0, " << kMaxDelayMs << "]");
+      row.push_back(*delay);
     }
     // A short row is a trace recorded for fewer workers: repeating its values would invent delays.
     SKEW_CHECK(row.size() > static_cast<std::size_t>(worker),

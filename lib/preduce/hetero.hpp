@@ -37,6 +37,11 @@
 
 namespace skew::preduce {
 
+// The largest slowdown factor and delay (ms) hetero.slowdown, hetero.link_ms and hetero.trace
+// accept: a million times slower, a day per step. A larger value is a typo, not an experiment:
+// 1e300 would only report absurd times.
+inline constexpr double kMaxSlowdown = 1e6, kMaxDelayMs = 86400e3;
+
 struct HeteroOptions {
   std::vector<double> slowdown;  // empty = all 1
   double base_ms = 0.0;

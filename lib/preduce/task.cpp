@@ -19,8 +19,8 @@ class MlpTask : public Task {
     SKEW_CHECK(opt.source != "synthetic_ctr", "data.source = synthetic_ctr needs model.kind = lr or fm");
     if (opt.source == "mnist") {
       const std::string train_path = opt.mnist_dir + "/train.csv";
-      train_ = load_csv(train_path);
-      test_ = load_csv(opt.mnist_dir + "/test.csv", train_);
+      LabelledSplits mnist = load_mnist_csv(opt.mnist_dir);
+      train_ = std::move(mnist.train), test_ = std::move(mnist.test);
       SKEW_CHECK(train_.rows() >= num_workers,
                  train_path << ": " << train_.rows() << " rows cannot be shared by " << num_workers << " workers");
     } else {

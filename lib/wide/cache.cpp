@@ -1,5 +1,5 @@
 // The binary cache beside a libsvm/libffm file (FILE.skewbin): the parsed arrays behind a
-// header that ties them to the source's size and mtime, with a CRC-32C of the payload.
+// header that ties them to the source's size, mtime, ctime and inode, with a CRC-32C of the payload.
 #include "lib/wide/cache.hpp"
 
 #include <fcntl.h>
@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <utility>
 
 #include "core/checksum.hpp"
@@ -30,21 +29,20 @@ using cache_checks::label_bad;
 using cache_checks::say;
 using cache_checks::value_bad;
 
-// Version 02 added payload_crc, 03 the frequency order; an older cache fails the magic test and
-// is rebuilt.
-constexpr char kMagic[8] = {'S', 'K', 'W', 'I', 'D', 'E', '0', '3'};
-
-namespace {
-std::int64_t mtime_of(const std::string& path) {
-  return static_cast<std::int64_t>(std::filesystem::last_write_time(path).time_since_epoch().count());
-}
-}  // namespace
+// Version 02 added payload_crc, 03 the frequency order, 04 the source's ctime and inode;
+// an older cache fails the magic test and is rebuilt.
+constexpr char kMagic[8] = {'S', 'K', 'W', 'I', 'D', 'E', '0', '4'};
 
 CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_bad_lines, int hash_bits) {
+  struct stat st {};
+  SKEW_CHECK(::stat(source.c_str(), &st) == 0, "cannot stat " << source << ": " << std::strerror(errno));
+  auto nanoseconds = [](const timespec& t) { return std::int64_t(t.tv_sec) * 1000000000 + t.tv_nsec; };
   CacheHeader key{};
   std::memcpy(key.magic, kMagic, 8);
-  key.source_size = std::filesystem::file_size(source);
-  key.source_mtime = mtime_of(source);
+  key.source_size = std::uint64_t(st.st_size);
+  key.source_mtime = nanoseconds(st.st_mtim);
+  key.source_ctime = nanoseconds(st.st_ctim);
+  key.source_inode = std::uint64_t(st.st_ino);
   key.format = static_cast<std::uint32_t>(format);
   key.skip_bad = skip_bad_lines ? 1 : 0;
   key.hash_bits = static_cast<std::uint32_t>(hash_bits);
@@ -204,7 +202,8 @@ std::unique_ptr<CacheFile> CacheFile::open(const std::string& cache, const Cache
   CacheHeader& h = file->h_;
   file->read_at(0, &h, sizeof h);
   if (std::memcmp(h.magic, kMagic, 8) != 0 || h.source_size != want.source_size ||
-      h.source_mtime != want.source_mtime || h.format != want.format || h.skip_bad != want.skip_bad ||
+      h.source_mtime != want.source_mtime || h.source_ctime != want.source_ctime ||
+      h.source_inode != want.source_inode || h.format != want.format || h.skip_bad != want.skip_bad ||
       h.hash_bits != want.hash_bits)
     return nullptr;
   // Every count is checked against the file's size before anything is allocated from it.

@@ -24,12 +24,21 @@ struct CacheHeader {
   // ReadOptions::hash_bits the indices were hashed with (0 = raw ids). Was a reserved zero
   // before hashing existed, so an older cache reads as unhashed, which it is.
   std::uint32_t hash_bits;
+  // What a user cannot set by accident (format 04): size and mtime survive an edit followed by
+  // `touch -d`, but the kernel sets the status-change time to now on every write, chmod or
+  // utimensat, and an editor that writes a new file and renames it (sed -i) gives another inode.
+  // Not a content checksum: that would read the whole source on every run, the I/O the cache
+  // exists to save.
+  // Not the device number: a network file system's differs from node to node.
+  std::int64_t source_ctime;  // nanoseconds since the epoch
+  std::uint64_t source_inode;
 };
 // tests/fuzz/fuzz_skewbin.cpp and its seed corpus write headers by this layout.
-static_assert(sizeof(CacheHeader) == 88 && offsetof(CacheHeader, payload_crc) == 80 &&
-              offsetof(CacheHeader, hash_bits) == 84);
+static_assert(sizeof(CacheHeader) == 104 && offsetof(CacheHeader, payload_crc) == 80 &&
+              offsetof(CacheHeader, hash_bits) == 84 && offsetof(CacheHeader, source_ctime) == 88);
 
-// The header fields that must match for a cache to stand for `source` as read now.
+// The header fields that must match for a cache to stand for `source` as read now: its size,
+// mtime, ctime and inode, and the read's format, skip_bad_lines and hash_bits.
 CacheHeader cache_key(const std::string& source, TextFormat format, bool skip_bad_lines, int hash_bits);
 // Writes `h` (counts filled in by the caller), `d` and d's frequency order (its features that
 // occur, by descending count, ties by id: occurring_by_frequency); a failed write only warns.

@@ -244,6 +244,13 @@ Data load_data(const WideOptions& o, comm::ProcessGroup& world, bool overlap_all
              "data.train is empty: give a libsvm/libffm file or synthetic:criteo?rows=N&features=F");
   StreamScan scan;
   const std::string& spec = o.data.train;
+  std::error_code ec;
+  const bool pipe = std::filesystem::exists(spec, ec) && !std::filesystem::is_directory(spec, ec) &&
+                    !std::filesystem::is_regular_file(spec, ec);
+  SKEW_CHECK(o.data.max_memory_mb == 0 || !pipe,
+             "data.train = " << spec << " is a pipe (a FIFO or <(...)), but " << max_memory_setting(o.data)
+                             << " streams the file once per epoch, which a pipe cannot give: write it to a file, or "
+                                "leave data.max_memory_mb = 0 to read the pipe once, whole");
   if (streams(o.data)) {
     scan = share_training_stream(o, world, ro, d);
   } else if (!(overlap_allowed && overlaps_load(o, world) && open_overlapped_load(spec, ro, d))) {

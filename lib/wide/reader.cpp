@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -302,6 +303,25 @@ std::string format_text(const SparseDataset& d, TextFormat format) {
   return out;
 }
 
+namespace {
+
+// A data file that is not a regular file (a FIFO, <(zcat f.gz), /dev/stdin) has no size to map
+// and can be read only once, by one process: it is read as it comes, into memory, never cached.
+bool is_pipe(const std::string& spec) {
+  std::error_code ec;
+  return !std::filesystem::is_regular_file(spec, ec);
+}
+
+void check_pipe_readable(const std::string& spec, const ReadOptions& o) {
+  SKEW_CHECK(!o.use_cache, spec << " is a pipe (a FIFO or <(...)), not a regular file: it can be read only once and "
+                                   "has no size or mtime to key a binary cache on; set data.cache=false to read it "
+                                   "as it comes");
+  SKEW_CHECK(o.world == 1, spec << " is a pipe (a FIFO or <(...)): it can be read once, by one process, not by each of "
+                                << o.world << " ranks; write it to a file first");
+}
+
+}  // namespace
+
 SparseDataset load_dataset(const std::string& spec, const ReadOptions& o, ReadReport* report_out) {
   SKEW_CHECK(o.world >= 1 && o.rank >= 0 && o.rank < o.world, "bad rank " << o.rank << " of " << o.world);
   Timer timer;
@@ -321,13 +341,21 @@ SparseDataset load_dataset(const std::string& spec, const ReadOptions& o, ReadRe
     SKEW_CHECK(std::filesystem::exists(spec), "data file not found: " << spec);
     SKEW_CHECK(!std::filesystem::is_directory(spec),
                "data file " << spec << " is a directory; give a libsvm/libffm file inside it");
+    const bool pipe = is_pipe(spec);
+    if (pipe) check_pipe_readable(spec, o);
     const TextFormat format = format_for(spec, o.format);
     const CacheHeader want = cache_key(spec, format, o.skip_bad_lines, o.hash_bits);
     const std::string cache = spec + ".skewbin";
     if (!(o.use_cache && read_cache_slice(cache, want, o, d, report))) {
-      const MappedFile text(spec);
-      report.megabytes = double(text.view().size()) / 1e6;
-      SparseDataset all = parse_text(text.view(), spec, format, o, &report);
+      std::optional<MappedFile> mapped;  // a file is mapped, a pipe read as it comes
+      std::string piped;
+      if (pipe)
+        piped = read_file(spec);
+      else
+        mapped.emplace(spec);
+      const std::string_view text = pipe ? std::string_view(piped) : mapped->view();
+      report.megabytes = double(text.size()) / 1e6;
+      SparseDataset all = parse_text(text, spec, format, o, &report);
       report.total_rows = all.rows();
       if (o.use_cache) {
         CacheHeader h = want;

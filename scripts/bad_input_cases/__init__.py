@@ -10,7 +10,8 @@ KINDS = ["config", "cmdline", "data", "checkpoint", "output"]
 APPS = ["moe_train", "wide_train", "preduce_train", "placement_sim"]
 
 # The smallest runs that still exercise each app's whole path (about a second each, most of it
-# MPI start-up). A case adds its own keys after these; the last value given for a key wins.
+# MPI start-up). A case adds its own keys after these; a key it sets again replaces the tiny
+# value (the apps refuse a key given twice on the command line: see without_replaced_tiny).
 TINY = {
     "moe_train": {"model.d_model": "16", "model.heads": "2", "model.layers": "1", "model.seq_len": "16",
                   "model.d_ff": "16", "moe.num_experts": "2", "moe.d_ff": "16", "train.batch_size": "2",
@@ -75,7 +76,23 @@ class Case:
 def tiny_args(app: str, drop=(), **extra) -> list:
     """TINY[app] as --key=value, without the keys in `drop` (a case that sets them in an INI file:
     the command line would win over the file)."""
-    return [f"--{k}={v}" for k, v in TINY[app].items() if k not in drop] + [f"--{k}={v}" for k, v in extra.items()]
+    values = {k: v for k, v in TINY[app].items() if k not in drop}
+    values.update(extra)  # a key given in `extra` replaces the tiny value: a key twice is refused
+    return [f"--{k}={v}" for k, v in values.items()]
+
+
+def without_replaced_tiny(app: str, args: list) -> list:
+    """`args` without the tiny --key=value arguments of TINY[app] whose key a later argument sets
+    again (--key=value or --key value), so a case's own value replaces the tiny one."""
+    def key_of(arg):
+        return arg[2:].split("=", 1)[0] if arg.startswith("--") else None
+    out = []
+    for i, arg in enumerate(args):
+        key = key_of(arg)
+        tiny = key in TINY.get(app, {}) and arg == f"--{key}={TINY[app][key]}"
+        if not (tiny and any(key_of(later) == key for later in args[i + 1:])):
+            out.append(arg)
+    return out
 
 
 def key_re(key: str) -> str:

@@ -101,6 +101,12 @@ def joint_cases() -> list:
         joint("preduce_train", "slowdown_below_one", ["hetero.slowdown"], "--hetero.slowdown=1,0.5"),
         joint("preduce_train", "slowdown_not_a_number", ["hetero.slowdown"], "--hetero.slowdown=1,abc"),
         joint("preduce_train", "slowdown_nan", ["hetero.slowdown"], "--hetero.slowdown=1,nan"),
+        joint("preduce_train", "slowdown_inf", ["hetero.slowdown"], "--hetero.slowdown=1,inf"),
+        joint("preduce_train", "slowdown_1e300", ["hetero.slowdown"], "--hetero.slowdown=1,1e300"),
+        joint("preduce_train", "slowdown_trailing_junk", ["hetero.slowdown"], "--hetero.slowdown=1,2x"),
+        joint("preduce_train", "slowdown_empty_item", ["hetero.slowdown"], "--hetero.slowdown=1,,4"),
+        joint("preduce_train", "link_ms_inf", ["hetero.link_ms"], "--hetero.link_ms=0,inf"),
+        joint("preduce_train", "link_ms_negative", ["hetero.link_ms"], "--hetero.link_ms=0,-1"),
         joint("preduce_train", "hidden_not_a_number", ["model.hidden"], "--model.hidden=8,abc"),
         joint("preduce_train", "hidden_zero", ["model.hidden"], "--model.hidden=0"),
         joint("preduce_train", "hidden_negative", ["model.hidden"], "--model.hidden=-4"),
@@ -109,6 +115,8 @@ def joint_cases() -> list:
         joint("placement_sim", "scaling_not_a_number", ["sim.scaling"], "--sim.scaling=8,abc"),
         joint("placement_sim", "scaling_zero", ["sim.scaling"], "--sim.scaling=0"),
         joint("placement_sim", "scaling_negative", ["sim.scaling"], "--sim.scaling=-8"),
+        joint("placement_sim", "scaling_fraction", ["sim.scaling"], "--sim.scaling=8,2.5"),
+        joint("placement_sim", "scaling_inf", ["sim.scaling"], "--sim.scaling=8,inf"),
         joint("placement_sim", "slots_below_experts_per_gpu", ["placement.slots_per_rank"],
               "--sim.experts_per_gpu=2", "--placement.slots_per_rank=1"),
         joint("wide_train", "train_empty", ["data.train"], "--data.train="),
@@ -189,7 +197,12 @@ def cmdline_cases(env) -> list:
     out += [
         cmd("moe_train", "config_fifo", ["--config", "{dir}/fifo.ini"], success(r'"iterations":2'), prepare=make_fifo,
             tiny=False),
-        cmd("preduce_train", "key_twice_last_wins", ["--train.steps=5", "--train.steps=20"], success(r'"steps":20')),
+        cmd("preduce_train", "key_twice", ["--train.steps=5", "--train.steps=20"],
+            error(key_re("train.steps"), "twice")),
+        Case("cmdline:preduce_train:two_configs_merge_later_wins", "cmdline", "preduce_train",
+             tiny_args("preduce_train", drop=("train.steps", "sim.workers")) +
+             ["--config", "{dir}/a.ini", "--config", "{dir}/b.ini"], success(r'"steps":12', r'"workers":3'),
+             files={"a.ini": "[train]\nsteps = 10\n[sim]\nworkers = 3\n", "b.ini": "[train]\nsteps = 12\n"}),
         cmd("placement_sim", "space_separated_value", ["--sim.iterations", "4"], success(r'"iterations":4')),
     ]
     return out

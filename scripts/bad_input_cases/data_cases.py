@@ -1,6 +1,7 @@
 """Kind `data`: malformed data files. A bad line sits after good ones, so the message must name
 the file and the right line (`train.libsvm:3`), not just the file."""
 import json
+import os
 import subprocess
 
 from . import Case, Expect, error, key_re, place_re, success, tiny_args
@@ -73,28 +74,58 @@ def wide_cases(env) -> list:
         out.append(wide(cid, {"train.libsvm": svm(*GOOD_SVM, *TAIL_SVM)}, prepare=cache_damager(env, damage),
                         expect=Expect(error=[place_re("train.libsvm.skewbin")],
                                       success=[place_re("train.libsvm.skewbin")])))
+    # A pipe with a writer (as <(zcat f.gz) gives): read as it comes without the cache, refused
+    # with a clear word with it (a pipe has no size or mtime to key it on, and is read once).
+    for cid, cache, expect in (("fifo_cache_off", "false", success(r"training rows on rank 0 \(4 lines")),
+                               ("fifo_cache_on", "true", error(place_re("rows.fifo"), key_re("data.cache")))):
+        out.append(Case(f"data:wide_train:{cid}", "data", "wide_train",
+                        tiny_args("wide_train", drop=("data.train",)) +
+                        ["--data.train={dir}/rows.fifo", f"--data.cache={cache}"], expect,
+                        prepare=fifo_writer("rows.fifo", svm(*GOOD_SVM, *GOOD_SVM))))
+    # The text edited with its size and mtime kept (sed -i, then touch -d): the cache is stale.
+    out.append(wide("cache_source_edited_size_and_mtime_kept", {"train.libsvm": svm(*GOOD_SVM, *TAIL_SVM)},
+                    prepare=cache_damager(env, bytes, edit_source=True),
+                    expect=success(r"training rows on rank 0 \(\d+ lines, 0 skipped")))
     return out
 
 
-def cache_damager(env, damage):
+def fifo_writer(name, text):
+    """A named pipe `name` that a writer (its own process, ended within 30 s) fills with `text`."""
+    def prepare(d):
+        os.mkfifo(d / name)
+        (d / "fifo.txt").write_text(text)
+        subprocess.Popen(["timeout", "30", "sh", "-c", f"cat fifo.txt > {name}"], cwd=d,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return prepare
+
+
+def cache_damager(env, damage, edit_source=False):
     def prepare(d):
         subprocess.run([env.exe("wide_train")] + tiny_args("wide_train", drop=("data.train",)) +
                        [f"--data.train={d}/train.libsvm"], capture_output=True, check=True, timeout=60, cwd=d)
         cache = d / "train.libsvm.skewbin"
         cache.write_bytes(damage(cache.read_bytes()))
+        if edit_source:  # the first label flipped, by a new file renamed over it (as sed -i does)
+            source = d / "train.libsvm"
+            stat, text = source.stat(), source.read_bytes()
+            edited = d / "edited.tmp"
+            edited.write_bytes(bytes([ord("0") + ord("1") - text[0]]) + text[1:])
+            edited.rename(source)
+            os.utime(source, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     return prepare
 
 
 CSV_GOOD = ["0,0.1,0.2,0.3", "1,0.3,0.2,0.1", "2,0.5,0.5,0.5", "3,0.9,0.1,0.4"]
 CSV_LINES = {"label_negative": "-1,0.1,0.2,0.3", "label_word": "abc,0.1,0.2,0.3", "label_fraction": "1.5,0.1,0.2,0.3",
-             "label_70000": "70000,0.1,0.2,0.3", "label_overflow": "99999999999999999999,0.1,0.2,0.3",
+             "label_70000": "70000,0.1,0.2,0.3",
+             "label_10": "10,0.1,0.2,0.3", "label_200": "200,0.1,0.2,0.3", "label_overflow": "99999999999999999999,0.1,0.2,0.3",
              "feature_nan": "1,nan,0.2,0.3", "feature_inf": "1,inf,0.2,0.3", "feature_overflow": "1,1e400,0.2,0.3",
              "row_short": "1,0.1,0.2", "row_long": "1,0.1,0.2,0.3,0.4", "feature_trailing_text": "1,0.1x,0.2,0.3",
              "feature_empty": "1,,0.2,0.3", "trailing_comma": "1,0.1,0.2,0.3,", "semicolons": "1;0.1;0.2;0.3"}
 
 
 def mnist(cid, train, test=None, expect=None, extra=()) -> Case:
-    files = {"train.csv": train}
+    files = {} if train is None else {"train.csv": train}
     if test is not None:
         files["test.csv"] = test
     return Case(f"data:preduce_train:{cid}", "data", "preduce_train",
@@ -116,12 +147,16 @@ def preduce_cases() -> list:
         mnist("mnist_empty_train", "", good, error(place_re("train.csv"))),
         mnist("mnist_missing_test", good, None, error(place_re("test.csv"))),
         mnist("mnist_test_other_width", good, svm("0,0.1,0.2"), error(place_re("test.csv", 1))),
-        mnist("mnist_test_unseen_label", good, svm("0,0.1,0.2,0.3", "9,0.1,0.2,0.3"), error(place_re("test.csv", 2))),
+        mnist("mnist_test_label_10", good, svm("0,0.1,0.2,0.3", "10,0.1,0.2,0.3"), error(place_re("test.csv", 2))),
+        mnist("mnist_missing_train", None, good, error(place_re("train.csv"), "scripts/fetch_data.sh")),
         mnist("mnist_crlf", "\r\n".join(CSV_GOOD) + "\r\n", good, success()),
         hetero("word", "1,2\n3,abc\n", error(place_re("delays.txt", 2))),
         hetero("negative", "1,2\n3,-2\n", error(place_re("delays.txt", 2))),
         hetero("nan", "1,2\n3,nan\n", error(place_re("delays.txt", 2))),
         hetero("overflow", "1,2\n3,1e400\n", error(place_re("delays.txt", 2))),
+        hetero("inf", "0,1\n0,inf\n", error(place_re("delays.txt", 2))),
+        hetero("1e300", "0,1\n0,1e300\n", error(place_re("delays.txt", 2))),
+        hetero("trailing_junk", "0,1\n1,2x\n", error(place_re("delays.txt", 2))),
         hetero("one_value_for_two_workers", "1,2\n3\n", error(place_re("delays.txt", 2))),
         hetero("empty", "", error(place_re("delays.txt"))),
         Case("data:preduce_train:hetero_trace_missing", "data", "preduce_train",
@@ -135,12 +170,13 @@ def moe(cid, files, args, expect, prepare=None, needs=()) -> Case:
                 files=files, prepare=prepare, needs=needs)
 
 
-def replay_truncated(env):
+def recorded_trace(env, edit):
+    """Records tr.rank0 with the tiny settings (moe.top_k=1), then rewrites its bytes with `edit`."""
     def prepare(d):
         subprocess.run([env.exe("moe_train")] + tiny_args("moe_train") + [f"--moe.save_trace={d}/tr"],
                        capture_output=True, check=True, timeout=60, cwd=d)
         t = d / "tr.rank0"
-        t.write_bytes(t.read_bytes()[: t.stat().st_size // 2 + 1])
+        t.write_bytes(edit(t.read_bytes()))
     return prepare
 
 
@@ -160,7 +196,14 @@ def moe_cases(env) -> list:
             error(place_re("tr.rank0"))),
         moe("replay_trace_missing", {}, ["--moe.replay_trace={dir}/tr"], error(place_re("tr.rank0"))),
         moe("replay_trace_truncated", {}, ["--moe.replay_trace={dir}/tr"], error(place_re("tr.rank0")),
-            prepare=replay_truncated(env)),
+            prepare=recorded_trace(env, lambda b: b[: len(b) // 2 + 1])),
+        moe("replay_trace_other_top_k", {}, ["--moe.replay_trace={dir}/tr", "--moe.top_k=2"],
+            error(place_re("tr.rank0"), r"moe\.top_k = 1", r"moe\.top_k = 2"), prepare=recorded_trace(env, bytes)),
+        moe("replay_trace_other_batch", {}, ["--moe.replay_trace={dir}/tr", "--train.batch_size=3"],
+            error(place_re("tr.rank0"), r"train\.batch_size = 2", r"train\.batch_size = 3"),
+            prepare=recorded_trace(env, bytes)),
+        moe("replay_trace_headerless", {}, ["--moe.replay_trace={dir}/tr"], error(place_re("tr.rank0"), "header"),
+            prepare=recorded_trace(env, lambda b: b[b.index(b"\n") + 1:])),
     ]
 
 

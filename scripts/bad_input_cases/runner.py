@@ -7,6 +7,7 @@ import subprocess
 import tempfile
 import time
 
+from . import without_replaced_tiny
 from .schema import read_schema
 from .state_cases import SETUPS
 
@@ -76,7 +77,7 @@ def run_case(case, env: Env, timeout: float) -> dict:
             return {"id": case.id, "kind": case.kind, "app": case.app, "outcome": "case_error", "as_expected": False,
                     "exit": None, "seconds": 0, "expect": case.expect.describe(),
                     "stderr_tail": f"preparing the case failed: {type(e).__name__}: {e}", "dir": str(d)}
-    argv = [env.exe(case.app)] + [a.replace("{dir}", str(d)) for a in case.args]
+    argv = [env.exe(case.app)] + [a.replace("{dir}", str(d)) for a in without_replaced_tiny(case.app, case.args)]
     if case.ranks > 1:
         argv = [env.mpirun, "-np", str(case.ranks), "--oversubscribe"] + argv
     stdout = open(case.stdout_to, "wb") if case.stdout_to else subprocess.PIPE

@@ -17,7 +17,7 @@ INT32_MAX = 2**31 - 1
 @dataclasses.dataclass
 class Key:
     name: str
-    type: str  # int, float, bool, choice, string
+    type: str  # int, float, bool, choice, string, int list, float list
     default: str
     choices: list = dataclasses.field(default_factory=list)
     lo: Optional[float] = None  # bounds of the accepted values (None: unbounded that side)
@@ -89,6 +89,9 @@ def parse_type(k: Key, text: str) -> None:
         k.type, k.choices = "choice", text[len("choice: "):].split("|")
         return
     k.type = text.split()[0]
+    if text.split()[1:2] == ["list"]:  # "int list in [1, 64]": the items' cases are listed by hand
+        k.type = k.type + " list"
+        return
     if k.type == "int":
         if m := INT_BOUNDED.match(text):
             k.lo, k.hi = int(m.group(1)), int(m.group(2))

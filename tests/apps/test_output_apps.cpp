@@ -121,8 +121,11 @@ TEST_CASE("moe_train: a re-run that fails leaves the previous run's metrics file
   const Outcome bad = run(kMoe + " --output.metrics=" + metrics + " --moe.policy=tutel", dir);  // config validation
   CHECK(bad.code != 0);
   CHECK(skew::read_file(metrics) == first);
-  // Fails after the metrics file is open, before the first record: the replayed trace is empty.
-  skew::write_file_atomic((dir / "empty.rank0").string(), "");
+  // Fails after the metrics file is open, before the first record: the replayed trace is its
+  // header (this run's settings) and no iteration.
+  REQUIRE(run(kMoe + " --moe.save_trace=" + (dir / "recorded").string(), dir).code == 0);
+  const std::string recorded = skew::read_file((dir / "recorded.rank0").string());
+  skew::write_file_atomic((dir / "empty.rank0").string(), recorded.substr(0, recorded.find('\n') + 1));
   const Outcome late =
       run(kMoe + " --output.metrics=" + metrics + " --moe.replay_trace=" + (dir / "empty").string(), dir);
   INFO(late.text);

@@ -15,10 +15,12 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/fileio.hpp"
+#include "lib/wide/cache.hpp"
 #include "tests/apps/wide_app_test.hpp"
 
 using skew::test::run;
@@ -252,11 +254,16 @@ TEST_CASE("wide_train: two ranks stream their shares of the rows and train the t
   CHECK(model_of(dir.path, "write") == whole);
   train(dir.path, file, "text", streamed + " --data.cache=false", true, np2);  // each rank parses the text
   CHECK(model_of(dir.path, "text") == whole);
-  // The text overwritten, its size and time kept: the cache still stands for it, so a rank that
-  // parsed the text would fail; both ranks read their rows from the cache.
-  const auto mtime = std::filesystem::last_write_time(file);
+  // The text overwritten and the cache's header forged to the new file's identity (size, mtime,
+  // ctime, inode; the payload's checksum does not cover them): the cache stands for it, so a rank
+  // that parsed the text would fail; both ranks read their rows from the cache.
+  std::string forged = skew::read_file(cache);
   skew::write_file_atomic(file.string(), std::string(std::filesystem::file_size(file), '#'));
-  std::filesystem::last_write_time(file, mtime);
+  const skew::wide::CacheHeader key = skew::wide::cache_key(file.string(), skew::wide::TextFormat::Libsvm, false, 0);
+  std::memcpy(forged.data(), &key, offsetof(skew::wide::CacheHeader, format));
+  std::memcpy(forged.data() + offsetof(skew::wide::CacheHeader, source_ctime), &key.source_ctime,
+              sizeof key.source_ctime + sizeof key.source_inode);
+  skew::write_file_atomic(cache, forged);
   CHECK_THAT(train(dir.path, file, "read", streamed + " --data.cache=true", true, np2),
              Catch::Contains("over its binary cache " + cache));
   CHECK(model_of(dir.path, "read") == whole);

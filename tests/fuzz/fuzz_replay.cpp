@@ -1,4 +1,4 @@
-// moe_train's routing replay (moe.replay_trace): the trainer reads FILE.rank<r> as raw int32
+// moe_train's routing replay (moe.replay_trace): after its header line the trainer reads FILE.rank<r> as int32
 // expert ids, tokens x top_k per MoE layer, and hands each layer's block to gate_forward, which
 // must reject an id outside [0, experts) with a skew::Error. The first 3 bytes choose tokens
 // (1-16), experts (1-16) and top_k (1-experts); the rest is the replayed file (short files are

@@ -1,14 +1,13 @@
 // Binary data cache (FILE.skewbin beside a libsvm file), read through load_dataset. The input is
-// a whole cache file; its first 32 bytes (magic, source size and mtime, format, skip flag) and its
-// payload checksum are overwritten to match the source and the payload, so the reader trusts the
-// rest, and two of the bytes choose the rank slice first. The header's hash_bits word is reduced
-// to a valid data.hash_bits, which the read asks for, so hashed caches are read too. A rejection must be a skew::Error
-// naming the cache (or, for a cache of no rows, its source); a loaded slice must be consistent
-// (see wide_check.hpp). On one rank the same bytes also go through the load beside training
-// (lib/wide/cache_load.hpp), which must decline them (null: the whole load decides), or refuse
-// them as the whole load did (an error naming the cache, never a damaged checksum: it is sealed),
-// or give the whole load's rows; and through the whole load with its second half on a thread of
-// its own (train.threads > 1), which must give the same rows or the same error.
+// a whole cache file; its first 32 bytes (magic, source size and mtime, format, skip flag), the
+// source's ctime and inode and its payload checksum are overwritten to match the source and the payload, so the reader
+// trusts the rest, and two of the bytes choose the rank slice first. The header's hash_bits word is reduced to a valid
+// data.hash_bits, which the read asks for, so hashed caches are read too. A rejection must be a skew::Error naming the
+// cache (or, for a cache of no rows, its source); a loaded slice must be consistent (see wide_check.hpp). On one rank
+// the same bytes also go through the load beside training (lib/wide/cache_load.hpp), which must decline them (null: the
+// whole load decides), or refuse them as the whole load did (an error naming the cache, never a damaged checksum: it is
+// sealed), or give the whole load's rows; and through the whole load with its second half on a thread of its own
+// (train.threads > 1), which must give the same rows or the same error.
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -20,22 +19,21 @@
 #include "tests/fuzz/wide_check.hpp"
 
 namespace {
-constexpr std::size_t kHeaderBytes = 88;     // sizeof(CacheHeader) in lib/wide/cache.hpp
+constexpr std::size_t kHeaderBytes = 104;    // sizeof(CacheHeader) in lib/wide/cache.hpp
 constexpr std::size_t kCrcOffset = 80;       // offsetof(CacheHeader, payload_crc)
 constexpr std::size_t kHashBitsOffset = 84;  // offsetof(CacheHeader, hash_bits)
+constexpr std::size_t kCtimeOffset = 88;     // offsetof(CacheHeader, source_ctime), then source_inode
 
 struct Source {
   std::string path;
-  std::uint64_t size = 0;
-  std::int64_t mtime = 0;
+  skew::wide::CacheHeader key;  // its identity: size, mtime, ctime, inode
 };
 
 const Source& source() {
   static const Source s = [] {
     Source s;
     s.path = skew::fuzz::write_scratch("data.libsvm", "1 1:0.5 3:1\n0 2:1\n");
-    s.size = std::filesystem::file_size(s.path);
-    s.mtime = static_cast<std::int64_t>(std::filesystem::last_write_time(s.path).time_since_epoch().count());
+    s.key = skew::wide::cache_key(s.path, skew::wide::TextFormat::Libsvm, false, 0);
     return s;
   }();
   return s;
@@ -88,11 +86,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   o.hash_bits = int(hash_bits);
   std::memcpy(bytes.data() + kHashBitsOffset, &hash_bits, 4);
   const std::uint32_t format = 0, skip_bad = 0;  // TextFormat::Libsvm, skip_bad_lines = false
-  std::memcpy(bytes.data(), "SKWIDE03", 8);
-  std::memcpy(bytes.data() + 8, &src.size, 8);
-  std::memcpy(bytes.data() + 16, &src.mtime, 8);
+  std::memcpy(bytes.data(), &src.key, 24);       // magic, source size and mtime
   std::memcpy(bytes.data() + 24, &format, 4);
   std::memcpy(bytes.data() + 28, &skip_bad, 4);
+  std::memcpy(bytes.data() + kCtimeOffset, &src.key.source_ctime, 16);
   const std::uint32_t crc = skew::crc32c(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes);
   std::memcpy(bytes.data() + kCrcOffset, &crc, 4);
   skew::fuzz::write_scratch("data.libsvm.skewbin", bytes);

@@ -48,3 +48,8 @@ skew_mpi_test(skew_bert_train_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_bert_train.cpp
   LIBS skew_moe skew_app_options
   NP 2)
+# Routing traces: the header a replay is checked against, the old raw format refused, resume.
+skew_mpi_test(skew_moe_trace_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_trace.cpp
+  LIBS skew_moe skew_app_options
+  NP 2)

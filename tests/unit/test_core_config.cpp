@@ -26,7 +26,9 @@ skew::Schema test_schema() {
       .add_float("train.lr", 0.01, kAnyFinite, "learning rate")
       .add_bool("train.shuffle", true, "shuffle every epoch")
       .add_choice("train.device", "cpu", {"cpu", "cuda"}, "where to compute")
-      .add_string("train.weights", "1,1,1,4", "per-worker speed weights")
+      .add_float_list("train.weights", "1,1,1,4", {0, 100}, "per-worker speed weights")
+      .add_int_list("train.widths", "8", {1, 64}, "layer widths")
+      .add_string("train.names", "a, b", "names")
       .add_string("output.dir", "", "output directory (empty: none)")
       .add_int("seed", 7, kAnyInt, "global seed");
   return s;
@@ -99,9 +101,11 @@ TEST_CASE("config: precedence defaults < file < command line", "[config]") {
   CHECK(c.get_string("output.dir").empty());
   CHECK(c.source("output.dir") == "default");
 
-  // A key given twice on the command line takes its last value.
-  const auto twice = parse_args(s, {"--train.steps=1", "--config", ini.path, "--train.steps", "2"});
-  CHECK(twice.get_int("train.steps") == 2);
+  // A key given twice on the command line is refused, as one set twice in an INI file is.
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--train.steps=1", "--config", ini.path, "--train.steps", "2"});
+             }),
+             Catch::Contains("command line: key 'train.steps' is given twice ('1', then '2')"));
 
   // --config=FILE form, and a bare bool flag meaning true.
   const auto c2 = parse_args(s, {"--train.shuffle", "--config=" + ini.path});
@@ -109,17 +113,75 @@ TEST_CASE("config: precedence defaults < file < command line", "[config]") {
   CHECK(c2.get_int("train.steps") == 200);
 }
 
+TEST_CASE("config: several --config files merge in order, a later file winning; --print-config names each file",
+          "[config]") {
+  const auto s = test_schema();
+  TempFile a("merge_a.ini", "[train]\nsteps = 10\nlr = 0.5\n[data]\npath = a.txt\n");
+  TempFile b("merge_b.ini", "# b\n[train]\nsteps = 20\nshuffle = false\n");
+  const auto c = parse_args(s, {"--config", a.path, "--config=" + b.path, "--data.path=cli.txt"});
+  CHECK(c.get_int("train.steps") == 20);  // both files: the later one's
+  CHECK(c.source("train.steps") == b.path + ":3");
+  CHECK(c.get_float("train.lr") == 0.5);  // a.ini alone
+  CHECK(c.source("train.lr") == a.path + ":3");
+  CHECK_FALSE(c.get_bool("train.shuffle"));       // b.ini alone
+  CHECK(c.get_string("data.path") == "cli.txt");  // the command line over both
+  CHECK(c.get_int("seed") == 7);
+  const std::string printed = c.to_ini();
+  CHECK_THAT(printed, Catch::Contains("steps = 20  # from " + b.path + ":3") &&
+                          Catch::Contains("lr = 0.5  # from " + a.path + ":3") &&
+                          Catch::Contains("shuffle = false  # from " + b.path + ":4") &&
+                          Catch::Contains("path = cli.txt  # from command line"));
+  // The other order: a.ini's steps win.
+  CHECK(parse_args(s, {"--config", b.path, "--config", a.path}).get_int("train.steps") == 10);
+  // A bad value in an overridden file is still an error naming its file and line.
+  TempFile bad("merge_bad.ini", "[train]\nsteps = x\n");
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", bad.path, "--config", a.path});
+             }),
+             Catch::Contains(bad.path + ":2: bad value 'x' for key 'train.steps'"));
+}
+
 TEST_CASE("config: lists", "[config]") {
   const auto s = test_schema();
-  const auto c = parse_args(s, {"--train.weights= 1, 2.5 ,3"});
+  const auto c = parse_args(s, {"--train.weights= 1, 2.5 ,3", "--train.widths=8, 64,1"});
   CHECK(c.get_float_list("train.weights") == std::vector<double>{1, 2.5, 3});
-  CHECK_THROWS_WITH(c.get_int_list("train.weights"),
-                    Catch::Contains("list item 2.5 in key 'train.weights' is not an integer"));
-  const auto d = parse_args(s, {});
-  CHECK(d.get_int_list("train.weights") == std::vector<std::int64_t>{1, 1, 1, 4});
-  const auto bad = parse_args(s, {"--train.weights=1,x"});
-  CHECK_THROWS_WITH(bad.get_float_list("train.weights"),
-                    Catch::Contains("command line: bad list item 'x' in key 'train.weights'"));
+  CHECK(c.get_int_list("train.widths") == std::vector<std::int64_t>{8, 64, 1});
+  const auto d = parse_args(s, {"--train.widths="});  // the empty list
+  CHECK(d.get_float_list("train.weights") == std::vector<double>{1, 1, 1, 4});
+  CHECK(d.get_int_list("train.widths").empty());
+  CHECK(d.get_string_list("train.names") == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE("config: a list's items are checked as the scalar key's values, naming the key and the item", "[config]") {
+  const auto s = test_schema();
+  for (const auto& [arg, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--train.weights=1,inf", "item 2 of 2 'inf' is not a finite number in [0, 100]"},
+           {"--train.weights=1,nan", "item 2 of 2 'nan' is not a finite number in [0, 100]"},
+           {"--train.weights=1,1e300", "item 2 of 2 '1e300' is not a finite number in [0, 100]"},
+           {"--train.weights=1,1e400", "item 2 of 2 '1e400' is not a number"},
+           {"--train.weights=1,2x", "item 2 of 2 '2x' is not a number"},
+           {"--train.weights=-1", "item 1 of 1 '-1' is not a finite number in [0, 100]"},
+           {"--train.weights=1,,4", "item 2 of 3 is empty: expected numbers separated by commas"},
+           {"--train.weights=1,", "item 2 of 2 is empty"},
+           {"--train.widths=8,2.5", "item 2 of 2 '2.5' is not an integer"},
+           {"--train.widths=8,65", "item 2 of 2 '65' is not an integer in [1, 64]"},
+           {"--train.widths=0x10", "item 1 of 1 '0x10' is not an integer"},
+       }) {
+    INFO(arg);
+    const std::string key = arg.substr(2, arg.find('=') - 2), value = arg.substr(arg.find('=') + 1);
+    CHECK_THAT(error_of([&] { parse_args(s, {arg}); }),
+               Catch::Contains("command line: key '" + key + "' = '" + value + "': " + message));
+  }
+  // From a file: the file and line, as for a scalar.
+  TempFile ini("lists.ini", "[train]\nwidths = 4\nweights = 1, inf\n");
+  CHECK_THAT(error_of([&] {
+               parse_args(s, {"--config", ini.path});
+             }),
+             Catch::Contains(ini.path + ":3: key 'train.weights' = '1, inf': item 2 of 2 'inf'"));
+  // A default is held to the same rules.
+  skew::Schema bad("demo_app", "bad default");
+  CHECK_THROWS_WITH(bad.add_int_list("x.sizes", "1,0", {1, 8}, "sizes"),
+                    Catch::Contains("default '1,0' of key 'x.sizes'") && Catch::Contains("item 2 of 2 '0'"));
 }
 
 TEST_CASE("config: unknown key suggests close spellings", "[config]") {
@@ -282,7 +344,7 @@ TEST_CASE("config: --print-config output parses back to the same config", "[conf
   TempFile ini("print.ini", "[train]\nlr = 0.25\n");
   const auto c = parse_args(
       s, {"--config", ini.path, "--print-config", "--train.steps=42", "--output.dir=out dir # with hash; and semicolon",
-          "--data.path=\"literally quoted\"", "--train.weights=  padded "});
+          "--data.path=\"literally quoted\"", "--train.names=  padded "});
   REQUIRE(c.print_config_requested());
   const std::string text = c.to_ini();
   CHECK_THAT(text, Catch::Contains("# effective configuration of demo_app"));
@@ -298,7 +360,7 @@ TEST_CASE("config: --print-config output parses back to the same config", "[conf
   }
   CHECK(back.get_string("output.dir") == "out dir # with hash; and semicolon");
   CHECK(back.get_string("data.path") == "\"literally quoted\"");
-  CHECK(back.get_string("train.weights") == "  padded ");
+  CHECK(back.get_string("train.names") == "  padded ");
   // Printing the re-parsed config gives the same values again (sources differ).
   CHECK(back.to_ini().find("lr = 0.25") != std::string::npos);
 }

@@ -81,6 +81,20 @@ TEST_CASE("safetensors: round trip of several dtypes and metadata", "[safetensor
     CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
 }
 
+TEST_CASE("safetensors: a tensor read as another dtype names the tensor, the file and both dtypes", "[safetensors]") {
+  std::filesystem::create_directories(kDir);
+  const std::string path = kDir + "/dtype.safetensors";
+  skew::save_safetensors(path, {{"w0.params", Tensor::from_vector(std::vector<std::int32_t>(5600, 3), {5600})}});
+  const skew::TensorFile file = skew::load_safetensors(path);
+  CHECK(file.get("w0.params").data<std::int32_t>()[5599] == 3);  // its own dtype reads
+  CHECK_THROWS_WITH(file.get("w0.params").data<float>(), Catch::Contains("tensor 'w0.params' of " + path +
+                                                                         " holds I32 values (I32[5600]@host), but this "
+                                                                         "run reads it as F32"));
+  // A copy made in memory is no longer the file's.
+  CHECK(file.get("w0.params").clone().origin().empty());
+  std::filesystem::remove(path);  // kDir is shared with the other cases, which may run at once
+}
+
 TEST_CASE("safetensors: layout is what PyTorch and numpy readers expect", "[safetensors]") {
   const std::string path = kDir + "/layout.safetensors";
   skew::save_safetensors(path, {{"a", Tensor::from_vector(std::vector<float>{1, 2}, {2})},

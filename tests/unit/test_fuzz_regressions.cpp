@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "core/checksum.hpp"
@@ -15,6 +16,7 @@
 #include "core/fileio.hpp"
 #include "core/safetensors.hpp"
 #include "lib/placement/trace.hpp"
+#include "lib/wide/cache.hpp"
 #include "lib/wide/dataset.hpp"
 #include "tests/unit/error_message.hpp"
 
@@ -31,10 +33,10 @@ struct CacheFixture {
   std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("skew_fuzz_regression_" + std::to_string(getpid()));
   std::string source = (dir / "d.libsvm").string(), cache = source + ".skewbin";
-  // "1 1:0.5 3:1\n0 2:1\n": 2 rows, 3 nonzeros. Layout: 88-byte header (rows at 32, nonzeros at 40,
-  // features at 48, fields at 56, payload CRC-32C at 80), row offsets at 88, labels at 112,
-  // indices at 120, fields at 132, values at 138, the frequency order (3 ids) at 150 and its
-  // length at 162; 170 bytes in all.
+  // "1 1:0.5 3:1\n0 2:1\n": 2 rows, 3 nonzeros. Layout: 104-byte header (rows at 32, nonzeros at 40,
+  // features at 48, fields at 56, payload CRC-32C at 80, the source's ctime and inode at 88),
+  // row offsets at 104, labels at 128, indices at 136, fields at 148, values at 154, the
+  // frequency order (3 ids) at 166 and its length at 178; 186 bytes in all.
   CacheFixture() {
     std::filesystem::create_directories(dir);
     std::ofstream(source) << "1 1:0.5 3:1\n0 2:1\n";
@@ -58,10 +60,10 @@ struct CacheFixture {
     const std::string bytes = skew::read_file(cache);
     const std::uint32_t crc = skew::crc32c(bytes.data() + kPayload, bytes.size() - kPayload);
     std::fstream g(cache, std::ios::in | std::ios::out | std::ios::binary);
-    g.seekp(std::streamoff(kPayload - 8));
+    g.seekp(std::streamoff(offsetof(CacheHeader, payload_crc)));
     g.write(reinterpret_cast<const char*>(&crc), sizeof crc);
   }
-  static constexpr std::size_t kPayload = 88, kBytes = 170;
+  static constexpr std::size_t kPayload = 104, kBytes = 186;
   std::string error(int rank = 0, int world = 1) {
     ReadOptions o;
     o.rank = rank, o.world = world;
@@ -93,14 +95,14 @@ TEST_CASE("the binary cache checks its header's counts against the file before a
   SECTION("a byte missing from the row offsets (fuzz_skewbin's find: std::length_error, uncaught)") {
     std::string bytes(CacheFixture::kBytes, '\0');
     std::ifstream(f.cache, std::ios::binary).read(bytes.data(), CacheFixture::kBytes);
-    bytes.erase(98, 1);
+    bytes.erase(114, 1);
     std::ofstream(f.cache, std::ios::binary | std::ios::trunc) << bytes;
     CHECK_THAT(f.error(),
-               Catch::Contains("corrupt data cache " + f.cache) && Catch::Contains("do not fit its 169 bytes"));
-    bytes.erase(98, 20);  // shorter than the header's rows and nonzeros need
+               Catch::Contains("corrupt data cache " + f.cache) && Catch::Contains("do not fit its 185 bytes"));
+    bytes.erase(114, 20);  // shorter than the header's rows and nonzeros need
     std::ofstream(f.cache, std::ios::binary | std::ios::trunc) << bytes;
     CHECK_THAT(f.error(), Catch::Contains("corrupt data cache " + f.cache) &&
-                              Catch::Contains("2 rows and 3 nonzeros in the header do not fit its 149 bytes"));
+                              Catch::Contains("2 rows and 3 nonzeros in the header do not fit its 165 bytes"));
   }
   SECTION("rows far beyond the file") {
     f.patch<std::int64_t>(32, std::int64_t(1) << 40);
@@ -119,53 +121,53 @@ TEST_CASE("the binary cache checks its header's counts against the file before a
 TEST_CASE("the binary cache checks row offsets, labels and nonzeros") {
   CacheFixture f;
   SECTION("a row offset past the nonzeros") {
-    f.patch<std::int64_t>(96, 1000);
+    f.patch<std::int64_t>(112, 1000);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("row offset 1 is 1000"));
     CHECK_THAT(f.error(1, 2), Catch::Contains(f.cache) && Catch::Contains("row offset 1 is 1000"));
   }
   SECTION("row offsets going back") {
-    f.patch<std::int64_t>(96, 3);
-    f.patch<std::int64_t>(104, 2);
+    f.patch<std::int64_t>(112, 3);
+    f.patch<std::int64_t>(120, 2);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("row offset 2 is 2"));
   }
   SECTION("a label that is not 0 or 1") {
-    f.patch<float>(116, NAN);
+    f.patch<float>(132, NAN);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("row 1 has label nan"));
   }
   SECTION("a frequency order listing an id twice, one out of range, or longer than the file") {
     // The order is ids 1, 2, 3 (each once: ties by id).
-    f.patch<std::uint32_t>(154, 1);
+    f.patch<std::uint32_t>(170, 1);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) &&
                               Catch::Contains("feature 1 at place 1 of the frequency order is listed twice"));
-    f.patch<std::uint32_t>(154, 2);
-    f.patch<std::uint32_t>(158, 4);
+    f.patch<std::uint32_t>(170, 2);
+    f.patch<std::uint32_t>(174, 4);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) &&
                               Catch::Contains("feature 4 at place 2 of the frequency order is beyond its 4 features"));
-    f.patch<std::uint32_t>(158, 3);
-    f.patch<std::int64_t>(162, 1000);
+    f.patch<std::uint32_t>(174, 3);
+    f.patch<std::int64_t>(178, 1000);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) &&
-                              Catch::Contains("a frequency order of 1000 of 4 features do not fit its 170 bytes"));
+                              Catch::Contains("a frequency order of 1000 of 4 features do not fit its 186 bytes"));
   }
   SECTION("a frequency order under a header claiming 2^32 - 1 features: checked without a bit a feature") {
     f.patch<std::int64_t>(48, 4294967295);
     CHECK(load_dataset(f.source, ReadOptions{}).num_features == 4294967295);
-    f.patch<std::uint32_t>(158, 1);  // ids 1, 2, 1
+    f.patch<std::uint32_t>(174, 1);  // ids 1, 2, 1
     CHECK_THAT(f.error(), Catch::Contains(f.cache) &&
                               Catch::Contains("feature 1 at place 2 of the frequency order is listed twice"));
-    f.patch<std::uint32_t>(154, 4294967295u);  // ids 1, 2^32 - 1, 1: the id beyond comes first
+    f.patch<std::uint32_t>(170, 4294967295u);  // ids 1, 2^32 - 1, 1: the id beyond comes first
     CHECK_THAT(
         f.error(),
         Catch::Contains(f.cache) &&
             Catch::Contains("feature 4294967295 at place 1 of the frequency order is beyond its 4294967295 features"));
-    f.patch<std::uint32_t>(150, 4294967295u);  // listed twice and beyond: beyond, at its first place
+    f.patch<std::uint32_t>(166, 4294967295u);  // listed twice and beyond: beyond, at its first place
     CHECK_THAT(f.error(), Catch::Contains("feature 4294967295 at place 0 of the frequency order is beyond"));
   }
   SECTION("an index outside the header's feature count") {
-    f.patch<std::uint32_t>(124, 4);
+    f.patch<std::uint32_t>(140, 4);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("nonzero 1 is 0:4:"));
   }
   SECTION("an infinite value") {
-    f.patch<float>(146, INFINITY);
+    f.patch<float>(162, INFINITY);
     CHECK_THAT(f.error(), Catch::Contains(f.cache) && Catch::Contains("nonzero 2 is 0:2:inf"));
   }
 }
@@ -217,11 +219,11 @@ TEST_CASE("safetensors: shape and data_offsets must hold integers") {
 
 TEST_CASE("config: integer lists reject items outside int64 instead of converting them") {
   skew::Schema schema("t", "t");
-  schema.add_string("a.list", "", "a list");
-  // 1e300 and nan were cast to int64 with undefined behaviour.
+  schema.add_int_list("a.list", "", {std::numeric_limits<std::int64_t>::min(), skew::kMaxInt64}, "a list");
+  // 1e300 and nan were cast to int64 with undefined behaviour; now refused as the file is read.
   for (const std::string item : {"1e300", "nan", "-1e19"}) {
-    const auto c = skew::Config::parse_ini_text(schema, "[a]\nlist = 1, " + item + "\n", "fuzz.ini");
-    CHECK_THROWS_WITH(c.get_int_list("a.list"), Catch::Contains("fuzz.ini:2") && Catch::Contains("not an integer"));
+    CHECK_THROWS_WITH(skew::Config::parse_ini_text(schema, "[a]\nlist = 1, " + item + "\n", "fuzz.ini"),
+                      Catch::Contains("fuzz.ini:2") && Catch::Contains("not an integer"));
   }
 }
 

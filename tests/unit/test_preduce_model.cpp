@@ -54,6 +54,23 @@ TEST_CASE("heterogeneity: slowdown repeats over workers, trace rows add per step
   std::ofstream(trace) << "1,2\n3\n";
   CHECK(Hetero(o, 0, 4).injected_s(1, 0.0) == Approx(0.002 + 0.003));
   CHECK_THROWS_WITH(Hetero(o, 1, 4), Catch::Contains("hetero.trace: " + trace + ":2: 1 delays, none for worker 1"));
+  // A field is one finite delay in [0, a day], as strictly as a config value: "2x" is not 2.
+  for (const auto& [line, value] : std::vector<std::pair<std::string, std::string>>{{"0,inf", "2 'inf'"},
+                                                                                    {"0,1e300", "2 '1e300'"},
+                                                                                    {"1,2x", "2 '2x'"},
+                                                                                    {"nan,1", "1 'nan'"},
+                                                                                    {"0,-1", "2 '-1'"},
+                                                                                    {"0,", "2 ''"},
+                                                                                    {"0,1e400", "2 '1e400'"}}) {
+    INFO(line);
+    std::ofstream(trace) << "0,1\n" << line << "\n";
+    CHECK_THROWS_WITH(Hetero(o, 0, 2), Catch::Contains("hetero.trace: " + trace + ":2: value " + value +
+                                                       " is not a delay in ms: expected a finite number in [0, "));
+  }
+  std::ofstream(trace) << " 0.5 ,+2\n";  // blanks around a number and a plus sign are numbers
+  // (0 + base 2 ms) * slowdown + the trace's delay
+  CHECK(Hetero(o, 0, 2).injected_s(0, 0.0) == Approx(0.002 * 1 + 0.0005));
+  CHECK(Hetero(o, 1, 2).injected_s(0, 0.0) == Approx(0.002 * 4 + 0.002));
   o.trace.clear();
   o.jitter = "exp";
   o.jitter_ms = 1.0;
@@ -71,7 +88,7 @@ TEST_CASE("CSV loader names the file and line of bad input", "[preduce]") {
   const std::string path = "test_preduce_bad.csv";
   std::ofstream(path) << "1,0.5,0.25\n0,0.1\n";
   try {
-    load_csv(path);
+    load_csv(path, 2);
     FAIL("no error");
   } catch (const skew::Error& e) {
     CHECK(std::string(e.what()).find(path + ":2") != std::string::npos);

@@ -1,8 +1,11 @@
 // preduce_train's schema: every numeric key declares its range, bad values are rejected at parse
 // time naming the key, and the rules spanning keys (group size against the workers) name them;
 // the MNIST CSV reader rejects labels that would size an absurd output layer.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <utility>
@@ -46,8 +49,21 @@ TEST_CASE("preduce schema: out-of-range values are rejected at parse time", "[pr
   }
   CHECK_THROWS_WITH(skew::Config::parse_ini_text(schema, "[sim]\nworkers = -2\n", "p.ini"),
                     Catch::Contains("p.ini:2: bad value '-2' for key 'sim.workers'"));
-  CHECK_THROWS_WITH(read_options(parse("--model.hidden=64,0")),
-                    Catch::Contains("command line: width 0 in key 'model.hidden' is not in [1, 65536]"));
+  CHECK_THROWS_WITH(
+      read_options(parse("--model.hidden=64,0")),
+      Catch::Contains("command line: key 'model.hidden' = '64,0': item 2 of 2 '0' is not an integer in [1, "
+                      "65536]"));
+  for (const auto& [arg, item] :
+       std::vector<std::pair<std::string, std::string>>{{"--hetero.slowdown=1,inf", "'inf'"},
+                                                        {"--hetero.slowdown=1,1e300", "'1e300'"},
+                                                        {"--hetero.slowdown=1,0.5", "'0.5'"},
+                                                        {"--hetero.link_ms=0,inf", "'inf'"},
+                                                        {"--hetero.link_ms=0,-1", "'-1'"}}) {
+    INFO(arg);
+    CHECK_THROWS_WITH(parse(arg), Catch::Contains("command line: key '" + arg.substr(2, arg.find('=') - 2) + "'") &&
+                                      Catch::Contains("item 2 of 2 " + item + " is not a finite number"));
+  }
+  CHECK(read_options(parse("--hetero.slowdown=1, 4")).hetero.slowdown == std::vector<double>{1, 4});
   CHECK_THROWS_WITH(read_options(parse("--preduce.group_size=1")),
                     Catch::Contains("preduce.group_size must be 0 (auto) or >= 2"));
   const TrainOptions o = read_options(parse("--train.seed=9223372036854775807"));
@@ -71,16 +87,37 @@ TEST_CASE("preduce: a group larger than the workers is an error naming the keys"
                     Catch::Contains("sync.mode: unknown mode 'gossip' (allreduce, preduce, adpsgd, eager, local)"));
 }
 
-TEST_CASE("MNIST CSV: a label past the class limit names the file and line", "[preduce]") {
+TEST_CASE("MNIST CSV: classes are the data set's declared 10; a label outside names the file and line", "[preduce]") {
   const std::string path = "test_preduce_big_label.csv";
-  for (const std::string label : {"2147483647", "65536", "99999999999999999999"}) {
+  for (const std::string label : {"10", "200", "65536", "2147483647", "99999999999999999999"}) {
     INFO(label);
     std::ofstream(path) << "1,0.5,0.25\n0,0.1,0.2\n" << label << ",0.3,0.4\n";
-    CHECK_THROWS_WITH(load_csv(path), Catch::Contains(path + ":3: label " + label + " is out of range [0, 65535]"));
+    CHECK_THROWS_WITH(
+        load_csv(path, skew::kMnistClasses),
+        Catch::Contains(path + ":3: label " + label + " is not among the 10 classes of the data set (labels 0..9)"));
   }
-  std::ofstream(path) << "1,0.5,0.25\n65535,0.1,0.2\n";
-  CHECK(load_csv(path).classes == 65536);
+  // Labels 0..3 only: still MNIST's 10 classes (the output layer's width), not 4.
+  std::ofstream(path) << "1,0.5,0.25\n3,0.1,0.2\n9,0.1,0.2\n";
+  CHECK(load_csv(path, skew::kMnistClasses).classes == 10);
+  std::ofstream(path) << "1,0.5,0.25\n3,0.1,0.2\n";
+  CHECK(load_csv(path, skew::kMnistClasses).classes == 10);
   std::remove(path.c_str());
+}
+
+TEST_CASE("MNIST: a missing file names scripts/fetch_data.sh, the README's command", "[preduce]") {
+  const auto dir = std::filesystem::temp_directory_path() / ("skew_mnist_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  CHECK_THROWS_WITH(skew::load_mnist_csv(dir.string()),
+                    Catch::Contains((dir / "train.csv").string() + " does not exist") &&
+                        Catch::Contains("scripts/fetch_data.sh mnist"));
+  std::ofstream(dir / "train.csv") << "0,0.5\n7,0.25\n";
+  CHECK_THROWS_WITH(skew::load_mnist_csv(dir.string()), Catch::Contains((dir / "test.csv").string()));
+  std::ofstream(dir / "test.csv") << "9,0.5\n";  // 9: among MNIST's classes, though train has none
+  const skew::LabelledSplits mnist = skew::load_mnist_csv(dir.string());
+  CHECK(mnist.train.classes == 10);
+  CHECK(mnist.test.classes == 10);
+  CHECK(mnist.test.y == std::vector<int>{9});
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("MNIST CSV: a feature that is not a finite float names the file and line", "[preduce]") {
@@ -88,11 +125,11 @@ TEST_CASE("MNIST CSV: a feature that is not a finite float names the file and li
   for (const std::string feature : {"nan", "inf", "-inf", "1e400", "-1e400"}) {
     INFO(feature);
     std::ofstream(path) << "0,0.1,0.2\n1," << feature << ",0.3\n";
-    CHECK_THROWS_WITH(load_csv(path), Catch::Contains(path + ":2: field 2 '" + feature + "' is not a finite float"));
+    CHECK_THROWS_WITH(load_csv(path, 2), Catch::Contains(path + ":2: field 2 '" + feature + "' is not a finite float"));
   }
   // The largest float and a value that underflows to zero are finite: read, not refused.
   std::ofstream(path) << "0,3.4e38,0.2\n1,1e-50,0.3\n";
-  const Dataset d = load_csv(path);
+  const Dataset d = load_csv(path, 2);
   CHECK(d.x == std::vector<float>{3.4e38f, 0.2f, 0.0f, 0.3f});
   std::remove(path.c_str());
 }
@@ -100,8 +137,8 @@ TEST_CASE("MNIST CSV: a feature that is not a finite float names the file and li
 TEST_CASE("MNIST CSV: test data is read against the training data's width and classes", "[preduce]") {
   const std::string train_path = "test_preduce_train.csv", test_path = "test_preduce_test.csv";
   std::ofstream(train_path) << "0,0.1,0.2,0.3\n3,0.9,0.1,0.4\n";
-  const Dataset train = load_csv(train_path);
-  REQUIRE(train.classes == 4);  // labels 0..3 size the output layer
+  const Dataset train = load_csv(train_path, 4);
+  REQUIRE(train.classes == 4);
   std::ofstream(test_path) << "0,0.1,0.2\n";
   CHECK_THROWS_WITH(load_csv(test_path, train),
                     Catch::Contains(test_path + ":1: 2 features, expected 3 (the width of the training data)"));
@@ -126,7 +163,7 @@ TEST_CASE("preduce: model.hidden with an empty item is an error naming the key",
        {"--model.hidden=8,,8", "--model.hidden=8,", "--model.hidden=,8", "--model.hidden=8, ,8"}) {
     INFO(arg);
     CHECK_THROWS_WITH(hidden_of(arg),
-                      Catch::Contains("command line: key 'model.hidden'") && Catch::Contains("has an empty item"));
+                      Catch::Contains("command line: key 'model.hidden'") && Catch::Contains("is empty"));
   }
   CHECK(hidden_of("--model.hidden=8, 16") == std::vector<int>{8, 16});
   CHECK(hidden_of("--model.hidden=").empty());  // no hidden layer: logistic regression

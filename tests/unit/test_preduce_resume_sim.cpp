@@ -112,3 +112,35 @@ TEST_CASE("a simulated run refuses a checkpoint of another worker count or mode"
   CHECK_THAT(test::error_of([&] { preduce::simulate(real); }), Catch::Contains("sync.mode = \"preduce\""));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("a resume from a shard whose tensor has another dtype names the tensor, the file and both dtypes",
+          "[preduce][resume]") {
+  const std::string dir = scratch("dtype");
+  preduce::TrainOptions o = small("allreduce");
+  o.steps = 10;
+  o.checkpoint_interval = 10;
+  o.checkpoint_dir = dir;
+  preduce::simulate(o);
+  // The shard rewritten with worker 0's parameters as I32 (same bytes, same size), as an older
+  // or doctored file would hold them.
+  const std::string shard = step_dir(dir, 10) + "/rank_00000.safetensors";
+  TensorFile file = load_safetensors(shard);
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (auto& [name, t] : file.tensors) {
+    if (name != "w0.params") {
+      tensors.emplace_back(name, t);
+      continue;
+    }
+    Tensor as_int = Tensor::empty(t.shape(), DType::I32);
+    std::memcpy(as_int.raw(), t.raw(), t.nbytes());
+    tensors.emplace_back(name, as_int);
+  }
+  save_safetensors(shard, tensors, file.metadata);
+  preduce::TrainOptions resumed = o;
+  resumed.resume = true;
+  resumed.steps = 20;
+  CHECK_THAT(test::error_of([&] { preduce::simulate(resumed); }),
+             Catch::Contains("tensor 'w0.params' of " + shard + " holds I32 values") &&
+                 Catch::Contains("but this run reads it as F32"));
+  std::filesystem::remove_all(dir);
+}

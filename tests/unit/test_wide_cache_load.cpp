@@ -136,7 +136,7 @@ TEST_CASE(
   // A row offset that goes back, resealed: not opened, so the whole load decides (an error).
   std::string bad_offset = good;
   const std::int64_t back = 5;
-  std::memcpy(bad_offset.data() + 88 + 8 * 100, &back, 8);
+  std::memcpy(bad_offset.data() + sizeof(CacheHeader) + 8 * 100, &back, 8);
   f.write(bad_offset, true);
   SparseDataset untouched;
   std::vector<std::uint32_t> frequency_order;

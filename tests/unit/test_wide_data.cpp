@@ -1,10 +1,12 @@
 // Reader edge cases, the binary cache, rank slices and the synthetic generator.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "core/error.hpp"
 #include "core/fileio.hpp"
@@ -219,7 +221,6 @@ TEST_CASE("a byte flipped inside a cached value fails the cache's checksum: rebu
   o.use_cache = true;
   load_dataset(path, o);  // writes the cache
   REQUIRE(std::filesystem::exists(cache));
-  const auto source_time = std::filesystem::last_write_time(path);
   // The cache ends with the frequency order (98 ids here: 392 bytes) and its length (8 bytes,
   // checked against the file's size instead). Inside the order, the last values and the indices:
   for (const std::size_t from_end : {9, 300, 403, 409, 4400}) {
@@ -227,7 +228,6 @@ TEST_CASE("a byte flipped inside a cached value fails the cache's checksum: rebu
     REQUIRE(bytes.size() > from_end);
     bytes[bytes.size() - from_end] ^= 0x40;  // 0.x becomes another finite, in-range value
     std::ofstream(cache, std::ios::binary | std::ios::trunc) << bytes;
-    std::filesystem::last_write_time(path, source_time);
     ReadReport rebuilt, again;
     const SparseDataset d = load_dataset(path, o, &rebuilt);
     INFO("byte " << from_end << " from the end");
@@ -240,5 +240,67 @@ TEST_CASE("a byte flipped inside a cached value fails the cache's checksum: rebu
     CHECK(e.value == parsed.value);
     CHECK(e.index == parsed.index);
   }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a source edited with its size and mtime kept (touch -d) is re-parsed, not read from its old cache") {
+  const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_cache_key_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "d.libsvm").string();
+  ReadOptions o;
+  o.use_cache = true;
+  for (const bool in_place : {true, false}) {  // sed -i's rename (another inode), or a write in place
+    INFO((in_place ? "written in place" : "replaced by a rename"));
+    skew::write_file_atomic(path, "1 3:0.5 7:1\n0 2:1\n");
+    ReadReport written, cached, edited;
+    load_dataset(path, o, &written);  // writes the cache
+    REQUIRE_FALSE(written.from_cache);
+    load_dataset(path, o, &cached);
+    REQUIRE(cached.from_cache);
+    const auto mtime = std::filesystem::last_write_time(path);
+    const std::string text = "0 3:0.5 7:1\n1 2:1\n";  // both labels flipped: the same size
+    if (in_place)
+      std::fstream(path, std::ios::in | std::ios::out | std::ios::binary) << text;
+    else
+      skew::write_file_atomic(path, text);
+    std::filesystem::last_write_time(path, mtime);  // what touch -d does: utimensat
+    REQUIRE(std::filesystem::file_size(path) == text.size());
+    const SparseDataset d = load_dataset(path, o, &edited);
+    CHECK_FALSE(edited.from_cache);
+    CHECK(d.label == std::vector<float>{0.0f, 1.0f});  // the new text's labels, not the cache's {1, 0}
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a pipe (a FIFO, <(...)) is read as it comes with data.cache = false; with the cache, a clear refusal") {
+  const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_fifo_test_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string file = (dir / "d.libsvm").string(), fifo = (dir / "d.fifo").string();
+  std::string text;
+  for (int i = 0; i < 3000; ++i)  // more than a pipe's 64 KiB buffer
+    text += std::to_string(i % 2) + " " + std::to_string(i % 89 + 1) + ":0." + std::to_string(i % 7 + 1) + " 97:1\n";
+  skew::write_file_atomic(file, text);
+  ReadOptions o;
+  o.use_cache = false;
+  const SparseDataset want = load_dataset(file, o);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::thread writer([&] { std::ofstream(fifo, std::ios::binary) << text; });
+  ReadReport report;
+  const SparseDataset got = load_dataset(fifo, o, &report);
+  writer.join();
+  CHECK(report.total_rows == 3000);
+  CHECK(got.label == want.label);
+  CHECK(got.row_ptr == want.row_ptr);
+  CHECK(got.index == want.index);
+  CHECK(got.value == want.value);
+  CHECK_FALSE(std::filesystem::exists(fifo + ".skewbin"));
+  // Refused before the pipe is opened (no writer needed): the cache, and several ranks.
+  o.use_cache = true;
+  CHECK_THAT(skew::test::error_of([&] { load_dataset(fifo, o); }),
+             Catch::Contains(fifo + " is a pipe") && Catch::Contains("set data.cache=false"));
+  o.use_cache = false;
+  o.world = 2;
+  CHECK_THAT(skew::test::error_of([&] { load_dataset(fifo, o); }),
+             Catch::Contains(fifo + " is a pipe") && Catch::Contains("not by each of 2 ranks"));
   std::filesystem::remove_all(dir);
 }

@@ -40,19 +40,18 @@ struct CachedFile {
   ~CachedFile() { std::filesystem::remove_all(dir); }
 
   // Byte offsets of the sections (lib/wide/cache.cpp's layout).
-  std::size_t index_at() const { return 88 + (parsed.label.size() + 1) * 8 + parsed.label.size() * 4; }
+  std::size_t index_at() const { return sizeof(CacheHeader) + (parsed.label.size() + 1) * 8 + parsed.label.size() * 4; }
   std::size_t value_at() const { return index_at() + parsed.index.size() * 6; }
 
   // Writes `bytes` as the cache, its checksum resealed over them (as a forger would) or not;
-  // the source's mtime is kept, so the header still matches it.
+  // the source is not touched (setting its mtime would change its ctime), so the header still
+  // matches it.
   void write(std::string bytes, bool reseal) const {
     if (reseal) {
-      const std::uint32_t crc = skew::crc32c(bytes.data() + 88, bytes.size() - 88);
+      const std::uint32_t crc = skew::crc32c(bytes.data() + sizeof(CacheHeader), bytes.size() - sizeof(CacheHeader));
       std::memcpy(bytes.data() + 80, &crc, 4);
     }
-    const auto source_time = std::filesystem::last_write_time(path);
     std::ofstream(cache, std::ios::binary | std::ios::trunc) << bytes;
-    std::filesystem::last_write_time(path, source_time);
   }
 };
 

@@ -23,9 +23,8 @@ ImageSet from_rows(const Dataset& rows, const std::string& path) {
 }  // namespace
 
 ImageSplits load_mnist(const std::string& dir) {
-  const Dataset train = load_csv(dir + "/train.csv");
-  const Dataset test = load_csv(dir + "/test.csv", train);
-  return {from_rows(train, dir + "/train.csv"), from_rows(test, dir + "/test.csv")};
+  const LabelledSplits mnist = load_mnist_csv(dir);
+  return {from_rows(mnist.train, dir + "/train.csv"), from_rows(mnist.test, dir + "/test.csv")};
 }
 
 ImageSet generated_digits(int count, std::uint64_t seed, std::uint64_t stream) {

@@ -1,4 +1,4 @@
-// Images for the Swin family: MNIST as scripts/fetch/mnist.sh writes it (read by core's
+// Images for the Swin family: MNIST as scripts/fetch_data.sh mnist writes it (read by core's
 // labelled CSV reader, as preduce_train reads it), or a generated digit-like set for runs and
 // tests without the download.
 #pragma once
