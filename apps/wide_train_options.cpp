@@ -11,6 +11,10 @@ void add_data_keys(Schema& s) {
                "validation data (same forms); empty = no validation");
   s.add_choice("data.format", "auto", {"auto", "libsvm", "libffm"}, "text format (auto: .libffm/.ffm -> libffm)");
   s.add_bool("data.skip_bad_lines", false, "skip (and count) malformed lines instead of failing");
+  s.add_int("data.max_line_bytes", kDefaultMaxLineBytes, {64, std::int64_t(1) << 40},
+            "a data.train/data.valid line longer than this many bytes is malformed (refused with file:line, or "
+            "skipped with data.skip_bad_lines) before it is parsed: a binary file or a missing newline cannot make "
+            "the reader hold gigabytes");
   s.add_bool("data.cache", true,
              "read/write a binary cache FILE.skewbin beside a text file (a streamed data.train's first pass writes it, "
              "its epochs read it)");
@@ -116,6 +120,7 @@ DataOptions data_options(const Config& c) {
   o.load_overlap = c.get_bool("data.load_overlap");
   o.max_memory_mb = c.get_int("data.max_memory_mb");
   o.hash_bits = c.get_int_as<int>("data.hash_bits");
+  o.max_line_bytes = c.get_int("data.max_line_bytes");
   return o;
 }
 

@@ -123,6 +123,7 @@ FitRun::FitRun(const WideOptions& o, std::shared_ptr<comm::ProcessGroup> world, 
   // Before the data: a conflict of keys or a missing GPU should not wait for a load.
   check_checkpoint_options(o_.output, o_.train.device);
   require_device(o_.train.device);
+  check_model_memory(o_, shape_from_keys(o_), true);  // before the data: a run that cannot fit stops now
   data_ = load_data(o_, *world_, overlap_allowed);
   start_overlapped_load(data_);
   setup_.data = total_.seconds();
@@ -155,6 +156,7 @@ void FitRun::count_steps() {
 // The model's initial values and the trainer, or the checkpoint's with output.resume.
 void FitRun::make_trainer() {
   Timer part;
+  check_model_memory(o_, data_.shape, false);  // the data gave the whole shape
   WideModel initial = WideModel::create(data_.shape, o_.model.seed, float(o_.model.init_std), o_.train.threads,
                                         data_.rows_read.empty() ? nullptr : &data_.rows_read);
   setup_.model = part.seconds();

@@ -115,10 +115,14 @@ bool parse_line(const char* begin, const char* end, TextFormat format, int hash_
     err.why = std::move(why);
     return false;
   };
+  // The token as the error quotes it: at most kQuoted bytes, so that a token of a gigabyte (a
+  // line of NUL bytes) is not copied into the message.
+  constexpr std::size_t kQuoted = 64;
   const auto token_text = [&](const char* at) {
     const char* e = at;
-    while (e < end && !is_space(*e)) ++e;
-    return std::string(at, std::size_t(e - at));
+    while (e < end && !is_space(*e) && std::size_t(e - at) <= kQuoted) ++e;
+    const std::size_t n = std::size_t(e - at);
+    return n > kQuoted ? std::string(at, kQuoted) + "..." : std::string(at, n);
   };
   double label = 0;
   const char* label_at = p;
@@ -182,6 +186,16 @@ void parse_chunk(const char* begin, const char* end, TextFormat format, const Re
     const char* nl = static_cast<const char*>(std::memchr(line, '\n', std::size_t(end - line)));
     const char* line_end = nl ? nl : end;
     ++res.lines;
+    if (line_end - line > options.max_line_bytes) {
+      if (res.first_error.line < 0)
+        res.first_error = {res.lines, 1,
+                           "a line of " + std::to_string(line_end - line) +
+                               " bytes, longer than data.max_line_bytes = " + std::to_string(options.max_line_bytes)};
+      if (!options.skip_bad_lines) return;
+      ++res.skipped;
+      line = nl ? nl + 1 : end;
+      continue;
+    }
     const char* stop = line_end;
     if (stop > line && stop[-1] == '\r') --stop;
     stop = std::find(line, stop, '#');

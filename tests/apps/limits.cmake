@@ -1,0 +1,35 @@
+# Issue 38: limits checked before the work. Each test fails on the code before the issue (a
+# std::bad_alloc after a long load, an abort, or gigabytes held for a bad line).
+set(skew_limits_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+# skew_limit_test(NAME "MESSAGE REGEX" TIMEOUT_S SHELL_COMMAND): the command (run by sh in the
+# test's own directory, apps in $APPS) prints the message within the timeout.
+function(skew_limit_test name regex timeout command)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/limits/${name})
+  file(MAKE_DIRECTORY ${dir})
+  add_test(NAME ${name} COMMAND sh -c "${command}" WORKING_DIRECTORY ${dir})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} PASS_REGULAR_EXPRESSION "${regex}"
+    ENVIRONMENT "${skew_limits_env};APPS=${CMAKE_BINARY_DIR}/apps")
+endfunction()
+if(TARGET wide_train)
+  # 268435456 features x (1 + 1024) floats x 4 B = 1.0 TiB, and AdaGrad's state as much: refused
+  # before any data is read (on main: std::bad_alloc after 20 s of counting features).
+  skew_limit_test(wide_train_model_beyond_memory
+    "wide_train needs 2\\.0 TiB \\(model \\(268435456 features x 1025 floats\\) 1\\.0 TiB \\+ optimizer state \\(adagrad\\) 1\\.0 TiB\\) but only .* are available \\(MemAvailable in /proc/meminfo\\): lower model\\.features \\(or data\\.hash_bits\\) or model\\.k" 10
+    "$APPS/wide_train --model.k=1024 --model.features=268435456 2>&1")
+  # A cap the model alone exceeds: 1 + 1000000 x 9 floats = 34.3 MiB, twice with AdaGrad's state.
+  skew_limit_test(wide_train_model_beyond_max_memory
+    "needs 68\\.7 MiB \\(model \\(1000000 features x 9 floats\\) 34\\.3 MiB \\+ optimizer state \\(adagrad\\) 34\\.3 MiB\\) but data\\.max_memory_mb = 10 allows 10\\.0 MiB: lower model\\.features \\(or data\\.hash_bits\\) or model\\.k, or raise data\\.max_memory_mb" 10
+    "$APPS/wide_train --model.k=8 --model.features=1000000 --data.max_memory_mb=10 2>&1")
+  # A data file loaded whole counts its bytes: a sparse file of 8 TiB (no disk used).
+  skew_limit_test(wide_train_data_beyond_memory
+    "wide_train needs 8\\.0 TiB \\(big\\.libsvm loaded whole \\(about its file size\\) 8\\.0 TiB\\) but only .* are available \\(MemAvailable in /proc/meminfo\\): set data\\.max_memory_mb > 0 to stream data\\.train" 10
+    "truncate -s 8T big.libsvm && $APPS/wide_train --data.train=big.libsvm 2>&1; rm -f big.libsvm")
+  # A line beyond data.max_line_bytes is refused with file:line before it is parsed: a 128 MiB line
+  # of NUL bytes under a 600 MB address-space limit (on main: std::bad_alloc, the message copying it).
+  skew_limit_test(wide_train_line_beyond_bound
+    "nul\\.libsvm:3:1: a line of 134217728 bytes, longer than data\\.max_line_bytes = 16777216" 60
+    "printf '1 1:1\\n0 2:1\\n' > nul.libsvm && head -c 134217728 /dev/zero >> nul.libsvm && (ulimit -v 600000; $APPS/wide_train --data.train=nul.libsvm --data.cache=false 2>&1); rm -f nul.libsvm")
+  skew_limit_test(wide_train_line_bound_skips
+    "skipped 1 malformed line\\(s\\) of 3; first: long\\.libsvm:2:1: a line of 100 bytes, longer than data\\.max_line_bytes = 64" 60
+    "printf '1 1:1\\n0 2:1 3:1 4:1 5:1 6:1 7:1 8:1 9:1 10:1 11:1 12:1 13:1 14:1 15:1 16:1 17:1 18:1 19:1 20:1 2:1 2:1 2:1\\n1 3:1\\n' > long.libsvm && $APPS/wide_train --data.train=long.libsvm --data.valid= --data.cache=false --data.max_line_bytes=64 --data.skip_bad_lines=true --train.epochs=1 2>&1")
+endif()
