@@ -33,3 +33,18 @@ if(TARGET wide_train)
     "skipped 1 malformed line\\(s\\) of 3; first: long\\.libsvm:2:1: a line of 100 bytes, longer than data\\.max_line_bytes = 64" 60
     "printf '1 1:1\\n0 2:1 3:1 4:1 5:1 6:1 7:1 8:1 9:1 10:1 11:1 12:1 13:1 14:1 15:1 16:1 17:1 18:1 19:1 20:1 2:1 2:1 2:1\\n1 3:1\\n' > long.libsvm && $APPS/wide_train --data.train=long.libsvm --data.valid= --data.cache=false --data.max_line_bytes=64 --data.skip_bad_lines=true --train.epochs=1 2>&1")
 endif()
+if(TARGET moe_train)
+  # /dev/zero never ends: refused before a byte is read (on main: std::bad_alloc after ~36 s of
+  # reading into one string).
+  skew_limit_test(moe_train_text_device
+    "text file '/dev/zero' is a device, not a file: it would be read without end" 10
+    "$APPS/moe_train --data.train=/dev/zero 2>&1")
+  # A regular file larger than data.max_memory_mb: refused by its size, before it is read.
+  skew_limit_test(moe_train_text_beyond_max_memory
+    "moe_train needs 3\\.0 MiB \\(text big\\.txt 3\\.0 MiB\\) but data\\.max_memory_mb = 2 allows 2\\.0 MiB: give a smaller text file, or raise data\\.max_memory_mb" 10
+    "truncate -s 3M big.txt && $APPS/moe_train --data.train=big.txt --data.max_memory_mb=2 2>&1; rm -f big.txt")
+  # A pipe has no size: refused once it has sent more than the cap.
+  skew_limit_test(moe_train_text_pipe_beyond_max_memory
+    "moe_train needs 2\\.[0-9] MiB \\(text .* \\(so far\\) 2\\.[0-9] MiB\\) but data\\.max_memory_mb = 2 allows 2\\.0 MiB" 10
+    "rm -f p && mkfifo p && (head -c 3000000 /dev/zero > p &) && $APPS/moe_train --data.train=p --data.max_memory_mb=2 2>&1; rm -f p")
+endif()
