@@ -99,7 +99,9 @@ void add_train_keys(Schema& s) {
   s.add_int("train.eval_sequences", 32, {1, 1 << 24},
             "validation windows per evaluation, over all ranks (rounded down to a multiple of the ranks)");
   s.add_int("train.log_interval", 10, IntRange::at_least(0), "iterations between progress lines");
-  s.add_int("train.blas_threads", 1, {0, 1024}, "OpenBLAS threads per rank (0 = OpenBLAS default)");
+  s.add_int("train.blas_threads", 1, {0, 1024},
+            "OpenBLAS threads per rank (0 = OpenBLAS default; more than 8 per CPU of the machine is capped there, with "
+            "a warning)");
   s.add_choice(
       "train.device", "auto", {"auto", "cpu", "cuda"},
       "where the training step runs. cpu: all of it on the CPU. cuda (model.arch=gpt or bert, every "

@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/thread_limits.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/moe_threads.hpp"
 #include "lib/moe/models/bert.hpp"
@@ -99,7 +100,8 @@ Session::Session(const MoeTrainOptions& run_options, comm::ProcessGroup& world_g
       loop(loop_options(options)),
       policy_name(options.moe.policy),
       model_keys(moe::model_keys(options)) {
-  if (options.train.blas_threads > 0) kernels::moe::set_blas_threads(options.train.blas_threads);
+  if (options.train.blas_threads > 0)
+    kernels::moe::set_blas_threads(capped_thread_count("train.blas_threads", options.train.blas_threads));
   const std::string& arch = options.model.arch;
   ModelOptions model_options = arch == "swin"   ? SwinModel::options(options, moe_options(options.moe))
                                : arch == "bert" ? BertModel::options(options, moe_options(options.moe))

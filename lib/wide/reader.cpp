@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/log.hpp"
+#include "core/thread_limits.hpp"
 #include "core/timer.hpp"
 #include "lib/wide/cache.hpp"
 #include "lib/wide/dataset.hpp"
@@ -250,10 +251,15 @@ SparseDataset parse_text(std::string_view text, const std::string& origin, TextF
   cuts.push_back(text.data() + text.size());
   std::vector<ChunkResult> parts(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      parse_chunk(cuts[std::size_t(t)], cuts[std::size_t(t) + 1], format, options, parts[std::size_t(t)]);
-    });
+  try {
+    for (int t = 1; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        parse_chunk(cuts[std::size_t(t)], cuts[std::size_t(t) + 1], format, options, parts[std::size_t(t)]);
+      });
+  } catch (const std::system_error& e) {
+    for (auto& th : pool) th.join();  // joined before the vector goes, or std::terminate
+    throw Error(thread_start_failure("train.threads", int(pool.size()) + 1, threads, e));
+  }
   parse_chunk(cuts[0], cuts[1], format, options, parts[0]);
   for (auto& th : pool) th.join();
 

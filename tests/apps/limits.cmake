@@ -48,3 +48,19 @@ if(TARGET moe_train)
     "moe_train needs 2\\.[0-9] MiB \\(text .* \\(so far\\) 2\\.[0-9] MiB\\) but data\\.max_memory_mb = 2 allows 2\\.0 MiB" 10
     "rm -f p && mkfifo p && (head -c 3000000 /dev/zero > p &) && $APPS/moe_train --data.train=p --data.max_memory_mb=2 2>&1; rm -f p")
 endif()
+# Thread counts: a count far beyond the CPUs is refused naming the key; a thread that cannot be
+# started (1 GB stacks under a 4 GB address space) is an error naming the key, not
+# "terminate called without an active exception"; OpenBLAS's count is capped with a warning.
+if(TARGET wide_train)
+  skew_limit_test(wide_train_threads_beyond_cpus
+    "train\\.threads = 1024 is more than 8 threads per CPU of this machine's [0-9]+ \\(at most [0-9]+\\): lower train\\.threads" 10
+    "$APPS/wide_train --train.threads=1024 2>&1")
+  skew_limit_test(wide_train_thread_start_failure
+    "cannot start thread [0-9]+ of [0-9]+ \\(train\\.threads = [0-9]+\\): Resource temporarily unavailable; lower train\\.threads" 60
+    "n=$(( $(nproc) * 8 )); ulimit -s 1000000 && ulimit -v 4000000 && $APPS/wide_train --train.threads=$n --train.epochs=1 2>&1")
+endif()
+if(TARGET moe_train)
+  skew_limit_test(moe_train_blas_threads_capped
+    "WARN\\] train\\.blas_threads = 1024 is more than 8 threads per CPU of this machine's [0-9]+: using [0-9]+" 60
+    "$APPS/moe_train --train.blas_threads=1024 --train.iterations=1 2>&1")
+endif()
