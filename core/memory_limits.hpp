@@ -40,13 +40,16 @@ struct MemoryLimit {
 void require_memory(const std::string& app, const std::vector<MemoryPart>& parts, const MemoryLimit& limit);
 
 // Runs `allocate` (a function making the object); a std::bad_alloc from it becomes a skew::Error
-// naming `what` and `bytes`.
+// naming `what` and `bytes` (left out when negative: a size not known before the object exists).
 template <typename Allocate>
 auto allocating(const std::string& what, double bytes, Allocate&& allocate) -> decltype(allocate()) {
+  const std::string object = what + (bytes >= 0 ? " (" + byte_size(bytes) + ")" : std::string());
   try {
     return std::forward<Allocate>(allocate)();
   } catch (const std::bad_alloc&) {
-    SKEW_THROW("out of memory allocating " << what << " (" << byte_size(bytes) << ")");
+    throw OutOfMemory("out of memory allocating " + object);
+  } catch (const OutOfMemory& e) {
+    throw OutOfMemory("out of memory allocating " + object + ": " + e.what());
   }
 }
 

@@ -77,6 +77,18 @@ std::int64_t ring_bytes_left(std::int64_t budget, const RunMemory& held, std::in
   return left;
 }
 
+namespace {
+// A regular file's bytes; 0 for a synthetic: spec, a pipe or a missing file.
+double file_bytes(const std::string& spec) {
+  struct stat st {};
+  return !spec.empty() && ::stat(spec.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? double(st.st_size) : 0.0;
+}
+}  // namespace
+
+double data_file_bytes(const DataOptions& data) {
+  return file_bytes(data.train) + file_bytes(data.valid);
+}
+
 kernels::WideShape shape_from_keys(const WideOptions& o) {
   kernels::WideShape shape;
   shape.kind = o.model.type;
@@ -103,11 +115,8 @@ void check_model_memory(const WideOptions& o, const kernels::WideShape& shape, b
           {std::string("optimizer state (") + optimizer_name(o.train.optimizer) + ")", params * state_arrays});
   }
   if (count_data_files && o.data.max_memory_mb == 0)
-    for (const std::string* spec : {&o.data.train, &o.data.valid}) {
-      struct stat st {};
-      if (!spec->empty() && ::stat(spec->c_str(), &st) == 0 && S_ISREG(st.st_mode))
-        parts.push_back({*spec + " loaded whole (about its file size)", double(st.st_size)});
-    }
+    for (const std::string* spec : {&o.data.train, &o.data.valid})
+      if (file_bytes(*spec) > 0) parts.push_back({*spec + " loaded whole (about its file size)", file_bytes(*spec)});
   if (parts.empty()) return;
   std::string remedy = shape.num_features > 0 ? "lower model.features (or data.hash_bits) or model.k" : "";
   if (parts.back().what.find("loaded whole") != std::string::npos)

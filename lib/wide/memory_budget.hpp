@@ -64,6 +64,8 @@ std::int64_t ring_bytes_left(std::int64_t budget, const RunMemory& held, std::in
 // gave the whole shape, before the model is made (the data is then in memory: count_data_files
 // false).
 void check_model_memory(const WideOptions& o, const kernels::WideShape& shape, bool count_data_files);
+// The bytes of data.train's and data.valid's files (0 for a synthetic: spec or a pipe).
+double data_file_bytes(const DataOptions& data);
 // The model's shape as the keys give it before any data is read: num_features 0 when only the
 // data can tell.
 kernels::WideShape shape_from_keys(const WideOptions& o);

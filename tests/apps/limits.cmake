@@ -64,3 +64,15 @@ if(TARGET moe_train)
     "WARN\\] train\\.blas_threads = 1024 is more than 8 threads per CPU of this machine's [0-9]+: using [0-9]+" 60
     "$APPS/moe_train --train.blas_threads=1024 --train.iterations=1 2>&1")
 endif()
+# An allocation that fails anyway names what it was for (here under a 2.5 GB address space, with a
+# model the MemAvailable check lets through: 1e8 features x 3 floats, 1.1 GiB, and its AdaGrad state).
+if(TARGET wide_train)
+  skew_limit_test(wide_train_allocation_named
+    "error: out of memory allocating the (model's parameters|trainer's optimizer state and buffers) \\(100000000 features x 3 floats( each)?\\) \\(1\\.1 GiB\\)" 120
+    "ulimit -v 2500000 && $APPS/wide_train --model.features=100000000 --model.k=2 --train.epochs=1 2>&1")
+endif()
+if(TARGET moe_train)
+  skew_limit_test(moe_train_allocation_named
+    "error: out of memory allocating the model \\(model\\.arch = gpt, model\\.d_model = 4096, model\\.layers = 8, moe\\.num_experts = 4 over 1 ranks\\): out of host memory allocating [0-9]+ bytes" 120
+    "ulimit -v 1500000 && $APPS/moe_train --model.d_model=4096 --model.layers=8 --train.iterations=1 2>&1")
+endif()
