@@ -12,6 +12,9 @@ void add_model_keys(Schema& s) {
   s.add_string("data.train", "", "training text file (bytes are tokens); empty = the built-in generated corpus");
   s.add_string("data.valid", "", "validation text file; empty = the last 10% of the training text");
   s.add_int("data.builtin_bytes", 200000, {2, std::int64_t{1} << 32}, "size of the built-in corpus in bytes");
+  s.add_int("data.max_memory_mb", 0, {0, std::int64_t{1} << 24},
+            "a cap in MiB on the text held whole (data.train, data.valid), checked before it is read (a pipe: as "
+            "it is read); 0 = what /proc/meminfo's MemAvailable says; a device (/dev/zero) is refused");
   s.add_int("model.d_model", 64, {1, 1 << 16}, "embedding width");
   s.add_int("model.heads", 4, {1, 1 << 12}, "attention heads");
   s.add_int("model.layers", 2, {1, 1 << 10}, "transformer blocks");
@@ -100,7 +103,9 @@ void add_train_keys(Schema& s) {
   s.add_int("train.eval_sequences", 32, {1, 1 << 24},
             "validation windows per evaluation, over all ranks (rounded down to a multiple of the ranks)");
   s.add_int("train.log_interval", 10, IntRange::at_least(0), "iterations between progress lines");
-  s.add_int("train.blas_threads", 1, {0, 1024}, "OpenBLAS threads per rank (0 = OpenBLAS default)");
+  s.add_int("train.blas_threads", 1, {0, 1024},
+            "OpenBLAS threads per rank (0 = OpenBLAS default; more than 8 per CPU of the machine is capped there, with "
+            "a warning)");
   s.add_choice(
       "train.device", "auto", {"auto", "cpu", "cuda"},
       "where the training step runs. cpu: all of it on the CPU. cuda (model.arch=gpt or bert, every "
@@ -148,6 +153,7 @@ moe::DataOptions data_options(const Config& c) {
   d.train = c.get_string("data.train");
   d.valid = c.get_string("data.valid");
   d.builtin_bytes = c.get_int("data.builtin_bytes");
+  d.max_memory_mb = c.get_int("data.max_memory_mb");
   d.mnist_dir = c.get_string("data.mnist_dir");
   d.generated_images = c.get_int_as<int>("data.generated_images");
   return d;

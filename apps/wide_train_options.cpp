@@ -1,6 +1,7 @@
 #include "apps/wide_train_options.hpp"
 
 #include "apps/run_dir.hpp"
+#include "core/thread_limits.hpp"
 
 namespace skew::wide {
 
@@ -17,6 +18,10 @@ void add_data_keys(Schema& s) {
               "(model.seed, its row number), so the same rows on any number of ranks (0 = no validation)");
   s.add_choice("data.format", "auto", {"auto", "libsvm", "libffm"}, "text format (auto: .libffm/.ffm -> libffm)");
   s.add_bool("data.skip_bad_lines", false, "skip (and count) malformed lines instead of failing");
+  s.add_int("data.max_line_bytes", kDefaultMaxLineBytes, {64, std::int64_t(1) << 40},
+            "a data.train/data.valid line longer than this many bytes is malformed (refused with file:line, or "
+            "skipped with data.skip_bad_lines) before it is parsed: a binary file or a missing newline cannot make "
+            "the reader hold gigabytes");
   s.add_bool(
       "data.cache", true,
       "read/write a binary cache FILE.skewbin beside a text file (a streamed data.train's first pass writes it, "
@@ -36,7 +41,9 @@ void add_data_keys(Schema& s) {
             "data.valid), the model, its gradient, the optimizer state, the step's buffers and the best epoch's copy; "
             "a run M cannot hold is refused with the numbers. Same rows, order and model as the whole load: each rank "
             "streams the whole load's share of the rows, rank 0 alone making the first pass (and writing the cache); "
-            "epoch-end checkpoints only; the summary's peak_rss_bytes is rank 0's peak (VmHWM)");
+            "epoch-end checkpoints only; the summary's peak_rss_bytes is rank 0's peak (VmHWM). Either way the model's "
+            "parameters and optimizer state (and a data file loaded whole) are compared with M and MemAvailable "
+            "before any data is read");
   s.add_int("data.hash_bits", 0, {0, kMaxHashBits},
             "feature hashing: 0 = each (64-bit) feature id is its model row (ids up to 2^28 - 1); b > 0 = id maps to "
             "row fmix64(id ^ 0x9e3779b97f4a7c15) >> (64 - b) of a 2^b-row model (MurmurHash3's finaliser; the same "
@@ -73,7 +80,8 @@ void add_train_keys(Schema& s) {
   s.add_float("train.ftrl_beta", 1.0, FloatRange::at_least(0), "FTRL beta");
   s.add_int("train.epochs", 5, {1, kMaxInt32}, "maximum number of epochs");
   s.add_int("train.batch_size", 1024, IntRange::at_least(1), "global mini-batch size (split evenly over ranks)");
-  s.add_int("train.threads", 1, {1, 1024}, "worker threads per rank");
+  s.add_int("train.threads", 1, {1, 1024},
+            "worker threads per rank (at most 8 per CPU of the machine: more is refused)");
   s.add_int("train.patience", 2, {0, kMaxInt32},
             "stop after this many epochs without a better validation logloss (0 = never)");
   s.add_choice("train.sync", "allreduce", {"allreduce"}, "multi-rank synchronisation of the gradient");
@@ -125,6 +133,7 @@ DataOptions data_options(const Config& c) {
   o.load_overlap = c.get_bool("data.load_overlap");
   o.max_memory_mb = c.get_int("data.max_memory_mb");
   o.hash_bits = c.get_int_as<int>("data.hash_bits");
+  o.max_line_bytes = c.get_int("data.max_line_bytes");
   return o;
 }
 
@@ -153,6 +162,7 @@ TrainingOptions training_options(const Config& c) {
   o.epochs = c.get_int("train.epochs");
   o.batch_size = c.get_int("train.batch_size");
   o.threads = c.get_int_as<int>("train.threads");
+  require_thread_count("train.threads", o.threads);
   o.patience = c.get_int_as<int>("train.patience");
   o.renumber = c.get_bool("train.renumber");
   o.tile_samples = c.get_int_as<int>("train.tile_samples");

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "core/checksum.hpp"
@@ -26,6 +28,30 @@ void sync_directory(const std::string& dir) {
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);
   SKEW_CHECK(synced, "fsync of checkpoint directory " << dir << " failed");
+}
+
+// Fault injection for the resume tests (scripts/resume_faults.py): with
+// SKEW_TEST_KILL_IN_CHECKPOINT=STEP[:RANK], that rank (0 unless given) dies by SIGKILL halfway
+// through writing its shard of STEP, leaving what a kill -9 there leaves: a half-written
+// temporary file beside the shards, no shard of its own, no marker. Deterministic, where a kill
+// from outside lands wherever the scheduler puts it.
+bool kill_requested(std::int64_t step, int rank) {
+  const char* spec = std::getenv("SKEW_TEST_KILL_IN_CHECKPOINT");
+  if (spec == nullptr) return false;
+  long long want_step = -1;
+  int want_rank = 0;
+  const int fields = std::sscanf(spec, "%lld:%d", &want_step, &want_rank);
+  return fields >= 1 && want_step == step && want_rank == rank;
+}
+
+[[noreturn]] void die_mid_write(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                                const std::map<std::string, std::string>& metadata) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  save_safetensors(tmp, tensors, metadata);
+  const auto size = static_cast<off_t>(fs::file_size(tmp));
+  SKEW_CHECK(::truncate(tmp.c_str(), size / 2) == 0, "cannot truncate " << tmp);
+  std::raise(SIGKILL);
+  std::abort();  // not reached: SIGKILL cannot be caught
 }
 }  // namespace
 
@@ -60,6 +86,7 @@ void CheckpointDir::write_shard(std::int64_t step, const std::vector<std::pair<s
   metadata["rank"] = std::to_string(rank_);
   metadata["world_size"] = std::to_string(world_size_);
   add_checksums(tensors, metadata);
+  if (kill_requested(step, rank_)) die_mid_write(rank_file(step), tensors, metadata);
   save_safetensors(rank_file(step), tensors, metadata);
 }
 
@@ -138,14 +165,16 @@ int CheckpointDir::written_world_size(std::int64_t step) const {
 std::int64_t CheckpointDir::latest_complete() const {
   const auto steps = complete_steps();
   if (steps.empty()) return -1;
-  const std::int64_t step = steps.back();
-  const std::string marker = read_file((fs::path(step_dir(step)) / "COMPLETE").string());
-  const std::string want = "world_size=" + std::to_string(world_size_) + "\n";
-  SKEW_CHECK(marker == want,
-             "checkpoint " << step_dir(step) << " was written by a job with " << marker.substr(0, marker.find('\n'))
+  require_this_world_size(steps.back());
+  return steps.back();
+}
+
+void CheckpointDir::require_this_world_size(std::int64_t step) const {
+  const int written = written_world_size(step);
+  SKEW_CHECK(written == world_size_,
+             "checkpoint " << step_dir(step) << " was written by a job with world_size=" << written
                            << " but this job has world_size=" << world_size_
                            << "; resume with the same number of ranks or start a new checkpoint directory");
-  return step;
 }
 
 TensorFile CheckpointDir::read_shard(std::int64_t step, int rank) const {

@@ -40,6 +40,8 @@ class CheckpointDir {
   std::vector<std::int64_t> complete_steps() const;
   // The world size recorded in a complete step's marker; throws naming the marker if unreadable.
   int written_world_size(std::int64_t step) const;
+  // Throws, naming both sizes, when a complete step was written by another world size.
+  void require_this_world_size(std::int64_t step) const;
   // This rank's shard, or (re-sharding at another world size) any rank's: checksums verified,
   // non-finite float values rejected; throws naming the file and tensor at fault.
   TensorFile read_shard(std::int64_t step) const { return read_shard(step, rank_); }
@@ -64,6 +66,8 @@ class CheckpointDir {
   // not the step's (its marker's world size).
   Json read_index(std::int64_t step) const;
   const std::string& dir() const { return dir_; }
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
 
  private:
   std::string step_dir(std::int64_t step) const;

@@ -103,7 +103,8 @@ void* allocate(Kind kind, std::size_t bytes, const char* what) {
   bytes = rounded(bytes);
   if (kind == Kind::Host) {
     void* p = std::aligned_alloc(64, bytes);
-    SKEW_CHECK(p != nullptr, "out of host memory allocating " << bytes << " bytes for " << what);
+    if (p == nullptr)
+      throw OutOfMemory("out of host memory allocating " + std::to_string(bytes) + " bytes for " + std::string(what));
     return p;
   }
 #ifdef SKEW_WITH_CUDA

@@ -21,6 +21,13 @@ class Error : public std::runtime_error {
   std::string where_;
 };
 
+// An allocation that failed: what() gives the bytes; allocating() (core/memory_limits.hpp) adds
+// the object they were for.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 // `condition`: the failed check's source text, or null for SKEW_THROW.
 [[noreturn]] void throw_error(const char* file, int line, const std::string& what, const char* condition = nullptr);

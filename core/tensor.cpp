@@ -173,7 +173,8 @@ Tensor Tensor::empty(std::vector<std::int64_t> shape, DType dtype, Device device
   const std::size_t bytes = std::max<std::size_t>(t.nbytes(), 1);
   if (device == Device::Host) {
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    SKEW_CHECK(p != nullptr, "out of host memory allocating " << bytes << " bytes for " << t.describe());
+    if (p == nullptr)
+      throw OutOfMemory("out of host memory allocating " + std::to_string(bytes) + " bytes for " + t.describe());
     t.storage_ = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   } else {
     require_cuda("allocating a CUDA tensor");

@@ -20,8 +20,12 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <system_error>
 #include <thread>
 #include <vector>
+
+#include "core/error.hpp"
+#include "core/thread_limits.hpp"
 
 namespace skew::kernels {
 
@@ -35,14 +39,18 @@ inline int process_cpus() {
 
 class WidePool {
  public:
-  explicit WidePool(int threads) : threads_(threads < 1 ? 1 : threads), pins_(threads_ <= process_cpus()) {
-    for (int t = 1; t < threads_; ++t) workers_.emplace_back([this, t] { worker(t); });
+  // `count_key` names the setting of `threads` for the error when a thread cannot be started.
+  explicit WidePool(int threads, const char* count_key = "train.threads")
+      : threads_(threads < 1 ? 1 : threads), pins_(threads_ <= process_cpus()) {
+    try {
+      for (int t = 1; t < threads_; ++t) workers_.emplace_back([this, t] { worker(t); });
+    } catch (const std::system_error& e) {
+      // The threads started must be joined before the vector goes, or std::terminate.
+      stop_workers();
+      throw Error(thread_start_failure(count_key, int(workers_.size()) + 1, threads_, e));
+    }
   }
-  ~WidePool() {
-    stop_.store(true);
-    announce();
-    for (auto& w : workers_) w.join();
-  }
+  ~WidePool() { stop_workers(); }
   WidePool(const WidePool&) = delete;
   WidePool& operator=(const WidePool&) = delete;
 
@@ -73,6 +81,11 @@ class WidePool {
   bool pins() const { return pins_; }
 
  private:
+  void stop_workers() {
+    stop_.store(true);
+    announce();
+    for (auto& w : workers_) w.join();
+  }
   void start(std::int64_t tasks, bool pinned, const std::function<void(std::int64_t, int)>& fn) {
     fn_ = &fn;
     tasks_ = tasks;

@@ -39,6 +39,12 @@ std::size_t ProcessGroup::subgroup_cache_size() const {
   return subgroup_cache_.size();
 }
 
+bool every_rank(ProcessGroup& group, bool ok) {
+  std::vector<double> flag = {ok ? 1.0 : 0.0};
+  group.allreduce(view(flag), ReduceOp::Min);
+  return flag[0] > 0;
+}
+
 void check_buffer(const Buffer& b, Device expected, const char* op) {
   SKEW_CHECK(b.count == 0 || b.data != nullptr, op << ": null buffer with " << b.count << " elements");
   SKEW_CHECK(b.device == expected, op << ": buffer is on " << device_name(b.device) << " but this backend works on "

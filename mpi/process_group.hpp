@@ -131,6 +131,9 @@ class ProcessGroup : public std::enable_shared_from_this<ProcessGroup> {
   std::size_t subgroups_created_ = 0;
 };
 
+// Every rank's `ok`, and-ed: collective over `group` (host memory).
+bool every_rank(ProcessGroup& group, bool ok);
+
 // Checks that counts/buffers agree; shared by the backends.
 void check_buffer(const Buffer& b, Device expected, const char* op);
 std::size_t sum_counts(const std::vector<std::size_t>& counts);

@@ -202,6 +202,12 @@ int run_main(int argc, char** argv, bool bind_gpu, const std::function<int(Runti
     rt.world = std::make_shared<MpiProcessGroup>(MPI_COMM_WORLD);
     code = body(rt);
     rt.world.reset();
+  } catch (const std::bad_alloc&) {
+    // The large allocations are checked before the work and named when they fail (allocating(),
+    // core/memory_limits.hpp): this is one of the many small ones.
+    abort_job(
+        "out of memory (std::bad_alloc) in one of the run's smaller allocations: give the process more "
+        "memory, or make the run smaller (its model and data keys)");
   } catch (const std::exception& e) {
     if (failure_comm == MPI_COMM_NULL) abort_job(error_line(e));
     end_failed_run(error_line(e), 1);

@@ -1,5 +1,7 @@
 #include "lib/moe/corpus.hpp"
 
+#include <sys/stat.h>
+
 #include <array>
 #include <cerrno>
 #include <cmath>
@@ -8,6 +10,7 @@
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/memory_limits.hpp"
 #include "core/rng.hpp"
 
 namespace skew::moe {
@@ -57,12 +60,30 @@ std::string builtin_corpus(std::size_t bytes, std::uint64_t seed) {
   return os.str();
 }
 
-std::string read_text(const std::string& path) {
+std::string read_text(const std::string& path, std::int64_t max_memory_mb) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) SKEW_THROW("cannot open text file '" << path << "': " << std::strerror(errno));
+  SKEW_CHECK(!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode),
+             "text file '" << path << "' is a device, not a file: it would be read without end");
+  SKEW_CHECK(!S_ISDIR(st.st_mode), "text file '" << path << "' is a directory; give a text file inside it");
+  const MemoryLimit limit{max_memory_mb, "data.max_memory_mb", "give a smaller text file"};
+  if (S_ISREG(st.st_mode)) require_memory("moe_train", {{"text " + path, double(st.st_size)}}, limit);
   std::ifstream in(path, std::ios::binary);
   if (!in) SKEW_THROW("cannot open text file '" << path << "': " << std::strerror(errno));
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
+  // A pipe has no size to check first: it is read in blocks, checked as it grows.
+  const std::int64_t available = available_memory_bytes();
+  const double bound = max_memory_mb > 0 ? double(max_memory_mb) * double(1 << 20)
+                       : available >= 0  ? double(available)
+                                         : 1e300;
+  std::string text;
+  std::vector<char> block(std::size_t(1) << 20);
+  while (in.read(block.data(), std::streamsize(block.size())) || in.gcount() > 0) {
+    text.append(block.data(), std::size_t(in.gcount()));
+    if (double(text.size()) > bound)
+      require_memory("moe_train", {{"text " + path + " (so far)", double(text.size())}}, limit);
+  }
+  SKEW_CHECK(!in.bad(), "reading text file '" << path << "' failed: " << std::strerror(errno));
+  return text;
 }
 
 double unigram_entropy(const std::string& text) {

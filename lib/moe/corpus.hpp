@@ -11,7 +11,11 @@ namespace skew::moe {
 
 // Deterministic English-like text (a small grammar over a few hundred words) of about `bytes`.
 std::string builtin_corpus(std::size_t bytes, std::uint64_t seed);
-std::string read_text(const std::string& path);  // throws naming the path
+// Reads a text file whole. Before it reads, it refuses a device (/dev/zero never ends) and a
+// regular file larger than `max_bytes` or than MemAvailable; a pipe is refused once it has sent
+// more than that. Each error names the path, the sizes and data.max_memory_mb (0 = MemAvailable
+// alone).
+std::string read_text(const std::string& path, std::int64_t max_memory_mb);
 
 // Entropy in nats of the byte unigram distribution of `text`: the loss of the best model that
 // ignores context, which a trained model must beat.

@@ -12,7 +12,8 @@ namespace skew::moe {
 struct DataOptions {
   std::string train, valid;  // empty = the built-in corpus; its last 10%
   std::int64_t builtin_bytes{};
-  std::string mnist_dir;  // swin; empty = generated images
+  std::int64_t max_memory_mb{};  // 0 = MemAvailable alone: the bound on the text held
+  std::string mnist_dir;         // swin; empty = generated images
   int generated_images{};
 };
 

@@ -1,9 +1,11 @@
 #include "lib/moe/resume.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
 
+#include "core/checkpoint_resume.hpp"
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/log.hpp"
@@ -59,13 +61,6 @@ StepFiles read_step(const Session& s, std::int64_t step, int written) {
   return f;
 }
 
-// Every rank's `ok`, and-ed.
-bool all_ranks(comm::ProcessGroup& world, bool ok) {
-  std::vector<double> flag = {ok ? 1.0 : 0.0};
-  world.allreduce(comm::view(flag), comm::ReduceOp::Min);
-  return flag[0] > 0;
-}
-
 void load_step(Session& s, std::int64_t step, int written, const StepFiles& f) {
   const int rank = s.world.rank();
   const std::string index_path = s.ckpt->index_file(step);
@@ -92,60 +87,50 @@ void load_step(Session& s, std::int64_t step, int written, const StepFiles& f) {
                                             << ": experts in block placement, dense state from rank 0's shard");
 }
 
+// The refusals of a verified step whose files do not fit this run: every rank's alike (the
+// index and marker are files all ranks read alike).
+void check_step_fits(const Session& s, std::int64_t step, int written, const StepFiles& files) {
+  const std::string other_model = model_mismatch(files.index, s.ckpt->index_file(step), s.model_keys);
+  SKEW_CHECK(other_model.empty(), other_model);
+  SKEW_CHECK(written == s.world.size() || s.policy_name != "flexmoe",
+             "checkpoint step " << step << " in " << s.ckpt->dir() << " was written by " << written
+                                << " ranks under moe.policy=flexmoe, whose expert replicas, placements and load "
+                                   "history are planned for that many ranks; resume it with "
+                                << written << " ranks, or start a new checkpoint directory");
+  // Routing traces are one file per rank of the run that wrote them.
+  for (const auto& [key, file] : {std::pair{"moe.save_trace", &s.options.moe.save_trace},
+                                  std::pair{"moe.replay_trace", &s.options.moe.replay_trace}})
+    SKEW_CHECK(written == s.world.size() || file->empty(),
+               key << " is one file per rank, but checkpoint step " << step << " was written by " << written
+                   << " ranks and this run has " << s.world.size() << ": resume without it, or with " << written
+                   << " ranks");
+}
+
 }  // namespace
 
 std::int64_t restore(Session& s) {
   const bool resume = s.options.output.resume;
   SKEW_CHECK(s.ckpt || !resume, "output.resume = true needs output.checkpoint_dir, the directory to resume from");
   if (!s.ckpt || !resume) return 0;
-  const std::vector<std::int64_t> steps = s.ckpt->complete_steps();
-  std::string skipped;  // "step N: reason; " for the error when no step verifies
-  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
-    const std::int64_t step = *it;
-    int written = 0;  // the world size in the step's marker
-    std::string reason;
-    StepFiles files;
+  int written = 0;  // the world size in the candidate step's marker
+  StepFiles files;
+  ResumeSteps how;
+  how.read = [&](std::int64_t step) {
+    files = {};
+    written = s.ckpt->written_world_size(step);
+    files = read_step(s, step, written);
+  };
+  how.agree = [&](bool ok) { return comm::every_rank(s.world, ok); };
+  how.load = [&](std::int64_t step) {
+    check_step_fits(s, step, written, files);
     try {
-      written = s.ckpt->written_world_size(step);
-      files = read_step(s, step, written);
-    } catch (const Error& e) {
-      reason = e.what();
+      load_step(s, step, written, files);
+    } catch (const Error& e) {  // the files verified: the config no longer matches them
+      throw Error("resuming from " + s.ckpt->rank_file(step) + ": " + e.what());
     }
-    if (all_ranks(s.world, reason.empty())) {
-      // The index and marker are files all ranks read alike, so these refusals are every rank's.
-      const std::string other_model = model_mismatch(files.index, s.ckpt->index_file(step), s.model_keys);
-      SKEW_CHECK(other_model.empty(), other_model);
-      SKEW_CHECK(written == s.world.size() || s.policy_name != "flexmoe",
-                 "checkpoint step " << step << " in " << s.ckpt->dir() << " was written by " << written
-                                    << " ranks under moe.policy=flexmoe, whose expert replicas, placements and load "
-                                       "history are planned for that many ranks; resume it with "
-                                    << written << " ranks, or start a new checkpoint directory");
-      // Routing traces are one file per rank of the run that wrote them.
-      for (const auto& [key, file] : {std::pair{"moe.save_trace", &s.options.moe.save_trace},
-                                      std::pair{"moe.replay_trace", &s.options.moe.replay_trace}})
-        SKEW_CHECK(written == s.world.size() || file->empty(),
-                   key << " is one file per rank, but checkpoint step " << step << " was written by " << written
-                       << " ranks and this run has " << s.world.size() << ": resume without it, or with " << written
-                       << " ranks");
-      try {
-        load_step(s, step, written, files);
-      } catch (const Error& e) {  // the files verified: the config no longer matches them
-        throw Error("resuming from " + s.ckpt->rank_file(step) + ": " + e.what());
-      }
-      // Skipped newer steps lose their marker: the resumed run rewrites those steps, and a crash
-      // while it does must not leave a marked step mixing old and new shards.
-      if (s.world.rank() == 0)
-        for (auto newer = steps.rbegin(); newer != it; ++newer) s.ckpt->unmark(*newer);
-      SKEW_INFO("resumed from " << s.ckpt->rank_file(step) << " at iteration " << step);
-      return step;
-    }
-    if (!reason.empty()) SKEW_WARN("skipping checkpoint step " << step << ": " << reason);
-    SKEW_INFO("checkpoint step " << step << " does not verify on every rank (see the warnings); trying an older one");
-    skipped += "step " + std::to_string(step) + (reason.empty() ? ": failed on another rank; " : ": " + reason + "; ");
-  }
-  SKEW_CHECK(steps.empty(), "output.resume: no complete checkpoint step in " << s.ckpt->dir()
-                                                                             << " verifies on every rank: " << skipped);
-  return 0;
+    SKEW_INFO("resumed from " << s.ckpt->rank_file(step) << " at iteration " << step);
+  };
+  return std::max<std::int64_t>(resume_newest_intact(*s.ckpt, how), 0);
 }
 
 }  // namespace skew::moe

@@ -2,6 +2,8 @@
 
 #include "core/error.hpp"
 #include "core/log.hpp"
+#include "core/memory_limits.hpp"
+#include "core/thread_limits.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/moe_threads.hpp"
 #include "lib/moe/models/bert.hpp"
@@ -101,7 +103,8 @@ Session::Session(const MoeTrainOptions& run_options, comm::ProcessGroup& world_g
       loop(loop_options(options)),
       policy_name(options.moe.policy),
       model_keys(moe::model_keys(options)) {
-  if (options.train.blas_threads > 0) kernels::moe::set_blas_threads(options.train.blas_threads);
+  if (options.train.blas_threads > 0)
+    kernels::moe::set_blas_threads(capped_thread_count("train.blas_threads", options.train.blas_threads));
   const std::string& arch = options.model.arch;
   ModelOptions model_options = arch == "swin"   ? SwinModel::options(options, moe_options(options.moe))
                                : arch == "bert" ? BertModel::options(options, moe_options(options.moe))
@@ -119,8 +122,13 @@ Session::Session(const MoeTrainOptions& run_options, comm::ProcessGroup& world_g
   const std::vector<placement::LayerPlacement> placements(
       static_cast<std::size_t>(model_options.moe_layers()),
       placement::LayerPlacement::block(E, N, policy->slots_per_rank(E, N)));
-  model = make_model(options, model_options, world, placements, policy);
-  adam = std::make_unique<AdamW>(loop.adam, model->network(), world);
+  const std::string model_name = "the model (model.arch = " + arch +
+                                 ", model.d_model = " + std::to_string(options.model.d_model) +
+                                 ", model.layers = " + std::to_string(options.model.layers) +
+                                 ", moe.num_experts = " + std::to_string(E) + " over " + std::to_string(N) + " ranks)";
+  model = allocating(model_name, -1, [&] { return make_model(options, model_options, world, placements, policy); });
+  adam = allocating("AdamW's moments of " + model_name, -1,
+                    [&] { return std::make_unique<AdamW>(loop.adam, model->network(), world); });
   store = std::make_unique<ModelExpertStore>(model->network());
   if (!options.output.checkpoint_dir.empty())
     ckpt = std::make_unique<CheckpointDir>(options.output.checkpoint_dir, world.rank(), N, options.output.keep);

@@ -2,7 +2,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
+#include "core/checkpoint_resume.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -136,11 +138,7 @@ void RunCheckpoints::save(comm::ProcessGroup* world, std::int64_t step, const Te
   if (world) world->barrier();
 }
 
-std::int64_t RunCheckpoints::latest_to_resume() const {
-  if (!enabled() || !opt_->resume) return -1;
-  const std::int64_t step = dir_->latest_complete();
-  if (step < 0) return -1;
-  const Json index = dir_->read_index(step);
+void RunCheckpoints::check_identity(std::int64_t step, const Json& index) const {
   const std::string file = dir_->index_file(step);
   SKEW_CHECK(index.contains("run") && index["run"].is_object(),
              file << ": no \"run\" record; not a preduce_train checkpoint");
@@ -149,12 +147,28 @@ std::int64_t RunCheckpoints::latest_to_resume() const {
                file << ": the checkpoint was written with " << name << " = "
                     << (index["run"].contains(name) ? index["run"][name].dump() : std::string("(none)"))
                     << ", this run has " << value.dump() << "; refusing to resume");
-  return step;
 }
 
-TensorFile RunCheckpoints::read(std::int64_t step, std::string& origin) const {
-  origin = dir_->rank_file(step);
-  return dir_->read_shard(step);
+std::int64_t RunCheckpoints::restore(const std::function<bool(bool)>& agree, const ShardLoader& load) const {
+  if (!enabled() || !opt_->resume) return -1;
+  Json index;
+  std::optional<TensorFile> shard;  // the candidate step's, verified
+  ResumeSteps how;
+  how.read = [&](std::int64_t step) {
+    shard.reset();
+    // Another world size's step is refused below, not skipped: its shard is not this rank's.
+    if (dir_->written_world_size(step) != dir_->world_size()) return;
+    index = dir_->read_index(step);
+    shard = dir_->read_shard(step);
+  };
+  how.agree = agree;
+  how.load = [&](std::int64_t step) {
+    dir_->require_this_world_size(step);
+    check_identity(step, index);
+    load(*shard, dir_->rank_file(step));
+    if (dir_->rank() == 0) SKEW_INFO("resumed from " << dir_->rank_file(step) << " at step " << step);
+  };
+  return resume_newest_intact(*dir_, how);
 }
 
 }  // namespace skew::preduce

@@ -13,6 +13,7 @@
 // delays are functions of the step, so the step restores them.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -51,12 +52,17 @@ class RunCheckpoints {
   // the index and the marker; returns once the step is complete for every rank. No world: the
   // one process of the simulator.
   void save(comm::ProcessGroup* world, std::int64_t step, const TensorList& tensors) const;
-  // With output.resume and a complete checkpoint: its step, and this rank's shard (origin
-  // names the file). -1 when there is nothing to resume from.
-  std::int64_t latest_to_resume() const;
-  TensorFile read(std::int64_t step, std::string& origin) const;
+  // This rank's shard of the step resumed from, and its file's name.
+  using ShardLoader = std::function<void(const TensorFile& shard, const std::string& origin)>;
+  // With output.resume: hands `load` this rank's shard of the newest complete step that verifies
+  // on every rank (`agree`: and-ed over the ranks; a damaged newer step is skipped with a
+  // warning naming the file, core/checkpoint_resume.hpp) and returns its step; -1 when there is
+  // nothing to resume from. A checkpoint of another mode, worker count or model is refused.
+  std::int64_t restore(const std::function<bool(bool)>& agree, const ShardLoader& load) const;
 
  private:
+  // Refuses a step whose index records another run identity, naming the key.
+  void check_identity(std::int64_t step, const Json& index) const;
   const TrainOptions* opt_;
   Json identity_;
   std::unique_ptr<CheckpointDir> dir_;

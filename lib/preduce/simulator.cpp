@@ -4,6 +4,7 @@
 // delay (hetero.link_ms), and a partial-reduce or eager group sim.controller_ms more. Groups come from the same
 // GroupFormer as the MPI controller, and the model arithmetic is the same Worker code, so a run is a pure function of
 // the configuration (deterministic for a seed).
+#include "core/checkpoint_resume.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 #include "lib/preduce/simulation.hpp"
@@ -212,12 +213,8 @@ void Simulation::run_events() {
 
 RunResult Simulation::run() {
   const RunCheckpoints ckpt(opt_, 0, 1, n_);
-  const std::int64_t resumed = ckpt.latest_to_resume();
-  if (resumed >= 0) {
-    std::string origin;
-    load_state(ckpt.read(resumed, origin), origin);
-    SKEW_INFO("resumed from " << origin << " at step " << resumed);
-  }
+  const std::int64_t resumed = ckpt.restore(
+      this_process_only, [&](const TensorFile& shard, const std::string& origin) { load_state(shard, origin); });
   std::int64_t first = opt_.steps;
   for (auto& w : workers_) first = std::min(first, w.step());
   for (std::int64_t end : ckpt.segment_ends(first)) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.hpp"
+#include "core/memory_limits.hpp"
 #include "core/rng.hpp"
 #include "kernels/wide_classical.hpp"
 #include "lib/preduce/data.hpp"
@@ -123,10 +124,12 @@ class WideTask : public Task {
 }  // namespace
 
 std::unique_ptr<Task> make_task(const TrainOptions& opt, int num_workers) {
-  if (opt.model_kind == "mlp") return std::make_unique<MlpTask>(opt, num_workers);
+  const std::string what = "the model and data of model.kind = " + opt.model_kind + ", data.source = " + opt.source;
+  if (opt.model_kind == "mlp")
+    return allocating(what, -1, [&]() -> std::unique_ptr<Task> { return std::make_unique<MlpTask>(opt, num_workers); });
   SKEW_CHECK(opt.source == "synthetic_ctr",
              "model.kind = " << opt.model_kind << " trains on data.source = synthetic_ctr, not " << opt.source);
-  return std::make_unique<WideTask>(opt, num_workers);
+  return allocating(what, -1, [&]() -> std::unique_ptr<Task> { return std::make_unique<WideTask>(opt, num_workers); });
 }
 
 }  // namespace skew::preduce

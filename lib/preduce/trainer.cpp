@@ -151,23 +151,14 @@ void start_worker(MpiRun& run, const std::shared_ptr<comm::ProcessGroup>& world)
   if (world->rank() == 0) SKEW_INFO("preduce.group_size = 0 (auto): P = " << run.opt.group_size);
 }
 
-// With output.resume: every rank's state from the newest complete checkpoint, which all ranks
-// must see alike. Returns its step, or -1.
+// With output.resume: every rank's state from the newest complete checkpoint that verifies on
+// every rank. Returns its step, or -1.
 std::int64_t resume(MpiRun& run, const std::shared_ptr<comm::ProcessGroup>& world, const RunCheckpoints& ckpt) {
-  const std::int64_t resumed = ckpt.latest_to_resume();
-  std::int64_t lowest = resumed, highest = resumed;
-  world->allreduce(comm::view(&lowest, 1), comm::ReduceOp::Min);
-  world->allreduce(comm::view(&highest, 1), comm::ReduceOp::Max);
-  SKEW_CHECK(lowest == highest, run.opt.checkpoint_dir
-                                    << ": the ranks see different newest complete checkpoints (steps " << lowest
-                                    << " and " << highest << "; -1 = none)");
-  if (resumed < 0) return resumed;
-  std::string origin;
-  const TensorFile shard = ckpt.read(resumed, origin);
-  if (run.me) load_worker(shard, origin, *run.me, run.progress);
-  if (run.mode->forms_groups() && world->rank() == 0) run.controller = load_controller(shard);
-  if (world->rank() == 0) SKEW_INFO("resumed from " << origin << " at step " << resumed);
-  return resumed;
+  return ckpt.restore([&](bool ok) { return comm::every_rank(*world, ok); },
+                      [&](const TensorFile& shard, const std::string& origin) {
+                        if (run.me) load_worker(shard, origin, *run.me, run.progress);
+                        if (run.mode->forms_groups() && world->rank() == 0) run.controller = load_controller(shard);
+                      });
 }
 
 // The worker's metrics file, keeping the records of the steps before a resumed one.

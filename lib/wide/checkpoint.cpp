@@ -1,9 +1,11 @@
 #include "lib/wide/checkpoint.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
+#include "core/checkpoint_resume.hpp"
 #include "core/error.hpp"
 #include "core/log.hpp"
 
@@ -73,13 +75,25 @@ WideCheckpoint::WideCheckpoint(const OutputOptions& output, TrainDevice device, 
 
 bool WideCheckpoint::restore(WideTrainer& trainer, WideRunState& state) {
   if (!dir_ || !resume_) return false;
-  const std::int64_t step = dir_->latest_complete();  // refuses another world size
-  if (step < 0) {
-    SKEW_INFO("output.resume: no complete checkpoint in " << dir_->dir() << ", starting afresh");
-    return false;
-  }
-  const std::string where = dir_->rank_file(step);
-  const TensorFile file = dir_->read_shard(step);
+  std::optional<TensorFile> file;  // the candidate step's shard, verified
+  ResumeSteps how;
+  how.read = [&](std::int64_t step) {
+    file.reset();
+    // Another world size's step is refused by load, not skipped: its shard is not this rank's.
+    if (dir_->written_world_size(step) == world_.size()) file = dir_->read_shard(step);
+  };
+  how.agree = [&](bool ok) { return comm::every_rank(world_, ok); };
+  how.load = [&](std::int64_t step) {
+    dir_->require_this_world_size(step);
+    load(*file, dir_->rank_file(step), step, trainer, state);
+  };
+  if (resume_newest_intact(*dir_, how) >= 0) return true;
+  SKEW_INFO("output.resume: no complete checkpoint in " << dir_->dir() << ", starting afresh");
+  return false;
+}
+
+void WideCheckpoint::load(const TensorFile& file, const std::string& where, std::int64_t step, WideTrainer& trainer,
+                          WideRunState& state) const {
   for (const auto& [key, value] : identity_) {
     const auto it = file.metadata.find(key);
     SKEW_CHECK(it != file.metadata.end(), where << ": not a wide_train checkpoint (metadata '" << key << "' missing)");
@@ -106,7 +120,6 @@ bool WideCheckpoint::restore(WideTrainer& trainer, WideRunState& state) {
   SKEW_CHECK(state.global_step == step,
              where << ": run.global_step " << state.global_step << " is not the step " << step << " it is filed under");
   SKEW_INFO("resumed from " << where << ": epoch " << state.epoch << ", " << state.step_in_epoch << " steps into it");
-  return true;
 }
 
 void WideCheckpoint::save(WideTrainer& trainer, const WideRunState& state) {

@@ -54,15 +54,19 @@ class WideCheckpoint {
   // output.checkpoint_interval: steps between mid-epoch checkpoints (0 = epoch ends only).
   std::int64_t interval() const { return interval_; }
 
-  // With output.resume and a complete checkpoint: loads it into `trainer` and `state` and returns
-  // true. A checkpoint of another model, optimizer, numbering or world size is refused, naming
-  // the key that differs.
+  // With output.resume and a complete checkpoint: loads the newest step that verifies on every
+  // rank into `trainer` and `state` and returns true; a damaged newer step is skipped with a
+  // warning naming the file (core/checkpoint_resume.hpp). A checkpoint of another model,
+  // optimizer, numbering or world size is refused, naming the key that differs. Collective.
   bool restore(WideTrainer& trainer, WideRunState& state);
   // Collective: every rank writes its shard, rank 0 commits after a barrier. Named by
   // state.global_step.
   void save(WideTrainer& trainer, const WideRunState& state);
 
  private:
+  // Refuses `file` unless this run's identity wrote it, then loads it.
+  void load(const TensorFile& file, const std::string& where, std::int64_t step, WideTrainer& trainer,
+            WideRunState& state) const;
   comm::ProcessGroup& world_;
   RunIdentity identity_;
   std::unique_ptr<CheckpointDir> dir_;

@@ -65,15 +65,20 @@ enum class TextFormat { Libsvm, Libffm };
 // data.format's choice for `path`: libsvm | libffm, or auto (by extension: .libffm/.ffm, else libsvm).
 TextFormat format_for(const std::string& path, const std::string& option);
 
+// data.max_line_bytes' default: far above any real row (a Criteo row is ~0.5 KiB), far below
+// what a runaway line (a binary file, a missing newline) would make the parser hold.
+constexpr std::int64_t kDefaultMaxLineBytes = std::int64_t(16) << 20;
+
 struct ReadOptions {
-  std::string format = "auto";   // auto (by extension: .libffm/.ffm, else libsvm) | libsvm | libffm
-  bool skip_bad_lines = false;   // count and report malformed lines instead of failing
-  bool use_cache = true;         // read/write FILE.skewbin beside the text file
-  int threads = 1;               // parser threads
-  int hash_bits = 0;             // 0: ids are model rows; 1..kMaxHashBits: hashed into 2^bits rows
-  int rank = 0, world = 1;       // this rank's slice: rows [rank*N/world, (rank+1)*N/world)
-  std::int64_t line_offset = 0;  // parse_text: lines of the file before this text (a streamed
-                                 // chunk's place in it), so errors name the file's line
+  std::string format = "auto";  // auto (by extension: .libffm/.ffm, else libsvm) | libsvm | libffm
+  bool skip_bad_lines = false;  // count and report malformed lines instead of failing
+  bool use_cache = true;        // read/write FILE.skewbin beside the text file
+  int threads = 1;              // parser threads
+  int hash_bits = 0;            // 0: ids are model rows; 1..kMaxHashBits: hashed into 2^bits rows
+  std::int64_t max_line_bytes = kDefaultMaxLineBytes;  // a longer line is malformed (data.max_line_bytes)
+  int rank = 0, world = 1;                             // this rank's slice: rows [rank*N/world, (rank+1)*N/world)
+  std::int64_t line_offset = 0;                        // parse_text: lines of the file before this text (a streamed
+                                                       // chunk's place in it), so errors name the file's line
 };
 
 struct ReadReport {

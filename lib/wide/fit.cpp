@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/log.hpp"
+#include "core/memory_limits.hpp"
 #include "core/progress.hpp"
 #include "core/timer.hpp"
 #include "lib/wide/best_model.hpp"
@@ -125,7 +126,9 @@ FitRun::FitRun(const WideOptions& o, std::shared_ptr<comm::ProcessGroup> world, 
   // Before the data: a conflict of keys or a missing GPU should not wait for a load.
   check_checkpoint_options(o_.output, o_.train.device);
   require_device(o_.train.device);
-  data_ = load_data(o_, *world_, overlap_allowed);
+  check_model_memory(o_, shape_from_keys(o_), true);  // before the data: a run that cannot fit stops now
+  data_ = allocating("the rows of data.train " + o_.data.train + (o_.data.valid.empty() ? "" : " and data.valid"),
+                     data_file_bytes(o_.data), [&] { return load_data(o_, *world_, overlap_allowed); });
   start_overlapped_load(data_);
   setup_.data = total_.seconds();
   // A streamed run's data.max_memory_mb counts the process as it stands before the model is made.
@@ -157,11 +160,19 @@ void FitRun::count_steps() {
 // The model's initial values and the trainer, or the checkpoint's with output.resume.
 void FitRun::make_trainer() {
   Timer part;
-  WideModel initial = WideModel::create(data_.shape, o_.model.seed, float(o_.model.init_std), o_.train.threads,
-                                        data_.rows_read.empty() ? nullptr : &data_.rows_read);
+  check_model_memory(o_, data_.shape, false);  // the data gave the whole shape
+  const kernels::WideShape& shape = data_.shape;
+  const double param_bytes = double(shape.num_params()) * sizeof(float);
+  const std::string table =
+      std::to_string(shape.num_features) + " features x " + std::to_string(shape.row_len()) + " floats";
+  WideModel initial = allocating("the model's parameters (" + table + ")", param_bytes, [&] {
+    return WideModel::create(shape, o_.model.seed, float(o_.model.init_std), o_.train.threads,
+                             data_.rows_read.empty() ? nullptr : &data_.rows_read);
+  });
   setup_.model = part.seconds();
   part.reset();
-  trainer_ = std::make_unique<WideTrainer>(std::move(initial), trainer_options(o_), world_);
+  trainer_ = allocating("the trainer's optimizer state and buffers (" + table + " each)", param_bytes,
+                        [&] { return std::make_unique<WideTrainer>(std::move(initial), trainer_options(o_), world_); });
   setup_.trainer = part.seconds();
   resumed_ = checkpoint_->restore(*trainer_, st_);
 }

@@ -18,6 +18,7 @@ ReadOptions read_options(const DataOptions& data, const comm::ProcessGroup& worl
   o.skip_bad_lines = data.skip_bad_lines;
   o.use_cache = data.cache;
   o.hash_bits = data.hash_bits;
+  o.max_line_bytes = data.max_line_bytes;
   o.threads = threads;
   o.rank = world.rank();
   o.world = world.size();

@@ -1,12 +1,14 @@
 #include "lib/wide/memory_budget.hpp"
 
 #include <malloc.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.hpp"
+#include "core/memory_limits.hpp"
 
 namespace skew::wide {
 
@@ -73,6 +75,53 @@ std::int64_t ring_bytes_left(std::int64_t budget, const RunMemory& held, std::in
                                               << ") and a stream ring of at least " << mib(min_ring)
                                               << ": raise data.max_memory_mb (or shrink the model)");
   return left;
+}
+
+namespace {
+// A regular file's bytes; 0 for a synthetic: spec, a pipe or a missing file.
+double file_bytes(const std::string& spec) {
+  struct stat st {};
+  return !spec.empty() && ::stat(spec.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? double(st.st_size) : 0.0;
+}
+}  // namespace
+
+double data_file_bytes(const DataOptions& data) {
+  return file_bytes(data.train) + file_bytes(data.valid);
+}
+
+kernels::WideShape shape_from_keys(const WideOptions& o) {
+  kernels::WideShape shape;
+  shape.kind = o.model.type;
+  shape.k = shape.kind == kernels::WideKind::LR ? 0 : o.model.k;
+  shape.num_fields = 1;  // FFM: at least one field
+  shape.num_features = o.model.features > 0   ? o.model.features
+                       : o.data.hash_bits > 0 ? std::int64_t(1) << o.data.hash_bits
+                                              : 0;
+  return shape;
+}
+
+void check_model_memory(const WideOptions& o, const kernels::WideShape& shape, bool count_data_files) {
+  std::vector<MemoryPart> parts;
+  if (shape.num_features > 0) {
+    const double params = double(shape.num_params()) * sizeof(float);
+    const int state_arrays = o.train.optimizer == OptimizerKind::Ftrl      ? 2
+                             : o.train.optimizer == OptimizerKind::AdaGrad ? 1
+                                                                           : 0;
+    parts.push_back(
+        {"model (" + std::to_string(shape.num_features) + " features x " + std::to_string(shape.row_len()) + " floats)",
+         params});
+    if (state_arrays > 0)
+      parts.push_back(
+          {std::string("optimizer state (") + optimizer_name(o.train.optimizer) + ")", params * state_arrays});
+  }
+  if (count_data_files && o.data.max_memory_mb == 0)
+    for (const std::string* spec : {&o.data.train, &o.data.valid})
+      if (file_bytes(*spec) > 0) parts.push_back({*spec + " loaded whole (about its file size)", file_bytes(*spec)});
+  if (parts.empty()) return;
+  std::string remedy = shape.num_features > 0 ? "lower model.features (or data.hash_bits) or model.k" : "";
+  if (parts.back().what.find("loaded whole") != std::string::npos)
+    remedy += (remedy.empty() ? "" : "; or ") + std::string("set data.max_memory_mb > 0 to stream data.train");
+  require_memory("wide_train", parts, {o.data.max_memory_mb, "data.max_memory_mb", remedy});
 }
 
 }  // namespace skew::wide

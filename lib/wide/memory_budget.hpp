@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "lib/wide/options.hpp"
+
 namespace skew::wide {
 
 // The process's resident bytes (VmRSS) and their peak so far (VmHWM), from /proc/self/status.
@@ -53,5 +55,19 @@ std::int64_t flow_buffer_bytes(std::int64_t features, int row_len, std::int64_t 
 // `budget_setting` and each part of `held` when fewer than `min_ring` remain.
 std::int64_t ring_bytes_left(std::int64_t budget, const RunMemory& held, std::int64_t min_ring,
                              const std::string& budget_setting);
+
+// Memory checked before the work (core/memory_limits.hpp): refuses a run whose model parameters
+// and optimizer state -- and, for a data.train loaded whole (data.max_memory_mb = 0), its
+// files' bytes, about what its parsed rows take -- exceed data.max_memory_mb or MemAvailable.
+// Called before any data is read (`shape` from model.features or data.hash_bits, one field for
+// FFM; no model part when neither sets the size; count_data_files true) and again once the data
+// gave the whole shape, before the model is made (the data is then in memory: count_data_files
+// false).
+void check_model_memory(const WideOptions& o, const kernels::WideShape& shape, bool count_data_files);
+// The bytes of data.train's and data.valid's files (0 for a synthetic: spec or a pipe).
+double data_file_bytes(const DataOptions& data);
+// The model's shape as the keys give it before any data is read: num_features 0 when only the
+// data can tell.
+kernels::WideShape shape_from_keys(const WideOptions& o);
 
 }  // namespace skew::wide

@@ -35,6 +35,7 @@ struct DataOptions {
   bool load_overlap = true;        // a cached data.train may load while the first epoch trains
   std::int64_t max_memory_mb = 0;  // 0 = load data.train whole; else stream it within this cap
   int hash_bits = 0;
+  std::int64_t max_line_bytes = kDefaultMaxLineBytes;  // a longer line is refused with file:line
 };
 
 struct ModelOptions {

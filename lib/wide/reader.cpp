@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "core/fileio.hpp"
 #include "core/log.hpp"
+#include "core/thread_limits.hpp"
 #include "core/timer.hpp"
 #include "lib/wide/cache.hpp"
 #include "lib/wide/dataset.hpp"
@@ -116,10 +117,14 @@ bool parse_line(const char* begin, const char* end, TextFormat format, int hash_
     err.why = std::move(why);
     return false;
   };
+  // The token as the error quotes it: at most kQuoted bytes, so that a token of a gigabyte (a
+  // line of NUL bytes) is not copied into the message.
+  constexpr std::size_t kQuoted = 64;
   const auto token_text = [&](const char* at) {
     const char* e = at;
-    while (e < end && !is_space(*e)) ++e;
-    return std::string(at, std::size_t(e - at));
+    while (e < end && !is_space(*e) && std::size_t(e - at) <= kQuoted) ++e;
+    const std::size_t n = std::size_t(e - at);
+    return n > kQuoted ? std::string(at, kQuoted) + "..." : std::string(at, n);
   };
   double label = 0;
   const char* label_at = p;
@@ -183,6 +188,16 @@ void parse_chunk(const char* begin, const char* end, TextFormat format, const Re
     const char* nl = static_cast<const char*>(std::memchr(line, '\n', std::size_t(end - line)));
     const char* line_end = nl ? nl : end;
     ++res.lines;
+    if (line_end - line > options.max_line_bytes) {
+      if (res.first_error.line < 0)
+        res.first_error = {res.lines, 1,
+                           "a line of " + std::to_string(line_end - line) +
+                               " bytes, longer than data.max_line_bytes = " + std::to_string(options.max_line_bytes)};
+      if (!options.skip_bad_lines) return;
+      ++res.skipped;
+      line = nl ? nl + 1 : end;
+      continue;
+    }
     const char* stop = line_end;
     if (stop > line && stop[-1] == '\r') --stop;
     stop = std::find(line, stop, '#');
@@ -237,10 +252,15 @@ SparseDataset parse_text(std::string_view text, const std::string& origin, TextF
   cuts.push_back(text.data() + text.size());
   std::vector<ChunkResult> parts(static_cast<std::size_t>(threads));
   std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      parse_chunk(cuts[std::size_t(t)], cuts[std::size_t(t) + 1], format, options, parts[std::size_t(t)]);
-    });
+  try {
+    for (int t = 1; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        parse_chunk(cuts[std::size_t(t)], cuts[std::size_t(t) + 1], format, options, parts[std::size_t(t)]);
+      });
+  } catch (const std::system_error& e) {
+    for (auto& th : pool) th.join();  // joined before the vector goes, or std::terminate
+    throw Error(thread_start_failure("train.threads", int(pool.size()) + 1, threads, e));
+  }
   parse_chunk(cuts[0], cuts[1], format, options, parts[0]);
   for (auto& th : pool) th.join();
 

@@ -12,5 +12,6 @@ skew_unit_test(skew_core_test
           ${CMAKE_CURRENT_LIST_DIR}/test_core_gemm_bf16.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_log.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_fileio.cpp
+          ${CMAKE_CURRENT_LIST_DIR}/test_core_limits.cpp
           ${CMAKE_CURRENT_LIST_DIR}/test_core_progress.cpp
   LIBS skew_core skew_kernels)

@@ -18,10 +18,10 @@ GptModel::Texts GptModel::read_texts(const DataOptions& data) {
   Texts t;
   const std::string &train_file = data.train, &valid_file = data.valid;
   t.train_source = train_file.empty() ? "the built-in corpus (data.builtin_bytes)" : "data.train " + train_file;
-  t.train =
-      train_file.empty() ? builtin_corpus(static_cast<std::size_t>(data.builtin_bytes), 12345) : read_text(train_file);
+  t.train = train_file.empty() ? builtin_corpus(static_cast<std::size_t>(data.builtin_bytes), 12345)
+                               : read_text(train_file, data.max_memory_mb);
   if (!valid_file.empty()) {
-    t.valid = read_text(valid_file);
+    t.valid = read_text(valid_file, data.max_memory_mb);
     t.valid_source = "data.valid " + valid_file;
   } else {
     const std::size_t cut = t.train.size() - t.train.size() / 10;

@@ -1,0 +1,78 @@
+# Issue 38: limits checked before the work. Each test fails on the code before the issue (a
+# std::bad_alloc after a long load, an abort, or gigabytes held for a bad line).
+set(skew_limits_env "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+# skew_limit_test(NAME "MESSAGE REGEX" TIMEOUT_S SHELL_COMMAND): the command (run by sh in the
+# test's own directory, apps in $APPS) prints the message within the timeout.
+function(skew_limit_test name regex timeout command)
+  set(dir ${CMAKE_CURRENT_BINARY_DIR}/limits/${name})
+  file(MAKE_DIRECTORY ${dir})
+  add_test(NAME ${name} COMMAND sh -c "${command}" WORKING_DIRECTORY ${dir})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} PASS_REGULAR_EXPRESSION "${regex}"
+    ENVIRONMENT "${skew_limits_env};APPS=${CMAKE_BINARY_DIR}/apps")
+endfunction()
+if(TARGET wide_train)
+  # 268435456 features x (1 + 1024) floats x 4 B = 1.0 TiB, and AdaGrad's state as much: refused
+  # before any data is read (on main: std::bad_alloc after 20 s of counting features).
+  skew_limit_test(wide_train_model_beyond_memory
+    "wide_train needs 2\\.0 TiB \\(model \\(268435456 features x 1025 floats\\) 1\\.0 TiB \\+ optimizer state \\(adagrad\\) 1\\.0 TiB\\) but only .* are available \\(MemAvailable in /proc/meminfo\\): lower model\\.features \\(or data\\.hash_bits\\) or model\\.k" 10
+    "$APPS/wide_train --model.k=1024 --model.features=268435456 2>&1")
+  # A cap the model alone exceeds: 1 + 1000000 x 9 floats = 34.3 MiB, twice with AdaGrad's state.
+  skew_limit_test(wide_train_model_beyond_max_memory
+    "needs 68\\.7 MiB \\(model \\(1000000 features x 9 floats\\) 34\\.3 MiB \\+ optimizer state \\(adagrad\\) 34\\.3 MiB\\) but data\\.max_memory_mb = 10 allows 10\\.0 MiB: lower model\\.features \\(or data\\.hash_bits\\) or model\\.k, or raise data\\.max_memory_mb" 10
+    "$APPS/wide_train --model.k=8 --model.features=1000000 --data.max_memory_mb=10 2>&1")
+  # A data file loaded whole counts its bytes: a sparse file of 8 TiB (no disk used).
+  skew_limit_test(wide_train_data_beyond_memory
+    "wide_train needs 8\\.0 TiB \\(big\\.libsvm loaded whole \\(about its file size\\) 8\\.0 TiB\\) but only .* are available \\(MemAvailable in /proc/meminfo\\): set data\\.max_memory_mb > 0 to stream data\\.train" 10
+    "truncate -s 8T big.libsvm && $APPS/wide_train --data.train=big.libsvm 2>&1; rm -f big.libsvm")
+  # A line beyond data.max_line_bytes is refused with file:line before it is parsed: a 128 MiB line
+  # of NUL bytes under a 600 MB address-space limit (on main: std::bad_alloc, the message copying it).
+  skew_limit_test(wide_train_line_beyond_bound
+    "nul\\.libsvm:3:1: a line of 134217728 bytes, longer than data\\.max_line_bytes = 16777216" 60
+    "printf '1 1:1\\n0 2:1\\n' > nul.libsvm && head -c 134217728 /dev/zero >> nul.libsvm && (ulimit -v 600000; $APPS/wide_train --data.train=nul.libsvm --data.cache=false 2>&1); rm -f nul.libsvm")
+  skew_limit_test(wide_train_line_bound_skips
+    "skipped 1 malformed line\\(s\\) of 3; first: long\\.libsvm:2:1: a line of 100 bytes, longer than data\\.max_line_bytes = 64" 60
+    "printf '1 1:1\\n0 2:1 3:1 4:1 5:1 6:1 7:1 8:1 9:1 10:1 11:1 12:1 13:1 14:1 15:1 16:1 17:1 18:1 19:1 20:1 2:1 2:1 2:1\\n1 3:1\\n' > long.libsvm && $APPS/wide_train --data.train=long.libsvm --data.valid= --data.cache=false --data.max_line_bytes=64 --data.skip_bad_lines=true --train.epochs=1 2>&1")
+endif()
+if(TARGET moe_train)
+  # /dev/zero never ends: refused before a byte is read (on main: std::bad_alloc after ~36 s of
+  # reading into one string).
+  skew_limit_test(moe_train_text_device
+    "text file '/dev/zero' is a device, not a file: it would be read without end" 10
+    "$APPS/moe_train --data.train=/dev/zero 2>&1")
+  # A regular file larger than data.max_memory_mb: refused by its size, before it is read.
+  skew_limit_test(moe_train_text_beyond_max_memory
+    "moe_train needs 3\\.0 MiB \\(text big\\.txt 3\\.0 MiB\\) but data\\.max_memory_mb = 2 allows 2\\.0 MiB: give a smaller text file, or raise data\\.max_memory_mb" 10
+    "truncate -s 3M big.txt && $APPS/moe_train --data.train=big.txt --data.max_memory_mb=2 2>&1; rm -f big.txt")
+  # A pipe has no size: refused once it has sent more than the cap.
+  skew_limit_test(moe_train_text_pipe_beyond_max_memory
+    "moe_train needs 2\\.[0-9] MiB \\(text .* \\(so far\\) 2\\.[0-9] MiB\\) but data\\.max_memory_mb = 2 allows 2\\.0 MiB" 10
+    "rm -f p && mkfifo p && (head -c 3000000 /dev/zero > p &) && $APPS/moe_train --data.train=p --data.max_memory_mb=2 2>&1; rm -f p")
+endif()
+# Thread counts: a count far beyond the CPUs is refused naming the key; a thread that cannot be
+# started (1 GB stacks under a 4 GB address space) is an error naming the key, not
+# "terminate called without an active exception"; OpenBLAS's count is capped with a warning.
+if(TARGET wide_train)
+  skew_limit_test(wide_train_threads_beyond_cpus
+    "train\\.threads = 1024 is more than 8 threads per CPU of this machine's [0-9]+ \\(at most [0-9]+\\): lower train\\.threads" 10
+    "$APPS/wide_train --train.threads=1024 2>&1")
+  skew_limit_test(wide_train_thread_start_failure
+    "cannot start thread [0-9]+ of [0-9]+ \\(train\\.threads = [0-9]+\\): Resource temporarily unavailable; lower train\\.threads" 60
+    "n=$(( $(nproc) * 8 )); ulimit -s 1000000 && ulimit -v 4000000 && $APPS/wide_train --train.threads=$n --train.epochs=1 2>&1")
+endif()
+if(TARGET moe_train)
+  skew_limit_test(moe_train_blas_threads_capped
+    "WARN\\] train\\.blas_threads = 1024 is more than 8 threads per CPU of this machine's [0-9]+: using [0-9]+" 60
+    "$APPS/moe_train --train.blas_threads=1024 --train.iterations=1 2>&1")
+endif()
+# An allocation that fails anyway names what it was for (here under a 2.5 GB address space, with a
+# model the MemAvailable check lets through: 1e8 features x 3 floats, 1.1 GiB, and its AdaGrad state).
+if(TARGET wide_train)
+  skew_limit_test(wide_train_allocation_named
+    "error: out of memory allocating the (model's parameters|trainer's optimizer state and buffers) \\(100000000 features x 3 floats( each)?\\) \\(1\\.1 GiB\\)" 120
+    "ulimit -v 2500000 && $APPS/wide_train --model.features=100000000 --model.k=2 --train.epochs=1 2>&1")
+endif()
+if(TARGET moe_train)
+  skew_limit_test(moe_train_allocation_named
+    "error: out of memory allocating the model \\(model\\.arch = gpt, model\\.d_model = 4096, model\\.layers = 8, moe\\.num_experts = 4 over 1 ranks\\): out of host memory allocating [0-9]+ bytes" 120
+    "ulimit -v 1500000 && $APPS/moe_train --model.d_model=4096 --model.layers=8 --train.iterations=1 2>&1")
+endif()
