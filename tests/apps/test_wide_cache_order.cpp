@@ -88,7 +88,7 @@ TEST_CASE("wide_train refuses a binary cache whose frequency order misses a feat
 }
 
 TEST_CASE(
-    "wide_train trains while data.train loads from its cache: the load-first model bit for bit; a damaged cache starts "
+    "wide_train trains while data.train loads from its cache: the load-first model bit for bit, a damaged cache starts "
     "the run over") {
   if (skew::kernels::process_cpus() < 2) {
     WARN("skipped: the load overlaps training only with a CPU beside train.threads = 1, and this process has one");
@@ -122,7 +122,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "wide_train's load beside the first epoch: a checkpoint within it waits for the whole load; resumed there, the "
+    "wide_train's load beside the first epoch: a checkpoint within it waits for the whole load, resumed there, the "
     "same model") {
   if (skew::kernels::process_cpus() < 2) {
     WARN("skipped: the load overlaps training only with a CPU beside train.threads = 1, and this process has one");

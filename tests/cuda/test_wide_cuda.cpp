@@ -18,7 +18,7 @@ using namespace skew;
 using namespace skew::wide;
 using namespace skew::wide::reference;
 
-TEST_CASE("CUDA logits and gradients equal the float64 reference (LR, FM, FFM; classical, flow)") {
+TEST_CASE("CUDA logits and gradients equal the float64 reference (LR, FM, FFM, classical, flow)") {
   SKEW_REQUIRE_GPU();
   for (WideKind kind : {WideKind::LR, WideKind::FM, WideKind::FFM}) {
     Setup s = make_setup(kind, 300);
@@ -70,7 +70,7 @@ void require_reference_gradient(const Setup& s, const char* schema, int tile_sam
 
 }  // namespace
 
-TEST_CASE("CUDA flow reduces long runs of one feature in a tile exactly (hot and cold; LR, FM)") {
+TEST_CASE("CUDA flow reduces long runs of one feature in a tile exactly (hot and cold, LR, FM)") {
   SKEW_REQUIRE_GPU();
   for (WideKind kind : {WideKind::LR, WideKind::FM}) {
     // 48 distinct ids over 39 entries a sample: the hottest ids recur in nearly every sample, so

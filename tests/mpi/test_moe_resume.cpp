@@ -40,7 +40,7 @@ TEST_CASE("resume from a checkpoint continues bit-exactly", "[moe]") {
   if (world().rank() == 0) std::filesystem::remove_all(a), std::filesystem::remove_all(b);
 }
 
-TEST_CASE("flexmoe resumes bit-exactly: same losses, same placements; the index is checked", "[moe]") {
+TEST_CASE("flexmoe resumes bit-exactly: same losses, same placements, the index is checked", "[moe]") {
   const Schema schema = moe_train_schema();
   const std::string dir = scratch("flexresume");
   // Cost constants given, so no run measures them; plans every 2 iterations from the smoothed
@@ -207,7 +207,7 @@ TEST_CASE("flexmoe re-places experts without changing the model function", "[moe
   if (world().rank() == 0) std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("the checkpoint index records model.arch and its shape keys; resuming another model names the key", "[moe]") {
+TEST_CASE("the checkpoint index records model.arch and its shape keys, resuming another model names the key", "[moe]") {
   const Schema schema = moe_train_schema();
   const std::string dir = scratch("archresume");
   const std::vector<std::string> bert = {"--train.iterations=2", "--model.arch=bert", "--output.checkpoint_dir=" + dir};

@@ -92,7 +92,7 @@ TEST_CASE("expert-parallel swin-moe equals the 1-rank model under the dropless p
   }
 }
 
-TEST_CASE("bf16 swin-moe: the float network matches float64 with bf16-rounded inputs; the loss stays near fp32's",
+TEST_CASE("bf16 swin-moe: the float network matches float64 with bf16-rounded inputs, the loss stays near fp32's",
           "[moe][swin]") {
   ModelOptions o = tiny_swin(1);
   o.d_model = 8, o.d_ff = 16, o.moe.d_ff = 12;

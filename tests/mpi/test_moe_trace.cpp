@@ -23,7 +23,7 @@ std::string first_line(const std::string& path) {
 
 }  // namespace
 
-TEST_CASE("a routing trace's header records the run; a replay under other settings names both values", "[moe]") {
+TEST_CASE("a routing trace's header records the run, a replay under other settings names both values", "[moe]") {
   const Schema schema = moe_train_schema();
   const std::string dir = scratch("trace_header");
   run(schema, {"--train.iterations=3", "--moe.top_k=1", "--moe.save_trace=" + dir + "/t"});

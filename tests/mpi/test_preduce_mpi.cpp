@@ -27,7 +27,7 @@ float model_value(int w, int round, std::size_t i) {
 }
 }  // namespace
 
-TEST_CASE("group averaging matches the closed form; communicators are cached", "[preduce]") {
+TEST_CASE("group averaging matches the closed form, communicators are cached", "[preduce]") {
   for (const auto& [rule, dedicated] :
        {std::pair{comm::MemberRule::KeepOwn, false}, std::pair{comm::MemberRule::KeepOwn, true},
         std::pair{comm::MemberRule::WeightedMean, false}}) {
@@ -203,7 +203,7 @@ TEST_CASE("every sync mode converges on a convex problem under mpirun", "[preduc
   }
 }
 
-TEST_CASE("preduce.group_size = 0 measures the ranks' step times; a slow link is slept", "[preduce][hetero]") {
+TEST_CASE("preduce.group_size = 0 measures the ranks' step times, a slow link is slept", "[preduce][hetero]") {
   auto w = world();
   preduce::TrainOptions o;
   o.hidden = {};

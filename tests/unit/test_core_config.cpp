@@ -113,7 +113,7 @@ TEST_CASE("config: precedence defaults < file < command line", "[config]") {
   CHECK(c2.get_int("train.steps") == 200);
 }
 
-TEST_CASE("config: several --config files merge in order, a later file winning; --print-config names each file",
+TEST_CASE("config: several --config files merge in order, a later file winning, --print-config names each file",
           "[config]") {
   const auto s = test_schema();
   TempFile a("merge_a.ini", "[train]\nsteps = 10\nlr = 0.5\n[data]\npath = a.txt\n");

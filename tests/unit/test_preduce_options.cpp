@@ -87,7 +87,7 @@ TEST_CASE("preduce: a group larger than the workers is an error naming the keys"
                     Catch::Contains("sync.mode: unknown mode 'gossip' (allreduce, preduce, adpsgd, eager, local)"));
 }
 
-TEST_CASE("MNIST CSV: classes are the data set's declared 10; a label outside names the file and line", "[preduce]") {
+TEST_CASE("MNIST CSV: classes are the data set's declared 10, a label outside names the file and line", "[preduce]") {
   const std::string path = "test_preduce_big_label.csv";
   for (const std::string label : {"10", "200", "65536", "2147483647", "99999999999999999999"}) {
     INFO(label);

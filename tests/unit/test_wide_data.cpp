@@ -272,7 +272,7 @@ TEST_CASE("a source edited with its size and mtime kept (touch -d) is re-parsed,
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("a pipe (a FIFO, <(...)) is read as it comes with data.cache = false; with the cache, a clear refusal") {
+TEST_CASE("a pipe (a FIFO, <(...)) is read as it comes with data.cache = false, with the cache, a clear refusal") {
   const auto dir = std::filesystem::temp_directory_path() / ("skew_wide_fifo_test_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string file = (dir / "d.libsvm").string(), fifo = (dir / "d.fifo").string();
