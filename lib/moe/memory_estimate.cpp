@@ -120,7 +120,12 @@ void check_model_memory(const MoeTrainOptions& o, const ModelOptions& m, int slo
       "train.batch_size or model.seq_len" +
       std::string(o.model.arch == "swin" ? " (swin: swin.stage1_blocks, swin.stage2_blocks)"
                                          : ", or give a smaller text file");
-  require_memory("moe_train", memory_parts(o, model), {o.data.max_memory_mb, "data.max_memory_mb", remedy});
+  std::vector<MemoryPart> parts = memory_parts(o, model);
+  // On a GPU the model, its optimizer state and activations live in device memory, which
+  // MemAvailable does not measure (a device allocation that fails names its buffer): the host
+  // holds the data alone.
+  if (m.device == Device::Cuda) parts.erase(parts.begin(), parts.end() - 1);
+  require_memory("moe_train", parts, {o.data.max_memory_mb, "data.max_memory_mb", remedy});
 }
 
 }  // namespace skew::moe

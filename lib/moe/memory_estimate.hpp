@@ -35,7 +35,7 @@ std::vector<MemoryPart> memory_parts(const MoeTrainOptions& o, const ModelMemory
 
 // Refuses (before anything is allocated) a run whose model on this rank, optimizer state,
 // activations and text files exceed data.max_memory_mb or MemAvailable, naming the keys that
-// lower them.
+// lower them; on a GPU (m.device) the host's part is the data alone.
 void check_model_memory(const MoeTrainOptions& o, const ModelOptions& m, int slots);
 
 }  // namespace skew::moe
