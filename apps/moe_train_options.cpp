@@ -13,8 +13,11 @@ void add_model_keys(Schema& s) {
   s.add_string("data.valid", "", "validation text file; empty = the last 10% of the training text");
   s.add_int("data.builtin_bytes", 200000, {2, std::int64_t{1} << 32}, "size of the built-in corpus in bytes");
   s.add_int("data.max_memory_mb", 0, {0, std::int64_t{1} << 24},
-            "a cap in MiB on the text held whole (data.train, data.valid), checked before it is read (a pipe: as "
-            "it is read); 0 = what /proc/meminfo's MemAvailable says; a device (/dev/zero) is refused");
+            "a cap in MiB on what a rank holds: its model (parameters, gradients, AdamW's moments, a step's "
+            "activations, estimated from the model keys before it is built; not on a GPU, train.device) and the text "
+            "held whole (data.train, "
+            "data.valid), checked before either is made or read (a pipe: as it is read); 0 = what /proc/meminfo's "
+            "MemAvailable says; a device (/dev/zero) is refused");
   s.add_int("model.d_model", 64, {1, 1 << 16}, "embedding width");
   s.add_int("model.heads", 4, {1, 1 << 12}, "attention heads");
   s.add_int("model.layers", 2, {1, 1 << 10}, "transformer blocks");

@@ -6,6 +6,7 @@
 #include "core/thread_limits.hpp"
 #include "kernels/gemm.hpp"
 #include "kernels/moe_threads.hpp"
+#include "lib/moe/memory_estimate.hpp"
 #include "lib/moe/models/bert.hpp"
 #include "lib/moe/models/swin.hpp"
 #include "lib/moe/policies/fastermoe.hpp"
@@ -119,6 +120,7 @@ Session::Session(const MoeTrainOptions& run_options, comm::ProcessGroup& world_g
                                               << N << " (" << (E / N + 1) * N
                                               << ", say) or launch a number of ranks that divides " << E);
   policy = make_balancing_policy(options.placement, model_options.moe, model_options.moe_layers(), world);
+  check_model_memory(options, model_options, policy->slots_per_rank(E, N));
   const std::vector<placement::LayerPlacement> placements(
       static_cast<std::size_t>(model_options.moe_layers()),
       placement::LayerPlacement::block(E, N, policy->slots_per_rank(E, N)));

@@ -7,6 +7,7 @@
 #include "core/rng.hpp"
 #include "kernels/wide_classical.hpp"
 #include "lib/preduce/data.hpp"
+#include "lib/preduce/memory_estimate.hpp"
 #include "lib/preduce/mlp.hpp"
 #include "lib/wide/dataset.hpp"
 #include "lib/wide/model.hpp"
@@ -124,6 +125,7 @@ class WideTask : public Task {
 }  // namespace
 
 std::unique_ptr<Task> make_task(const TrainOptions& opt, int num_workers) {
+  check_task_memory(opt, num_workers);
   const std::string what = "the model and data of model.kind = " + opt.model_kind + ", data.source = " + opt.source;
   if (opt.model_kind == "mlp")
     return allocating(what, -1, [&]() -> std::unique_ptr<Task> { return std::make_unique<MlpTask>(opt, num_workers); });

@@ -39,14 +39,29 @@ if(TARGET moe_train)
   skew_limit_test(moe_train_text_device
     "text file '/dev/zero' is a device, not a file: it would be read without end" 10
     "$APPS/moe_train --data.train=/dev/zero 2>&1")
-  # A regular file larger than data.max_memory_mb: refused by its size, before it is read.
+  # A regular file larger than data.max_memory_mb: refused by its size, with the model's estimate
+  # (about 13 MiB at the defaults), before it is read (a sparse file: no disk used).
   skew_limit_test(moe_train_text_beyond_max_memory
-    "moe_train needs 3\\.0 MiB \\(text big\\.txt 3\\.0 MiB\\) but data\\.max_memory_mb = 2 allows 2\\.0 MiB: give a smaller text file, or raise data\\.max_memory_mb" 10
-    "truncate -s 3M big.txt && $APPS/moe_train --data.train=big.txt --data.max_memory_mb=2 2>&1; rm -f big.txt")
-  # A pipe has no size: refused once it has sent more than the cap.
+    "moe_train needs [0-9.]+ MiB \\(parameters and gradients .* \\+ text big\\.txt 100\\.0 MiB\\) but data\\.max_memory_mb = 64 allows 64\\.0 MiB: lower model\\.d_model, .*, or give a smaller text file, or raise data\\.max_memory_mb" 10
+    "truncate -s 100M big.txt && $APPS/moe_train --data.train=big.txt --data.max_memory_mb=64 2>&1; rm -f big.txt")
+  # A pipe has no size: the model fits the cap, and the text is refused once it has sent more.
   skew_limit_test(moe_train_text_pipe_beyond_max_memory
-    "moe_train needs 2\\.[0-9] MiB \\(text .* \\(so far\\) 2\\.[0-9] MiB\\) but data\\.max_memory_mb = 2 allows 2\\.0 MiB" 10
-    "rm -f p && mkfifo p && (head -c 3000000 /dev/zero > p &) && $APPS/moe_train --data.train=p --data.max_memory_mb=2 2>&1; rm -f p")
+    "moe_train needs 6[45]\\.[0-9] MiB \\(text .* \\(so far\\) 6[45]\\.[0-9] MiB\\) but data\\.max_memory_mb = 64 allows 64\\.0 MiB" 10
+    "rm -f p && mkfifo p && (head -c 70000000 /dev/zero > p &) && $APPS/moe_train --data.train=p --data.max_memory_mb=64 2>&1; rm -f p")
+  # The model is estimated from its keys before it is built or the text read: a text that is a
+  # FIFO nobody writes would block any read, so the error comes first or the test times out.
+  # d_model 65536: 4 x 65536^2 attention values a block, 512 GiB with gradients and moments.
+  skew_limit_test(moe_train_model_beyond_memory
+    "moe_train needs [0-9.]+ (GiB|TiB) \\(parameters and gradients \\([0-9]+ dense \\+ [0-9]+ expert values\\) [0-9.]+ GiB \\+ AdamW's two moments [0-9.]+ GiB \\+ activations of train\\.batch_size = 8 .* \\+ text t [0-9]+ bytes\\) but only .* are available \\(MemAvailable in /proc/meminfo\\): lower model\\.d_model, model\\.layers, moe\\.num_experts \\(or launch more ranks\\), moe\\.d_ff, model\\.d_ff, train\\.batch_size or model\\.seq_len" 10
+    "rm -f t && mkfifo t && $APPS/moe_train --data.train=t --model.d_model=65536 2>&1; rm -f t")
+  # 65536 experts of 2 x 64 x 4096 + 4096 + 64 values in each of 2 layers, with gradients and moments: 1 TiB.
+  skew_limit_test(moe_train_experts_beyond_memory
+    "moe_train needs 1\\.[0-9] TiB \\(parameters and gradients \\([0-9]+ dense \\+ 69264736256 expert values\\).* but only .* are available" 10
+    "rm -f t && mkfifo t && $APPS/moe_train --data.train=t --moe.num_experts=65536 --moe.d_ff=4096 2>&1; rm -f t")
+  # A cap below the model alone: the default model's estimate against data.max_memory_mb = 4.
+  skew_limit_test(moe_train_model_beyond_max_memory
+    "moe_train needs [0-9.]+ MiB \\(parameters and gradients .*\\) but data\\.max_memory_mb = 4 allows 4\\.0 MiB: lower model\\.d_model" 10
+    "$APPS/moe_train --data.max_memory_mb=4 2>&1")
 endif()
 # Thread counts: a count far beyond the CPUs is refused naming the key; a thread that cannot be
 # started (1 GB stacks under a 4 GB address space) is an error naming the key, not
@@ -72,7 +87,22 @@ if(TARGET wide_train)
     "ulimit -v 2500000 && $APPS/wide_train --model.features=100000000 --model.k=2 --train.epochs=1 2>&1")
 endif()
 if(TARGET moe_train)
+  # d_model 2048: about 3 GiB by moe_train's estimate, which MemAvailable lets through on most
+  # machines (4096's 11 GiB would be refused up front where less is available), and more than
+  # the 1.5 GB address space.
   skew_limit_test(moe_train_allocation_named
-    "error: out of memory allocating the model \\(model\\.arch = gpt, model\\.d_model = 4096, model\\.layers = 8, moe\\.num_experts = 4 over 1 ranks\\): out of host memory allocating [0-9]+ bytes" 120
-    "ulimit -v 1500000 && $APPS/moe_train --model.d_model=4096 --model.layers=8 --train.iterations=1 2>&1")
+    "error: out of memory allocating the model \\(model\\.arch = gpt, model\\.d_model = 2048, model\\.layers = 8, moe\\.num_experts = 4 over 1 ranks\\): out of host memory allocating [0-9]+ bytes" 120
+    "ulimit -v 1500000 && $APPS/moe_train --model.d_model=2048 --model.layers=8 --train.iterations=1 2>&1")
+endif()
+# preduce_train estimates its workers' models and its data before it reads or generates any: an
+# MNIST directory whose train.csv is a FIFO nobody writes would block a read, so the error comes
+# first or the test times out. 100000 simulated workers x 20037642 floats x 3 arrays: 22 TiB.
+if(TARGET preduce_train)
+  skew_limit_test(preduce_train_workers_beyond_memory
+    "preduce_train needs [0-9.]+ TiB \\(100000 worker\\(s\\) x parameters, gradient and accumulator \\(20037642 floats each\\) [0-9.]+ TiB \\+ initial model and group sum .* \\+ MNIST from m .*\\) but only .* are available \\(MemAvailable in /proc/meminfo\\): lower model\\.hidden, sim\\.workers" 10
+    "mkdir -p m && rm -f m/train.csv && mkfifo m/train.csv && touch m/test.csv && $APPS/preduce_train --simulate --sim.workers=100000 --data.source=mnist --data.mnist_dir=m --model.hidden=4096,4096 2>&1; rm -rf m")
+  # An FM over 2^30 features of 1 + 1024 floats: 4 TiB in one MPI worker.
+  skew_limit_test(preduce_train_wide_beyond_memory
+    "preduce_train needs [0-9.]+ TiB \\(1 worker\\(s\\) x parameters, gradient and accumulator \\(1100585369601 floats each\\).* \\+ synthetic CTR rows \\(data\\.rows \\+ data\\.test_rows\\) .*\\) but only .* are available \\(MemAvailable in /proc/meminfo\\): lower data\\.ctr_features or model\\.k, data\\.rows or data\\.test_rows" 10
+    "$APPS/preduce_train --model.kind=fm --data.source=synthetic_ctr --data.ctr_features=1073741824 --model.k=1024 2>&1")
 endif()

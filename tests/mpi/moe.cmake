@@ -53,3 +53,8 @@ skew_mpi_test(skew_moe_trace_test
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_trace.cpp
   LIBS skew_moe skew_app_options
   NP 2)
+# moe_train's memory estimate against built networks (issue 38).
+skew_mpi_test(skew_moe_memory_test
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/test_moe_memory.cpp
+  LIBS skew_moe skew_app_options
+  NP 1 2)
