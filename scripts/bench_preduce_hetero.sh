@@ -27,6 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/run_dir.sh
 source scripts/progress.sh
+source scripts/bench_preduce_variants.sh
 run_dir_start bench_preduce_hetero "STEPS REUSE SEEDS DEV_NAMES HELDOUT_NAMES" "$@"
 build="${1:-build}"
 app="$build/apps/preduce_train"
@@ -52,24 +53,6 @@ dev_names=(allreduce allreduce_lr0.4 allreduce_lr0.8 preduce_auto preduce_auto_l
            adpsgd_lr0.1 adpsgd_lr0.2 adpsgd_lr0.4 adpsgd_lr0.8
            eager_solo_2ms eager_solo_5ms eager_majority_2ms eager_majority_5ms
            eager_solo_2ms_lr0.4 eager_majority_5ms_lr0.4)
-variant_args() {  # variant_args NAME: the preduce_train flags a variant name stands for
-  local flags="" part
-  IFS=_ read -ra parts <<<"$1"
-  for part in "${parts[@]}"; do
-    case $part in
-      allreduce) flags+=" --sync.mode=allreduce --train.steps=300" ;;
-      preduce | adpsgd | eager) flags+=" --sync.mode=$part" ;;
-      auto) flags+=" --preduce.group_size=0" ;;
-      p[0-9]*) flags+=" --preduce.group_size=${part#p}" ;;
-      w[0-9]*) flags+=" --preduce.auto_warmup_steps=${part#w}" ;;
-      lr*) flags+=" --train.lr=${part#lr}" ;;
-      solo | majority) flags+=" --eager.quorum=$part" ;;
-      *ms) flags+=" --eager.deadline_ms=${part%ms}" ;;
-      *) echo "bench_preduce_hetero: unknown variant part '$part' in '$1'" >&2; exit 2 ;;
-    esac
-  done
-  echo "$flags"
-}
 # DEV_NAMES="a b ..." runs only those variants (with REUSE=1: to add variants to a sweep).
 [[ -n ${DEV_NAMES:-} ]] && read -ra dev_names <<<"$DEV_NAMES"
 dev_variants=()

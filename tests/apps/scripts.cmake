@@ -15,3 +15,13 @@ if(Python3_FOUND)
   add_test(NAME scripts_bench_record COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/apps/check_bench_record.py)
   set_tests_properties(scripts_bench_record PROPERTIES TIMEOUT 60 PASS_REGULAR_EXPRESSION "PASS")
 endif()
+# scripts/bench_preduce_scale.sh's smoke run (8 workers, one scenario per set, 0.3 s): its lr and
+# structure stages, the tuned settings and the held-out table with both P-Reduce rows, written
+# to a run directory in the build tree (never results/). Skipped without data/mnist (no download
+# in a test).
+add_test(NAME scripts_bench_preduce_scale_smoke
+         COMMAND bash -c "[ -s \"$4/data/mnist/train.csv\" ] || { echo 'SKIPPED: no data/mnist (scripts/fetch_data.sh mnist)'; exit 0; }; rm -rf \"$1\" && SMOKE=1 OUT=\"$1\" \"$2\" \"$3\"" _
+                 ${CMAKE_BINARY_DIR}/bench_preduce_scale_smoke ${PROJECT_SOURCE_DIR}/scripts/bench_preduce_scale.sh
+                 ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
+set_tests_properties(scripts_bench_preduce_scale_smoke PROPERTIES TIMEOUT 240 PROCESSORS 2 SKIP_REGULAR_EXPRESSION "SKIPPED:"
+                     PASS_REGULAR_EXPRESSION "tuned preduce_overlap: .*\\| \\*\\*worst\\*\\* \\|.*written to")
