@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
     const skew::RunDir run(config, *rt.world);
     const skew::preduce::TrainOptions opt = skew::preduce::read_options(config, run.path());
     check_outputs(opt, rt.world_rank);
+    // A rank whose path failed has thrown; the others wait here for its abort instead of starting
+    // to train (and writing their own metrics) first.
+    rt.world->barrier();
     std::optional<skew::preduce::RunResult> result;
     if (opt.simulate) {
       if (rt.world_rank == 0) result = skew::preduce::simulate(opt);
