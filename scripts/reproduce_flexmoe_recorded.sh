@@ -17,7 +17,7 @@
 #          out/reproduce_flexmoe_recorded/<UTC time>/ or OUT; RECORD=1 replaces the claim
 #          folder results/moe/scale/recorded/)
 #        scripts/reproduce_flexmoe_recorded.sh OUT_DIR BUILD_DIR   (as scripts/reproduce_flexmoe.sh calls it)
-# WINDOWS (default 12): replayed steps per model. SMOKE=1: 2 windows of a 1/64 token target
+# WINDOWS (default 8): replayed steps per model. SMOKE=1: 2 windows of a 1/64 token target
 # (64 tokens per GPU), not a measurement.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +32,7 @@ if (($# == 0)); then
 else
   out=$1 build_dir=$2
 fi
-gpus=64 tokens_per_gpu=4096 windows=${WINDOWS:-12}
+gpus=64 tokens_per_gpu=4096 windows=${WINDOWS:-8}
 if [[ ${SMOKE:-0} == 1 ]]; then
   tokens_per_gpu=64 windows=2
 fi
