@@ -7,7 +7,8 @@
 # sim_summary.csv, sim_summary_cf1.25.csv, sim_steps.csv, validation.csv, sim_step.png,
 # sim_balance.png, and the raw outputs (summary JSON, placement changes, validation JSON and the
 # 2-rank runs' metrics) in its runs/; the policy table is printed, not stored. Then the
-# paper-scale grid (scripts/reproduce_flexmoe_scale.sh) into the claim folder results/moe/scale/.
+# paper-scale grid (scripts/reproduce_flexmoe_scale.sh) into the claim folder results/moe/scale/, and
+# the recorded models' routing replayed at 64 GPUs (scripts/reproduce_flexmoe_recorded.sh) into its recorded/.
 # These files go to the sim_64gpu/ and scale/ folders of a run directory (scripts/run_dir.sh:
 # out/reproduce_flexmoe/<UTC time>/ or
 # OUT); RECORD=1 replaces the claim folder with it. SMOKE=1: 20 iterations, scaling at 8 and 64
@@ -73,6 +74,11 @@ fi
 # no-harm check at 8-64 tokens per GPU and step time vs GPUs, into the claim results/moe/scale.
 run_dir_claim results/moe/scale "$RUN_DIR/scale"
 scripts/reproduce_flexmoe_scale.sh "$RUN_DIR/scale" "$sim" "$@"
+# The recorded models' routing at 4096+ tokens per simulated GPU (scripts/reproduce_flexmoe_recorded.sh),
+# into the same claim's recorded/ folder.
+if [[ -x "$build_dir/apps/moe_train" ]] && command -v mpirun >/dev/null; then
+  scripts/reproduce_flexmoe_recorded.sh "$RUN_DIR/scale/recorded" "$build_dir"
+fi
 
 if /usr/bin/python3 -c 'import matplotlib' 2>/dev/null; then
   /usr/bin/python3 - "$out" <<'PY'

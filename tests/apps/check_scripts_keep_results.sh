@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test of scripts/run_dir.sh and the scripts on it: a default run leaves results/ alone.
-#   1. scripts/bench_moe.sh, bench_wide_sweep.sh, reproduce_flexmoe.sh (and bench_wide_peers.sh
-#      where the peers are built) with SMOKE=1 and their default output (a run directory under
+#   1. scripts/bench_moe.sh, bench_wide_sweep.sh, reproduce_flexmoe.sh (with its recorded part;
+#      and bench_wide_peers.sh where the peers are built) with SMOKE=1 and their default output (a run directory under
 #      out/, removed afterwards): results/ must be unchanged, in `git status --porcelain` and in
 #      every file's content, and each run directory holds its CSVs; RECORD=1 with SMOKE=1 must
 #      be refused.
@@ -38,6 +38,15 @@ smoke() {  # smoke SCRIPT FILE_EXPECTED_IN_ITS_RUN_DIR [SCRIPT ARGS...]
 smoke bench_moe bench_moe.csv
 smoke bench_wide_sweep sweep.csv "$build"
 smoke reproduce_flexmoe sim_64gpu/sim_summary.csv
+# its recorded part (scripts/reproduce_flexmoe_recorded.sh): every model's routing summed to the
+# smoke's token target (64 a simulated GPU) in each window and replayed under both schedules
+recorded=${run_dirs[-1]}/scale/recorded/recorded.csv
+/usr/bin/python3 - "$recorded" <<'PY' || fail "$recorded: not every model x schedule replayed at 64+ tokens a GPU"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+cells = {(r["model"], r["overlap"]) for r in rows if int(r["min_tokens_per_gpu"]) >= 64 and int(r["windows"]) == 2}
+sys.exit(cells != {(m, o) for m in ("gpt", "bert", "swin") for o in ("none", "pipelined")})
+PY
 # bench_wide_peers runs the peers' binaries (scripts/peers/build.sh): tried where they are built.
 if [[ -x ${PEERS_BIN:-/work/peers/bin}/xlearn_train ]]; then
   smoke bench_wide_peers table.md "$build"
