@@ -28,7 +28,7 @@ if(TARGET wide_train)
   # of NUL bytes under a 600 MB address-space limit (on main: std::bad_alloc, the message copying it).
   skew_limit_test(wide_train_line_beyond_bound
     "nul\\.libsvm:3:1: a line of 134217728 bytes, longer than data\\.max_line_bytes = 16777216" 60
-    "printf '1 1:1\\n0 2:1\\n' > nul.libsvm && head -c 134217728 /dev/zero >> nul.libsvm && (ulimit -v 600000; $APPS/wide_train --data.train=nul.libsvm --data.cache=false 2>&1); rm -f nul.libsvm")
+    "printf '1 1:1\\n0 2:1\\n' > nul.libsvm && head -c 134217728 /dev/zero >> nul.libsvm && (ulimit -d 600000; $APPS/wide_train --data.train=nul.libsvm --data.cache=false 2>&1); rm -f nul.libsvm")
   skew_limit_test(wide_train_line_bound_skips
     "skipped 1 malformed line\\(s\\) of 3; first: long\\.libsvm:2:1: a line of 100 bytes, longer than data\\.max_line_bytes = 64" 60
     "printf '1 1:1\\n0 2:1 3:1 4:1 5:1 6:1 7:1 8:1 9:1 10:1 11:1 12:1 13:1 14:1 15:1 16:1 17:1 18:1 19:1 20:1 2:1 2:1 2:1\\n1 3:1\\n' > long.libsvm && $APPS/wide_train --data.train=long.libsvm --data.valid= --data.cache=false --data.max_line_bytes=64 --data.skip_bad_lines=true --train.epochs=1 2>&1")

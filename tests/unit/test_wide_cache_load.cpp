@@ -102,8 +102,15 @@ TEST_CASE(
   f.write(damaged, false);
   SparseDataset d;
   std::unique_ptr<OverlappedLoad> load = started(d);
-  load->wait_rows(4096);
-  check_batch_rows(load->batch(0, 4096), f.parsed, 4096);
+  // The loader may reach the end (and its verdict) before this thread asks for the first rows,
+  // on a busy machine: then the wait reports the damage at once, which is as good.
+  bool early_rows_read = false;
+  try {
+    load->wait_rows(4096);
+    early_rows_read = true;
+  } catch (const DamagedCacheError&) {
+  }
+  if (early_rows_read) check_batch_rows(load->batch(0, 4096), f.parsed, 4096);
   CHECK_THROWS_AS(load->finish(), DamagedCacheError);
   CHECK_THROWS_AS(load->wait_rows(kRows), DamagedCacheError);
 
