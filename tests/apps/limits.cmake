@@ -25,7 +25,8 @@ if(TARGET wide_train)
     "wide_train needs 8\\.0 TiB \\(big\\.libsvm loaded whole \\(about its file size\\) 8\\.0 TiB\\) but only .* are available \\(MemAvailable in /proc/meminfo\\): set data\\.max_memory_mb > 0 to stream data\\.train" 10
     "truncate -s 8T big.libsvm && $APPS/wide_train --data.train=big.libsvm 2>&1; rm -f big.libsvm")
   # A line beyond data.max_line_bytes is refused with file:line before it is parsed: a 128 MiB line
-  # of NUL bytes under a 600 MB address-space limit (on main: std::bad_alloc, the message copying it).
+  # of NUL bytes under a 600 MB heap limit (on main: std::bad_alloc, the message copying it). The
+  # heap (ulimit -d), not the address space: a CUDA build's libraries alone map most of 600 MB.
   skew_limit_test(wide_train_line_beyond_bound
     "nul\\.libsvm:3:1: a line of 134217728 bytes, longer than data\\.max_line_bytes = 16777216" 60
     "printf '1 1:1\\n0 2:1\\n' > nul.libsvm && head -c 134217728 /dev/zero >> nul.libsvm && (ulimit -d 600000; $APPS/wide_train --data.train=nul.libsvm --data.cache=false 2>&1); rm -f nul.libsvm")
