@@ -88,6 +88,11 @@ TEST_CASE("moe memory estimate: the total is within a factor of 2 of the heap af
   double estimate = 0;
   for (const MemoryPart& p : parts) estimate += p.bytes;
   CAPTURE(held, estimate);
+#if defined(__SANITIZE_ADDRESS__)
+  // AddressSanitizer's allocator replaces glibc's, whose mallinfo2 then counts nothing.
+  WARN("an ASan build: glibc's heap count does not see the allocations; the total is not compared");
+  return;
+#endif
   CHECK(held > estimate / 2);
   CHECK(held < estimate * 2);
 }
