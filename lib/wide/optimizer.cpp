@@ -19,6 +19,16 @@ const char* optimizer_name(OptimizerKind kind) {
   return kind == OptimizerKind::Sgd ? "sgd" : kind == OptimizerKind::AdaGrad ? "adagrad" : "ftrl";
 }
 
+float adagrad_eps(double init, std::int64_t samples_per_step) {
+  SKEW_CHECK(init > 0 && samples_per_step > 0,
+             "AdaGrad's start " << init << " for steps of " << samples_per_step << " samples: both must be positive");
+  const double samples = double(samples_per_step);
+  const float eps = float(init / (samples * samples));
+  SKEW_CHECK(eps > 0, "train.adagrad_init = " << init << " over a batch of " << samples_per_step
+                                              << " samples squared leaves no positive float for AdaGrad's start");
+  return eps;
+}
+
 Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& shape, std::span<const float> params)
     : options_(options), shape_(shape) {
   SKEW_CHECK(options.lr > 0, "train.lr must be positive, got " << options.lr);
