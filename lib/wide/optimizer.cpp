@@ -108,6 +108,17 @@ namespace {
 __attribute__((target_clones("avx512f", "avx2", "default"))) void update_part_rows(
     const kernels::WideUpdateRule& r, float* params, kernels::WideOptimizerState state, float scale,
     kernels::WideSparseGradient::Part& part, std::size_t first, std::size_t end, std::size_t row_len) {
+  // wide_update_rows fetches the rows some way ahead of the one it updates, from its second few
+  // on: the first few are fetched here all at once, so that their misses overlap. FFM's batch of
+  // 32 has ~10 tasks of ~100 rows a step, so these are ~8% of its rows.
+  constexpr std::size_t kFirstRows = 8;
+  const int len = int(row_len);
+  for (std::size_t i = first; i < std::min(end, first + kFirstRows); ++i) {
+    const std::size_t offset = 1 + part.features[i] * row_len;
+    kernels::wide_prefetch_row_for_write(params + offset, len);
+    if (state.n) kernels::wide_prefetch_row_for_write(state.n + offset, len);
+    if (state.z) kernels::wide_prefetch_row_for_write(state.z + offset, len);
+  }
   kernels::wide_update_rows(r, params, state, scale, part.features.data(), first, end, row_len,
                             [&](std::size_t row) { return part.folded_row(row, row_len); });
 }
