@@ -130,8 +130,10 @@ void Optimizer::step(float* params, kernels::WideSparseGradient& grad, float sca
   update(r, params, &grad.bias, 0, 1, scale);
   const std::size_t row_len = std::size_t(shape_.row_len());
   // About 64 KB of gradient a task (4096 LR rows, ~100 FFM rows): enough tasks to balance the
-  // threads when one part holds all of FM's or FFM's rows.
-  const std::size_t rows_per_task = std::clamp<std::size_t>(16384 / row_len, 64, 4096);
+  // threads when one part holds all of FM's or FFM's rows. One thread takes a part whole: each
+  // task starts its look-ahead fetches afresh (rows are 32-bit ids: fewer than 2^32 a part).
+  const std::size_t rows_per_task =
+      pool.threads() == 1 ? std::size_t(1) << 32 : std::clamp<std::size_t>(16384 / row_len, 64, 4096);
   std::vector<std::pair<std::size_t, std::size_t>> tasks;  // (part, first row)
   for (std::size_t p = 0; p < grad.parts.size(); ++p)
     for (std::size_t r = 0; r < grad.parts[p].features.size(); r += rows_per_task) tasks.emplace_back(p, r);
