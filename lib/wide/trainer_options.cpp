@@ -25,15 +25,16 @@ double adagrad_init(const WideOptions& o) {
 // FFM steps on batches of 32 (issue 36): AdaGrad from 1 per sample then takes nearly xLearn's
 // per-sample steps (at 5 epochs on the development split: batch 32 .3559, 64 .3563, 128 .3567,
 // 1024 .3588; xLearn .3559), and its tiles of 16 deal a batch to two threads.
-// LR and FM keep 1024 and 256.
+// LR and FM keep 1024 and 256, and so does FFM on a GPU (train.device = cuda), whose kernels
+// want thousands of samples a launch (not measured with FFM's small batches: no GPU here).
 std::int64_t batch_size(const WideOptions& o) {
   if (o.train.batch_size > 0) return o.train.batch_size;
-  return o.model.type == kernels::WideKind::FFM ? 32 : 1024;
+  return o.model.type == kernels::WideKind::FFM && o.train.device == TrainDevice::Cpu ? 32 : 1024;
 }
 
 int tile_samples(const WideOptions& o) {
   if (o.train.tile_samples > 0) return o.train.tile_samples;
-  if (o.model.type != kernels::WideKind::FFM) return 256;
+  if (o.model.type != kernels::WideKind::FFM || o.train.device != TrainDevice::Cpu) return 256;
   return int(std::clamp<std::int64_t>(batch_size(o) / 2, 1, 256));
 }
 
