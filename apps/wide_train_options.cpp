@@ -76,10 +76,18 @@ void add_train_keys(Schema& s) {
               "learning rate (FTRL: alpha); 0 = the model's default: 0.05 for LR, 0.1 for FM, 0.5 for FFM (AdaGrad, "
               "with train.normalize = auto; the best test logloss of a synthetic sweep)");
   s.add_float("train.l2", 1e-5, FloatRange::at_least(0), "L2 regularisation");
+  s.add_float(
+      "train.adagrad_init", 0.0, FloatRange{0, 1e6},
+      "AdaGrad's initial accumulator, on the scale of one sample's squared gradient (xLearn and LIBFFM start at "
+      "1): a step on a batch of B samples' averaged gradient starts at train.adagrad_init / B^2, the same step "
+      "as per-sample AdaGrad's on the batch's summed gradient (Hogwild: per sample); 0 = the model's default: "
+      "FFM 1; LR and FM 1e-6 on the step's gradient, whatever its batch (1.05 per sample at batch 1024)");
   s.add_float("train.l1", 0.0, FloatRange::at_least(0), "L1 (FTRL only)");
   s.add_float("train.ftrl_beta", 1.0, FloatRange::at_least(0), "FTRL beta");
   s.add_int("train.epochs", 5, {1, kMaxInt32}, "maximum number of epochs");
-  s.add_int("train.batch_size", 1024, IntRange::at_least(1), "global mini-batch size (split evenly over ranks)");
+  s.add_int("train.batch_size", 0, IntRange::at_least(0),
+            "global mini-batch size (split evenly over ranks); 0 = the model's default: 32 for FFM on the CPU (its "
+            "AdaGrad steps then nearly per sample, as xLearn's and LIBFFM's), 1024 for LR, FM and FFM on cuda");
   s.add_int("train.threads", 1, {1, 1024},
             "worker threads per rank (at most 8 per CPU of the machine: more is refused)");
   s.add_int("train.patience", 2, {0, kMaxInt32},
@@ -88,7 +96,9 @@ void add_train_keys(Schema& s) {
   s.add_bool("train.renumber", true,
              "renumber features by frequency (flow: hot features get small ids); a loaded data.train's binary "
              "cache holds the order (no counting at start-up), else the features are counted over the ranks");
-  s.add_int("train.tile_samples", 256, {1, 1 << 20}, "flow: samples per tile");
+  s.add_int("train.tile_samples", 0, {0, 1 << 20},
+            "flow: samples per tile; 0 = the model's default: FFM on the CPU half the batch up to 256 (a batch's tiles "
+            "are dealt to the threads: two at FFM's batch of 32), else 256");
   s.add_int("train.hot_features", 4096, {0, 1 << 30},
             "flow: number of hottest features with cached, replicated accumulators");
   s.add_int("train.replica_budget_mb", 16, {0, 1 << 20},  // 1 TiB: MiB << 20 stays far inside int64
@@ -157,6 +167,7 @@ TrainingOptions training_options(const Config& c) {
   o.optimizer = optimizer_from_name(c.get_string("train.optimizer"));
   o.lr = c.get_float("train.lr");
   o.l2 = c.get_float("train.l2");
+  o.adagrad_init = c.get_float("train.adagrad_init");
   o.l1 = c.get_float("train.l1");
   o.ftrl_beta = c.get_float("train.ftrl_beta");
   o.epochs = c.get_int("train.epochs");

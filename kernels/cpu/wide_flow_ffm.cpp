@@ -51,15 +51,16 @@ struct FfmEntry {
 // is the bias, the linear terms in entry order, then the pair terms' four lanes summed.
 template <int Blocks>
 void flow_tile_ffm_blocks(const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
-                          const float* params, const WideFeatureSlots& slots, float* rows, float* logits,
-                          float& bias_grad, std::vector<FfmEntry>& entries) {
+                          std::int64_t chunk_last, const float* params, const WideFeatureSlots& slots, float* rows,
+                          float* logits, float& bias_grad, std::vector<FfmEntry>& entries) {
   constexpr int k = 4 * Blocks;
   const int row_len = s.row_len();
   float tile_bias_grad = 0.0f;  // as in flow_tile: one store into the shared line per tile
   for (std::int64_t i = first; i < last; ++i) {
     // The next sample's parameter rows are fetched while this sample's pairs run: rare
-    // features' rows are scattered over gigabytes.
-    if (i + 1 < last) wide_prefetch_sample_rows(b, row_len, i + 1, params, nullptr, nullptr);
+    // features' rows are scattered over gigabytes. The next tile's first sample too: FFM's tiles
+    // are as small as 16 samples (half its batch of 32).
+    if (i + 1 < chunk_last) wide_prefetch_sample_rows(b, row_len, i + 1, params, nullptr, nullptr);
     const std::int64_t begin = b.row_ptr[i], n = b.row_ptr[i + 1] - begin;
     entries.resize(std::size_t(n));
     float z = params[0];
@@ -106,11 +107,12 @@ void flow_tile_ffm_blocks(const WideShape& s, const WideBatch& b, std::int64_t f
 
 // One tile of FFM for any k: the per-entry bodies the CUDA kernels share.
 void flow_tile_ffm(int k, const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
-                   const float* params, const WideFeatureSlots& slots, float* rows, float* logits, float& bias_grad) {
+                   std::int64_t chunk_last, const float* params, const WideFeatureSlots& slots, float* rows,
+                   float* logits, float& bias_grad) {
   const int row_len = s.row_len();
   float tile_bias_grad = 0.0f;
   for (std::int64_t i = first; i < last; ++i) {
-    if (i + 1 < last) wide_prefetch_sample_rows(b, row_len, i + 1, params, nullptr, nullptr);
+    if (i + 1 < chunk_last) wide_prefetch_sample_rows(b, row_len, i + 1, params, nullptr, nullptr);
     const std::int64_t begin = b.row_ptr[i], end = b.row_ptr[i + 1];
     float z = params[0];
     for (std::int64_t e = begin; e < end; ++e) z = wide_ffm_entry_logit(b, k, row_len, params, e, end, z);
@@ -127,13 +129,16 @@ void flow_tile_ffm(int k, const WideShape& s, const WideBatch& b, std::int64_t f
 // FFM's pair loops are 4 to 16 floats long, so their loop control costs as much as their
 // arithmetic unless k is known when they compile: k = 4, 8 and 16 get their own copies.
 void flow_tile_ffm_for_k(const WideShape& s, const WideBatch& b, std::int64_t first, std::int64_t last,
-                         const float* params, const WideFeatureSlots& slots, float* rows, float* logits,
-                         float& bias_grad, std::vector<FfmEntry>& entries) {
+                         std::int64_t chunk_last, const float* params, const WideFeatureSlots& slots, float* rows,
+                         float* logits, float& bias_grad, std::vector<FfmEntry>& entries) {
+  const auto blocks = [&]<int Blocks>() {
+    flow_tile_ffm_blocks<Blocks>(s, b, first, last, chunk_last, params, slots, rows, logits, bias_grad, entries);
+  };
   switch (s.k) {
-    case 4: flow_tile_ffm_blocks<1>(s, b, first, last, params, slots, rows, logits, bias_grad, entries); return;
-    case 8: flow_tile_ffm_blocks<2>(s, b, first, last, params, slots, rows, logits, bias_grad, entries); return;
-    case 16: flow_tile_ffm_blocks<4>(s, b, first, last, params, slots, rows, logits, bias_grad, entries); return;
-    default: flow_tile_ffm(s.k, s, b, first, last, params, slots, rows, logits, bias_grad);
+    case 4: return blocks.operator()<1>();
+    case 8: return blocks.operator()<2>();
+    case 16: return blocks.operator()<4>();
+    default: flow_tile_ffm(s.k, s, b, first, last, chunk_last, params, slots, rows, logits, bias_grad);
   }
 }
 
@@ -172,8 +177,8 @@ void WideFlow::sparse_gradient_ffm(const WideBatch& b, const float* params, floa
     chunk_rows(chunk, chunk_first, chunk_last);
     std::vector<FfmEntry> entries;
     for (std::int64_t first = chunk_first; first < chunk_last; first += tile)
-      flow_tile_ffm_for_k(shape_, b, first, std::min(chunk_last, first + tile), params, slots_, rows.data(), logits,
-                          bias_grads[std::size_t(chunk)], entries);
+      flow_tile_ffm_for_k(shape_, b, first, std::min(chunk_last, first + tile), chunk_last, params, slots_, rows.data(),
+                          logits, bias_grads[std::size_t(chunk)], entries);
   });
   out.bias = 0.0f;
   for (const float g : bias_grads) out.bias += g;

@@ -14,40 +14,11 @@
 #include "lib/wide/checkpoint.hpp"
 #include "lib/wide/fit_data.hpp"
 #include "lib/wide/memory_budget.hpp"
+#include "lib/wide/trainer_options.hpp"
 
 namespace skew::wide {
 
 namespace {
-
-// train.lr, or for 0 the model's default. Instance-normalised FM/FFM inputs are about 1/sqrt(39)
-// of the raw ones on Criteo-like rows, and their pairwise terms shrink with its square: they
-// want larger steps than LR (on a synthetic development set: LR best at 0.05, FM at 0.1, FFM
-// at 0.5; LR at 0.2 and FM at 0.2 overfit after epoch 2-3).
-float learning_rate(const WideOptions& o) {
-  if (o.train.lr > 0) return float(o.train.lr);
-  const kernels::WideKind kind = o.model.type;
-  return kind == kernels::WideKind::LR ? 0.05f : kind == kernels::WideKind::FM ? 0.1f : 0.5f;
-}
-
-// The trainer's per-step options from the train.* keys.
-TrainOptions trainer_options(const WideOptions& w) {
-  const TrainingOptions& t = w.train;
-  TrainOptions o;
-  o.schema = t.schema;
-  o.classical_sync = t.classical_sync;
-  o.device = t.device;
-  o.overlap = t.overlap;
-  o.threads = t.threads;
-  o.optimizer.kind = t.optimizer;
-  o.optimizer.lr = learning_rate(w);
-  o.optimizer.l2 = float(t.l2);
-  o.optimizer.l1 = float(t.l1);
-  o.optimizer.beta = float(t.ftrl_beta);
-  o.flow.tile_samples = t.tile_samples;
-  o.flow.hot_features = t.hot_features;
-  o.flow.replica_budget_bytes = t.replica_budget_mb << 20;
-  return o;
-}
 
 // The identity a checkpoint must share with the run resuming from it (lib/wide/checkpoint.hpp).
 RunIdentity run_identity(const WideOptions& o, const Data& data, std::int64_t steps) {
@@ -146,7 +117,7 @@ FitRun::FitRun(const WideOptions& o, std::shared_ptr<comm::ProcessGroup> world, 
 // Each rank's share of a global mini-batch, and the steps of an epoch: every rank takes as many
 // as the rank with the fewest rows, since the steps are collective.
 void FitRun::count_steps() {
-  const std::int64_t global_batch = o_.train.batch_size;
+  const std::int64_t global_batch = batch_size(o_);
   SKEW_CHECK(global_batch >= ranks_,
              "train.batch_size = " << global_batch << " is smaller than the " << ranks_ << " ranks");
   local_batch_ = global_batch / ranks_;
@@ -171,8 +142,9 @@ void FitRun::make_trainer() {
   });
   setup_.model = part.seconds();
   part.reset();
-  trainer_ = allocating("the trainer's optimizer state and buffers (" + table + " each)", param_bytes,
-                        [&] { return std::make_unique<WideTrainer>(std::move(initial), trainer_options(o_), world_); });
+  trainer_ = allocating("the trainer's optimizer state and buffers (" + table + " each)", param_bytes, [&] {
+    return std::make_unique<WideTrainer>(std::move(initial), trainer_options(o_, ranks_), world_);
+  });
   setup_.trainer = part.seconds();
   resumed_ = checkpoint_->restore(*trainer_, st_);
 }

@@ -19,6 +19,16 @@ const char* optimizer_name(OptimizerKind kind) {
   return kind == OptimizerKind::Sgd ? "sgd" : kind == OptimizerKind::AdaGrad ? "adagrad" : "ftrl";
 }
 
+float adagrad_eps(double init, std::int64_t samples_per_step) {
+  SKEW_CHECK(init > 0 && samples_per_step > 0,
+             "AdaGrad's start " << init << " for steps of " << samples_per_step << " samples: both must be positive");
+  const double samples = double(samples_per_step);
+  const float eps = float(init / (samples * samples));
+  SKEW_CHECK(eps > 0, "train.adagrad_init = " << init << " over a batch of " << samples_per_step
+                                              << " samples squared leaves no positive float for AdaGrad's start");
+  return eps;
+}
+
 Optimizer::Optimizer(const OptimizerOptions& options, const kernels::WideShape& shape, std::span<const float> params)
     : options_(options), shape_(shape) {
   SKEW_CHECK(options.lr > 0, "train.lr must be positive, got " << options.lr);
@@ -98,6 +108,17 @@ namespace {
 __attribute__((target_clones("avx512f", "avx2", "default"))) void update_part_rows(
     const kernels::WideUpdateRule& r, float* params, kernels::WideOptimizerState state, float scale,
     kernels::WideSparseGradient::Part& part, std::size_t first, std::size_t end, std::size_t row_len) {
+  // wide_update_rows fetches the rows some way ahead of the one it updates, from its second few
+  // on: the first few are fetched here all at once, so that their misses overlap. FFM's batch of
+  // 32 has ~10 tasks of ~100 rows a step, so these are ~8% of its rows.
+  constexpr std::size_t kFirstRows = 8;
+  const int len = int(row_len);
+  for (std::size_t i = first; i < std::min(end, first + kFirstRows); ++i) {
+    const std::size_t offset = 1 + part.features[i] * row_len;
+    kernels::wide_prefetch_row_for_write(params + offset, len);
+    if (state.n) kernels::wide_prefetch_row_for_write(state.n + offset, len);
+    if (state.z) kernels::wide_prefetch_row_for_write(state.z + offset, len);
+  }
   kernels::wide_update_rows(r, params, state, scale, part.features.data(), first, end, row_len,
                             [&](std::size_t row) { return part.folded_row(row, row_len); });
 }
@@ -109,8 +130,10 @@ void Optimizer::step(float* params, kernels::WideSparseGradient& grad, float sca
   update(r, params, &grad.bias, 0, 1, scale);
   const std::size_t row_len = std::size_t(shape_.row_len());
   // About 64 KB of gradient a task (4096 LR rows, ~100 FFM rows): enough tasks to balance the
-  // threads when one part holds all of FM's or FFM's rows.
-  const std::size_t rows_per_task = std::clamp<std::size_t>(16384 / row_len, 64, 4096);
+  // threads when one part holds all of FM's or FFM's rows. One thread takes a part whole: each
+  // task starts its look-ahead fetches afresh (rows are 32-bit ids: fewer than 2^32 a part).
+  const std::size_t rows_per_task =
+      pool.threads() == 1 ? std::size_t(1) << 32 : std::clamp<std::size_t>(16384 / row_len, 64, 4096);
   std::vector<std::pair<std::size_t, std::size_t>> tasks;  // (part, first row)
   for (std::size_t p = 0; p < grad.parts.size(); ++p)
     for (std::size_t r = 0; r < grad.parts[p].features.size(); r += rows_per_task) tasks.emplace_back(p, r);

@@ -21,6 +21,12 @@ const char* optimizer_name(OptimizerKind kind);
 // The per-coordinate rule the kernels apply (AdaGrad's initial accumulator, eps, included).
 using OptimizerOptions = kernels::WideUpdateRule;
 
+// AdaGrad's eps (its accumulator's start for the gradient a step applies) from `init`, the start
+// on the scale of one sample's squared gradient, for steps on the average of `samples_per_step`
+// samples' gradients: init / B^2, so that a step lr g_avg / sqrt(eps + g_avg^2) is per-sample
+// AdaGrad's lr g_sum / sqrt(init + g_sum^2) on the batch's summed gradient (train.adagrad_init).
+float adagrad_eps(double init, std::int64_t samples_per_step);
+
 class Optimizer {
  public:
   // `params` is the starting point (FTRL derives its z state from it).

@@ -50,7 +50,7 @@ struct ModelOptions {
 enum class Normalize { Auto, On, Off };
 
 // The train.* keys. The trainer itself takes the per-step subset, TrainOptions (trainer.hpp),
-// which trainer_options() (lib/wide/fit_data.hpp) builds from these.
+// which trainer_options() (lib/wide/trainer_options.hpp) builds from these.
 struct TrainingOptions {
   Normalize normalize = Normalize::Auto;
   TrainSchema schema = TrainSchema::Flow;
@@ -60,11 +60,12 @@ struct TrainingOptions {
   OptimizerKind optimizer = OptimizerKind::AdaGrad;
   double lr = 0;  // 0 = the model's default
   double l2 = 1e-5, l1 = 0, ftrl_beta = 1;
-  std::int64_t epochs = 5, batch_size = 1024;
+  double adagrad_init = 0;                  // AdaGrad's start per sample; 0 = the model's default (fit.cpp)
+  std::int64_t epochs = 5, batch_size = 0;  // 0 = the model's default (trainer_options.hpp)
   int threads = 1;
   int patience = 2;
   bool renumber = true;
-  int tile_samples = 256;
+  int tile_samples = 0;  // 0 = the model's default
   std::int64_t hot_features = 4096, replica_budget_mb = 16;
   std::int64_t log_every = 20;
 };

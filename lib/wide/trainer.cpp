@@ -233,7 +233,14 @@ double pooled_logloss_sum(kernels::WidePool& pool, const float* logits, const fl
 
 StepResult WideTrainer::step(const SparseDataset& data, std::int64_t begin, std::int64_t end, std::int64_t next_begin,
                              std::int64_t next_end) {
-  return cuda_ ? cuda_step(data, begin, end, next_begin, next_end) : step_rows(data.batch(begin, end));
+  if (cuda_) return cuda_step(data, begin, end, next_begin, next_end);
+  const StepResult result = step_rows(data.batch(begin, end));
+  // The next batch's first sample's rows, fetched while the caller books this step: the kernels
+  // fetch each next sample's rows themselves, but not the first's (FFM's batches are 32 samples).
+  if (next_end > next_begin)
+    kernels::wide_prefetch_sample_rows(data.batch(next_begin, next_end), model_.shape.row_len(), 0,
+                                       model_.params.data(), nullptr, nullptr);
+  return result;
 }
 
 StepResult WideTrainer::cuda_step(const SparseDataset& data, std::int64_t begin, std::int64_t end,

@@ -138,9 +138,11 @@ TEST_CASE("wide_train killed mid-run with checkpoints on leaves its best model s
 
 TEST_CASE("wide_train rejects out-of-range keys at start-up, naming them") {
   // train.epochs = 2^32 + 1 once ran one epoch through an int cast; threads = 0 was accepted.
-  for (const char* bad : {"train.hot_features=-1", "train.tile_samples=0", "train.replica_budget_mb=-2",
-                          "train.epochs=4294967297", "train.threads=0", "model.k=0", "train.log_every=0", "train.lr=-1",
-                          "train.batch_size=0", "model.features=-1", "train.patience=-1"}) {
+  // (train.batch_size and train.tile_samples 0 are the model's defaults since issue 36.)
+  for (const char* bad :
+       {"train.hot_features=-1", "train.tile_samples=-1", "train.replica_budget_mb=-2", "train.epochs=4294967297",
+        "train.threads=0", "model.k=0", "train.log_every=0", "train.lr=-1", "train.batch_size=-1", "model.features=-1",
+        "train.patience=-1", "train.adagrad_init=-1", "train.adagrad_init=2e6"}) {
     const auto log =
         std::filesystem::temp_directory_path() / ("skew_wide_app_bad_" + std::to_string(getpid()) + ".log");
     const int rc = run(std::string(SKEW_WIDE_TRAIN) + " --data.train='" + kTrain + "' --data.valid= --" + bad + " > " +
