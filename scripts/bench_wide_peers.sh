@@ -148,12 +148,15 @@ done
 
 # 2. The held-out runs, interleaved: every tool, model and thread count once per repeat. An
 # untimed first run of each tool and model writes the caches the tools keep beside a text file
-# (wide_train's FILE.skewbin, xLearn's and LIBFFM's FILE.bin): every timed run starts from them alike.
+# (wide_train's FILE.skewbin, xLearn's and LIBFFM's FILE.bin): every timed run starts from them
+# alike. One epoch is enough to write them.
+table_epochs=$epochs epochs=1
 for model in $models; do
   for tool in wide xlearn libffm; do
     [[ $(tools_of "$model") == *$tool* ]] && run_tool "$tool" main "$model" 1 "${best_lr[$tool.$model]}" >/dev/null
   done
 done
+epochs=$table_epochs
 echo "rep,tool,model,threads,lr,load_1min,rows_per_s_epoch,wall_s,test_auc,test_logloss" >"$out/runs.csv"
 for rep in $(seq 1 "$repeats"); do
   for threads in $threads_list; do
