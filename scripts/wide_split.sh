@@ -12,6 +12,7 @@ wide_make_split() {
   if [[ -f $data/$name.spec && $(cat "$data/$name.spec") == "$made_by" ]]; then return; fi
   # The splits and every cache a tool keeps beside them (FILE.skewbin, FILE.bin, LIBFFM's links).
   rm -f "$data/$name.spec" "$data/${name}"_{train,test}.*
+  mkdir -p "$data"
   all=$(mktemp -p "$data")
   for fmt in libsvm libffm; do
     "$wide_train" --export="$all.$fmt" --data.train="synthetic:criteo?$spec" >/dev/null
