@@ -62,6 +62,7 @@ struct TrainingOptions {
   double l2 = 1e-5, l1 = 0, ftrl_beta = 1;
   std::int64_t epochs = 5, batch_size = 1024;
   int threads = 1;
+  bool profile = false;
   int patience = 2;
   bool renumber = true;
   int tile_samples = 256;
