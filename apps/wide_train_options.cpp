@@ -90,6 +90,10 @@ void add_train_keys(Schema& s) {
             "AdaGrad steps then nearly per sample, as xLearn's and LIBFFM's), 1024 for LR, FM and FFM on cuda");
   s.add_int("train.threads", 1, {1, 1024},
             "worker threads per rank (at most 8 per CPU of the machine: more is refused)");
+  s.add_bool("train.profile", false,
+             "time the CPU training steps' thread-pool passes: the summary's step_profile gives, per step, each "
+             "pass's wall time and each thread's CPU time in it (the wall over the busiest thread's CPU is what "
+             "the threads waited), and the time outside the passes");
   s.add_int("train.patience", 2, {0, kMaxInt32},
             "stop after this many epochs without a better validation logloss (0 = never)");
   s.add_choice("train.sync", "allreduce", {"allreduce"}, "multi-rank synchronisation of the gradient");
@@ -174,6 +178,7 @@ TrainingOptions training_options(const Config& c) {
   o.batch_size = c.get_int("train.batch_size");
   o.threads = c.get_int_as<int>("train.threads");
   require_thread_count("train.threads", o.threads);
+  o.profile = c.get_bool("train.profile");
   o.patience = c.get_int_as<int>("train.patience");
   o.renumber = c.get_bool("train.renumber");
   o.tile_samples = c.get_int_as<int>("train.tile_samples");

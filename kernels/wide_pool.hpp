@@ -3,6 +3,12 @@
 // run_pinned(tasks, fn) runs task t on thread t.
 // One pool lives as long as a trainer so a mini-batch does not pay for thread start-up.
 //
+// A profiled pool (train.profile) times the runs between mark_step() and end_step(): the n-th
+// run after mark_step() is the step's pass n, whose wall time (the caller's: hand-offs and waits
+// included) and each thread's CPU time in its tasks (CLOCK_THREAD_CPUTIME_ID, which does not count
+// time a thread was descheduled) add up in passes(). A pass's wall time over its busiest thread's
+// CPU time is what the threads waited, for each other, the hand-offs or a CPU.
+//
 // A training step hands work to the pool three or four times, and a 2-thread LR step lasts about
 // a quarter of a millisecond: a hand-off through a sleeping thread (futex wake, the scheduler running the
 // thread, a futex wake back) costs 50-100 us on this VM, a spin on an atomic about a cache-line
@@ -18,10 +24,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
 #include <functional>
 #include <limits>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -37,11 +45,29 @@ inline int process_cpus() {
   return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : std::numeric_limits<int>::max();
 }
 
+// One pass of a profiled pool's steps (see above), summed over the steps.
+struct WidePoolPass {
+  std::int64_t runs = 0;
+  double wall_seconds = 0;
+  std::vector<double> cpu_seconds;  // per thread, the caller's first
+};
+
+// The calling thread's CPU time in seconds.
+inline double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
+}
+
 class WidePool {
  public:
-  // `count_key` names the setting of `threads` for the error when a thread cannot be started.
-  explicit WidePool(int threads, const char* count_key = "train.threads")
-      : threads_(threads < 1 ? 1 : threads), pins_(threads_ <= process_cpus()) {
+  // `count_key` names the setting of `threads` for the error when a thread cannot be started;
+  // `profiled`: the runs between mark_step() and end_step() are timed (passes()).
+  explicit WidePool(int threads, const char* count_key = "train.threads", bool profiled = false)
+      : threads_(threads < 1 ? 1 : threads),
+        pins_(threads_ <= process_cpus()),
+        profiled_(profiled),
+        task_cpu_(profiled ? std::size_t(threads_) : 0) {
     try {
       for (int t = 1; t < threads_; ++t) workers_.emplace_back([this, t] { worker(t); });
     } catch (const std::system_error& e) {
@@ -57,11 +83,7 @@ class WidePool {
   int threads() const { return threads_; }
 
   void run(std::int64_t tasks, const std::function<void(std::int64_t task, int thread)>& fn) {
-    if (threads_ == 1 || tasks <= 1) {
-      for (std::int64_t i = 0; i < tasks; ++i) fn(i, 0);
-      return;
-    }
-    start(tasks, false, fn);
+    dispatch(tasks, false, fn);
   }
 
   // Runs task t on thread t % threads() (the caller is thread 0), the same thread run after run:
@@ -70,17 +92,45 @@ class WidePool {
   // covered for, so a pool with more threads than the process may run on at once (pins() false)
   // runs them as run() does: LR's pinned passes ran 0.88-0.92x unpinned at 4 threads on 2 CPUs.
   void run_pinned(std::int64_t tasks, const std::function<void(std::int64_t task, int thread)>& fn) {
-    if (threads_ == 1 || tasks <= 1) {
-      for (std::int64_t i = 0; i < tasks; ++i) fn(i, 0);
-      return;
-    }
-    start(tasks, pins_, fn);
+    dispatch(tasks, pins_, fn);
   }
   // Whether run_pinned keeps each task on its thread: every thread has a CPU of the process's own
   // (process_cpus()).
   bool pins() const { return pins_; }
 
+  // A profiled pool's step: the runs from mark_step() to end_step() are its passes, in order.
+  void mark_step() { pass_ = 0; }
+  void end_step() { pass_ = kNoStep; }
+  const std::vector<WidePoolPass>& passes() const { return passes_; }
+
  private:
+  static constexpr std::size_t kNoStep = ~std::size_t(0);
+
+  void dispatch(std::int64_t tasks, bool pinned, const std::function<void(std::int64_t, int)>& fn) {
+    if (!profiled_) return execute(tasks, pinned, fn);
+    if (pass_ == kNoStep) {  // a run outside the steps (validation): not a pass
+      execute(tasks, pinned, fn);
+      for (TaskCpu& t : task_cpu_) t.seconds = 0;
+      return;
+    }
+    const auto begin = std::chrono::steady_clock::now();
+    execute(tasks, pinned, fn);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    if (passes_.size() <= pass_) passes_.resize(pass_ + 1, WidePoolPass{0, 0, std::vector<double>(task_cpu_.size())});
+    WidePoolPass& pass = passes_[pass_++];
+    ++pass.runs;
+    pass.wall_seconds += wall;
+    for (std::size_t t = 0; t < task_cpu_.size(); ++t) pass.cpu_seconds[t] += std::exchange(task_cpu_[t].seconds, 0.0);
+  }
+  void execute(std::int64_t tasks, bool pinned, const std::function<void(std::int64_t, int)>& fn) {
+    if (threads_ == 1 || tasks <= 1) {
+      const double cpu = profiled_ ? thread_cpu_seconds() : 0;
+      for (std::int64_t i = 0; i < tasks; ++i) fn(i, 0);
+      if (profiled_) task_cpu_[0].seconds = thread_cpu_seconds() - cpu;
+      return;
+    }
+    start(tasks, pinned, fn);
+  }
   void stop_workers() {
     stop_.store(true);
     announce();
@@ -144,6 +194,12 @@ class WidePool {
   }
 
   void drain(int thread) {
+    if (!profiled_) return drain_tasks(thread);
+    const double cpu = thread_cpu_seconds();
+    drain_tasks(thread);
+    task_cpu_[std::size_t(thread)].seconds = thread_cpu_seconds() - cpu;
+  }
+  void drain_tasks(int thread) {
     if (pinned_) {
       for (std::int64_t i = thread; i < tasks_; i += threads_) (*fn_)(i, thread);
       return;
@@ -168,6 +224,15 @@ class WidePool {
 
   int threads_;
   bool pins_;
+  const bool profiled_;
+  // Each thread's CPU seconds in its tasks of the current run, a cache line each: written by
+  // that thread, read by the caller once all are done.
+  struct alignas(64) TaskCpu {
+    double seconds = 0;
+  };
+  std::vector<TaskCpu> task_cpu_;
+  std::size_t pass_ = kNoStep;
+  std::vector<WidePoolPass> passes_;
   std::vector<std::thread> workers_;
   const std::function<void(std::int64_t, int)>* fn_ = nullptr;
   std::int64_t tasks_ = 0;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # wide_train against its public peers (issue 36): xLearn (LR, FM, FFM), LIBFFM (FFM), libFM (FM)
 # and LIBLINEAR (LR), built from their sources by scripts/peers/build.sh into PEERS_BIN (default
-# /work/peers/bin). On the held-out split of results/wide/peers/splits.txt (a Criteo-like export,
-# committed before any run): per tool, model and thread count (1 and 2 where the tool has
+# /work/peers/bin). On the held-out split of a claim folder's splits.txt (a Criteo-like export,
+# committed before any run; results/wide/peers: 200k rows, results/wide/peers_1m: 1M): per tool, model and thread count (1 and 2 where the tool has
 # threads), medians of REPEATS interleaved runs of rows/s per epoch (as the tool reports its
 # epoch times: wide_train's summary, xLearn's and LIBFFM's per-epoch lines; libFM and LIBLINEAR
 # report none), whole-run seconds (the training command, start to exit: load, set-up, epochs;
@@ -12,24 +12,31 @@
 # in splits.txt with the lowest final logloss on the development split, chosen at 1 thread by
 # the same script before the held-out runs ($OUT/dev_choice.csv). Load (1-minute average) before
 # each run and the CPU model go in the run folder.
-# Usage: scripts/bench_wide_peers.sh [BUILD_DIR] (default build); REPEATS (3), THREADS ("1 2"),
-# MODELS ("lr fm ffm"), DATA_DIR (data/peers), PEERS_BIN, OUT override. $OUT is a run directory
-# (scripts/run_dir.sh: default out/bench_wide_peers/<UTC time>/, a copy of results/wide/peers);
-# RECORD=1 replaces results/wide/peers with it. SMOKE=1: 4000 rows (1000 test), dev 3000 (1000),
-# 1 epoch, 1 repeat, 1 thread, data in data/peers_smoke; not a measurement (RECORD=1 refused).
+# Usage: scripts/bench_wide_peers.sh [BUILD_DIR] (default build); CLAIM (the claim folder whose
+# splits.txt is run: results/wide/peers, the 200k-row table, or results/wide/peers_1m, the
+# 1M-row one), REPEATS (3), THREADS ("1 2"), MODELS ("lr fm ffm"), DATA_DIR (data/ + the claim
+# folder's name), PEERS_BIN, OUT override. $OUT is a run directory (scripts/run_dir.sh: default
+# out/bench_wide_peers/<UTC time>/, a copy of the claim folder); RECORD=1 replaces the claim
+# folder with it. SMOKE=1: 4000 rows (1000 test), dev 3000 (1000), 1 epoch, 1 repeat, 1 thread,
+# data in data/peers_smoke; not a measurement (RECORD=1 refused).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/run_dir.sh
-run_dir_start bench_wide_peers "REPEATS THREADS MODELS DATA_DIR PEERS_BIN" "$@"
+source scripts/wide_split.sh
+run_dir_start bench_wide_peers "CLAIM REPEATS THREADS MODELS DATA_DIR PEERS_BIN" "$@"
 build=${1:-build}
 peers=$(realpath "${PEERS_BIN:-/work/peers/bin}")
+claim=${CLAIM:-results/wide/peers}
+claim=${claim%/}
+[[ $claim == results/wide/* && -f $claim/splits.txt ]] ||
+  { echo "bench_wide_peers: CLAIM=$claim is not a claim folder under results/wide/ with a splits.txt" >&2; exit 1; }
 out=$RUN_DIR
-run_dir_claim results/wide/peers "$out"
+run_dir_claim "$claim" "$out"
 [[ -f $out/splits.txt ]] || { echo "bench_wide_peers: $out/splits.txt (the fixed splits) is missing" >&2; exit 1; }
 setting() { grep "^$1=" "$out/splits.txt" | cut -d= -f2-; }
 main_spec=$(setting main) main_test=$(setting main_test_rows) dev_spec=$(setting dev) dev_test=$(setting dev_test_rows)
 epochs=$(setting epochs) l2=$(setting l2) fm_k=$(setting fm_k) ffm_k=$(setting ffm_k)
-repeats=${REPEATS:-3} threads_list=${THREADS:-1 2} models=${MODELS:-lr fm ffm} data=${DATA_DIR:-data/peers}
+repeats=${REPEATS:-3} threads_list=${THREADS:-1 2} models=${MODELS:-lr fm ffm} data=${DATA_DIR:-data/${claim##*/}}
 if [[ ${SMOKE:-0} == 1 ]]; then
   main_spec="rows=4000&features=20000&alpha=1.1&seed=1" main_test=1000
   dev_spec="rows=3000&features=20000&alpha=1.1&seed=2" dev_test=1000
@@ -45,25 +52,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 metrics=scripts/bench_wide_peers.py
 
-# make_split NAME SPEC TEST_ROWS: $data/NAME_{train,test}.{libsvm,libffm} from one export, the
-# last TEST_ROWS rows the test set. libsvm ids shifted to start at 1 (LIBLINEAR requires it).
-make_split() {
-  local name=$1 spec=$2 test=$3 fmt total
-  for fmt in libsvm libffm; do
-    [[ -f $data/${name}_test.$fmt ]] && continue
-    "$build/apps/wide_train" --export="$tmp/all.$fmt" --data.train="synthetic:criteo?$spec" >/dev/null
-    if [[ $fmt == libsvm ]]; then
-      awk '{ printf "%s", $1; for (i = 2; i <= NF; ++i) { split($i, t, ":"); printf " %d:%s", t[1] + 1, t[2] } print "" }' \
-        "$tmp/all.$fmt" >"$tmp/shifted" && mv "$tmp/shifted" "$tmp/all.$fmt"
-    fi
-    total=$(wc -l <"$tmp/all.$fmt")
-    head -n $((total - test)) "$tmp/all.$fmt" >"$data/${name}_train.$fmt"
-    tail -n "$test" "$tmp/all.$fmt" >"$data/${name}_test.$fmt"
-    rm -f "$tmp/all.$fmt"
-  done
-}
-make_split dev "$dev_spec" "$dev_test"
-make_split main "$main_spec" "$main_test"
+wide_make_split "$build/apps/wide_train" "$data" dev "$dev_spec" "$dev_test"
+wide_make_split "$build/apps/wide_train" "$data" main "$main_spec" "$main_test"
 
 # The tools. Each: NAME MODEL THREADS LR LOG; trains on $data/NAME_train, writes test scores to
 # $tmp/scores (one probability per test row) and LOG; the caller times the training command.
@@ -158,12 +148,15 @@ done
 
 # 2. The held-out runs, interleaved: every tool, model and thread count once per repeat. An
 # untimed first run of each tool and model writes the caches the tools keep beside a text file
-# (wide_train's FILE.skewbin, xLearn's and LIBFFM's FILE.bin): every timed run starts from them alike.
+# (wide_train's FILE.skewbin, xLearn's and LIBFFM's FILE.bin): every timed run starts from them
+# alike. One epoch is enough to write them.
+table_epochs=$epochs epochs=1
 for model in $models; do
   for tool in wide xlearn libffm; do
     [[ $(tools_of "$model") == *$tool* ]] && run_tool "$tool" main "$model" 1 "${best_lr[$tool.$model]}" >/dev/null
   done
 done
+epochs=$table_epochs
 echo "rep,tool,model,threads,lr,load_1min,rows_per_s_epoch,wall_s,test_auc,test_logloss" >"$out/runs.csv"
 for rep in $(seq 1 "$repeats"); do
   for threads in $threads_list; do

@@ -28,6 +28,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/run_dir.sh
+source scripts/wide_split.sh
 source scripts/progress.sh
 run_dir_start bench_wide_table "ROWS TEST_ROWS FEATURES EPOCHS REPEATS THREADS DATA_DIR" "$@"
 if [[ ${SMOKE:-0} == 1 ]]; then
@@ -53,26 +54,8 @@ dev_spec=$(grep -v '^#' "$out/dev.txt" | tr '\n' '&' | sed 's/&$//')
 dev_test_rows=$(grep '^test_rows=' "$out/dev.txt" | cut -d= -f2)
 dev_spec=$(echo "$dev_spec" | sed -E 's/(^|&)test_rows=[0-9]+//')
 
-# make_split NAME SPEC TEST_ROWS: $data/NAME_{train,test}.{libsvm,libffm} from one export. The
-# libsvm ids are shifted to start at 1, as LIBLINEAR requires; both tools read those files.
-make_split() {
-  local name=$1 spec=$2 test=$3 fmt
-  for fmt in libsvm libffm; do
-    [[ -f $data/${name}_test.$fmt ]] && continue
-    "$build/apps/wide_train" --export="$tmp/all.$fmt" --data.train="synthetic:criteo?$spec" >/dev/null
-    if [[ $fmt == libsvm ]]; then
-      awk '{ printf "%s", $1; for (i = 2; i <= NF; ++i) { split($i, t, ":"); printf " %d:%s", t[1] + 1, t[2] } print "" }' \
-        "$tmp/all.$fmt" >"$tmp/shifted" && mv "$tmp/shifted" "$tmp/all.$fmt"
-    fi
-    local total
-    total=$(wc -l <"$tmp/all.$fmt")
-    head -n $((total - test)) "$tmp/all.$fmt" >"$data/${name}_train.$fmt"
-    tail -n "$test" "$tmp/all.$fmt" >"$data/${name}_test.$fmt"
-    rm -f "$tmp/all.$fmt"
-  done
-}
-make_split dev "$dev_spec" "$dev_test_rows"
-make_split main "rows=$rows&features=$features&alpha=1.1&seed=1" "$test_rows"
+wide_make_split "$build/apps/wide_train" "$data" dev "$dev_spec" "$dev_test_rows"
+wide_make_split "$build/apps/wide_train" "$data" main "rows=$rows&features=$features&alpha=1.1&seed=1" "$test_rows"
 
 # ours NAME MODEL THREADS SETTING LOG: one wide_train run on $data/NAME_*; prints the CSV fields
 # rows_per_s,setup_s,epoch_s,wall_s,test_auc,test_logloss,data_s and writes per-epoch lines.

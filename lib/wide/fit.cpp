@@ -346,6 +346,7 @@ Json FitRun::summary() const {
     summary["bytes_per_row"] = kernels::wide_row_traffic(shape, double(st_.total_nonzeros) / double(st_.total_samples),
                                                          model_shaped_arrays(trainer_->options(), ranks_))
                                    .total();
+  if (o_.train.profile) summary["step_profile"] = step_profile_json(trainer_->profile());
   summary["peak_rss_bytes"] = process_memory().peak;  // VmHWM: the process's most, data.max_memory_mb's measure
   if (data_.stream) {                                 // the ring's bound and what it held at most (lib/wide/stream.hpp)
     summary["stream_held_bytes"] = data_.stream_held_bytes;  // the rest of the run, as counted (RunMemory)

@@ -63,6 +63,7 @@ struct TrainingOptions {
   double adagrad_init = 0;                  // AdaGrad's start per sample; 0 = the model's default (fit.cpp)
   std::int64_t epochs = 5, batch_size = 0;  // 0 = the model's default (trainer_options.hpp)
   int threads = 1;
+  bool profile = false;
   int patience = 2;
   bool renumber = true;
   int tile_samples = 0;  // 0 = the model's default

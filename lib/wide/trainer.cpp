@@ -5,6 +5,7 @@
 
 #include "core/error.hpp"
 #include "core/tensor.hpp"
+#include "core/timer.hpp"
 #include "kernels/wide_classical.hpp"
 #include "lib/wide/gpu_trainer.hpp"
 
@@ -58,7 +59,7 @@ WideTrainer::WideTrainer(WideModel model, const TrainOptions& options, std::shar
   // neither can leave rows for later.
   if (options.device == TrainDevice::Cuda || options.optimizer.kind == OptimizerKind::Ftrl)
     model_.materialise(options.threads);
-  pool_ = std::make_unique<kernels::WidePool>(options.threads);
+  pool_ = std::make_unique<kernels::WidePool>(options.threads, "train.threads", options.profile);
   optimizer_ = std::make_unique<Optimizer>(options.optimizer, model_.shape, model_.params);
   if (options.device == TrainDevice::Cuda) {
     require_device(options.device);
@@ -270,6 +271,37 @@ StepResult WideTrainer::cuda_step(const SparseDataset& data, std::int64_t begin,
 }
 
 StepResult WideTrainer::step_rows(const kernels::WideBatch& b) {
+  if (!options_.profile) return cpu_step(b);
+  Timer timer;
+  pool_->mark_step();
+  const StepResult r = cpu_step(b);
+  pool_->end_step();
+  ++profiled_steps_;
+  profiled_seconds_ += timer.seconds();
+  return r;
+}
+
+StepProfile WideTrainer::profile() const {
+  return StepProfile{profiled_steps_, profiled_seconds_, pool_->passes()};
+}
+
+Json step_profile_json(const StepProfile& p) {
+  const double per_step = 1e6 / double(std::max<std::int64_t>(1, p.steps));
+  Json passes = Json::array();
+  double in_passes = 0;
+  for (const kernels::WidePoolPass& pass : p.passes) {
+    Json cpu = Json::array();
+    for (const double seconds : pass.cpu_seconds) cpu.push_back(seconds * per_step);
+    passes.push_back(Json{{"runs", pass.runs}, {"wall_us", pass.wall_seconds * per_step}, {"thread_cpu_us", cpu}});
+    in_passes += pass.wall_seconds;
+  }
+  return Json{{"steps", p.steps},
+              {"step_us", p.step_seconds * per_step},
+              {"passes", passes},
+              {"outside_passes_us", (p.step_seconds - in_passes) * per_step}};
+}
+
+StepResult WideTrainer::cpu_step(const kernels::WideBatch& b) {
   SKEW_CHECK(!cuda_, "WideTrainer::step_rows takes rows on the CPU (train.device = cpu)");
   if (hogwild()) return hogwild_step(b);
   logits_.resize(std::size_t(b.rows));

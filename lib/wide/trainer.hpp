@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/metrics.hpp"
 #include "core/timer.hpp"
 #include "core/zero_pages.hpp"
 #include "kernels/wide_flow.hpp"
@@ -46,9 +47,21 @@ struct TrainOptions {
   TrainDevice device = TrainDevice::Cpu;
   bool overlap = true;  // cuda: copy the next batch while this one computes (second stream)
   int threads = 1;
+  bool profile = false;  // train.profile: the CPU steps' pool passes timed (WideTrainer::profile)
   OptimizerOptions optimizer;
   kernels::WideFlowOptions flow;
 };
+
+// train.profile's timings of the CPU steps (step_rows): their count and wall seconds in all, and
+// per pass of the pool within a step (kernels::WidePool's passes), its wall and threads' CPU seconds.
+struct StepProfile {
+  std::int64_t steps = 0;
+  double step_seconds = 0;
+  std::vector<kernels::WidePoolPass> passes;
+};
+// train.profile's summary (wide_train's step_profile): microseconds per step, the pool's passes
+// (each one's wall time and its threads' CPU times) and the rest of the step outside them.
+Json step_profile_json(const StepProfile& profile);
 
 struct StepResult {
   double loss = 0;            // mean logloss of the global batch (before the update)
@@ -112,8 +125,11 @@ class WideTrainer {
   // The optimizer and its state (CPU path: on the CUDA path the GPU holds the live state).
   Optimizer& optimizer() { return *optimizer_; }
   const kernels::WideFlow* flow() const { return flow_.get(); }
+  // With options().profile, the CPU steps' timings so far (else empty).
+  StepProfile profile() const;
 
  private:
+  StepResult cpu_step(const kernels::WideBatch& b);  // step_rows, untimed
   // More than one rank trains: gradients are summed over the group.
   bool distributed() const { return group_ && group_->size() > 1; }
   bool hogwild() const;  // runs_hogwild for this trainer
@@ -147,6 +163,8 @@ class WideTrainer {
   ZeroPageVector<std::uint32_t> stamp_;
   std::vector<std::uint32_t> touched_;
   std::uint32_t stamp_value_ = 0;
+  std::int64_t profiled_steps_ = 0;  // train.profile
+  double profiled_seconds_ = 0;
 };
 
 }  // namespace skew::wide

@@ -46,6 +46,7 @@ TrainOptions trainer_options(const WideOptions& w, int ranks) {
   o.device = t.device;
   o.overlap = t.overlap;
   o.threads = t.threads;
+  o.profile = t.profile;
   o.optimizer.kind = t.optimizer;
   o.optimizer.lr = learning_rate(w);
   o.optimizer.l2 = float(t.l2);

@@ -196,3 +196,83 @@ TEST_CASE("a fused flow step (the kernel applies the optimizer) is the separate 
     }
   }
 }
+
+namespace {
+
+// Spins until this thread has used `seconds` more CPU time.
+void burn_cpu(double seconds) {
+  const double until = kernels::thread_cpu_seconds() + seconds;
+  while (kernels::thread_cpu_seconds() < until) {
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a profiled wide pool times each pass of a step: its wall time, and each thread's CPU time in its tasks") {
+  kernels::WidePool pool(2, "train.threads", true);
+  if (!pool.pins()) {  // one CPU: the pinned run's tasks may go to either thread
+    WARN("not tried: the process has one CPU");
+    return;
+  }
+  constexpr int kSteps = 3;
+  for (int step = 0; step < kSteps; ++step) {
+    pool.run(2, [](std::int64_t, int) { burn_cpu(0.002); });  // outside a step: not a pass
+    pool.mark_step();
+    // Pass 0: thread 0 burns 2 ms, thread 1 6 ms; pass 1: one task, the caller's, 1 ms.
+    pool.run_pinned(2, [](std::int64_t task, int) { burn_cpu(task == 0 ? 0.002 : 0.006); });
+    pool.run(1, [](std::int64_t, int) { burn_cpu(0.001); });
+    pool.end_step();
+  }
+  const std::vector<kernels::WidePoolPass>& passes = pool.passes();
+  REQUIRE(passes.size() == 2);
+  const double slack = 0.001 * kSteps;  // a burn overshoots by a clock read, not by a millisecond
+  const double expect[2][2] = {{0.002 * kSteps, 0.006 * kSteps}, {0.001 * kSteps, 0}};
+  for (std::size_t p = 0; p < 2; ++p) {
+    INFO("pass " << p);
+    CHECK(passes[p].runs == kSteps);
+    REQUIRE(passes[p].cpu_seconds.size() == 2);
+    for (std::size_t t = 0; t < 2; ++t) {
+      CHECK(passes[p].cpu_seconds[t] >= expect[p][t]);
+      CHECK(passes[p].cpu_seconds[t] <= expect[p][t] + slack);
+      // The caller waits for every thread: a run's wall time covers each thread's CPU time in it.
+      CHECK(passes[p].wall_seconds >= passes[p].cpu_seconds[t]);
+    }
+  }
+}
+
+TEST_CASE("train.profile times every step's pool passes and trains the unprofiled model bit for bit") {
+  const Setup s = make_setup(WideKind::FM, 600);
+  std::vector<float> params[2];
+  for (const bool profile : {false, true}) {
+    TrainOptions o;
+    o.threads = 2;
+    o.profile = profile;
+    o.optimizer.kind = OptimizerKind::AdaGrad;
+    o.optimizer.lr = 0.05f;
+    o.flow.tile_samples = 16;
+    WideTrainer t(s.model, o);
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      for (std::int64_t b = 0; b < 600; b += 100) t.step(s.data, b, b + 100);
+      t.evaluate(s.data);  // the pool's runs between steps are no pass
+    }
+    const StepProfile p = t.profile();
+    params[profile] = copy_to_vector(t.parameters());
+    if (!profile) {
+      CHECK(p.steps == 0);
+      CHECK(p.passes.empty());
+      continue;
+    }
+    CHECK(p.steps == 18);
+    REQUIRE(p.passes.size() >= 2);  // FM's sample and feature passes, then the loss terms'
+    double in_passes = 0;
+    for (const kernels::WidePoolPass& pass : p.passes) {
+      CHECK(pass.runs == 18);
+      REQUIRE(pass.cpu_seconds.size() == 2);
+      CHECK(pass.wall_seconds >= std::max(pass.cpu_seconds[0], pass.cpu_seconds[1]));
+      in_passes += pass.wall_seconds;
+    }
+    CHECK(p.passes[0].cpu_seconds[1] > 0);  // the sample pass's second chunk, on the worker
+    CHECK(p.step_seconds >= in_passes);
+  }
+  CHECK(std::memcmp(params[0].data(), params[1].data(), params[0].size() * sizeof(float)) == 0);
+}
