@@ -8,7 +8,10 @@
 # results/preduce/autop (RECORD=1).
 # Writes runs/*.json, autop.csv (one row per run: time to target, P used) and autop.md (per
 # workers, variant and skew: each P's time, auto's pick and time, its warm-up, the best fixed P,
-# auto / best). P = auto's time includes its warm-up window (20 steps of the slowest worker).
+# auto / best). P = auto's time includes its warm-up window: 5 steps of the slowest worker
+# (--preduce.auto_warmup_steps=5, the window bench_preduce_hetero.sh chose on its development set:
+# results/preduce/hetero/tuned.txt; on these skews it picks the same P as 20 steps, in a quarter
+# of the time).
 #   scripts/bench_preduce_autop.sh [BUILD_DIR]     about 13 minutes on 2 busy cores
 #   PS="auto" OUT=DIR ...                          only those P (the others' runs in DIR/runs are kept)
 #   SMOKE=1 ...                                    16 workers, the first skew, 0.5 s: not a measurement
@@ -25,7 +28,7 @@ run_dir_claim results/preduce/autop "$out"
 mkdir -p "$out/runs"
 scripts/fetch/mnist.sh data/mnist >/dev/null
 export OPENBLAS_NUM_THREADS=1
-common=(--config configs/preduce_mnist.ini --simulate --model.hidden=32 --train.max_seconds=4
+common=(--output.dir= --config configs/preduce_mnist.ini --simulate --model.hidden=32 --train.max_seconds=4
         --train.eval_interval_s=0.1 --train.target_accuracy=0.9 --train.log_interval=0)
 models=$(awk '$1 == "model"' results/preduce/hetero/dev.txt)
 workers="${WORKERS:-16 64}"
@@ -43,8 +46,9 @@ for n in $workers; do
       for seed in ${SEEDS:-1}; do
         for p in ${PS:-2 4 8 16 auto}; do
           [[ $p != auto ]] && ((p > n)) && continue
-          g=${p/auto/0}
-          jobs+=("${n}_${variant}_${model}_p${p}_s$seed|--sim.workers=$n $args $vflags --preduce.group_size=$g --preduce.auto_max_group=16 --train.seed=$seed")
+          g=${p/auto/0} aflags=""
+          [[ $p == auto ]] && aflags="--preduce.auto_warmup_steps=5"
+          jobs+=("${n}_${variant}_${model}_p${p}_s$seed|--sim.workers=$n $args $vflags --preduce.group_size=$g $aflags --preduce.auto_max_group=16 --train.seed=$seed")
         done
       done
     done <<<"$models"

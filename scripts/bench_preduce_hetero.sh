@@ -12,9 +12,11 @@
 #      at its tuned setting over every held-out seed and skew. Writes results.csv (mean time to accuracy
 #      per mode and skew with a 95% t-interval over the seeds; partial reduce's ratio to the best
 #      baseline with its interval; a verdict per skew), tta.png and manifest.txt.
-#   scripts/bench_preduce_hetero.sh [BUILD_DIR]          both steps (about 40 minutes on a busy core)
+#   scripts/bench_preduce_hetero.sh [BUILD_DIR]          both steps (JOBS runs at once, default 2)
 #   STEPS=heldout scripts/bench_preduce_hetero.sh ...    only step 2 (uses the committed tuned.txt)
 #   REUSE=1 scripts/bench_preduce_hetero.sh ...          keeps runs already in runs/
+#   JOBS=N scripts/bench_preduce_hetero.sh ...           N runs at once (default 2: the virtual clock makes
+#                                                        the results independent of it)
 #   SEEDS="101 102 103 104" STEPS=heldout ...            only those seeds of the set (the report too)
 #   SMOKE=1 scripts/bench_preduce_hetero.sh ...          each set's first seed, 0.5 s of virtual
 #                                                        time: not a measurement (RECORD=1 refused)
@@ -28,7 +30,7 @@ cd "$(dirname "$0")/.."
 source scripts/run_dir.sh
 source scripts/progress.sh
 source scripts/bench_preduce_variants.sh
-run_dir_start bench_preduce_hetero "STEPS REUSE SEEDS DEV_NAMES HELDOUT_NAMES" "$@"
+run_dir_start bench_preduce_hetero "STEPS REUSE SEEDS DEV_NAMES HELDOUT_NAMES JOBS" "$@"
 build="${1:-build}"
 app="$build/apps/preduce_train"
 [[ -x "$app" ]] || { echo "bench_preduce_hetero: $app not built"; exit 2; }
@@ -72,11 +74,14 @@ sweep() {  # sweep SET_FILE RUNS_DIR VARIANTS...
         local tag="${model}_${v%%|*}_s$seed"
         progress_next "bench_preduce_hetero $tag"
         [[ ${REUSE:-0} == 1 && -s "$runs/$tag.json" ]] && continue
+        while (($(jobs -rp | wc -l) >= ${JOBS:-2})); do wait -n; done
         # shellcheck disable=SC2086
-        "$app" --output.dir= "${common[@]}" --sim.workers="$workers" $args ${v#*|} --train.seed="$seed" | tail -1 >"$runs/$tag.json"
+        ("$app" --output.dir= "${common[@]}" --sim.workers="$workers" $args ${v#*|} --train.seed="$seed" | tail -1 >"$runs/$tag.json.tmp" &&
+          mv "$runs/$tag.json.tmp" "$runs/$tag.json") &
       done
     done
   done < <(awk '$1 == "model"' "$set_file")
+  wait
 }
 if [[ " $steps " == *" dev "* ]]; then
   sweep "$out/dev.txt" "$out/runs/dev" "${dev_variants[@]}"
