@@ -39,12 +39,12 @@ repeats="${REPEATS:-3}" cal_repeats="${CAL_REPEATS:-3}"
 cfg=(--config configs/preduce_comm.ini)
 setting=(--train.seed=1 --hetero.slowdown=1,1,1,4)
 [[ ${DEV:-0} == 1 ]] && setting=(--train.seed=2 --hetero.slowdown=1,1,4,1)
-sync_steps=60 cal_steps=30 widths=784,2048,2048,10
+sync_steps=40 cal_steps=20 widths=784,2048,2048,10
 timing=()
 if [[ ${SMOKE:-0} == 1 ]]; then
-  repeats=1 cal_repeats=1 sync_steps=8 cal_steps=4 widths=64,2048,4
-  cfg+=(--data.source=clusters --data.dim=64 --data.rows=400 --data.test_rows=100 --model.hidden=2048
-    --train.target_accuracy=0.5)
+  repeats=1 cal_repeats=1 sync_steps=30 cal_steps=4 widths=64,2048,10
+  cfg+=(--data.source=clusters --data.dim=64 --data.classes=10 --data.separation=3 --data.rows=400 --data.test_rows=200 --model.hidden=2048
+    --train.target_accuracy=0.7)
   timing=(--train.max_seconds=3 --train.eval_interval_s=0.25) # of the measured and predicted runs
 else
   scripts/fetch/mnist.sh data/mnist
