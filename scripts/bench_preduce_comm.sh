@@ -37,8 +37,8 @@ mkdir -p "$out/runs"
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_mpi_yield_when_idle=1
 repeats="${REPEATS:-3}" cal_repeats="${CAL_REPEATS:-3}"
 cfg=(--config configs/preduce_comm.ini)
-setting=(--train.seed=1 --hetero.slowdown=1,1,1,4)
-[[ ${DEV:-0} == 1 ]] && setting=(--train.seed=2 --hetero.slowdown=1,1,4,1)
+setting=(--train.seed=1 "--hetero.slowdown=1,1,1,4")
+[[ ${DEV:-0} == 1 ]] && setting=(--train.seed=2 "--hetero.slowdown=1,1,4,1")
 sync_steps=40 cal_steps=20 widths=784,2048,2048,10
 timing=()
 if [[ ${SMOKE:-0} == 1 ]]; then
