@@ -18,6 +18,9 @@ void add_data_and_model_keys(Schema& s) {
   s.add_string("data.mnist_dir", "data/mnist", "directory with train.csv and test.csv (scripts/fetch_data.sh mnist)");
   s.add_int("data.rows", 4000, {1, 1 << 24}, "generated training rows");
   s.add_int("data.test_rows", 1000, {1, 1 << 24}, "generated test rows");
+  s.add_int("data.eval_rows", 0, {0, 1 << 24},
+            "model.kind = mlp: test accuracy over the first this many test rows (a cheaper evaluation of a wide "
+            "model); 0 = every test row");
   s.add_int("data.dim", 32, {1, 1 << 16}, "generated feature dimension");
   s.add_int("data.classes", 4, {2, 1 << 16}, "generated classes");
   s.add_float("data.separation", 4.0, FloatRange::at_least(0), "generated cluster-center spread (larger = easier)");
@@ -158,6 +161,7 @@ void read_data_and_model(const Config& c, TrainOptions& o) {
   o.mnist_dir = c.get_string("data.mnist_dir");
   o.rows = c.get_int_as<int>("data.rows");
   o.test_rows = c.get_int_as<int>("data.test_rows");
+  o.eval_rows = c.get_int_as<int>("data.eval_rows");
   o.dim = c.get_int_as<int>("data.dim");
   o.classes = c.get_int_as<int>("data.classes");
   o.separation = c.get_float("data.separation");

@@ -19,6 +19,7 @@ struct TrainOptions {
   // data
   std::string source = "clusters", mnist_dir = "data/mnist";
   int rows = 4000, test_rows = 1000, dim = 32, classes = 4;
+  int eval_rows = 0;  // mlp: the test accuracy over the first eval_rows test rows; 0 = all
   double separation = 4.0;
   std::int64_t ctr_features = 1 << 14;
   // model: mlp (hidden widths; empty = multinomial logistic regression) or a wide model

@@ -15,6 +15,13 @@
 namespace skew::preduce {
 namespace {
 
+// data.eval_rows: the test set cut to its first `rows` rows (0, or more than it has: kept whole).
+void keep_first_rows(Dataset& d, int rows) {
+  if (rows <= 0 || rows >= d.rows()) return;
+  d.x.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(d.dim));
+  d.y.resize(static_cast<std::size_t>(rows));
+}
+
 class MlpTask : public Task {
  public:
   MlpTask(const TrainOptions& opt, int num_workers) : opt_(opt) {
@@ -31,6 +38,7 @@ class MlpTask : public Task {
       train_ = make_clusters(opt.rows, opt.dim, opt.classes, opt.separation, opt.seed, 0);
       test_ = make_clusters(opt.test_rows, opt.dim, opt.classes, opt.separation, opt.seed, 1);
     }
+    keep_first_rows(test_, opt.eval_rows);
     std::vector<int> widths{train_.dim};
     widths.insert(widths.end(), opt.hidden.begin(), opt.hidden.end());
     widths.push_back(train_.classes);
@@ -65,6 +73,9 @@ class MlpTask : public Task {
 class WideTask : public Task {
  public:
   WideTask(const TrainOptions& opt, int num_workers) : opt_(opt), pool_(1) {
+    SKEW_CHECK(opt.eval_rows == 0, "data.eval_rows = " << opt.eval_rows
+                                                       << " applies to model.kind = mlp; the test set of model.kind = "
+                                                       << opt.model_kind << " is data.test_rows");
     wide::SyntheticSpec spec;
     spec.features = opt.ctr_features;
     spec.seed = opt.seed;

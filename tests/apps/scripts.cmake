@@ -25,3 +25,15 @@ add_test(NAME scripts_bench_preduce_scale_smoke
                  ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR})
 set_tests_properties(scripts_bench_preduce_scale_smoke PROPERTIES TIMEOUT 240 PROCESSORS 2 SKIP_REGULAR_EXPRESSION "SKIPPED:"
                      PASS_REGULAR_EXPRESSION "tuned preduce_overlap: .*\\| \\*\\*worst\\*\\* \\|.*written to")
+# scripts/bench_preduce_comm.sh's smoke run (4 real ranks on generated clusters, a 2048-wide MLP,
+# 3 s runs): every mode measured and predicted, each prediction within 3x of the measured time,
+# the simulator's constants from the no-straggler calibration runs only, written before any
+# measured run (tests/apps/check_preduce_comm.py); to a run directory in the build tree.
+if(Python3_FOUND)
+  add_test(NAME scripts_bench_preduce_comm_smoke
+           COMMAND bash -c "rm -rf \"$1\" && SMOKE=1 OUT=\"$1\" \"$2\" \"$3\" >/dev/null && \"$4\" \"$5\" \"$1\"" _
+                   ${CMAKE_BINARY_DIR}/bench_preduce_comm_smoke ${PROJECT_SOURCE_DIR}/scripts/bench_preduce_comm.sh
+                   ${CMAKE_BINARY_DIR} ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/tests/apps/check_preduce_comm.py)
+  set_tests_properties(scripts_bench_preduce_comm_smoke PROPERTIES TIMEOUT 120 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS:"
+                       FAIL_REGULAR_EXPRESSION "FAIL:")
+endif()

@@ -8,6 +8,7 @@
 #include "lib/preduce/data.hpp"
 #include "lib/preduce/mlp.hpp"
 #include "lib/preduce/sync/preduce.hpp"
+#include "lib/preduce/task.hpp"
 #include "lib/preduce/trainer.hpp"
 
 using namespace skew::preduce;
@@ -239,4 +240,33 @@ TEST_CASE("refresh: only the straggler rejoins between its steps, and it syncs m
       static_cast<double>(on.summary["groups"].get<std::int64_t>() - off.summary["groups"].get<std::int64_t>());
   CHECK(extra_groups == Approx(static_cast<double>(r_on[2]) / 2.0).margin(3.0));
   CHECK(on.summary["final_accuracy_mean"].get<double>() > 0.9);
+}
+
+TEST_CASE("data.eval_rows: the test accuracy is over the first n test rows only", "[preduce]") {
+  TrainOptions o;
+  o.hidden = {8};
+  o.rows = 200, o.test_rows = 300, o.dim = 6, o.classes = 3, o.separation = 1.0;
+  const std::unique_ptr<Task> task = make_task(o, 2);
+  const std::vector<float> params = task->init();
+  // The reference: each of the first n rows of the same generated test set scored alone.
+  const Dataset test = make_clusters(o.test_rows, o.dim, o.classes, o.separation, o.seed, 1);
+  Mlp mlp({o.dim, 8, o.classes});
+  const auto first_rows_accuracy = [&](int n) {
+    double correct = 0;
+    for (int r = 0; r < n; ++r) correct += mlp.accuracy(params, test.row(r), &test.y[std::size_t(r)], 1);
+    return correct / n;
+  };
+  CHECK(task->metric(params) == Approx(first_rows_accuracy(o.test_rows)).margin(1e-12));
+  for (const int n : {1, 37, 150}) {
+    o.eval_rows = n;
+    CHECK(make_task(o, 2)->metric(params) == Approx(first_rows_accuracy(n)).margin(1e-12));
+  }
+  // The cut is seen.
+  CHECK(first_rows_accuracy(37) != first_rows_accuracy(o.test_rows));
+  // More rows than there are: all of them.
+  o.eval_rows = o.test_rows + 1;
+  CHECK(make_task(o, 2)->metric(params) == Approx(first_rows_accuracy(o.test_rows)).margin(1e-12));
+  // Refused, not silently ignored, where it does not apply.
+  o.model_kind = "fm", o.source = "synthetic_ctr";
+  CHECK_THROWS_WITH(make_task(o, 2), Catch::Contains("data.eval_rows = 301 applies to model.kind = mlp"));
 }
