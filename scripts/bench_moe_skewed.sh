@@ -25,11 +25,12 @@
 # results/moe/skewed_2rank/ with it (its README.md is kept). SMOKE=1: 4-iteration runs of a
 # smaller batch, one repeat, not a measurement (RECORD=1 refused).
 # Usage: scripts/bench_moe_skewed.sh [extra moe_train flags]; SKEW_BUILD_DIR picks the build,
-# SKEW_BENCH_REPEATS the repeats (default 3).
+# SKEW_BENCH_REPEATS the repeats (default 3), SKEW_BENCH_ITERATIONS the dropless runs' iterations
+# (default the config's train.iterations; the recording and capacity runs take twice as many).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/run_dir.sh
-run_dir_start bench_moe_skewed "SKEW_BENCH_REPEATS SKEW_BUILD_DIR" "$@"
+run_dir_start bench_moe_skewed "SKEW_BENCH_REPEATS SKEW_BENCH_ITERATIONS SKEW_BUILD_DIR" "$@"
 build_dir=${SKEW_BUILD_DIR:-build}
 for app in moe_train placement_sim; do
   [[ -x "$build_dir/apps/$app" ]] || { echo "bench_moe_skewed: $build_dir/apps/$app is not built" >&2; exit 1; }
@@ -40,7 +41,7 @@ run_dir_claim results/moe/skewed_2rank "$out"
 runs=$out/runs
 mkdir -p "$runs"
 repeats=${SKEW_BENCH_REPEATS:-3}
-iterations=$(awk -F' *= *' '/^\[/{s=$0} s=="[train]" && $1=="iterations"{print $2}' "$config")
+iterations=${SKEW_BENCH_ITERATIONS:-$(awk -F' *= *' '/^\[/{s=$0} s=="[train]" && $1=="iterations"{print $2}' "$config")}
 size=()
 if [[ ${SMOKE:-0} == 1 ]]; then
   repeats=1 iterations=4
@@ -74,6 +75,7 @@ for ((rep = 1; rep <= repeats; rep++)); do
     train "$p.$rep" "$its" ${flags[$p]} --moe.replay_trace="$runs/trace" "$@"
   done
 done
+rm -f "$runs"/trace.rank*  # 1 MB a rank, per token; the counts stay in record.jsonl
 # The simulator on the same routing (the recording run's counts, its first `iterations` steps for
 # the dropless policies), with the constants flexmoe measured; both exchange schedules.
 read -r gemm bandwidth allreduce latency < <(/usr/bin/python3 - "$runs" <<'PY'
