@@ -39,6 +39,7 @@ config=configs/moe_skewed_2rank.ini
 out=$RUN_DIR
 run_dir_claim results/moe/skewed_2rank "$out"
 runs=$out/runs
+rm -rf "$runs"  # the claim folder's copy: only this run's runs may be tabulated
 mkdir -p "$runs"
 repeats=${SKEW_BENCH_REPEATS:-3}
 iterations=${SKEW_BENCH_ITERATIONS:-$(awk -F' *= *' '/^\[/{s=$0} s=="[train]" && $1=="iterations"{print $2}' "$config")}
