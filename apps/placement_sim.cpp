@@ -186,23 +186,27 @@ Json scaling_rows(const PlacementSimOptions& o, CsvWriter* summary, std::ostring
   return scaling;
 }
 
-// Flexmoe's plans in the summary line, their gains weighted by the iterations they were realised
-// over, and the plan log (output.plans).
-Json plan_summary(const PlanStats& stats, const std::string& log_path) {
-  JsonlWriter log(log_path);
-  double predicted = 0, realised = 0;
+// Flexmoe's plans of one exchange schedule's run in the summary line, their gains weighted by the
+// iterations they were realised over (and net of their moves), and in the plan log.
+Json plan_summary(const PlanStats& stats, Overlap overlap, JsonlWriter& log) {
+  double predicted = 0, realised = 0, predicted_net = 0, realised_net = 0;
   for (const auto& p : stats.plans) {
-    log.write(p.to_json());
+    Json line = p.to_json();
+    line["overlap"] = overlap_name(overlap);
+    log.write(line);
     predicted += p.predicted_gain * static_cast<double>(p.realised_iterations);
     realised += p.realised_gain * static_cast<double>(p.realised_iterations);
+    predicted_net += p.predicted_net();
+    realised_net += p.realised_net();
   }
-  log.close();
   return {{"plans", stats.plans.size()},
           {"replica_changes_per_100_iterations", stats.changes_per_100()},
           {"median_replica_lifetime", stats.median_lifetime()},
           {"replicas_never_removed", stats.alive_at_end},
           {"predicted_gain_ms", predicted * 1e3},
-          {"realised_gain_ms", realised * 1e3}};
+          {"realised_gain_ms", realised * 1e3},
+          {"predicted_net_ms", predicted_net * 1e3},
+          {"realised_net_ms", realised_net * 1e3}};
 }
 
 Json step_ms(const std::vector<PolicySeries>& results) {
@@ -226,7 +230,7 @@ int simulate_main(const PlacementSimOptions& o) {
   JsonlWriter changes(o.output.changes);
   const Overlap headline = headline_overlap(o.sim);
   std::vector<PolicySeries> by_overlap[2];
-  PlanStats plans;
+  PlanStats plans[2];
   std::ostringstream table;  // the scaling rows continue it in fixed notation
   std::unique_ptr<CsvWriter> summary;
   if (!o.output.summary_csv.empty())
@@ -235,7 +239,8 @@ int simulate_main(const PlacementSimOptions& o) {
                                                        "trace_balance", "vs_ideal", "dropped_fraction", "changes"});
   for (int k = 0; k < 2; ++k) {
     SimSetup setup = make_setup(o, gpus, kOverlaps[k]);
-    if (kOverlaps[k] == headline) setup.change_log = &changes, setup.plan_stats = &plans;
+    setup.plan_stats = &plans[k];
+    if (kOverlaps[k] == headline) setup.change_log = &changes;
     by_overlap[k] = replay(trace, setup, std::string("placement_sim replay, ") + overlap_name(kOverlaps[k]));
     table << headline_table(o, kOverlaps[k], by_overlap[k], trace, trace_balance, setup.scoring.has_value())
           << std::fixed;
@@ -265,7 +270,11 @@ int simulate_main(const PlacementSimOptions& o) {
   j["flexmoe_vs_ideal"] = fx / ideal;
   j["flexmoe_changes"] = find(results, "flexmoe").changes;
   j["flexmoe_variant"] = o.placement.flexmoe_variant;
-  j["flexmoe_plans"] = plan_summary(plans, o.output.plans);
+  JsonlWriter plan_log(o.output.plans);
+  for (int k = 0; k < 2; ++k)
+    j[std::string("flexmoe_plans_") + overlap_name(kOverlaps[k])] = plan_summary(plans[k], kOverlaps[k], plan_log);
+  plan_log.close();
+  j["flexmoe_plans"] = j[std::string("flexmoe_plans_") + overlap_name(headline)];
   j["scaling"] = scaling;
   print_summary(j);
   return 0;

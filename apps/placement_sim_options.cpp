@@ -55,8 +55,9 @@ Schema placement_sim_schema() {
       .add_string("output.changes", "",
                   "flexmoe placement changes of the headline run (JSONL: iteration, op, expert, ranks, gains)")
       .add_string("output.plans", "",
-                  "flexmoe's plans of the headline run (JSONL: iteration, replicas added and removed, change "
-                  "seconds, predicted gain per iteration, gain realised over the iterations until the next plan)")
+                  "flexmoe's plans under both exchange schedules (JSONL: overlap, iteration, replicas added and "
+                  "removed, move seconds as paid and as predicted, gain per iteration predicted and realised over "
+                  "the iterations until the next plan, and both net of the moves over those iterations)")
       .add_string("output.steps_csv", "", "per-iteration step time and balance ratio per policy (CSV)")
       .add_string("output.summary_csv", "", "mean step time per policy, headline size and scaling rows (CSV)")
       .add_string("output.table", "", "markdown table of the results beside the paper's headline");

@@ -38,15 +38,10 @@ smoke=()
 if [[ ${SMOKE:-0} == 1 ]]; then
   smoke=(--train.iterations=6 --train.eval_interval=3 --train.eval_sequences=16 --train.warmup=2)
 fi
-for app in moe_train placement_sim; do
-  if [[ ! -x "$build_dir/apps/$app" ]]; then
-    cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
-    cmake --build "$build_dir" -j "${SKEW_JOBS:-2}" --target "$app"
-  fi
-done
+source scripts/moe_apps.sh
+moe_apps_ready "$build_dir"
 runs=$out/runs
 mkdir -p "$runs"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 python=/usr/bin/python3
 
 text_data=()

@@ -36,15 +36,10 @@ gpus=64 tokens_per_gpu=4096 windows=${WINDOWS:-8}
 if [[ ${SMOKE:-0} == 1 ]]; then
   tokens_per_gpu=64 windows=2
 fi
-for app in moe_train placement_sim; do
-  if [[ ! -x "$build_dir/apps/$app" ]]; then
-    cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
-    cmake --build "$build_dir" -j "${SKEW_JOBS:-2}" --target "$app"
-  fi
-done
+source scripts/moe_apps.sh
+moe_apps_ready "$build_dir"
 runs=$out/runs
 mkdir -p "$runs"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 python=/usr/bin/python3
 text_data=() image_data=()
 [[ -f data/brown/train.txt ]] || text_data=(--data.train= --data.valid=)

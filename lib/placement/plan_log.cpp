@@ -11,9 +11,20 @@ Json PlanRecord::to_json() const {
           {"replicas_added", added},
           {"replicas_removed", removed},
           {"change_s", change_seconds},
+          {"predicted_change_s", predicted_change_seconds},
           {"predicted_gain_s", predicted_gain},
           {"realised_gain_s", realised_gain},
-          {"realised_iterations", realised_iterations}};
+          {"realised_iterations", realised_iterations},
+          {"predicted_net_s", predicted_net()},
+          {"realised_net_s", realised_net()}};
+}
+
+double PlanRecord::predicted_net() const {
+  return predicted_gain * static_cast<double>(realised_iterations) - predicted_change_seconds;
+}
+
+double PlanRecord::realised_net() const {
+  return realised_gain * static_cast<double>(realised_iterations) - change_seconds;
 }
 
 double PlanStats::changes_per_100() const {
@@ -72,6 +83,7 @@ void PlanTracker::planned(std::int64_t iteration, const std::vector<LayerPlaceme
       }
     }
     r.predicted_gain += seconds(planner_, before[l], estimates[l]) - seconds(planner_, after[l], estimates[l]);
+    r.predicted_change_seconds += planner_.change_seconds(before[l], after[l]);
   }
   stats_.plans.push_back(r);
   before_ = before;

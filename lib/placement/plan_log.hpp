@@ -1,7 +1,10 @@
-// What flexmoe's plans were worth in a simulation: each plan's predicted gain per iteration (on
-// the load estimate it was made with) beside the gain realised on the counts that followed, until
-// the next plan (the placement before the plan against the one after, both with the runtime's
-// shares on each iteration's counts), and how long the replicas it created lived.
+// What flexmoe's plans were worth in a simulation, as a counterfactual: the iterations that
+// followed a plan, until the next plan (or the trace's end), scored under the placement before it
+// and under the one after (both with the runtime's shares on each iteration's counts, the same
+// model and exchange schedule), less the plan's moves as paid. Its prediction is the same sum
+// with the load estimate the plan was made with standing in for each iteration's counts, and the
+// moves as the planner costed them: with one model for both, the only error left is the
+// estimate's. Also how long the replicas it created lived.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -14,11 +17,15 @@ namespace skew::placement {
 
 struct PlanRecord {
   std::int64_t iteration = 0;
-  int added = 0, removed = 0;  // replicas, over all layers
-  double change_seconds = 0;   // the plan's state moves, over all layers
-  double predicted_gain = 0;   // seconds per iteration, summed over layers
-  double realised_gain = 0;    // mean seconds per iteration over `realised_iterations`
+  int added = 0, removed = 0;           // replicas, over all layers
+  double change_seconds = 0;            // the plan's state moves as paid (scoring model), all layers
+  double predicted_change_seconds = 0;  // the same moves as the planner's model costs them
+  double predicted_gain = 0;            // seconds per iteration, summed over layers
+  double realised_gain = 0;             // mean seconds per iteration over `realised_iterations`
   std::int64_t realised_iterations = 0;
+  // Seconds the plan saved over its `realised_iterations`, net of its moves.
+  double predicted_net() const;
+  double realised_net() const;
   Json to_json() const;
 };
 

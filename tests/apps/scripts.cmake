@@ -37,3 +37,11 @@ if(Python3_FOUND)
   set_tests_properties(scripts_bench_preduce_comm_smoke PROPERTIES TIMEOUT 120 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS:"
                        FAIL_REGULAR_EXPRESSION "FAIL:")
 endif()
+# scripts/bench_moe_skewed.sh's smoke run (issue 35 item 4; 4-iteration runs, about 30 s): every
+# policy's row carries a measured step and placement_sim's prediction of it under both exchange
+# schedules, and the run directory is under the build tree (never results/).
+add_test(NAME scripts_bench_moe_skewed_smoke
+         COMMAND bash -c "rm -rf \"$1\" && log=$(SMOKE=1 OUT=\"$1\" SKEW_BUILD_DIR=\"$2\" \"$3\" 2>&1) || { echo \"$log\"; exit 1; }; echo \"$log\"; for p in flexmoe fastermoe deepspeed_dropless deepspeed_cf1.0 deepspeed_cf1.25; do grep -Eq \"^\\| $p \\| [0-9.]+ \\| [0-9]+% \\| [0-9.]+ \\| [0-9.]+ / [0-9.]+ \\| [0-9.]+ / [0-9.]+ \\| -?[0-9]+% / -?[0-9]+% \\|\" \"$1/table.md\" || { echo \"FAIL: no measured and predicted row for $p\"; exit 1; }; done; echo PASS" _
+                 ${CMAKE_BINARY_DIR}/bench_moe_skewed_smoke ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR}/scripts/bench_moe_skewed.sh)
+set_tests_properties(scripts_bench_moe_skewed_smoke PROPERTIES TIMEOUT 120 PROCESSORS 2 PASS_REGULAR_EXPRESSION "PASS"
+                     FAIL_REGULAR_EXPRESSION "FAIL")
