@@ -86,8 +86,9 @@ void add_train_keys(Schema& s) {
   s.add_float("train.ftrl_beta", 1.0, FloatRange::at_least(0), "FTRL beta");
   s.add_int("train.epochs", 5, {1, kMaxInt32}, "maximum number of epochs");
   s.add_int("train.batch_size", 0, IntRange::at_least(0),
-            "global mini-batch size (split evenly over ranks); 0 = the model's default: 32 for FFM on the CPU (its "
-            "AdaGrad steps then nearly per sample, as xLearn's and LIBFFM's), 1024 for LR, FM and FFM on cuda");
+            "global mini-batch size (split evenly over ranks); 0 = the model's default: 256 for FFM on the CPU (with "
+            "AdaGrad from 1 per sample, near xLearn's test logloss at equal epochs; smaller batches come nearer at a "
+            "speed cost: docs/wide.md), 1024 for LR, FM and FFM on cuda");
   s.add_int("train.threads", 1, {1, 1024},
             "worker threads per rank (at most 8 per CPU of the machine: more is refused)");
   s.add_bool("train.profile", false,
@@ -102,7 +103,7 @@ void add_train_keys(Schema& s) {
              "cache holds the order (no counting at start-up), else the features are counted over the ranks");
   s.add_int("train.tile_samples", 0, {0, 1 << 20},
             "flow: samples per tile; 0 = the model's default: FFM on the CPU half the batch up to 256 (a batch's tiles "
-            "are dealt to the threads: two at FFM's batch of 32), else 256");
+            "are dealt to the threads: two at FFM's batch of 256), else 256");
   s.add_int("train.hot_features", 4096, {0, 1 << 30},
             "flow: number of hottest features with cached, replicated accumulators");
   s.add_int("train.replica_budget_mb", 16, {0, 1 << 20},  // 1 TiB: MiB << 20 stays far inside int64

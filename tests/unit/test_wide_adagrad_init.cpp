@@ -82,13 +82,13 @@ TEST_CASE("train.adagrad_init steps Hogwild per sample and keeps LR's and FM's r
     o.model.type = kind;
     CHECK(wide::trainer_options(o, 1).optimizer.eps == 1e-6f);
   }
-  // FFM's batch and tile defaults (32 and 16 on the CPU, 1024 and 256 on cuda), with init 1 over
+  // FFM's batch and tile defaults (256 and 128 on the CPU, 1024 and 256 on cuda), with init 1 over
   // the batch's square.
   o.model.type = WideKind::FFM;
   o.train.batch_size = o.train.tile_samples = 0;
-  CHECK(wide::batch_size(o) == 32);
-  CHECK(wide::trainer_options(o, 1).flow.tile_samples == 16);
-  CHECK(wide::trainer_options(o, 1).optimizer.eps == float(1.0 / (32.0 * 32.0)));
+  CHECK(wide::batch_size(o) == 256);
+  CHECK(wide::trainer_options(o, 1).flow.tile_samples == 128);
+  CHECK(wide::trainer_options(o, 1).optimizer.eps == float(1.0 / (256.0 * 256.0)));
   o.train.device = wide::TrainDevice::Cuda;
   CHECK(wide::batch_size(o) == 1024);
   CHECK(wide::trainer_options(o, 1).flow.tile_samples == 256);
