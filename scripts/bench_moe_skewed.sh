@@ -32,9 +32,7 @@ cd "$(dirname "$0")/.."
 source scripts/run_dir.sh
 run_dir_start bench_moe_skewed "SKEW_BENCH_REPEATS SKEW_BENCH_ITERATIONS SKEW_BUILD_DIR" "$@"
 build_dir=${SKEW_BUILD_DIR:-build}
-for app in moe_train placement_sim; do
-  [[ -x "$build_dir/apps/$app" ]] || { echo "bench_moe_skewed: $build_dir/apps/$app is not built" >&2; exit 1; }
-done
+run_dir_require_apps "$build_dir" moe_train placement_sim
 config=configs/moe_skewed_2rank.ini
 out=$RUN_DIR
 run_dir_claim results/moe/skewed_2rank "$out"

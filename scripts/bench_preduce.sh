@@ -28,7 +28,7 @@ source scripts/progress.sh
 run_dir_start bench_preduce "REPEATS BENCH_REUSE_REAL BENCH_REUSE_SCALE SCALE_SEEDS" "$@"
 build="${1:-build}"
 app="$build/apps/preduce_train"
-[[ -x "$app" ]] || { echo "bench_preduce: $app not built"; exit 2; }
+run_dir_require_apps "$build" preduce_train
 real_out=$RUN_DIR/mnist_4rank   # N = 4: real runs and their simulation
 scale_out=$RUN_DIR/sim_scale     # the simulator at N = 32 and 256
 run_dir_claim results/preduce/mnist_4rank "$real_out"

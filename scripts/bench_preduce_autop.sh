@@ -21,7 +21,7 @@ source scripts/run_dir.sh
 run_dir_start bench_preduce_autop "SEEDS WORKERS PS" "$@"
 build="${1:-build}"
 app="$build/apps/preduce_train"
-[[ -x "$app" ]] || { echo "bench_preduce_autop: $app not built"; exit 2; }
+run_dir_require_apps "$build" preduce_train
 out=$RUN_DIR
 run_dir_claim results/preduce/autop "$out"
 [[ -z ${PS:-} ]] && rm -rf "$out/runs"  # the claim's copied runs are kept only to add P values to

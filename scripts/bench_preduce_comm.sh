@@ -28,7 +28,7 @@ source scripts/progress.sh
 run_dir_start bench_preduce_comm "REPEATS CAL_REPEATS DEV" "$@"
 build="${1:-build}"
 app="$build/apps/preduce_train"
-[[ -x "$app" ]] || { echo "bench_preduce_comm: $app not built"; exit 2; }
+run_dir_require_apps "$build" preduce_train
 out=$RUN_DIR/comm_4rank
 run_dir_claim results/preduce/comm_4rank "$out"
 [[ ${DEV:-0} == 1 ]] && ((run_dir_record)) && run_dir_fail "DEV=1 is the tuning setting: RECORD=1 refused"

@@ -33,7 +33,7 @@ source scripts/bench_preduce_variants.sh
 run_dir_start bench_preduce_hetero "STEPS REUSE SEEDS DEV_NAMES HELDOUT_NAMES JOBS" "$@"
 build="${1:-build}"
 app="$build/apps/preduce_train"
-[[ -x "$app" ]] || { echo "bench_preduce_hetero: $app not built"; exit 2; }
+run_dir_require_apps "$build" preduce_train
 out=$RUN_DIR
 run_dir_claim results/preduce/hetero "$out"
 steps="${STEPS:-dev heldout}"

@@ -34,7 +34,7 @@ source scripts/bench_preduce_variants.sh
 run_dir_start bench_preduce_scale "WORKERS STEPS REUSE JOBS" "$@"
 build="${1:-build}"
 app="$build/apps/preduce_train"
-[[ -x "$app" ]] || { echo "bench_preduce_scale: $app not built"; exit 2; }
+run_dir_require_apps "$build" preduce_train
 out=$RUN_DIR
 run_dir_claim results/preduce/scale_study "$out"
 scripts/fetch/mnist.sh data/mnist >/dev/null

@@ -21,9 +21,7 @@ cd "$(dirname "$0")/.."
 source scripts/run_dir.sh
 run_dir_start calibrate_sim "SKEW_BUILD_DIR" "$@"
 build_dir=${SKEW_BUILD_DIR:-build}
-for app in moe_train placement_sim; do
-  [[ -x "$build_dir/apps/$app" ]] || { echo "calibrate_sim: $build_dir/apps/$app is not built" >&2; exit 1; }
-done
+run_dir_require_apps "$build_dir" moe_train placement_sim
 out=$RUN_DIR
 run_dir_claim results/moe/sim_calibration "$out"
 runs=$out/runs

@@ -12,12 +12,21 @@
 #   run_dir_start NAME "KNOB ..." ARGS...  picks RUN_DIR (the env knobs named are recorded)
 #   run_dir_claim CLAIM DIR                 DIR (RUN_DIR or a folder in it) is CLAIM's run folder
 #   run_dir_finish                          records the claims (RECORD=1); prints RUN_DIR
+#   run_dir_require_apps BUILD APP ...      fails, naming the build command, unless each APP is built
 
 run_dir_claims=()
 
 run_dir_fail() {
   echo "$run_dir_name: $*" >&2
   exit 2
+}
+
+run_dir_require_apps() {
+  local build=$1 app
+  shift
+  for app in "$@"; do
+    [[ -x "$build/apps/$app" ]] || run_dir_fail "$build/apps/$app is not built (ninja -C $build $app)"
+  done
 }
 
 run_dir_start() {
