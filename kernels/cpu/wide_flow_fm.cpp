@@ -6,6 +6,7 @@
 // by one core and read by another, no feature is claimed by two threads, and a feature's sums
 // come in tile order whatever the thread count: every thread count gives the 1-thread model.
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/wide_flow.hpp"
 #include "kernels/wide_update.hpp"
@@ -83,6 +84,16 @@ float gather_apply_tile(const FmProgram& prog, const WideShape& s, const WideBat
   return bias_grad;
 }
 
+constexpr std::size_t kLineFloats = 64 / sizeof(float);
+
+// The first float of `storage` (room for a row and kLineFloats more) whose next float starts a
+// cache line: a row placed there has its latent part (after the linear weight) line-aligned.
+inline float* latent_at_line_start(float* storage) {
+  const std::uintptr_t latent = reinterpret_cast<std::uintptr_t>(storage + 1);
+  const std::uintptr_t aligned = (latent + 63) & ~std::uintptr_t(63);
+  return storage + (aligned - latent) / sizeof(float);
+}
+
 // What the FM feature pass reads: the batch's tiles, its samples' partial sums and loss
 // gradients, the owners' slot tags and this batch's tag id.
 struct FmOwnerPass {
@@ -104,7 +115,12 @@ void scatter_owner_columns(const FmOwnerPass& s, std::uint32_t owner, std::vecto
   const int row_len = s.row_len;
   // Allocated here, by the thread that writes it once per entry: a scratch row allocated by
   // another thread could share a cache line with that thread's (72 bytes each, from one arena).
-  std::vector<float> row_grad(static_cast<std::size_t>(row_len));
+  // The entry loop loads and stores the row's latent part (row_grad[1...]) 16 bytes at a time,
+  // each entry: wherever malloc put it, one of those accesses straddled a line, and on the worker
+  // thread (its arena's chunk at 4064 mod 4096) a 4 KiB page, which made its owner's pass 1.5x
+  // the caller's. Placed with row_grad[1] at a cache line, no access of the loop splits.
+  std::vector<float> row_grad_storage(static_cast<std::size_t>(row_len) + kLineFloats);
+  float* const row_grad = latent_at_line_start(row_grad_storage.data());
   for (std::int64_t t = 0; t < s.tiles; ++t) {
     const WideTileScratch& csc = s.tiles_csc[std::size_t(t)];
     const std::int64_t first = t * s.tile;
@@ -117,10 +133,10 @@ void scatter_owner_columns(const FmOwnerPass& s, std::uint32_t owner, std::vecto
             s.params + 1 + std::int64_t(csc.col_feature[csc.owner_columns[k + kColumnPrefetch]]) * row_len, row_len);
       const std::uint32_t c = csc.owner_columns[k], feature = csc.col_feature[c];
       const float* row = s.params + 1 + std::int64_t(feature) * row_len;
-      std::fill(row_grad.begin(), row_grad.end(), 0.0f);
+      std::fill(row_grad, row_grad + row_len, 0.0f);
       for (std::uint32_t e = csc.col_begin[c]; e < csc.col_begin[c + 1]; ++e) {
         const std::uint32_t i = csc.entry_sample[e];
-        s.prog.scatter(row, csc.entry_value[e], acc + std::size_t(i) * s.acc_len, grad[i], row_grad.data());
+        s.prog.scatter(row, csc.entry_value[e], acc + std::size_t(i) * s.acc_len, grad[i], row_grad);
       }
       // The feature's slot in this owner's rows: claimed (its row zeroed) at its first column.
       std::uint64_t& tag = s.owner_tags[feature];
@@ -130,7 +146,7 @@ void scatter_owner_columns(const FmOwnerPass& s, std::uint32_t owner, std::vecto
         rows.resize(rows.size() + std::size_t(row_len));
       }
       float* sum = rows.data() + std::size_t(std::uint32_t(tag)) * std::size_t(row_len);
-      for (int j = 0; j < row_len; ++j) sum[j] += row_grad[std::size_t(j)];
+      for (int j = 0; j < row_len; ++j) sum[j] += row_grad[j];
     }
   }
 }
