@@ -6,8 +6,8 @@
 // by one core and read by another, no feature is claimed by two threads, and a feature's sums
 // come in tile order whatever the thread count: every thread count gives the 1-thread model.
 #include <algorithm>
-#include <cstdint>
 
+#include "kernels/cpu/wide_scratch_row.hpp"
 #include "kernels/wide_flow.hpp"
 #include "kernels/wide_update.hpp"
 
@@ -84,16 +84,6 @@ float gather_apply_tile(const FmProgram& prog, const WideShape& s, const WideBat
   return bias_grad;
 }
 
-constexpr std::size_t kLineFloats = 64 / sizeof(float);
-
-// The first float of `storage` (room for a row and kLineFloats more) whose next float starts a
-// cache line: a row placed there has its latent part (after the linear weight) line-aligned.
-inline float* latent_at_line_start(float* storage) {
-  const std::uintptr_t latent = reinterpret_cast<std::uintptr_t>(storage + 1);
-  const std::uintptr_t aligned = (latent + 63) & ~std::uintptr_t(63);
-  return storage + (aligned - latent) / sizeof(float);
-}
-
 // What the FM feature pass reads: the batch's tiles, its samples' partial sums and loss
 // gradients, the owners' slot tags and this batch's tag id.
 struct FmOwnerPass {
@@ -115,12 +105,11 @@ void scatter_owner_columns(const FmOwnerPass& s, std::uint32_t owner, std::vecto
   const int row_len = s.row_len;
   // Allocated here, by the thread that writes it once per entry: a scratch row allocated by
   // another thread could share a cache line with that thread's (72 bytes each, from one arena).
-  // The entry loop loads and stores the row's latent part (row_grad[1...]) 16 bytes at a time,
-  // each entry: wherever malloc put it, one of those accesses straddled a line, and on the worker
-  // thread (its arena's chunk at 4064 mod 4096) a 4 KiB page, which made its owner's pass 1.5x
-  // the caller's. Placed with row_grad[1] at a cache line, no access of the loop splits.
-  std::vector<float> row_grad_storage(static_cast<std::size_t>(row_len) + kLineFloats);
-  float* const row_grad = latent_at_line_start(row_grad_storage.data());
+  // Its latent part on a cache line: the entry loop loads and stores it 16 bytes at a time, and
+  // malloc put the worker thread's row across a 4 KiB page (at 4064 mod 4096), which made the
+  // worker's pass 1.5x the caller's (kernels/cpu/wide_scratch_row.hpp).
+  std::vector<float> row_grad_storage(static_cast<std::size_t>(row_len) + kWideScratchRowSlack);
+  float* const row_grad = wide_row_with_latent_on_line(row_grad_storage.data());
   for (std::int64_t t = 0; t < s.tiles; ++t) {
     const WideTileScratch& csc = s.tiles_csc[std::size_t(t)];
     const std::int64_t first = t * s.tile;
