@@ -7,6 +7,7 @@
 // come in tile order whatever the thread count: every thread count gives the 1-thread model.
 #include <algorithm>
 
+#include "kernels/cpu/wide_scratch_row.hpp"
 #include "kernels/wide_flow.hpp"
 #include "kernels/wide_update.hpp"
 
@@ -104,7 +105,11 @@ void scatter_owner_columns(const FmOwnerPass& s, std::uint32_t owner, std::vecto
   const int row_len = s.row_len;
   // Allocated here, by the thread that writes it once per entry: a scratch row allocated by
   // another thread could share a cache line with that thread's (72 bytes each, from one arena).
-  std::vector<float> row_grad(static_cast<std::size_t>(row_len));
+  // Its latent part on a cache line: the entry loop loads and stores it 16 bytes at a time, and
+  // malloc put the worker thread's row across a 4 KiB page (at 4064 mod 4096), which made the
+  // worker's pass 1.5x the caller's (kernels/cpu/wide_scratch_row.hpp).
+  std::vector<float> row_grad_storage(static_cast<std::size_t>(row_len) + kWideScratchRowSlack);
+  float* const row_grad = wide_row_with_latent_on_line(row_grad_storage.data());
   for (std::int64_t t = 0; t < s.tiles; ++t) {
     const WideTileScratch& csc = s.tiles_csc[std::size_t(t)];
     const std::int64_t first = t * s.tile;
@@ -117,10 +122,10 @@ void scatter_owner_columns(const FmOwnerPass& s, std::uint32_t owner, std::vecto
             s.params + 1 + std::int64_t(csc.col_feature[csc.owner_columns[k + kColumnPrefetch]]) * row_len, row_len);
       const std::uint32_t c = csc.owner_columns[k], feature = csc.col_feature[c];
       const float* row = s.params + 1 + std::int64_t(feature) * row_len;
-      std::fill(row_grad.begin(), row_grad.end(), 0.0f);
+      std::fill(row_grad, row_grad + row_len, 0.0f);
       for (std::uint32_t e = csc.col_begin[c]; e < csc.col_begin[c + 1]; ++e) {
         const std::uint32_t i = csc.entry_sample[e];
-        s.prog.scatter(row, csc.entry_value[e], acc + std::size_t(i) * s.acc_len, grad[i], row_grad.data());
+        s.prog.scatter(row, csc.entry_value[e], acc + std::size_t(i) * s.acc_len, grad[i], row_grad);
       }
       // The feature's slot in this owner's rows: claimed (its row zeroed) at its first column.
       std::uint64_t& tag = s.owner_tags[feature];
@@ -130,7 +135,7 @@ void scatter_owner_columns(const FmOwnerPass& s, std::uint32_t owner, std::vecto
         rows.resize(rows.size() + std::size_t(row_len));
       }
       float* sum = rows.data() + std::size_t(std::uint32_t(tag)) * std::size_t(row_len);
-      for (int j = 0; j < row_len; ++j) sum[j] += row_grad[std::size_t(j)];
+      for (int j = 0; j < row_len; ++j) sum[j] += row_grad[j];
     }
   }
 }

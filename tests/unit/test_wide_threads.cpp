@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "kernels/cpu/wide_scratch_row.hpp"
 #include "kernels/wide_pool.hpp"
 #include "lib/wide/trainer.hpp"
 #include "tests/unit/wide_reference.hpp"
@@ -162,6 +163,22 @@ TEST_CASE(
       CHECK(t.step(s.data, 0, 600).loss == expect);
     }
   }
+}
+
+TEST_CASE("a kernel's scratch row has its latent part on a cache line, inside its storage, at every misalignment") {
+  // Storage starting at each 4-byte offset within a line (and a page boundary ahead): the row
+  // must fit in the row's length plus the slack, and its second float must start a line.
+  constexpr std::size_t row_len = 17;
+  alignas(4096) static float buffer[2 * 4096 / sizeof(float)];
+  for (std::size_t offset = 0; offset < 64 / sizeof(float); ++offset)
+    for (std::size_t page_end : {std::size_t(0), 4096 / sizeof(float) - 16}) {
+      float* storage = buffer + page_end + offset;
+      const float* row = kernels::wide_row_with_latent_on_line(storage);
+      INFO("offset " << offset << " near the page's end " << page_end);
+      REQUIRE(row >= storage);
+      REQUIRE(row + row_len <= storage + row_len + kernels::kWideScratchRowSlack);
+      REQUIRE(reinterpret_cast<std::uintptr_t>(row + 1) % 64 == 0);
+    }
 }
 
 TEST_CASE("a fused flow step (the kernel applies the optimizer) is the separate optimizer step bit for bit") {
