@@ -40,7 +40,11 @@ runs=$out/runs
 rm -rf "$runs"  # the claim folder's copy: only this run's runs may be tabulated
 mkdir -p "$runs"
 repeats=${SKEW_BENCH_REPEATS:-3}
-iterations=${SKEW_BENCH_ITERATIONS:-$(awk -F' *= *' '/^\[/{s=$0} s=="[train]" && $1=="iterations"{print $2}' "$config")}
+# config_value SECTION KEY: the workload's setting, which the simulator's replay must share.
+config_value() {
+  awk -F' *= *' -v section="[$1]" -v key="$2" '/^\[/{s=$0} s==section && $1==key{print $2}' "$config"
+}
+iterations=${SKEW_BENCH_ITERATIONS:-$(config_value train iterations)}
 size=()
 if [[ ${SMOKE:-0} == 1 ]]; then
   repeats=1 iterations=4
@@ -85,9 +89,11 @@ PY
 )
 head -n "$iterations" "$runs/record.jsonl" >"$runs/routing.jsonl"
 for cf in 0 1.0 1.25; do
-  "$build_dir/apps/placement_sim" --sim.trace="$runs/routing.jsonl" --sim.gpus=2 --sim.scaling= --sim.hidden=64 \
-    --sim.ffn_hidden=512 --sim.stages=2 --sim.capacity_factor=$cf --placement.slots_per_rank=5 --placement.interval=5 \
-    --placement.warmup=5 --placement.gemm_flops="$gemm" --placement.alltoall_bandwidth="$bandwidth" \
+  "$build_dir/apps/placement_sim" --sim.trace="$runs/routing.jsonl" --sim.gpus=2 --sim.scaling= \
+    --sim.hidden="$(config_value model d_model)" --sim.ffn_hidden="$(config_value moe d_ff)" --sim.stages=2 \
+    --sim.capacity_factor=$cf --placement.slots_per_rank="$(config_value placement slots_per_rank)" \
+    --placement.interval="$(config_value placement interval)" --placement.warmup="$(config_value placement warmup)" \
+    --placement.gemm_flops="$gemm" --placement.alltoall_bandwidth="$bandwidth" \
     --placement.nvlink_bandwidth="$bandwidth" --placement.allreduce_bandwidth="$allreduce" \
     --placement.alltoall_latency="$latency" --placement.stage_latency="$latency" | tail -n 1 >"$runs/sim_cf$cf.json"
 done
