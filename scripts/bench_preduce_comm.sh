@@ -59,6 +59,12 @@ modes=(
   "preduce_p3|--sync.mode=preduce --preduce.group_size=3"
 )
 calibration_modes=("${modes[0]}" "${modes[3]}")
+# stop_of MODE: sets `steps`, the measured and the predicted run's stop: all-reduce stops after
+# sync_steps steps, the others at train.max_seconds (the config's or the smoke run's).
+stop_of() {
+  steps=()
+  if [[ $1 == allreduce ]]; then steps=(--train.steps="$sync_steps"); fi
+}
 run() { # run TAG ARGS...: one mpirun of 4 ranks, its summary (with the machine's load) in runs/
   local tag=$1
   shift
@@ -80,16 +86,14 @@ python3 scripts/preduce_comm_report.py calibrate "$out" "$cal_repeats" "$widths"
 echo "bench_preduce_comm: simulator constants $(cat "$out/calibration.txt")" >&2
 for r in $(seq 1 "$repeats"); do
   for m in "${modes[@]}"; do
-    steps=()
-    [[ ${m%%|*} == allreduce ]] && steps=(--train.steps="$sync_steps") # it stops by steps
+    stop_of "${m%%|*}"
     # shellcheck disable=SC2086
     run "real_${m%%|*}_r$r" ${m#*|} "${setting[@]}" ${steps[@]+"${steps[@]}"} ${timing[@]+"${timing[@]}"}
   done
 done
 read -r -a constants <"$out/calibration.txt"
 for m in "${modes[@]}"; do
-  steps=()
-  [[ ${m%%|*} == allreduce ]] && steps=(--train.steps="$sync_steps")
+  stop_of "${m%%|*}"
   progress_next "bench_preduce_comm sim_${m%%|*}"
   # shellcheck disable=SC2086
   "$app" --output.dir= "${cfg[@]}" --simulate --sim.workers=4 ${m#*|} "${setting[@]}" ${steps[@]+"${steps[@]}"} \
