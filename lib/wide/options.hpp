@@ -60,7 +60,7 @@ struct TrainingOptions {
   OptimizerKind optimizer = OptimizerKind::AdaGrad;
   double lr = 0;  // 0 = the model's default
   double l2 = 1e-5, l1 = 0, ftrl_beta = 1;
-  double adagrad_init = 0;                  // AdaGrad's start per sample; 0 = the model's default (fit.cpp)
+  double adagrad_init = 0;                  // AdaGrad's start per sample; 0 = the model's default (trainer_options.hpp)
   std::int64_t epochs = 5, batch_size = 0;  // 0 = the model's default (trainer_options.hpp)
   int threads = 1;
   bool profile = false;
