@@ -2,8 +2,9 @@
 # wide_train against its public peers (issue 36): xLearn (LR, FM, FFM), LIBFFM (FFM), libFM (FM)
 # and LIBLINEAR (LR), built from their sources by scripts/peers/build.sh into PEERS_BIN (default
 # /work/peers/bin). On the held-out split of a claim folder's splits.txt (a Criteo-like export,
-# committed before any run; results/wide/peers: 200k rows, results/wide/peers_1m: 1M): per tool, model and thread count (1 and 2 where the tool has
-# threads), medians of REPEATS interleaved runs of rows/s per epoch (as the tool reports its
+# committed before any run; results/wide/peers: 200k rows, results/wide/peers_1m: 1M): per tool,
+# model and thread count (1 and 2 where the tool has threads), medians of REPEATS interleaved
+# runs of rows/s per epoch (as the tool reports its
 # epoch times: wide_train's summary, xLearn's and LIBFFM's per-epoch lines; libFM and LIBLINEAR
 # report none), whole-run seconds (the training command, start to exit: load, set-up, epochs;
 # libFM also scores the test file after each epoch, which it cannot be told not to), and test
