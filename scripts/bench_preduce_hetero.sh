@@ -96,7 +96,7 @@ if [[ " $steps " == *" heldout "* ]]; then
   SEEDS="${SEEDS:-}" /usr/bin/python3 scripts/preduce_hetero_report.py report "$out"
   {
     echo "command: scripts/bench_preduce_hetero.sh $build (STEPS=$steps${SEEDS:+, SEEDS=$SEEDS})"
-    echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- lib apps 2>/dev/null || echo ' (with uncommitted changes)')"
+    echo "commit: $run_dir_code_commit"
     echo "config: configs/preduce_mnist.ini ${common[*]:2}; sets: dev.txt (tuning), heldout.txt (reported); tuned: $(tr '\n' ';' <"$out/tuned.txt")"
     echo "machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), load $(cut -d' ' -f1-3 /proc/loadavg) (modelled time on a virtual clock)"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"

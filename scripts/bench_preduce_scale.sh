@@ -109,7 +109,7 @@ if [[ " $steps " == *" heldout "* ]]; then
   report heldout
   {
     echo "command: $run_dir_command (build $build)"
-    echo "commit: $(run_dir_commit)"
+    echo "commit: $run_dir_code_commit"
     echo "config: configs/preduce_mnist.ini ${common[*]:2}; dev ${dev_s} s, held-out ${heldout_s} s virtual"
     echo "machine: $(uname -srm), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg) (virtual time: the load does not change the numbers)"
     echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -9,7 +9,8 @@
 # A claim's run folder starts as a copy of the claim folder: its README and inputs (held-out
 # splits, tuned settings, earlier runs a REUSE mode keeps) are there, and the script rewrites
 # what it measures.
-#   run_dir_start NAME "KNOB ..." ARGS...  picks RUN_DIR (the env knobs named are recorded)
+#   run_dir_start NAME "KNOB ..." ARGS...  picks RUN_DIR (the env knobs named are recorded) and
+#                                           notes the commit (run_dir_code_commit)
 #   run_dir_claim CLAIM DIR                 DIR (RUN_DIR or a folder in it) is CLAIM's run folder
 #   run_dir_finish                          records the claims (RECORD=1); prints RUN_DIR
 #   run_dir_require_apps BUILD APP ...      fails, naming the build command, unless each APP is built
@@ -53,6 +54,7 @@ run_dir_start() {
   esac
   mkdir -p "$RUN_DIR"
   run_dir_load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+  run_dir_code_commit=$(run_dir_commit)
   echo "$run_dir_name: writing to $RUN_DIR$( ((run_dir_record)) && echo ' (RECORD=1: its claim folders under results/ are replaced at the end)')"
 }
 
@@ -64,10 +66,13 @@ run_dir_claim() {
   run_dir_claims+=("$claim|$dest")
 }
 
+# The commit the run's code came from, taken when the run starts (run_dir_code_commit):
+# uncommitted changes are named, except under results/, which is what runs write (a script
+# recording two claim folders copies the first in before it writes the second's record).
 run_dir_commit() {
   local commit
   commit=$(git rev-parse --short HEAD 2>/dev/null) || { echo "unknown (not a git checkout)"; return; }
-  if git diff --quiet HEAD; then echo "$commit"; else echo "$commit (with uncommitted changes)"; fi
+  if git diff --quiet HEAD -- . ':(exclude)results'; then echo "$commit"; else echo "$commit (with uncommitted changes)"; fi
 }
 
 # The README's text without an earlier generated section (between its markers: a script may
@@ -84,7 +89,7 @@ run_dir_write_record() {
     echo "Written by scripts/run_dir.sh when the recorded run ended; the rest of this README is kept."
     echo
     echo "- command: \`$run_dir_command\`"
-    echo "- commit: $(run_dir_commit)"
+    echo "- commit: $run_dir_code_commit"
     echo "- date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "- machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
     echo "- load (1, 5, 15 min): $run_dir_load_start at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end"
