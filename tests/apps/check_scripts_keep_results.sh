@@ -47,6 +47,16 @@ rows = list(csv.DictReader(open(sys.argv[1])))
 cells = {(r["model"], r["overlap"]) for r in rows if int(r["min_tokens_per_gpu"]) >= 64 and int(r["windows"]) == 2}
 sys.exit(cells != {(m, o) for m in ("gpt", "bert", "swin") for o in ("none", "pipelined")})
 PY
+# its per-plan prediction study: the held-out scenarios at drift 0 (the smoke's only slower drift),
+# at the held-out drift, and with the present load exact, each under both schedules
+prediction=${run_dirs[-1]}/scale/prediction.csv
+/usr/bin/python3 - "$prediction" <<'PY' || fail "$prediction: not every drift x estimate x schedule of the study"
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+cells = {(float(r["drift"]), r["estimate"].split()[0], r["overlap"]) for r in rows}
+sys.exit(cells != {(d, e, o) for d, e in ((0, "smoothed"), (0.05, "smoothed"), (0.05, "exact"))
+                   for o in ("none", "pipelined")})
+PY
 # bench_wide_peers runs the peers' binaries (scripts/peers/build.sh): tried where they are built.
 if [[ -x ${PEERS_BIN:-/work/peers/bin}/xlearn_train ]]; then
   smoke bench_wide_peers table.md "$build"
