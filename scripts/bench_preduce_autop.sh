@@ -12,7 +12,7 @@
 # (--preduce.auto_warmup_steps=5, the window bench_preduce_hetero.sh chose on its development set:
 # results/preduce/hetero/tuned.txt; on these skews it picks the same P as 20 steps, in a quarter
 # of the time).
-#   scripts/bench_preduce_autop.sh [BUILD_DIR]     about 13 minutes on 2 busy cores
+#   scripts/bench_preduce_autop.sh [BUILD_DIR]     3 minutes here when quiet, ~13 at load 12-19
 #   PS="auto" OUT=DIR ...                          only those P (the others' runs in DIR/runs are kept)
 #   SMOKE=1 ...                                    16 workers, the first skew, 0.5 s: not a measurement
 set -euo pipefail
