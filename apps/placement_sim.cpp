@@ -72,7 +72,7 @@ SimSetup make_setup(const PlacementSimOptions& o, int gpus, Overlap overlap) {
   return s;
 }
 
-RoutingTrace generated(const SimSection& sim, int gpus, int iterations) {
+TraceSpec generated_spec(const SimSection& sim, int gpus, int iterations) {
   TraceSpec t;
   t.iterations = iterations;
   t.layers = sim.layers;
@@ -85,7 +85,7 @@ RoutingTrace generated(const SimSection& sim, int gpus, int iterations) {
   t.drift = sim.drift;
   t.noise = sim.noise;
   t.seed = sim.seed;
-  return generate_trace(t);
+  return t;
 }
 
 const PolicySeries& find(const std::vector<PolicySeries>& r, const std::string& name) {
@@ -164,7 +164,7 @@ Json scaling_rows(const PlacementSimOptions& o, CsvWriter* summary, std::ostring
            "deepspeed | vs fastermoe | flexmoe/ideal |\n"
         << "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (auto g : o.sim.scaling) {
-    const auto t = generated(o.sim, static_cast<int>(g), o.sim.scaling_iterations);
+    const auto t = generate_trace(generated_spec(o.sim, static_cast<int>(g), o.sim.scaling_iterations));
     const double tb = trace_balance_ratio(t, static_cast<int>(g));
     for (Overlap overlap : kOverlaps) {
       const auto r = replay(t, make_setup(o, static_cast<int>(g), overlap),
@@ -222,9 +222,18 @@ Json step_ms(const std::vector<PolicySeries>& results) {
 int simulate_main(const PlacementSimOptions& o) {
   const int gpus = o.sim.gpus;
   const std::string& trace_path = o.sim.trace;
-  const RoutingTrace trace =
-      trace_path.empty() ? generated(o.sim, gpus, o.sim.iterations) : read_trace_jsonl(trace_path, o.sim.trace_key);
-  if (!trace_path.empty()) check_trace_fits_ranks(trace, trace_path, gpus, "sim.gpus", o.sim.gpus_source);
+  RoutingTrace trace;
+  FutureSampler futures;  // flexmoe's plans scored on other futures too (sim.plan_futures)
+  if (trace_path.empty()) {
+    const TraceSpec spec = generated_spec(o.sim, gpus, o.sim.iterations);
+    trace = generate_trace(spec);
+    if (o.sim.plan_futures > 0) futures = trace_futures(spec, o.sim.plan_futures);
+  } else {
+    SKEW_CHECK(o.sim.plan_futures == 0, "sim.plan_futures needs a generated trace: a recorded one ("
+                                            << trace_path << ", sim.trace) has no other futures");
+    trace = read_trace_jsonl(trace_path, o.sim.trace_key);
+    check_trace_fits_ranks(trace, trace_path, gpus, "sim.gpus", o.sim.gpus_source);
+  }
   const double trace_balance = trace_balance_ratio(trace, gpus);
   log::set_level(o.sim.verbose ? log::Level::Info : log::Level::Warn);
   JsonlWriter changes(o.output.changes);
@@ -240,6 +249,7 @@ int simulate_main(const PlacementSimOptions& o) {
   for (int k = 0; k < 2; ++k) {
     SimSetup setup = make_setup(o, gpus, kOverlaps[k]);
     setup.plan_stats = &plans[k];
+    setup.plan_futures = futures;
     if (kOverlaps[k] == headline) setup.change_log = &changes;
     by_overlap[k] = replay(trace, setup, std::string("placement_sim replay, ") + overlap_name(kOverlaps[k]));
     table << headline_table(o, kOverlaps[k], by_overlap[k], trace, trace_balance, setup.scoring.has_value())

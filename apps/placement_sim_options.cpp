@@ -24,6 +24,10 @@ Schema placement_sim_schema() {
       .add_float("sim.noise", 1.0, FloatRange::at_least(0),
                  "generated trace: multiplier of the sqrt(count) sampling noise")
       .add_int("sim.seed", 1, IntRange::at_least(0), "generated trace seed")
+      .add_int("sim.plan_futures", 0, {0, 100000},
+               "generated traces: score each flexmoe plan also on this many other futures of the trace (the "
+               "same past, other drift and sampling noise), and log which share of them any one prediction "
+               "could have had within 25% (best_within in output.plans); 0 = off")
       .add_string("sim.trace", "", "routing trace JSONL to replay instead of generating (moe_train metrics)")
       .add_string("sim.trace_key", "tokens_per_expert", "JSONL key holding [layer][expert] counts")
       .add_float("sim.capacity_factor", 0.0, FloatRange::at_least(0),
@@ -81,6 +85,7 @@ SimSection sim_section(const Config& c) {
   s.drift = c.get_float("sim.drift");
   s.noise = c.get_float("sim.noise");
   s.seed = c.get_int_as<std::uint64_t>("sim.seed");
+  s.plan_futures = c.get_int_as<int>("sim.plan_futures");
   s.trace = c.get_string("sim.trace");
   s.trace_key = c.get_string("sim.trace_key");
   s.capacity_factor = c.get_float("sim.capacity_factor");

@@ -15,6 +15,7 @@ struct SimSection {
   std::int64_t tokens_per_gpu = 0, top_k = 0, hidden = 0, ffn_hidden = 0;
   double zipf = 0, drift = 0, noise = 0;
   std::uint64_t seed = 0;
+  int plan_futures = 0;  // other futures each flexmoe plan is scored on (generated traces only)
   std::string trace, trace_key;
   double capacity_factor = 0;
   std::int64_t min_capacity = 0;

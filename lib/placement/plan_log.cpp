@@ -1,22 +1,50 @@
 #include "lib/placement/plan_log.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "lib/placement/planner.hpp"
 
 namespace skew::placement {
 
+double best_share_within(std::vector<double> values, double tolerance) {
+  if (values.empty()) return 0;
+  // A window [lo, lo (1 + t) / (1 - t)] holds the values within t of x = lo / (1 - t); the best
+  // one starts at a value. Negative predictions are the same on the negated values.
+  const auto best_positive = [tolerance](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    std::size_t best = 0;
+    for (std::size_t i = 0, j = 0; i < v.size(); ++i) {
+      if (v[i] <= 0) continue;
+      const double hi = v[i] * (1 + tolerance) / (1 - tolerance);
+      j = std::max(j, i);
+      while (j < v.size() && v[j] <= hi) ++j;
+      best = std::max(best, j - i);
+    }
+    return best;
+  };
+  const std::size_t positive = best_positive(values);
+  for (double& v : values) v = -v;
+  return static_cast<double>(std::max(positive, best_positive(values))) / static_cast<double>(values.size());
+}
+
 Json PlanRecord::to_json() const {
-  return {{"iteration", iteration},
-          {"replicas_added", added},
-          {"replicas_removed", removed},
-          {"change_s", change_seconds},
-          {"predicted_change_s", predicted_change_seconds},
-          {"predicted_gain_s", predicted_gain},
-          {"realised_gain_s", realised_gain},
-          {"realised_iterations", realised_iterations},
-          {"predicted_net_s", predicted_net()},
-          {"realised_net_s", realised_net()}};
+  Json j = {{"iteration", iteration},
+            {"replicas_added", added},
+            {"replicas_removed", removed},
+            {"change_s", change_seconds},
+            {"predicted_change_s", predicted_change_seconds},
+            {"predicted_gain_s", predicted_gain},
+            {"realised_gain_s", realised_gain},
+            {"realised_iterations", realised_iterations},
+            {"predicted_net_s", predicted_net()},
+            {"realised_net_s", realised_net()}};
+  if (futures > 0) {
+    j["futures"] = futures;
+    j["futures_within"] = futures_within;
+    j["best_within"] = best_within;
+  }
+  return j;
 }
 
 double PlanRecord::predicted_net() const {
@@ -49,10 +77,36 @@ double PlanTracker::seconds(const CostModel& model, LayerPlacement p, const std:
   return model.predict(p, load).total();
 }
 
+double PlanTracker::gain_on(const RoutingCounts& counts) const {
+  double gain = 0;
+  for (std::size_t l = 0; l < after_.size(); ++l) {
+    const std::vector<double> load(counts[l].begin(), counts[l].end());
+    gain += seconds(scorer_, before_[l], load) - seconds(scorer_, after_[l], load);
+  }
+  return gain;
+}
+
+void PlanTracker::score_futures(PlanRecord& plan) const {
+  std::vector<double> nets;
+  for (const auto& future : futures_(plan.iteration, plan.realised_iterations)) {
+    double gain = 0;
+    for (const auto& counts : future) gain += gain_on(counts);
+    nets.push_back(gain - plan.change_seconds);
+  }
+  const double predicted = plan.predicted_net();
+  const auto within = std::count_if(nets.begin(), nets.end(), [&](double net) {
+    return predicted != 0 && std::abs(net / predicted - 1) <= kPlanTolerance;
+  });
+  plan.futures = static_cast<std::int64_t>(nets.size());
+  plan.futures_within = nets.empty() ? 0 : static_cast<double>(within) / static_cast<double>(nets.size());
+  plan.best_within = best_share_within(std::move(nets), kPlanTolerance);
+}
+
 void PlanTracker::close() {
   if (stats_.plans.empty() || before_.empty()) return;
   auto& last = stats_.plans.back();
   last.realised_gain = last.realised_iterations ? realised_sum_ / static_cast<double>(last.realised_iterations) : 0;
+  if (futures_ && last.realised_iterations > 0) score_futures(last);
 }
 
 void PlanTracker::planned(std::int64_t iteration, const std::vector<LayerPlacement>& before,
@@ -94,12 +148,7 @@ void PlanTracker::planned(std::int64_t iteration, const std::vector<LayerPlaceme
 void PlanTracker::step(const RoutingCounts& counts) {
   ++stats_.iterations;
   if (before_.empty()) return;
-  double gain = 0;
-  for (std::size_t l = 0; l < after_.size(); ++l) {
-    const std::vector<double> load(counts[l].begin(), counts[l].end());
-    gain += seconds(scorer_, before_[l], load) - seconds(scorer_, after_[l], load);
-  }
-  realised_sum_ += gain;
+  realised_sum_ += gain_on(counts);
   ++stats_.plans.back().realised_iterations;
 }
 

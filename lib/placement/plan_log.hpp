@@ -12,8 +12,16 @@
 #include "core/metrics.hpp"
 #include "lib/placement/cost_model.hpp"
 #include "lib/placement/policy.hpp"
+#include "lib/placement/trace.hpp"
 
 namespace skew::placement {
+
+// The per-plan tolerance of issue 35: a plan's realised net gain within 25% of its prediction.
+inline constexpr double kPlanTolerance = 0.25;
+
+// The largest share of `values` one prediction x != 0 has within `tolerance` of itself
+// (|v / x - 1| <= tolerance): what the best constant prediction scores on them. 0 when empty.
+double best_share_within(std::vector<double> values, double tolerance);
 
 struct PlanRecord {
   std::int64_t iteration = 0;
@@ -23,6 +31,11 @@ struct PlanRecord {
   double predicted_gain = 0;            // seconds per iteration, summed over layers
   double realised_gain = 0;             // mean seconds per iteration over `realised_iterations`
   std::int64_t realised_iterations = 0;
+  // Scored on other futures of a generated trace (PlanTracker::sample_futures; 0 = none): the share
+  // whose realised net gain is within kPlanTolerance of the prediction, and best_share_within of
+  // them, what any prediction made at the plan, however good, could have scored.
+  std::int64_t futures = 0;
+  double futures_within = 0, best_within = 0;
   // Seconds the plan saved over its `realised_iterations`, net of its moves.
   double predicted_net() const;
   double realised_net() const;
@@ -51,11 +64,16 @@ class PlanTracker {
                double change_seconds);
   // One simulated iteration's counts, under the placement of the last plan.
   void step(const RoutingCounts& counts);
+  // Also score each plan on other futures of the trace (as many iterations as it was realised over).
+  void sample_futures(FutureSampler sampler) { futures_ = std::move(sampler); }
   // Closes the last plan and counts the replicas still alive.
   void finish();
 
  private:
   double seconds(const CostModel& model, LayerPlacement p, const std::vector<double>& load) const;
+  // Seconds the last plan's placement saves on one iteration's counts (scoring model).
+  double gain_on(const RoutingCounts& counts) const;
+  void score_futures(PlanRecord& plan) const;
   void close();
 
   const CostModel& planner_;
@@ -65,6 +83,7 @@ class PlanTracker {
   std::vector<LayerPlacement> before_, after_;
   std::vector<std::vector<std::int64_t>> born_;  // [layer][expert * ranks + rank]: iteration added, -1 = none
   double realised_sum_ = 0;
+  FutureSampler futures_;
 };
 
 }  // namespace skew::placement

@@ -131,7 +131,10 @@ std::vector<PolicySeries> simulate(const RoutingTrace& trace, const SimSetup& se
                                         LayerPlacement::block(experts, setup.gpus, slots));
   std::int64_t dropped_total = 0, assignments_total = 0;
   std::optional<PlanTracker> plans;
-  if (setup.plan_stats) plans.emplace(model, scorer, setup.flexmoe.live_shares, *setup.plan_stats);
+  if (setup.plan_stats) {
+    plans.emplace(model, scorer, setup.flexmoe.live_shares, *setup.plan_stats);
+    if (setup.plan_futures) plans->sample_futures(setup.plan_futures);
+  }
   for (std::size_t it = 0; it < trace.size(); ++it) {
     const auto& counts = trace[it];
     SKEW_CHECK(static_cast<int>(counts.size()) == layers,

@@ -35,6 +35,7 @@ struct SimSetup {
   JsonlWriter* change_log = nullptr;  // receives flexmoe's placement changes when set
   Progress* progress = nullptr;       // told each iteration replayed, when set
   PlanStats* plan_stats = nullptr;    // receives flexmoe's plans, predicted vs realised, when set
+  FutureSampler plan_futures;         // with plan_stats: each plan also scored on these futures
   FlexMoeOptions flexmoe;
   // Constants every policy's step is scored with (calibrated from measured runs,
   // calibration.hpp); unset = `constants`, the model the planners decide with. Scoring with the

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 
 #include "core/error.hpp"
@@ -11,38 +12,74 @@
 
 namespace skew::placement {
 
-RoutingTrace generate_trace(const TraceSpec& spec) {
+TraceGenerator::TraceGenerator(const TraceSpec& spec) : spec_(spec), rng_(spec.seed, 0x7ace) {
   SKEW_CHECK(spec.iterations >= 1 && spec.layers >= 1 && spec.experts >= 1 && spec.assignments >= 0,
              "trace needs iterations, layers and experts >= 1");
   SKEW_CHECK(spec.zipf >= 0 && spec.drift >= 0 && spec.drift <= 1, "trace zipf must be >= 0 and drift in [0, 1]");
   const auto experts = static_cast<std::size_t>(spec.experts);
-  std::vector<double> weight(experts);
-  for (std::size_t i = 0; i < experts; ++i) weight[i] = std::pow(static_cast<double>(i + 1), -spec.zipf);
-  const double total_weight = std::accumulate(weight.begin(), weight.end(), 0.0);
-  Rng rng(spec.seed, 0x7ace);
-  // order[l][i] = the expert holding popularity rank i in layer l; layers start shuffled.
-  std::vector<std::vector<int>> order(static_cast<std::size_t>(spec.layers), std::vector<int>(experts));
-  for (auto& o : order) {
+  weight_.resize(experts);
+  for (std::size_t i = 0; i < experts; ++i) weight_[i] = std::pow(static_cast<double>(i + 1), -spec.zipf);
+  total_weight_ = std::accumulate(weight_.begin(), weight_.end(), 0.0);
+  // Layers start shuffled.
+  order_.assign(static_cast<std::size_t>(spec.layers), std::vector<int>(experts));
+  for (auto& o : order_) {
     std::iota(o.begin(), o.end(), 0);
-    for (std::size_t i = experts; i-- > 1;) std::swap(o[i], o[rng.below(i + 1)]);
+    for (std::size_t i = experts; i-- > 1;) std::swap(o[i], o[rng_.below(i + 1)]);
   }
-  RoutingTrace trace;
-  for (int it = 0; it < spec.iterations; ++it) {
-    RoutingCounts counts(static_cast<std::size_t>(spec.layers), std::vector<std::int64_t>(experts, 0));
-    for (std::size_t l = 0; l < order.size(); ++l) {
-      auto& o = order[l];
-      if (it > 0)
-        for (std::size_t i = 0; i + 1 < experts; ++i)
-          if (rng.uniform() < spec.drift) std::swap(o[i], o[i + 1]);
-      for (std::size_t i = 0; i < experts; ++i) {
-        const double expect = static_cast<double>(spec.assignments) * weight[i] / total_weight;
-        const double sample = expect + spec.noise * std::sqrt(expect) * rng.normal();
-        counts[l][static_cast<std::size_t>(o[i])] = std::max<std::int64_t>(0, std::llround(sample));
-      }
+}
+
+RoutingCounts TraceGenerator::next() {
+  const std::size_t experts = weight_.size();
+  RoutingCounts counts(order_.size(), std::vector<std::int64_t>(experts, 0));
+  for (std::size_t l = 0; l < order_.size(); ++l) {
+    auto& o = order_[l];
+    if (generated_ > 0)
+      for (std::size_t i = 0; i + 1 < experts; ++i)
+        if (rng_.uniform() < spec_.drift) std::swap(o[i], o[i + 1]);
+    for (std::size_t i = 0; i < experts; ++i) {
+      const double expect = static_cast<double>(spec_.assignments) * weight_[i] / total_weight_;
+      const double sample = expect + spec_.noise * std::sqrt(expect) * rng_.normal();
+      counts[l][static_cast<std::size_t>(o[i])] = std::max<std::int64_t>(0, std::llround(sample));
     }
-    trace.push_back(std::move(counts));
   }
+  ++generated_;
+  return counts;
+}
+
+TraceGenerator TraceGenerator::fork(std::uint64_t seed) const {
+  TraceGenerator other = *this;
+  other.rng_ = Rng(seed, 0xf0c7);  // a stream the trace's own (0x7ace) never uses
+  return other;
+}
+
+RoutingTrace generate_trace(const TraceSpec& spec) {
+  TraceGenerator generator(spec);
+  RoutingTrace trace;
+  for (int it = 0; it < spec.iterations; ++it) trace.push_back(generator.next());
   return trace;
+}
+
+FutureSampler trace_futures(const TraceSpec& spec, int count) {
+  SKEW_CHECK(count >= 1, "trace futures: count must be >= 1, got " << count);
+  auto states = std::make_shared<std::vector<TraceGenerator>>();
+  TraceGenerator generator(spec);
+  for (int it = 0; it < spec.iterations; ++it) {
+    states->push_back(generator);
+    generator.next();
+  }
+  return [states, count, seed = spec.seed](std::int64_t iteration, std::int64_t length) {
+    SKEW_CHECK(iteration >= 0 && iteration < static_cast<std::int64_t>(states->size()) && length >= 0,
+               "trace futures: iteration " << iteration << " outside the trace's " << states->size());
+    std::vector<RoutingTrace> futures;
+    for (int k = 0; k < count; ++k) {
+      const std::uint64_t fork_seed = (seed * 1000003 + static_cast<std::uint64_t>(iteration)) * 1009 + k;
+      TraceGenerator future = (*states)[static_cast<std::size_t>(iteration)].fork(fork_seed);
+      RoutingTrace trace;
+      for (std::int64_t i = 0; i < length; ++i) trace.push_back(future.next());
+      futures.push_back(std::move(trace));
+    }
+    return futures;
+  };
 }
 
 RoutingTrace read_trace_jsonl(const std::string& path, const std::string& key) {

@@ -3,9 +3,11 @@
 // write them) or generated with a Zipf skew over experts whose popularity order drifts.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "core/rng.hpp"
 #include "lib/placement/policy.hpp"
 
 namespace skew::placement {
@@ -23,7 +25,34 @@ struct TraceSpec {
   std::uint64_t seed = 1;
 };
 
+// The generator between iterations: each layer's popularity order and the random stream. A
+// copy continues identically; fork() continues the same past with another stream's drift and
+// sampling noise (another future, e.g. to see what a plan made now could have been worth).
+class TraceGenerator {
+ public:
+  explicit TraceGenerator(const TraceSpec& spec);
+  // The next iteration's counts (the order drifts before every iteration but the first).
+  RoutingCounts next();
+  TraceGenerator fork(std::uint64_t seed) const;
+
+ private:
+  TraceSpec spec_;
+  std::vector<double> weight_;
+  double total_weight_ = 0;
+  Rng rng_;
+  std::vector<std::vector<int>> order_;  // order_[l][i] = the expert holding popularity rank i in layer l
+  int generated_ = 0;
+};
+
+// spec.iterations of TraceGenerator(spec).
 RoutingTrace generate_trace(const TraceSpec& spec);
+
+// `length` iterations of other futures after `iteration` of a trace: the same past, other draws.
+using FutureSampler = std::function<std::vector<RoutingTrace>(std::int64_t iteration, std::int64_t length)>;
+
+// For the trace generate_trace(spec) makes: `count` futures from the generator's state before
+// `iteration`, each forked on its own seed (from spec.seed, the iteration and its index).
+FutureSampler trace_futures(const TraceSpec& spec, int count);
 
 // Reads lines holding `key`: an array of layers of per-expert counts (or one flat array for a
 // single layer). Lines without the key are skipped; a malformed one throws naming path:line.

@@ -19,6 +19,8 @@ skew_bad_value(placement_sim_negative_capacity "bad value '-1' for key 'sim.capa
                --sim.capacity_factor=-1 --sim.iterations=5)
 skew_bad_value(placement_sim_top_k_above_experts "sim.top_k 3 is more than the 2 experts" placement_sim
                --sim.gpus=2 --sim.top_k=3 --sim.iterations=5)
+skew_bad_value(placement_sim_futures_of_recorded_trace "sim.plan_futures needs a generated trace: a recorded one \\(/no/trace.jsonl"
+               placement_sim --sim.trace=/no/trace.jsonl --sim.plan_futures=5 --sim.iterations=5)
 skew_bad_value(placement_sim_nan_zipf "bad value 'nan' for key 'sim.zipf': expected a finite number" placement_sim
                --sim.zipf=nan --sim.iterations=5)
 skew_bad_value(wide_bench_zero_threads "bad value '0' for key 'bench.threads'" wide_bench --bench.threads=0
