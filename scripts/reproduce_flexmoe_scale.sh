@@ -17,6 +17,7 @@ set -euo pipefail
 out=$1 sim=$2
 shift 2
 runs=$out/runs
+rm -rf "$runs"  # the claim folder's copy: only this run's runs may be tabulated (a smoke runs fewer)
 mkdir -p "$runs"
 iterations=120 scaling=(8 16 32 64 128 256) heldout_lines=1000 heldout_drift=0.05 study_drifts=(0 0.005 0.01 0.02)
 futures=100

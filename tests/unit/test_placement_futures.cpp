@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "lib/placement/simulator.hpp"
+#include "tests/unit/two_expert_plan.hpp"
 
 using namespace skew::placement;
 
@@ -92,33 +93,12 @@ TEST_CASE("trace generator: copies continue alike, forks are other futures of th
   }
 }
 
-// The two-expert case of test_placement_plans.cpp: expert 0 (count a) on rank 0, expert 1 (b) on
-// rank 1, one node; the plan replicates expert 0 on rank 1. Scored on three given futures.
+// The two-expert case of two_expert_plan.hpp, its plan scored on three given futures.
 TEST_CASE("flexmoe plans: scored on other futures, against the best any prediction could do", "[placement][futures]") {
-  SimSetup s;
-  const double flops = 1e12, bandwidth = 1e9;
-  s.constants = {.gemm_flops = flops,
-                 .nvlink_bandwidth = bandwidth,
-                 .alltoall_bandwidth = bandwidth,
-                 .allreduce_bandwidth = bandwidth,
-                 .gpus_per_node = 8,
-                 .alltoall_latency = 0,
-                 .stage_latency = 0};
-  const std::int64_t params = 1000000;
-  s.shape = {
-      .params = params, .hidden_dim = 1, .activation_bytes = 1, .grad_bytes_per_param = 4, .state_bytes_per_param = 12};
-  s.gpus = 2;
-  s.schedule = {Overlap::None, 1};
-  s.flexmoe.smoothing = 0.5;
-  s.flexmoe.planner.interval = 5;
-  s.flexmoe.planner.noise_z = 0;
-  const double f = 6.0 * params / flops, t = 1.0 / bandwidth, g = 4.0 * params / bandwidth;
-  const double move = 12.0 * params / bandwidth;
-  const auto gain = [&](double a, double b) {
-    const double before = f * std::max(a, b) + 2 * std::max(a, b) * t;
-    const double after = a >= b ? f * (a + b) / 2 + g + 2 * b * t : f * b + g + 2 * b * t;
-    return before - after;
-  };
+  const skew::placement::testing::TwoExpertPlan c;
+  SimSetup s = c.setup;
+  const double move = c.move;
+  const auto gain = [&](double a, double b) { return c.gain(a, b); };
   const auto counts = [](std::int64_t a, std::int64_t b) { return RoutingCounts{{a, b}}; };
   RoutingTrace trace(10, counts(30000, 10000));
   // Futures of the plan at iteration 5, 5 iterations each: unchanged, mildly moved, reversed.

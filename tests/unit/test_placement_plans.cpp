@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "lib/placement/simulator.hpp"
+#include "tests/unit/two_expert_plan.hpp"
 
 using namespace skew::placement;
 
@@ -88,37 +89,13 @@ TEST_CASE("flexmoe plans: realised gain equals the predicted one on unchanging c
   CHECK(stats.changes_per_100() == Approx(100 * moves / 60));
 }
 
-// Two experts on two GPUs of one node, hand-computed: expert 0 (count a) on rank 0, expert 1
-// (count b <= a) on rank 1, each source holding half of each expert's tokens. Before the plan a
-// step (no overlap) is f a + 4 (a / 2) t: the busiest rank computes a, and every round rank 0
-// receives a / 2. Expert 0 replicated on rank 1 with levelled shares puts (a + b) / 2 on each
-// rank, rank 1 keeps (a - b) / 2 of its own half and sends b / 2 to rank 0 while rank 0 sends b / 2
-// of expert 1: f (a + b) / 2 + g + 4 (b / 2) t, with g the replicas' gradient all-reduce. When
-// a < b the shares cannot level: the old step's f b + 4 (b / 2) t plus g.
+// The two-expert case of two_expert_plan.hpp, hand-computed.
 TEST_CASE("flexmoe plans: the realised gain is the counterfactual of the counts that followed", "[placement][plans]") {
-  SimSetup s;
-  const double flops = 1e12, bandwidth = 1e9;
-  s.constants = {.gemm_flops = flops,
-                 .nvlink_bandwidth = bandwidth,
-                 .alltoall_bandwidth = bandwidth,
-                 .allreduce_bandwidth = bandwidth,
-                 .gpus_per_node = 8,
-                 .alltoall_latency = 0,
-                 .stage_latency = 0};
-  const std::int64_t params = 1000000;
-  s.shape = {
-      .params = params, .hidden_dim = 1, .activation_bytes = 1, .grad_bytes_per_param = 4, .state_bytes_per_param = 12};
-  s.gpus = 2;
-  s.schedule = {Overlap::None, 1};
-  s.flexmoe.smoothing = 0.5;
-  s.flexmoe.planner.interval = 5;
-  s.flexmoe.planner.noise_z = 0;
-  const double f = 6.0 * params / flops, t = 1.0 / bandwidth, g = 4.0 * params / bandwidth;
-  const double move = 12.0 * params / bandwidth;  // expert 0's state, rank 0 -> rank 1
-  const auto before = [&](double a, double b) { return f * std::max(a, b) + 2 * std::max(a, b) * t; };
-  const auto after = [&](double a, double b) {
-    return a >= b ? f * (a + b) / 2 + g + 2 * b * t : f * b + g + 2 * b * t;
-  };
+  const skew::placement::testing::TwoExpertPlan c;
+  SimSetup s = c.setup;
+  const double move = c.move;
+  const auto before = [&](double a, double b) { return c.before(a, b); };
+  const auto after = [&](double a, double b) { return c.after(a, b); };
   // Five warm-up iterations at (30000, 10000), then the plan's five iterations (the trace ends
   // before the next plan), one with the skew reversed.
   RoutingTrace trace(5, RoutingCounts{{30000, 10000}});
