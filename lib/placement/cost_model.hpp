@@ -19,7 +19,7 @@ class ProcessGroup;
 namespace skew::placement {
 
 struct CostConstants {
-  double gemm_flops = 1e12;           // sustained expert GEMM throughput of one rank, FLOP/s
+  double gemm_flops = 1e12;           // one rank's expert rate, FLOP/s at flops_per_token() a token
   double nvlink_bandwidth = 100e9;    // bytes/s a rank sends (or receives) inside its node (NVLink)
   double alltoall_bandwidth = 10e9;   // bytes/s a rank sends (or receives) to other nodes (network)
   double allreduce_bandwidth = 10e9;  // bus bytes/s of a gradient all-reduce spanning nodes
