@@ -249,9 +249,8 @@ double measure_expert_flops(const ExpertShape& expert) {
   const int hidden = std::max(1, expert.hidden_dim);
   const int ffn = static_cast<int>(std::max<std::int64_t>(1, expert.params / (2 * hidden)));
   const Device device = expert.device;
-  SKEW_CHECK(
-      device == Device::Host || cuda_device_count() > 0,
-      "cost model: the experts run on " << device_name(device) << " but no CUDA device is visible to time their GEMM");
+  SKEW_CHECK(device == Device::Host || cuda_device_count() > 0,
+             "cost model: the experts run on " << device_name(device) << " but no CUDA device is visible to time them");
   ExpertStep step(rows, hidden, ffn, device, 7);
   step.run();  // warm-up
   step.wait();
