@@ -36,8 +36,9 @@ void add_placement_keys(Schema& schema) {
                   "from that step's counts), balanced (shares levelling the ranks' predicted loads, fixed between "
                   "plans) or even")
       .add_float("placement.gemm_flops", 0, FloatRange::at_least(0),
-                 "expert GEMM throughput per rank, FLOP/s, of the cost model flexmoe and fastermoe decide on (this "
-                 "and the link keys below); 0 = measure at start-up")
+                 "expert compute rate per rank, FLOP/s at 6 per parameter and token (forward and backward), of the "
+                 "cost model flexmoe and fastermoe decide on (this and the link keys below); 0 = measure at start-up "
+                 "(an expert's whole forward and backward over 256 tokens)")
       .add_float("placement.alltoall_bandwidth", 0, FloatRange::at_least(0),
                  "per-rank all-to-all bandwidth across nodes, bytes/s; 0 = measure")
       .add_float("placement.nvlink_bandwidth", 0, FloatRange::at_least(0),

@@ -16,10 +16,12 @@
 # part (expert compute + all-to-all incl. waiting for the peer + replica sync, rank 0's timers);
 # the table holds the median over repeats and the spread (max-min)/median.
 # Modelled: placement_sim replays the recorded routing at 2 GPUs with the cost constants flexmoe
-# measured at start-up in these runs (median over its repeats: GEMM rate, all-to-all bandwidth and
-# latency, all-reduce bandwidth), under both exchange schedules; its step is the MoE part only, so
-# the predicted step is that plus the non-MoE part measured on the dropless run (the same model
-# and batch for every policy). Error = predicted / measured - 1.
+# measured at start-up in these runs (median over its repeats: expert compute rate, all-to-all
+# bandwidth and latency, all-reduce bandwidth), under both exchange schedules; its step is the MoE
+# part only (the median over iterations, the first left out, as measured), so the predicted step
+# is that plus the non-MoE part measured on the recording run (static: the same model and batch
+# for every policy, and no padded rows, whose dispatch and buffers outside the MoE timers the
+# simulator does not model). Error = predicted / measured - 1.
 # Writes to a run directory (scripts/run_dir.sh: out/bench_moe_skewed/<UTC time>/ or OUT):
 # table.md, table.csv, runs/ (metrics JSONL and summaries); RECORD=1 replaces the claim folder
 # results/moe/skewed_2rank/ with it (its README.md is kept). SMOKE=1: 4-iteration runs of a
@@ -95,7 +97,8 @@ for cf in 0 1.0 1.25; do
     --placement.interval="$(config_value placement interval)" --placement.warmup="$(config_value placement warmup)" \
     --placement.gemm_flops="$gemm" --placement.alltoall_bandwidth="$bandwidth" \
     --placement.nvlink_bandwidth="$bandwidth" --placement.allreduce_bandwidth="$allreduce" \
-    --placement.alltoall_latency="$latency" --placement.stage_latency="$latency" | tail -n 1 >"$runs/sim_cf$cf.json"
+    --placement.alltoall_latency="$latency" --placement.stage_latency="$latency" \
+    --output.steps_csv="$runs/sim_cf$cf.steps.csv" | tail -n 1 >"$runs/sim_cf$cf.json"
 done
 /usr/bin/python3 scripts/bench_moe_skewed_table.py "$out" "$iterations" "$repeats" | tee "$out/table.md"
 run_dir_finish

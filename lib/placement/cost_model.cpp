@@ -4,9 +4,8 @@
 #include <numeric>
 
 #include "core/error.hpp"
-#include "core/rng.hpp"
 #include "core/timer.hpp"
-#include "kernels/gemm.hpp"
+#include "lib/placement/expert_step.hpp"
 #include "mpi/process_group.hpp"
 
 namespace skew::placement {
@@ -242,37 +241,29 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-double measure_gemm_flops(const ExpertShape& expert) {
-  kernels::GemmShape shape;
-  shape.m = 256;
-  shape.k = std::max(1, expert.hidden_dim);
-  shape.n = static_cast<int>(std::max<std::int64_t>(1, expert.params / (2 * shape.k)));
+// The rate the cost model charges expert compute at: flops_per_token() x tokens over the measured
+// seconds of an expert's whole forward and backward over 256 tokens (ExpertStep: six GEMMs, GELU,
+// biases), on shape.device as the experts run there. The ffn width is params / (2 hidden).
+double measure_expert_flops(const ExpertShape& expert) {
+  constexpr int rows = 256;
+  const int hidden = std::max(1, expert.hidden_dim);
+  const int ffn = static_cast<int>(std::max<std::int64_t>(1, expert.params / (2 * hidden)));
   const Device device = expert.device;
-  SKEW_CHECK(
-      device == Device::Host || cuda_device_count() > 0,
-      "cost model: the experts run on " << device_name(device) << " but no CUDA device is visible to time their GEMM");
-  Tensor a = Tensor::empty({shape.m, shape.k}, DType::F32), b = Tensor::empty({shape.k, shape.n}, DType::F32);
-  Rng rng(7, 0, 0);
-  for (std::size_t i = 0; i < a.numel(); ++i) a.data<float>()[i] = rng.normal();
-  for (std::size_t i = 0; i < b.numel(); ++i) b.data<float>()[i] = rng.normal();
-  Tensor da = a.to(device), db = b.to(device), dc = Tensor::zeros({shape.m, shape.n}, DType::F32, device);
-  const auto run = [&] {
-    if (device == Device::Host)
-      kernels::gemm(device, shape, 1.0f, da.data<float>(), db.data<float>(), 0.0f, dc.data<float>());
-    else
-      kernels::gemm_bf16(device, shape, 1.0f, da.data<float>(), db.data<float>(), 0.0f, dc.data<float>());
-  };
-  run();  // warm-up
-  (void)dc.to(Device::Host);
-  constexpr int reps = 8;
+  SKEW_CHECK(device == Device::Host || cuda_device_count() > 0,
+             "cost model: the experts run on " << device_name(device) << " but no CUDA device is visible to time them");
+  ExpertStep step(rows, hidden, ffn, device, 7);
+  step.run();  // warm-up
+  step.wait();
+  constexpr int reps = 4;
   std::vector<double> seconds;
   for (int trial = 0; trial < 5; ++trial) {
     Timer timer;
-    for (int i = 0; i < reps; ++i) run();
-    (void)dc.to(Device::Host);  // waits for the device
+    for (int i = 0; i < reps; ++i) step.run();
+    step.wait();
     seconds.push_back(timer.seconds() / reps);
   }
-  return 2.0 * shape.m * shape.n * shape.k / std::max(median(seconds), 1e-12);
+  const double flops_per_token = CostModel(CostConstants{}, expert).flops_per_token();
+  return flops_per_token * rows / std::max(median(seconds), 1e-12);
 }
 
 // Median seconds of an all-to-all sending `per_peer` floats to every rank, from buffers on
@@ -299,7 +290,7 @@ CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& 
   CostConstants c = overrides;
   std::vector<double> measured{c.gemm_flops, c.alltoall_bandwidth, c.nvlink_bandwidth, c.allreduce_bandwidth,
                                c.alltoall_latency};
-  if (measured[0] <= 0) measured[0] = measure_gemm_flops(shape);
+  if (measured[0] <= 0) measured[0] = measure_expert_flops(shape);
   const bool need_bw = measured[1] <= 0 || measured[2] <= 0 || measured[3] <= 0;
   // Every rank takes the same branches: the overrides come from the same config everywhere.
   double latency = 0, bandwidth = 10e9;

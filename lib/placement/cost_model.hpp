@@ -19,7 +19,7 @@ class ProcessGroup;
 namespace skew::placement {
 
 struct CostConstants {
-  double gemm_flops = 1e12;           // sustained expert GEMM throughput of one rank, FLOP/s
+  double gemm_flops = 1e12;           // one rank's expert rate, FLOP/s at flops_per_token() a token
   double nvlink_bandwidth = 100e9;    // bytes/s a rank sends (or receives) inside its node (NVLink)
   double alltoall_bandwidth = 10e9;   // bytes/s a rank sends (or receives) to other nodes (network)
   double allreduce_bandwidth = 10e9;  // bus bytes/s of a gradient all-reduce spanning nodes
@@ -134,9 +134,12 @@ double balance_ratio(const std::vector<double>& rank_loads);
 // alltoall_bandwidth, allreduce_bandwidth, alltoall_latency).
 Json cost_constants_summary(const CostConstants& c);
 
-// Measures gemm_flops (the expert's first GEMM, 256 tokens x hidden x params / (2 hidden), on
-// shape.device as the experts run it there: fp32 on the host, bf16 operands with fp32
-// accumulation on cuda; throws when shape.device is cuda and no GPU is visible), the all-to-all latency (1 float per
+// Measures gemm_flops as the rate compute_seconds charges: flops_per_token() x 256 over the seconds
+// of one expert's whole forward and backward over 256 tokens (ExpertStep: the six GEMMs of
+// hidden x params / (2 hidden), GELU and biases, as moe_train runs its experts) on shape.device:
+// fp32 on the host, bf16 operands with fp32 accumulation on cuda; throws when shape.device is
+// cuda and no GPU is visible. The same per-row rate as calibration.hpp fits from measured runs;
+// one forward GEMM alone runs ~1.5x faster on the host than the whole step. Also the all-to-all latency (1 float per
 // peer) and bandwidth (256 KiB per peer) over `world`, each the median of several runs, and broadcasts rank 0's values
 // so every rank plans identically. Values in `overrides` that are > 0 (latency: >= 0) are kept.
 CostConstants measure_constants(comm::ProcessGroup& world, const CostConstants& overrides, const ExpertShape& shape);

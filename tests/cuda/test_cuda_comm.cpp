@@ -212,7 +212,7 @@ TEST_CASE("placement moves device tensors GPU to GPU", "[cuda][placement]") {
   check_device_moves(*comm::make_hybrid_group(MPI_COMM_WORLD));
 }
 
-TEST_CASE("cost model times the GEMM on the experts' device", "[cuda][placement]") {
+TEST_CASE("cost model times the expert step on the experts' device", "[cuda][placement]") {
   comm::MpiProcessGroup world(MPI_COMM_WORLD);
   placement::CostConstants fixed{.gemm_flops = 0,
                                  .nvlink_bandwidth = 1e10,
