@@ -41,7 +41,7 @@ scripts/fetch/mnist.sh data/mnist
 export OPENBLAS_NUM_THREADS=1
 max_seconds=4
 [[ ${SMOKE:-0} == 1 ]] && max_seconds=0.5  # one value: a key given twice is refused
-common=(--config configs/preduce_mnist.ini --simulate --model.hidden=32 --train.max_seconds=$max_seconds
+common=(--config configs/preduce_mnist.ini --simulate --model.hidden=32 --train.max_seconds="$max_seconds"
         --train.eval_interval_s=0.1 --train.target_accuracy=0.9 --train.log_interval=0)
 # Baselines as their papers run them: AD-PSGD (Lian et al., ICML'18) is asynchronous pairwise
 # averaging on a bipartite active/passive graph with the synchronous run's learning rate, tuned
