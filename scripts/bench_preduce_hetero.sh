@@ -47,17 +47,20 @@ common=(--config configs/preduce_mnist.ini --simulate --model.hidden=32 --train.
 # averaging on a bipartite active/passive graph with the synchronous run's learning rate, tuned
 # here over {0.1, 0.2, 0.4}; eager-SGD (Li et al., PPoPP'20) is a solo or majority partial
 # collective, tuned over quorum {solo, majority} x deadline {2, 5} ms at lr 0.2, and, because the
-# first pass chose solo 2 ms at lr 0.4 (two grid edges), also deadlines 0.5, 1 and 2 ms at lr 0.4
-# and 0.8, with its periodic full model average every 10 rounds. All-reduce takes 300
+# first pass chose solo 2 ms at lr 0.4 (two grid edges), also deadlines 0.5-5 ms at lr 0.4-1.6
+# around each choice, with its periodic full model average every 10 rounds. All-reduce takes 300
 # synchronous steps.
 # A variant's name spells its flags (variant_args); the learning rate is the preset's 0.2 unless
 # named. Every mode's learning rate is tuned too (0.2, 0.4, and 0.8 once AD-PSGD was best at 0.4, the grid's edge;
-# AD-PSGD also 0.1), and partial reduce's warm-up window (20 or 5 steps).
+# 1.6 once partial reduce, AD-PSGD and eager were best at 0.8; AD-PSGD also 0.1), and partial
+# reduce's warm-up window (20 or 5 steps).
 dev_names=(allreduce allreduce_lr0.4 allreduce_lr0.8 preduce_auto preduce_auto_lr0.4_w5 preduce_auto_lr0.8_w5 preduce_p3
            adpsgd_lr0.1 adpsgd_lr0.2 adpsgd_lr0.4 adpsgd_lr0.8
            eager_solo_2ms eager_solo_5ms eager_majority_2ms eager_majority_5ms
            eager_solo_2ms_lr0.4 eager_majority_5ms_lr0.4 eager_majority_2ms_lr0.4 eager_solo_1ms_lr0.4
-           eager_solo_0.5ms_lr0.4 eager_solo_2ms_lr0.8 eager_solo_1ms_lr0.8 eager_majority_2ms_lr0.8)
+           eager_solo_0.5ms_lr0.4 eager_solo_2ms_lr0.8 eager_solo_1ms_lr0.8 eager_majority_2ms_lr0.8
+           eager_majority_1ms_lr0.8 eager_majority_5ms_lr0.8 eager_majority_2ms_lr1.6 preduce_auto_lr1.6_w5
+           adpsgd_lr1.6)
 # DEV_NAMES="a b ..." runs only those variants (with REUSE=1: to add variants to a sweep).
 [[ -n ${DEV_NAMES:-} ]] && read -ra dev_names <<<"$DEV_NAMES"
 dev_variants=()
