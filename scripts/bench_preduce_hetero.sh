@@ -59,7 +59,8 @@ dev_names=(allreduce allreduce_lr0.4 allreduce_lr0.8 preduce_auto preduce_auto_l
            eager_solo_2ms eager_solo_5ms eager_majority_2ms eager_majority_5ms
            eager_solo_2ms_lr0.4 eager_majority_5ms_lr0.4 eager_majority_2ms_lr0.4 eager_solo_1ms_lr0.4
            eager_solo_0.5ms_lr0.4 eager_solo_2ms_lr0.8 eager_solo_1ms_lr0.8 eager_majority_2ms_lr0.8
-           eager_majority_1ms_lr0.8 eager_majority_5ms_lr0.8 eager_majority_2ms_lr1.6 preduce_auto_lr1.6_w5
+           eager_majority_0.5ms_lr0.8 eager_majority_1ms_lr0.8 eager_majority_5ms_lr0.8 eager_majority_2ms_lr1.6
+           preduce_auto_lr1.6_w5
            adpsgd_lr1.6)
 # DEV_NAMES="a b ..." runs only those variants (with REUSE=1: to add variants to a sweep).
 [[ -n ${DEV_NAMES:-} ]] && read -ra dev_names <<<"$DEV_NAMES"
